@@ -1,0 +1,3 @@
+from notebook_builder.cli import main
+
+raise SystemExit(main())
