@@ -1,0 +1,451 @@
+"""Google Drive as the Store, over pydrive2 (Drive API v2).
+
+Guarantees, on top of the Store interface (c20_store):
+- A store name `a/b/c.pdf` is the file titled `c.pdf` in folder `b` in folder
+  `a` under the root folder (`folder_path`, itself a path under My Drive).
+  Folders are created on demand; their ids are cached.
+- One name, one file. Drive allows several files (and folders) with the same
+  title in one folder; we always pick the oldest (`createdDate`, then `id`),
+  and before inserting a new file the folder is asked afresh by title, so a
+  write never adds a second copy: it updates the one that is there.
+- A content-addressed name (`pdf_by_hash/`, `text/`) is never updated: the
+  same bytes again (Drive's md5Checksum and fileSize) are a no-op, other
+  bytes raise `IntegrityError`. Mutable names (`status.json`,
+  `ky_court.sqlite`) are updated in place, as a new revision of the same file.
+- Uploads use Drive's resumable protocol (pydrive2 always sends
+  `MediaIoBaseUpload(resumable=True)`, 100 MiB chunks); the md5 Drive reports
+  for the stored file is checked against the local bytes. Downloads go to a
+  temporary file, are checked against Drive's md5, then `os.replace`d.
+- Retries: 5xx, 408, 429, 403 rateLimitExceeded/userRateLimitExceeded and
+  connection errors are retried up to `max_tries` times, sleeping
+  `min(backoff_cap, backoff_base * 2**n)` before retry n+1. A write is retried
+  as a whole "look up, then insert or update", so a request that failed after
+  Drive had acted cannot leave a duplicate. 403 storageQuotaExceeded raises
+  `StoreQuotaExceeded` at once (callers degrade to local state); any other
+  failure raises `StoreError` naming the operation and Drive's reason.
+
+Listing cache (the trade-off): `exists`, `size` and `list_dir` list a folder
+once (1000 names per request) and answer from that listing afterwards, kept
+up to date by our own writes. Changes made by someone else (another session,
+the Drive web page) after the listing are not seen until `refresh()` or
+`list_dir` of that folder. A stale "absent" costs nothing but a fresh lookup
+(reads and writes always ask Drive before concluding a name is absent, so no
+duplicate is made); a stale "present" (a file trashed by hand) is believed,
+which is acceptable because the pipeline never deletes from the store.
+One DriveStore is meant for one thread.
+
+CFG knobs read (by `open_drive_store` only): DRIVE_FOLDER, BACKOFF_BASE,
+BACKOFF_CAP, HTTP_TIMEOUT.
+"""
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import json
+import logging
+import mimetypes
+import os
+import socket
+import ssl
+import tempfile
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable
+
+import httplib2
+from googleapiclient.errors import HttpError
+from pydrive2.files import ApiRequestError
+
+from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
+from .c20_store import Store, check_store_name, is_content_addressed
+
+log_drive = logging.getLogger("kycourt.drive")
+
+_DRIVE_FOLDER_MIME = "application/vnd.google-apps.folder"
+_DRIVE_RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
+# No HTTP answer at all: worth retrying. (Not OSError: a missing local file is not transient.)
+_DRIVE_TRANSPORT_ERRORS = (httplib2.HttpLib2Error, http.client.HTTPException, ConnectionError,
+                           TimeoutError, socket.gaierror, ssl.SSLError)
+_DRIVE_PAGE_SIZE = 1000          # the most Drive v2 files.list returns per page
+_DRIVE_HASH_BLOCK = 1024 * 1024
+
+
+# ------------------------------------------------------ pure decisions
+
+
+def _drive_backoff_seconds(retry_number: int, base: float, cap: float) -> float:
+    """Sleep before retry `retry_number` (0 is the first retry): min(cap, base*2^n)."""
+    return min(cap, base * (2 ** retry_number))
+
+
+def _drive_verdict(status: int | None, reason: str, message: str) -> str:
+    """'quota', 'retry' or 'fail' for one failed Drive request (status None: no HTTP answer)."""
+    if status == 403 and (reason == "storageQuotaExceeded"
+                          or (reason == "quotaExceeded" and "storage" in message.lower())):
+        return "quota"
+    if status is None or status >= 500 or status in (408, 429):
+        return "retry"
+    if status == 403 and reason in _DRIVE_RATE_LIMIT_REASONS:
+        return "retry"
+    return "fail"
+
+
+def _drive_query_literal(text: str) -> str:
+    """A string literal of Drive's query language: backslash and quote escaped."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _drive_pick(items: list[dict]) -> dict | None:
+    """Of several files with one title, the one every session picks: oldest, then lowest id."""
+    if not items:
+        return None
+    return min(items, key=lambda item: (item.get("createdDate") or "", item.get("id") or ""))
+
+
+def _drive_entry(item: Any) -> dict:
+    """The few metadata fields we keep of a Drive file resource."""
+    keys = ("id", "title", "mimeType", "md5Checksum", "fileSize", "createdDate")
+    return {key: item.get(key) for key in keys if item.get(key) is not None}
+
+
+def _drive_failure(exc: BaseException) -> tuple[int | None, str, str] | None:
+    """(status, reason, message) when `exc` is a failed Drive request; None for anything else.
+
+    pydrive2 wraps HttpError in ApiRequestError, except in GetAbout (raw
+    HttpError), and when the error body is not JSON (a proxy's HTML page),
+    where ApiRequestError's own json.loads raises JSONDecodeError with the
+    HttpError only in the exception context.
+    """
+    if isinstance(exc, ApiRequestError):
+        error = exc.error or {}
+        http_error = exc.args[0] if exc.args and isinstance(exc.args[0], HttpError) else None
+        status = error.get("code") or (http_error.resp.status if http_error is not None else None)
+        return int(status) if status else None, exc.GetField("reason") or "", error.get("message", "")
+    if isinstance(exc, HttpError):
+        reason, message = "", ""
+        try:
+            error = json.loads(exc.content.decode("utf-8")).get("error", {})
+            reason = (error.get("errors") or [{}])[0].get("reason", "")
+            message = error.get("message", "")
+        except (ValueError, AttributeError):
+            message = (exc.content or b"")[:200].decode("utf-8", "replace")
+        return exc.resp.status, reason, message
+    if isinstance(exc, json.JSONDecodeError):
+        context = exc.__context__
+        while context is not None and not isinstance(context, HttpError):
+            context = context.__context__
+        return _drive_failure(context) if context is not None else None
+    if isinstance(exc, _DRIVE_TRANSPORT_ERRORS):
+        return None, type(exc).__name__, str(exc)
+    return None
+
+
+def _drive_md5_of_file(path: str | os.PathLike) -> tuple[str, int]:
+    digest, size = hashlib.md5(), 0
+    with open(path, "rb") as handle:
+        while block := handle.read(_DRIVE_HASH_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def _drive_mime_type(title: str) -> str:
+    return mimetypes.guess_type(title)[0] or "application/octet-stream"
+
+
+# ------------------------------------------------------------ the store
+
+
+class DriveStore(Store):
+    """A Drive folder as a store. See the module docstring for what it guarantees."""
+
+    def __init__(self, drive, folder_path: str = "ky_court", *, backoff_base: float = 1.0,
+                 backoff_cap: float = 32.0, max_tries: int = 6,
+                 sleep: Callable[[float], Any] = time.sleep):
+        folder_path = folder_path.strip("/")
+        try:
+            check_store_name(folder_path)
+        except StoreError:
+            raise StoreError(f"invalid Drive folder {folder_path!r}: expected a path like ky_court") from None
+        if max_tries < 1:
+            raise StoreError(f"max_tries must be at least 1, not {max_tries}")
+        self.drive = drive
+        self.folder_path = folder_path
+        self.description = f"Google Drive folder {folder_path}"
+        self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
+        self.max_tries, self.sleep = max_tries, sleep
+        self._folder_ids: dict[str, str | None] = {}        # Drive path -> id, None = known absent
+        self._listings: dict[str, dict[str, dict]] = {}     # folder id -> title -> entry (complete listing)
+
+    # ---------------------------------------------------------- Store API
+
+    def exists(self, name: str) -> bool:
+        return self._listed_entry(name) is not None
+
+    def size(self, name: str) -> int | None:
+        entry = self._listed_entry(name)
+        return None if entry is None else int(entry.get("fileSize", 0))
+
+    def read_file(self, name: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
+            target = Path(temp_dir) / "content"
+            self.download_file(name, target)
+            return target.read_bytes()
+
+    def download_file(self, name: str, local_path: str | os.PathLike) -> None:
+        entry = self._fresh_entry(name)
+        if entry is None:
+            raise StoreError(f"{name} is not in the store ({self.description})")
+        target = Path(local_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(target.name + ".download")
+
+        def attempt() -> None:
+            self.drive.CreateFile({"id": entry["id"]}).GetContentFile(str(temp))
+        try:
+            self._retrying(f"download {name}", attempt)
+            if entry.get("md5Checksum"):
+                md5, _ = _drive_md5_of_file(temp)
+                if md5 != entry["md5Checksum"]:
+                    raise IntegrityError(f"{name} downloaded from Drive has md5 {md5}, "
+                                         f"Drive says {entry['md5Checksum']}")
+            os.replace(temp, target)
+        finally:
+            temp.unlink(missing_ok=True)
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        self._store(name, lambda: io.BytesIO(data), hashlib.md5(data).hexdigest(), len(data))
+
+    def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
+        md5, size = _drive_md5_of_file(local_path)
+        self._store(name, lambda: open(local_path, "rb"), md5, size)
+
+    def list_dir(self, prefix: str = "") -> list[str]:
+        """Files directly in folder `prefix`, sorted; always asks Drive and refreshes the listing."""
+        if prefix:
+            check_store_name(prefix)
+        folder_id = self._folder_id(prefix, create=False)
+        if folder_id is None:
+            return []
+        self._listings.pop(folder_id, None)
+        base = PurePosixPath(prefix) if prefix else PurePosixPath()
+        return sorted(str(base / title) for title in self._listing(folder_id))
+
+    def quota(self) -> dict | None:
+        """{'used', 'total'} bytes from Drive About; None when Drive reports no limit."""
+        about = self._retrying("read the Drive quota", self.drive.GetAbout)
+        total = int(about.get("quotaBytesTotal") or 0)
+        if about.get("quotaType") == "UNLIMITED" or total <= 0:
+            return None
+        # Drive, Gmail and Photos share the quota that storageQuotaExceeded refers to.
+        used = about.get("quotaBytesUsedAggregate", about.get("quotaBytesUsed", 0))
+        return {"used": int(used or 0), "total": total}
+
+    def refresh(self) -> None:
+        """Forget every cached folder id and listing (to see changes made by others)."""
+        self._folder_ids.clear()
+        self._listings.clear()
+
+    # ------------------------------------------------------------ lookups
+
+    def _split(self, name: str) -> tuple[str, str]:
+        path = PurePosixPath(check_store_name(name))
+        parent = str(path.parent)
+        return ("" if parent == "." else parent), path.name
+
+    def _listed_entry(self, name: str) -> dict | None:
+        """The file behind `name` according to its folder's (cached) listing."""
+        folder, title = self._split(name)
+        folder_id = self._folder_id(folder, create=False)
+        return None if folder_id is None else self._listing(folder_id).get(title)
+
+    def _fresh_entry(self, name: str) -> dict | None:
+        """The file behind `name`: a cached hit, else Drive is asked by title."""
+        folder, title = self._split(name)
+        folder_id = self._folder_id(folder, create=False)
+        if folder_id is None:
+            return None
+        cached = self._listings.get(folder_id, {}).get(title)
+        if cached is not None:
+            return cached
+        return self._retrying(f"look up {name}", lambda: self._find_and_remember(folder_id, title))
+
+    def _listing(self, folder_id: str) -> dict[str, dict]:
+        """Every file in the folder, title -> entry; one files.list per 1000 names, cached."""
+        if folder_id in self._listings:
+            return self._listings[folder_id]
+        query = f"{_drive_query_literal(folder_id)} in parents and trashed = false"
+        file_list = self.drive.ListFile({"q": query, "maxResults": _DRIVE_PAGE_SIZE})
+        by_title: dict[str, list[dict]] = {}
+        # One retry loop per page: pydrive2 keeps the page token, so a retry asks for the same page.
+        while (page := self._retrying("list a Drive folder", lambda: next(file_list, None))) is not None:
+            for item in page:
+                if item.get("mimeType") != _DRIVE_FOLDER_MIME:
+                    by_title.setdefault(item["title"], []).append(_drive_entry(item))
+        listing = {title: _drive_pick(items) for title, items in by_title.items()}
+        self._listings[folder_id] = listing
+        log_drive.debug("listed Drive folder %s: %d files", folder_id, len(listing))
+        return listing
+
+    def _find(self, parent_id: str, title: str, *, folder: bool) -> dict | None:
+        """One unretried files.list by title; the deterministic pick among duplicates."""
+        query = (f"title = {_drive_query_literal(title)} and {_drive_query_literal(parent_id)} in parents"
+                 f" and trashed = false")
+        items = self.drive.ListFile({"q": query}).GetList()   # GetList pages through all results
+        # Title queries ignore case; Drive keeps it, and so do we.
+        matches = [_drive_entry(item) for item in items
+                   if item.get("title") == title and (item.get("mimeType") == _DRIVE_FOLDER_MIME) == folder]
+        if len(matches) > 1:
+            log_drive.warning("Drive folder %s holds %d %s titled %r; using the oldest, %s",
+                              parent_id, len(matches), "folders" if folder else "files", title,
+                              _drive_pick(matches)["id"])
+        return _drive_pick(matches)
+
+    def _find_and_remember(self, folder_id: str, title: str) -> dict | None:
+        entry = self._find(folder_id, title, folder=False)
+        self._remember(folder_id, title, entry)
+        return entry
+
+    def _remember(self, folder_id: str, title: str, entry: dict | None) -> None:
+        listing = self._listings.get(folder_id)
+        if listing is None:
+            return
+        if entry is None:
+            listing.pop(title, None)
+        else:
+            listing[title] = entry
+
+    def _drive_path(self, folder: str) -> str:
+        """The Drive path (under My Drive) of store folder `folder` ('' is the root folder)."""
+        return f"{self.folder_path}/{folder}" if folder else self.folder_path
+
+    def _folder_id(self, folder: str, *, create: bool) -> str | None:
+        """Id of store folder `folder`; None if it is absent and not `create`."""
+        parent_id, walked = "root", ""
+        for part in self._drive_path(folder).split("/"):
+            walked = f"{walked}/{part}" if walked else part
+            known = self._folder_ids.get(walked)
+            if known is None:
+                if walked in self._folder_ids and not create:
+                    return None          # known absent, and reading only
+                known = self._retrying(f"find Drive folder {walked}",
+                                       lambda: self._find_or_create_folder(parent_id, part, create))
+                self._folder_ids[walked] = known
+                if known is None:
+                    return None
+            parent_id = known
+        return parent_id
+
+    def _find_or_create_folder(self, parent_id: str, title: str, create: bool) -> str | None:
+        found = self._find(parent_id, title, folder=True)
+        if found is not None or not create:
+            return found and found["id"]
+        log_drive.info("creating Drive folder %s in %s", title, parent_id)
+        created = self.drive.CreateFile({"title": title, "mimeType": _DRIVE_FOLDER_MIME,
+                                         "parents": [{"id": parent_id}]})
+        created.Upload()
+        self._listings[created["id"]] = {}   # a new folder is empty: its listing is known
+        return created["id"]
+
+    # -------------------------------------------------------------- writes
+
+    def _store(self, name: str, open_source: Callable[[], Any], md5: str, size: int) -> None:
+        folder, title = self._split(name)
+        content_addressed = is_content_addressed(name)
+        if content_addressed:
+            cached = self._listed_if_cached(folder, title)
+            if cached is not None:
+                self._check_same(name, cached, md5, size)
+                return
+        folder_id = self._folder_id(folder, create=True)
+
+        def attempt() -> None:
+            # Asked afresh on every try: the try before may have stored the file and then failed.
+            existing = self._find_and_remember(folder_id, title)
+            if existing is not None and content_addressed:
+                self._check_same(name, existing, md5, size)
+                return
+            if existing is None:
+                item = self.drive.CreateFile({"title": title, "parents": [{"id": folder_id}],
+                                              "mimeType": _drive_mime_type(title)})
+            else:
+                item = self.drive.CreateFile({"id": existing["id"],
+                                              "mimeType": existing.get("mimeType") or _drive_mime_type(title)})
+            with open_source() as stream:
+                item.content = stream
+                item.Upload()
+            stored = _drive_entry(item)
+            self._remember(folder_id, title, stored)
+            if stored.get("md5Checksum") and stored["md5Checksum"] != md5:
+                raise IntegrityError(f"Drive stored {name} with md5 {stored['md5Checksum']}, "
+                                     f"the local bytes have {md5}")
+        self._retrying(f"upload {name}", attempt)
+
+    def _listed_if_cached(self, folder: str, title: str) -> dict | None:
+        folder_id = self._folder_ids.get(self._drive_path(folder))
+        return None if folder_id is None else self._listings.get(folder_id, {}).get(title)
+
+    @staticmethod
+    def _check_same(name: str, entry: dict, md5: str, size: int) -> None:
+        if entry.get("md5Checksum") == md5 and int(entry.get("fileSize", -1)) == size:
+            return
+        raise IntegrityError(f"store refuses to overwrite {name} with different bytes "
+                             f"(Drive has md5 {entry.get('md5Checksum')} size {entry.get('fileSize')}, "
+                             f"local md5 {md5} size {size})")
+
+    # ------------------------------------------------------------- retries
+
+    def _retrying(self, what: str, call: Callable[[], Any]) -> Any:
+        """`call()`, retried on transient Drive failures; named errors for the rest."""
+        for attempt in range(self.max_tries):
+            try:
+                return call()
+            except Exception as exc:   # noqa: BLE001 - _drive_failure decides what is ours
+                failure = _drive_failure(exc)
+                if failure is None:
+                    raise
+                status, reason, message = failure
+                verdict = _drive_verdict(status, reason, message)
+                detail = f"{status or 'no answer'} {reason}: {message}".strip()
+                if verdict == "quota":
+                    raise StoreQuotaExceeded(f"Google Drive is full, cannot {what}: {detail}") from None
+                if verdict == "fail":
+                    raise StoreError(f"Google Drive refused to {what}: {detail}") from None
+                if attempt + 1 == self.max_tries:
+                    raise StoreError(f"Google Drive failed to {what} after {self.max_tries} tries: "
+                                     f"{detail}") from None
+                delay = _drive_backoff_seconds(attempt, self.backoff_base, self.backoff_cap)
+                log_drive.warning("Drive could not %s (%s); retry %d in %.1fs",
+                                  what, detail, attempt + 1, delay)
+                self.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+# ------------------------------------------------------------ Colab auth
+
+
+def open_drive_store(cfg) -> DriveStore:
+    """The DriveStore for cfg.DRIVE_FOLDER, authenticated as the Colab user.
+
+    Raises StoreError outside Colab, or when the user does not authorise.
+    """
+    try:
+        from google.colab import auth as colab_auth   # exists only inside Colab
+    except ImportError:
+        raise StoreError("KY_STORE=drive works only inside Google Colab (google.colab.auth is "
+                         "missing); elsewhere set KY_STORE to a directory") from None
+    from oauth2client.client import GoogleCredentials
+    from pydrive2.auth import GoogleAuth
+    from pydrive2.drive import GoogleDrive
+    try:
+        # Colab's pop-up; it leaves the user's credentials where the
+        # application-default lookup of oauth2client (what pydrive2 speaks) finds them.
+        colab_auth.authenticate_user()
+        # settings_file=None: a stray settings.yaml in the working directory must not steer auth.
+        gauth = GoogleAuth(settings_file=None, http_timeout=cfg.HTTP_TIMEOUT)
+        gauth.credentials = GoogleCredentials.get_application_default()
+    except Exception as exc:   # noqa: BLE001 - any auth failure is one clear message
+        raise StoreError(f"Google Drive authentication failed: {exc}") from None
+    return DriveStore(GoogleDrive(gauth), cfg.DRIVE_FOLDER,
+                      backoff_base=cfg.BACKOFF_BASE, backoff_cap=cfg.BACKOFF_CAP)
