@@ -310,6 +310,18 @@ def test_insert_that_failed_after_drive_stored_it_is_not_repeated(tmp_path):
     assert drive.all_answers_used()
 
 
+def test_empty_text_is_uploaded_without_a_content_range():
+    # A scanned PDF's text is empty; "bytes 0--1/0" would be an invalid request.
+    drive = ScriptedDrive([ROOT_FOUND, listing(folder("TEXT", "text")), listing(),
+                           *upload(file("T", f"{SHA}.txt", b""))])
+    drive.store().write_bytes(f"text/{SHA}.txt", b"")
+    uri, method, _body, headers = drive.http.request_sequence[-1]
+    assert method == "PUT" and headers[b"Content-Length"] == b"0"
+    assert b"Content-Range" not in headers
+    assert drive.body(3)["mimeType"] == "text/plain"
+    assert drive.all_answers_used()
+
+
 def test_upload_whose_stored_md5_differs_is_an_integrity_error():
     drive = ScriptedDrive([ROOT_FOUND, listing(), *upload(file("S", "status.json", b"torn"))])
     with pytest.raises(IntegrityError, match="md5"):
