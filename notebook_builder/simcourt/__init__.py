@@ -1,0 +1,13 @@
+"""The simulated C-Track court (tests, benchmarks, `kycourt-pipeline sim`).
+
+    from notebook_builder.simcourt import SimCourt, serve
+    with SimCourt(docs=300, seed=1) as court:
+        base = court.base_url          # http://127.0.0.1:<port>/api/api/v1
+
+See server.py for the served behaviour and corpus.py for the planned corpus.
+"""
+from .corpus import FAULTS, NEVER, SimDocument, corpus_counts, expected_outcome
+from .server import DEFAULT_OVERSIZE, SimCourt, serve
+
+__all__ = ["FAULTS", "NEVER", "SimCourt", "SimDocument", "corpus_counts", "expected_outcome",
+           "serve", "DEFAULT_OVERSIZE"]

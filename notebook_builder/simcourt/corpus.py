@@ -1,0 +1,376 @@
+"""The simulated court's corpus: every case and document, planned from a seed.
+
+Guarantees:
+- `Corpus(docs, seed, ...)` plans exactly `docs` documents (late ones
+  included) over first_year..last_year and both courts, in the real yearly
+  proportions (SC 500-1,100 cases a year, CA 1,300-3,500), 1-4 documents a
+  case, case sequences dense with a few gaps. Same arguments, same corpus.
+- Documents are numbered 0..docs-1 in case-number order ("YYYY-CC-NNNN",
+  zero-padded, the form prefixes are matched against). Metadata is held in
+  compact arrays; `SimDocument`s, rows and ids are built on demand, so a
+  98,724-document corpus costs a few tens of MB.
+- The fault plan: with faults on, ~70% of documents are "ok" and the first
+  32 faulty slots cycle through every fault, so 300 documents hold each
+  fault at least twice; later slots favour the common (transient) faults.
+"""
+from __future__ import annotations
+
+import bisect
+import datetime as _dt
+import hashlib
+import math
+import random
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+COURTS = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
+COURT_CODES = ("CA", "SC")          # sorted, so shard order is case-number order
+CASES_PER_YEAR = {"SC": (500, 1100), "CA": (1300, 3500)}
+
+FAULTS = (
+    "ok",
+    "http_500", "http_503", "reset", "truncated", "rate_limited", "html",   # transient
+    "always_503",                                                           # never succeeds
+    "http_401", "http_403", "http_404",                                     # permanent
+    "oversized", "lying_length",                                            # too large
+    "duplicate", "image_only", "no_text", "unparseable",                    # content
+)
+TRANSIENT_FAULTS = ("http_500", "http_503", "reset", "truncated", "rate_limited", "html")
+PERMANENT_STATUS = {"http_401": 401, "http_403": 403, "http_404": 404}
+NEVER = 1_000_000   # transient_failures of a document that never answers well
+
+# After the guaranteed two of each, faulty slots are drawn with these weights.
+_FAULT_WEIGHTS = {
+    "http_500": 3, "http_503": 3, "reset": 2, "truncated": 2, "rate_limited": 2, "html": 1,
+    "always_503": 1, "http_401": 1, "http_403": 1, "http_404": 2, "oversized": 0.3,
+    "lying_length": 0.3, "duplicate": 2, "image_only": 2, "no_text": 1, "unparseable": 1,
+}
+FAULTY_FRACTION = 0.30
+_DOCS_PER_CASE = ((1, 3), (2, 3), (3, 2), (4, 2))   # (documents, weight): mean ~2.3
+
+# (docketEntryDescription, the word in documentName)
+DESCRIPTIONS = (
+    ("OPINION AFFIRMING", "opinion"), ("OPINION REVERSING AND REMANDING", "opinion"),
+    ("OPINION AFFIRMING IN PART, REVERSING IN PART", "opinion"),
+    ("MEMORANDUM OPINION AND ORDER", "memorandum"), ("ORDER DENYING DISCRETIONARY REVIEW", "order"),
+    ("ORDER DISMISSING APPEAL", "order"), ("ORDER GRANTING MOTION", "order"),
+    ("OPINION AND ORDER", "opinion"), ("NOTICE OF APPEAL", "notice"), ("BRIEF FOR APPELLANT", "brief"),
+)
+_SURNAMES = ("SMITH JOHNSON WILLIAMS BROWN JONES MILLER DAVIS WILSON ANDERSON TAYLOR THOMAS MOORE "
+             "JACKSON MARTIN LEE THOMPSON WHITE HARRIS CLARK LEWIS ROBINSON WALKER YOUNG ALLEN KING "
+             "WRIGHT SCOTT HILL GREEN ADAMS BAKER NELSON CARTER MITCHELL ROBERTS TURNER PHILLIPS "
+             "CAMPBELL PARKER EVANS EDWARDS COLLINS STEWART MORRIS ROGERS REED COOK MORGAN BELL "
+             "MURPHY BAILEY COOPER HOWARD WARD COX RICHARDSON WOOD WATSON BROOKS BENNETT GRAY").split()
+_RESPONDENTS = ("COMMONWEALTH", "COMMONWEALTH", "COMMONWEALTH", "COMMONWEALTH OF KENTUCKY",
+                "KENTUCKY UNEMPLOYMENT INSURANCE COMMISSION", "CITY OF LOUISVILLE",
+                "LEXINGTON-FAYETTE URBAN COUNTY GOVERNMENT", "KENTUCKY BAR ASSOCIATION",
+                "CABINET FOR HEALTH AND FAMILY SERVICES", "WORKERS' COMPENSATION BOARD")
+_CASE_TYPES = {"CA": ("Appeal", "Appeal", "Original Action", "Motion for Interlocutory Relief"),
+               "SC": ("Matter of Right Appeal", "Discretionary Review", "Original Action",
+                      "Bar Discipline", "Workers' Compensation")}
+
+
+@dataclass(frozen=True)
+class SimDocument:
+    """One document as the court holds it, and what the pipeline should end with.
+
+    expected_text_chars_zero is meaningful only when expected_status is 'extracted'.
+    transient_failures is NEVER for always_503 and 0 for permanent faults.
+    """
+    index: int
+    document_id: str
+    document_name: str
+    case_number: str          # "2019-CA-0012": zero-padded, as in the rowMap
+    shard: str                # "2019-CA"
+    court: str
+    case_id: str
+    case_title: str
+    docket_entry_id: str
+    description: str
+    filed_date: str           # "2019-03-01T00:00:00.000-05:00"
+    fault: str
+    transient_failures: int
+    late: bool
+    duplicate_of: str | None
+    expected_status: str
+    expected_http_status: int
+    expected_text_chars_zero: bool
+
+
+def expected_outcome(fault: str) -> tuple[str, int, bool]:
+    """(status, http_status, text_chars_zero) a correct pipeline ends with for a fault."""
+    if fault in PERMANENT_STATUS:
+        return "failed", PERMANENT_STATUS[fault], False
+    if fault == "always_503":
+        return "failed", 503, False
+    if fault in ("oversized", "lying_length"):
+        return "failed", 413, False
+    if fault == "unparseable":
+        return "downloaded", 200, False
+    return "extracted", 200, fault in ("image_only", "no_text")
+
+
+def hex_id(seed: int, kind: str, number: int) -> str:
+    return hashlib.sha256(f"simcourt:{seed}:{kind}:{number}".encode()).hexdigest()
+
+
+def _key(hex_text: str) -> int:
+    return int(hex_text[:16], 16)
+
+
+def yearly_cases(year: int, court: str) -> int:
+    """The planned case count of a year at full scale (independent of the seed)."""
+    low, high = CASES_PER_YEAR[court]
+    return random.Random(f"cases:{year}:{court}").randint(low, high)
+
+
+def corpus_counts(docs: int, first_year: int = 1990, last_year: int = 2026) -> dict[str, int]:
+    """Documents per shard ("2019-CA") for a corpus of `docs` documents, in shard order."""
+    shards = [(f"{year}-{court}", yearly_cases(year, court))
+              for year in range(first_year, last_year + 1) for court in COURT_CODES]
+    total_weight = sum(weight for _, weight in shards)
+    exact = [docs * weight / total_weight for _, weight in shards]
+    counts = [math.floor(value) for value in exact]
+    # Largest remainder, so the counts add up to exactly `docs`.
+    by_remainder = sorted(range(len(shards)), key=lambda i: (counts[i] - exact[i], i))
+    for i in by_remainder[:docs - sum(counts)]:
+        counts[i] += 1
+    return {shard: count for (shard, _), count in zip(shards, counts)}
+
+
+def _offset(month: int) -> str:
+    return "-04:00" if 4 <= month <= 10 else "-05:00"   # Eastern time, DST roughly
+
+
+class Corpus:
+    """The planned corpus. Read-only after construction (thread-safe to share)."""
+
+    def __init__(self, docs: int, seed: int, *, faults: bool = True, late_docs: int = 0,
+                 first_year: int = 1990, last_year: int = 2026):
+        if docs < 0 or not 0 <= late_docs <= docs or first_year > last_year:
+            raise ValueError("need docs >= 0, 0 <= late_docs <= docs, first_year <= last_year")
+        self.seed, self.size = seed, docs
+        self.first_year, self.last_year = first_year, last_year
+        self.case_keys: list[str] = []               # "2019-CA-0012", sorted
+        self.case_first_doc = array("I")             # + a sentinel at the end
+        self.case_filed = array("I")                 # date ordinal
+        self.doc_case = array("I")
+        self.doc_entry = array("I")                  # index of the entry's first document
+        self.doc_description = array("B")
+        self.doc_filed = array("I")
+        self._plan_cases(corpus_counts(docs, first_year, last_year))
+        self.doc_fault = array("B", bytes(docs))
+        self.doc_transient = array("I", [0]) * docs
+        self.duplicate_of: dict[int, int] = {}
+        self.late: set[int] = set()
+        if faults:
+            self._plan_faults()
+        self._plan_late(late_docs)
+        rng = random.Random(f"{seed}:relevance")
+        self.doc_relevance = array("I", (rng.getrandbits(32) for _ in range(docs)))
+        self._doc_by_key = {_key(hex_id(seed, "document", i)): i for i in range(docs)}
+        self._entry_by_key = {_key(hex_id(seed, "entry", i)): i for i in set(self.doc_entry)}
+
+    # ------------------------------------------------------------ planning
+
+    def _plan_cases(self, counts: dict[str, int]) -> None:
+        sizes, weights = zip(*_DOCS_PER_CASE)
+        for shard, remaining in counts.items():
+            year, court = int(shard[:4]), shard[5:]
+            rng = random.Random(f"{self.seed}:{shard}")
+            sequence = 0
+            while remaining > 0:
+                sequence += 2 if rng.random() < 0.04 else 1      # dense, not gap-free
+                slots_left = max(1, 9999 - sequence)
+                in_case = max(rng.choices(sizes, weights)[0], math.ceil(remaining / slots_left))
+                in_case = min(in_case, remaining)
+                remaining -= in_case
+                case = len(self.case_keys)
+                self.case_keys.append(f"{shard}-{sequence:04d}")
+                self.case_first_doc.append(len(self.doc_case))
+                case_filed = _dt.date(year, 1, 1).toordinal() + rng.randrange(365)
+                self.case_filed.append(case_filed)
+                for position in range(in_case):
+                    doc = len(self.doc_case)
+                    self.doc_case.append(case)
+                    shares_entry = position > 0 and rng.random() < 0.2
+                    self.doc_entry.append(self.doc_entry[-1] if shares_entry else doc)
+                    self.doc_description.append(rng.randrange(len(DESCRIPTIONS)))
+                    self.doc_filed.append(case_filed + rng.randrange(0, 400))
+        self.case_first_doc.append(len(self.doc_case))
+
+    def _plan_faults(self) -> None:
+        rng = random.Random(f"{self.seed}:faults")
+        kinds = FAULTS[1:]
+        weights = [_FAULT_WEIGHTS[kind] for kind in kinds]
+        faulty = rng.sample(range(self.size), round(FAULTY_FRACTION * self.size))
+        for slot, doc in enumerate(faulty):
+            kind = kinds[slot % len(kinds)] if slot < 2 * len(kinds) else rng.choices(kinds, weights)[0]
+            self.doc_fault[doc] = FAULTS.index(kind)
+            if kind in TRANSIENT_FAULTS:
+                self.doc_transient[doc] = rng.randint(1, 2)
+            elif kind == "always_503":
+                self.doc_transient[doc] = NEVER
+        ok = [doc for doc in range(self.size) if self.doc_fault[doc] == 0]
+        for doc in faulty:
+            if FAULTS[self.doc_fault[doc]] == "duplicate":
+                if ok:
+                    self.duplicate_of[doc] = rng.choice(ok)
+                else:
+                    self.doc_fault[doc] = 0     # nothing to duplicate in a tiny corpus
+
+    def _plan_late(self, late_docs: int) -> None:
+        if not late_docs:
+            return
+        rng = random.Random(f"{self.seed}:late")
+        originals = set(self.duplicate_of.values())
+        candidates = [doc for doc in range(self.size)
+                      if self.doc_fault[doc] == 0 and doc not in originals]
+        if len(candidates) < late_docs:
+            candidates = [doc for doc in range(self.size) if doc not in originals]
+            candidates = candidates if len(candidates) >= late_docs else list(range(self.size))
+        self.late = set(rng.sample(candidates, late_docs))
+
+    # ------------------------------------------------------------- lookups
+
+    def __len__(self) -> int:
+        return self.size
+
+    def find_document(self, document_id: str) -> int | None:
+        try:
+            doc = self._doc_by_key.get(_key(document_id))
+        except ValueError:
+            return None
+        if doc is None or hex_id(self.seed, "document", doc) != document_id.lower():
+            return None
+        return doc
+
+    def find_entry(self, entry_id: str) -> list[int]:
+        """Documents of a docket entry, in order (their entry is contiguous)."""
+        try:
+            first = self._entry_by_key.get(_key(entry_id))
+        except ValueError:
+            return []
+        if first is None or hex_id(self.seed, "entry", first) != entry_id.lower():
+            return []
+        docs = [first]
+        while docs[-1] + 1 < self.size and self.doc_entry[docs[-1] + 1] == first:
+            docs.append(docs[-1] + 1)
+        return docs
+
+    def case_range(self, prefix: str) -> tuple[int, int]:
+        """Cases [lo, hi) whose zero-padded case number starts with `prefix`."""
+        prefix = prefix.upper()
+        lo = bisect.bisect_left(self.case_keys, prefix)
+        hi = bisect.bisect_left(self.case_keys, prefix + "\uffff")
+        return lo, hi
+
+    def doc_range(self, prefix: str) -> tuple[int, int]:
+        lo, hi = self.case_range(prefix)
+        return self.case_first_doc[lo], self.case_first_doc[hi]
+
+    def fault(self, doc: int) -> str:
+        return FAULTS[self.doc_fault[doc]]
+
+    # ------------------------------------------------------- derived texts
+
+    def case_title(self, case: int) -> str:
+        h = int(hex_id(self.seed, "case", case)[16:32], 16)
+        appellant = _SURNAMES[h % len(_SURNAMES)]
+        if (h >> 20) % 3 == 0:
+            respondent = _SURNAMES[(h >> 8) % len(_SURNAMES)]
+        else:
+            respondent = _RESPONDENTS[(h >> 8) % len(_RESPONDENTS)]
+        return f"{appellant} VS. {respondent}"
+
+    def case_type(self, case: int) -> str:
+        types = _CASE_TYPES[self.case_keys[case][5:7]]
+        return types[int(hex_id(self.seed, "case", case)[32:40], 16) % len(types)]
+
+    @staticmethod
+    def iso_date(ordinal: int) -> str:
+        day = _dt.date.fromordinal(ordinal)
+        return f"{day.isoformat()}T00:00:00.000{_offset(day.month)}"
+
+    def document_name(self, doc: int) -> str:
+        key = self.case_keys[self.doc_case[doc]]
+        return f"{key[:8]}{int(key[8:]):06d} {DESCRIPTIONS[self.doc_description[doc]][1]}.pdf"
+
+    def document(self, doc: int) -> SimDocument:
+        if not 0 <= doc < self.size:
+            raise IndexError(doc)
+        case = self.doc_case[doc]
+        key = self.case_keys[case]
+        fault = self.fault(doc)
+        status, http_status, zero = expected_outcome(fault)
+        original = self.duplicate_of.get(doc)
+        return SimDocument(
+            index=doc, document_id=hex_id(self.seed, "document", doc),
+            document_name=self.document_name(doc), case_number=key, shard=key[:7],
+            court=COURTS[key[5:7]], case_id=hex_id(self.seed, "case", case),
+            case_title=self.case_title(case),
+            docket_entry_id=hex_id(self.seed, "entry", self.doc_entry[doc]),
+            description=DESCRIPTIONS[self.doc_description[doc]][0],
+            filed_date=self.iso_date(self.doc_filed[doc]), fault=fault,
+            transient_failures=self.doc_transient[doc], late=doc in self.late,
+            duplicate_of=None if original is None else hex_id(self.seed, "document", original),
+            expected_status=status, expected_http_status=http_status,
+            expected_text_chars_zero=zero)
+
+    def document_row(self, doc: int) -> dict:
+        """A resultItem of the document search."""
+        case = self.doc_case[doc]
+        key = self.case_keys[case]
+        document_id = hex_id(self.seed, "document", doc)
+        return {"id": document_id, "rowMap": {
+            "documentID": document_id, "documentName": self.document_name(doc),
+            "mimeType": "application/pdf", "caseHeader.caseNumber": key,
+            "caseHeader.caseID": hex_id(self.seed, "case", case),
+            "caseHeader.shortTitle": self.case_title(case),
+            "caseHeader.court": COURTS[key[5:7]],
+            "docketEntryID": hex_id(self.seed, "entry", self.doc_entry[doc]),
+            "docketEntryDescription": DESCRIPTIONS[self.doc_description[doc]][0],
+            "filedDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": True}}
+
+    def case_row(self, case: int) -> dict:
+        """A resultItem of the case search."""
+        case_id = hex_id(self.seed, "case", case)
+        year = int(self.case_keys[case][:4])
+        closed = (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
+        return {"id": case_id, "rowMap": {
+            "caseNumber": self.case_keys[case], "caseID": case_id,
+            "shortTitle": self.case_title(case), "caseType": self.case_type(case),
+            "closed": closed, "filedDate": self.iso_date(self.case_filed[case])}}
+
+    def entry_document(self, doc: int) -> dict:
+        """An element of the docket-entry document list."""
+        return {"documentID": hex_id(self.seed, "document", doc),
+                "documentName": self.document_name(doc), "mimeType": "application/pdf",
+                "parentID": hex_id(self.seed, "entry", self.doc_entry[doc]),
+                "parentCategory": "docketentries",
+                "parentDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": True}
+
+
+class DocumentList(Sequence):
+    """`SimCourt.documents`: a read-only sequence that builds SimDocuments on demand."""
+
+    def __init__(self, corpus: Corpus):
+        self._corpus = corpus
+
+    def __len__(self) -> int:
+        return len(self._corpus)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._corpus.document(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        return self._corpus.document(index)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(
+            a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} SimDocuments>"

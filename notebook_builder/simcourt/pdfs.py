@@ -1,0 +1,156 @@
+"""A tiny, deterministic PDF writer for the simulated court's documents.
+
+Guarantees:
+- `opinion_pdf()` returns a valid PDF (1-5 pages, Helvetica, Flate-compressed
+  content) whose text layer holds the case number, the title and
+  opinion-like paragraphs; pypdf and pypdfium2 extract the case number.
+- `image_only_pdf()` is one page that only paints an image (a "scan"):
+  every engine extracts 0 characters. `blank_pdf()` has pages and no text.
+- `unparseable_pdf()` begins with `%PDF-` and no parser can open it.
+- Same arguments, same bytes: there are no timestamps but the fixed
+  creation date passed in, and zlib output is deterministic.
+
+Written by hand rather than with fpdf2 because it is ~20x faster and the
+download benchmark generates thousands of these.
+"""
+from __future__ import annotations
+
+import random
+import zlib
+
+_WORDS = (
+    "appellant appellee court circuit judgment statute review record trial motion evidence "
+    "jury instruction error harmless abuse discretion standard de novo findings fact law "
+    "conclusion affirm reverse remand proceedings consistent opinion commonwealth defendant "
+    "plaintiff petition writ mandamus prohibition custody sentence probation parole claim "
+    "contract tort negligence duty breach damages immunity sovereign county board agency "
+    "administrative hearing officer order summary dismissal jurisdiction venue precedent "
+    "constitution section amendment due process equal protection search seizure warrant "
+    "testimony witness objection preserved palpable manifest injustice substantial"
+).split()
+
+_CLOSINGS = ("AFFIRMED.", "REVERSED AND REMANDED.", "AFFIRMED IN PART, REVERSED IN PART.",
+             "VACATED AND REMANDED.", "DISMISSED.")
+
+
+def _escape(text: str) -> bytes:
+    raw = text.encode("latin-1", "replace")
+    return raw.replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)")
+
+
+def _assemble(objects: list[bytes], creation_date: str) -> bytes:
+    """objects[i] is the body of object i+1; object 1 must be the catalog."""
+    info_number = len(objects) + 1
+    objects = objects + [b"<< /Producer (kycourt simcourt) /CreationDate (D:" +
+                         creation_date.encode("ascii") + b") >>"]
+    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref_at = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for offset in offsets:
+        out += b"%010d 00000 n \n" % offset
+    out += (b"trailer\n<< /Size %d /Root 1 0 R /Info %d 0 R >>\nstartxref\n%d\n%%%%EOF\n"
+            % (len(objects) + 1, info_number, xref_at))
+    return bytes(out)
+
+
+def _stream(data: bytes, extra: bytes = b"") -> bytes:
+    packed = zlib.compress(data, 6)
+    return (b"<< /Length %d /Filter /FlateDecode" % len(packed) + extra + b" >>\nstream\n"
+            + packed + b"\nendstream")
+
+
+def _document(page_contents: list[bytes], creation_date: str,
+              resources: bytes = b"<< /Font << /F1 3 0 R >> >>",
+              extra_objects: list[bytes] = ()) -> bytes:
+    # 1 catalog, 2 pages, 3 font, 4.. extra objects, then page/content pairs.
+    first_page = 4 + len(extra_objects)
+    kids = b" ".join(b"%d 0 R" % (first_page + 2 * i) for i in range(len(page_contents)))
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               b"<< /Type /Pages /Kids [" + kids + b"] /Count %d >>" % len(page_contents),
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"]
+    objects += list(extra_objects)
+    for i, content in enumerate(page_contents):
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources "
+                       + resources + b" /Contents %d 0 R >>" % (first_page + 2 * i + 1))
+        objects.append(_stream(content))
+    return _assemble(objects, creation_date)
+
+
+def _wrap(text: str, width: int = 88) -> list[str]:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return lines
+
+
+def _text_page(lines: list[str]) -> bytes:
+    parts = [b"BT /F1 11 Tf 14 TL 72 740 Td"]
+    for line in lines:
+        parts.append(b"(" + _escape(line) + b") Tj T*")
+    parts.append(b"ET")
+    return b"\n".join(parts)
+
+
+LINES_PER_PAGE = 48
+
+
+def opinion_pdf(*, seed: int | str, case_number: str, court: str, title: str,
+                description: str, filed: str, creation_date: str) -> bytes:
+    """A 1-5 page opinion whose first lines carry the case number and title."""
+    rng = random.Random(f"pdf:{seed}")
+    pages = rng.choice((1, 1, 2, 2, 3, 4, 5))
+    lines = [court.upper(), f"NO. {case_number}", title, "", description, f"RENDERED: {filed}", ""]
+    target = pages * LINES_PER_PAGE - rng.randrange(0, LINES_PER_PAGE // 2)
+    paragraph_number = 1
+    while len(lines) < target:
+        words = [rng.choice(_WORDS) for _ in range(rng.randrange(40, 140))]
+        sentence_starts = range(0, len(words), rng.randrange(9, 18))
+        for start in sentence_starts:
+            words[start] = words[start].capitalize()
+        text = f"{paragraph_number}. " + " ".join(words) + "."
+        lines.extend(_wrap(text))
+        lines.append("")
+        paragraph_number += 1
+    lines = lines[:target] + ["", rng.choice(_CLOSINGS), f"Case {case_number}"]
+    chunks = [lines[i:i + LINES_PER_PAGE] for i in range(0, len(lines), LINES_PER_PAGE)]
+    return _document([_text_page(chunk) for chunk in chunks], creation_date)
+
+
+def image_only_pdf(*, seed: int | str, creation_date: str) -> bytes:
+    """One page painted by a grey 'scan' image; there is no text layer."""
+    rng = random.Random(f"scan:{seed}")
+    width, height = 170, 220
+    rows = bytearray()
+    for _ in range(height):
+        base = rng.randrange(200, 256)
+        rows += bytes((base - rng.randrange(0, 60)) if rng.random() < 0.08 else base
+                      for _ in range(width))
+    image = _stream(bytes(rows), b" /Type /XObject /Subtype /Image /Width %d /Height %d"
+                    b" /ColorSpace /DeviceGray /BitsPerComponent 8" % (width, height))
+    content = b"q 540 0 0 700 36 46 cm /Im1 Do Q"
+    return _document([content], creation_date,
+                     resources=b"<< /XObject << /Im1 4 0 R >> >>", extra_objects=[image])
+
+
+def blank_pdf(*, seed: int | str, creation_date: str) -> bytes:
+    """1-3 valid pages with nothing drawn on them."""
+    pages = random.Random(f"blank:{seed}").randrange(1, 4)
+    return _document([b"q Q"] * pages, creation_date)
+
+
+def unparseable_pdf(*, seed: int | str) -> bytes:
+    """`%PDF-` then noise: no objects, no xref, no trailer, nothing to recover."""
+    rng = random.Random(f"broken:{seed}")
+    # Bytes 0x80-0xff only, so no accidental 'obj', 'xref' or 'trailer' appears.
+    noise = bytes(rng.randrange(0x80, 0x100) for _ in range(rng.randrange(2000, 6000)))
+    return b"%PDF-1.7\n" + noise

@@ -1,0 +1,521 @@
+"""The simulated C-Track court: the API of ctrack-api.md over loopback, misbehaviours included.
+
+Guarantees:
+- `SimCourt(...).start()` serves the endpoints of ctrack-api.md under
+  `http://127.0.0.1:<port>/api/api/v1` with a ThreadingHTTPServer speaking
+  HTTP/1.1 keep-alive, TCP_NODELAY on every accepted socket (MEASURED.md:
+  ~28 ms lost per request otherwise), nothing logged per request.
+- Search (documents and cases) matches a prefix against the zero-padded
+  case number "YYYY-CC-NNNN" (case-insensitive), so "2019-CA-0" ... splits a
+  shard digit by digit. Without `x-ctrack-excludeselflinks: true` it
+  answers 200 with no rows (the trap). Paging: 1-based startindex, at most
+  `max_page` rows a page whatever maxresults asked, and a window
+  (startindex + maxresults - 1, maxresults as *requested*) past
+  `results_limit` is 400. `x-ctrack-paging-totalcount` is sent only when
+  `x-ctrack-paging-calculatetotalcount: true` was.
+- Unstable order (unstable=True): a shard's rows are in a seeded relevance
+  order, and every `EPOCH_REQUESTS` search requests the order is perturbed
+  afresh (one row moved up across a long stretch, plus a few adjacent
+  swaps), so a naive sweep can miss or repeat rows at page boundaries while
+  repeated sweeps see everything. Late documents are hidden (from search,
+  docket lists and download, 404) until the court has answered their
+  number of search requests, spread over the first ~2/3 of one full sweep.
+- Downloads misbehave per document as planned in `corpus` (FAULTS); the
+  bad answers come first, one per GET or HEAD, then good ones. Oversized
+  and lying bodies are generated lazily while the client reads, never held.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import random
+import socket
+import struct
+import threading
+from collections import OrderedDict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from . import pdfs
+from .corpus import COURTS, FAULTS, PERMANENT_STATUS, Corpus, DocumentList, SimDocument
+
+API_PATH = "/api/api/v1"
+MIB = 1024 * 1024
+DEFAULT_OVERSIZE = 201 * MIB
+EPOCH_REQUESTS = 2          # search requests per perturbation epoch
+PDF_CACHE_SIZE = 256
+_FILLER = bytes(range(32, 127)) * (65536 // 95 + 1)
+_FILLER = _FILLER[:65536]
+_OVERSIZE_SNDBUF = 64 * 1024
+
+
+class SimCourt:
+    """A simulated court on a free loopback port; see the module docstring."""
+
+    def __init__(self, docs: int = 300, seed: int = 1, *, results_limit: int = 10000,
+                 max_page: int = 1000, faults: bool = True, late_docs: int = 0,
+                 unstable: bool = True, first_year: int = 1990, last_year: int = 2026,
+                 search_fault_rate: float = 0.0, oversize_bytes: int | None = None):
+        if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1:
+            raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1]")
+        self.seed = seed
+        self.results_limit, self.max_page = results_limit, max_page
+        self.unstable, self.search_fault_rate = unstable, search_fault_rate
+        self.oversize_bytes = DEFAULT_OVERSIZE if oversize_bytes is None else oversize_bytes
+        self.corpus = Corpus(docs, seed, faults=faults, late_docs=late_docs,
+                             first_year=first_year, last_year=last_year)
+        self.documents = DocumentList(self.corpus)
+        self._lock = threading.Lock()
+        self._requests: dict[int, int] = {}
+        self._body_bytes: dict[int, int] = {}
+        self.download_requests = 0
+        self.search_requests = 0
+        self._orders: OrderedDict = OrderedDict()
+        self._pdf_cache: OrderedDict = OrderedDict()
+        self._reveal_at: dict[int, int] = {}
+        self._plan_reveals()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.base_url: str | None = None
+
+    # --------------------------------------------------------- public API
+
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
+        if self._server is not None:
+            return self.base_url
+        self._server = _Server((host, port), _Handler)
+        self._server.court = self
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05},
+                                        name="simcourt", daemon=True)
+        self._thread.start()
+        self.base_url = f"http://{host}:{self._server.server_address[1]}{API_PATH}"
+        return self.base_url
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        server.close_connections()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "SimCourt":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def document(self, document_id: str) -> SimDocument:
+        doc = self.corpus.find_document(document_id)
+        if doc is None:
+            raise KeyError(document_id)
+        return self.corpus.document(doc)
+
+    def requests_for(self, document_id: str) -> int:
+        return self._requests.get(self._index(document_id), 0)
+
+    def body_bytes_sent(self, document_id: str) -> int:
+        return self._body_bytes.get(self._index(document_id), 0)
+
+    def pdf_bytes(self, document_id: str) -> bytes | None:
+        return self._pdf(self._index(document_id))
+
+    def reveal_after(self, document_id: str) -> int:
+        """Search requests the court answers before a late document shows (0 if not late)."""
+        return self._reveal_at.get(self._index(document_id), 0)
+
+    def documents_with(self, fault: str) -> list[SimDocument]:
+        """Every document planned with `fault` (a name from FAULTS)."""
+        code = FAULTS.index(fault)
+        return [self.corpus.document(doc) for doc, planned in enumerate(self.corpus.doc_fault)
+                if planned == code]
+
+    def estimated_sweep_requests(self) -> int:
+        """Search requests one full discovery sweep makes, splitting over-limit shards."""
+        total = 0
+        for year in range(self.corpus.first_year, self.corpus.last_year + 1):
+            for court in COURTS:
+                total += self._requests_for_prefix(f"{year}-{court}-")
+        return total
+
+    # ---------------------------------------------------------- internals
+
+    def _index(self, document_id: str) -> int:
+        doc = self.corpus.find_document(document_id)
+        if doc is None:
+            raise KeyError(document_id)
+        return doc
+
+    def _requests_for_prefix(self, prefix: str) -> int:
+        lo, hi = self.corpus.doc_range(prefix)
+        count = hi - lo
+        if count > self.results_limit and len(prefix) < 12:
+            return 1 + sum(self._requests_for_prefix(prefix + digit) for digit in "0123456789")
+        return max(1, math.ceil(min(count, self.results_limit) / self.max_page))
+
+    def _plan_reveals(self) -> None:
+        late = sorted(self.corpus.late)
+        if not late:
+            return
+        horizon = max(1, (2 * self.estimated_sweep_requests()) // 3)
+        rng = random.Random(f"{self.seed}:reveal")
+        rng.shuffle(late)
+        for rank, doc in enumerate(late):
+            self._reveal_at[doc] = 1 + (rank * horizon) // len(late)
+
+    def _visible(self, doc: int, search_count: int | None = None) -> bool:
+        reveal = self._reveal_at.get(doc)
+        if reveal is None:
+            return True
+        return (self.search_requests if search_count is None else search_count) >= reveal
+
+    def _revealed(self, search_count: int) -> int:
+        return sum(1 for reveal in self._reveal_at.values() if reveal <= search_count)
+
+    def _pdf(self, doc: int) -> bytes | None:
+        source = self.corpus.duplicate_of.get(doc, doc)
+        fault = self.corpus.fault(source)
+        if fault in PERMANENT_STATUS or fault in ("always_503", "oversized", "lying_length"):
+            return None
+        with self._lock:
+            cached = self._pdf_cache.get(source)
+            if cached is not None:
+                self._pdf_cache.move_to_end(source)
+                return cached
+        corpus = self.corpus
+        filed = corpus.doc_filed[source]
+        stamp = corpus.iso_date(filed)
+        creation = stamp[:10].replace("-", "") + "000000" + stamp[-6:-3] + "'" + stamp[-2:] + "'"
+        if fault == "image_only":
+            data = pdfs.image_only_pdf(seed=f"{self.seed}:{source}", creation_date=creation)
+        elif fault == "no_text":
+            data = pdfs.blank_pdf(seed=f"{self.seed}:{source}", creation_date=creation)
+        elif fault == "unparseable":
+            data = pdfs.unparseable_pdf(seed=f"{self.seed}:{source}")
+        else:
+            document = corpus.document(source)
+            day = _dt.date.fromordinal(filed)
+            data = pdfs.opinion_pdf(seed=f"{self.seed}:{source}", case_number=document.case_number,
+                                    court=document.court, title=document.case_title,
+                                    description=document.description,
+                                    filed=f"{day:%B} {day.day}, {day.year}".upper(),
+                                    creation_date=creation)
+        with self._lock:
+            self._pdf_cache[source] = data
+            while len(self._pdf_cache) > PDF_CACHE_SIZE:
+                self._pdf_cache.popitem(last=False)
+        return data
+
+    def _ordered(self, kind: str, prefix: str, search_count: int) -> list[int]:
+        """Items (documents or cases) matching `prefix`, in this request's relevance order."""
+        corpus = self.corpus
+        if kind == "documents":
+            lo, hi = corpus.doc_range(prefix)
+        else:
+            lo, hi = corpus.case_range(prefix)
+        revealed = self._revealed(search_count) if kind == "documents" else 0
+        cache_key = (kind, lo, hi, revealed)
+        with self._lock:
+            base = self._orders.get(cache_key)
+            if base is not None:
+                self._orders.move_to_end(cache_key)
+        if base is None:
+            if kind == "documents":
+                items = [doc for doc in range(lo, hi) if self._visible(doc, search_count)]
+                relevance = corpus.doc_relevance
+                base = sorted(items, key=relevance.__getitem__)
+            else:
+                firsts, relevance = corpus.case_first_doc, corpus.doc_relevance
+                base = sorted(range(lo, hi), key=lambda case: relevance[firsts[case]] ^ 0x5A5A5A5A)
+            with self._lock:
+                self._orders[cache_key] = base
+                while len(self._orders) > 64:
+                    self._orders.popitem(last=False)
+        if not self.unstable or len(base) < 2:
+            return base
+        epoch = search_count // EPOCH_REQUESTS
+        rng = random.Random(f"{self.seed}:{epoch}:{kind}:{lo}:{hi}")
+        order = list(base)
+        # One row jumps up over a long stretch: everything between shifts down one place.
+        source = rng.randrange(1, len(order))
+        order.insert(rng.randrange(0, source), order.pop(source))
+        for _ in range(max(1, len(order) // 100)):
+            i = rng.randrange(len(order) - 1)
+            order[i], order[i + 1] = order[i + 1], order[i]
+        return order
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    court: SimCourt
+
+    def __init__(self, *args, **kwargs):
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def get_request(self):
+        connection, address = super().get_request()
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._connections_lock:
+            self._connections.add(connection)
+        return connection, address
+
+    def shutdown_request(self, request):
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._connections_lock:
+            connections, self._connections = list(self._connections), set()
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def handle_error(self, request, client_address) -> None:
+        pass   # clients hanging up mid-body is part of the simulation, not an error
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "Microsoft-IIS/10.0"
+    timeout = 60          # idle keep-alive connections close after this
+    server: _Server
+
+    def log_message(self, format, *args) -> None:
+        pass
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    # ----------------------------------------------------------- routing
+
+    def do_GET(self) -> None:
+        self._route(head=False)
+
+    def do_HEAD(self) -> None:
+        self._route(head=True)
+
+    def _route(self, head: bool) -> None:
+        court = self.server.court
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/")
+        query = parse_qs(url.query, keep_blank_values=True)
+        if not path.startswith(API_PATH):
+            return self._json(404, {"message": "Not found"}, head)
+        path = path[len(API_PATH):]
+        if path == "/publicaccessdocuments/search":
+            return self._search(court, "documents", "caseHeader.caseNumber", query, head)
+        if path == "/cases/search":
+            return self._search(court, "cases", "caseNumber", query, head)
+        if path == "/publicaccessdocuments":
+            return self._entry_documents(court, query, head)
+        parts = path.split("/")
+        if len(parts) == 4 and parts[1] == "publicaccessdocuments" and parts[3] == "download":
+            return self._download(court, parts[2], head)
+        return self._json(404, {"message": "No HTTP resource was found that matches the request URI."},
+                          head)
+
+    # ---------------------------------------------------------- answers
+
+    def _send(self, status: int, body: bytes, content_type: str, head: bool,
+              headers: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _json(self, status: int, payload, head: bool, headers: dict | None = None) -> None:
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        self._send(status, body, "application/json; charset=utf-8", head, headers)
+
+    def _search(self, court: SimCourt, kind: str, field: str, query: dict, head: bool) -> None:
+        with court._lock:
+            court.search_requests += 1
+            count = court.search_requests
+        limit_header = {"x-ctrack-paging-resultslimit": str(court.results_limit)}
+        if court.search_fault_rate > 0:
+            roll = random.Random(f"{court.seed}:search:{count}")
+            if roll.random() < court.search_fault_rate:
+                if roll.random() < 0.25:
+                    return self._json(429, {"message": "Too many requests"}, head,
+                                      {"Retry-After": "1"})
+                return self._json(503, {"message": "Service Unavailable"}, head)
+        if not _flag(self.headers.get("x-ctrack-excludeselflinks")):
+            return self._json(200, {"resultItems": [], "facets": []}, head, {
+                **limit_header, "x-ctrack-paging-totalcount": "0",
+                "x-ctrack-paging-resultcount": "0", "x-ctrack-paging-moreresults": "false"})
+        values = {name: query.get(f"searchFields[0].{name}", [""])[0]
+                  for name in ("searchType", "operation", "values[0]", "indexFieldName")}
+        if values["indexFieldName"] != field or values["searchType"].lower() != "starts with":
+            return self._json(400, {"message": f"Unsupported search on {values['indexFieldName']!r}"},
+                              head, limit_header)
+        try:
+            start = int(self.headers.get("x-ctrack-paging-startindex", "1"))
+            asked = int(self.headers.get("x-ctrack-paging-maxresults", "20"))
+        except ValueError:
+            return self._json(400, {"message": "Invalid paging headers"}, head, limit_header)
+        if start < 1 or asked < 1:
+            return self._json(400, {"message": "Invalid paging headers"}, head, limit_header)
+        if start + asked - 1 > court.results_limit:
+            return self._json(400, {"message": f"The requested window exceeds the results limit "
+                                               f"of {court.results_limit}."}, head, limit_header)
+        order = court._ordered(kind, values["values[0]"], count)
+        page = order[start - 1:start - 1 + min(asked, court.max_page)]
+        corpus = court.corpus
+        rows = [corpus.document_row(i) if kind == "documents" else corpus.case_row(i) for i in page]
+        headers = {**limit_header, "x-ctrack-paging-resultcount": str(len(rows)),
+                   "x-ctrack-paging-moreresults":
+                       "true" if start - 1 + len(rows) < len(order) else "false"}
+        if _flag(self.headers.get("x-ctrack-paging-calculatetotalcount")):
+            headers["x-ctrack-paging-totalcount"] = str(len(order))
+        self._json(200, {"resultItems": rows, "facets": []}, head, headers)
+
+    def _entry_documents(self, court: SimCourt, query: dict, head: bool) -> None:
+        filters = dict(part.split("=", 1) for part in query.get("filter", [""])[0].split(",")
+                       if "=" in part)
+        if filters.get("parentCategory") != "docketentries" or "parentID" not in filters:
+            return self._json(400, {"message": "filter must name parentCategory and parentID"}, head)
+        docs = court.corpus.find_entry(filters["parentID"])
+        self._json(200, [court.corpus.entry_document(doc) for doc in docs if court._visible(doc)],
+                   head)
+
+    def _download(self, court: SimCourt, document_id: str, head: bool) -> None:
+        doc = court.corpus.find_document(document_id)
+        if doc is None or not court._visible(doc):
+            return self._json(404, {"message": "Document not found"}, head)
+        with court._lock:
+            court.download_requests += 1
+            attempt = court._requests[doc] = court._requests.get(doc, 0) + 1
+        fault = court.corpus.fault(doc)
+        failing = attempt <= court.corpus.doc_transient[doc]
+        if fault in PERMANENT_STATUS:
+            return self._json(PERMANENT_STATUS[fault], {"message": {
+                401: "Authorization has been denied for this request.",
+                403: "This document is restricted.", 404: "Document not found"}[
+                    PERMANENT_STATUS[fault]]}, head)
+        if fault == "always_503" or (failing and fault == "http_503"):
+            return self._send(503, b"<html><body><h1>503 Service Unavailable</h1></body></html>",
+                              "text/html", head)
+        if failing and fault == "http_500":
+            return self._json(500, {"message": "An error has occurred."}, head)
+        if failing and fault == "rate_limited":
+            return self._json(429, {"message": "Too many requests"}, head, {"Retry-After": "1"})
+        if failing and fault == "html":
+            page = (b"<!DOCTYPE html><html><head><title>Error</title></head><body>"
+                    b"<h2>Sorry, something went wrong.</h2><p>Please try again later.</p>"
+                    b"</body></html>")
+            return self._send(200, page, "text/html; charset=utf-8", head)
+        if failing and fault == "reset":
+            return self._reset()
+        if fault == "oversized":
+            return self._stream_oversized(court, doc, head)
+        if fault == "lying_length":
+            return self._stream_lying(court, doc, head)
+        data = court._pdf(doc)
+        name = court.corpus.document_name(doc)
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+        if failing and fault == "truncated" and not head:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/pdf")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self._write_body(court, doc, data[:len(data) // 2])
+            self.wfile.flush()
+            return self._reset()
+        self._send(200, data, "application/pdf", head, headers)
+        if not head:
+            self._count(court, doc, len(data))
+
+    # ------------------------------------------------------ misbehaviours
+
+    def _reset(self) -> None:
+        """Close the connection with a TCP RST and no (further) answer."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+
+    @staticmethod
+    def _count(court: SimCourt, doc: int, sent: int) -> None:
+        with court._lock:
+            court._body_bytes[doc] = court._body_bytes.get(doc, 0) + sent
+
+    def _write_body(self, court: SimCourt, doc: int, data: bytes) -> bool:
+        try:
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True
+            return False
+        self._count(court, doc, len(data))
+        return True
+
+    def _stream(self, court: SimCourt, doc: int, total: int, chunked: bool) -> None:
+        # A small send buffer, so a client that hangs up after the headers
+        # costs the court (and proves it read) almost nothing.
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _OVERSIZE_SNDBUF)
+        sent, first = 0, b"%PDF-1.4\n%" + _FILLER[:65536 - 10]
+        while sent < total:
+            block = (first if sent == 0 else _FILLER)[:total - sent]
+            payload = b"%x\r\n%s\r\n" % (len(block), block) if chunked else block
+            if not self._write_body(court, doc, payload):
+                return
+            sent += len(block)
+        if chunked:
+            self._write_body(court, doc, b"0\r\n\r\n")
+
+    def _stream_oversized(self, court: SimCourt, doc: int, head: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/pdf")
+        self.send_header("Content-Length", str(court.oversize_bytes))
+        self.end_headers()
+        if not head:
+            self._stream(court, doc, court.oversize_bytes, chunked=False)
+
+    def _stream_lying(self, court: SimCourt, doc: int, head: bool) -> None:
+        """No Content-Length, a body larger than oversize_bytes: chunked or close-delimited."""
+        chunked = doc % 2 == 0
+        self.send_response(200)
+        self.send_header("Content-Type", "application/pdf")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if not head:
+            self._stream(court, doc, court.oversize_bytes + MIB, chunked=chunked)
+
+
+def serve(port: int = 8765, docs: int = 300, seed: int = 1, **options) -> None:
+    """Run a simulated court in the foreground until Ctrl-C (`kycourt-pipeline sim`)."""
+    court = SimCourt(docs, seed, **options)
+    base_url = court.start(port=port)
+    print(base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        court.stop()
