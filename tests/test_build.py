@@ -1,0 +1,370 @@
+"""The notebook builder: cells -> ky_court_pipeline.ipynb, deterministic and faithful."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from notebook_builder import build
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def code_cells(notebook: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    return [cell for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def write_cells(directory: Path, modules: dict[str, str]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "__init__.py").write_text("")
+    for name, source in modules.items():
+        (directory / f"{name}.py").write_text(textwrap.dedent(source).lstrip("\n"))
+    return directory
+
+
+def run_builder(*args: str, module: bool = False) -> subprocess.CompletedProcess:
+    command = ([sys.executable, "-m", "notebook_builder.build"] if module
+               else [sys.executable, str(REPO_ROOT / "notebook_builder" / "build.py")])
+    return subprocess.run(command + list(args), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+
+# ---------------------------------------------------------- determinism
+
+
+def test_two_builds_are_byte_identical(tmp_path):
+    first, second = tmp_path / "first.ipynb", tmp_path / "second.ipynb"
+    build.write_notebook(first)
+    build.write_notebook(second)
+    assert first.read_bytes() == second.read_bytes()
+    assert first.read_bytes().endswith(b"}\n")
+
+
+def test_builds_in_separate_processes_are_byte_identical(tmp_path):
+    # A fresh interpreter each time, so per-process randomness (hash seeds,
+    # nbformat's random cell ids) would show.
+    outputs = []
+    for index in range(2):
+        output = tmp_path / f"build{index}.ipynb"
+        result = run_builder("--output", str(output))
+        assert result.returncode == 0, result.stderr
+        outputs.append(output.read_bytes())
+    assert outputs[0] == outputs[1]
+
+
+def test_notebook_has_stable_ids_no_outputs_and_fixed_metadata():
+    notebook = build.build_notebook()
+    assert (notebook.nbformat, notebook.nbformat_minor) == (4, 5)
+    assert notebook.metadata == build.NOTEBOOK_METADATA
+    ids = [cell.id for cell in notebook.cells]
+    assert len(ids) == len(set(ids))
+    assert ids[:2] == ["title-md", "bootstrap-code"]
+    assert "c00-config-md" in ids and "c00-config-code" in ids
+    for cell in code_cells(notebook):
+        assert cell.outputs == [] and cell.execution_count is None and cell.metadata == {}
+
+
+def test_cell_ids_are_valid_nbformat_ids_even_for_long_names():
+    for name in ("c00_config", "drive_store", "c99_" + "x" * 100):
+        for kind in ("md", "code"):
+            identifier = build.cell_id(name, kind)
+            assert 1 <= len(identifier) <= 64 and identifier.endswith("-" + kind)
+            assert all(char.isalnum() or char in "-_" for char in identifier)
+    assert build.cell_id("c20_store", "code") == "c20-store-code"
+
+
+def test_output_passes_nbformat_validate(tmp_path):
+    path = build.write_notebook(tmp_path / "nb.ipynb")
+    nbformat.validate(nbformat.read(path, as_version=nbformat.NO_CONVERT))
+
+
+# ---------------------------------------------------------------- check
+
+
+def test_committed_notebook_equals_a_fresh_build():
+    committed = REPO_ROOT / "ky_court_pipeline.ipynb"
+    assert committed.exists(), "ky_court_pipeline.ipynb is missing: run python notebook_builder/build.py"
+    assert not build.is_stale(committed), build.STALE_MESSAGE.format(path=committed.name)
+
+
+def test_check_passes_on_a_fresh_build_and_catches_a_stale_notebook(tmp_path):
+    notebook_path = build.write_notebook(tmp_path / "ky_court_pipeline.ipynb")
+    passed = run_builder("--check", "--output", str(notebook_path))
+    assert passed.returncode == 0, passed.stderr
+
+    notebook = nbformat.read(notebook_path, as_version=4)
+    notebook.cells[-1].source += "\n# edited by hand"
+    nbformat.write(notebook, notebook_path)
+    failed = run_builder("--check", "--output", str(notebook_path))
+    assert failed.returncode == 1
+    assert "ky_court_pipeline.ipynb is stale: run python notebook_builder/build.py" in failed.stderr
+    # --check writes nothing.
+    assert "# edited by hand" in notebook_path.read_text()
+
+
+def test_check_treats_a_missing_notebook_as_stale(tmp_path):
+    result = run_builder("--check", "--output", str(tmp_path / "ky_court_pipeline.ipynb"), module=True)
+    assert result.returncode == 1 and "is stale" in result.stderr
+
+
+def test_check_catches_a_whitespace_only_difference(tmp_path):
+    notebook_path = build.write_notebook(tmp_path / "nb.ipynb")
+    notebook_path.write_bytes(notebook_path.read_bytes().rstrip(b"\n"))
+    assert build.is_stale(notebook_path)
+
+
+# ------------------------------------------------------- faithful cells
+
+
+def test_every_code_cell_compiles():
+    for cell in code_cells(build.build_notebook()):
+        compile(cell.source, f"<cell {cell.id}>", "exec")
+
+
+def test_cells_follow_module_order_with_drive_store_after_the_store(tmp_path):
+    cells_dir = write_cells(tmp_path / "cells", {
+        "c00_config": '"""Config."""\nA = 1\n',
+        "c10_database": '"""Database."""\nB = 2\n',
+        "c20_store": '"""Store."""\nC = 3\n',
+        "c25_extra": '"""Extra."""\nD = 4\n',
+        "c90_verify": '"""Verify."""\nE = 5\n',
+        "drive_store": '"""Drive."""\nF = 6\n',
+    })
+    order = [path.stem for path in build.cell_module_paths(cells_dir)]
+    assert order == ["c00_config", "c10_database", "c20_store", "drive_store", "c25_extra", "c90_verify"]
+    ids = [identifier for identifier, _, _ in build.cell_sources(cells_dir)]
+    assert "init-code" not in " ".join(ids) and "__init__" not in " ".join(ids)
+    assert ids[-2:] == ["c90-verify-md", "c90-verify-code"]
+
+
+def test_a_new_cell_module_needs_no_builder_change(tmp_path):
+    cells_dir = write_cells(tmp_path / "cells", {
+        "c00_config": '"""Config."""\nA = 1\n',
+        "c42_new_stage": '"""A stage nobody told the builder about."""\nfrom .c00_config import A\n\nB = A\n',
+    })
+    sources = build.cell_sources(cells_dir)
+    assert ("c42-new-stage-code", "code", "B = A") in sources
+    assert ("c42-new-stage-md", "markdown",
+            "## `c42_new_stage`\n\nA stage nobody told the builder about.") in sources
+
+
+def test_only_intra_package_imports_and_the_docstring_are_removed():
+    source = textwrap.dedent('''\
+        """Module docstring.
+
+        Second paragraph.
+        """
+        from __future__ import annotations
+
+        import os
+        from pathlib import Path
+        from .c00_config import (
+            Config,
+            ConfigError,
+        )
+        from notebook_builder.cells.c10_database import Database
+        from .c20_store import LocalStore as _LocalStore
+
+
+        def open_it(cfg: Config) -> Path:
+            """Function docstrings stay."""
+            from .drive_store import open_drive_store
+            import json
+            return Path(os.fspath(cfg.WORKSPACE))
+
+
+        if False:
+            from .c35_context import Context
+        ''')
+    docstring, code = build.transform_source(source, "c99_sample")
+    assert docstring == "Module docstring.\n\nSecond paragraph."
+    assert code == textwrap.dedent('''\
+        from __future__ import annotations
+
+        import os
+        from pathlib import Path
+        _LocalStore = LocalStore
+
+
+        def open_it(cfg: Config) -> Path:
+            """Function docstrings stay."""
+            import json
+            return Path(os.fspath(cfg.WORKSPACE))
+
+
+        if False:
+            pass''')
+    compile(code, "c99_sample", "exec")
+
+
+def test_committed_cells_keep_every_non_intra_import_and_drop_every_intra_one():
+    notebook = build.build_notebook()
+    cells_by_id = {cell.id: cell for cell in notebook.cells}
+    for path in build.cell_module_paths():
+        module_tree = ast.parse(path.read_text())
+        cell_tree = ast.parse(cells_by_id[build.cell_id(path.stem, "code")].source)
+
+        def imports(tree, intra):
+            return sorted(ast.dump(node) for node in ast.walk(tree)
+                          if isinstance(node, (ast.Import, ast.ImportFrom))
+                          and (build._intra_package_target(node) is not None) == intra)
+
+        assert imports(cell_tree, intra=True) == [], path.stem
+        assert imports(cell_tree, intra=False) == imports(module_tree, intra=False), path.stem
+
+
+def test_from_future_stays_the_first_statement_of_its_cell():
+    for cell in code_cells(build.build_notebook()):
+        body = ast.parse(cell.source).body
+        for index, node in enumerate(body):
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                assert index == 0, cell.id
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("from . import c00_config", "binds modules"),
+    ("import notebook_builder.cells.c00_config", "binds a module"),
+    ("from ..simcourt import server", "outside cells/"),
+    ("from .c00_config import A; B = 2", "its own lines"),
+])
+def test_imports_the_notebook_could_not_run_stop_the_build(tmp_path, line, reason):
+    with pytest.raises(build.BuildError, match=reason):
+        build.transform_source(f"{line}\n", "c50_bad")
+
+
+def test_a_module_level_import_of_a_later_cell_stops_the_build(tmp_path):
+    cells_dir = write_cells(tmp_path / "cells", {
+        "c00_config": '"""Config."""\nfrom .c10_database import B\n',
+        "c10_database": '"""Database."""\nB = 2\n',
+    })
+    with pytest.raises(build.BuildError, match="comes later"):
+        build.build_notebook(cells_dir)
+
+
+def test_an_import_of_a_module_that_is_not_a_cell_stops_the_build(tmp_path):
+    cells_dir = write_cells(tmp_path / "cells", {
+        "c00_config": '"""Config."""\nfrom .helpers import B\n',
+        "helpers": "B = 2\n",
+    })
+    with pytest.raises(build.BuildError, match="not a notebook cell"):
+        build.build_notebook(cells_dir)
+
+
+# ------------------------------------------------ one shared namespace
+
+
+def top_level_bindings(source: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(names defined by def/class/assignment, names bound by import -> what they import)."""
+    defined: dict[str, str] = {}
+    imported: dict[str, str] = {}
+
+    def bind_target(target: ast.AST, kind: str) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined.setdefault(node.id, kind)
+
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.setdefault(node.name, type(node).__name__)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                bind_target(target, "assignment")
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.target is not None:
+            bind_target(node.target, "assignment")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                imported[bound] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:
+                imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return defined, imported
+
+
+def shared_namespace_conflicts(cells: list[tuple[str, str]]) -> list[str]:
+    """Names two cells bind to different objects in the notebook's one namespace."""
+    defined_in: dict[str, str] = {}
+    imported_as: dict[str, tuple[str, str]] = {}
+    conflicts = []
+    for cell_name, source in cells:
+        defined, imported = top_level_bindings(source)
+        for name in defined:
+            if name.startswith("__") and name.endswith("__"):
+                continue
+            if name in defined_in:
+                conflicts.append(f"{name}: defined in {defined_in[name]} and {cell_name}")
+            elif name in imported_as:
+                conflicts.append(f"{name}: imported in {imported_as[name][0]}, defined in {cell_name}")
+            defined_in.setdefault(name, cell_name)
+        for name, origin in imported.items():
+            if name in defined_in:
+                conflicts.append(f"{name}: defined in {defined_in[name]}, imported in {cell_name}")
+            elif name in imported_as and imported_as[name][1] != origin:
+                conflicts.append(f"{name}: {imported_as[name][1]} in {imported_as[name][0]}, "
+                                 f"{origin} in {cell_name}")
+            imported_as.setdefault(name, (cell_name, origin))
+    return conflicts
+
+
+def test_no_two_cells_bind_the_same_top_level_name_to_different_objects():
+    cells = [(cell.id, cell.source) for cell in code_cells(build.build_notebook())]
+    assert shared_namespace_conflicts(cells) == []
+
+
+def test_the_namespace_check_sees_real_conflicts_and_allows_shared_imports():
+    assert shared_namespace_conflicts([
+        ("a", "import os\nfrom pathlib import Path\nlog = 1\n"),
+        ("b", "import os\nfrom pathlib import Path\n"),
+    ]) == []
+    assert shared_namespace_conflicts([("a", "log = 1\n"), ("b", "def log(): pass\n")]) == [
+        "log: defined in a and b"]
+    assert shared_namespace_conflicts([("a", "from typing import Any\n"), ("b", "Any = object\n")]) == [
+        "Any: imported in a, defined in b"]
+    assert shared_namespace_conflicts([("a", "from json import loads\n"), ("b", "from pickle import loads\n")])
+
+
+# ------------------------------------------------------ bootstrap cell
+
+
+def test_bootstrap_cell_does_nothing_outside_colab():
+    namespace: dict = {}
+    exec(compile(build.BOOTSTRAP_SOURCE, "<bootstrap>", "exec"), namespace)
+    assert namespace["_running_in_colab"]() is False
+    assert "_missing_requirements" not in namespace
+
+
+def test_bootstrap_installs_the_requirements_pyproject_declares():
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    for import_name, requirement in build.COLAB_MISSING_PACKAGES:
+        assert f'"{requirement}"' in pyproject, requirement
+        assert import_name in build.BOOTSTRAP_SOURCE
+    assert "sys.executable" in build.BOOTSTRAP_SOURCE and "authenticate_user()" in build.BOOTSTRAP_SOURCE
+
+
+# ------------------------------------------------------ README knob table
+
+
+def test_readme_knob_table_matches_KNOBS():
+    from notebook_builder.cells.c00_config import KNOBS
+
+    table = build.readme_knob_table((REPO_ROOT / "README.md").read_text())
+    assert table is not None, "README.md lost its knob table markers"
+    assert table == build.knob_table(), "README knob table is stale: run python notebook_builder/build.py --update-readme"
+    for knob in KNOBS:
+        assert f"| `{knob.name}` |" in table
+
+
+def test_readme_table_command_prints_the_table():
+    result = run_builder("--readme-table")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == build.knob_table()
+
+
+def test_display_defaults_name_real_knobs():
+    from notebook_builder.cells.c00_config import KNOB_BY_NAME
+
+    assert set(build.DISPLAY_DEFAULTS) <= set(KNOB_BY_NAME)
