@@ -1,0 +1,299 @@
+"""The run context: what every stage receives, and the shared services around it.
+
+Guarantees:
+- `Context` carries the config, workspace, database, store mirror, HTTP
+  client and run clock; stages take it and return a small result.
+- `StoreMirror` is the only way stages write to the store. It is
+  thread-safe (Drive's HTTP objects are not), skips an upload the store
+  already holds, and on quota exhaustion or a store outage keeps the run
+  going on local state: the name is queued in `store_pending`, the mirror is
+  marked lagging, and `catch_up()` (every run, at start and at sync) brings
+  the store level.
+- `write_status()` writes status.json (CONTRACT.md) atomically to the
+  workspace and mirrors it; `done` comes from the same queue functions the
+  stages use.
+- `Checkpointer` pushes a consistent database snapshot to the store every
+  CHECKPOINT_SECONDS from a background thread while the stages commit.
+
+Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, CHECKPOINT_SECONDS, QUOTA_WARN_FRACTION.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from .c00_config import Config, DiskFullError, RunClock, StoreError, StoreQuotaExceeded, utc_now
+from .c10_database import DB_FILENAME, Database, checkpoint
+from .c20_store import LocalStore, Store
+
+log_context = logging.getLogger("kycourt.context")
+
+WORKSPACE_FOLDERS = ("tmp", "pdf_backup", "pdf_by_hash", "text", "checkpoint")
+STATUS_FILENAME = "status.json"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Temp name in the same folder, fsync, os.replace; ENOSPC becomes DiskFullError."""
+    temp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise_if_disk_full(exc, path)
+        raise
+
+
+def raise_if_disk_full(exc: OSError, path: Path | str) -> None:
+    import errno
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        raise DiskFullError(f"workspace disk is full writing {path}: free space on "
+                            f"{Path(path).anchor or '/'} (the filesystem holding the workspace)") from exc
+
+
+def progress(total: int | None, desc: str, unit: str = "doc") -> tqdm:
+    """A progress bar that renders in Colab and in a terminal (tqdm.auto)."""
+    return tqdm(total=total, desc=desc, unit=unit, mininterval=1.0, dynamic_ncols=True,
+                disable=os.environ.get("KY_PROGRESS", "1") == "0")
+
+
+class StoreMirror:
+    """Mirrors workspace files into the store, degrading on store faults."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.db: Database | None = None
+        self.lagging: str | None = None   # why the store is behind, if it is
+        self.uploads = 0
+        self.skipped = 0
+        self._lock = threading.RLock()
+
+    def attach(self, db: Database) -> None:
+        self.db = db
+
+    def has(self, name: str) -> bool:
+        with self._lock:
+            try:
+                return self.store.exists(name)
+            except StoreError as exc:
+                self._note_lag(exc)
+                return False
+
+    def put(self, name: str, local_path: str | os.PathLike, *, mutable: bool = False) -> bool:
+        """Uploads unless the store already has `name` (content-addressed names only).
+
+        Returns True when the store holds the name afterwards. Store faults
+        are recorded and swallowed: the run keeps going on local state.
+        """
+        with self._lock:
+            try:
+                if not mutable and self.store.exists(name):
+                    self.skipped += 1
+                    return True
+                self.store.upload_file(name, local_path)
+                self.uploads += 1
+                return True
+            except StoreError as exc:   # includes StoreQuotaExceeded
+                self._note_lag(exc)
+                if self.db is not None and not mutable:
+                    self.db.store_pending_add(name, str(local_path), str(exc))
+                return False
+
+    def get_quota(self) -> dict | None:
+        with self._lock:
+            try:
+                return self.store.quota()
+            except StoreError as exc:
+                self._note_lag(exc)
+                return None
+
+    def _note_lag(self, exc: StoreError) -> None:
+        kind = "quota exceeded" if isinstance(exc, StoreQuotaExceeded) else "store error"
+        if self.lagging is None:
+            log_context.warning("store %s: %s (%s); continuing on local state, the store will catch up",
+                                self.store.description, kind, exc)
+        self.lagging = f"{kind}: {exc}"
+
+    def catch_up(self, workspace: Path) -> dict[str, int]:
+        """Uploads every queued name whose local file still exists; returns counts."""
+        if self.db is None:
+            return {"uploaded": 0, "left": 0}
+        uploaded = 0
+        self.lagging = None
+        for row in self.db.store_pending():
+            local = Path(row["local_path"])
+            if not local.is_absolute():
+                local = workspace / local
+            if not local.exists():
+                log_context.warning("store backlog: %s is gone locally; dropping it from the backlog", row["name"])
+                self.db.store_pending_done(row["name"])
+                continue
+            with self._lock:
+                try:
+                    if not self.store.exists(row["name"]):
+                        self.store.upload_file(row["name"], local)
+                        self.uploads += 1
+                except StoreError as exc:
+                    self._note_lag(exc)
+                    break
+            self.db.store_pending_done(row["name"])
+            uploaded += 1
+        return {"uploaded": uploaded, "left": self.db.store_pending_count()}
+
+
+@dataclass
+class Context:
+    cfg: Config
+    workspace: Path
+    store: Store
+    mirror: StoreMirror
+    clock: RunClock
+    db: Database | None = None
+    client: Any = None
+    phase: str = "start"
+    quota: dict | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def path(self, name: str) -> Path:
+        return self.workspace / name
+
+    @property
+    def db_path(self) -> Path:
+        return self.workspace / DB_FILENAME
+
+    def open_database(self) -> Database:
+        if self.db is None:
+            self.db = Database.open(self.db_path)
+            self.mirror.attach(self.db)
+        return self.db
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+    def push_checkpoint(self) -> dict[str, Any] | None:
+        """Snapshot the database and mirror it as the store's ky_court.sqlite."""
+        if self.db is None:
+            return None
+        snapshot = self.path("checkpoint") / DB_FILENAME
+        info = checkpoint(self.db_path, snapshot)
+        info["uploaded"] = self.mirror.put(DB_FILENAME, snapshot, mutable=True)
+        self.notes["last_checkpoint"] = info
+        self.refresh_quota()
+        return info
+
+    def refresh_quota(self) -> dict | None:
+        quota = self.mirror.get_quota()
+        if quota and quota.get("total"):
+            quota = dict(quota)
+            quota["fraction"] = round(quota["used"] / quota["total"], 4)
+            if quota["fraction"] >= self.cfg.QUOTA_WARN_FRACTION:
+                log_context.warning("store quota %.0f%% used (%s of %s bytes)",
+                                    100 * quota["fraction"], quota["used"], quota["total"])
+        self.quota = quota
+        return quota
+
+
+def open_store(cfg: Config) -> Store:
+    """The store CFG names: a directory, or Google Drive ('drive')."""
+    if cfg.store_is_drive:
+        from .drive_store import open_drive_store
+        return open_drive_store(cfg)
+    return LocalStore(cfg.STORE)
+
+
+def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | None = None) -> Context:
+    """Creates the workspace layout and the store; the database is opened after restore."""
+    workspace = Path(cfg.WORKSPACE)
+    try:
+        for folder in WORKSPACE_FOLDERS:
+            (workspace / folder).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise_if_disk_full(exc, workspace)
+        raise StoreError(f"cannot create workspace {workspace}: {exc.strerror}") from None
+    store = store if store is not None else open_store(cfg)
+    clock = clock or RunClock(cfg.BUDGET_SECONDS, cfg.SHUTDOWN_SECONDS)
+    return Context(cfg=cfg, workspace=workspace, store=store, mirror=StoreMirror(store), clock=clock)
+
+
+# ---------------------------------------------------------------- status
+
+
+def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str | None = None,
+                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The status.json of CONTRACT.md, from the database (empty workspace: zeros)."""
+    if db is None:
+        counts = {"discovered": 0, "downloaded": 0, "extracted": 0, "failed": 0}
+        queues = {"download": 0, "extract": 0}
+        converged = False
+    else:
+        counts = db.status_counts()
+        queues = db.queue_sizes(cfg)
+        converged = db.kv_get("discovery_converged_at") is not None
+    document = {
+        "updated_at": utc_now(),
+        "phase": phase,
+        "counts": counts,
+        "queues": queues,
+        "done": bool(converged and queues["download"] == 0 and queues["extract"] == 0),
+        "verify": verify,
+        "documents": sum(counts.values()),
+        "discovery_converged": converged,
+    }
+    if db is not None:
+        document["permanent_failures"] = db.permanent_failure_count()
+        document["store_pending"] = db.store_pending_count()
+        document["checkpoint_seq"] = int(db.kv_get("checkpoint_seq", "0"))
+    document.update(extra or {})
+    return document
+
+
+def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> dict[str, Any]:
+    extra = dict(extra)
+    extra["store_lagging"] = ctx.mirror.lagging
+    if ctx.quota is not None:
+        extra["store_quota"] = ctx.quota
+    document = status_document(ctx.db, ctx.cfg, phase=ctx.phase, verify=verify, extra=extra)
+    path = ctx.path(STATUS_FILENAME)
+    atomic_write_text(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+    ctx.mirror.put(STATUS_FILENAME, path, mutable=True)
+    return document
+
+
+class Checkpointer:
+    """Background thread: a database checkpoint to the store every CHECKPOINT_SECONDS."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.count = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="checkpointer", daemon=True)
+
+    def __enter__(self) -> "Checkpointer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.ctx.cfg.CHECKPOINT_SECONDS):
+            try:
+                self.ctx.push_checkpoint()
+                self.count += 1
+            except Exception as exc:  # a failed checkpoint must never kill the run
+                self.errors.append(str(exc))
+                log_context.warning("background checkpoint failed: %s", exc)
