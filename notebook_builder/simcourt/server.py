@@ -439,9 +439,10 @@ class _Handler(BaseHTTPRequestHandler):
             for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
+            # A clean close (FIN, not RST) after half the body: the client sees a torn body.
             self._write_body(court, doc, data[:len(data) // 2])
-            self.wfile.flush()
-            return self._reset()
+            self.close_connection = True
+            return
         self._send(200, data, "application/pdf", head, headers)
         if not head:
             self._count(court, doc, len(data))
