@@ -185,14 +185,15 @@ def _statement_lists(tree: ast.AST):
         for field_name in ("body", "orelse", "finalbody"):
             statements = getattr(node, field_name, None)
             if isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt):
-                yield node, statements
+                yield statements
         for handler in getattr(node, "handlers", None) or []:
-            yield handler, handler.body
+            yield handler.body
 
 
 def _check_own_lines(lines: list[str], node: ast.stmt, module_name: str) -> None:
-    before = lines[node.lineno - 1][:node.col_offset]
-    after = lines[node.end_lineno - 1][node.end_col_offset:]
+    # ast's column offsets count UTF-8 bytes, not characters.
+    before = lines[node.lineno - 1].encode("utf-8")[:node.col_offset].decode("utf-8", "replace")
+    after = lines[node.end_lineno - 1].encode("utf-8")[node.end_col_offset:].decode("utf-8", "replace")
     if before.strip() or (after.strip() and not after.strip().startswith("#")):
         raise BuildError(f"{module_name}.py line {node.lineno}: an intra-package import must stand "
                          f"on its own lines (no ';' and nothing else on them)")
@@ -211,7 +212,7 @@ def transform_source(source: str, module_name: str = "<cell>",
     the package's own ImportError, not the builder's concern.
     """
     tree = ast.parse(source, filename=f"{module_name}.py")
-    lines = source.splitlines()
+    lines = re.split(r"\r\n|\r|\n", source)  # the line breaks ast counts, no others
     # line index (0-based) -> replacement lines; a span's later lines map to []
     replacements: dict[int, list[str]] = {}
 
@@ -224,7 +225,7 @@ def transform_source(source: str, module_name: str = "<cell>",
             replacements[index] = []
 
     top_level = set(map(id, tree.body))
-    for parent, statements in _statement_lists(tree):
+    for statements in _statement_lists(tree):
         removable = []
         for node in statements:
             try:
@@ -244,7 +245,7 @@ def transform_source(source: str, module_name: str = "<cell>",
             _check_own_lines(lines, node, module_name)
             removable.append(node)
         for node in removable:
-            indent = lines[node.lineno - 1][:node.col_offset]
+            indent = lines[node.lineno - 1][:len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip())]
             # `from .x import a as b` still has to bind b in the shared namespace.
             kept = [f"{indent}{alias.asname} = {alias.name}"
                     for alias in node.names if alias.asname and alias.asname != alias.name]

@@ -236,22 +236,15 @@ def test_imports_the_notebook_could_not_run_stop_the_build(tmp_path, line, reaso
         build.transform_source(f"{line}\n", "c50_bad")
 
 
-def test_a_module_level_import_of_a_later_cell_stops_the_build(tmp_path):
-    cells_dir = write_cells(tmp_path / "cells", {
-        "c00_config": '"""Config."""\nfrom .c10_database import B\n',
-        "c10_database": '"""Database."""\nB = 2\n',
-    })
-    with pytest.raises(build.BuildError, match="comes later"):
-        build.build_notebook(cells_dir)
-
-
-def test_an_import_of_a_module_that_is_not_a_cell_stops_the_build(tmp_path):
-    cells_dir = write_cells(tmp_path / "cells", {
-        "c00_config": '"""Config."""\nfrom .helpers import B\n',
-        "helpers": "B = 2\n",
-    })
-    with pytest.raises(build.BuildError, match="not a notebook cell"):
-        build.build_notebook(cells_dir)
+@pytest.mark.parametrize("modules, reason", [
+    ({"c00_config": '"""Config."""\nfrom .c10_database import B\n', "c10_database": "B = 2\n"},
+     "comes later"),
+    ({"c00_config": '"""Config."""\nfrom .helpers import B\n', "helpers": "B = 2\n"},
+     "not a notebook cell"),
+])
+def test_an_import_of_a_later_cell_or_a_non_cell_stops_the_build(tmp_path, modules, reason):
+    with pytest.raises(build.BuildError, match=reason):
+        build.build_notebook(write_cells(tmp_path / "cells", modules))
 
 
 # ------------------------------------------------ one shared namespace
