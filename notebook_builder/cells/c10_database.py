@@ -464,6 +464,16 @@ class Database:
                 (document_id, sha256, attempt, engine, outcome, pages, chars, seconds,
                  None if error is None else error[:500], utc_now()))
 
+    def extracted_twin(self, sha256: str) -> sqlite3.Row | None:
+        """An `extracted` document holding this sha256 (pages, extracted_chars, likely_scanned), if any.
+
+        Its commit came after its text file was written, so that file can be trusted.
+        """
+        return self.conn.execute(
+            "SELECT document_id, pages, extracted_chars, likely_scanned FROM documents "
+            "WHERE sha256 = ? AND status = 'extracted' AND pages IS NOT NULL LIMIT 1",
+            (sha256,)).fetchone()
+
     def extraction_failures(self, cfg: Config) -> list[sqlite3.Row]:
         """Downloaded documents whose extraction attempts are used up."""
         return self.conn.execute(
