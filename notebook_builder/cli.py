@@ -1,0 +1,205 @@
+"""kycourt-pipeline: the notebook's stages from a shell (CONTRACT.md, "Command line").
+
+Flags override the environment, which overrides the defaults. Exit status:
+0 verify PASS, 1 verify FAIL, 2 bad usage or configuration (one line on
+stderr, nothing written), 130 interrupted (state saved).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from notebook_builder.cells.c00_config import ConfigError, load_config
+
+EXIT_USAGE = 2
+
+
+def _common_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", metavar="DIR", help="local working directory (KY_WORKSPACE)")
+    parser.add_argument("--store", metavar="DIR|drive", help="durable mirror: a directory or 'drive' (KY_STORE)")
+    parser.add_argument("--api-base", metavar="URL", help="C-Track API root (KY_API_BASE)")
+    parser.add_argument("--phases", metavar="a,b", help="discover,backfill,download,extract (KY_PHASES)")
+    parser.add_argument("--budget", metavar="SECONDS", help="wall-clock budget of the run (KY_BUDGET)")
+    parser.add_argument("--dry-run", action="store_true", default=None, help="no network at all (KY_DRY=1)")
+    parser.add_argument("--retry-hard", action="store_true", default=None,
+                        help="retry permanent failures and exhausted documents (KY_RETRY_HARD=1)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kycourt-pipeline",
+        description="Archive the Kentucky Supreme Court and Court of Appeals public record from "
+                    "C-Track: restore, discover, backfill, download, extract, verify. Resumable; "
+                    "every setting also has a KY_* environment variable (see README).",
+        epilog="exit status: 0 verify PASS, 1 verify FAIL, 2 bad usage or configuration, 130 interrupted")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = commands.add_parser("run", help="restore, the phases in PHASES, then sync/verify")
+    _common_flags(run)
+    verify = commands.add_parser("verify", help="sync/verify alone: integrity, queues, exports, checkpoint")
+    _common_flags(verify)
+    status = commands.add_parser("status", help="print the workspace's status JSON; changes nothing")
+    _common_flags(status)
+    report = commands.add_parser("report", help="coverage chart (status.png) and a table of counts")
+    _common_flags(report)
+    report.add_argument("--output", metavar="PNG", help="where to write the chart (default: workspace/status.png)")
+
+    demo = commands.add_parser("demo", help="the whole pipeline against the built-in simulated court")
+    demo.add_argument("--workspace", metavar="DIR", default="demo",
+                      help="demo directory (default ./demo): workspace/ and store/ inside it")
+    demo.add_argument("--docs", type=int, default=400, help="documents in the simulated court (default 400)")
+    demo.add_argument("--seed", type=int, default=7, help="seed of the simulated court (default 7)")
+    demo.add_argument("--fresh", action="store_true", help="delete the demo directory first")
+    demo.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+    sim = commands.add_parser("sim", help="serve the simulated court in the foreground")
+    sim.add_argument("--port", type=int, default=8765, help="TCP port on 127.0.0.1 (default 8765)")
+    sim.add_argument("--docs", type=int, default=300, help="documents (default 300)")
+    sim.add_argument("--seed", type=int, default=1, help="seed (default 1)")
+    sim.add_argument("--results-limit", type=int, default=10000, help="announced results limit")
+    sim.add_argument("--late-docs", type=int, default=0, help="documents that appear during a crawl")
+    sim.add_argument("--no-faults", action="store_true", help="serve every document cleanly")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace, env=None, **extra):
+    return load_config(
+        env,
+        WORKSPACE=getattr(args, "workspace", None),
+        STORE=getattr(args, "store", None),
+        API_BASE=getattr(args, "api_base", None),
+        PHASES=getattr(args, "phases", None),
+        BUDGET_SECONDS=getattr(args, "budget", None),
+        DRY_RUN=getattr(args, "dry_run", None),
+        RETRY_HARD=getattr(args, "retry_hard", None),
+        **extra,
+    )
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("urllib3", "googleapiclient", "pydrive2", "oauth2client"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "sim":
+            return _cmd_sim(args)
+        if args.command == "demo":
+            _setup_logging(args.verbose)
+            return _cmd_demo(args)
+        cfg = config_from_args(args)
+    except ConfigError as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "status":
+        return _cmd_status(cfg)
+    _setup_logging(args.verbose)
+    if args.command == "report":
+        return _cmd_report(cfg, args.output)
+    return _cmd_run(cfg, verify_only=args.command == "verify")
+
+
+def _cmd_run(cfg, *, verify_only: bool) -> int:
+    from notebook_builder.cells.c95_run import run_pipeline
+    report = run_pipeline(cfg, verify_only=verify_only)
+    print(report.summary())
+    return report.exit_status
+
+
+def _cmd_status(cfg) -> int:
+    """Reads the database read-only; a missing or empty workspace prints zeros."""
+    from notebook_builder.cells.c10_database import DB_FILENAME, Database, connect, is_sqlite_file
+    from notebook_builder.cells.c35_context import status_document
+    db_path = Path(cfg.WORKSPACE) / DB_FILENAME
+    saved_path = Path(cfg.WORKSPACE) / "status.json"
+    saved = {}
+    if saved_path.is_file():
+        try:
+            saved = json.loads(saved_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved = {}
+    db = None
+    if db_path.is_file() and is_sqlite_file(db_path):
+        db = Database(connect(db_path, readonly=True), db_path)
+    try:
+        document = status_document(db, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
+                                   extra={"workspace": str(Path(cfg.WORKSPACE).resolve()),
+                                          "database": db is not None})
+    finally:
+        if db is not None:
+            db.close()
+    print(json.dumps(document, indent=2, sort_keys=True))
+    return 0
+
+
+def _cmd_report(cfg, output: str | None) -> int:
+    try:
+        from notebook_builder.cells.c97_report import write_report
+    except ImportError:
+        print("kycourt-pipeline: report is not available in this version", file=sys.stderr)
+        return EXIT_USAGE
+    print(write_report(cfg, output))
+    return 0
+
+
+def _cmd_sim(args: argparse.Namespace) -> int:
+    from notebook_builder.simcourt import serve
+    serve(args.port, args.docs, args.seed, results_limit=args.results_limit,
+          late_docs=args.late_docs, faults=not args.no_faults)
+    return 0
+
+
+DEMO_MAX_PDF_BYTES = 4 * 1024 * 1024
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """The simulated court (full fault catalogue), the whole pipeline, a summary and PASS."""
+    from notebook_builder.cells.c95_run import run_pipeline
+    from notebook_builder.simcourt import SimCourt
+    root = Path(args.workspace)
+    if args.fresh and root.exists():
+        shutil.rmtree(root)
+    started = time.monotonic()
+    # A small announced limit forces the shard splitting a real crawl meets;
+    # oversized files are a few MiB over a cap of 4 MiB so the demo stays fast.
+    court = SimCourt(args.docs, args.seed, results_limit=60, max_page=50, late_docs=max(1, args.docs // 40),
+                     first_year=2016, last_year=2026, search_fault_rate=0.02,
+                     oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024)
+    with court:
+        env = dict(os.environ)
+        env.update({
+            "KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"),
+            "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.05",
+            "KY_BACKOFF_CAP": "1", "KY_MAX_PDF_BYTES": str(DEMO_MAX_PDF_BYTES),
+            "KY_FIRST_YEAR": "2016", "KY_LAST_YEAR": "2026", "KY_PAGE_SIZE": "50",
+            "KY_CONVERGENCE_DELTA": "1", "KY_CHECKPOINT_SECONDS": "5", "KY_EXTRACT_TIMEOUT": "30",
+        })
+        try:
+            cfg = load_config(env)
+        except ConfigError as exc:
+            print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"demo: simulated court with {args.docs} documents at {court.base_url}")
+        print(f"demo: workspace {cfg.WORKSPACE}, store {cfg.STORE}")
+        report = run_pipeline(cfg)
+    print(report.summary())
+    print(f"demo: {time.monotonic() - started:.1f}s in all; inspect {root}/store "
+          f"(document_inventory.csv, failed_inventory.csv, pdf_by_hash/, text/)")
+    return report.exit_status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""CFG: defaults, env overrides, one clear error per bad value, nothing written."""
+import subprocess
+import sys
+
+import pytest
+
+from notebook_builder.cells.c00_config import KNOBS, ConfigError, RunClock, load_config
+
+
+def test_defaults_match_the_original_pipeline():
+    cfg = load_config({})
+    assert cfg.BUDGET_SECONDS == 10 * 3600
+    assert cfg.SHUTDOWN_SECONDS == 15 * 60
+    assert cfg.PACING_SEARCH == (0.3, 0.7) and cfg.PACING_DL == (0.3, 0.5)
+    assert cfg.MAX_ATTEMPTS == 4 and cfg.MAX_EXTRACT_ATTEMPTS == 3
+    assert cfg.MAX_PDF_BYTES == 200 * 1024 * 1024
+    assert cfg.PHASES == ("discover", "backfill", "download", "extract")
+    assert (cfg.BACKOFF_BASE, cfg.BACKOFF_CAP) == (5.0, 60.0)
+    assert cfg.RETRY_HARD is False and cfg.DRY_RUN is False and cfg.LIVE is False
+    assert cfg.DOWNLOAD_BATCH == 50 and cfg.EXTRACT_BATCH == 500
+
+
+def test_env_overrides_are_parsed_to_their_types():
+    cfg = load_config({"KY_BUDGET": "90", "KY_PHASES": "extract, discover", "KY_PACING": "0",
+                       "KY_RETRY_HARD": "1", "KY_DRY": "true", "KY_MAX_PDF_BYTES": "1024",
+                       "KY_PACING_DL": "0.1,0.2", "KY_LIVE": "0"})
+    assert cfg.BUDGET_SECONDS == 90.0
+    assert cfg.PHASES == ("discover", "extract")  # pipeline order, not typed order
+    assert cfg.PACING == 0 and cfg.RETRY_HARD and cfg.DRY_RUN and not cfg.LIVE
+    assert cfg.MAX_PDF_BYTES == 1024 and cfg.PACING_DL == (0.1, 0.2)
+
+
+def test_overrides_beat_the_environment():
+    cfg = load_config({"KY_BUDGET": "90"}, BUDGET_SECONDS="30", WORKSPACE=None)
+    assert cfg.BUDGET_SECONDS == 30.0
+    assert cfg.WORKSPACE == "ky_court_workspace"
+
+
+@pytest.mark.parametrize("variable,value", [
+    ("KY_BUDGET", "abc"), ("KY_BUDGET", "-5"), ("KY_PHASES", "discover,teleport"),
+    ("KY_MAX_ATTEMPTS", "-1"), ("KY_DOWNLOAD_BATCH", "0"), ("KY_PACING_DL", "0.5"),
+    ("KY_RETRY_HARD", "maybe"), ("KY_API_BASE", "ftp://x"), ("KY_EXTRACT_ENGINE", "ocr"),
+    ("KY_BACKOFF_BASE", "nan"),
+])
+def test_bad_value_names_the_variable_and_the_accepted_form(variable, value):
+    with pytest.raises(ConfigError) as caught:
+        load_config({variable: value})
+    message = str(caught.value)
+    assert variable in message and repr(value) in message and "expected" in message
+
+
+def test_every_knob_default_parses_from_its_own_env_form():
+    for knob in KNOBS:
+        assert knob.accepted and knob.help, knob.name
+
+
+@pytest.mark.parametrize("variable,value", [("KY_BUDGET", "abc"), ("KY_PHASES", "nope"),
+                                             ("KY_MAX_ATTEMPTS", "-3")])
+def test_cli_exits_2_with_one_line_and_writes_nothing(tmp_path, variable, value):
+    workspace, store = tmp_path / "ws", tmp_path / "store"
+    env = {"PATH": "/usr/bin:/bin", variable: value, "KY_WORKSPACE": str(workspace), "KY_STORE": str(store)}
+    done = subprocess.run([sys.executable, "-m", "notebook_builder", "run"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and variable in lines[0]
+    assert not workspace.exists() and not store.exists()
+
+
+def test_clock_stops_at_budget_minus_shutdown_and_on_request():
+    now = [0.0]
+    clock = RunClock(100, 15, now=lambda: now[0])
+    assert not clock.should_stop()
+    now[0] = 84.9
+    assert not clock.should_stop()
+    now[0] = 85.0
+    assert clock.should_stop() and clock.stop_reason == "budget" and not clock.interrupted
+    other = RunClock(100, 0)
+    other.request_stop("SIGINT")
+    assert other.should_stop() and other.interrupted
+    assert other.sleep(5) is False  # an interrupted clock does not sleep

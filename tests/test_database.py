@@ -1,0 +1,191 @@
+"""The database: schema, migrations, queues defined once, consistent checkpoints."""
+import shutil
+import sqlite3
+import threading
+
+import pytest
+
+from notebook_builder.cells import c10_database
+from notebook_builder.cells.c00_config import IntegrityError, load_config
+from notebook_builder.cells.c10_database import Database, checkpoint, snapshot_sequence
+
+CFG = load_config({})
+
+
+def _doc(i, **extra):
+    return {"document_id": f"{i:064x}", "case_number": f"2019-CA-{i:04d}", "court": "CA", **extra}
+
+
+@pytest.fixture
+def db(tmp_path):
+    database = Database.open(tmp_path / "ky_court.sqlite")
+    yield database
+    database.close()
+
+
+def test_schema_is_created_idempotently_with_version_wal_and_busy_timeout(tmp_path):
+    path = tmp_path / "ky_court.sqlite"
+    first = Database.open(path)
+    first.upsert_discovered([_doc(1)])
+    first.close()
+    again = Database.open(path)  # re-open: migrations do not run twice, data kept
+    assert again.kv_get("schema_version") == str(c10_database.SCHEMA_VERSION)
+    assert again.document_count() == 1
+    assert again.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert again.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
+    columns = {row[1] for row in again.conn.execute("PRAGMA table_info(documents)")}
+    contract = {"document_id", "case_number", "court", "case_title", "docket_entry_id", "description",
+                "filed_date", "status", "attempts", "http_status", "last_error", "sha256", "size_bytes",
+                "local_pdf", "pages", "extracted_chars", "likely_scanned", "extract_attempts",
+                "discovered_at", "updated_at"}
+    assert contract <= columns
+    tables = {row[0] for row in again.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"documents", "discovery_runs", "extraction_log", "kv"} <= tables
+    again.close()
+
+
+def test_forward_migration_runs_once_in_order(tmp_path, monkeypatch):
+    path = tmp_path / "ky_court.sqlite"
+    Database.open(path).close()
+    monkeypatch.setitem(c10_database.MIGRATIONS, 2, "ALTER TABLE documents ADD COLUMN ocr_text TEXT;")
+    monkeypatch.setattr(c10_database, "SCHEMA_VERSION", 2)
+    db = Database.open(path)
+    assert db.kv_get("schema_version") == "2"
+    assert "ocr_text" in {row[1] for row in db.conn.execute("PRAGMA table_info(documents)")}
+    db.close()
+    Database.open(path).close()  # a second ALTER would raise "duplicate column"
+
+
+def test_newer_schema_than_the_code_is_refused(tmp_path):
+    db = Database.open(tmp_path / "x.sqlite")
+    db.kv_set("schema_version", "99")
+    db.close()
+    with pytest.raises(IntegrityError, match="newer"):
+        Database.open(tmp_path / "x.sqlite")
+
+
+def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "ky_court.sqlite"
+    path.write_bytes(b"this is a tarball, not a database" * 10)
+    with pytest.raises(IntegrityError, match="not an SQLite database"):
+        Database.open(path)
+    assert path.read_bytes().startswith(b"this is a tarball")
+
+
+def test_rediscovery_refreshes_metadata_but_never_moves_status_back(db):
+    assert db.upsert_discovered([_doc(1, case_title="OLD"), _doc(2)]) == 2
+    db.mark_downloaded(_doc(1)["document_id"], sha256="a" * 64, size_bytes=10, local_pdf="pdf_by_hash/x.pdf")
+    assert db.upsert_discovered([_doc(1, case_title="NEW"), _doc(2), _doc(3)]) == 1
+    row = db.get_document(_doc(1)["document_id"])
+    assert row["status"] == "downloaded" and row["case_title"] == "NEW" and row["sha256"] == "a" * 64
+    assert db.status_counts() == {"discovered": 2, "downloaded": 1, "extracted": 0, "failed": 0}
+
+
+def test_queues_exclude_permanent_failures_and_exhausted_attempts(db):
+    db.upsert_discovered([_doc(i) for i in range(6)])
+    ids = [_doc(i)["document_id"] for i in range(6)]
+    db.mark_download_failed(ids[0], http_status=404, error="withdrawn")      # permanent
+    db.mark_download_failed(ids[1], http_status=503, error="busy")           # transient, retry
+    for _ in range(CFG.MAX_ATTEMPTS):
+        db.record_download_attempt(ids[2])
+    db.mark_download_failed(ids[2], http_status=503, error="busy")           # exhausted
+    db.mark_downloaded(ids[3], sha256="b" * 64, size_bytes=1, local_pdf="pdf_by_hash/b.pdf")
+    queued = [row["document_id"] for row in db.download_queue(CFG, 100)]
+    assert queued == [ids[1], ids[4], ids[5]]
+    assert db.download_queue_size(CFG) == 3
+    assert [r["document_id"] for r in db.extract_queue(CFG, 10)] == [ids[3]]
+    for _ in range(CFG.MAX_EXTRACT_ATTEMPTS):
+        db.mark_extract_failed(ids[3], "cannot parse")
+    assert db.extract_queue_size(CFG) == 0
+    assert [r["document_id"] for r in db.extraction_failures(CFG)] == [ids[3]]
+    assert db.forgive_failures() == 3  # RETRY_HARD puts all three failures back
+    assert db.download_queue_size(CFG) == 5
+
+
+def test_keyset_paging_of_the_queue(db):
+    db.upsert_discovered([_doc(i) for i in range(7)])
+    first = db.download_queue(CFG, 3)
+    second = db.download_queue(CFG, 3, after_rowid=first[-1]["rowid"])
+    assert len(first) == 3 and len(second) == 3
+    assert not {r["document_id"] for r in first} & {r["document_id"] for r in second}
+
+
+def _writer(path, stop, committed, ready):
+    conn = c10_database.connect(path)
+    conn.execute("CREATE TABLE IF NOT EXISTS counter (n INTEGER PRIMARY KEY)")
+    ready.set()
+    n = 0
+    while not stop.is_set():
+        n += 1
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO counter(n) VALUES (?)", (n,))
+        conn.execute("COMMIT")
+        committed.append(n)
+    conn.close()
+
+
+def test_checkpoint_under_a_busy_writer_is_a_consistent_committed_prefix(tmp_path):
+    path = tmp_path / "ky_court.sqlite"
+    Database.open(path).close()
+    stop, ready, committed = threading.Event(), threading.Event(), []
+    writer = threading.Thread(target=_writer, args=(path, stop, committed, ready))
+    writer.start()
+    ready.wait(10)
+    snapshots = []
+    try:
+        for i in range(25):
+            before = len(committed)
+            info = checkpoint(path, tmp_path / f"snap{i}.sqlite")
+            after = len(committed)
+            snapshots.append((tmp_path / f"snap{i}.sqlite", before, after, info))
+    finally:
+        stop.set()
+        writer.join()
+    in_flight = []
+    for snap, before, after, info in snapshots:
+        conn = sqlite3.connect(snap)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = [r[0] for r in conn.execute("SELECT n FROM counter ORDER BY n")]
+        conn.close()
+        # a prefix of the committed writes, with nothing missing inside it
+        assert rows == list(range(1, len(rows) + 1))
+        assert before <= len(rows) <= after
+        in_flight.append(after - before)
+        assert snapshot_sequence(snap)[0] == info["checkpoint_seq"]
+    assert [s[3]["checkpoint_seq"] for s in snapshots] == list(range(1, 26))
+    assert len(committed) > 100  # the writer really was busy
+    print(f"\ncheckpoint: {len(snapshots)} snapshots, {len(committed)} writes, "
+          f"writes during one checkpoint: min {min(in_flight)} max {max(in_flight)}")
+
+
+def test_plain_copy_of_the_main_file_misses_wal_committed_rows(tmp_path):
+    """Why checkpoint() uses the backup API: the WAL holds committed rows the main file lacks."""
+    path = tmp_path / "ky_court.sqlite"
+    db = Database.open(path)
+    db.conn.execute("PRAGMA wal_autocheckpoint = 0")  # keep commits in the WAL, as a busy run does
+    db.upsert_discovered([_doc(i) for i in range(500)])
+    shutil.copyfile(path, tmp_path / "copy.sqlite")
+    checkpoint(path, tmp_path / "snap.sqlite")
+    copied = sqlite3.connect(tmp_path / "copy.sqlite")
+    try:
+        copied_rows = copied.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    except sqlite3.DatabaseError:
+        copied_rows = 0  # the copy does not even have the table yet
+    copied.close()
+    snap = sqlite3.connect(tmp_path / "snap.sqlite")
+    assert snap.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 500
+    snap.close()
+    assert copied_rows < 500
+    db.close()
+
+
+def test_snapshot_is_one_self_contained_file(tmp_path):
+    path = tmp_path / "ky_court.sqlite"
+    db = Database.open(path)
+    db.upsert_discovered([_doc(1)])
+    checkpoint(path, tmp_path / "out" / "snap.sqlite")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["snap.sqlite"]
+    conn = sqlite3.connect(tmp_path / "out" / "snap.sqlite")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+    db.close()
