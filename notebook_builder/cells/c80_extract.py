@@ -1,0 +1,430 @@
+"""Extract: the text of every downloaded PDF, in worker processes, one PDF's fault never stopping the rest.
+
+Guarantees:
+- Work comes from the extract queue of CONTRACT.md (`Database.extract_queue`,
+  EXTRACT_BATCH rows at a time, keyset by rowid), so one run attempts each
+  queued document at most once and a failure counts exactly one attempt.
+- Each distinct sha256 of a batch is extracted once, by one of WORKERS
+  worker processes, and its outcome applied to every document holding it.
+  A document whose sha256 another `extracted` document already holds reuses
+  that text (its file was written before that commit) instead of extracting.
+- A worker gets EXTRACT_TIMEOUT seconds per PDF; a hung worker is killed and
+  replaced (outcome `timeout`), a worker that dies (segfault, os._exit, OOM
+  kill) is replaced (outcome `crash`); either is a failed attempt of that one
+  PDF and the batch goes on.
+- The text is written by the worker to `text/<sha256>.txt` atomically (temp
+  name, fsync, rename) before the database says `extracted`, then mirrored to
+  the store under the same name. Pages are separated by a form feed; a PDF
+  with no text layer is `extracted` with an empty file and 0 chars.
+- `likely_scanned` is `chars / pages < SCANNED_CHARS_PER_PAGE` (0 pages:
+  scanned). Every attempt is a row of `extraction_log` (ok/error/timeout/crash).
+  After MAX_EXTRACT_ATTEMPTS failures a document leaves the queue; verify
+  lists it from `Database.extraction_failures`.
+- A PDF missing from the workspace is fetched from the store first. A full
+  disk raises DiskFullError. The stage stops dispatching new PDFs once
+  `ctx.clock.should_stop()`; the PDFs in flight are finished.
+
+Workers are forked (`multiprocessing.get_context("fork")`): in a notebook the
+functions live in `__main__`, which spawn and forkserver cannot import.
+`EXTRACT_ENGINE_FUNCTIONS` maps an engine name to `f(pdf_path) -> list of page
+texts`; a forked worker sees whatever the parent put there (tests add faults).
+
+Knobs read: WORKERS, EXTRACT_BATCH, EXTRACT_ENGINE, EXTRACT_TIMEOUT,
+MAX_EXTRACT_ATTEMPTS, SCANNED_CHARS_PER_PAGE.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .c00_config import ConfigError, DiskFullError, StoreError
+from .c35_context import Context, atomic_write_text, progress
+
+log_extract = logging.getLogger("kycourt.extract")
+
+
+# ---------------------------------------------------------------- engines
+
+
+def _extract_pages_pypdf(pdf_path: str) -> list[str]:
+    import pypdf
+    reader = pypdf.PdfReader(pdf_path)
+    return [page.extract_text() or "" for page in reader.pages]
+
+
+def _extract_pages_pypdfium2(pdf_path: str) -> list[str]:
+    import pypdfium2
+    document = pypdfium2.PdfDocument(pdf_path)
+    try:
+        texts = []
+        for index in range(len(document)):
+            page = document[index]
+            text_page = page.get_textpage()
+            try:
+                texts.append(text_page.get_text_bounded().replace("\r\n", "\n"))
+            finally:
+                text_page.close()
+                page.close()
+        return texts
+    finally:
+        document.close()
+
+
+EXTRACT_ENGINE_FUNCTIONS: dict[str, Callable[[str], list[str]]] = {
+    "pypdf": _extract_pages_pypdf,
+    "pypdfium2": _extract_pages_pypdfium2,
+}
+
+
+# -------------------------------------------------------------- decisions
+
+
+def join_page_texts(page_texts: list[str]) -> str:
+    """The text file's content: pages joined by form feeds; '' when no page holds any text."""
+    if not any(text.strip() for text in page_texts):
+        return ""
+    return "\f".join(page_texts)
+
+
+def is_likely_scanned(pages: int, chars: int, chars_per_page: int) -> bool:
+    """Too little text per page for a born-digital PDF (no pages at all counts as scanned)."""
+    return pages <= 0 or chars / pages < chars_per_page
+
+
+def text_store_name(sha256: str) -> str:
+    return f"text/{sha256}.txt"
+
+
+# ---------------------------------------------------------------- workers
+
+
+def _extract_worker_main(connection, engine: str) -> None:
+    """A worker's loop: (pdf_path, text_path) in, ('ok', pages, chars) or ('error', message) out."""
+    # Ctrl-C in a terminal reaches the whole process group; the supervisor decides.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    extract_pages = EXTRACT_ENGINE_FUNCTIONS[engine]
+    while True:
+        try:
+            task = connection.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        pdf_path, text_path = task
+        try:
+            page_texts = extract_pages(pdf_path)
+            text = join_page_texts(page_texts)
+            atomic_write_text(Path(text_path), text)
+            reply = ("ok", len(page_texts), len(text))
+        except DiskFullError as exc:
+            reply = ("disk_full", str(exc))
+        except Exception as exc:  # any parser fault is this PDF's failed attempt
+            reply = ("error", f"{type(exc).__name__}: {exc}"[:500])
+        connection.send(reply)
+
+
+@dataclass
+class _ExtractSlot:
+    process: multiprocessing.process.BaseProcess
+    connection: multiprocessing.connection.Connection
+    task: tuple | None = None
+    started: float = 0.0
+
+
+@dataclass(frozen=True)
+class ExtractOutcome:
+    """What became of one PDF: outcome is ok, error, timeout, crash (or disk_full)."""
+    key: str
+    outcome: str
+    pages: int | None = None
+    chars: int | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+
+class ExtractWorkerPool:
+    """WORKERS long-lived forked processes, each with its own pipe and its own time limit.
+
+    Unlike ProcessPoolExecutor (which cannot cancel a running task and breaks
+    entirely when one worker dies) each task here belongs to one process, so a
+    hang or a crash costs that process alone: it is killed or reaped and a
+    fresh one forked in its place.
+    """
+
+    def __init__(self, workers: int, engine: str, timeout: float):
+        if engine not in EXTRACT_ENGINE_FUNCTIONS:
+            raise ConfigError("KY_EXTRACT_ENGINE", engine, " or ".join(EXTRACT_ENGINE_FUNCTIONS))
+        self.engine = engine
+        self.timeout = timeout
+        self.replaced = 0
+        self._mp = multiprocessing.get_context("fork")
+        self._slots = [self._start_slot() for _ in range(max(1, workers))]
+
+    def _start_slot(self) -> _ExtractSlot:
+        parent_end, child_end = self._mp.Pipe(duplex=True)
+        process = self._mp.Process(target=_extract_worker_main, args=(child_end, self.engine),
+                                   name="kycourt-extract-worker", daemon=True)
+        process.start()
+        child_end.close()
+        return _ExtractSlot(process, parent_end)
+
+    def _replace(self, slot: _ExtractSlot) -> None:
+        slot.connection.close()
+        if slot.process.is_alive():
+            slot.process.kill()
+        slot.process.join(5)
+        fresh = self._start_slot()
+        slot.process, slot.connection, slot.task = fresh.process, fresh.connection, None
+        self.replaced += 1
+
+    def run(self, tasks: list[tuple[str, str, str]],
+            should_stop: Callable[[], bool] = lambda: False) -> Iterator[ExtractOutcome]:
+        """Yields one outcome per task (key, pdf_path, text_path) as they finish.
+
+        Once `should_stop()` is true no new task is sent; those in flight finish.
+        """
+        pending = collections.deque(tasks)
+        while True:
+            for slot in self._slots:
+                if slot.task is None and pending and not should_stop():
+                    slot.task = pending.popleft()
+                    slot.started = time.monotonic()
+                    try:
+                        slot.connection.send(slot.task[1:])
+                    except (BrokenPipeError, OSError):
+                        pass  # the worker is gone; the sentinel reports the crash below
+            busy = [slot for slot in self._slots if slot.task is not None]
+            if not busy:
+                return
+            now = time.monotonic()
+            wait_for = max(0.0, min(slot.started + self.timeout for slot in busy) - now)
+            waitables = [slot.connection for slot in busy] + [slot.process.sentinel for slot in busy]
+            multiprocessing.connection.wait(waitables, timeout=wait_for)
+            for slot in busy:
+                outcome = self._collect(slot)
+                if outcome is not None:
+                    yield outcome
+
+    def _collect(self, slot: _ExtractSlot) -> ExtractOutcome | None:
+        key = slot.task[0]
+        elapsed = round(time.monotonic() - slot.started, 4)
+        if slot.connection.poll():
+            try:
+                reply = slot.connection.recv()
+            except (EOFError, OSError):
+                reply = None
+            if reply is not None:
+                slot.task = None
+                if reply[0] == "ok":
+                    return ExtractOutcome(key, "ok", pages=reply[1], chars=reply[2], seconds=elapsed)
+                return ExtractOutcome(key, reply[0], error=reply[1], seconds=elapsed)
+            return self._crashed(slot, key, elapsed)
+        if not slot.process.is_alive():
+            return self._crashed(slot, key, elapsed)
+        if elapsed >= self.timeout:
+            self._replace(slot)
+            return ExtractOutcome(key, "timeout", error=f"no result within {self.timeout:g} s; worker killed",
+                                  seconds=elapsed)
+        return None
+
+    def _crashed(self, slot: _ExtractSlot, key: str, elapsed: float) -> ExtractOutcome:
+        slot.process.join(5)
+        code = slot.process.exitcode
+        if code is not None and code < 0:
+            try:
+                cause = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                cause = f"killed by signal {-code}"
+        else:
+            cause = f"exited with status {code}"
+        self._replace(slot)
+        return ExtractOutcome(key, "crash", error=f"extract worker {cause}", seconds=elapsed)
+
+    def close(self) -> None:
+        for slot in self._slots:
+            try:
+                if slot.task is None:
+                    slot.connection.send(None)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        for slot in self._slots:
+            slot.process.join(max(0.0, deadline - time.monotonic()))
+            if slot.process.is_alive():
+                slot.process.kill()
+                slot.process.join(5)
+            slot.connection.close()
+
+    def __enter__(self) -> "ExtractWorkerPool":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+# ------------------------------------------------------------------ stage
+
+
+@dataclass
+class ExtractResult:
+    attempted: int = 0        # documents attempted (reuses included)
+    extracted: int = 0        # documents now `extracted`
+    failed_attempts: int = 0  # documents whose attempt failed
+    exhausted: int = 0        # of those, documents that have now used up their attempts
+    pages: int = 0            # pages of the PDFs extracted (each sha256 once)
+    chars: int = 0
+    seconds: float = 0.0
+    engine: str = ""
+    pdfs: int = 0             # distinct PDFs handed to the workers
+    reused: int = 0           # documents that reused an extracted twin's text
+    stopped: bool = False     # the clock asked to stop before the queue was done
+
+
+def extract(ctx: Context) -> ExtractResult:
+    """Runs the extract queue to its end (or until the clock says stop)."""
+    cfg, db = ctx.cfg, ctx.open_database()
+    started = time.monotonic()
+    result = ExtractResult(engine=cfg.EXTRACT_ENGINE)
+    queued = db.extract_queue_size(cfg)
+    if queued == 0:
+        return result
+    (ctx.workspace / "text").mkdir(parents=True, exist_ok=True)
+    bar = progress(queued, "extract")
+    after_rowid = 0
+    try:
+        with ExtractWorkerPool(cfg.WORKERS, cfg.EXTRACT_ENGINE, cfg.EXTRACT_TIMEOUT) as pool:
+            while True:
+                if ctx.clock.should_stop():
+                    result.stopped = True
+                    break
+                rows = db.extract_queue(cfg, cfg.EXTRACT_BATCH, after_rowid)
+                if not rows:
+                    break
+                after_rowid = rows[-1]["rowid"]
+                batch_started = time.monotonic()
+                before = (result.extracted, result.failed_attempts, result.pages)
+                _extract_batch(ctx, pool, rows, result, bar)
+                if ctx.clock.should_stop():
+                    result.stopped = True
+                log_extract.info(
+                    "extract batch of %d documents: %d extracted, %d failed attempts, %d pages "
+                    "in %.1f s (%s, %d workers)", len(rows), result.extracted - before[0],
+                    result.failed_attempts - before[1], result.pages - before[2],
+                    time.monotonic() - batch_started, cfg.EXTRACT_ENGINE, cfg.WORKERS)
+                if result.stopped:
+                    break
+    finally:
+        bar.close()
+        result.seconds = round(time.monotonic() - started, 3)
+    return result
+
+
+def _extract_batch(ctx: Context, pool: ExtractWorkerPool, rows: list, result: ExtractResult, bar) -> None:
+    cfg, db = ctx.cfg, ctx.db
+    rows_by_sha: dict[str, list] = {}
+    for row in rows:
+        if not row["sha256"]:
+            _extract_record_failure(ctx, [row], "error", "no sha256 recorded for a downloaded document",
+                                    0.0, result, bar)
+            continue
+        rows_by_sha.setdefault(row["sha256"], []).append(row)
+
+    tasks = []
+    for sha, sha_rows in rows_by_sha.items():
+        text_path = ctx.workspace / "text" / f"{sha}.txt"
+        if _extract_reuse_twin(ctx, sha, sha_rows, text_path, result, bar):
+            continue
+        pdf_path, problem = _extract_local_pdf(ctx, sha, sha_rows[0])
+        if problem is not None:
+            _extract_record_failure(ctx, sha_rows, "error", problem, 0.0, result, bar)
+            continue
+        tasks.append((sha, str(pdf_path), str(text_path)))
+
+    result.pdfs += len(tasks)
+    for outcome in pool.run(tasks, should_stop=ctx.clock.should_stop):
+        sha_rows = rows_by_sha[outcome.key]
+        if outcome.outcome == "disk_full":
+            raise DiskFullError(outcome.error)
+        if outcome.outcome != "ok":
+            log_extract.warning("extract %s (%s): %s %s", outcome.key[:12], sha_rows[0]["document_id"],
+                                outcome.outcome, outcome.error)
+            _extract_record_failure(ctx, sha_rows, outcome.outcome, outcome.error, outcome.seconds, result, bar)
+            continue
+        text_path = ctx.workspace / "text" / f"{outcome.key}.txt"
+        ctx.mirror.put(text_store_name(outcome.key), text_path)
+        scanned = is_likely_scanned(outcome.pages, outcome.chars, cfg.SCANNED_CHARS_PER_PAGE)
+        with db.transaction():
+            for row in sha_rows:
+                db.log_extraction(row["document_id"], sha256=outcome.key, attempt=row["extract_attempts"] + 1,
+                                  engine=cfg.EXTRACT_ENGINE, outcome="ok", pages=outcome.pages,
+                                  chars=outcome.chars, seconds=outcome.seconds, error=None)
+                db.mark_extracted(row["document_id"], pages=outcome.pages, extracted_chars=outcome.chars,
+                                  likely_scanned=scanned)
+        result.attempted += len(sha_rows)
+        result.extracted += len(sha_rows)
+        result.pages += outcome.pages
+        result.chars += outcome.chars
+        bar.update(len(sha_rows))
+
+
+def _extract_reuse_twin(ctx: Context, sha: str, sha_rows: list, text_path: Path,
+                        result: ExtractResult, bar) -> bool:
+    """Applies an extracted twin's figures when its text file is at hand (locally or from the store)."""
+    twin = ctx.db.extracted_twin(sha)
+    if twin is None:
+        return False
+    if not text_path.is_file():
+        try:
+            ctx.store.download_file(text_store_name(sha), text_path)
+        except (StoreError, OSError):
+            return False  # nothing to trust: extract again
+    ctx.mirror.put(text_store_name(sha), text_path)
+    with ctx.db.transaction():
+        for row in sha_rows:
+            ctx.db.log_extraction(row["document_id"], sha256=sha, attempt=row["extract_attempts"] + 1,
+                                  engine=f"reused:{twin['document_id']}", outcome="ok", pages=twin["pages"],
+                                  chars=twin["extracted_chars"], seconds=0.0, error=None)
+            ctx.db.mark_extracted(row["document_id"], pages=twin["pages"], extracted_chars=twin["extracted_chars"],
+                                  likely_scanned=bool(twin["likely_scanned"]))
+    result.attempted += len(sha_rows)
+    result.extracted += len(sha_rows)
+    result.reused += len(sha_rows)
+    bar.update(len(sha_rows))
+    return True
+
+
+def _extract_local_pdf(ctx: Context, sha: str, row) -> tuple[Path | None, str | None]:
+    """The PDF in the workspace, fetched from the store if it is missing; or why there is none."""
+    relative = row["local_pdf"] or f"pdf_by_hash/{sha}.pdf"
+    path = ctx.workspace / relative
+    if path.is_file():
+        return path, None
+    try:
+        ctx.store.download_file(f"pdf_by_hash/{sha}.pdf", path)
+    except (StoreError, OSError) as exc:
+        return None, f"PDF missing in the workspace ({relative}) and not fetched from the store: {exc}"
+    log_extract.info("extract: fetched %s from the store", relative)
+    return path, None
+
+
+def _extract_record_failure(ctx: Context, rows: list, outcome: str, error: str, seconds: float,
+                            result: ExtractResult, bar) -> None:
+    db = ctx.db
+    with db.transaction():
+        for row in rows:
+            db.log_extraction(row["document_id"], sha256=row["sha256"], attempt=row["extract_attempts"] + 1,
+                              engine=ctx.cfg.EXTRACT_ENGINE, outcome=outcome, pages=None, chars=None,
+                              seconds=seconds, error=error)
+            db.mark_extract_failed(row["document_id"], f"extract {outcome}: {error}")
+    result.attempted += len(rows)
+    result.failed_attempts += len(rows)
+    result.exhausted += sum(row["extract_attempts"] + 1 >= ctx.cfg.MAX_EXTRACT_ATTEMPTS for row in rows)
+    bar.update(len(rows))

@@ -1,0 +1,405 @@
+"""Extract: text of every downloaded PDF, in worker processes; one PDF's hang or crash fails only itself."""
+from __future__ import annotations
+
+import faulthandler
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pypdf
+import pytest
+
+from notebook_builder import build
+from notebook_builder.cells import c80_extract
+from notebook_builder.cells.c00_config import DiskFullError, load_config
+from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_likely_scanned,
+                                                join_page_texts)
+from notebook_builder.simcourt import pdfs
+
+CREATED = "20240101000000Z"
+
+
+def opinion(number: int, case_number: str | None = None) -> tuple[str, bytes]:
+    case_number = case_number or f"2021-SC-{number:06d}"
+    return case_number, pdfs.opinion_pdf(seed=number, case_number=case_number, court="Supreme Court",
+                                         title=f"Appellant {number} v. Commonwealth", description="Opinion",
+                                         filed="2021-05-01", creation_date=CREATED)
+
+
+@pytest.fixture
+def make_ctx(tmp_path):
+    contexts = []
+
+    def make(**knobs):
+        env = {"KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
+               "KY_PROGRESS": "0"}
+        cfg = load_config(env=env).replace(**{"WORKERS": 2, "EXTRACT_TIMEOUT": 20.0, **knobs})
+        ctx = open_context(cfg)
+        ctx.open_database()
+        contexts.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in contexts:
+        ctx.close()
+
+
+def add_document(ctx, document_id: str, data: bytes, *, case_number: str = "2021-SC-000000",
+                 local: bool = True, in_store: bool = False) -> str:
+    """A `downloaded` document whose PDF is in the workspace (and/or the store)."""
+    sha = hashlib.sha256(data).hexdigest()
+    name = f"pdf_by_hash/{sha}.pdf"
+    if local:
+        (ctx.workspace / name).write_bytes(data)
+    if in_store:
+        ctx.store.write_bytes(name, data)
+    ctx.db.upsert_discovered([{"document_id": document_id, "case_number": case_number}])
+    ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
+    return sha
+
+
+def row(ctx, document_id):
+    return ctx.db.get_document(document_id)
+
+
+def log_rows(ctx, document_id):
+    return ctx.db.conn.execute("SELECT * FROM extraction_log WHERE document_id = ? ORDER BY log_id",
+                               (document_id,)).fetchall()
+
+
+def text_of(ctx, sha) -> str:
+    return (ctx.workspace / "text" / f"{sha}.txt").read_text(encoding="utf-8")
+
+
+def call_recording_engine(calls_file: Path, behaviour=None):
+    """pypdf, but every call appends a line to `calls_file` (works across processes: O_APPEND)."""
+    def engine(pdf_path):
+        with open(calls_file, "a") as handle:
+            handle.write(Path(pdf_path).stem + "\n")
+        if behaviour is not None:
+            behaviour(pdf_path)
+        return c80_extract._extract_pages_pypdf(pdf_path)
+    return engine
+
+
+# ---------------------------------------------------------------- decisions
+
+
+def test_scanned_means_too_few_chars_per_page_or_no_pages():
+    assert is_likely_scanned(0, 0, 20)
+    assert is_likely_scanned(2, 39, 20)
+    assert not is_likely_scanned(2, 40, 20)
+    assert not is_likely_scanned(1, 0, 0)
+
+
+def test_page_texts_join_with_form_feeds_and_blank_pages_give_an_empty_text():
+    assert join_page_texts(["a", "b"]) == "a\fb"
+    assert join_page_texts(["", " \n", ""]) == ""
+    assert join_page_texts([]) == ""
+
+
+# -------------------------------------------------------------------- stage
+
+
+def test_opinion_text_holds_its_case_number_locally_and_in_the_store(make_ctx):
+    ctx = make_ctx()
+    shas = {}
+    for number in range(1, 5):
+        case_number, data = opinion(number)
+        shas[f"doc{number}"] = (add_document(ctx, f"doc{number}", data, case_number=case_number), case_number, data)
+
+    result = extract(ctx)
+
+    assert (result.attempted, result.extracted, result.failed_attempts) == (4, 4, 0)
+    for document_id, (sha, case_number, data) in shas.items():
+        document = row(ctx, document_id)
+        text = text_of(ctx, sha)
+        assert document["status"] == "extracted"
+        assert case_number in text
+        assert document["pages"] == len(pypdf.PdfReader(ctx.workspace / document["local_pdf"]).pages)
+        assert document["extracted_chars"] == len(text) > 0
+        assert document["likely_scanned"] == 0
+        assert document["extract_attempts"] == 1
+        assert ctx.store.read_file(f"text/{sha}.txt") == (ctx.workspace / "text" / f"{sha}.txt").read_bytes()
+        [logged] = log_rows(ctx, document_id)
+        assert (logged["outcome"], logged["attempt"], logged["engine"]) == ("ok", 1, "pypdf")
+    assert result.pages == sum(row(ctx, d)["pages"] for d in shas)
+    assert ctx.db.extract_queue_size(ctx.cfg) == 0
+    assert extract(ctx).attempted == 0
+
+
+def test_pdf_without_text_layer_is_extracted_with_zero_chars_and_likely_scanned(make_ctx):
+    ctx = make_ctx()
+    scan = add_document(ctx, "scan", pdfs.image_only_pdf(seed=1, creation_date=CREATED))
+    blank = add_document(ctx, "blank", pdfs.blank_pdf(seed=2, creation_date=CREATED))
+
+    result = extract(ctx)
+
+    assert (result.extracted, result.failed_attempts) == (2, 0)
+    for document_id, sha in (("scan", scan), ("blank", blank)):
+        document = row(ctx, document_id)
+        assert document["status"] == "extracted"
+        assert document["pages"] >= 1
+        assert document["extracted_chars"] == 0
+        assert document["likely_scanned"] == 1
+        assert text_of(ctx, sha) == ""
+        assert ctx.store.read_file(f"text/{sha}.txt") == b""
+
+
+def test_unparseable_pdf_is_retried_once_per_run_and_leaves_the_queue_after_max_attempts(make_ctx):
+    ctx = make_ctx()
+    add_document(ctx, "broken", pdfs.unparseable_pdf(seed=3))
+    add_document(ctx, "good", opinion(7)[1])
+
+    for run in (1, 2, 3):
+        result = extract(ctx)
+        assert result.failed_attempts == 1
+        assert result.exhausted == (1 if run == 3 else 0)
+        document = row(ctx, "broken")
+        assert (document["status"], document["extract_attempts"]) == ("downloaded", run)
+        assert document["last_error"].startswith("extract error:")
+
+    assert [(r["attempt"], r["outcome"]) for r in log_rows(ctx, "broken")] == [(1, "error"), (2, "error"), (3, "error")]
+    assert ctx.db.extract_queue_size(ctx.cfg) == 0
+    assert [r["document_id"] for r in ctx.db.extraction_failures(ctx.cfg)] == ["broken"]
+    assert extract(ctx).attempted == 0
+    assert row(ctx, "good")["status"] == "extracted"
+
+
+def test_a_hanging_pdf_is_killed_at_the_time_limit_and_the_rest_of_the_batch_completes(make_ctx, monkeypatch):
+    ctx = make_ctx(EXTRACT_TIMEOUT=1.0)
+    hung_sha = add_document(ctx, "hangs", opinion(100)[1])
+    for number in range(1, 7):
+        add_document(ctx, f"doc{number}", opinion(number)[1])
+
+    def engine(pdf_path):
+        if hung_sha in pdf_path:
+            time.sleep(3600)
+        return c80_extract._extract_pages_pypdf(pdf_path)
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", engine)
+
+    started = time.monotonic()
+    result = extract(ctx)
+
+    assert time.monotonic() - started < 10
+    assert (result.extracted, result.failed_attempts) == (6, 1)
+    assert row(ctx, "hangs")["status"] == "downloaded"
+    assert row(ctx, "hangs")["extract_attempts"] == 1
+    [logged] = log_rows(ctx, "hangs")
+    assert logged["outcome"] == "timeout"
+    assert logged["seconds"] >= 1.0
+    assert all(row(ctx, f"doc{n}")["status"] == "extracted" for n in range(1, 7))
+
+
+def test_a_crashing_worker_fails_only_its_own_pdf(make_ctx, monkeypatch):
+    ctx = make_ctx()
+    segfault_sha = add_document(ctx, "segfaults", opinion(200)[1])
+    exit_sha = add_document(ctx, "exits", opinion(201)[1])
+    for number in range(1, 6):
+        add_document(ctx, f"doc{number}", opinion(number)[1])
+
+    def engine(pdf_path):
+        if segfault_sha in pdf_path:
+            faulthandler.disable()  # pytest's handler would print the worker's stack
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if exit_sha in pdf_path:
+            os._exit(3)
+        return c80_extract._extract_pages_pypdf(pdf_path)
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", engine)
+
+    result = extract(ctx)
+
+    assert (result.extracted, result.failed_attempts) == (5, 2)
+    [segfault] = log_rows(ctx, "segfaults")
+    [exited] = log_rows(ctx, "exits")
+    assert segfault["outcome"] == exited["outcome"] == "crash"
+    assert "SIGSEGV" in segfault["error"]
+    assert "status 3" in exited["error"]
+    assert all(row(ctx, f"doc{n}")["status"] == "extracted" for n in range(1, 6))
+
+
+def test_documents_sharing_a_sha256_are_extracted_once(make_ctx, monkeypatch, tmp_path):
+    ctx = make_ctx()
+    _, shared = opinion(1)
+    shared_sha = add_document(ctx, "copy1", shared)
+    add_document(ctx, "copy2", shared)
+    add_document(ctx, "copy3", shared)
+    other_sha = add_document(ctx, "other", opinion(2)[1])
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls))
+
+    result = extract(ctx)
+
+    assert sorted(calls.read_text().split()) == sorted([shared_sha, other_sha])
+    assert (result.pdfs, result.extracted) == (2, 4)
+    copies = [row(ctx, f"copy{n}") for n in (1, 2, 3)]
+    assert {(c["status"], c["pages"], c["extracted_chars"]) for c in copies} == {
+        ("extracted", copies[0]["pages"], copies[0]["extracted_chars"])}
+    assert result.pages == copies[0]["pages"] + row(ctx, "other")["pages"]
+
+
+def test_a_later_document_with_an_extracted_sha256_reuses_its_text(make_ctx, monkeypatch, tmp_path):
+    ctx = make_ctx()
+    _, data = opinion(5)
+    sha = add_document(ctx, "first", data)
+    extract(ctx)
+    add_document(ctx, "later", data)
+    (ctx.workspace / "text" / f"{sha}.txt").unlink()  # a fresh runtime: only the store has it
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls))
+
+    result = extract(ctx)
+
+    assert not calls.exists()
+    assert (result.extracted, result.reused, result.pdfs) == (1, 1, 0)
+    first, later = row(ctx, "first"), row(ctx, "later")
+    assert (later["status"], later["pages"], later["extracted_chars"]) == (
+        "extracted", first["pages"], first["extracted_chars"])
+    assert text_of(ctx, sha).encode() == ctx.store.read_file(f"text/{sha}.txt")
+    assert log_rows(ctx, "later")[0]["engine"] == "reused:first"
+
+
+def test_a_pdf_missing_locally_is_fetched_from_the_store(make_ctx):
+    ctx = make_ctx()
+    case_number, data = opinion(9)
+    sha = add_document(ctx, "remote", data, case_number=case_number, local=False, in_store=True)
+
+    assert extract(ctx).extracted == 1
+    assert case_number in text_of(ctx, sha)
+    assert (ctx.workspace / f"pdf_by_hash/{sha}.pdf").read_bytes() == data
+
+
+def test_a_pdf_missing_locally_and_in_the_store_is_a_failed_attempt(make_ctx):
+    ctx = make_ctx()
+    add_document(ctx, "lost", opinion(10)[1], local=False)
+
+    result = extract(ctx)
+
+    assert (result.extracted, result.failed_attempts) == (0, 1)
+    [logged] = log_rows(ctx, "lost")
+    assert logged["outcome"] == "error" and "missing" in logged["error"]
+
+
+def test_pypdfium2_engine_gives_the_same_case_number_text(make_ctx, tmp_path):
+    ctx = make_ctx(EXTRACT_ENGINE="pypdfium2")
+    documents = {}
+    for number in range(1, 4):
+        case_number, data = opinion(number)
+        documents[add_document(ctx, f"doc{number}", data, case_number=case_number)] = (case_number, data)
+
+    result = extract(ctx)
+
+    assert (result.extracted, result.engine) == (3, "pypdfium2")
+    for sha, (case_number, data) in documents.items():
+        text = text_of(ctx, sha)
+        assert case_number in text
+        pypdf_text = join_page_texts(c80_extract._extract_pages_pypdf(str(ctx.workspace / f"pdf_by_hash/{sha}.pdf")))
+        assert text.split() == pypdf_text.split()
+        assert "\r" not in text
+
+
+def test_a_full_disk_stops_the_stage_without_counting_an_attempt(make_ctx, monkeypatch):
+    ctx = make_ctx()
+    add_document(ctx, "doc", opinion(1)[1])
+
+    def disk_full(path, text):
+        raise DiskFullError(f"workspace disk is full writing {path}")
+    monkeypatch.setattr(c80_extract, "atomic_write_text", disk_full)
+
+    with pytest.raises(DiskFullError):
+        extract(ctx)
+    assert row(ctx, "doc")["extract_attempts"] == 0
+
+
+def test_a_stop_request_stops_before_the_next_batch(make_ctx):
+    ctx = make_ctx(EXTRACT_BATCH=2, WORKERS=1)
+    for number in range(1, 6):
+        add_document(ctx, f"doc{number}", opinion(number)[1])
+    original = ctx.db.extract_queue
+    batches = []
+
+    def extract_queue(cfg, limit, after_rowid=0):
+        if batches:
+            ctx.clock.request_stop("signal")
+        rows = original(cfg, limit, after_rowid)
+        batches.append(len(rows))
+        return rows
+    ctx.db.extract_queue = extract_queue
+
+    result = extract(ctx)
+
+    assert result.stopped
+    assert 2 <= result.extracted < 5
+    assert ctx.db.extract_queue_size(ctx.cfg) == 5 - result.extracted
+
+
+def test_the_pool_survives_a_stream_of_faults_and_keeps_its_size(tmp_path, monkeypatch):
+    paths = []
+    for number in range(6):
+        path = tmp_path / f"{number}.pdf"
+        path.write_bytes(opinion(number)[1])
+        paths.append(path)
+
+    def engine(pdf_path):
+        if pdf_path.endswith(("1.pdf", "3.pdf")):
+            os._exit(1)
+        return ["x"]
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "faulty", engine)
+
+    with ExtractWorkerPool(2, "faulty", timeout=10) as pool:
+        tasks = [(str(n), str(p), str(tmp_path / f"{n}.txt")) for n, p in enumerate(paths)]
+        outcomes = {o.key: o.outcome for o in pool.run(tasks)}
+        assert pool.replaced == 2
+        assert sum(slot.process.is_alive() for slot in pool._slots) == 2
+    assert outcomes == {"0": "ok", "1": "crash", "2": "ok", "3": "crash", "4": "ok", "5": "ok"}
+
+
+NOTEBOOK_DRIVER = textwrap.dedent("""
+    import json, sys, hashlib
+    from pathlib import Path
+    for name, code in json.load(open(sys.argv[1])):
+        exec(compile(code, name, "exec"), globals())
+
+    def notebook_engine(pdf_path):  # defined in __main__, as a notebook cell would define it
+        if "crash" in Path(pdf_path).read_bytes().decode("latin-1"):
+            import os; os._exit(7)
+        return ["from __main__: " + Path(pdf_path).read_bytes().decode("latin-1")]
+    EXTRACT_ENGINE_FUNCTIONS["notebook"] = notebook_engine
+
+    cfg = load_config(env={"KY_WORKSPACE": sys.argv[2] + "/ws", "KY_STORE": sys.argv[2] + "/store",
+                           "KY_PROGRESS": "0"}).replace(EXTRACT_ENGINE="notebook", WORKERS=2)
+    ctx = open_context(cfg)
+    db = ctx.open_database()
+    for document_id in ("a", "b", "crash"):
+        data = ("%PDF- " + document_id).encode()
+        sha = hashlib.sha256(data).hexdigest()
+        (ctx.workspace / "pdf_by_hash" / (sha + ".pdf")).write_bytes(data)
+        db.upsert_discovered([{"document_id": document_id}])
+        db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
+    result = extract(ctx)
+    print(json.dumps({"worker_module": _extract_worker_main.__module__,
+                      "extracted": result.extracted, "failed": result.failed_attempts}))
+""")
+
+
+def test_workers_run_functions_defined_in_a_notebooks_main_namespace(tmp_path):
+    wanted = {"c00_config", "c10_database", "c20_store", "c35_context", "c80_extract"}
+    cells = [(module.name, module.code) for module in build.load_cell_modules() if module.name in wanted]
+    assert [name for name, _ in cells] == sorted(wanted)
+    (tmp_path / "cells.json").write_text(json.dumps(cells))
+    (tmp_path / "driver.py").write_text(NOTEBOOK_DRIVER)
+
+    completed = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "cells.json"),
+                                str(tmp_path)], capture_output=True, text=True, timeout=120,
+                               cwd=tmp_path)
+
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report == {"worker_module": "__main__", "extracted": 2, "failed": 1}
