@@ -388,6 +388,15 @@ class Database:
     def discovery_runs(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM discovery_runs ORDER BY sweep").fetchall()
 
+    def shard_has_documents(self, shard: str) -> bool:
+        """Whether any document was discovered in a top-level shard ("2019-CA") before."""
+        return self.conn.execute("SELECT 1 FROM documents WHERE shard = ? LIMIT 1", (shard,)).fetchone() is not None
+
+    def shard_states(self, sweep: int) -> dict[str, int]:
+        """How many of the sweep's shards are in each state (pending, done, split, error)."""
+        return dict(self.conn.execute(
+            "SELECT state, COUNT(*) FROM discovery_shards WHERE sweep = ? GROUP BY state", (sweep,)).fetchall())
+
     # ------------------------------------------------------------ download
 
     def record_download_attempt(self, document_id: str) -> int:

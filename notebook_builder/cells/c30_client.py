@@ -1,0 +1,317 @@
+"""The court's HTTP client: one polite requests.Session and the pure decisions about its answers.
+
+Guarantees:
+- One `requests.Session` carries the mandatory headers (`Accept:
+  application/json`, `x-ctrack-excludeselflinks: true`) and a User-Agent
+  naming the project. The mandatory headers are also sent with every
+  request, so a session handed in by a caller cannot drop them.
+- Every endpoint path lives in `ENDPOINTS`; nothing else builds a URL.
+- Pacing: before each request a random pause in PACING_SEARCH (searches) or
+  PACING_DL (downloads), times PACING (0 turns it off), slept on the run
+  clock, so a stop interrupts it and raises `StopRequested` before anything
+  is sent.
+- `search_documents()` pages by headers (1-based startindex) and returns a
+  `SearchPage` of normalized document rows. A 400 raises
+  `ResultsLimitExceeded` (the caller splits the shard); transient answers
+  (5xx, 408, 429, resets, timeouts, a 200 that is not JSON) are retried with
+  `min(BACKOFF_CAP, BACKOFF_BASE * 2**attempts)`, or the server's Retry-After
+  when it asks for longer, up to SEARCH_ATTEMPTS tries, then
+  `TransientFetchError`.
+- The excludeselflinks trap never reads as "empty": an answer without
+  `x-ctrack-paging-totalcount` (we always ask for it), or one announcing
+  documents while returning none on the first page, raises
+  `CourtTrapError`. (Discover adds the checks only a whole shard or sweep
+  can make.)
+- `download_response()` makes one streamed GET and never retries: the
+  download stage owns attempts, because they are persisted per document.
+
+Why a small loop and not urllib3's `Retry` on an `HTTPAdapter`: the stages
+need outcomes urllib3 cannot classify. A 400 on search is not a failure but
+"split this shard"; a 200 whose body is HTML or torn is only known after the
+body is read, which `Retry` never sees; and download attempts must be counted
+in the database, one per request, so a kill cannot hide one. The loop is a
+dozen lines; it reuses urllib3's `Retry.parse_retry_after` for the header's
+two forms (seconds or an HTTP-date).
+
+Knobs read: API_BASE, PACING, PACING_SEARCH, PACING_DL, BACKOFF_BASE,
+BACKOFF_CAP, SEARCH_ATTEMPTS, HTTP_TIMEOUT.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import requests
+from urllib3.util.retry import Retry
+
+from .c00_config import (Config, IntegrityError, ResultsLimitExceeded, RunClock, StopRequested,
+                         TransientFetchError)
+from .c10_database import PERMANENT_HTTP_STATUSES
+
+log_client = logging.getLogger("kycourt.client")
+
+CLIENT_USER_AGENT = "kycourt-colab/0.1 (Kentucky appellate public record archive; polite, paced crawler)"
+MANDATORY_HEADERS = {"Accept": "application/json", "x-ctrack-excludeselflinks": "true"}
+
+_SEARCH_FILTER = ("queryString=true&searchFields[0].searchType=Starts With"
+                  "&searchFields[0].operation==&searchFields[0].values[0]={prefix}"
+                  "&searchFields[0].indexFieldName={field}")
+
+# Every path of the API, relative to CFG.API_BASE (ctrack-api.md).
+ENDPOINTS = {
+    "document_search": "/publicaccessdocuments/search?" + _SEARCH_FILTER.replace("{field}", "caseHeader.caseNumber"),
+    "case_search": "/cases/search?" + _SEARCH_FILTER.replace("{field}", "caseNumber"),
+    "entry_documents": "/publicaccessdocuments?filter=parentCategory=docketentries,parentID={docket_entry_id}",
+    "download": "/publicaccessdocuments/{document_id}/download",
+}
+
+PAGING_TOTAL = "x-ctrack-paging-totalcount"
+PAGING_RESULTS = "x-ctrack-paging-resultcount"
+PAGING_MORE = "x-ctrack-paging-moreresults"
+PAGING_LIMIT = "x-ctrack-paging-resultslimit"
+
+_TRANSIENT_EXCEPTIONS = (requests.ConnectionError, requests.Timeout,
+                         requests.exceptions.ChunkedEncodingError,
+                         requests.exceptions.ContentDecodingError)
+
+
+class CourtTrapError(IntegrityError):
+    """The court answered a search as if the x-ctrack-excludeselflinks header were missing."""
+
+
+@dataclass
+class SearchPage:
+    """One page of a document search, as the paging headers describe it."""
+    items: list[dict]
+    total_count: int
+    result_count: int
+    more: bool
+    results_limit: int | None
+    start_index: int = 1
+    raw_count: int = field(default=0)   # resultItems in the body (before normalization)
+
+
+# ----------------------------------------------------------- pure decisions
+
+
+def classify_http_status(code: int) -> str:
+    """'ok' (200), 'permanent' (PERMANENT_HTTP_STATUSES) or 'transient' (5xx, 408, 429, anything else)."""
+    if code == 200:
+        return "ok"
+    if code in PERMANENT_HTTP_STATUSES:
+        return "permanent"
+    return "transient"
+
+
+def backoff_seconds(attempts: int, base: float, cap: float, retry_after: float | None = None) -> float:
+    """min(cap, base * 2**attempts); a longer Retry-After from the server wins (it is the server's word)."""
+    delay = min(cap, base * (2 ** max(0, attempts)))
+    if retry_after is not None and retry_after > delay:
+        return float(retry_after)
+    return float(delay)
+
+
+_RETRY_AFTER_PARSER = Retry(0)
+
+
+def retry_after_seconds(response: Any) -> float | None:
+    """Seconds the Retry-After header asks for (delta-seconds or HTTP-date); None if absent or unreadable."""
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("Retry-After")
+    if value is None or not str(value).strip():
+        return None
+    try:
+        return max(0.0, float(_RETRY_AFTER_PARSER.parse_retry_after(str(value).strip())))
+    except Exception:   # urllib3 raises InvalidHeader; a garbled header means "no advice"
+        return None
+
+
+def normalize_document_row(item: Mapping[str, Any]) -> dict | None:
+    """A search resultItem → a `documents` row; None when it names no document id."""
+    row_map = item.get("rowMap") or {}
+    document_id = row_map.get("documentID") or item.get("id")
+    if not document_id:
+        return None
+
+    def text(key: str) -> str | None:
+        value = row_map.get(key)
+        return None if value is None else str(value).strip()
+
+    return {
+        "document_id": str(document_id).strip().lower(),
+        "case_number": text("caseHeader.caseNumber"),
+        "court": text("caseHeader.court"),
+        "case_title": text("caseHeader.shortTitle"),
+        "docket_entry_id": text("docketEntryID"),
+        "description": text("docketEntryDescription"),
+        "filed_date": text("filedDate"),
+        "case_id": text("caseHeader.caseID"),
+        "document_name": text("documentName"),
+    }
+
+
+def _client_int_header(headers: Mapping[str, str], name: str) -> int | None:
+    value = headers.get(name)
+    try:
+        return None if value is None else int(str(value).strip())
+    except ValueError:
+        return None
+
+
+# ------------------------------------------------------------------ client
+
+
+class CourtClient:
+    """The pipeline's only door to the court (see the module docstring)."""
+
+    def __init__(self, cfg: Config, clock: RunClock, session: requests.Session | None = None,
+                 *, rng: random.Random | None = None):
+        self.cfg = cfg
+        self.clock = clock
+        self.base = cfg.API_BASE.rstrip("/")
+        self.session = session if session is not None else requests.Session()
+        self.session.headers.update(MANDATORY_HEADERS)
+        self.session.headers["User-Agent"] = CLIENT_USER_AGENT
+        self._rng = rng or random.Random()
+        self.results_limit: int | None = None   # as the court last announced it
+        self.requests_sent = 0
+        self.retries = 0
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> "CourtClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ plumbing
+
+    def url(self, endpoint: str, **values: str) -> str:
+        return self.base + ENDPOINTS[endpoint].format(**values)
+
+    def _pace(self, window: tuple[float, float]) -> None:
+        if self.cfg.PACING <= 0:
+            if self.clock.stop_event.is_set():
+                raise StopRequested(self.clock.stop_reason or "stop requested")
+            return
+        pause = self.cfg.PACING * self._rng.uniform(*window)
+        if not self.clock.sleep(pause):
+            raise StopRequested(self.clock.stop_reason or "stop requested")
+
+    def _backoff(self, attempts: int, retry_after: float | None) -> None:
+        delay = backoff_seconds(attempts, self.cfg.BACKOFF_BASE, self.cfg.BACKOFF_CAP, retry_after)
+        if not self.clock.sleep(delay):
+            raise StopRequested(self.clock.stop_reason or "stop requested")
+
+    def _get(self, url: str, headers: Mapping[str, str], **kwargs: Any) -> requests.Response:
+        self.requests_sent += 1
+        return self.session.get(url, headers={**MANDATORY_HEADERS, **headers},
+                                timeout=(self.cfg.HTTP_TIMEOUT, self.cfg.HTTP_TIMEOUT), **kwargs)
+
+    # -------------------------------------------------------------- search
+
+    def search_documents(self, prefix: str, start_index: int, max_results: int) -> SearchPage:
+        """One page of the document search for case numbers starting with `prefix`."""
+        if start_index < 1 or max_results < 1:
+            raise ValueError("start_index and max_results must be >= 1 (paging is 1-based)")
+        url = self.url("document_search", prefix=prefix)
+        window_learned = False
+        failures = 0
+        while True:
+            size = max_results
+            if self.results_limit is not None:
+                if start_index > self.results_limit:
+                    raise ResultsLimitExceeded(
+                        f"{prefix}: start index {start_index} is past the results limit {self.results_limit}")
+                size = min(max_results, self.results_limit - start_index + 1)
+            self._pace(self.cfg.PACING_SEARCH)
+            headers = {"x-ctrack-paging-startindex": str(start_index),
+                       "x-ctrack-paging-maxresults": str(size),
+                       "x-ctrack-paging-calculatetotalcount": "true"}
+            try:
+                response = self._get(url, headers)
+                outcome = self._search_outcome(prefix, start_index, response)
+            except _TRANSIENT_EXCEPTIONS as exc:
+                outcome = TransientFetchError(f"{prefix}: {type(exc).__name__}: {exc}")
+            if isinstance(outcome, SearchPage):
+                return outcome
+            if isinstance(outcome, ResultsLimitExceeded):
+                # The court announced its limit on the 400: if our window only crossed it because we
+                # did not know it yet, ask again inside it, once; otherwise the shard must split.
+                if (not window_learned and self.results_limit is not None
+                        and start_index + size - 1 > self.results_limit):
+                    window_learned = True
+                    continue
+                raise outcome
+            failures += 1
+            if failures >= self.cfg.SEARCH_ATTEMPTS:
+                raise TransientFetchError(
+                    f"{prefix} (start {start_index}): {failures} tries failed; last: {outcome}",
+                    http_status=outcome.http_status, retry_after=outcome.retry_after)
+            self.retries += 1
+            log_client.info("search %s start %d: %s; retry %d of %d", prefix, start_index, outcome,
+                            failures, self.cfg.SEARCH_ATTEMPTS - 1)
+            self._backoff(failures - 1, outcome.retry_after)
+
+    def _search_outcome(self, prefix: str, start_index: int,
+                        response: requests.Response) -> SearchPage | Exception:
+        limit = _client_int_header(response.headers, PAGING_LIMIT)
+        if limit is not None and limit > 0:
+            self.results_limit = limit
+        code = response.status_code
+        if code == 400:
+            return ResultsLimitExceeded(f"{prefix}: the court refused the window at start {start_index} "
+                                        f"(400, results limit {self.results_limit})")
+        if code != 200:
+            kind = classify_http_status(code)
+            if kind == "permanent":
+                # 401/403/404 on a search is not something a shard split or a retry fixes.
+                raise IntegrityError(f"{prefix}: the court answered a search with {code}: "
+                                     f"{response.text[:200]!r}")
+            return TransientFetchError(f"HTTP {code}", http_status=code,
+                                       retry_after=retry_after_seconds(response))
+        try:
+            body = response.json()
+            items = body["resultItems"]
+            if not isinstance(items, list):
+                raise TypeError("resultItems is not a list")
+        except (ValueError, KeyError, TypeError) as exc:
+            return TransientFetchError(f"200 whose body is not a search answer "
+                                       f"({response.headers.get('Content-Type')}): {exc}", http_status=200)
+        total = _client_int_header(response.headers, PAGING_TOTAL)
+        if total is None:
+            raise CourtTrapError(
+                f"{prefix}: court answered without paging headers ({PAGING_TOTAL} missing): "
+                "the x-ctrack-excludeselflinks trap? Refusing to conclude the shard is empty")
+        result_count = _client_int_header(response.headers, PAGING_RESULTS)
+        result_count = len(items) if result_count is None else result_count
+        if start_index == 1 and total > 0 and not items:
+            raise CourtTrapError(f"{prefix}: court announced {total} results but returned no rows: "
+                                 "the x-ctrack-excludeselflinks trap?")
+        more_header = response.headers.get(PAGING_MORE)
+        more = (str(more_header).strip().lower() == "true" if more_header is not None
+                else start_index - 1 + result_count < total)
+        rows = [row for row in map(normalize_document_row, items) if row is not None]
+        if len(rows) < len(items):
+            log_client.warning("search %s: %d rows without a document id skipped", prefix, len(items) - len(rows))
+        return SearchPage(items=rows, total_count=total, result_count=result_count, more=more,
+                          results_limit=self.results_limit, start_index=start_index, raw_count=len(items))
+
+    # ------------------------------------------------------------ download
+
+    def download_response(self, document_id: str) -> requests.Response:
+        """One streamed GET of a document's PDF, paced; no retries (the download stage owns attempts).
+
+        Connection errors and timeouts raise TransientFetchError; any status is returned as is
+        (use classify_http_status). The caller closes the response.
+        """
+        self._pace(self.cfg.PACING_DL)
+        try:
+            return self._get(self.url("download", document_id=document_id), {}, stream=True)
+        except _TRANSIENT_EXCEPTIONS as exc:
+            raise TransientFetchError(f"{document_id}: {type(exc).__name__}: {exc}") from exc
+
