@@ -508,6 +508,29 @@ class Database:
     def store_pending_count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM store_pending").fetchone()[0]
 
+    # ------------------------------------------------------ restore/verify
+
+    def document_columns(self) -> list[str]:
+        """Every column of `documents`, in table order (inventory headers)."""
+        return [row[1] for row in self.conn.execute("PRAGMA table_info(documents)")]
+
+    def failed_documents(self) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            "SELECT * FROM documents WHERE status = 'failed' ORDER BY document_id").fetchall()
+
+    @staticmethod
+    def snapshot_problems(path: str | os.PathLike) -> list[str]:
+        """`PRAGMA quick_check` of a snapshot file, read-only ([] when sound); never writes to it."""
+        try:
+            conn = sqlite3.connect(f"file:{Path(path)}?mode=ro&immutable=1", uri=True)
+            try:
+                problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            return [str(exc)]
+        return [] if problems == ["ok"] else problems
+
 
 def _split_sql(script: str) -> list[str]:
     statements, buffer = [], ""

@@ -1,0 +1,370 @@
+"""Restore: bring a blank runtime back to the newest state the store holds.
+
+Guarantees:
+- `restore()` acts only when the workspace has no database (no
+  `ky_court.sqlite` with an SQLite header); a workspace with one is left
+  alone. It runs before the database is opened.
+- The candidates are the store's `ky_court.sqlite` snapshot and its
+  `ky_court-WIP-resume-*.tar.gz` archives. Each is downloaded to a temp
+  folder inside the workspace and judged by what its database records
+  (`checkpoint_seq`, then `checkpoint_at`), never by file times or names, so
+  a new runtime never resumes from an older state than the store holds.
+- A candidate that is not SQLite, fails `quick_check`, or is a corrupt,
+  truncated or hostile archive is rejected with its reason (a warning in the
+  log, `RestoreResult.rejected`), and the next one is used. When the store
+  holds candidates but none is usable, or a candidate cannot be read from
+  the store at all, restore raises instead of starting from less.
+- Archives are never unpacked by their own member names: every member is
+  checked first (no absolute path, no `..`, no link leading outside, no
+  device or fifo; plus tarfile's `data_filter` where Python has it), and one
+  bad member rejects the whole archive. Only the regular files
+  `ky_court.sqlite` and `status.json` are copied out, to fixed temp names.
+- A stale workspace (no database, but files other than `pdf_backup/`) is
+  moved aside to `<workspace>-pre-restore` (then `-pre-restore-2`, ...):
+  renamed, never deleted. `pdf_backup/` stays: it is the operator's input
+  to backfill, not state of a lost database.
+- The chosen database (and the archive's status.json) is put in place with
+  `os.replace`. PDFs and texts are not copied back: rows that claim a PDF
+  the workspace lacks are fetched from the store on demand.
+- `write_resume_archive()` is the writer of the same format: a fresh
+  checkpoint plus status.json, named
+  `ky_court-WIP-resume-<UTC yyyymmddTHHMMSSZ>-<seq>.tar.gz`, uploaded
+  without ever overwriting; older archives are kept.
+
+Knobs read: WORKSPACE, STORE (through the context).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import json
+import logging
+import os
+import posixpath
+import shutil
+import tarfile
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from .c00_config import DiskFullError, IntegrityError, StoreError
+from .c10_database import DB_FILENAME, Database, is_sqlite_file, snapshot_sequence
+from .c35_context import STATUS_FILENAME, WORKSPACE_FOLDERS, Context, raise_if_disk_full, write_status
+
+log_restore = logging.getLogger("kycourt.restore")
+
+RESUME_ARCHIVE_PREFIX = "ky_court-WIP-resume-"
+RESUME_ARCHIVE_SUFFIX = ".tar.gz"
+PRE_RESTORE_SUFFIX = "-pre-restore"
+# Operator input that backfill reads; it describes no database, so it is never stale.
+_RESTORE_KEPT_ENTRIES = ("pdf_backup",)
+_RESTORE_COPY_CHUNK = 1024 * 1024
+
+
+@dataclass
+class RestoreResult:
+    restored: bool
+    message: str
+    source: str | None = None            # store name the database came from
+    checkpoint_seq: int | None = None
+    checkpoint_at: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)   # (store name, reason)
+    moved_aside: str | None = None       # where a stale workspace went
+
+
+@dataclass
+class _RestoreCandidate:
+    name: str
+    database: Path
+    status: Path | None
+    checkpoint_seq: int
+    checkpoint_at: str
+
+    @property
+    def rank(self) -> tuple[int, str, int]:
+        # Equal recorded states: prefer the archive, it also brings status.json.
+        return (self.checkpoint_seq, self.checkpoint_at, int(self.status is not None))
+
+
+# ------------------------------------------------------------- decisions
+
+
+def is_resume_archive_name(name: str) -> bool:
+    return (name.startswith(RESUME_ARCHIVE_PREFIX) and name.endswith(RESUME_ARCHIVE_SUFFIX)
+            and "/" not in name)
+
+
+def resume_archive_name(taken_at: _dt.datetime, checkpoint_seq: int) -> str:
+    stamp = taken_at.astimezone(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{RESUME_ARCHIVE_PREFIX}{stamp}-{checkpoint_seq}{RESUME_ARCHIVE_SUFFIX}"
+
+
+def resume_member_problem(member: tarfile.TarInfo) -> str | None:
+    """Why an archive member is unsafe to accept, or None if it is harmless."""
+    name = member.name
+    if not name or "\x00" in name:
+        return "empty or NUL in name"
+    if name.startswith(("/", "\\")) or PureWindowsPath(name).drive or PurePosixPath(name).is_absolute():
+        return "absolute path"
+    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
+        return "path with '..'"
+    if member.ischr() or member.isblk():
+        return "device file"
+    if member.isfifo():
+        return "fifo"
+    if member.issym() or member.islnk():
+        target = member.linkname
+        if not target or target.startswith(("/", "\\")) or PureWindowsPath(target).drive:
+            return f"link to absolute path {target!r}"
+        # A symlink resolves from its own folder, a hard link from the archive root.
+        base = posixpath.dirname(name) if member.issym() else ""
+        resolved = posixpath.normpath(posixpath.join(base, target.replace("\\", "/")))
+        if resolved == ".." or resolved.startswith("../"):
+            return f"link pointing outside the archive ({target!r})"
+        return None
+    if not (member.isreg() or member.isdir()):
+        return "unsupported member type"
+    return None
+
+
+def stale_workspace_entries(workspace: Path, *, ignore: tuple[Path, ...] = ()) -> list[Path]:
+    """Top-level entries of a database-less workspace that hold files (pdf_backup/ is kept)."""
+    if not workspace.is_dir():
+        return []
+    ignored = {path.resolve() for path in ignore}
+    stale = []
+    for entry in sorted(workspace.iterdir()):
+        if entry.name in _RESTORE_KEPT_ENTRIES or entry.resolve() in ignored:
+            continue
+        if entry.is_symlink() or not entry.is_dir() or _restore_holds_files(entry):
+            stale.append(entry)
+    return stale
+
+
+def _restore_holds_files(folder: Path) -> bool:
+    for _root, _dirs, files in os.walk(folder):
+        if files:
+            return True
+    return False
+
+
+def workspace_has_database(workspace: Path) -> bool:
+    return (workspace / DB_FILENAME).is_file() and is_sqlite_file(workspace / DB_FILENAME)
+
+
+# ----------------------------------------------------------------- stage
+
+
+def restore(ctx: Context) -> RestoreResult:
+    """Puts the newest state the store holds into a workspace that has no database."""
+    workspace = ctx.workspace
+    if workspace_has_database(workspace):
+        return RestoreResult(False, "workspace has a database: nothing to restore")
+    try:
+        names = ctx.store.list_dir("")
+    except StoreError as exc:
+        raise StoreError(f"restore cannot list the store ({ctx.store.description}): {exc}; "
+                         "not starting from less than the store may hold") from None
+    candidates = [name for name in names if name == DB_FILENAME or is_resume_archive_name(name)]
+    result = RestoreResult(False, "", candidates=candidates)
+    temp_root = Path(tempfile.mkdtemp(prefix=".restore-", dir=workspace))
+    try:
+        best = _restore_choose(ctx, candidates, temp_root, result)
+        stale = stale_workspace_entries(workspace, ignore=(temp_root,))
+        if stale:
+            result.moved_aside = str(_restore_move_aside(workspace, stale))
+            log_restore.warning("workspace %s had no database but %d stale entries: moved to %s",
+                                workspace, len(stale), result.moved_aside)
+        if best is None:
+            result.message = "store holds no saved state: starting a new archive"
+            return result
+        _restore_install(workspace, best)
+    finally:
+        shutil.rmtree(temp_root, ignore_errors=True)
+    result.restored = True
+    result.source = best.name
+    result.checkpoint_seq, result.checkpoint_at = best.checkpoint_seq, best.checkpoint_at
+    result.message = (f"restored {best.name} (checkpoint {best.checkpoint_seq} of "
+                      f"{best.checkpoint_at or 'unknown time'})")
+    log_restore.info("%s", result.message)
+    return result
+
+
+def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
+                    result: RestoreResult) -> _RestoreCandidate | None:
+    """Downloads and judges every candidate; keeps only the best one on disk."""
+    best: _RestoreCandidate | None = None
+    for index, name in enumerate(candidates):
+        folder = temp_root / f"candidate-{index}"
+        folder.mkdir()
+        download = folder / "download"
+        try:
+            ctx.store.download_file(name, download)
+        except StoreError as exc:
+            raise StoreError(f"restore cannot read {name} from the store: {exc}; "
+                             "not starting from an older state than the store holds") from None
+        except OSError as exc:
+            raise_if_disk_full(exc, download)
+            raise
+        try:
+            candidate = _restore_judge(name, download, folder)
+        except IntegrityError as exc:
+            result.rejected.append((name, str(exc)))
+            log_restore.warning("restore rejects %s: %s", name, exc)
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        if best is None or candidate.rank > best.rank:
+            if best is not None:
+                shutil.rmtree(best.database.parent, ignore_errors=True)
+            best = candidate
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+    if candidates and best is None:
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in result.rejected)
+        raise IntegrityError(f"the store holds saved state but none of it is usable ({reasons}); "
+                             "nothing was changed")
+    return best
+
+
+def _restore_judge(name: str, download: Path, folder: Path) -> _RestoreCandidate:
+    if name == DB_FILENAME:
+        database, status = download, None
+    else:
+        database, status = _restore_unpack(download, folder)
+        download.unlink()
+    sequence, taken_at = snapshot_sequence(database)
+    problems = Database.snapshot_problems(database)
+    if problems:
+        raise IntegrityError(f"database fails quick_check: {problems[:3]}")
+    return _RestoreCandidate(name, database, status, sequence, taken_at)
+
+
+def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None]:
+    """Checks every member of a resume archive, then copies out its database and status."""
+    data_filter = getattr(tarfile, "data_filter", None)   # Python >= 3.12 and recent patch releases
+    try:
+        with tarfile.open(archive, mode="r:gz") as tar:
+            members = tar.getmembers()   # reads to the end: a truncated archive fails here
+            wanted: dict[str, tarfile.TarInfo] = {}
+            for member in members:
+                problem = resume_member_problem(member)
+                if problem is None and data_filter is not None:
+                    try:
+                        data_filter(member, str(folder))
+                    except tarfile.FilterError as exc:
+                        problem = str(exc)
+                if problem is not None:
+                    raise IntegrityError(f"hostile archive member {member.name!r}: {problem}")
+                key = posixpath.normpath(member.name)
+                if key in (DB_FILENAME, STATUS_FILENAME):
+                    if not member.isreg():
+                        raise IntegrityError(f"archive member {key} is not a regular file")
+                    if key in wanted:
+                        raise IntegrityError(f"archive holds {key} twice")
+                    wanted[key] = member
+            if DB_FILENAME not in wanted:
+                raise IntegrityError(f"archive holds no {DB_FILENAME}")
+            needed = sum(member.size for member in wanted.values())
+            if shutil.disk_usage(folder).free < needed:
+                raise DiskFullError(f"workspace disk is full: unpacking a resume archive needs "
+                                    f"{needed} bytes in {folder.parent}")
+            paths = {}
+            for key, member in wanted.items():
+                paths[key] = folder / key
+                source = tar.extractfile(member)
+                with source, open(paths[key], "xb") as target:
+                    shutil.copyfileobj(source, target, _RESTORE_COPY_CHUNK)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise IntegrityError(f"corrupt or truncated archive: {exc}") from None
+    except OSError as exc:
+        raise_if_disk_full(exc, folder)
+        raise IntegrityError(f"archive cannot be read: {exc}") from None
+    status = paths.get(STATUS_FILENAME)
+    if status is not None and not _restore_is_json_object(status):
+        log_restore.warning("resume archive %s has an unreadable status.json; ignoring it", archive.name)
+        status = None
+    return paths[DB_FILENAME], status
+
+
+def _restore_is_json_object(path: Path) -> bool:
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+    except (ValueError, UnicodeDecodeError):
+        return False
+
+
+def _restore_move_aside(workspace: Path, stale: list[Path]) -> Path:
+    """Renames the stale entries into a fresh `<workspace>-pre-restore[-N]` folder."""
+    base = workspace.resolve()
+    for number in range(1, 10_000):
+        suffix = PRE_RESTORE_SUFFIX if number == 1 else f"{PRE_RESTORE_SUFFIX}-{number}"
+        target = base.with_name(base.name + suffix)
+        try:
+            target.mkdir()    # claims the name atomically
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise IntegrityError(f"too many {base.name}{PRE_RESTORE_SUFFIX}* folders next to the workspace")
+    for entry in stale:
+        try:
+            os.rename(entry, target / entry.name)
+        except OSError as exc:
+            raise_if_disk_full(exc, target)
+            shutil.move(str(entry), str(target / entry.name))   # another filesystem: copy, then remove
+    return target
+
+
+def _restore_install(workspace: Path, best: _RestoreCandidate) -> None:
+    for folder in WORKSPACE_FOLDERS:
+        (workspace / folder).mkdir(parents=True, exist_ok=True)
+    if best.status is not None:
+        os.replace(best.status, workspace / STATUS_FILENAME)
+    os.replace(best.database, workspace / DB_FILENAME)   # last: its presence means "restored"
+
+
+# ---------------------------------------------------------------- writer
+
+
+def write_resume_archive(ctx: Context, snapshot: Path | None = None) -> str:
+    """Writes and uploads a resume archive: database snapshot + status.json. Returns its store name.
+
+    `snapshot` is a checkpoint the caller just made (verify passes the one it
+    pushed); without it a fresh checkpoint is pushed first. The upload never
+    overwrites; when the store refuses it, the archive stays in the
+    workspace's checkpoint/ folder and is queued for the store backlog.
+    """
+    if snapshot is None:
+        if ctx.db is None:
+            raise IntegrityError("write_resume_archive needs an open database")
+        snapshot = Path(ctx.push_checkpoint()["path"])
+    sequence, _taken_at = snapshot_sequence(snapshot)
+    status_path = ctx.path(STATUS_FILENAME)
+    if not status_path.is_file():
+        write_status(ctx)
+    name = resume_archive_name(_dt.datetime.now(_dt.timezone.utc), sequence)
+    archive = ctx.path("checkpoint") / name
+    temp = archive.with_name(f".{name}.tmp")
+    try:
+        with tarfile.open(temp, mode="w:gz", compresslevel=6) as tar:
+            for member_name, path in ((DB_FILENAME, snapshot), (STATUS_FILENAME, status_path)):
+                info = tar.gettarinfo(str(path), arcname=member_name)
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                info.mode = 0o644
+                with open(path, "rb") as handle:
+                    tar.addfile(info, handle)
+        with open(temp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temp, archive)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise_if_disk_full(exc, archive)
+        raise
+    if ctx.mirror.put(name, archive, mutable=False):
+        archive.unlink(missing_ok=True)   # the store holds it now; the workspace is throwaway
+    else:
+        log_restore.warning("resume archive %s is queued for the store (store lags)", name)
+    return name

@@ -1,0 +1,253 @@
+"""Sync and verify: prove the archive is whole, mirror the proof, leave a resume point.
+
+Guarantees:
+- The store backlog is caught up first; then `PRAGMA integrity_check`,
+  counts per status, and the queue sizes from the same Database functions
+  the stages take work from.
+- `document_inventory.csv` (every document, every column, by document_id)
+  and `failed_inventory.csv` (failed documents and downloaded ones whose
+  extract attempts are used up, with a `reason`) are written atomically to
+  the workspace and mirrored to the store.
+- Every `pdf_by_hash/` and `text/` name the database refers to is in the
+  store; with VERIFY_HASHES each stored PDF is streamed through sha256 and
+  must hash to its name (a text is named by its PDF's hash, so it can only
+  be checked for presence). Rows claiming a PDF must carry sha256 and
+  `local_pdf == pdf_by_hash/<sha256>.pdf`.
+- The checkpoint is pushed as the store's `ky_court.sqlite`, status.json is
+  written with the verdict, and a resume archive is written and uploaded.
+- PASS requires a sound database, consistent rows, every referenced store
+  name present, no hash mismatch and no store lag. It does not require
+  `done`: a budgeted run that stops mid-way is still a consistent archive.
+  A database that fails integrity_check is neither checkpointed nor
+  archived, so the store keeps its last good snapshot.
+- Nothing is printed: `format_verify_report()` renders the result for the CLI.
+
+Knobs read: VERIFY_HASHES, MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS (queues and
+failure reasons), DRY_RUN (verify runs anyway: it is local and store only).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import logging
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .c00_config import Config, StoreError
+from .c10_database import PERMANENT_HTTP_STATUSES, Database
+from .c35_context import Context, atomic_write_text, write_status
+from .c40_restore import write_resume_archive
+
+log_verify = logging.getLogger("kycourt.verify")
+
+DOCUMENT_INVENTORY = "document_inventory.csv"
+FAILED_INVENTORY = "failed_inventory.csv"
+_VERIFY_HASH_CHUNK = 1024 * 1024
+_VERIFY_SHOWN = 3   # example names in one reason line
+
+
+@dataclass
+class VerifyResult:
+    passed: bool = False
+    reasons: list[str] = field(default_factory=list)
+    integrity: list[str] = field(default_factory=list)       # integrity_check problems
+    counts: dict[str, int] = field(default_factory=dict)
+    queues: dict[str, int] = field(default_factory=dict)
+    done: bool = False
+    referenced: int = 0                                       # store names the database refers to
+    missing_in_store: list[str] = field(default_factory=list)
+    hash_mismatches: list[str] = field(default_factory=list)
+    hashed: int = 0
+    row_problems: list[str] = field(default_factory=list)
+    exported: list[str] = field(default_factory=list)
+    checkpoint: dict[str, Any] | None = None
+    archive: str | None = None
+    store_pending: int = 0
+    backlog_uploaded: int = 0
+
+
+# ------------------------------------------------------------- decisions
+
+
+def failure_reason(row: Any, cfg: Config) -> str:
+    """Why a document is in failed_inventory.csv."""
+    if row["status"] == "downloaded":
+        return "extraction failed"
+    if row["http_status"] in PERMANENT_HTTP_STATUSES:
+        return "permanent http"
+    if row["attempts"] >= cfg.MAX_ATTEMPTS:
+        return "exhausted attempts"
+    return "retrying"   # a transient failure still in the download queue
+
+
+def referenced_store_names(rows: Any) -> tuple[set[str], list[str]]:
+    """Store names that rows claiming files refer to, and the rows that claim inconsistently."""
+    names: set[str] = set()
+    problems: list[str] = []
+    for row in rows:
+        sha = row["sha256"]
+        if not sha:
+            problems.append(f"{row['document_id']}: {row['status']} without sha256")
+            continue
+        expected = f"pdf_by_hash/{sha}.pdf"
+        if row["local_pdf"] != expected:
+            problems.append(f"{row['document_id']}: local_pdf {row['local_pdf']!r} is not {expected}")
+        names.add(expected)
+        if row["status"] == "extracted":
+            names.add(f"text/{sha}.txt")
+    return names, problems
+
+
+def format_verify_report(result: VerifyResult) -> str:
+    counts = ", ".join(f"{status} {count}" for status, count in result.counts.items())
+    queues = ", ".join(f"{queue} {size}" for queue, size in result.queues.items())
+    lines = [f"verify {'PASS' if result.passed else 'FAIL'}"]
+    lines += [f"  - {reason}" for reason in result.reasons]
+    lines.append(f"  documents: {sum(result.counts.values())} ({counts or 'none'})")
+    lines.append(f"  queues: {queues or 'unknown'}; done: {'yes' if result.done else 'no'}")
+    lines.append(f"  store: {result.referenced} referenced names, {len(result.missing_in_store)} missing, "
+                 f"{result.hashed} hashed, {len(result.hash_mismatches)} mismatched, "
+                 f"{result.store_pending} pending")
+    if result.archive:
+        lines.append(f"  resume archive: {result.archive}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------- stage
+
+
+def verify(ctx: Context) -> VerifyResult:
+    """Sync the store and check the archive; returns PASS/FAIL with one reason per problem."""
+    ctx.phase = "verify"
+    db = ctx.open_database()
+    result = VerifyResult()
+    result.backlog_uploaded = ctx.mirror.catch_up(ctx.workspace)["uploaded"]
+    try:
+        result.integrity = db.integrity_check()
+    except sqlite3.DatabaseError as exc:
+        result.integrity = [str(exc)]
+    if result.integrity:
+        result.reasons.append(f"database integrity_check failed: {'; '.join(result.integrity[:_VERIFY_SHOWN])} "
+                              "(not checkpointed: the store keeps its last good snapshot)")
+        _verify_write_status(ctx, result)
+        return result
+    result.counts = db.status_counts()
+    result.queues = db.queue_sizes(ctx.cfg)
+    result.exported = _verify_export_inventories(ctx, db)
+
+    names, result.row_problems = referenced_store_names(db.documents_claiming_files())
+    result.referenced = len(names)
+    if result.row_problems:
+        result.reasons.append(f"{len(result.row_problems)} rows claim a PDF inconsistently "
+                              f"({'; '.join(result.row_problems[:_VERIFY_SHOWN])})")
+    try:
+        result.missing_in_store = _verify_missing_in_store(ctx, names)
+    except StoreError as exc:
+        result.reasons.append(f"store cannot be listed: {exc}")
+    else:
+        if result.missing_in_store:
+            result.reasons.append(f"{len(result.missing_in_store)} referenced names missing from the store "
+                                  f"({', '.join(result.missing_in_store[:_VERIFY_SHOWN])})")
+        if ctx.cfg.VERIFY_HASHES:
+            present = sorted(name for name in names - set(result.missing_in_store)
+                             if name.startswith("pdf_by_hash/"))
+            _verify_hashes(ctx, present, result)
+
+    result.checkpoint = ctx.push_checkpoint()
+    if not result.checkpoint["uploaded"]:
+        result.reasons.append(f"checkpoint not uploaded as the store's ky_court.sqlite ({ctx.mirror.lagging})")
+    _verify_note_lag(ctx, result)
+    status = _verify_write_status(ctx, result)
+    result.done = bool(status.get("done"))
+
+    result.archive = write_resume_archive(ctx, Path(result.checkpoint["path"]))
+    if not ctx.mirror.has(result.archive):
+        result.reasons.append(f"resume archive {result.archive} not in the store")
+    _verify_note_lag(ctx, result)
+    if result.passed and result.reasons:
+        _verify_write_status(ctx, result)   # the archive upload itself lagged: status says FAIL
+    return result
+
+
+def _verify_note_lag(ctx: Context, result: VerifyResult) -> None:
+    result.store_pending = ctx.db.store_pending_count()
+    if result.store_pending == 0 and not ctx.mirror.lagging:
+        return
+    lag = f"store lags: {result.store_pending} names pending ({ctx.mirror.lagging or 'not uploaded yet'})"
+    result.reasons[:] = [reason for reason in result.reasons if not reason.startswith("store lags:")]
+    result.reasons.append(lag + "; nothing is lost, a later run catches up")
+
+
+def _verify_write_status(ctx: Context, result: VerifyResult) -> dict[str, Any]:
+    result.passed = not result.reasons
+    try:
+        return write_status(ctx, verify="PASS" if result.passed else "FAIL", verify_reasons=result.reasons)
+    except sqlite3.DatabaseError as exc:   # a damaged database cannot be counted
+        log_verify.warning("status.json not rewritten: %s", exc)
+        return {}
+
+
+def _verify_export_inventories(ctx: Context, db: Database) -> list[str]:
+    columns = db.document_columns()
+    documents = _verify_csv(columns, (tuple(row) for row in db.iter_documents()))
+    failed_rows = sorted(list(db.failed_documents()) + list(db.extraction_failures(ctx.cfg)),
+                         key=lambda row: row["document_id"])
+    failed = _verify_csv(["reason"] + columns,
+                         ((failure_reason(row, ctx.cfg),) + tuple(row) for row in failed_rows))
+    exported = []
+    for name, text in ((DOCUMENT_INVENTORY, documents), (FAILED_INVENTORY, failed)):
+        path = ctx.path(name)
+        atomic_write_text(path, text)
+        ctx.mirror.put(name, path, mutable=True)
+        exported.append(name)
+    return exported
+
+
+def _verify_csv(header: list[str], rows: Any) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def _verify_missing_in_store(ctx: Context, names: set[str]) -> list[str]:
+    # One listing per folder instead of one request per name (Drive: 100k names).
+    present: set[str] = set()
+    for folder in sorted({name.split("/", 1)[0] for name in names}):
+        present.update(ctx.store.list_dir(folder))
+    return sorted(names - present)
+
+
+def _verify_hashes(ctx: Context, names: list[str], result: VerifyResult) -> None:
+    with tempfile.TemporaryDirectory(prefix=".verify-", dir=ctx.workspace) as temp:
+        copy = Path(temp) / "copy"
+        for name in names:
+            expected = name.rsplit("/", 1)[1].split(".", 1)[0]
+            try:
+                ctx.store.download_file(name, copy)
+                actual = _verify_sha256(copy)
+            except StoreError as exc:
+                result.reasons.append(f"cannot hash {name} in the store: {exc}")
+                continue
+            finally:
+                copy.unlink(missing_ok=True)
+            result.hashed += 1
+            if actual != expected:
+                result.hash_mismatches.append(name)
+                log_verify.warning("store file %s hashes to %s", name, actual)
+    if result.hash_mismatches:
+        result.reasons.append(f"{len(result.hash_mismatches)} store files do not hash to their names "
+                              f"({', '.join(result.hash_mismatches[:_VERIFY_SHOWN])})")
+
+
+def _verify_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_VERIFY_HASH_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

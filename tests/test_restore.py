@@ -1,0 +1,362 @@
+"""Restore: newest recorded state wins; bad candidates are reported; hostile archives refused; nothing destroyed."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from notebook_builder.cells.c00_config import IntegrityError, load_config
+from notebook_builder.cells.c10_database import DB_FILENAME, Database, checkpoint, snapshot_sequence
+from notebook_builder.cells.c35_context import open_context, write_status
+from notebook_builder.cells.c40_restore import (
+    is_resume_archive_name, restore, resume_member_problem, stale_workspace_entries, write_resume_archive)
+
+
+def make_context(tmp_path: Path, workspace: str = "ws"):
+    cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / workspace), "KY_STORE": str(tmp_path / "store"),
+                           "KY_PACING": "0"})
+    return open_context(cfg)
+
+
+def add_documents(ctx, count: int) -> None:
+    db = ctx.open_database()
+    start = db.document_count()
+    db.upsert_discovered({"document_id": f"D{i:04d}", "case_number": "2021-CA-0001", "court": "CA"}
+                         for i in range(start, start + count))
+
+
+def document_rows(db_path: Path) -> list[tuple]:
+    db = Database.open(db_path)
+    try:
+        return [tuple(row) for row in db.iter_documents()]
+    finally:
+        db.close()
+
+
+def restored_count(ctx) -> int:
+    return len(document_rows(ctx.db_path))
+
+
+def store_path(tmp_path: Path, name: str = "") -> Path:
+    return tmp_path / "store" / name
+
+
+def archive_state(ctx, count: int) -> str:
+    """Adds `count` documents, then writes a resume archive of that state (seq goes up)."""
+    add_documents(ctx, count)
+    write_status(ctx)
+    return write_resume_archive(ctx)
+
+
+def fresh_runtime(tmp_path: Path, workspace: str = "fresh"):
+    return make_context(tmp_path, workspace)
+
+
+# ------------------------------------------------------ choosing the newest
+
+
+def test_newest_recorded_checkpoint_wins_whatever_names_and_mtimes_say(tmp_path):
+    source = make_context(tmp_path)
+    older = archive_state(source, 2)
+    shutil.copy(store_path(tmp_path, DB_FILENAME), tmp_path / "old-snapshot")
+    newer = archive_state(source, 3)
+    source.close()
+    # Names and file times lie: the older state gets the later stamp, the bigger seq, the newer mtime.
+    disguised_older = "ky_court-WIP-resume-29991231T235959Z-999.tar.gz"
+    disguised_newer = "ky_court-WIP-resume-19700101T000000Z-0.tar.gz"
+    os.rename(store_path(tmp_path, older), store_path(tmp_path, disguised_older))
+    os.rename(store_path(tmp_path, newer), store_path(tmp_path, disguised_newer))
+    shutil.copy(tmp_path / "old-snapshot", store_path(tmp_path, DB_FILENAME))
+    os.utime(store_path(tmp_path, disguised_newer), (1, 1))
+    os.utime(store_path(tmp_path, disguised_older), (4_000_000_000, 4_000_000_000))
+
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.restored and result.source == disguised_newer
+    assert result.checkpoint_seq == 2 and restored_count(ctx) == 5
+    assert result.rejected == []
+    assert sorted(result.candidates) == sorted([DB_FILENAME, disguised_older, disguised_newer])
+
+
+def test_store_snapshot_newer_than_every_archive_wins(tmp_path):
+    source = make_context(tmp_path)
+    archive_state(source, 2)
+    add_documents(source, 4)
+    info = source.push_checkpoint()
+    source.close()
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source == DB_FILENAME and result.checkpoint_seq == info["checkpoint_seq"]
+    assert restored_count(ctx) == 6
+
+
+def test_archive_newer_than_the_store_snapshot_wins_and_brings_status(tmp_path):
+    source = make_context(tmp_path)
+    add_documents(source, 1)
+    source.push_checkpoint()
+    shutil.copy(store_path(tmp_path, DB_FILENAME), tmp_path / "old-snapshot")
+    name = archive_state(source, 2)
+    source.close()
+    shutil.copy(tmp_path / "old-snapshot", store_path(tmp_path, DB_FILENAME))
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source == name and restored_count(ctx) == 3
+    assert json.loads(ctx.path("status.json").read_text())["counts"]["discovered"] == 3
+
+
+# ------------------------------------------------------ bad candidates
+
+
+def two_archives_then_damage(tmp_path: Path, damage) -> tuple[str, str]:
+    source = make_context(tmp_path)
+    good = archive_state(source, 2)
+    bad = archive_state(source, 3)
+    source.close()
+    store_path(tmp_path, DB_FILENAME).unlink()   # only the archives compete
+    damage(store_path(tmp_path, bad))
+    return good, bad
+
+
+def flip_middle_bytes(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 64] = bytes(255 - b for b in data[middle:middle + 64])
+    path.write_bytes(bytes(data))
+
+
+def truncate_to_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+
+
+@pytest.mark.parametrize("damage", [flip_middle_bytes, truncate_to_half], ids=["corrupt", "truncated"])
+def test_a_damaged_newest_archive_is_reported_and_the_next_one_used(tmp_path, damage):
+    good, bad = two_archives_then_damage(tmp_path, damage)
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source == good and restored_count(ctx) == 2
+    assert [name for name, _reason in result.rejected] == [bad]
+    assert store_path(tmp_path, bad).is_file()     # reported, never deleted
+
+
+def test_a_store_snapshot_that_is_not_sqlite_is_rejected(tmp_path):
+    source = make_context(tmp_path)
+    name = archive_state(source, 2)
+    source.close()
+    store_path(tmp_path, DB_FILENAME).write_bytes(b"this is not a database\n" * 200)
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source == name and restored_count(ctx) == 2
+    assert result.rejected[0][0] == DB_FILENAME and "not an SQLite database" in result.rejected[0][1]
+
+
+def test_a_truncated_store_snapshot_is_rejected(tmp_path):
+    source = make_context(tmp_path)
+    name = archive_state(source, 2)
+    add_documents(source, 3000)            # enough pages that half a file is missing real data
+    source.push_checkpoint()
+    source.close()
+    truncate_to_half(store_path(tmp_path, DB_FILENAME))
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source == name and restored_count(ctx) == 2
+    assert [rejected for rejected, _reason in result.rejected] == [DB_FILENAME]
+
+
+def test_when_no_candidate_is_usable_restore_raises_and_changes_nothing(tmp_path):
+    store_path(tmp_path).mkdir()
+    store_path(tmp_path, DB_FILENAME).write_bytes(b"garbage" * 100)
+    ctx = fresh_runtime(tmp_path)
+    ctx.path("pdf_by_hash/old.pdf").write_bytes(b"%PDF old")
+    with pytest.raises(IntegrityError, match="none of it is usable"):
+        restore(ctx)
+    assert ctx.path("pdf_by_hash/old.pdf").read_bytes() == b"%PDF old"
+    assert not ctx.db_path.exists()
+    assert store_path(tmp_path, DB_FILENAME).read_bytes() == b"garbage" * 100
+    assert [p.name for p in ctx.workspace.iterdir() if p.name.startswith(".restore-")] == []
+
+
+# ------------------------------------------------------ hostile archives
+
+
+def hostile_archive(tmp_path: Path, snapshot: Path, add_hostile) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(str(snapshot), arcname=DB_FILENAME)
+        add_hostile(tar)
+    return buffer.getvalue()
+
+
+def regular(name: str, data: bytes = b"owned\n"):
+    def add(tar):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return add
+
+
+def link(name: str, target: str, kind: bytes):
+    def add(tar):
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname = kind, target
+        tar.addfile(info)
+    return add
+
+
+def device(name: str):
+    def add(tar):
+        info = tarfile.TarInfo(name)
+        info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 1, 3
+        tar.addfile(info)
+    return add
+
+
+HOSTILE = {
+    "absolute path": lambda outside: regular(str(outside / "evil-absolute")),
+    "dot-dot": lambda outside: regular("../../outside/evil-dotdot"),
+    "symlink to /etc": lambda outside: link("etc-link", "/etc", tarfile.SYMTYPE),
+    "symlink climbing out": lambda outside: link("sub/up", "../../../outside", tarfile.SYMTYPE),
+    "hardlink outside": lambda outside: link("hard", "../../outside/evil-hard", tarfile.LNKTYPE),
+    "device": lambda outside: device("null-device"),
+}
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_hostile_archives_are_refused_and_nothing_is_written_outside(tmp_path, kind):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    source = make_context(tmp_path)
+    good = archive_state(source, 2)
+    add_documents(source, 5)
+    hostile_snapshot = tmp_path / "hostile.sqlite"
+    checkpoint(source.db_path, hostile_snapshot)     # a NEWER state: refusing it is what matters
+    source.close()
+    hostile_name = "ky_court-WIP-resume-20300101T000000Z-50.tar.gz"
+    store_path(tmp_path, hostile_name).write_bytes(
+        hostile_archive(tmp_path, hostile_snapshot, HOSTILE[kind](outside)))
+
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source in (good, DB_FILENAME) and restored_count(ctx) == 2
+    assert [name for name, _ in result.rejected] == [hostile_name]
+    assert "hostile archive member" in result.rejected[0][1]
+    assert list(outside.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "hostile.sqlite", "outside", "store", "ws"]
+
+
+def test_member_checks_are_plain_decisions():
+    def member(name, kind=tarfile.REGTYPE, target=""):
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname = kind, target
+        return info
+    assert resume_member_problem(member(DB_FILENAME)) is None
+    assert resume_member_problem(member("./status.json")) is None
+    assert resume_member_problem(member("folder", tarfile.DIRTYPE)) is None
+    assert resume_member_problem(member("a/inside", tarfile.SYMTYPE, "../status.json")) is None
+    assert resume_member_problem(member("/etc/passwd")) == "absolute path"
+    assert resume_member_problem(member("a/../../x")) == "path with '..'"
+    assert resume_member_problem(member("x", tarfile.SYMTYPE, "/etc/shadow")).startswith("link to absolute")
+    assert "outside" in resume_member_problem(member("a/x", tarfile.SYMTYPE, "../../x"))
+    assert "outside" in resume_member_problem(member("x", tarfile.LNKTYPE, "../x"))
+    assert resume_member_problem(member("x", tarfile.BLKTYPE)) == "device file"
+    assert resume_member_problem(member("x", tarfile.FIFOTYPE)) == "fifo"
+
+
+# ------------------------------------------------------ the workspace
+
+
+def test_a_stale_workspace_is_moved_aside_intact_and_pdf_backup_stays(tmp_path):
+    source = make_context(tmp_path)
+    archive_state(source, 2)
+    source.close()
+    ctx = fresh_runtime(tmp_path)
+    stale_files = {"pdf_by_hash/abc.pdf": b"%PDF old run", "tmp/D1.part": b"torn",
+                   DB_FILENAME: b"not sqlite at all", "status.json": b"{}"}
+    for name, data in stale_files.items():
+        ctx.path(name).write_bytes(data)
+    ctx.path("pdf_backup/legacy.pdf").write_bytes(b"%PDF legacy")
+
+    result = restore(ctx)
+    aside = tmp_path / "fresh-pre-restore"
+    assert result.restored and result.moved_aside == str(aside)
+    for name, data in stale_files.items():
+        assert (aside / name).read_bytes() == data
+    assert ctx.path("pdf_backup/legacy.pdf").read_bytes() == b"%PDF legacy"
+    assert not ctx.path("pdf_by_hash/abc.pdf").exists() and ctx.path("pdf_by_hash").is_dir()
+    assert restored_count(ctx) == 2
+
+    # Again: the first folder aside is kept, the next one gets -2.
+    ctx.db_path.unlink()
+    ctx.path("text/again.txt").write_text("second stale run")
+    result = restore(ctx)
+    assert result.moved_aside == str(tmp_path / "fresh-pre-restore-2")
+    assert (aside / "pdf_by_hash/abc.pdf").is_file()
+    assert (tmp_path / "fresh-pre-restore-2" / "text/again.txt").read_text() == "second stale run"
+
+
+def test_empty_layout_folders_and_pdf_backup_are_not_stale(tmp_path):
+    ctx = fresh_runtime(tmp_path)
+    ctx.path("pdf_backup/legacy.pdf").write_bytes(b"%PDF legacy")
+    assert stale_workspace_entries(ctx.workspace) == []
+    ctx.path("checkpoint/ky_court.sqlite").write_bytes(b"x")
+    assert stale_workspace_entries(ctx.workspace) == [ctx.path("checkpoint")]
+
+
+def test_a_workspace_with_a_database_is_left_alone(tmp_path):
+    source = make_context(tmp_path)
+    archive_state(source, 5)
+    source.close()
+    ctx = fresh_runtime(tmp_path)
+    add_documents(ctx, 1)
+    ctx.close()
+    before = ctx.db_path.read_bytes()
+    result = restore(ctx)
+    assert not result.restored and result.message == "workspace has a database: nothing to restore"
+    assert ctx.db_path.read_bytes() == before and restored_count(ctx) == 1
+    assert not (tmp_path / "fresh-pre-restore").exists()
+
+
+def test_an_empty_store_means_a_fresh_start(tmp_path):
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert not result.restored and result.candidates == []
+    assert "no saved state" in result.message and not ctx.db_path.exists()
+
+
+# ------------------------------------------------------ the writer
+
+
+def test_resume_archive_round_trip_gives_the_same_rows(tmp_path):
+    source = make_context(tmp_path)
+    add_documents(source, 7)
+    source.db.mark_download_failed("D0003", http_status=404, error="not found")
+    status = write_status(source, verify="PASS")
+    name = write_resume_archive(source)
+    rows = document_rows(source.db_path)
+    source.close()
+    shutil.rmtree(tmp_path / "ws")
+    store_path(tmp_path, DB_FILENAME).unlink()       # the archive alone must carry the state
+
+    ctx = make_context(tmp_path)
+    result = restore(ctx)
+    assert result.source == name
+    assert document_rows(ctx.db_path) == rows
+    assert json.loads(ctx.path("status.json").read_text()) == status
+    assert snapshot_sequence(ctx.db_path)[0] == result.checkpoint_seq
+
+
+def test_each_resume_archive_is_a_new_name_and_older_ones_are_kept(tmp_path):
+    source = make_context(tmp_path)
+    first = archive_state(source, 1)
+    first_bytes = store_path(tmp_path, first).read_bytes()
+    second = archive_state(source, 1)
+    source.close()
+    assert first != second and is_resume_archive_name(first) and is_resume_archive_name(second)
+    assert store_path(tmp_path, first).read_bytes() == first_bytes
+    with tarfile.open(store_path(tmp_path, second)) as tar:
+        assert sorted(tar.getnames()) == [DB_FILENAME, "status.json"]
