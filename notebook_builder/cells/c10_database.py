@@ -445,6 +445,33 @@ class Database:
             mapping.setdefault(sha, []).append(doc_id)
         return mapping
 
+    def documents_with_local_pdf(self) -> list[sqlite3.Row]:
+        """Rows whose local_pdf names a file (backfill matches legacy paths against pdf_backup/)."""
+        return self.conn.execute(
+            "SELECT document_id, status, sha256, local_pdf FROM documents "
+            "WHERE local_pdf IS NOT NULL AND local_pdf != ''").fetchall()
+
+    def credit_backup(self, document_id: str, *, sha256: str, size_bytes: int, local_pdf: str) -> bool:
+        """Backfill: a verified backup PDF is this document's. Returns True if the row changed.
+
+        `discovered`/`failed` rows become `downloaded`; a `downloaded`/`extracted` row keeps
+        its status and only takes the hash, size and normalized path when it has no hash
+        or the same one (a different hash is left alone: the download is authoritative).
+        """
+        with self.transaction():
+            cursor = self.conn.execute(
+                "UPDATE documents SET "
+                "status = CASE WHEN status IN ('discovered', 'failed') THEN 'downloaded' ELSE status END, "
+                "http_status = CASE WHEN status IN ('discovered', 'failed') THEN NULL ELSE http_status END, "
+                "last_error = CASE WHEN status IN ('discovered', 'failed') THEN NULL ELSE last_error END, "
+                "sha256 = :sha, size_bytes = :size, local_pdf = :local, updated_at = :now "
+                "WHERE document_id = :id "
+                "AND (status IN ('discovered', 'failed') OR sha256 IS NULL OR sha256 = :sha) "
+                "AND NOT (status IN ('downloaded', 'extracted') AND sha256 IS :sha "
+                "         AND size_bytes IS :size AND local_pdf IS :local)",
+                {"id": document_id, "sha": sha256, "size": size_bytes, "local": local_pdf, "now": utc_now()})
+            return cursor.rowcount > 0
+
     # ------------------------------------------------------------- extract
 
     def mark_extracted(self, document_id: str, *, pages: int, extracted_chars: int,

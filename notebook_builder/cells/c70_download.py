@@ -1,0 +1,409 @@
+"""Download: fetch every queued document once, keep each distinct PDF once, store nothing torn.
+
+Guarantees:
+- Work comes from the download queue of CONTRACT.md (`Database.download_queue`,
+  the same SQL verify counts), DOWNLOAD_BATCH rows at a time in rowid order.
+- One streamed GET per attempt, no HEAD. The attempt is committed before the
+  request is sent, so a kill can never hide one. The size cap is decided
+  from Content-Length before the body is read (an oversized file's
+  connection is closed unread) and enforced again while streaming, for
+  servers that lie or send no length.
+- The body is hashed (SHA-256) as it is written to `tmp/<document_id>.part`,
+  fsynced, checked against Content-Length (short: transient "truncated") and
+  the `%PDF-` magic (else transient "not a PDF"), then promoted with
+  os.replace to `pdf_by_hash/<sha256>.pdf` and mirrored to the store. A hash
+  already held locally drops the part; one already in the store uploads
+  nothing. Only then is the row marked `downloaded`.
+- Permanent answers (400, 401, 403, 404; 413 for a file over MAX_PDF_BYTES)
+  fail the document at once, no backoff; the queue SQL never hands it out
+  again unless RETRY_HARD (the run forgives failures once).
+- Transient ones (5xx, 408, 429, resets, timeouts, a torn body, a 200 that
+  is not a PDF) are retried inline, one document at a time, after
+  `min(BACKOFF_CAP, BACKOFF_BASE * 2**attempts)` seconds (a longer
+  Retry-After wins), slept on the run clock; each failure is committed as
+  `failed` with its http_status and error, which leaves the row in the queue
+  until MAX_ATTEMPTS attempts are spent.
+- A stop (budget minus SHUTDOWN_SECONDS, SIGINT/SIGTERM) is honoured between
+  attempts and during backoff; the document in flight is finished, or rolled
+  back (its `.part` removed) if the stream is aborted. A full disk removes
+  the `.part` and raises DiskFullError.
+- `recover()` heals what a kill left behind: stale `tmp/*.part` files are
+  removed; a row claiming `downloaded`/`extracted` whose PDF is neither in
+  the workspace nor in the store goes back to `discovered`; one whose PDF is
+  only in the store is left alone (extract fetches it on demand).
+- DRY_RUN: no network; the result reports the queue.
+
+Knobs read: DOWNLOAD_BATCH, MAX_ATTEMPTS, MAX_PDF_BYTES, BACKOFF_BASE,
+BACKOFF_CAP, HEARTBEAT_EVERY, DRY_RUN (and, through the client and the
+context, PACING, PACING_DL, HTTP_TIMEOUT, CHECKPOINT_SECONDS).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+import urllib3
+
+from .c00_config import PermanentFetchError, StopRequested, StoreError, TransientFetchError
+from .c30_client import CourtClient, backoff_seconds, classify_http_status, retry_after_seconds
+from .c35_context import Checkpointer, Context, progress, raise_if_disk_full, write_status
+
+log_download = logging.getLogger("kycourt.download")
+
+PDF_MAGIC = b"%PDF-"
+_DOWNLOAD_CHUNK = 256 * 1024
+# An error answer at most this long is read, so its keep-alive connection can be reused.
+_DOWNLOAD_DRAIN_LIMIT = 64 * 1024
+# Above this many rows missing locally, recover() lists the store's folder once instead of asking per name.
+_DOWNLOAD_LIST_THRESHOLD = 50
+# What urllib3/requests raise while a body is being read: the connection failed, not our disk.
+_DOWNLOAD_READ_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError)
+
+
+@dataclass
+class RecoverResult:
+    parts_removed: int = 0
+    checked: int = 0           # rows claiming a PDF
+    reverted: int = 0          # back to discovered: the PDF is nowhere
+    store_only: int = 0        # PDF only in the store; extract fetches it
+    unverified: int = 0        # missing locally and the store could not be asked: left alone
+
+    @property
+    def healed(self) -> int:
+        return self.parts_removed + self.reverted
+
+
+@dataclass
+class DownloadResult:
+    queued: int = 0            # download queue when the stage began
+    documents: int = 0         # documents taken from the queue
+    requests: int = 0          # GETs sent (attempts)
+    downloaded: int = 0
+    duplicates: int = 0        # content the workspace already held (one file, several documents)
+    uploaded: int = 0          # PDFs the store did not have
+    bytes: int = 0
+    permanent_failures: int = 0
+    exhausted: int = 0         # transient to the end: MAX_ATTEMPTS spent
+    retries: int = 0           # transient failures followed by another attempt
+    deferred: int = 0          # stopped with attempts left; still queued
+    left: int = 0              # download queue when the stage ended
+    stopped: str | None = None
+    dry_run: bool = False
+    seconds: float = 0.0
+    recovered: RecoverResult = field(default_factory=RecoverResult)
+
+
+@dataclass
+class _DownloadedFile:
+    sha256: str
+    size_bytes: int
+    local_pdf: str             # "pdf_by_hash/<sha>.pdf", relative to the workspace
+    new_locally: bool
+
+
+# ------------------------------------------------------------------ recover
+
+
+def recover(ctx: Context) -> RecoverResult:
+    """Removes stale parts and reverts rows whose PDF is gone from workspace and store."""
+    db = ctx.open_database()
+    result = RecoverResult()
+    tmp = ctx.path("tmp")
+    if tmp.is_dir():
+        for part in tmp.glob("*.part"):
+            part.unlink(missing_ok=True)
+            result.parts_removed += 1
+    missing: list[tuple[str, str]] = []   # (document_id, store name)
+    for row in db.documents_claiming_files():
+        result.checked += 1
+        name = _download_store_name(row["sha256"]) if row["sha256"] else None
+        local = row["local_pdf"] or name
+        if local and ctx.path(local).is_file():
+            continue
+        if name and local != name and ctx.path(name).is_file():
+            continue
+        missing.append((row["document_id"], name))
+    if missing:
+        in_store = _download_store_holds(ctx, [name for _, name in missing if name])
+        revert = []
+        for document_id, name in missing:
+            held = in_store(name) if name else False
+            if held is None:
+                result.unverified += 1
+            elif held:
+                result.store_only += 1
+            else:
+                revert.append(document_id)
+        if revert:
+            result.reverted = db.revert_to_discovered(revert, "recover: PDF missing from workspace and store")
+    if result.healed or result.unverified:
+        log_download.info("recover: %d stale parts removed, %d rows back to discovered, %d PDFs only in "
+                          "the store, %d unverified (store unreachable)", result.parts_removed,
+                          result.reverted, result.store_only, result.unverified)
+    ctx.notes["download_recovered"] = result
+    return result
+
+
+def _download_store_holds(ctx: Context, names: list[str]):
+    """A lookup name -> True/False, or None when the store cannot answer (never guess "absent")."""
+    if len(names) > _DOWNLOAD_LIST_THRESHOLD:
+        try:
+            listed = set(ctx.store.list_dir("pdf_by_hash"))
+        except StoreError as exc:
+            log_download.warning("recover: cannot list the store's pdf_by_hash (%s); rows left as they are", exc)
+            return lambda name: None
+        return lambda name: name in listed
+
+    def ask(name: str) -> bool | None:
+        try:
+            return ctx.store.exists(name)
+        except StoreError as exc:
+            log_download.warning("recover: cannot ask the store about %s (%s)", name, exc)
+            return None
+    return ask
+
+
+def _download_store_name(sha256: str) -> str:
+    return f"pdf_by_hash/{sha256}.pdf"
+
+
+# ----------------------------------------------------------------- download
+
+
+def download(ctx: Context) -> DownloadResult:
+    """Fetches the download queue; see the module docstring for what is guaranteed."""
+    started = time.monotonic()
+    cfg, db = ctx.cfg, ctx.open_database()
+    result = DownloadResult()
+    result.recovered = ctx.notes.get("download_recovered") or recover(ctx)
+    result.queued = db.download_queue_size(cfg)
+    if cfg.DRY_RUN:
+        result.dry_run, result.left = True, result.queued
+        log_download.info("dry run: %d documents in the download queue, nothing fetched", result.queued)
+        return result
+    if result.queued == 0:
+        return result
+    client = ctx.client
+    if client is None:
+        client = ctx.client = CourtClient(cfg, ctx.clock)
+    ctx.path("tmp").mkdir(parents=True, exist_ok=True)
+    ctx.path("pdf_by_hash").mkdir(parents=True, exist_ok=True)
+    uploads_before = ctx.mirror.uploads
+    since_heartbeat = 0
+    try:
+        with Checkpointer(ctx), progress(result.queued, "download") as bar:
+            # Keyset passes in rowid order; a document leaves the queue when it is done, so one pass
+            # normally empties it. A new pass picks up rows a stop or a concurrent insert left behind.
+            for _ in range(cfg.MAX_ATTEMPTS + 1):
+                after, taken = 0, 0
+                while result.stopped is None:
+                    batch = db.download_queue(cfg, cfg.DOWNLOAD_BATCH, after)
+                    if not batch:
+                        break
+                    batch_counts = _download_counts(result)
+                    for row in batch:
+                        if ctx.clock.should_stop():
+                            result.stopped = ctx.clock.stop_reason or "stop"
+                            break
+                        attempts_before = result.requests
+                        outcome = _download_document(ctx, client, row, result)
+                        since_heartbeat += result.requests - attempts_before
+                        after, taken = row["rowid"], taken + 1
+                        if outcome != "deferred":
+                            result.documents += 1
+                            bar.update(1)
+                        if since_heartbeat >= cfg.HEARTBEAT_EVERY:
+                            since_heartbeat = 0
+                            write_status(ctx, download=_download_counts(result))
+                        if outcome == "deferred":
+                            result.stopped = ctx.clock.stop_reason or "stop"
+                            break
+                    _download_log_batch(result, batch_counts, len(batch))
+                if result.stopped is not None or taken == 0:
+                    break
+    finally:
+        result.uploaded = ctx.mirror.uploads - uploads_before
+        result.left = db.download_queue_size(cfg)
+        result.seconds = round(time.monotonic() - started, 3)
+    write_status(ctx, download=_download_counts(result))
+    log_download.info("download: %d downloaded (%d duplicate content, %d uploaded), %d permanent, "
+                      "%d exhausted, %d requests, %d left in the queue%s", result.downloaded,
+                      result.duplicates, result.uploaded, result.permanent_failures, result.exhausted,
+                      result.requests, result.left, f"; stopped: {result.stopped}" if result.stopped else "")
+    return result
+
+
+def _download_counts(result: DownloadResult) -> dict[str, int]:
+    return {"documents": result.documents, "requests": result.requests, "downloaded": result.downloaded,
+            "permanent_failures": result.permanent_failures, "exhausted": result.exhausted,
+            "retries": result.retries}
+
+
+def _download_log_batch(result: DownloadResult, before: dict[str, int], size: int) -> None:
+    now = _download_counts(result)
+    delta = {key: now[key] - before[key] for key in now}
+    log_download.info("batch of %d: %d downloaded, %d permanent, %d exhausted, %d retries, %d requests",
+                      size, delta["downloaded"], delta["permanent_failures"], delta["exhausted"],
+                      delta["retries"], delta["requests"])
+
+
+def _download_document(ctx: Context, client: CourtClient, row, result: DownloadResult) -> str:
+    """Attempts one document until it is done, failed for good, or a stop: its outcome's name."""
+    cfg, db, clock = ctx.cfg, ctx.db, ctx.clock
+    document_id = row["document_id"]
+    while True:
+        if clock.should_stop():
+            return "deferred"
+        attempts = db.record_download_attempt(document_id)
+        result.requests += 1
+        try:
+            fetched = _download_fetch(ctx, client, document_id)
+        except StopRequested:
+            return "deferred"
+        except PermanentFetchError as exc:
+            db.mark_download_failed(document_id, http_status=exc.http_status, error=f"permanent: {exc}")
+            result.permanent_failures += 1
+            log_download.info("%s: permanent failure: %s", document_id, exc)
+            return "permanent"
+        except TransientFetchError as exc:
+            if attempts >= cfg.MAX_ATTEMPTS:
+                db.mark_download_failed(document_id, http_status=exc.http_status,
+                                        error=f"transient, {attempts} attempts: {exc}")
+                result.exhausted += 1
+                log_download.warning("%s: gave up after %d attempts: %s", document_id, attempts, exc)
+                return "exhausted"
+            db.mark_download_failed(document_id, http_status=exc.http_status,
+                                    error=f"transient, attempt {attempts} of {cfg.MAX_ATTEMPTS}: {exc}")
+            result.retries += 1
+            delay = backoff_seconds(attempts, cfg.BACKOFF_BASE, cfg.BACKOFF_CAP, exc.retry_after)
+            log_download.info("%s: %s; attempt %d of %d, next in %.2fs", document_id, exc, attempts,
+                              cfg.MAX_ATTEMPTS, delay)
+            if not clock.sleep(delay):
+                return "deferred"
+            continue
+        db.mark_downloaded(document_id, sha256=fetched.sha256, size_bytes=fetched.size_bytes,
+                           local_pdf=fetched.local_pdf, http_status=200)
+        result.downloaded += 1
+        result.bytes += fetched.size_bytes
+        result.duplicates += not fetched.new_locally
+        return "downloaded"
+
+
+def _download_fetch(ctx: Context, client: CourtClient, document_id: str) -> _DownloadedFile:
+    """One GET → a promoted, mirrored `pdf_by_hash/<sha>.pdf`, or a Permanent/TransientFetchError."""
+    cap = ctx.cfg.MAX_PDF_BYTES
+    response = client.download_response(document_id)
+    try:
+        code = response.status_code
+        verdict = classify_http_status(code)
+        if verdict != "ok":
+            _download_drain(response)
+            if verdict == "permanent":
+                raise PermanentFetchError(f"HTTP {code}", http_status=code)
+            raise TransientFetchError(f"HTTP {code}", http_status=code,
+                                      retry_after=retry_after_seconds(response))
+        declared = _download_declared_length(response)
+        if declared is not None and declared > cap:
+            # Decided before reading: closing the response drops the connection with the body unread.
+            raise PermanentFetchError(f"Content-Length {declared} is over MAX_PDF_BYTES ({cap})", http_status=413)
+        part = ctx.path("tmp") / f"{document_id}.part"
+        try:
+            sha256, size = _download_stream_to_part(response, part, cap)
+            if declared is not None and size != declared:
+                raise TransientFetchError(f"truncated: {size} of {declared} bytes", http_status=code)
+            return _download_promote(ctx, part, sha256, size)
+        finally:
+            part.unlink(missing_ok=True)   # promoted parts are gone already; anything else is rolled back
+    finally:
+        response.close()
+
+
+def _download_declared_length(response: requests.Response) -> int | None:
+    """Content-Length of the body as it will be read, or None (absent, unreadable, or content-encoded)."""
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        return None
+    try:
+        value = int(response.headers.get("Content-Length", ""))
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def _download_drain(response: requests.Response) -> None:
+    """Reads a small error body so the keep-alive connection can be reused; a large one is dropped."""
+    declared = _download_declared_length(response)
+    if declared is None or declared > _DOWNLOAD_DRAIN_LIMIT:
+        return
+    try:
+        response.content
+    except _DOWNLOAD_READ_ERRORS:
+        pass
+
+
+def _download_stream_to_part(response: requests.Response, part: Path, cap: int) -> tuple[str, int]:
+    """Streams the body into `part`, hashing as it goes, then fsyncs. Returns (sha256, size).
+
+    Stops reading at once when the body passes `cap` (permanent 413) or does not
+    begin with the PDF magic (transient: an HTML page behind a 200).
+    """
+    digest = hashlib.sha256()
+    size = 0
+    head = b""
+    chunks = response.iter_content(_DOWNLOAD_CHUNK)
+    try:
+        with open(part, "wb") as handle:
+            while True:
+                try:
+                    chunk = next(chunks, None)
+                except _DOWNLOAD_READ_ERRORS as exc:
+                    raise TransientFetchError(f"body read failed after {size} bytes: {type(exc).__name__}: "
+                                              f"{exc}", http_status=response.status_code) from exc
+                if chunk is None:
+                    break
+                size += len(chunk)
+                if size > cap:
+                    raise PermanentFetchError(f"body over MAX_PDF_BYTES ({cap}) although Content-Length "
+                                              "did not say so", http_status=413)
+                if len(head) < len(PDF_MAGIC):
+                    head = (head + chunk)[:len(PDF_MAGIC)]
+                    if not PDF_MAGIC.startswith(head):
+                        raise _download_not_a_pdf(response, head)
+                digest.update(chunk)
+                handle.write(chunk)
+            if head != PDF_MAGIC:
+                raise _download_not_a_pdf(response, head)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        raise_if_disk_full(exc, part)
+        raise
+    return digest.hexdigest(), size
+
+
+def _download_not_a_pdf(response: requests.Response, head: bytes) -> TransientFetchError:
+    kind = response.headers.get("Content-Type", "no Content-Type")
+    return TransientFetchError(f"not a PDF: {kind}, body begins {head!r}", http_status=response.status_code)
+
+
+def _download_promote(ctx: Context, part: Path, sha256: str, size: int) -> _DownloadedFile:
+    """part → pdf_by_hash/<sha>.pdf (unless held already), then mirrored to the store."""
+    name = _download_store_name(sha256)
+    target = ctx.path(name)
+    new_locally = False
+    try:
+        if not (target.is_file() and target.stat().st_size == size):
+            # A name is its hash: the bytes we just verified may replace a damaged local copy.
+            os.replace(part, target)
+            new_locally = True
+    except OSError as exc:
+        raise_if_disk_full(exc, target)
+        raise
+    ctx.mirror.put(name, target)
+    return _DownloadedFile(sha256=sha256, size_bytes=size, local_pdf=name, new_locally=new_locally)

@@ -1,0 +1,338 @@
+"""Download: every court fault ends in the right row and the right store, politely and resumably."""
+from __future__ import annotations
+
+import collections
+import errno
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from notebook_builder.cells.c00_config import DiskFullError, RunClock, load_config
+from notebook_builder.cells.c10_database import DOCUMENT_METADATA_COLUMNS
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c70_download import download, recover
+from notebook_builder.simcourt import FAULTS, SimCourt
+
+MAX_PDF_BYTES = 1024 * 1024
+OVERSIZE_BYTES = 16 * 1024 * 1024
+
+
+class CountingStore(LocalStore):
+    """A real LocalStore that remembers every upload's bytes."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.uploads: collections.Counter = collections.Counter()
+        self.uploaded_bytes: dict[str, list[bytes]] = collections.defaultdict(list)
+
+    def upload_file(self, name, local_path):
+        self.uploads[name] += 1
+        self.uploaded_bytes[name].append(Path(local_path).read_bytes())
+        super().upload_file(name, local_path)
+
+
+class RecordingClock(RunClock):
+    """Records every sleep instead of sleeping, so backoff is fast and visible."""
+
+    def __init__(self, budget_seconds: float = 3600.0):
+        super().__init__(budget_seconds, 0.0)
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> bool:
+        self.sleeps.append(seconds)
+        return not self.stop_event.is_set()
+
+
+def court_env(court: SimCourt, root: Path, **extra: str) -> dict[str, str]:
+    return {"KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"),
+            "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.01",
+            "KY_BACKOFF_CAP": "0.05", "KY_MAX_PDF_BYTES": str(MAX_PDF_BYTES), **extra}
+
+
+def make_context(court: SimCourt, root: Path, *, clock: RunClock | None = None, store=None, **extra: str):
+    cfg = load_config(env=court_env(court, root, **extra))
+    ctx = open_context(cfg, clock=clock or RecordingClock(), store=store or CountingStore(root / "store"))
+    ctx.open_database()
+    return ctx
+
+
+def discovered_rows(documents) -> list[dict]:
+    return [{"document_id": d.document_id, **{c: getattr(d, c) for c in DOCUMENT_METADATA_COLUMNS}}
+            for d in documents]
+
+
+def fault_sample(court: SimCourt, per_fault: int = 2) -> list:
+    """A few documents of every fault, the originals of the duplicates included."""
+    chosen = {}
+    for fault in FAULTS:
+        for document in court.documents_with(fault)[:per_fault]:
+            chosen[document.document_id] = document
+            if document.duplicate_of:
+                chosen.setdefault(document.duplicate_of, court.document(document.duplicate_of))
+    return list(chosen.values())
+
+
+def expected_download_row(court: SimCourt, document, max_attempts: int) -> tuple:
+    """(status, http_status, attempts) once download alone has run."""
+    status = "failed" if document.expected_status == "failed" else "downloaded"
+    if document.fault == "always_503":
+        attempts = max_attempts
+    elif document.fault in ("http_500", "http_503", "reset", "truncated", "rate_limited", "html"):
+        attempts = document.transient_failures + 1
+    else:
+        attempts = 1
+    return status, document.expected_http_status, attempts
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def court():
+    with SimCourt(docs=300, seed=1, oversize_bytes=OVERSIZE_BYTES) as running:
+        yield running
+
+
+@pytest.fixture
+def fresh_court():
+    """A court no other test has asked: its per-document fault counters start at zero."""
+    with SimCourt(docs=300, seed=1, oversize_bytes=OVERSIZE_BYTES) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def faults_run(court, tmp_path_factory):
+    """One download over a sample holding every fault; the tests below read its outcome."""
+    root = tmp_path_factory.mktemp("faults")
+    documents = fault_sample(court)
+    ctx = make_context(court, root)
+    ctx.db.upsert_discovered(discovered_rows(documents))
+    result = download(ctx)
+    yield ctx, documents, result
+    ctx.close()
+
+
+# ------------------------------------------------------------- outcomes
+
+
+def test_every_fault_ends_in_the_expected_row(court, faults_run):
+    ctx, documents, result = faults_run
+    assert {d.fault for d in documents} == set(FAULTS)
+    wrong = {}
+    for document in documents:
+        row = ctx.db.get_document(document.document_id)
+        actual = (row["status"], row["http_status"], row["attempts"])
+        expected = expected_download_row(court, document, ctx.cfg.MAX_ATTEMPTS)
+        if actual != expected:
+            wrong[document.fault] = (actual, expected, row["last_error"])
+    assert not wrong
+    assert result.left == 0 and ctx.db.download_queue_size(ctx.cfg) == 0
+
+
+def test_store_holds_exactly_the_court_pdfs_under_their_hashes(court, faults_run):
+    ctx, documents, _ = faults_run
+    expected = {}
+    for document in documents:
+        data = court.pdf_bytes(document.document_id)
+        row = ctx.db.get_document(document.document_id)
+        if row["status"] == "downloaded":
+            assert row["sha256"] == sha256(data) and row["size_bytes"] == len(data)
+            assert row["local_pdf"] == f"pdf_by_hash/{row['sha256']}.pdf"
+            expected[row["local_pdf"]] = data
+    stored = {name: ctx.store.read_file(name) for name in ctx.store.list_dir("pdf_by_hash")}
+    assert stored == expected
+    local = {f"pdf_by_hash/{p.name}": p.read_bytes() for p in ctx.path("pdf_by_hash").iterdir()}
+    assert local == expected
+
+
+def test_a_torn_body_or_an_html_page_is_never_promoted_or_uploaded(court, faults_run):
+    ctx, documents, _ = faults_run
+    torn = [d for d in documents if d.fault in ("truncated", "html")]
+    assert torn and all(court.requests_for(d.document_id) == d.transient_failures + 1 for d in torn)
+    pdf_uploads = {n: b for n, b in ctx.store.uploaded_bytes.items() if n.startswith("pdf_by_hash/")}
+    assert pdf_uploads
+    for name, blobs in pdf_uploads.items():
+        for data in blobs:
+            assert data.startswith(b"%PDF-") and name == f"pdf_by_hash/{sha256(data)}.pdf"
+    for path in ctx.path("pdf_by_hash").iterdir():
+        assert path.name == f"{sha256(path.read_bytes())}.pdf"
+    assert list(ctx.path("tmp").iterdir()) == []
+
+
+def test_an_oversized_body_is_not_read(court, faults_run):
+    _, documents, _ = faults_run
+    oversized = [d for d in documents if d.fault == "oversized"]
+    lying = [d for d in documents if d.fault == "lying_length"]
+    assert oversized and lying
+    for document in oversized:   # Content-Length said so: the connection is closed unread
+        assert court.body_bytes_sent(document.document_id) < OVERSIZE_BYTES // 16
+    for document in lying:       # no honest length: reading stops past the cap (kernel buffers take a few MB more)
+        assert court.body_bytes_sent(document.document_id) < (OVERSIZE_BYTES + 1024 * 1024) // 2
+
+
+def test_duplicate_content_is_stored_once_and_uploaded_once(court, faults_run):
+    ctx, documents, result = faults_run
+    duplicates = [d for d in documents if d.fault == "duplicate"]
+    assert duplicates
+    for document in duplicates:
+        row = ctx.db.get_document(document.document_id)
+        original = ctx.db.get_document(document.duplicate_of)
+        assert row["sha256"] == original["sha256"] and row["local_pdf"] == original["local_pdf"]
+        assert ctx.store.uploads[row["local_pdf"]] == 1
+    assert max(ctx.store.uploads[name] for name in ctx.store.list_dir("pdf_by_hash")) == 1
+    assert result.duplicates >= len(duplicates)
+
+
+def test_exactly_one_request_per_successful_attempt_no_head(court, faults_run):
+    ctx, documents, result = faults_run
+    requests_sent = sum(court.requests_for(d.document_id) for d in documents)
+    attempts = sum(ctx.db.get_document(d.document_id)["attempts"] for d in documents)
+    assert requests_sent == attempts == result.requests
+    ok = [d for d in documents if d.fault == "ok"]
+    assert ok and all(court.requests_for(d.document_id) == 1 for d in ok)
+
+
+def test_status_json_carries_the_download_heartbeat(faults_run):
+    ctx, _, result = faults_run
+    status = json.loads(ctx.path("status.json").read_text())
+    assert status["download"]["requests"] == result.requests
+    assert status["queues"]["download"] == 0
+    assert json.loads(ctx.store.read_file("status.json"))["download"] == status["download"]
+
+
+# ------------------------------------------------------------ backoff
+
+
+def _download_alone(court, root, document, **extra):
+    clock = RecordingClock()
+    ctx = make_context(court, root, clock=clock, **extra)
+    ctx.db.upsert_discovered(discovered_rows([document]))
+    download(ctx)
+    row = ctx.db.get_document(document.document_id)
+    ctx.close()
+    return row, clock.sleeps
+
+
+def test_transient_errors_back_off_exponentially_up_to_the_cap(fresh_court, tmp_path):
+    always = fresh_court.documents_with("always_503")[0]
+    row, sleeps = _download_alone(fresh_court, tmp_path, always, KY_MAX_ATTEMPTS="5")
+    assert (row["status"], row["http_status"], row["attempts"]) == ("failed", 503, 5)
+    # min(cap, base * 2**attempts) after attempts 1..4; none after the last.
+    assert sleeps == pytest.approx([0.02, 0.04, 0.05, 0.05])
+    assert fresh_court.requests_for(always.document_id) == 5
+
+
+def test_retry_after_is_honoured(fresh_court, tmp_path):
+    limited = fresh_court.documents_with("rate_limited")[0]
+    row, sleeps = _download_alone(fresh_court, tmp_path, limited)
+    assert (row["status"], row["attempts"]) == ("downloaded", limited.transient_failures + 1)
+    assert sleeps == [1.0] * limited.transient_failures   # the fresh_court's Retry-After: 1, above our 0.05 cap
+
+
+def test_a_permanent_failure_is_not_backed_off(fresh_court, tmp_path):
+    restricted = fresh_court.documents_with("http_403")[0]
+    row, sleeps = _download_alone(fresh_court, tmp_path, restricted)
+    assert (row["status"], row["http_status"], row["attempts"]) == ("failed", 403, 1)
+    assert sleeps == []
+
+
+# ------------------------------------------------------- across runs
+
+
+def test_a_permanent_failure_is_requested_once_across_runs(fresh_court, tmp_path):
+    permanent = [fresh_court.documents_with(fault)[-1] for fault in ("http_401", "http_404", "oversized")]
+    for _ in range(3):
+        ctx = make_context(fresh_court, tmp_path)
+        ctx.db.upsert_discovered(discovered_rows(permanent))
+        download(ctx)
+        ctx.close()
+    assert [fresh_court.requests_for(d.document_id) for d in permanent] == [1, 1, 1]
+
+
+def test_retry_hard_asks_again_for_a_permanent_failure(fresh_court, tmp_path):
+    gone = fresh_court.documents_with("http_404")[-2]
+    before = fresh_court.requests_for(gone.document_id)
+    ctx = make_context(fresh_court, tmp_path)
+    ctx.db.upsert_discovered(discovered_rows([gone]))
+    download(ctx)
+    assert ctx.db.forgive_failures() == 1
+    download(ctx)
+    row = ctx.db.get_document(gone.document_id)
+    assert (row["status"], row["http_status"], row["attempts"]) == ("failed", 404, 1)
+    assert fresh_court.requests_for(gone.document_id) == before + 2
+
+
+def test_dry_run_sends_no_request(fresh_court, tmp_path):
+    sample = fresh_court.documents_with("ok")[:5]
+    sent = fresh_court.download_requests
+    ctx = make_context(fresh_court, tmp_path, KY_DRY="1")
+    ctx.db.upsert_discovered(discovered_rows(sample))
+    result = download(ctx)
+    assert result.dry_run and result.queued == result.left == 5
+    assert fresh_court.download_requests == sent
+    assert ctx.db.status_counts()["discovered"] == 5
+
+
+def test_a_budget_stop_is_clean_and_the_next_run_finishes(fresh_court, tmp_path):
+    # Rate-limited documents sleep the fresh_court's Retry-After (1 s) on the real clock: the budget ends mid-queue.
+    sample = fresh_court.documents_with("rate_limited")[:6] + fresh_court.documents_with("ok")[:20]
+    clock = RunClock(1.5, 0.0)
+    ctx = make_context(fresh_court, tmp_path, clock=clock, KY_CHECKPOINT_SECONDS="0.3")
+    ctx.db.upsert_discovered(discovered_rows(sample))
+    first = download(ctx)
+    assert first.stopped == "budget" and first.left > 0
+    assert list(ctx.path("tmp").iterdir()) == []
+    for row in ctx.db.documents_claiming_files():
+        assert ctx.path(row["local_pdf"]).is_file()
+    assert ctx.store.exists("ky_court.sqlite")   # the background checkpoint ran while downloads committed
+    ctx.close()
+    ctx = make_context(fresh_court, tmp_path)
+    second = download(ctx)
+    assert second.left == 0 and ctx.db.status_counts()["downloaded"] == len(sample)
+
+
+# ------------------------------------------------------------- recover
+
+
+def test_recover_removes_parts_and_reverts_rows_whose_pdf_is_nowhere(fresh_court, tmp_path):
+    ok = fresh_court.documents_with("ok")[:4]
+    ctx = make_context(fresh_court, tmp_path)
+    ctx.db.upsert_discovered(discovered_rows(ok))
+    download(ctx)
+    rows = [ctx.db.get_document(d.document_id) for d in ok]
+    local_only, store_only, nowhere, extracted_nowhere = rows
+    ctx.path("tmp", ).joinpath(f"{ok[0].document_id}.part").write_bytes(b"%PDF-torn")
+    store_root = tmp_path / "store"
+    (store_root / local_only["local_pdf"]).unlink()
+    ctx.path(store_only["local_pdf"]).unlink()
+    for row in (nowhere, extracted_nowhere):
+        ctx.path(row["local_pdf"]).unlink()
+        (store_root / row["local_pdf"]).unlink()
+    ctx.db.mark_extracted(extracted_nowhere["document_id"], pages=1, extracted_chars=10, likely_scanned=False)
+    result = recover(ctx)
+    assert (result.parts_removed, result.reverted, result.store_only) == (1, 2, 1)
+    statuses = [ctx.db.get_document(d.document_id)["status"] for d in ok]
+    assert statuses == ["downloaded", "downloaded", "discovered", "discovered"]
+    assert list(ctx.path("tmp").iterdir()) == []
+    again = download(ctx)   # the reverted two are fetched again
+    assert again.downloaded == 2 and recover(ctx).healed == 0
+
+
+def test_a_full_disk_removes_the_part_and_stops(fresh_court, tmp_path, monkeypatch):
+    document = fresh_court.documents_with("ok")[30]
+    ctx = make_context(fresh_court, tmp_path)
+    ctx.db.upsert_discovered(discovered_rows([document]))
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(DiskFullError):
+        download(ctx)
+    monkeypatch.undo()
+    assert list(ctx.path("tmp").iterdir()) == [] and list(ctx.path("pdf_by_hash").iterdir()) == []
+    assert ctx.db.get_document(document.document_id)["status"] == "discovered"
