@@ -1,0 +1,277 @@
+"""Report: the corpus' coverage per year and court as a chart (status.png) and a table.
+
+Guarantees:
+- `coverage_rows(db)` is read from `Database.coverage_by_year_court()` (one
+  query, the database's own definition) and merged by court code: per
+  case-number year and court (SC, CA; a court name the code cannot be told
+  from keeps its name), `discovered` (every document found), `downloaded`
+  (downloaded or extracted), `extracted` and `failed`.
+- `draw_coverage_chart(rows, path)` draws one panel per court, one stacked
+  bar per year: extracted, downloaded but not yet extracted, failed, and
+  discovered only; the title carries the totals. It uses matplotlib's
+  object API (`Figure`), never pyplot, so it needs no backend switch and
+  leaves Colab's inline display alone. The PNG is written to a temp name and
+  renamed, so a reader (or the store mirror) never sees half a file.
+- `write_report(cfg)` (`kycourt-pipeline report`) reads the workspace
+  database read-only, writes workspace/status.png (or `output`), mirrors it
+  to the store as `status.png` (a mutable name), and returns the table text
+  and the PNG's path. A store it cannot reach is said in the text, not raised.
+- `show_report(ctx)` is the notebook's status cell: the same chart and
+  table, displayed inline when IPython is there.
+
+Knobs read: WORKSPACE, STORE (write_report), MAX_ATTEMPTS and
+MAX_EXTRACT_ATTEMPTS (through the queue sizes).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from .c00_config import Config, StoreError, load_config, utc_now
+from .c10_database import DB_FILENAME, Database, connect, is_sqlite_file
+from .c35_context import Context, StoreMirror, open_context, open_store
+
+log_report = logging.getLogger("kycourt.report")
+
+REPORT_PNG_NAME = "status.png"
+REPORT_COUNT_FIELDS = ("discovered", "downloaded", "extracted", "failed")
+REPORT_COURT_ORDER = ("SC", "CA")
+REPORT_COURT_TITLES = {"SC": "Kentucky Supreme Court (SC)", "CA": "Kentucky Court of Appeals (CA)"}
+# The chart's stack, bottom to top: (segment, legend label, colour).
+REPORT_SEGMENTS = (
+    ("extracted", "extracted", "#2e7d32"),
+    ("downloaded_only", "downloaded, not yet extracted", "#42a5f5"),
+    ("failed", "failed", "#d32f2f"),
+    ("discovered_only", "discovered, not yet downloaded", "#bdbdbd"),
+)
+_REPORT_UNKNOWN = "unknown"
+
+
+# ------------------------------------------------------------- the counts
+
+
+def _report_court_code(court: str | None) -> str:
+    """SC or CA from the court's name as C-Track gives it ("Kentucky Court of Appeals")."""
+    if not court:
+        return _REPORT_UNKNOWN
+    text = court.strip()
+    if text.upper() in REPORT_COURT_ORDER:
+        return text.upper()
+    if "supreme" in text.lower():
+        return "SC"
+    if "appeal" in text.lower():
+        return "CA"
+    return text
+
+
+def _report_court_rank(court: str) -> tuple[int, str]:
+    return (REPORT_COURT_ORDER.index(court) if court in REPORT_COURT_ORDER else len(REPORT_COURT_ORDER), court)
+
+
+def coverage_rows(db: Database) -> list[dict[str, Any]]:
+    """Per year and court: discovered, downloaded (incl. extracted), extracted, failed; sorted."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in db.coverage_by_year_court():
+        year = row["year"] if row["year"] and str(row["year"]).isdigit() else _REPORT_UNKNOWN
+        court = _report_court_code(row["court"])
+        entry = merged.setdefault((year, court), {"year": year, "court": court,
+                                                  **dict.fromkeys(REPORT_COUNT_FIELDS, 0)})
+        for name in REPORT_COUNT_FIELDS:
+            entry[name] += int(row[name] or 0)
+    return sorted(merged.values(), key=lambda entry: (entry["year"] == _REPORT_UNKNOWN, entry["year"],
+                                                      _report_court_rank(entry["court"])))
+
+
+def _report_segments(row: dict[str, Any]) -> dict[str, int]:
+    """A row's documents split by status, as stacked in the chart (they add up to `discovered`)."""
+    return {
+        "extracted": row["extracted"],
+        "downloaded_only": row["downloaded"] - row["extracted"],
+        "failed": row["failed"],
+        "discovered_only": row["discovered"] - row["downloaded"] - row["failed"],
+    }
+
+
+def _report_totals(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
+    totals = dict.fromkeys(REPORT_COUNT_FIELDS, 0)
+    for row in rows:
+        for name in REPORT_COUNT_FIELDS:
+            totals[name] += row[name]
+    return totals
+
+
+# -------------------------------------------------------------- the chart
+
+
+def _report_year_axis(years: Iterable[str]) -> list[str]:
+    """Every year from the first to the last (a year with no documents shows as a gap), then 'unknown'."""
+    seen = set(years)
+    numbered = sorted(int(year) for year in seen if year != _REPORT_UNKNOWN)
+    axis = [str(year) for year in range(numbered[0], numbered[-1] + 1)] if numbered else []
+    return axis + ([_REPORT_UNKNOWN] if _REPORT_UNKNOWN in seen else [])
+
+
+def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
+    """Stacked bars per year, one panel per court, written as a PNG at `path`."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+
+    path = Path(path)
+    courts = sorted({row["court"] for row in rows}, key=_report_court_rank)
+    years = _report_year_axis(row["year"] for row in rows)
+    totals = _report_totals(rows)
+    segments_total = _report_segments(totals) if rows else dict.fromkeys(
+        (name for name, _, _ in REPORT_SEGMENTS), 0)
+
+    width = max(8.0, 2.5 + 0.3 * len(years))
+    figure = Figure(figsize=(width, 1.4 + 2.6 * max(1, len(courts))), dpi=110, layout="constrained")
+    figure.suptitle(
+        f"Kentucky appellate court documents: {totals['discovered']:,} discovered (as of {utc_now()})\n"
+        f"{segments_total['extracted']:,} extracted · {segments_total['downloaded_only']:,} awaiting "
+        f"extraction · {totals['failed']:,} failed · {segments_total['discovered_only']:,} not yet downloaded",
+        fontsize=11)
+    if not rows:
+        axes = figure.subplots()
+        axes.text(0.5, 0.5, "no documents discovered yet", ha="center", va="center",
+                  fontsize=14, color="#616161", transform=axes.transAxes)
+        axes.set_axis_off()
+    else:
+        panels = figure.subplots(len(courts), 1, sharex=True, squeeze=False)[:, 0]
+        by_key = {(row["year"], row["court"]): row for row in rows}
+        for axes, court in zip(panels, courts):
+            court_rows = [by_key.get((year, court)) for year in years]
+            bottoms = [0] * len(years)
+            for name, _label, colour in REPORT_SEGMENTS:
+                heights = [_report_segments(row)[name] if row else 0 for row in court_rows]
+                axes.bar(range(len(years)), heights, bottom=bottoms, color=colour, width=0.8,
+                         edgecolor="white", linewidth=0.3)
+                bottoms = [low + height for low, height in zip(bottoms, heights)]
+            court_total = sum(row["discovered"] for row in court_rows if row)
+            axes.set_title(f"{REPORT_COURT_TITLES.get(court, court)}: {court_total:,} documents",
+                           fontsize=10, loc="left")
+            axes.set_ylabel("documents")
+            axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+            axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+            axes.grid(axis="y", color="#e0e0e0", linewidth=0.6)
+            axes.set_axisbelow(True)
+            axes.spines[["top", "right"]].set_visible(False)
+            axes.set_xlim(-0.6, len(years) - 0.4)
+        bottom = panels[-1]
+        bottom.set_xticks(range(len(years)), [str(year) for year in years],
+                          rotation=90 if len(years) > 16 else 0, fontsize=8 if len(years) > 16 else 9)
+        bottom.set_xlabel("year of the case number")
+        figure.legend(handles=[Patch(color=colour, label=label) for _, label, colour in REPORT_SEGMENTS],
+                      loc="outside lower center", ncols=len(REPORT_SEGMENTS), frameon=False, fontsize=9)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    try:
+        figure.savefig(temp, format="png")
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+    return path
+
+
+# -------------------------------------------------------------- the table
+
+
+def report_table(db: Database, cfg: Config) -> str:
+    """Documents per court by status, the queues, permanent failures and the store backlog."""
+    rows = coverage_rows(db)
+    columns = ("documents",) + tuple(name for name, _, _ in REPORT_SEGMENTS)
+    headers = ("documents", "extracted", "downloaded", "failed", "discovered")
+    by_court: dict[str, dict[str, int]] = {}
+    for row in rows:
+        entry = by_court.setdefault(row["court"], dict.fromkeys(columns, 0))
+        entry["documents"] += row["discovered"]
+        for name, value in _report_segments(row).items():
+            entry[name] += value
+    all_courts = dict.fromkeys(columns, 0)
+    for entry in by_court.values():
+        for name in columns:
+            all_courts[name] += entry[name]
+    label_width = max([5] + [len(court) for court in by_court])
+    lines = [f"{'court':<{label_width}}  " + "  ".join(f"{header:>10}" for header in headers)]
+    for court in sorted(by_court, key=_report_court_rank) + ["all"]:
+        entry = all_courts if court == "all" else by_court[court]
+        lines.append(f"{court:<{label_width}}  " + "  ".join(f"{entry[name]:>10,}" for name in columns))
+    queues = db.queue_sizes(cfg)
+    lines.append("(columns after 'documents' are statuses: downloaded = not yet extracted, "
+                 "discovered = not yet downloaded)")
+    lines.append(f"queues: download {queues['download']:,}, extract {queues['extract']:,}; "
+                 f"permanent failures {db.permanent_failure_count():,}; "
+                 f"store backlog {db.store_pending_count():,}; "
+                 f"checkpoint {db.kv_get('checkpoint_seq', '0')}; "
+                 f"discovery converged: {'yes' if db.kv_get('discovery_converged_at') else 'not yet'}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ entry points
+
+
+def _report_open_readonly(db_path: Path) -> Database | None:
+    if not (db_path.is_file() and is_sqlite_file(db_path)):
+        return None
+    return Database(connect(db_path, readonly=True), db_path)
+
+
+def _report_mirror(mirror: StoreMirror, png: Path) -> str:
+    if mirror.put(REPORT_PNG_NAME, png, mutable=True):
+        return f"store: {REPORT_PNG_NAME} written to {mirror.store.description}"
+    return f"store: {REPORT_PNG_NAME} not written ({mirror.lagging})"
+
+
+def _report_build(db: Database | None, cfg: Config, png: Path) -> str:
+    if db is None:
+        table = f"no database in {cfg.WORKSPACE}: nothing discovered yet"
+        draw_coverage_chart([], png)
+    else:
+        table = report_table(db, cfg)
+        draw_coverage_chart(coverage_rows(db), png)
+    return table
+
+
+def write_report(cfg: Config, output: str | os.PathLike | None = None) -> str:
+    """The chart and table of the workspace in `cfg`; returns the table, the PNG path, the store's answer."""
+    db_path = Path(cfg.WORKSPACE) / DB_FILENAME
+    png = Path(output) if output else Path(cfg.WORKSPACE) / REPORT_PNG_NAME
+    db = _report_open_readonly(db_path)
+    try:
+        table = _report_build(db, cfg, png)
+    finally:
+        if db is not None:
+            db.close()
+    try:
+        stored = _report_mirror(StoreMirror(open_store(cfg)), png)
+    except StoreError as exc:
+        stored = f"store: {REPORT_PNG_NAME} not written ({exc})"
+    log_report.info("coverage chart written to %s", png)
+    return f"{table}\nchart: {png}\n{stored}"
+
+
+def show_report(ctx: Context) -> str:
+    """The notebook's status cell: chart to workspace and store, table printed, chart displayed."""
+    png = ctx.path(REPORT_PNG_NAME)
+    db = ctx.db if ctx.db is not None else _report_open_readonly(ctx.db_path)
+    try:
+        table = _report_build(db, ctx.cfg, png)
+    finally:
+        if db is not None and db is not ctx.db:
+            db.close()
+    text = f"{table}\nchart: {png}\n{_report_mirror(ctx.mirror, png)}"
+    print(text)
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        return text
+    if get_ipython() is not None:
+        display(Image(filename=str(png)))
+    return text
+
+
+if __name__ == "__main__":  # the notebook's status cell: coverage of the workspace, after the run
+    REPORT_TEXT = show_report(open_context(globals().get("CFG") or load_config()))
