@@ -397,6 +397,11 @@ class Database:
         return dict(self.conn.execute(
             "SELECT state, COUNT(*) FROM discovery_shards WHERE sweep = ? GROUP BY state", (sweep,)).fetchall())
 
+    def iter_document_metadata(self) -> Iterator[tuple]:
+        """(document_id, *DOCUMENT_METADATA_COLUMNS) of every document, for discovery's change check."""
+        yield from self.conn.execute(
+            f"SELECT document_id, {', '.join(DOCUMENT_METADATA_COLUMNS)} FROM documents")
+
     # ------------------------------------------------------------ download
 
     def record_download_attempt(self, document_id: str) -> int:

@@ -130,25 +130,20 @@ def retry_after_seconds(response: Any) -> float | None:
 
 def normalize_document_row(item: Mapping[str, Any]) -> dict | None:
     """A search resultItem → a `documents` row; None when it names no document id."""
-    row_map = item.get("rowMap") or {}
-    document_id = row_map.get("documentID") or item.get("id")
+    get = (item.get("rowMap") or {}).get
+    document_id = get("documentID") or item.get("id")
     if not document_id:
         return None
-
-    def text(key: str) -> str | None:
-        value = row_map.get(key)
-        return None if value is None else str(value).strip()
-
     return {
         "document_id": str(document_id).strip().lower(),
-        "case_number": text("caseHeader.caseNumber"),
-        "court": text("caseHeader.court"),
-        "case_title": text("caseHeader.shortTitle"),
-        "docket_entry_id": text("docketEntryID"),
-        "description": text("docketEntryDescription"),
-        "filed_date": text("filedDate"),
-        "case_id": text("caseHeader.caseID"),
-        "document_name": text("documentName"),
+        "case_number": get("caseHeader.caseNumber"),
+        "court": get("caseHeader.court"),
+        "case_title": get("caseHeader.shortTitle"),
+        "docket_entry_id": get("docketEntryID"),
+        "description": get("docketEntryDescription"),
+        "filed_date": get("filedDate"),
+        "case_id": get("caseHeader.caseID"),
+        "document_name": get("documentName"),
     }
 
 

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 
 from .c00_config import ResultsLimitExceeded, StopRequested, TransientFetchError, utc_now
-from .c10_database import Database
+from .c10_database import DOCUMENT_METADATA_COLUMNS, Database
 from .c30_client import CourtClient, CourtTrapError, SearchPage
 from .c35_context import Context, progress
 
@@ -84,6 +84,11 @@ def top_level_shard(shard: str) -> str:
     return shard[:len("2019-CA")]
 
 
+def metadata_fingerprint(row) -> int:
+    """What discovery knows of a document, hashed: an unchanged row needs no write."""
+    return hash(tuple(row.get(column) for column in DOCUMENT_METADATA_COLUMNS))
+
+
 def is_converged(*, complete: bool, errors: int, rows_new: int, delta: int) -> bool:
     return complete and errors == 0 and rows_new < delta
 
@@ -105,11 +110,15 @@ def discover(ctx: Context) -> DiscoverResult:
         client = CourtClient(cfg, ctx.clock)
     started = time.monotonic()
     plan = plan_shards(cfg.FIRST_YEAR, cfg.last_year)
+    # Rows the table already holds unchanged are not rewritten (most rows of every sweep after
+    # the first): the upsert would be a no-op, and skipping it keeps Discover near the bare
+    # paging loop's speed. ~25 MB for 100k documents.
+    known = {values[0]: hash(tuple(values[1:])) for values in db.iter_document_metadata()}
     try:
         while result.sweeps < cfg.MAX_SWEEPS and not ctx.clock.should_stop():
             sweep = _discover_current_sweep(db)
             result.sweeps += 1
-            summary, stopped = _discover_sweep(ctx, db, client, sweep, plan, result)
+            summary, stopped = _discover_sweep(ctx, db, client, sweep, plan, result, known)
             if stopped:
                 result.stopped = True
                 break
@@ -137,7 +146,7 @@ def _discover_current_sweep(db: Database) -> int:
 
 
 def _discover_sweep(ctx: Context, db: Database, client: CourtClient, sweep: int, plan: list[str],
-                    result: DiscoverResult):
+                    result: DiscoverResult, known: dict[str, int]):
     db.start_sweep(sweep, plan)
     db.kv_set("discovery_sweep", sweep)
     states = db.shard_states(sweep)
@@ -149,7 +158,7 @@ def _discover_sweep(ctx: Context, db: Database, client: CourtClient, sweep: int,
             pending = db.pending_shards(sweep)
             if not pending:
                 break
-            outcome = _discover_shard(ctx, db, client, sweep, pending[0], result)
+            outcome = _discover_shard(ctx, db, client, sweep, pending[0], result, known)
             if outcome == "stopped":
                 stopped = True
                 break
@@ -168,7 +177,7 @@ def _discover_sweep(ctx: Context, db: Database, client: CourtClient, sweep: int,
 
 
 def _discover_shard(ctx: Context, db: Database, client: CourtClient, sweep: int, shard: str,
-                    result: DiscoverResult) -> str:
+                    result: DiscoverResult, known: dict[str, int]) -> str:
     """Pages one shard to its end: 'done', 'split', 'error' or 'stopped' (left pending)."""
     cfg = ctx.cfg
     start = 1
@@ -185,11 +194,16 @@ def _discover_shard(ctx: Context, db: Database, client: CourtClient, sweep: int,
                 raise CourtTrapError(f"{shard}: the court reports no documents in a shard that held some "
                                      "(the x-ctrack-excludeselflinks trap?)")
             rows = page.items
+            changed = []
             for row in rows:
                 row["shard"] = top_level_shard(shard)
+                fingerprint = metadata_fingerprint(row)
+                if known.get(row["document_id"]) != fingerprint:
+                    changed.append((row, fingerprint))
             with db.transaction():
-                new = db.upsert_discovered(rows)
+                new = db.upsert_discovered(row for row, _ in changed) if changed else 0
                 db.add_shard_progress(sweep, shard, pages=1, rows_seen=len(rows), rows_new=new)
+            known.update((row["document_id"], fingerprint) for row, fingerprint in changed)
             result.pages += 1
             result.rows_seen += len(rows)
             result.rows_new += new

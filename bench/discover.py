@@ -1,0 +1,168 @@
+"""Benchmark: Discover over the full 98,724-document simulated court, against a bare paging loop.
+
+    .venv/bin/python bench/discover.py [--docs 98724] [--rounds 2]
+
+The court runs in its own process, so neither measured process carries its
+memory. Each measurement is a fresh subprocess, so its peak RSS
+(getrusage ru_maxrss) is its own:
+- `discover`: the Discover stage (a fresh workspace, pacing off) sweeping
+  until it converges;
+- `bare`: the same requests (same shards, splits, page size and number of
+  sweeps) through one requests.Session, rows parsed from JSON and dropped,
+  no database.
+Runs alternate bare/discover in the same court, and the ratio is of the
+medians of the same run. The court's own peak RSS (VmHWM) is printed apart.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+FULL_CORPUS = 98_724
+
+
+def _serve(docs: int, seed: int, ready, stop) -> None:
+    from notebook_builder.simcourt import SimCourt
+    court = SimCourt(docs=docs, seed=seed, faults=False)
+    ready.put(court.start())
+    stop.wait()
+    court.stop()
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
+
+
+def worker_discover(base_url: str) -> dict:
+    from notebook_builder.cells.c00_config import load_config
+    from notebook_builder.cells.c35_context import open_context
+    from notebook_builder.cells.c50_discover import discover
+    with tempfile.TemporaryDirectory() as folder:
+        cfg = load_config(env={"KY_PACING": "0"}, WORKSPACE=f"{folder}/w", STORE=f"{folder}/s",
+                          API_BASE=base_url, FIRST_YEAR=1990, LAST_YEAR=2026)
+        ctx = open_context(cfg)
+        started = time.perf_counter()
+        result = discover(ctx)
+        seconds = time.perf_counter() - started
+        ctx.close()
+    return {"seconds": seconds, "sweeps": result.sweeps, "pages": result.pages,
+            "rows_seen": result.rows_seen, "documents": result.documents,
+            "converged": result.converged, "peak_rss_mib": _peak_rss_mib()}
+
+
+def worker_bare(base_url: str, sweeps: int) -> dict:
+    """The same requests as Discover, without the database: the floor Discover is compared with."""
+    import requests
+    from notebook_builder.cells.c00_config import load_config
+    from notebook_builder.cells.c30_client import ENDPOINTS, MANDATORY_HEADERS
+    from notebook_builder.cells.c50_discover import needs_split, plan_shards, split_shard
+    page_size = load_config(env={}).PAGE_SIZE
+    session = requests.Session()
+    session.headers.update(MANDATORY_HEADERS)
+    pages = rows = 0
+    started = time.perf_counter()
+    for _ in range(sweeps):
+        shards = plan_shards(1990, 2026)
+        while shards:
+            shard = shards.pop(0)
+            start, limit = 1, None
+            while True:
+                size = page_size if limit is None else min(page_size, limit - start + 1)
+                response = session.get(base_url + ENDPOINTS["document_search"].format(prefix=shard),
+                                       headers={"x-ctrack-paging-startindex": str(start),
+                                                "x-ctrack-paging-maxresults": str(size),
+                                                "x-ctrack-paging-calculatetotalcount": "true"},
+                                       timeout=60)
+                limit = int(response.headers["x-ctrack-paging-resultslimit"])
+                items = response.json()["resultItems"]
+                pages += 1
+                if needs_split(int(response.headers["x-ctrack-paging-totalcount"]), limit):
+                    shards[:0] = split_shard(shard)
+                    break
+                rows += len(items)
+                if response.headers["x-ctrack-paging-moreresults"] != "true":
+                    break
+                start += int(response.headers["x-ctrack-paging-resultcount"])
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "sweeps": sweeps, "pages": pages, "rows_seen": rows,
+            "peak_rss_mib": _peak_rss_mib()}
+
+
+def _run_worker(*args: str) -> dict:
+    env = {**os.environ, "KY_PROGRESS": "0"}
+    output = subprocess.run([sys.executable, __file__, "--worker", *args], check=True,
+                            capture_output=True, text=True, env=env).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def _vm_hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=FULL_CORPUS)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        kind, base_url, *rest = args.worker
+        result = worker_discover(base_url) if kind == "discover" else worker_bare(base_url, int(rest[0]))
+        print(json.dumps(result))
+        return
+
+    spawn = multiprocessing.get_context("spawn")
+    ready, stop = spawn.Queue(), spawn.Event()
+    server = spawn.Process(target=_serve, args=(args.docs, args.seed, ready, stop), daemon=True)
+    server.start()
+    try:
+        base_url = ready.get(timeout=300)
+        runs: dict[str, list[dict]] = {"discover": [], "bare": []}
+        for _ in range(args.rounds):
+            runs["discover"].append(_run_worker("discover", base_url))
+            sweeps = runs["discover"][-1]["sweeps"]
+            runs["bare"].append(_run_worker("bare", base_url, str(sweeps)))
+        server_peak = _vm_hwm_mib(server.pid)
+    finally:
+        stop.set()
+        server.join(timeout=10)
+
+    def per_second(run: dict) -> float:
+        return run["rows_seen"] / run["seconds"]
+
+    for run in runs["discover"]:
+        print(f"discover: {run['seconds']:.2f} s, {run['sweeps']} sweeps, {run['pages']} pages, "
+              f"{run['rows_seen']} rows seen, {run['documents']} documents, converged={run['converged']}, "
+              f"{per_second(run):,.0f} rows/s, peak RSS {run['peak_rss_mib']:.1f} MiB")
+    for run in runs["bare"]:
+        print(f"bare:     {run['seconds']:.2f} s, {run['sweeps']} sweeps, {run['pages']} pages, "
+              f"{run['rows_seen']} rows seen, {per_second(run):,.0f} rows/s, "
+              f"peak RSS {run['peak_rss_mib']:.1f} MiB")
+    discover_seconds = statistics.median(run["seconds"] / run["rows_seen"] for run in runs["discover"])
+    bare_seconds = statistics.median(run["seconds"] / run["rows_seen"] for run in runs["bare"])
+    documents = runs["discover"][-1]["documents"]
+    print(f"documents: {documents} (corpus {args.docs})")
+    print(f"discover {1 / discover_seconds:,.0f} rows/s, bare {1 / bare_seconds:,.0f} rows/s, "
+          f"ratio discover/bare time {discover_seconds / bare_seconds:.3f} (goal <= 1.3)")
+    print(f"peak RSS: discover {max(r['peak_rss_mib'] for r in runs['discover']):.1f} MiB (goal < 200), "
+          f"bare {max(r['peak_rss_mib'] for r in runs['bare']):.1f} MiB, court process {server_peak:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
