@@ -86,7 +86,7 @@ def top_level_shard(shard: str) -> str:
 
 def metadata_fingerprint(row) -> int:
     """What discovery knows of a document, hashed: an unchanged row needs no write."""
-    return hash(tuple(row.get(column) for column in DOCUMENT_METADATA_COLUMNS))
+    return hash(tuple(map(row.get, DOCUMENT_METADATA_COLUMNS)))
 
 
 def is_converged(*, complete: bool, errors: int, rows_new: int, delta: int) -> bool:
