@@ -311,7 +311,7 @@ def test_a_full_disk_stops_the_stage_without_counting_an_attempt(make_ctx, monke
 
     def disk_full(path, text):
         raise DiskFullError(f"workspace disk is full writing {path}")
-    monkeypatch.setattr(c80_extract, "atomic_write_text", disk_full)
+    monkeypatch.setattr(c80_extract, "_extract_write_text", disk_full)
 
     with pytest.raises(DiskFullError):
         extract(ctx)
@@ -355,10 +355,11 @@ def test_the_pool_survives_a_stream_of_faults_and_keeps_its_size(tmp_path, monke
 
     with ExtractWorkerPool(2, "faulty", timeout=10) as pool:
         tasks = [(str(n), str(p), str(tmp_path / f"{n}.txt")) for n, p in enumerate(paths)]
-        outcomes = {o.key: o.outcome for o in pool.run(tasks)}
+        outcomes = [(o.key, o.outcome) for o in pool.run(tasks)]
         assert pool.replaced == 2
         assert sum(slot.process.is_alive() for slot in pool._slots) == 2
-    assert outcomes == {"0": "ok", "1": "crash", "2": "ok", "3": "crash", "4": "ok", "5": "ok"}
+    # one outcome per task: the tasks queued behind a crashed worker ran again elsewhere
+    assert sorted(outcomes) == [("0", "ok"), ("1", "crash"), ("2", "ok"), ("3", "crash"), ("4", "ok"), ("5", "ok")]
 
 
 NOTEBOOK_DRIVER = textwrap.dedent("""
