@@ -159,6 +159,7 @@ def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> 
             axes.set_axisbelow(True)
             axes.spines[["top", "right"]].set_visible(False)
             axes.set_xlim(-0.6, len(years) - 0.4)
+            axes.set_ylim(0, max(1, max(bottoms)) * 1.08)   # headroom above the tallest bar
         bottom = panels[-1]
         bottom.set_xticks(range(len(years)), [str(year) for year in years],
                           rotation=90 if len(years) > 16 else 0, fontsize=8 if len(years) > 16 else 9)
