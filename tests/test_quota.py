@@ -130,8 +130,6 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
     assert working.body(4)["parents"] == [{"id": "PDFS"}]            # the PDF went to pdf_by_hash/
 
 
-@pytest.mark.xfail(strict=True, reason="c35 StoreMirror.put still asks Drive for every name once the "
-                                       "quota is exhausted (issue 7: 'skip uploads'); see the report")
 def test_once_the_quota_is_exhausted_later_uploads_are_queued_without_asking_drive(make_context):
     drive = ScriptedDrive([ROOT_FOUND, PDF_FOLDER_FOUND, listing(), listing(), QUOTA_FULL])
     ctx = make_context(drive)

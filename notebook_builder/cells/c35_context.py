@@ -93,9 +93,16 @@ class StoreMirror:
         """Uploads unless the store already has `name` (content-addressed names only).
 
         Returns True when the store holds the name afterwards. Store faults
-        are recorded and swallowed: the run keeps going on local state.
+        are recorded and swallowed: the run keeps going on local state. Once
+        the store is full, content-addressed names are queued without asking
+        the store again (three wasted Drive requests per document otherwise);
+        mutable names (status.json, the checkpoint) are still tried, so a
+        freed quota is noticed.
         """
         with self._lock:
+            if not mutable and self.quota_exhausted:
+                self._queue(name, local_path, self.lagging or "quota exceeded")
+                return False
             try:
                 if not mutable and self.store.exists(name):
                     self.skipped += 1
@@ -105,16 +112,37 @@ class StoreMirror:
                 return True
             except StoreError as exc:   # includes StoreQuotaExceeded
                 self._note_lag(exc)
-                if self.db is not None and not mutable:
-                    self.db.store_pending_add(name, str(local_path), str(exc))
+                if not mutable:
+                    self._queue(name, local_path, str(exc))
                 return False
 
+    def fetch(self, name: str, local_path: str | os.PathLike) -> bool:
+        """Downloads `name` from the store (under the lock); False if it cannot."""
+        with self._lock:
+            try:
+                if not self.store.exists(name):
+                    return False
+                self.store.download_file(name, local_path)
+                return True
+            except StoreError as exc:
+                log_context.warning("cannot fetch %s from the store: %s", name, exc)
+                return False
+
+    @property
+    def quota_exhausted(self) -> bool:
+        return bool(self.lagging and self.lagging.startswith("quota exceeded"))
+
+    def _queue(self, name: str, local_path: str | os.PathLike, reason: str) -> None:
+        if self.db is not None:
+            self.db.store_pending_add(name, str(local_path), reason)
+
     def get_quota(self) -> dict | None:
+        """The store's quota, or None; a failed read is logged, not taken as lag."""
         with self._lock:
             try:
                 return self.store.quota()
             except StoreError as exc:
-                self._note_lag(exc)
+                log_context.warning("cannot read the store quota: %s", exc)
                 return None
 
     def _note_lag(self, exc: StoreError) -> None:
