@@ -168,6 +168,25 @@ def test_a_truncated_store_snapshot_is_rejected(tmp_path):
     assert [rejected for rejected, _reason in result.rejected] == [DB_FILENAME]
 
 
+def test_a_snapshot_with_a_damaged_page_is_rejected_even_though_its_sequence_reads(tmp_path):
+    source = make_context(tmp_path)
+    name = archive_state(source, 2)
+    add_documents(source, 3000)
+    source.push_checkpoint()
+    source.close()
+    snapshot = store_path(tmp_path, DB_FILENAME)
+    data = bytearray(snapshot.read_bytes())
+    page = 4096
+    middle = len(data) // page // 2
+    data[middle * page:(middle + 1) * page] = bytes(page)
+    snapshot.write_bytes(bytes(data))
+    assert snapshot_sequence(snapshot)[0] > 1       # kv is intact: only quick_check can tell
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source == name and restored_count(ctx) == 2
+    assert result.rejected[0][0] == DB_FILENAME and "quick_check" in result.rejected[0][1]
+
+
 def test_when_no_candidate_is_usable_restore_raises_and_changes_nothing(tmp_path):
     store_path(tmp_path).mkdir()
     store_path(tmp_path, DB_FILENAME).write_bytes(b"garbage" * 100)
@@ -360,3 +379,12 @@ def test_each_resume_archive_is_a_new_name_and_older_ones_are_kept(tmp_path):
     assert store_path(tmp_path, first).read_bytes() == first_bytes
     with tarfile.open(store_path(tmp_path, second)) as tar:
         assert sorted(tar.getnames()) == [DB_FILENAME, "status.json"]
+
+
+def test_equal_recorded_states_prefer_the_archive_which_also_brings_status(tmp_path):
+    source = make_context(tmp_path)
+    name = archive_state(source, 2)     # the store snapshot records the same checkpoint
+    source.close()
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source == name and ctx.path("status.json").is_file()
