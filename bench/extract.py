@@ -20,6 +20,7 @@ import difflib
 import hashlib
 import multiprocessing
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -33,6 +34,11 @@ from notebook_builder.cells.c00_config import load_config  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, join_page_texts  # noqa: E402
 from notebook_builder.simcourt.pdfs import opinion_pdf  # noqa: E402
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def build_corpus(folder: Path, count: int) -> list[tuple[str, str, Path]]:
@@ -112,9 +118,12 @@ def main(argv: list[str] | None = None) -> int:
                 (f"Pool.map pypdf x{args.workers}", lambda: pool_map(corpus, args.workers)),
                 (f"stage pypdf x{args.workers}", lambda: stage(corpus, temp / "run", "pypdf", args.workers)),
                 (f"stage pypdfium2 x{args.workers}", lambda: stage(corpus, temp / "run", "pypdfium2", args.workers))]
+        cpu: dict[str, list[float]] = {}
         for _ in range(args.repeats):
             for label, run in plan:
+                cpu_before = _cpu_seconds()
                 pages, seconds, run_texts = run()
+                cpu.setdefault(label, []).append((_cpu_seconds() - cpu_before) / pages * 1000)
                 total_pages = total_pages or pages
                 assert pages == total_pages, (label, pages, total_pages)
                 runs.setdefault(label, []).append(pages / seconds)
@@ -127,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         ratios = [rate / serial_rate for rate, serial_rate in zip(rates, runs["serial pypdf"])]
         print(f"{label:28} {statistics.median(rates):9.0f} {statistics.median(ratios):15.2f}x   "
               + ", ".join(f"{rate:.0f} ({ratio:.2f}x)" for rate, ratio in zip(rates, ratios)))
+    print("CPU ms per page (this process and its reaped workers; load-independent): "
+          + ", ".join(f"{label} {statistics.median(values):.2f}" for label, values in cpu.items()))
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (anything above ~0.2 is other work sharing the cores)")
     same_stage = texts["serial pypdf"] == texts[f"stage pypdf x{args.workers}"]
     print(f"stage pypdf text == serial pypdf text: {same_stage}")
 

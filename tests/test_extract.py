@@ -17,7 +17,7 @@ import pytest
 
 from notebook_builder import build
 from notebook_builder.cells import c80_extract
-from notebook_builder.cells.c00_config import DiskFullError, load_config
+from notebook_builder.cells.c00_config import DiskFullError, StoreError, load_config
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_likely_scanned,
                                                 join_page_texts)
@@ -404,3 +404,17 @@ def test_workers_run_functions_defined_in_a_notebooks_main_namespace(tmp_path):
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout.strip().splitlines()[-1])
     assert report == {"worker_module": "__main__", "extracted": 2, "failed": 1}
+
+
+def test_a_store_outage_leaves_the_text_queued_for_the_store_and_the_document_extracted(make_ctx, monkeypatch):
+    ctx = make_ctx()
+    sha = add_document(ctx, "doc", opinion(3)[1])
+
+    def outage(name, local_path):
+        raise StoreError("store unreachable")
+    monkeypatch.setattr(ctx.store, "upload_file", outage)
+
+    assert extract(ctx).extracted == 1
+    assert row(ctx, "doc")["status"] == "extracted"
+    assert [r["name"] for r in ctx.db.store_pending()] == [f"text/{sha}.txt"]
+    assert ctx.mirror.lagging
