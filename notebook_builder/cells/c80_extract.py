@@ -371,7 +371,6 @@ def extract(ctx: Context) -> ExtractResult:
 
 
 def _extract_batch(ctx: Context, pool: ExtractWorkerPool, rows: list, result: ExtractResult, bar) -> None:
-    cfg, db = ctx.cfg, ctx.db
     rows_by_sha: dict[str, list] = {}
     for row in rows:
         if not row["sha256"]:
