@@ -17,7 +17,7 @@ import pytest
 
 from notebook_builder import build
 from notebook_builder.cells import c80_extract
-from notebook_builder.cells.c00_config import DiskFullError, StoreError, load_config
+from notebook_builder.cells.c00_config import ConfigError, DiskFullError, StoreError, load_config
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_likely_scanned,
                                                 join_page_texts)
@@ -418,3 +418,13 @@ def test_a_store_outage_leaves_the_text_queued_for_the_store_and_the_document_ex
     assert row(ctx, "doc")["status"] == "extracted"
     assert [r["name"] for r in ctx.db.store_pending()] == [f"text/{sha}.txt"]
     assert ctx.mirror.lagging
+
+
+def test_an_engine_that_is_not_installed_is_a_config_error_before_any_attempt(make_ctx, monkeypatch):
+    ctx = make_ctx(EXTRACT_ENGINE="pypdfium2")
+    add_document(ctx, "doc", opinion(1)[1])
+    monkeypatch.setitem(c80_extract._EXTRACT_ENGINE_PACKAGES, "pypdfium2", "pypdfium2_not_installed")
+
+    with pytest.raises(ConfigError, match="pip install"):
+        extract(ctx)
+    assert row(ctx, "doc")["extract_attempts"] == 0

@@ -83,6 +83,18 @@ EXTRACT_ENGINE_FUNCTIONS: dict[str, Callable[[str], list[str]]] = {
     "pypdf": _extract_pages_pypdf,
     "pypdfium2": _extract_pages_pypdfium2,
 }
+# The package each built-in engine needs: checked before any attempt is spent, so
+# a missing install is one ConfigError, not every document's attempts used up.
+_EXTRACT_ENGINE_PACKAGES = {"pypdf": "pypdf", "pypdfium2": "pypdfium2"}
+
+
+def _extract_check_engine(engine: str) -> None:
+    import importlib.util
+    if engine not in EXTRACT_ENGINE_FUNCTIONS:
+        raise ConfigError("KY_EXTRACT_ENGINE", engine, " or ".join(EXTRACT_ENGINE_FUNCTIONS))
+    package = _EXTRACT_ENGINE_PACKAGES.get(engine)
+    if package and importlib.util.find_spec(package) is None:
+        raise ConfigError("KY_EXTRACT_ENGINE", engine, f"an installed engine (pip install {package})")
 
 
 # -------------------------------------------------------------- decisions
@@ -193,8 +205,7 @@ class ExtractWorkerPool:
     """
 
     def __init__(self, workers: int, engine: str, timeout: float, depth: int = 2):
-        if engine not in EXTRACT_ENGINE_FUNCTIONS:
-            raise ConfigError("KY_EXTRACT_ENGINE", engine, " or ".join(EXTRACT_ENGINE_FUNCTIONS))
+        _extract_check_engine(engine)
         self.engine = engine
         self.timeout = timeout
         self.depth = max(1, depth)
