@@ -1,0 +1,80 @@
+"""SIGKILL at any instant loses nothing: the short torture, and a fresh runtime after a kill.
+
+The full version is `scripts/torture.py --kills 20`; see its docstring for what is compared.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("torture", REPO_ROOT / "scripts" / "torture.py")
+torture = sys.modules.setdefault("torture", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(torture)
+
+
+def claimed_documents(db_path: Path) -> set[str]:
+    if not db_path.is_file():
+        return set()
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
+    try:
+        return {row[0] for row in conn.execute(
+            "SELECT document_id FROM documents WHERE status IN ('downloaded', 'extracted')")}
+    except sqlite3.Error:
+        return set()
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_five_sigkills_in_every_stage_end_where_an_uninterrupted_run_ends(tmp_path):
+    report = torture.torture(kills=5, docs=200, seed=5, root=tmp_path / "torture", log=lambda line: None)
+    print(report.figures())
+    assert report.ok, report.figures()
+    assert report.kills == 5
+    assert {"discover", "backfill", "download"} <= set(report.stages_hit), report.figures()
+    assert report.invariants > 1000
+
+
+@pytest.mark.slow
+def test_fresh_runtime_after_a_kill_restores_and_fetches_nothing_the_store_holds(tmp_path):
+    with torture.make_court(200, seed=3) as court:
+        env = torture.pipeline_env(court, tmp_path)
+        workspace, store = tmp_path / "workspace", tmp_path / "store"
+        child = subprocess.Popen(torture.pipeline_command(), env=env, cwd=REPO_ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            # Killed mid-download, once the store's checkpoint already records some PDFs.
+            while len(claimed_documents(store / "ky_court.sqlite")) < 40 and time.monotonic() < deadline:
+                assert child.poll() is None, "the run finished before it could be killed"
+                time.sleep(0.02)
+        finally:
+            torture.kill_group(child)
+        assert child.returncode == -signal.SIGKILL
+        in_store = claimed_documents(store / "ky_court.sqlite")
+        assert len(in_store) >= 40
+        requests_before = {doc_id: court.requests_for(doc_id) for doc_id in in_store}
+
+        shutil.rmtree(workspace)   # a new runtime: nothing local survives
+        runs, status = torture.run_to_completion(env, tmp_path, "fresh")
+        assert status == 0
+        assert "restored ky_court.sqlite" in (tmp_path / "fresh-1.log").read_text()
+        assert {doc_id: court.requests_for(doc_id) for doc_id in in_store} == requests_before
+        rows = torture.document_rows(tmp_path)
+        wrong = [(doc.document_id[:12], doc.fault, rows[doc.document_id]["status"])
+                 for doc in court.documents
+                 if (rows[doc.document_id]["status"], rows[doc.document_id]["http_status"])
+                 != (doc.expected_status, doc.expected_http_status)]
+        assert wrong == []
+        assert not list((workspace / "tmp").glob("*.part"))
+        assert os.path.isdir(store / "pdf_by_hash")
