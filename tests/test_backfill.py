@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 
 import pytest
 
