@@ -336,3 +336,40 @@ def test_a_full_disk_removes_the_part_and_stops(fresh_court, tmp_path, monkeypat
     monkeypatch.undo()
     assert list(ctx.path("tmp").iterdir()) == [] and list(ctx.path("pdf_by_hash").iterdir()) == []
     assert ctx.db.get_document(document.document_id)["status"] == "discovered"
+
+
+class _ShortBodyResponse:
+    """A 200 that announces more bytes than it sends, with no read error (urllib3 may not raise)."""
+    status_code = 200
+
+    def __init__(self, body: bytes, announced: int):
+        from requests.structures import CaseInsensitiveDict
+        self.headers = CaseInsensitiveDict({"Content-Type": "application/pdf", "Content-Length": str(announced)})
+        self._body = body
+
+    def iter_content(self, chunk_size):
+        yield self._body
+
+    def close(self):
+        pass
+
+
+class _ShortBodyClient:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def download_response(self, document_id):
+        return _ShortBodyResponse(self.data[:len(self.data) // 2], len(self.data))
+
+
+def test_a_body_shorter_than_its_content_length_is_transient_and_never_promoted(court, tmp_path):
+    document = court.documents_with("ok")[40]
+    ctx = make_context(court, tmp_path)
+    ctx.client = _ShortBodyClient(court.pdf_bytes(document.document_id))
+    ctx.db.upsert_discovered(discovered_rows([document]))
+    download(ctx)
+    row = ctx.db.get_document(document.document_id)
+    assert (row["status"], row["attempts"]) == ("failed", ctx.cfg.MAX_ATTEMPTS)
+    assert row["last_error"].startswith("transient") and "truncated" in row["last_error"]
+    assert list(ctx.path("pdf_by_hash").iterdir()) == [] and list(ctx.path("tmp").iterdir()) == []
+    assert ctx.store.list_dir("pdf_by_hash") == []
