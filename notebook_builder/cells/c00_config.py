@@ -234,6 +234,8 @@ KNOBS: tuple[Knob, ...] = (
          "discovery sweeps at most per run"),
     Knob("DOWNLOAD_BATCH", "KY_DOWNLOAD_BATCH", 50, _parse_pos_int, "a positive integer",
          "documents taken from the download queue at a time"),
+    Knob("DOWNLOAD_LIMIT", "KY_DOWNLOAD_LIMIT", 0, _parse_nonneg_int, "an integer >= 0 (0: no limit)",
+         "documents one run downloads at most (a trial run, or a sample at full scale)"),
     Knob("EXTRACT_BATCH", "KY_EXTRACT_BATCH", 500, _parse_pos_int, "a positive integer",
          "documents taken from the extract queue at a time"),
     Knob("WORKERS", "KY_WORKERS", max(1, os.cpu_count() or 1), _parse_pos_int, "a positive integer",
@@ -288,6 +290,7 @@ class Config:
     CONVERGENCE_DELTA: int
     MAX_SWEEPS: int
     DOWNLOAD_BATCH: int
+    DOWNLOAD_LIMIT: int
     EXTRACT_BATCH: int
     WORKERS: int
     EXTRACT_ENGINE: str
