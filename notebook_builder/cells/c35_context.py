@@ -124,6 +124,10 @@ class StoreMirror:
                     return False
                 self.store.download_file(name, local_path)
                 return True
+            except OSError as exc:
+                raise_if_disk_full(exc, local_path)
+                log_context.warning("cannot fetch %s from the store: %s", name, exc)
+                return False
             except StoreError as exc:
                 log_context.warning("cannot fetch %s from the store: %s", name, exc)
                 return False

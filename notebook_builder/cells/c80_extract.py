@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .c00_config import ConfigError, DiskFullError, StoreError
+from .c00_config import ConfigError, DiskFullError
 from .c35_context import Context, progress, raise_if_disk_full
 
 log_extract = logging.getLogger("kycourt.extract")
@@ -352,7 +352,7 @@ def extract(ctx: Context) -> ExtractResult:
         return result
     (ctx.workspace / "text").mkdir(parents=True, exist_ok=True)
     bar = progress(queued, "extract")
-    after_rowid = 0
+    after_rowid, passes = 0, 1
     try:
         with ExtractWorkerPool(cfg.WORKERS, cfg.EXTRACT_ENGINE, cfg.EXTRACT_TIMEOUT) as pool:
             while True:
@@ -361,7 +361,15 @@ def extract(ctx: Context) -> ExtractResult:
                     break
                 rows = db.extract_queue(cfg, cfg.EXTRACT_BATCH, after_rowid)
                 if not rows:
-                    break
+                    # A failed document stays queued until its attempts are spent:
+                    # retry it in this run, one pass per attempt, so a run ends done.
+                    left = db.extract_queue_size(cfg)
+                    if left == 0 or passes >= cfg.MAX_EXTRACT_ATTEMPTS:
+                        break
+                    passes += 1
+                    after_rowid = 0
+                    bar.total = (bar.total or 0) + left
+                    continue
                 after_rowid = rows[-1]["rowid"]
                 batch_started = time.monotonic()
                 before = (result.extracted, result.failed_attempts, result.pages)
@@ -458,11 +466,8 @@ def _extract_reuse_twin(ctx: Context, sha: str, sha_rows: list, text_path: Path,
     twin = ctx.db.extracted_twin(sha)
     if twin is None:
         return False
-    if not text_path.is_file():
-        try:
-            ctx.store.download_file(text_store_name(sha), text_path)
-        except (StoreError, OSError):
-            return False  # nothing to trust: extract again
+    if not text_path.is_file() and not ctx.mirror.fetch(text_store_name(sha), text_path):
+        return False  # nothing to trust: extract again
     ctx.mirror.put(text_store_name(sha), text_path)
     with ctx.db.transaction():
         for row in sha_rows:
@@ -484,11 +489,10 @@ def _extract_local_pdf(ctx: Context, sha: str, row) -> tuple[Path | None, str | 
     path = ctx.workspace / relative
     if path.is_file():
         return path, None
-    try:
-        ctx.store.download_file(f"pdf_by_hash/{sha}.pdf", path)
-    except (StoreError, OSError) as exc:
-        return None, f"PDF missing in the workspace ({relative}) and not fetched from the store: {exc}"
-    log_extract.info("extract: fetched %s from the store", relative)
+    # Through the mirror: its lock keeps Drive calls off the checkpointer's thread.
+    if not ctx.mirror.fetch(f"pdf_by_hash/{sha}.pdf", path):
+        return None, f"PDF missing in the workspace ({relative}) and not in the store"
+    log_extract.debug("extract: fetched %s from the store", relative)
     return path, None
 
 
