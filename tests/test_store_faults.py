@@ -1,0 +1,210 @@
+"""Store faults and a full workspace disk: the run keeps or stops cleanly, and a later run loses nothing.
+
+- A store that refuses uploads (quota exceeded, then 5xx): the run goes on on
+  local state, status.json says the store lags, verify FAILs naming the lag;
+  a run with a healthy store brings it level and PASSes.
+- A workspace disk that fills (ENOSPC while a .part or a text is written):
+  one clear message naming the disk, nothing torn promoted, the next run completes.
+"""
+from __future__ import annotations
+
+import builtins
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from notebook_builder.cells import c70_download, c80_extract
+from notebook_builder.cells.c00_config import StoreError, StoreQuotaExceeded, load_config
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c95_run import run_pipeline
+
+from test_torture import torture
+
+DOCS = 120
+
+
+class FailingUploads(LocalStore):
+    """A LocalStore whose first `quota` uploads say quota exceeded and the next `outage` say 503."""
+
+    def __init__(self, root, *, quota: int, outage: int):
+        super().__init__(root)
+        self.quota_left, self.outage_left = quota, outage
+        self.refused = 0
+
+    def _refuse(self, name: str) -> None:
+        if self.quota_left > 0:
+            self.quota_left -= 1
+            self.refused += 1
+            raise StoreQuotaExceeded(f"storageQuotaExceeded uploading {name}")
+        if self.outage_left > 0:
+            self.outage_left -= 1
+            self.refused += 1
+            raise StoreError(f"HTTP 503 Service Unavailable uploading {name}")
+
+    def upload_file(self, name, local_path):
+        self._refuse(name)
+        super().upload_file(name, local_path)
+
+    def write_bytes(self, name, data):
+        self._refuse(name)
+        super().write_bytes(name, data)
+
+
+def store_is_level(cfg) -> list[str]:
+    """Names the database refers to that the store lacks, or whose bytes are not the workspace's."""
+    db = Database.open(Path(cfg.WORKSPACE) / "ky_court.sqlite")
+    missing = []
+    try:
+        for row in db.documents_claiming_files():
+            names = [f"pdf_by_hash/{row['sha256']}.pdf"]
+            if row["status"] == "extracted":
+                names.append(f"text/{row['sha256']}.txt")
+            for name in names:
+                stored = Path(cfg.STORE) / name
+                if not stored.is_file():
+                    missing.append(name)
+                elif (Path(cfg.WORKSPACE) / name).is_file() and \
+                        stored.read_bytes() != (Path(cfg.WORKSPACE) / name).read_bytes():
+                    missing.append(f"{name} (other bytes)")
+    finally:
+        db.close()
+    return missing
+
+
+def expected_verdicts_hold(court, cfg) -> list:
+    rows = torture.document_rows(Path(cfg.WORKSPACE).parent)
+    return [(doc.document_id[:12], doc.fault, rows[doc.document_id]["status"]) for doc in court.documents
+            if doc.expected_status != "downloaded"   # unparseable: extract attempts may be left
+            and (rows[doc.document_id]["status"], rows[doc.document_id]["http_status"])
+            != (doc.expected_status, doc.expected_http_status)]
+
+
+def run_until_done(cfg, store_factory, runs: int = 4):
+    for _ in range(runs):
+        report = run_pipeline(cfg, store=store_factory(), handle_signals=False)
+        status = json.loads((Path(cfg.WORKSPACE) / "status.json").read_text())
+        if report.exit_status == 0 and status["done"]:
+            break
+    return report, status
+
+
+@pytest.fixture
+def court():
+    with torture.make_court(DOCS, seed=4) as court:
+        yield court
+
+
+def test_store_refusing_uploads_lags_fails_verify_then_a_healthy_run_levels_it(court, tmp_path):
+    cfg = load_config(torture.pipeline_env(court, tmp_path))
+    failing = FailingUploads(cfg.STORE, quota=5, outage=100_000)   # quota, then 5xx for the whole run
+    report = run_pipeline(cfg, store=failing, handle_signals=False)
+
+    assert failing.refused > 5
+    assert report.error is None, report.summary()
+    assert report.exit_status == 1 and not report.verify.passed
+    lag = [reason for reason in report.verify.reasons if reason.startswith("store lags:")]
+    assert lag and "pending" in lag[0], report.verify.reasons
+    assert report.stages["download"].downloaded > 0 and report.stages["extract"].extracted > 0
+    status = json.loads((tmp_path / "workspace" / "status.json").read_text())
+    assert status["store_lagging"] and status["store_pending"] > 0
+    assert status["verify"] == "FAIL"
+    assert store_is_level(cfg), "the store should lag after a run whose uploads all failed"
+
+    report, status = run_until_done(cfg, lambda: LocalStore(cfg.STORE))
+    assert report.exit_status == 0, report.summary()
+    assert status["store_pending"] == 0 and not status["store_lagging"]
+    assert store_is_level(cfg) == []
+    assert expected_verdicts_hold(court, cfg) == []
+    assert (Path(cfg.STORE) / "ky_court.sqlite").is_file()
+
+
+def test_store_that_recovers_mid_run_is_caught_up_by_the_same_run(court, tmp_path):
+    cfg = load_config(torture.pipeline_env(court, tmp_path))
+    failing = FailingUploads(cfg.STORE, quota=5, outage=15)
+    report, status = run_until_done(cfg, lambda: failing)
+    assert failing.refused == 20
+    assert report.exit_status == 0, report.summary()
+    assert status["store_pending"] == 0
+    assert store_is_level(cfg) == []
+    assert expected_verdicts_hold(court, cfg) == []
+
+
+class DiskFills:
+    """`open` for one module: writes to matching paths fail with ENOSPC after `budget` bytes, half-written."""
+
+    def __init__(self, budget: int, match):
+        self.budget, self.match = budget, match
+        self.failed = 0
+
+    def __call__(self, file, mode="r", *args, **kwargs):
+        handle = builtins.open(file, mode, *args, **kwargs)
+        if not any(flag in mode for flag in "wax") or not self.match(str(file)):
+            return handle
+        return _FillingFile(handle, self)
+
+
+class _FillingFile:
+    def __init__(self, handle, disk: DiskFills):
+        self._handle, self._disk = handle, disk
+
+    def write(self, data):
+        if len(data) > self._disk.budget:
+            self._handle.write(data[:len(data) // 2])   # a torn write, as a full disk leaves it
+            self._handle.flush()
+            self._disk.failed += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._disk.budget -= len(data)
+        return self._handle.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self._handle.close()
+
+
+def no_torn_file(cfg) -> list[str]:
+    problems = []
+    for root in (Path(cfg.WORKSPACE), Path(cfg.STORE)):
+        for path in (root / "pdf_by_hash").glob("*.pdf"):
+            if torture.sha256_file(path) != path.stem:
+                problems.append(f"{path} does not hold its hash")
+        problems += [str(path) for path in (root / "text").glob(".*.tmp")]
+    problems += [str(path) for path in (Path(cfg.WORKSPACE) / "tmp").glob("*.part")]
+    return problems
+
+
+@pytest.mark.parametrize("where", ["download", "extract"])
+def test_full_workspace_disk_stops_cleanly_naming_the_disk_then_the_next_run_completes(
+        court, tmp_path, monkeypatch, where):
+    cfg = load_config(torture.pipeline_env(court, tmp_path))
+    if where == "download":
+        disk = DiskFills(60 * 1024, lambda path: path.endswith(".part"))
+        monkeypatch.setattr(c70_download, "open", disk, raising=False)
+    else:
+        disk = DiskFills(40 * 1024, lambda path: path.endswith(".txt.tmp"))
+        monkeypatch.setattr(c80_extract, "open", disk, raising=False)
+    report = run_pipeline(cfg, handle_signals=False)
+
+    assert report.exit_status == 1
+    assert report.error and "workspace disk is full" in report.error and "free space on" in report.error
+    assert report.summary().count("workspace disk is full") <= 2   # "stopped early" and "error": one message
+    assert no_torn_file(cfg) == []
+    if where == "download":
+        downloaded = [row for row in torture.document_rows(tmp_path).values() if row["status"] == "downloaded"]
+        assert disk.failed == 1 and downloaded   # stopped part-way, at the document that hit the full disk
+
+    monkeypatch.undo()
+    report, status = run_until_done(cfg, lambda: None)
+    assert report.exit_status == 0, report.summary()
+    assert status["done"]
+    assert no_torn_file(cfg) == []
+    assert store_is_level(cfg) == []
+    assert expected_verdicts_hold(court, cfg) == []
