@@ -1,0 +1,126 @@
+"""The whole pipeline against the simulated court with its full fault catalogue.
+
+Every CONTRACT.md promise is checked at the end: ids, statuses, http_status,
+hashes, store files, inventories, status.json, verify PASS; then a second run
+is a no-op that still passes.
+"""
+import csv
+import hashlib
+import io
+import json
+
+import pytest
+
+from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c95_run import run_pipeline
+from notebook_builder.simcourt import FAULTS, SimCourt
+
+CAP = 2 * 1024 * 1024
+
+
+def pipeline_env(court, tmp_path, **extra):
+    env = {
+        "KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
+        "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.01",
+        "KY_BACKOFF_CAP": "0.05", "KY_MAX_PDF_BYTES": str(CAP), "KY_FIRST_YEAR": "2020",
+        "KY_LAST_YEAR": "2026", "KY_PAGE_SIZE": "25", "KY_CONVERGENCE_DELTA": "1",
+        "KY_CHECKPOINT_SECONDS": "2", "KY_EXTRACT_TIMEOUT": "30", "KY_WORKERS": "2",
+        "KY_PROGRESS": "0",
+    }
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("e2e")
+    court = SimCourt(500, seed=11, results_limit=40, max_page=25, late_docs=12, first_year=2020,
+                     last_year=2026, search_fault_rate=0.03, oversize_bytes=CAP + 1024 * 1024)
+    with court:
+        cfg = load_config(pipeline_env(court, tmp_path))
+        first = run_pipeline(cfg, handle_signals=False)
+        requests_after_first = court.download_requests
+        second = run_pipeline(cfg, handle_signals=False)
+        yield {"court": court, "cfg": cfg, "first": first, "second": second, "tmp": tmp_path,
+               "requests_after_first": requests_after_first,
+               "requests_after_second": court.download_requests}
+
+
+def test_corpus_holds_every_fault(finished_run):
+    faults = {doc.fault for doc in finished_run["court"].documents}
+    assert faults == set(FAULTS)
+
+
+def test_run_passes_and_exits_0(finished_run):
+    first = finished_run["first"]
+    assert first.exit_status == 0, first.summary()
+    assert first.verify.passed
+
+
+def test_every_document_the_court_served_is_in_the_table_once_with_the_right_verdict(finished_run):
+    court, cfg = finished_run["court"], finished_run["cfg"]
+    db = Database.open(f"{cfg.WORKSPACE}/ky_court.sqlite")
+    rows = {row["document_id"]: row for row in db.iter_documents()}
+    expected = {doc.document_id: doc for doc in court.documents}
+    assert set(rows) == set(expected)
+    wrong = [(doc_id, doc.fault, rows[doc_id]["status"], rows[doc_id]["http_status"])
+             for doc_id, doc in expected.items()
+             if (rows[doc_id]["status"], rows[doc_id]["http_status"])
+             != (doc.expected_status, doc.expected_http_status)]
+    assert wrong == []
+    for doc_id, doc in expected.items():
+        row = rows[doc_id]
+        if doc.expected_status in ("downloaded", "extracted"):
+            good = court.pdf_bytes(doc_id)
+            assert row["sha256"] == hashlib.sha256(good).hexdigest()
+            assert row["local_pdf"] == f"pdf_by_hash/{row['sha256']}.pdf"
+            assert row["size_bytes"] == len(good)
+        if doc.expected_status == "extracted":
+            assert (row["extracted_chars"] == 0) == doc.expected_text_chars_zero
+            if doc.expected_text_chars_zero:
+                assert row["likely_scanned"] == 1
+        if doc.fault in ("http_401", "http_403", "http_404", "oversized", "lying_length"):
+            assert court.requests_for(doc_id) == 1, doc.fault  # permanent: asked once, ever
+    db.close()
+
+
+def test_store_holds_each_pdf_and_text_once_under_its_hash(finished_run):
+    court, tmp = finished_run["court"], finished_run["tmp"]
+    store = tmp / "store"
+    good_hashes = {hashlib.sha256(court.pdf_bytes(d.document_id)).hexdigest()
+                   for d in court.documents if d.expected_status in ("downloaded", "extracted")}
+    pdfs = {p.stem: p for p in (store / "pdf_by_hash").iterdir()}
+    assert set(pdfs) == good_hashes
+    for sha, path in pdfs.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    texts = {p.stem for p in (store / "text").iterdir()}
+    extracted = {hashlib.sha256(court.pdf_bytes(d.document_id)).hexdigest()
+                 for d in court.documents if d.expected_status == "extracted"}
+    assert texts == extracted
+    some = next(d for d in court.documents if d.fault == "ok")
+    sha = hashlib.sha256(court.pdf_bytes(some.document_id)).hexdigest()
+    assert some.case_number in (store / "text" / f"{sha}.txt").read_text()
+    assert not list((tmp / "workspace" / "tmp").glob("*.part"))
+
+
+def test_inventories_status_and_archive_are_in_the_store(finished_run):
+    court, tmp = finished_run["court"], finished_run["tmp"]
+    store = tmp / "store"
+    inventory = list(csv.DictReader(io.StringIO((store / "document_inventory.csv").read_text())))
+    assert len(inventory) == len(court.documents)
+    failed = list(csv.DictReader(io.StringIO((store / "failed_inventory.csv").read_text())))
+    expected_failed = {d.document_id for d in court.documents if d.expected_status != "extracted"}
+    assert {row["document_id"] for row in failed} == expected_failed
+    status = json.loads((store / "status.json").read_text())
+    assert status["done"] is True and status["verify"] == "PASS"
+    assert status["queues"] == {"download": 0, "extract": 0}
+    assert sum(status["counts"].values()) == len(court.documents)
+    assert (store / "ky_court.sqlite").is_file()
+    assert list(store.glob("ky_court-WIP-resume-*.tar.gz"))
+
+
+def test_second_run_is_a_no_op_that_still_passes(finished_run):
+    second = finished_run["second"]
+    assert second.exit_status == 0, second.summary()
+    assert finished_run["requests_after_second"] == finished_run["requests_after_first"]
