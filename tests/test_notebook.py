@@ -55,3 +55,59 @@ def test_run_all_ends_in_pass_and_again_is_a_no_op(tmp_path, monkeypatch):
         second = _run_all(NOTEBOOK, tmp_path)
         assert "PASS" in _outputs_text(second)
         assert court.download_requests == requests  # nothing fetched again
+
+
+@pytest.mark.slow
+def test_interrupting_the_run_cell_stops_cleanly_with_state_saved(tmp_path, monkeypatch):
+    """Colab's interrupt is SIGINT to the kernel: the run cell stops, saves, and says so."""
+    import time
+
+    from jupyter_client.manager import start_new_kernel
+
+    court = SimCourt(150, seed=6, faults=False, first_year=2025, last_year=2026)
+    with court:
+        for key, value in {
+            "KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
+            "KY_API_BASE": court.base_url, "KY_PACING": "1", "KY_PACING_DL": "0.05,0.05",
+            "KY_PACING_SEARCH": "0,0", "KY_FIRST_YEAR": "2025", "KY_LAST_YEAR": "2026",
+            "KY_CONVERGENCE_DELTA": "1", "KY_PROGRESS": "0", "KY_WORKERS": "1",
+        }.items():
+            monkeypatch.setenv(key, value)
+        notebook = nbformat.read(NOTEBOOK, as_version=4)
+        code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+        manager, kernel = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+        try:
+            run_index = next(i for i, source in enumerate(code) if "RUN_REPORT = run_pipeline" in source)
+            for source in code[:run_index]:
+                reply = kernel.execute_interactive(source, timeout=120, output_hook=lambda msg: None)
+                assert reply["content"]["status"] == "ok"
+            outputs = []
+            message_id = kernel.execute(code[run_index])
+            status = tmp_path / "workspace" / "status.json"
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # interrupt once downloads are under way
+                if status.exists() and json.loads(status.read_text()).get("phase") == "download":
+                    break
+                time.sleep(0.1)
+            time.sleep(1.0)
+            interrupted_at = time.monotonic()
+            manager.interrupt_kernel()
+            while True:
+                message = kernel.get_iopub_msg(timeout=60)
+                if message["parent_header"].get("msg_id") != message_id:
+                    continue
+                if message["msg_type"] == "stream":
+                    outputs.append(message["content"]["text"])
+                if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                    break
+            assert time.monotonic() - interrupted_at < 30
+            text = "".join(outputs)
+            assert "stopped early: SIGINT" in text
+            saved = json.loads((tmp_path / "store" / "status.json").read_text())
+            assert saved["phase"] == "verify" and saved["verify"] == "PASS"
+            assert saved["done"] is False and saved["queues"]["download"] > 0
+            assert (tmp_path / "store" / "ky_court.sqlite").is_file()
+            assert not list((tmp_path / "workspace" / "tmp").glob("*.part"))
+        finally:
+            kernel.stop_channels()
+            manager.shutdown_kernel(now=True)
