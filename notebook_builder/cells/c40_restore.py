@@ -22,7 +22,10 @@ Guarantees:
 - A stale workspace (no database, but files other than `pdf_backup/`) is
   moved aside to `<workspace>-pre-restore` (then `-pre-restore-2`, ...):
   renamed, never deleted. `pdf_backup/` stays: it is the operator's input
-  to backfill, not state of a lost database.
+  to backfill, not state of a lost database. A `ky_court.sqlite` that is
+  not SQLite (and not empty) is moved aside only when the store holds a
+  state to restore instead; otherwise restore raises naming the file and
+  changes nothing.
 - The chosen database (and the archive's status.json) is put in place with
   `os.replace`. PDFs and texts are not copied back: rows that claim a PDF
   the workspace lacks are fetched from the store on demand.
@@ -172,6 +175,12 @@ def restore(ctx: Context) -> RestoreResult:
     temp_root = Path(tempfile.mkdtemp(prefix=".restore-", dir=workspace))
     try:
         best = _restore_choose(ctx, candidates, temp_root, result)
+        damaged = workspace / DB_FILENAME
+        if best is None and damaged.is_file() and damaged.stat().st_size > 0:
+            # With nothing to restore instead, moving it aside would silently start a new archive.
+            raise IntegrityError(f"{damaged} is not an SQLite database and the store holds no saved "
+                                 "state to restore instead; nothing was changed: move it aside or "
+                                 "delete it to start a new archive")
         stale = stale_workspace_entries(workspace, ignore=(temp_root,))
         if stale:
             result.moved_aside = str(_restore_move_aside(workspace, stale))
