@@ -298,13 +298,20 @@ class CourtClient:
 
     # ------------------------------------------------------------ download
 
-    def download_response(self, document_id: str) -> requests.Response:
-        """One streamed GET of a document's PDF, paced; no retries (the download stage owns attempts).
-
-        Connection errors and timeouts raise TransientFetchError; any status is returned as is
-        (use classify_http_status). The caller closes the response.
-        """
+    def pace_download(self) -> None:
+        """The pause before a download (PACING_DL); raises StopRequested, before anything is sent, on a stop."""
         self._pace(self.cfg.PACING_DL)
+
+    def download_response(self, document_id: str, *, pace: bool = True) -> requests.Response:
+        """One streamed GET of a document's PDF; no retries (the download stage owns attempts).
+
+        Paced unless `pace=False` (a caller that records the attempt calls `pace_download()` first,
+        so a stop during the pause records nothing). Connection errors and timeouts raise
+        TransientFetchError; any status is returned as is (use classify_http_status). The caller
+        closes the response.
+        """
+        if pace:
+            self.pace_download()
         try:
             return self._get(self.url("download", document_id=document_id), {}, stream=True)
         except _TRANSIENT_EXCEPTIONS as exc:
