@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -134,10 +135,15 @@ def _cmd_status(cfg) -> int:
     db = None
     if db_path.is_file() and is_sqlite_file(db_path):
         db = Database(connect(db_path, readonly=True), db_path)
+    extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": db is not None}
     try:
         document = status_document(db, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
-                                   extra={"workspace": str(Path(cfg.WORKSPACE).resolve()),
-                                          "database": db is not None})
+                                   extra=extra)
+    except sqlite3.OperationalError as exc:
+        # A run killed mid-transaction leaves a hot journal only a writer may roll back; status writes nothing.
+        extra["database"] = f"unreadable until the next run recovers it: {exc}"
+        document = status_document(None, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
+                                   extra=extra)
     finally:
         if db is not None:
             db.close()

@@ -199,3 +199,41 @@ def test_a_read_only_store_fails_verify_with_the_reason_and_a_writable_one_is_le
         assert store_is_level(cfg) == [] and status["store_pending"] == 0
         assert expected_verdicts_hold(court, cfg) == []
         assert earlier.read_bytes() == before[earlier]
+
+
+HOT_JOURNAL = """
+import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA journal_mode = DELETE")
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE documents SET status = 'failed'")
+conn.execute("PRAGMA cache_spill = 1")
+conn.execute("UPDATE documents SET description = hex(randomblob(2000))")   # spills: the file is written
+os._exit(0)   # killed mid-transaction: the rollback journal stays hot
+"""
+
+
+def test_status_after_a_kill_mid_transaction_reports_the_database_unreadable_and_changes_nothing(tmp_path):
+    workspace = tmp_path / "workspace"
+    db = Database.open(workspace / "ky_court.sqlite")
+    db.upsert_discovered([{"document_id": f"{number:064x}", "case_number": "2020-CA-0001"}
+                          for number in range(400)])
+    db.conn.execute("PRAGMA journal_mode = DELETE")
+    db.close()
+    subprocess.run([sys.executable, "-c", HOT_JOURNAL, str(workspace / "ky_court.sqlite")], check=True)
+    journal = workspace / "ky_court.sqlite-journal"
+    assert journal.is_file() and journal.stat().st_size > 0
+    before = (journal.read_bytes(), (workspace / "ky_court.sqlite").read_bytes())
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KY_")}
+    env.update({"KY_WORKSPACE": str(workspace), "PYTHONPATH": str(REPO_ROOT)})
+    shown = subprocess.run([sys.executable, "-m", "notebook_builder", "status"], env=env, cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "unreadable until the next run recovers it" in json.loads(shown.stdout)["database"]
+    assert (journal.read_bytes(), (workspace / "ky_court.sqlite").read_bytes()) == before
+
+    done = run_cli(tmp_path)   # a writer rolls the journal back: the 400 discovered rows are intact
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = torture.document_rows(tmp_path)
+    assert len(rows) == 400 and {row["status"] for row in rows.values()} == {"discovered"}
