@@ -54,11 +54,21 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def mount_point(path: Path | str) -> Path:
+    """The mount point of the filesystem holding `path` (the disk to free)."""
+    current = Path(os.path.abspath(path))
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    while not os.path.ismount(current) and current != current.parent:
+        current = current.parent
+    return current
+
+
 def raise_if_disk_full(exc: OSError, path: Path | str) -> None:
     import errno
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        raise DiskFullError(f"workspace disk is full writing {path}: free space on "
-                            f"{Path(path).anchor or '/'} (the filesystem holding the workspace)") from exc
+        raise DiskFullError(f"workspace disk is full writing {path}: free space on the filesystem "
+                            f"mounted at {mount_point(path)}") from exc
 
 
 def progress(total: int | None, desc: str, unit: str = "doc") -> tqdm:
