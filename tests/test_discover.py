@@ -8,7 +8,8 @@ from requests.adapters import HTTPAdapter
 from notebook_builder.cells.c00_config import RunClock, load_config
 from notebook_builder.cells.c30_client import CourtClient, CourtTrapError
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c50_discover import discover, needs_split, plan_shards, split_shard
+from notebook_builder.cells import c50_discover
+from notebook_builder.cells.c50_discover import discover, needs_repage, needs_split, plan_shards, split_shard
 from notebook_builder.simcourt import SimCourt
 
 
@@ -102,6 +103,12 @@ def test_split_is_decided_by_the_announced_limit():
     assert needs_split(101, 100) and not needs_split(100, 100) and not needs_split(10**6, None)
 
 
+def test_a_shard_is_paged_again_only_while_its_distinct_rows_fall_short_and_passes_remain():
+    assert needs_repage(97, 100, 0, 3) and needs_repage(99, 100, 2, 3)
+    assert not needs_repage(100, 100, 0, 3) and not needs_repage(101, 100, 0, 3)
+    assert not needs_repage(97, 100, 3, 3)
+
+
 # ---------------------------------------------------------------- paging
 
 
@@ -186,6 +193,33 @@ def test_a_shard_that_keeps_failing_is_an_error_and_blocks_convergence(make_cont
         assert {row["state"] for row in shard_rows(ctx, 1).values()} == {"error"}
         assert [row["errors"] for row in ctx.db.discovery_runs()] == [2, 2]
         assert ctx.db.kv_get("discovery_converged_at") is None
+
+
+# ------------------------------------------------------- unstable order
+
+
+def _one_sweep(make_context, court, name):
+    ctx = make_context(court, name=name, PAGE_SIZE=20, MAX_SWEEPS=1)
+    return ctx, discover(ctx)
+
+
+def test_one_sweep_over_an_unstable_order_finds_every_visible_document(make_context, monkeypatch):
+    with SimCourt(docs=500, seed=3, unstable=True, faults=False, max_page=20,
+                  first_year=2019, last_year=2020) as court:
+        monkeypatch.setattr(c50_discover, "DISCOVER_MAX_REPAGES", 0)
+        naive, naive_result = _one_sweep(make_context, court, "naive")
+        assert naive_result.repages == 0 and len(document_ids(naive)) < len(court.documents), \
+            "one naive pass over this court misses rows (else the test pins nothing)"
+
+        monkeypatch.undo()
+        ctx, result = _one_sweep(make_context, court, "repaged")
+        ids = document_ids(ctx)
+        assert result.sweeps == 1 and result.repages > 0
+        assert len(ids) == len(set(ids)) and set(ids) == {d.document_id for d in court.documents}
+        rows = shard_rows(ctx, 1)
+        assert all(row["state"] == "done" for row in rows.values())
+        assert sum(row["rows_new"] for row in rows.values()) == len(ids) == ctx.db.discovery_runs()[0]["rows_new"]
+        assert ctx.db.discovery_runs()[0]["pages"] == result.pages > naive_result.pages
 
 
 # ------------------------------------------------------------ end to end

@@ -141,6 +141,17 @@ DOCUMENT_METADATA_COLUMNS = (
 )
 
 
+_DISCOVERED_COLUMNS = ("document_id",) + DOCUMENT_METADATA_COLUMNS
+_INSERT_DISCOVERED_SQL = (
+    f"INSERT INTO documents ({', '.join(_DISCOVERED_COLUMNS)}, status, discovered_at, updated_at) "
+    f"VALUES ({', '.join('?' for _ in _DISCOVERED_COLUMNS)}, 'discovered', ?, ?) "
+    "ON CONFLICT(document_id) DO NOTHING")
+# Metadata only (a NULL never erases what the court said before); status and the rest are left alone.
+_REFRESH_DISCOVERED_SQL = (
+    f"UPDATE documents SET {', '.join(f'{c} = COALESCE(?, {c})' for c in DOCUMENT_METADATA_COLUMNS)} "
+    "WHERE document_id = ?")
+
+
 def connect(path: str | os.PathLike, *, readonly: bool = False) -> sqlite3.Connection:
     """One connection with the pipeline's pragmas; autocommit, explicit transactions."""
     if readonly:
@@ -319,15 +330,16 @@ class Database:
         download/extract column are left alone, so a status never moves back.
         """
         now = utc_now()
-        columns = ("document_id",) + DOCUMENT_METADATA_COLUMNS
-        updates = ", ".join(f"{c} = COALESCE(excluded.{c}, documents.{c})" for c in DOCUMENT_METADATA_COLUMNS)
-        sql = (f"INSERT INTO documents ({', '.join(columns)}, status, discovered_at, updated_at) "
-               f"VALUES ({', '.join('?' for _ in columns)}, 'discovered', ?, ?) "
-               f"ON CONFLICT(document_id) DO UPDATE SET {updates}")
+        values = [[row.get(c) for c in _DISCOVERED_COLUMNS] for row in rows]
         with self.transaction():
-            known = self.document_count()
-            self.conn.executemany(sql, ([row.get(c) for c in columns] + [now, now] for row in rows))
-            return self.document_count() - known
+            # changes() of a DO NOTHING insert counts the new ids exactly, without two COUNT(*)s
+            # over the table; only a page that held known ids needs the metadata refresh.
+            before = self.conn.total_changes
+            self.conn.executemany(_INSERT_DISCOVERED_SQL, (v + [now, now] for v in values))
+            new = self.conn.total_changes - before
+            if new < len(values):
+                self.conn.executemany(_REFRESH_DISCOVERED_SQL, (v[1:] + v[:1] for v in values))
+            return new
 
     def start_sweep(self, sweep: int, shards: Sequence[str]) -> int:
         """Creates the sweep's run row and pending shard rows, unless they exist (resume)."""
