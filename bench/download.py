@@ -11,7 +11,8 @@ Rounds alternate, each in a fresh workspace:
   of the stage), to show what fsync alone costs;
 - `download`: the Download stage on a workspace whose rows were inserted
   beforehand (not timed): attempts and outcomes committed, .part fsynced,
-  promoted, mirrored to a LocalStore, status.json heartbeats. The store is a
+  promoted, mirrored to a LocalStore (those three by the stage's finisher
+  thread, overlapping the next GET), status.json heartbeats. The store is a
   folder on the workspace's disk unless `--store-root` puts it elsewhere
   (`/dev/shm` separates the mirror's copy+fsync from the stage's own work; in
   Colab the store is Drive and its cost is the network).

@@ -6,6 +6,7 @@ import errno
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -323,10 +324,13 @@ def test_recover_removes_parts_and_reverts_rows_whose_pdf_is_nowhere(fresh_court
     assert again.downloaded == 2 and recover(ctx).healed == 0
 
 
-def test_a_full_disk_removes_the_part_and_stops(fresh_court, tmp_path, monkeypatch):
-    document = fresh_court.documents_with("ok")[30]
+@pytest.mark.parametrize("count", [1, 20])
+def test_a_full_disk_removes_the_parts_and_stops_promptly_with_no_false_claim(fresh_court, tmp_path,
+                                                                                monkeypatch, count):
+    from notebook_builder.cells.c70_download import _DOWNLOAD_UNFINISHED
+    sample = fresh_court.documents_with("ok")[30:30 + count]
     ctx = make_context(fresh_court, tmp_path)
-    ctx.db.upsert_discovered(discovered_rows([document]))
+    ctx.db.upsert_discovered(discovered_rows(sample))
 
     def no_space(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -335,7 +339,11 @@ def test_a_full_disk_removes_the_part_and_stops(fresh_court, tmp_path, monkeypat
         download(ctx)
     monkeypatch.undo()
     assert list(ctx.path("tmp").iterdir()) == [] and list(ctx.path("pdf_by_hash").iterdir()) == []
-    assert ctx.db.get_document(document.document_id)["status"] == "discovered"
+    assert ctx.db.status_counts()["discovered"] == count
+    # The finisher's error surfaces at the next document: only what was in flight or handed over was sent.
+    assert sum(fresh_court.requests_for(d.document_id) for d in sample) <= _DOWNLOAD_UNFINISHED + 2
+    assert not [t for t in threading.enumerate() if t.name == "download-finisher"]
+    ctx.close()
 
 
 class _ShortBodyResponse:
@@ -358,7 +366,10 @@ class _ShortBodyClient:
     def __init__(self, data: bytes):
         self.data = data
 
-    def download_response(self, document_id):
+    def pace_download(self):
+        pass
+
+    def download_response(self, document_id, *, pace=True):
         return _ShortBodyResponse(self.data[:len(self.data) // 2], len(self.data))
 
 
@@ -373,3 +384,72 @@ def test_a_body_shorter_than_its_content_length_is_transient_and_never_promoted(
     assert row["last_error"].startswith("transient") and "truncated" in row["last_error"]
     assert list(ctx.path("pdf_by_hash").iterdir()) == [] and list(ctx.path("tmp").iterdir()) == []
     assert ctx.store.list_dir("pdf_by_hash") == []
+
+
+# ------------------------------------------------- pacing, limit, finisher
+
+
+class StopWhilePacing(RecordingClock):
+    """The stop arrives during the first pacing pause."""
+
+    def sleep(self, seconds: float) -> bool:
+        self.sleeps.append(seconds)
+        self.request_stop("SIGTERM")
+        return False
+
+
+def test_a_stop_during_the_pacing_pause_records_no_attempt_and_sends_nothing(fresh_court, tmp_path):
+    document = fresh_court.documents_with("ok")[0]
+    clock = StopWhilePacing()
+    ctx = make_context(fresh_court, tmp_path, clock=clock, KY_PACING="1")
+    ctx.db.upsert_discovered(discovered_rows([document]))
+    result = download(ctx)
+    row = ctx.db.get_document(document.document_id)
+    assert clock.sleeps and result.stopped == "SIGTERM"
+    assert (row["status"], row["attempts"], result.requests, result.documents) == ("discovered", 0, 0, 0)
+    assert fresh_court.requests_for(document.document_id) == 0
+    ctx.close()
+
+
+def test_download_limit_stops_after_that_many_documents_taken(fresh_court, tmp_path):
+    sample = fresh_court.documents_with("ok")[:10]
+    ctx = make_context(fresh_court, tmp_path, KY_DOWNLOAD_LIMIT="4", KY_DOWNLOAD_BATCH="3")
+    ctx.db.upsert_discovered(discovered_rows(sample))
+    result = download(ctx)
+    assert (result.stopped, result.documents, result.downloaded, result.left) == ("limit", 4, 4, 6)
+    assert sum(fresh_court.requests_for(d.document_id) for d in sample) == 4
+    assert ctx.db.status_counts()["downloaded"] == 4
+    ctx.close()
+
+
+class _InterruptingClient:
+    """The real client, until the n-th download raises KeyboardInterrupt (a Ctrl-C mid-request)."""
+
+    def __init__(self, client, interrupt_at: int):
+        self.client, self.interrupt_at, self.sent = client, interrupt_at, 0
+
+    def pace_download(self):
+        self.client.pace_download()
+
+    def download_response(self, document_id, *, pace=True):
+        self.sent += 1
+        if self.sent == self.interrupt_at:
+            raise KeyboardInterrupt
+        return self.client.download_response(document_id, pace=pace)
+
+
+def test_an_exception_in_the_main_loop_finishes_what_was_fetched_and_joins_the_finisher(fresh_court, tmp_path):
+    from notebook_builder.cells.c30_client import CourtClient
+    sample = fresh_court.documents_with("ok")[70:80]
+    ctx = make_context(fresh_court, tmp_path)
+    ctx.client = _InterruptingClient(CourtClient(ctx.cfg, ctx.clock), interrupt_at=6)
+    ctx.db.upsert_discovered(discovered_rows(sample))
+    with pytest.raises(KeyboardInterrupt):
+        download(ctx)
+    assert not [t for t in threading.enumerate() if t.name == "download-finisher"]
+    assert list(ctx.path("tmp").iterdir()) == []
+    claimed = list(ctx.db.documents_claiming_files())
+    assert len(claimed) == 5   # fetched before the interrupt: all finished, none lost
+    for row in claimed:
+        assert ctx.path(row["local_pdf"]).is_file() and ctx.store.exists(row["local_pdf"])
+    ctx.close()

@@ -3,17 +3,22 @@
 Guarantees:
 - Work comes from the download queue of CONTRACT.md (`Database.download_queue`,
   the same SQL verify counts), DOWNLOAD_BATCH rows at a time in rowid order.
-- One streamed GET per attempt, no HEAD. The attempt is committed before the
-  request is sent, so a kill can never hide one. The size cap is decided
-  from Content-Length before the body is read (an oversized file's
-  connection is closed unread) and enforced again while streaming, for
-  servers that lie or send no length.
-- The body is hashed (SHA-256) as it is written to `tmp/<document_id>.part`,
-  fsynced, checked against Content-Length (short: transient "truncated") and
-  the `%PDF-` magic (else transient "not a PDF"), then promoted with
-  os.replace to `pdf_by_hash/<sha256>.pdf` and mirrored to the store. A hash
-  already held locally drops the part; one already in the store uploads
-  nothing. Only then is the row marked `downloaded`.
+- One streamed GET per attempt, no HEAD, one request in flight. The pacing
+  pause comes first; then the attempt is committed before the request is
+  sent, so a kill can never hide one and a stop during the pause costs the
+  row nothing. The size cap is decided from Content-Length before the body
+  is read (an oversized file's connection is closed unread) and enforced
+  again while streaming, for servers that lie or send no length.
+- The body is hashed (SHA-256) as it is written to `tmp/<document_id>.part`
+  and checked against Content-Length (short: transient "truncated") and the
+  `%PDF-` magic (else transient "not a PDF"). One background finisher thread,
+  fed through a bounded queue while the next GET runs, then fsyncs the part,
+  promotes it with os.replace to `pdf_by_hash/<sha256>.pdf`, mirrors it to
+  the store, and only then marks the row `downloaded` (on its own database
+  connection). A hash already held locally drops the part; one already in the
+  store uploads nothing. The finisher is drained and joined on every exit
+  path; a kill leaves its unfinished documents as `.part` files or as
+  promoted files no row claims yet, never a row claiming a missing file.
 - Permanent answers (400, 401, 403, 404; 413 for a file over MAX_PDF_BYTES)
   fail the document at once, no backoff; the queue SQL never hands it out
   again unless RETRY_HARD (the run forgives failures once).
@@ -24,24 +29,32 @@ Guarantees:
   `failed` with its http_status and error, which leaves the row in the queue
   until MAX_ATTEMPTS attempts are spent.
 - A stop (budget minus SHUTDOWN_SECONDS, SIGINT/SIGTERM) is honoured between
-  attempts and during backoff; the document in flight is finished, or rolled
-  back (its `.part` removed) if the stream is aborted. A full disk removes
-  the `.part` and raises DiskFullError.
+  attempts, during pacing and during backoff; the document in flight is
+  finished, or rolled back (its `.part` removed) if the stream is aborted.
+  DOWNLOAD_LIMIT > 0 stops the run (`stopped == "limit"`) once that many
+  documents have been taken from the queue. A full disk, in the main thread
+  or the finisher, removes the `.part` and raises DiskFullError from the stage.
+- Logging: one INFO line per batch and one for the stage; per-document
+  outcomes are DEBUG; warnings (disk, store) come from where they are found.
 - `recover()` heals what a kill left behind: stale `tmp/*.part` files are
   removed; a row claiming `downloaded`/`extracted` whose PDF is neither in
   the workspace nor in the store goes back to `discovered`; one whose PDF is
   only in the store is left alone (extract fetches it on demand).
 - DRY_RUN: no network; the result reports the queue.
 
-Knobs read: DOWNLOAD_BATCH, MAX_ATTEMPTS, MAX_PDF_BYTES, BACKOFF_BASE,
-BACKOFF_CAP, HEARTBEAT_EVERY, DRY_RUN (and, through the client and the
+Knobs read: DOWNLOAD_BATCH, DOWNLOAD_LIMIT, MAX_ATTEMPTS, MAX_PDF_BYTES,
+BACKOFF_BASE, BACKOFF_CAP, HEARTBEAT_EVERY, DRY_RUN (and, through the client and the
 context, PACING, PACING_DL, HTTP_TIMEOUT, CHECKPOINT_SECONDS).
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import hashlib
 import logging
 import os
+import queue
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +63,7 @@ import requests
 import urllib3
 
 from .c00_config import PermanentFetchError, StopRequested, StoreError, TransientFetchError
+from .c10_database import Database
 from .c30_client import CourtClient, backoff_seconds, classify_http_status, retry_after_seconds
 from .c35_context import Checkpointer, Context, progress, raise_if_disk_full, write_status
 
@@ -61,6 +75,9 @@ _DOWNLOAD_CHUNK = 256 * 1024
 _DOWNLOAD_DRAIN_LIMIT = 64 * 1024
 # Above this many rows missing locally, recover() lists the store's folder once instead of asking per name.
 _DOWNLOAD_LIST_THRESHOLD = 50
+# Fetched documents handed to the finisher and not yet committed: enough to keep the GETs going
+# through an fsync; also what a kill can make the next run fetch again.
+_DOWNLOAD_UNFINISHED = 4
 # What urllib3/requests raise while a body is being read: the connection failed, not our disk.
 _DOWNLOAD_READ_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError)
 
@@ -99,11 +116,12 @@ class DownloadResult:
 
 
 @dataclass
-class _DownloadedFile:
+class _DownloadedPart:
+    """A body that passed the inline checks (length, magic), waiting in tmp/ for the finisher."""
+    document_id: str
+    part: Path                 # tmp/<document_id>.part
     sha256: str
     size_bytes: int
-    local_pdf: str             # "pdf_by_hash/<sha>.pdf", relative to the workspace
-    new_locally: bool
 
 
 # ------------------------------------------------------------------ recover
@@ -196,7 +214,8 @@ def download(ctx: Context) -> DownloadResult:
     uploads_before = ctx.mirror.uploads
     since_heartbeat = 0
     try:
-        with Checkpointer(ctx), progress(result.queued, "download") as bar:
+        with Checkpointer(ctx), _DownloadFinisher(ctx, result) as finisher, \
+                progress(result.queued, "download") as bar:
             # Keyset passes in rowid order; a document leaves the queue when it is done, so one pass
             # normally empties it. A new pass picks up rows a stop or a concurrent insert left behind.
             for _ in range(cfg.MAX_ATTEMPTS + 1):
@@ -205,13 +224,18 @@ def download(ctx: Context) -> DownloadResult:
                     batch = db.download_queue(cfg, cfg.DOWNLOAD_BATCH, after)
                     if not batch:
                         break
-                    batch_counts = _download_counts(result)
+                    batch_counts, outcomes = _download_counts(result), collections.Counter()
                     for row in batch:
+                        finisher.check()
+                        if cfg.DOWNLOAD_LIMIT and result.documents >= cfg.DOWNLOAD_LIMIT:
+                            result.stopped = "limit"
+                            break
                         if ctx.clock.should_stop():
                             result.stopped = ctx.clock.stop_reason or "stop"
                             break
                         attempts_before = result.requests
-                        outcome = _download_document(ctx, client, row, result)
+                        outcome = _download_document(ctx, client, finisher, row, result)
+                        outcomes[outcome] += 1
                         since_heartbeat += result.requests - attempts_before
                         after, taken = row["rowid"], taken + 1
                         if outcome != "deferred":
@@ -223,9 +247,10 @@ def download(ctx: Context) -> DownloadResult:
                         if outcome == "deferred":
                             result.stopped = ctx.clock.stop_reason or "stop"
                             break
-                    _download_log_batch(result, batch_counts, len(batch))
+                    _download_log_batch(result, batch_counts, outcomes)
                 if result.stopped is not None or taken == 0:
                     break
+                finisher.wait()   # the next pass must not hand out a row that is still being finished
     finally:
         result.uploaded = ctx.mirror.uploads - uploads_before
         result.left = db.download_queue_size(cfg)
@@ -244,60 +269,62 @@ def _download_counts(result: DownloadResult) -> dict[str, int]:
             "retries": result.retries}
 
 
-def _download_log_batch(result: DownloadResult, before: dict[str, int], size: int) -> None:
-    now = _download_counts(result)
-    delta = {key: now[key] - before[key] for key in now}
-    log_download.info("batch of %d: %d downloaded, %d permanent, %d exhausted, %d retries, %d requests",
-                      size, delta["downloaded"], delta["permanent_failures"], delta["exhausted"],
-                      delta["retries"], delta["requests"])
+def _download_log_batch(result: DownloadResult, before: dict[str, int], outcomes: collections.Counter) -> None:
+    """The one INFO line per batch (per-document detail is DEBUG)."""
+    log_download.info("batch of %d: %d fetched, %d permanent, %d exhausted, %d deferred, %d retries, "
+                      "%d requests", sum(outcomes.values()), outcomes["fetched"], outcomes["permanent"],
+                      outcomes["exhausted"], outcomes["deferred"], result.retries - before["retries"],
+                      result.requests - before["requests"])
 
 
-def _download_document(ctx: Context, client: CourtClient, row, result: DownloadResult) -> str:
-    """Attempts one document until it is done, failed for good, or a stop: its outcome's name."""
+def _download_document(ctx: Context, client: CourtClient, finisher: "_DownloadFinisher", row,
+                       result: DownloadResult) -> str:
+    """Attempts one document until it is fetched (handed to the finisher), failed for good, or a stop."""
     cfg, db, clock = ctx.cfg, ctx.db, ctx.clock
     document_id = row["document_id"]
     while True:
+        if clock.should_stop():
+            return "deferred"
+        try:
+            # Paced before the attempt is recorded: a stop during the pause costs the row nothing.
+            client.pace_download()
+        except StopRequested:
+            return "deferred"
         if clock.should_stop():
             return "deferred"
         attempts = db.record_download_attempt(document_id)
         result.requests += 1
         try:
             fetched = _download_fetch(ctx, client, document_id)
-        except StopRequested:
-            return "deferred"
         except PermanentFetchError as exc:
             db.mark_download_failed(document_id, http_status=exc.http_status, error=f"permanent: {exc}")
             result.permanent_failures += 1
-            log_download.info("%s: permanent failure: %s", document_id, exc)
+            log_download.debug("%s: permanent failure: %s", document_id, exc)
             return "permanent"
         except TransientFetchError as exc:
             if attempts >= cfg.MAX_ATTEMPTS:
                 db.mark_download_failed(document_id, http_status=exc.http_status,
                                         error=f"transient, {attempts} attempts: {exc}")
                 result.exhausted += 1
-                log_download.warning("%s: gave up after %d attempts: %s", document_id, attempts, exc)
+                log_download.debug("%s: gave up after %d attempts: %s", document_id, attempts, exc)
                 return "exhausted"
             db.mark_download_failed(document_id, http_status=exc.http_status,
                                     error=f"transient, attempt {attempts} of {cfg.MAX_ATTEMPTS}: {exc}")
             result.retries += 1
             delay = backoff_seconds(attempts, cfg.BACKOFF_BASE, cfg.BACKOFF_CAP, exc.retry_after)
-            log_download.info("%s: %s; attempt %d of %d, next in %.2fs", document_id, exc, attempts,
-                              cfg.MAX_ATTEMPTS, delay)
+            log_download.debug("%s: %s; attempt %d of %d, next in %.2fs", document_id, exc, attempts,
+                               cfg.MAX_ATTEMPTS, delay)
             if not clock.sleep(delay):
                 return "deferred"
             continue
-        db.mark_downloaded(document_id, sha256=fetched.sha256, size_bytes=fetched.size_bytes,
-                           local_pdf=fetched.local_pdf, http_status=200)
-        result.downloaded += 1
-        result.bytes += fetched.size_bytes
-        result.duplicates += not fetched.new_locally
-        return "downloaded"
+        finisher.submit(fetched)
+        return "fetched"
 
 
-def _download_fetch(ctx: Context, client: CourtClient, document_id: str) -> _DownloadedFile:
-    """One GET → a promoted, mirrored `pdf_by_hash/<sha>.pdf`, or a Permanent/TransientFetchError."""
+def _download_fetch(ctx: Context, client: CourtClient, document_id: str) -> _DownloadedPart:
+    """One GET → a checked `tmp/<document_id>.part` (not yet fsynced), or a Permanent/TransientFetchError."""
     cap = ctx.cfg.MAX_PDF_BYTES
-    response = client.download_response(document_id)
+    response = client.download_response(document_id, pace=False)
     try:
         code = response.status_code
         verdict = classify_http_status(code)
@@ -316,9 +343,10 @@ def _download_fetch(ctx: Context, client: CourtClient, document_id: str) -> _Dow
             sha256, size = _download_stream_to_part(response, part, cap)
             if declared is not None and size != declared:
                 raise TransientFetchError(f"truncated: {size} of {declared} bytes", http_status=code)
-            return _download_promote(ctx, part, sha256, size)
-        finally:
-            part.unlink(missing_ok=True)   # promoted parts are gone already; anything else is rolled back
+        except BaseException:
+            part.unlink(missing_ok=True)   # a part that failed its checks is rolled back here
+            raise
+        return _DownloadedPart(document_id=document_id, part=part, sha256=sha256, size_bytes=size)
     finally:
         response.close()
 
@@ -347,10 +375,11 @@ def _download_drain(response: requests.Response) -> None:
 
 
 def _download_stream_to_part(response: requests.Response, part: Path, cap: int) -> tuple[str, int]:
-    """Streams the body into `part`, hashing as it goes, then fsyncs. Returns (sha256, size).
+    """Streams the body into `part`, hashing as it goes. Returns (sha256, size).
 
     Stops reading at once when the body passes `cap` (permanent 413) or does not
-    begin with the PDF magic (transient: an HTML page behind a 200).
+    begin with the PDF magic (transient: an HTML page behind a 200). The fsync is
+    the finisher's, off the request path.
     """
     digest = hashlib.sha256()
     size = 0
@@ -378,8 +407,6 @@ def _download_stream_to_part(response: requests.Response, part: Path, cap: int) 
                 handle.write(chunk)
             if head != PDF_MAGIC:
                 raise _download_not_a_pdf(response, head)
-            handle.flush()
-            os.fsync(handle.fileno())
     except OSError as exc:
         part.unlink(missing_ok=True)
         raise_if_disk_full(exc, part)
@@ -392,18 +419,124 @@ def _download_not_a_pdf(response: requests.Response, head: bytes) -> TransientFe
     return TransientFetchError(f"not a PDF: {kind}, body begins {head!r}", http_status=response.status_code)
 
 
-def _download_promote(ctx: Context, part: Path, sha256: str, size: int) -> _DownloadedFile:
-    """part → pdf_by_hash/<sha>.pdf (unless held already), then mirrored to the store."""
-    name = _download_store_name(sha256)
-    target = ctx.path(name)
-    new_locally = False
-    try:
-        if not (target.is_file() and target.stat().st_size == size):
-            # A name is its hash: the bytes we just verified may replace a damaged local copy.
-            os.replace(part, target)
-            new_locally = True
-    except OSError as exc:
-        raise_if_disk_full(exc, target)
-        raise
-    ctx.mirror.put(name, target)
-    return _DownloadedFile(sha256=sha256, size_bytes=size, local_pdf=name, new_locally=new_locally)
+# ----------------------------------------------------------------- finisher
+
+
+class _DownloadFinisher:
+    """One background thread finishing fetched documents, in order, while the next GET runs.
+
+    Finishing: a part whose hash is held already is dropped; the others are fsynced and promoted
+    (os.replace to pdf_by_hash/<sha>.pdf); each is mirrored to the store; then the rows are
+    committed as `downloaded`, on the finisher's own database connection, so the main thread's
+    reads never run inside its transactions. What is waiting when the finisher comes round is
+    finished as one group whose rows share one commit. At most _DOWNLOAD_UNFINISHED fetched
+    documents are handed over and not yet committed; a kill leaves each as a `.part` (recover()
+    removes it) or a promoted file no row claims yet (the next run fetches the document again and
+    finds its hash held), never a row claiming a missing file. After a failure (a full disk) it finishes
+    nothing more, removes the parts handed to it, and the main thread raises the error at its
+    next `check()`. Leaving the `with` block finishes everything handed in and joins the thread,
+    on every exit path.
+    """
+
+    def __init__(self, ctx: Context, result: DownloadResult):
+        self.ctx = ctx
+        self.result = result               # the finisher alone writes downloaded, bytes, duplicates
+        self.error: BaseException | None = None
+        self._queue: queue.Queue = queue.Queue()
+        self._slots = threading.BoundedSemaphore(_DOWNLOAD_UNFINISHED)
+        self._db: Database | None = None
+        self._thread = threading.Thread(target=self._loop, name="download-finisher", daemon=True)
+
+    def __enter__(self) -> "_DownloadFinisher":
+        self._db = Database.open(self.ctx.db_path)
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._queue.put(None)              # behind everything handed in: finish it all, then stop
+        self._thread.join()
+        self._db.close()
+        if exc_type is None:
+            self.check()
+        elif self.error is not None and self.error is not exc:
+            log_download.error("download finisher failed while the stage was stopping: %s", self.error)
+
+    def check(self) -> None:
+        """Raises the finisher's error, if it had one, in the calling (main) thread."""
+        if self.error is not None:
+            raise self.error
+
+    def submit(self, fetched: _DownloadedPart) -> None:
+        """Hands a checked part over; blocks while _DOWNLOAD_UNFINISHED are unfinished."""
+        self._slots.acquire()
+        if self.error is not None:
+            self._slots.release()
+            fetched.part.unlink(missing_ok=True)
+            raise self.error
+        self._queue.put(fetched)
+
+    def wait(self) -> None:
+        """Returns once everything handed in is finished (committed, or dropped after a failure)."""
+        self._queue.join()
+        self.check()
+
+    def _loop(self) -> None:
+        stopping = False
+        while not stopping:
+            group = [self._queue.get()]
+            while len(group) < _DOWNLOAD_UNFINISHED:
+                try:
+                    group.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if None in group:              # the stop mark is always last
+                stopping = True
+            parts = [fetched for fetched in group if fetched is not None]
+            try:
+                if parts and self.error is None:
+                    self._finish(parts)
+            except BaseException as exc:   # raised in the main thread by check()
+                self.error = exc
+            finally:
+                for fetched in parts:
+                    with contextlib.suppress(OSError):
+                        fetched.part.unlink(missing_ok=True)   # promoted parts are gone already
+                    self._slots.release()
+                for _ in group:
+                    self._queue.task_done()
+
+    def _finish(self, parts: list[_DownloadedPart]) -> None:
+        ctx, result = self.ctx, self.result
+        promote: list[_DownloadedPart] = []
+        names: set[str] = set()
+        for fetched in parts:
+            name = _download_store_name(fetched.sha256)
+            target = ctx.path(name)
+            # A name is its hash: a held file of the right size is these bytes; otherwise the bytes
+            # just verified may replace a damaged local copy.
+            if name not in names and not (target.is_file() and target.stat().st_size == fetched.size_bytes):
+                promote.append(fetched)
+            names.add(name)
+        try:
+            for fetched in promote:
+                descriptor = os.open(fetched.part, os.O_RDONLY)
+                try:
+                    os.fsync(descriptor)
+                finally:
+                    os.close(descriptor)
+            for fetched in promote:
+                os.replace(fetched.part, ctx.path(_download_store_name(fetched.sha256)))
+        except OSError as exc:
+            raise_if_disk_full(exc, ctx.path("pdf_by_hash"))
+            raise
+        for name in sorted(names):
+            ctx.mirror.put(name, ctx.path(name))
+        with self._db.transaction():
+            for fetched in parts:
+                self._db.mark_downloaded(fetched.document_id, sha256=fetched.sha256,
+                                         size_bytes=fetched.size_bytes,
+                                         local_pdf=_download_store_name(fetched.sha256), http_status=200)
+        for fetched in parts:
+            result.downloaded += 1
+            result.bytes += fetched.size_bytes
+        result.duplicates += len(parts) - len(promote)
