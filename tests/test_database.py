@@ -189,3 +189,26 @@ def test_snapshot_is_one_self_contained_file(tmp_path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     conn.close()
     db.close()
+
+
+def test_reverted_document_is_back_in_the_download_queue_with_fresh_attempts(db):
+    db.upsert_discovered([_doc(1)])
+    doc_id = _doc(1)["document_id"]
+    for _ in range(CFG.MAX_ATTEMPTS):
+        db.record_download_attempt(doc_id)
+    db.mark_downloaded(doc_id, sha256="c" * 64, size_bytes=1, local_pdf="pdf_by_hash/c.pdf")
+    db.revert_to_discovered([doc_id], "PDF gone")
+    assert [r["document_id"] for r in db.download_queue(CFG, 10)] == [doc_id]
+
+
+def test_attempts_spent_by_kills_make_a_failure_that_retry_hard_forgives(db):
+    db.upsert_discovered([_doc(1), _doc(2)])
+    killed = _doc(1)["document_id"]
+    for _ in range(CFG.MAX_ATTEMPTS):  # every attempt recorded, no outcome: each run was killed
+        db.record_download_attempt(killed)
+    assert db.download_queue_size(CFG) == 1
+    assert db.fail_spent_attempts(CFG) == 1
+    row = db.get_document(killed)
+    assert row["status"] == "failed" and "interrupted" in row["last_error"]
+    assert db.forgive_failures() == 1
+    assert db.download_queue_size(CFG) == 2

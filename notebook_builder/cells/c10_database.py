@@ -451,16 +451,19 @@ class Database:
             cursor = self.conn.executemany(
                 "UPDATE documents SET status = 'discovered', sha256 = NULL, size_bytes = NULL, "
                 "local_pdf = NULL, pages = NULL, extracted_chars = NULL, likely_scanned = NULL, "
+                "attempts = 0, extract_attempts = 0, http_status = NULL, "
                 "last_error = ?, updated_at = ? WHERE document_id = ?",
                 ((reason, utc_now(), doc_id) for doc_id in document_ids))
             return cursor.rowcount
 
-    def documents_by_sha(self) -> dict[str, list[str]]:
-        mapping: dict[str, list[str]] = {}
-        for sha, doc_id in self.conn.execute(
-                "SELECT sha256, document_id FROM documents WHERE sha256 IS NOT NULL"):
-            mapping.setdefault(sha, []).append(doc_id)
-        return mapping
+    def fail_spent_attempts(self, cfg: Config) -> int:
+        """Documents whose attempts were all spent by killed runs (never answered) become
+        `failed`, so they are listed in failed_inventory.csv and RETRY_HARD can forgive them."""
+        with self.transaction():
+            return self.conn.execute(
+                "UPDATE documents SET status = 'failed', "
+                "last_error = 'attempts spent by interrupted runs', updated_at = ? "
+                "WHERE status = 'discovered' AND attempts >= ?", (utc_now(), cfg.MAX_ATTEMPTS)).rowcount
 
     def documents_with_local_pdf(self) -> list[sqlite3.Row]:
         """Rows whose local_pdf names a file (backfill matches legacy paths against pdf_backup/)."""

@@ -89,10 +89,11 @@ class RecoverResult:
     reverted: int = 0          # back to discovered: the PDF is nowhere
     store_only: int = 0        # PDF only in the store; extract fetches it
     unverified: int = 0        # missing locally and the store could not be asked: left alone
+    spent: int = 0             # attempts all spent by killed runs: now failed (RETRY_HARD forgives)
 
     @property
     def healed(self) -> int:
-        return self.parts_removed + self.reverted
+        return self.parts_removed + self.reverted + self.spent
 
 
 @dataclass
@@ -159,6 +160,7 @@ def recover(ctx: Context) -> RecoverResult:
                 revert.append(document_id)
         if revert:
             result.reverted = db.revert_to_discovered(revert, "recover: PDF missing from workspace and store")
+    result.spent = db.fail_spent_attempts(ctx.cfg)
     if result.healed or result.unverified:
         log_download.info("recover: %d stale parts removed, %d rows back to discovered, %d PDFs only in "
                           "the store, %d unverified (store unreachable)", result.parts_removed,
