@@ -114,8 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _cmd_run(cfg, *, verify_only: bool) -> int:
+    from notebook_builder.cells.c00_config import StoreError
     from notebook_builder.cells.c95_run import run_pipeline
-    report = run_pipeline(cfg, verify_only=verify_only)
+    try:
+        report = run_pipeline(cfg, verify_only=verify_only)
+    except StoreError as exc:  # the store cannot be opened: nothing was written
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     print(report.summary())
     return report.exit_status
 

@@ -21,7 +21,7 @@ def court():
 
 def make_context(root, clock=None):
     cfg = load_config(env={"KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"),
-                           "KY_API_BASE": "http://127.0.0.1:9/api/api/v1", "KY_DRY": "1"})
+                           "KY_API_BASE": "http://127.0.0.1:9/api/api/v1"})
     ctx = open_context(cfg, clock=clock, store=CountingStore(root / "store"))
     ctx.open_database()
     return ctx
@@ -141,4 +141,14 @@ def test_an_empty_backup_folder_sets_no_guard(tmp_path):
     ctx = make_context(tmp_path)
     assert backfill(ctx).skipped == "no files in pdf_backup/"
     assert ctx.db.kv_get(BACKFILL_GUARD_KEY) is None
+    ctx.close()
+
+
+def test_a_dry_run_backfills_nothing(tmp_path):
+    ctx = make_context(tmp_path)
+    ctx.cfg = ctx.cfg.replace(DRY_RUN=True)
+    (ctx.path("pdf_backup") / "x.pdf").write_bytes(b"%PDF-1.4 backup")
+    result = backfill(ctx)
+    assert result.skipped == "dry run" and result.written == 0
+    assert list(ctx.path("pdf_by_hash").iterdir()) == []
     ctx.close()

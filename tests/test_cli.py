@@ -44,3 +44,18 @@ def test_bad_flag_value_exits_2_with_one_line(capsys):
     assert main(["run", "--budget", "soon"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "KY_BUDGET" in err[0]
+
+
+def test_a_store_that_cannot_be_opened_exits_2_and_writes_no_workspace(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    workspace = tmp_path / "ws"
+    assert main(["run", "--workspace", str(workspace), "--store", str(blocker / "store")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "store" in err[0]
+    assert not workspace.exists()
+
+
+def test_an_empty_store_flag_is_refused_not_taken_as_the_current_directory(capsys):
+    assert main(["run", "--store", "  "]) == 2
+    assert "KY_STORE" in capsys.readouterr().err

@@ -14,7 +14,7 @@ import pytest
 from notebook_builder.cells.c00_config import DiskFullError, RunClock, load_config
 from notebook_builder.cells.c10_database import DOCUMENT_METADATA_COLUMNS
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c35_context import Checkpointer, open_context
 from notebook_builder.cells.c70_download import download, recover
 from notebook_builder.simcourt import FAULTS, SimCourt
 
@@ -285,7 +285,8 @@ def test_a_budget_stop_is_clean_and_the_next_run_finishes(fresh_court, tmp_path)
     clock = RunClock(1.5, 0.0)
     ctx = make_context(fresh_court, tmp_path, clock=clock, KY_CHECKPOINT_SECONDS="0.3")
     ctx.db.upsert_discovered(discovered_rows(sample))
-    first = download(ctx)
+    with Checkpointer(ctx):  # as run_pipeline wraps every phase
+        first = download(ctx)
     assert first.stopped == "budget" and first.left > 0
     assert list(ctx.path("tmp").iterdir()) == []
     for row in ctx.db.documents_claiming_files():

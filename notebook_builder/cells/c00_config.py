@@ -353,7 +353,7 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: Any) -> Confi
         if name not in KNOB_BY_NAME:
             raise ConfigError(name, value, "a known knob: " + ", ".join(KNOB_BY_NAME))
         knob = KNOB_BY_NAME[name]
-        if isinstance(value, str) and not isinstance(knob.default, str):
+        if isinstance(value, str):  # flags and form fields arrive as text: validate like env
             value = _parse_knob(knob, value, knob.env or name)
         values[name] = value
     _validate(values)

@@ -205,6 +205,7 @@ class Context:
     phase: str = "start"
     quota: dict | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    checkpoint_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def path(self, name: str) -> Path:
         return self.workspace / name
@@ -220,6 +221,9 @@ class Context:
         return self.db
 
     def close(self) -> None:
+        if self.client is not None and hasattr(self.client, "close"):
+            self.client.close()
+            self.client = None
         if self.db is not None:
             self.db.close()
             self.db = None
@@ -229,8 +233,9 @@ class Context:
         if self.db is None:
             return None
         snapshot = self.path("checkpoint") / DB_FILENAME
-        info = checkpoint(self.db_path, snapshot)
-        info["uploaded"] = self.mirror.put(DB_FILENAME, snapshot, mutable=True)
+        with self.checkpoint_lock:  # the background thread and verify share the snapshot file
+            info = checkpoint(self.db_path, snapshot)
+            info["uploaded"] = self.mirror.put(DB_FILENAME, snapshot, mutable=True)
         self.notes["last_checkpoint"] = info
         self.refresh_quota()
         return info
@@ -258,13 +263,13 @@ def open_store(cfg: Config) -> Store:
 def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | None = None) -> Context:
     """Creates the workspace layout and the store; the database is opened after restore."""
     workspace = Path(cfg.WORKSPACE)
+    store = store if store is not None else open_store(cfg)  # first: a bad store writes nothing
     try:
         for folder in WORKSPACE_FOLDERS:
             (workspace / folder).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise_if_disk_full(exc, workspace)
         raise StoreError(f"cannot create workspace {workspace}: {exc.strerror}") from None
-    store = store if store is not None else open_store(cfg)
     clock = clock or RunClock(cfg.BUDGET_SECONDS, cfg.SHUTDOWN_SECONDS)
     return Context(cfg=cfg, workspace=workspace, store=store, mirror=StoreMirror(store), clock=clock)
 
@@ -329,7 +334,7 @@ class Checkpointer:
 
     def __exit__(self, *exc_info: Any) -> None:
         self._stop.set()
-        self._thread.join(timeout=60)
+        self._thread.join()  # a checkpoint in flight finishes; push_checkpoint's lock orders the next
 
     def _loop(self) -> None:
         while not self._stop.wait(self.ctx.cfg.CHECKPOINT_SECONDS):

@@ -65,6 +65,9 @@ def backfill(ctx: Context, *, force: bool = False) -> BackfillResult:
     started = time.monotonic()
     db = ctx.open_database()
     result = BackfillResult()
+    if ctx.cfg.DRY_RUN:  # a dry run writes nothing to the store
+        result.skipped = "dry run"
+        return result
     guard = db.kv_get(BACKFILL_GUARD_KEY)
     if guard is not None and not force:
         result.skipped = f"{BACKFILL_GUARD_KEY} set ({guard})"

@@ -65,7 +65,7 @@ import urllib3
 from .c00_config import PermanentFetchError, StopRequested, StoreError, TransientFetchError
 from .c10_database import Database
 from .c30_client import CourtClient, backoff_seconds, classify_http_status, retry_after_seconds
-from .c35_context import Checkpointer, Context, progress, raise_if_disk_full, write_status
+from .c35_context import Context, progress, raise_if_disk_full, write_status
 
 log_download = logging.getLogger("kycourt.download")
 
@@ -216,7 +216,7 @@ def download(ctx: Context) -> DownloadResult:
     uploads_before = ctx.mirror.uploads
     since_heartbeat = 0
     try:
-        with Checkpointer(ctx), _DownloadFinisher(ctx, result) as finisher, \
+        with _DownloadFinisher(ctx, result) as finisher, \
                 progress(result.queued, "download") as bar:
             # Keyset passes in rowid order; a document leaves the queue when it is done, so one pass
             # normally empties it. A new pass picks up rows a stop or a concurrent insert left behind.

@@ -348,7 +348,7 @@ def extract(ctx: Context) -> ExtractResult:
     started = time.monotonic()
     result = ExtractResult(engine=cfg.EXTRACT_ENGINE)
     queued = db.extract_queue_size(cfg)
-    if queued == 0:
+    if queued == 0 or cfg.DRY_RUN:  # a dry run touches neither the PDFs nor the store
         return result
     (ctx.workspace / "text").mkdir(parents=True, exist_ok=True)
     bar = progress(queued, "extract")

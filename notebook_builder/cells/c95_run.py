@@ -26,10 +26,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from .c00_config import Config, DiskFullError, PipelineError, RunClock, StoreError, load_config
+from .c00_config import Config, DiskFullError, PipelineError, RunClock, load_config
 from .c20_store import Store
 from .c30_client import CourtClient
-from .c35_context import Context, open_context, write_status
+from .c35_context import Checkpointer, Context, open_context, write_status
 from .c40_restore import restore
 from .c50_discover import discover
 from .c60_backfill import backfill
@@ -145,20 +145,23 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                 forgiven = ctx.db.forgive_failures()
                 log_run.info("RETRY_HARD: %d failed documents back in the queue", forgiven)
             ctx.client = None if cfg.DRY_RUN else CourtClient(cfg, ctx.clock)
-            _run_timed(report, "recover", lambda: recover(ctx))
-            for phase in cfg.PHASES:
-                if ctx.clock.should_stop():
-                    break
-                ctx.phase = phase
-                write_status(ctx)
-                _run_timed(report, phase, lambda: STAGES[phase](ctx))
+            if not cfg.DRY_RUN:
+                _run_timed(report, "recover", lambda: recover(ctx))
+            # Every phase commits work worth keeping if the runtime dies: checkpoint throughout.
+            with Checkpointer(ctx):
+                for phase in cfg.PHASES:
+                    if ctx.clock.should_stop():
+                        break
+                    ctx.phase = phase
+                    write_status(ctx)
+                    _run_timed(report, phase, lambda: STAGES[phase](ctx))
         if ctx.clock.stop_reason:
             report.stopped = ctx.clock.stop_reason
     except DiskFullError as exc:
         report.stopped = report.error = str(exc)
         log_run.error("%s", exc)
         return
-    except (PipelineError, StoreError) as exc:
+    except PipelineError as exc:
         report.error = f"{type(exc).__name__}: {exc}"
         log_run.error("%s", report.error)
         if ctx.db is None:
@@ -182,5 +185,7 @@ def _run_timed(report: RunReport, name: str, action: Callable[[], Any]) -> Any:
 
 
 if __name__ == "__main__":  # the notebook's "Run all": one session with the first cell's CFG
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
     RUN_REPORT = run_pipeline(globals().get("CFG") or load_config())
     print(RUN_REPORT.summary())
