@@ -51,7 +51,6 @@ STORE_CELL_NUMBER = 20
 COLAB_MISSING_PACKAGES = (
     ("pypdf", "pypdf>=4.0"),
     ("pydrive2", "pydrive2>=1.15"),
-    ("fpdf", "fpdf2>=2.7"),
 )
 
 NOTEBOOK_METADATA = {

@@ -5,7 +5,6 @@ the eleventh, so the budget holds however many tests are added here.
 """
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -16,7 +15,7 @@ from notebook_builder.cells.c00_config import RunClock, load_config
 from notebook_builder.cells.c30_client import CourtClient, CourtTrapError, classify_http_status
 
 pytestmark = [pytest.mark.live,
-              pytest.mark.skipif(os.environ.get("KY_LIVE") != "1", reason="live court tests need KY_LIVE=1")]
+              pytest.mark.skipif(not load_config().LIVE, reason="live court tests need KY_LIVE=1")]
 
 LIVE_REQUEST_BUDGET = 10
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
