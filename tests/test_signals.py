@@ -61,6 +61,8 @@ def test_signal_in_a_stage_exits_130_saves_state_and_the_next_run_resumes(tmp_pa
         env = torture.pipeline_env(court, tmp_path)
         env.update({"KY_PACING": "1", "KY_PACING_DL": "0.05,0.05", "KY_PACING_SEARCH": "0.02,0.02",
                     "KY_CHECKPOINT_SECONDS": "30"})   # the checkpoint after the signal is the stop's own
+        if stage == "extract":  # extract is CPU-bound and quick: one worker, small batches, an early signal
+            env.update({"KY_WORKERS": "1", "KY_EXTRACT_BATCH": "2"})
         workspace, store = tmp_path / "workspace", tmp_path / "store"
         spawned_ns = time.time_ns()
         with open(tmp_path / "interrupted.log", "wb") as log:
@@ -68,7 +70,7 @@ def test_signal_in_a_stage_exits_130_saves_state_and_the_next_run_resumes(tmp_pa
                                      stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_for_stage(child, workspace, stage, spawned_ns)
-            time.sleep(0.3)
+            time.sleep(0.02 if stage == "extract" else 0.3)
             assert torture.observe_stage(workspace, spawned_ns) == stage, "the stage ended too soon"
             seq_before = checkpoint_seq(store / "ky_court.sqlite")
             signalled = time.monotonic()
