@@ -130,8 +130,8 @@ def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> 
     figure = Figure(figsize=(width, 1.4 + 2.6 * max(1, len(courts))), dpi=110, layout="constrained")
     figure.suptitle(
         f"Kentucky appellate court documents: {totals['discovered']:,} discovered (as of {utc_now()})\n"
-        f"{segments_total['extracted']:,} extracted · {segments_total['downloaded_only']:,} awaiting "
-        f"extraction · {totals['failed']:,} failed · {segments_total['discovered_only']:,} not yet downloaded",
+        f"{segments_total['extracted']:,} extracted · {segments_total['downloaded_only']:,} downloaded "
+        f"but not extracted · {totals['failed']:,} failed · {segments_total['discovered_only']:,} not yet downloaded",
         fontsize=11)
     if not rows:
         axes = figure.subplots()
