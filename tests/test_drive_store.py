@@ -144,11 +144,9 @@ def test_missing_subfolder_is_created_once_and_cached():
     drive = ScriptedDrive([
         ROOT_FOUND,
         listing(),                                           # no pdf_by_hash yet
-        answer(folder("PDFS", "pdf_by_hash")),               # folder insert
-        listing(),                                           # fresh title lookup before the insert
-        *upload(file("F1", f"{SHA}.pdf", b"one")),
-        listing(),                                           # second file: lookup, folder ids cached
-        *upload(file("F2", f"{'b' * 64}.pdf", b"two")),
+        answer(folder("PDFS", "pdf_by_hash")),               # folder insert: its listing is known (empty)
+        *upload(file("F1", f"{SHA}.pdf", b"one")),           # no title lookup: the listing is complete
+        *upload(file("F2", f"{'b' * 64}.pdf", b"two")),      # nor for the second: our writes keep it current
     ])
     store = drive.store()
     store.write_bytes(PDF_NAME, b"one")
@@ -157,14 +155,12 @@ def test_missing_subfolder_is_created_once_and_cached():
     assert drive.queries() == [
         "title = 'ky_court' and 'root' in parents and trashed = false",
         "title = 'pdf_by_hash' and 'ROOT' in parents and trashed = false",
-        f"title = '{SHA}.pdf' and 'PDFS' in parents and trashed = false",
-        f"title = '{'b' * 64}.pdf' and 'PDFS' in parents and trashed = false",
     ]
     assert drive.sent[2][:2] == ("POST", "/drive/v2/files")
     assert drive.body(2) == {"title": "pdf_by_hash", "mimeType": FOLDER, "parents": [{"id": "ROOT"}]}
-    assert drive.sent[4][:2] == ("POST", "/upload/drive/v2/files")
-    assert drive.sent[4][2]["uploadType"] == "resumable"
-    assert drive.body(4)["parents"] == [{"id": "PDFS"}]
+    assert drive.sent[3][:2] == ("POST", "/upload/drive/v2/files")
+    assert drive.sent[3][2]["uploadType"] == "resumable"
+    assert drive.body(3)["parents"] == [{"id": "PDFS"}]
     assert drive.all_answers_used()
 
 

@@ -93,7 +93,7 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
     full = ScriptedDrive([
         about(int(14.5 * GIB), 15 * GIB),                  # the run starts: 97% full
         ROOT_FOUND, PDF_FOLDER_FOUND, listing(),           # put: is the PDF in the store? no
-        listing(), QUOTA_FULL,                             # upload: fresh lookup, then the upload start is refused
+        QUOTA_FULL,                                        # upload (listing known complete): refused
         about(15 * GIB, 15 * GIB),                         # the checkpoint's quota read: full
         listing(), QUOTA_FULL,                             # write_status mirrors status.json: refused too
     ])
@@ -117,7 +117,7 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
     # A later run: the user freed space. catch_up uploads the backlog; status.json is level again.
     working = ScriptedDrive([
         ROOT_FOUND, PDF_FOLDER_FOUND, listing(),           # catch_up: is the PDF there? no
-        listing(), *upload(file("F1", f"{SHA}.pdf", PDF)),  # upload it
+        *upload(file("F1", f"{SHA}.pdf", PDF)),            # upload it (the listing is known complete)
         listing(), *upload(stored_without_md5("S1", "status.json")),
     ])
     later = make_context(working)
@@ -127,7 +127,7 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
     caught_up = write_status(later)
     assert caught_up["store_lagging"] is None and caught_up["store_pending"] == 0
     assert working.all_answers_used()
-    assert working.body(4)["parents"] == [{"id": "PDFS"}]            # the PDF went to pdf_by_hash/
+    assert working.body(3)["parents"] == [{"id": "PDFS"}]            # the PDF went to pdf_by_hash/
 
 
 def test_once_the_quota_is_exhausted_later_uploads_are_queued_without_asking_drive(make_context):

@@ -84,7 +84,7 @@ class StoreMirror:
         self.store = store
         self.db: Database | None = None
         self.lagging: str | None = None   # why the store is behind, if it is
-        self.uploads = 0
+        self.uploads = 0       # content-addressed names uploaded (PDFs, texts, archives)
         self.skipped = 0
         self._lock = threading.RLock()
 
@@ -118,7 +118,7 @@ class StoreMirror:
                     self.skipped += 1
                     return True
                 self.store.upload_file(name, local_path)
-                self.uploads += 1
+                self.uploads += not mutable  # counts archive content, not status/checkpoint rewrites
                 return True
             except StoreError as exc:   # includes StoreQuotaExceeded
                 self._note_lag(exc)

@@ -359,10 +359,19 @@ class DriveStore(Store):
                 self._check_same(name, cached, md5, size)
                 return
         folder_id = self._folder_id(folder, create=True)
+        tries = 0
 
         def attempt() -> None:
-            # Asked afresh on every try: the try before may have stored the file and then failed.
-            existing = self._find_and_remember(folder_id, title)
+            nonlocal tries
+            tries += 1
+            listing = self._listings.get(folder_id)
+            if tries == 1 and listing is not None:
+                # A complete listing, kept current by our own writes: no files.list per upload
+                # (one per PDF and per text otherwise, ~200k requests at full scale).
+                existing = listing.get(title)
+            else:
+                # Asked afresh on a retry: the try before may have stored the file and then failed.
+                existing = self._find_and_remember(folder_id, title)
             if existing is not None and content_addressed:
                 self._check_same(name, existing, md5, size)
                 return
