@@ -34,6 +34,16 @@ def check_store_name(name: str) -> str:
     return name
 
 
+def pdf_store_name(sha256: str) -> str:
+    """The one spelling of a PDF's content-addressed name (store and workspace alike)."""
+    return f"pdf_by_hash/{sha256}.pdf"
+
+
+def text_store_name(sha256: str) -> str:
+    """The text extracted from the PDF whose hash is `sha256`."""
+    return f"text/{sha256}.txt"
+
+
 def is_content_addressed(name: str) -> bool:
     return name.startswith(CONTENT_ADDRESSED_PREFIXES)
 

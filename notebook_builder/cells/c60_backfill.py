@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .c00_config import utc_now
+from .c20_store import pdf_store_name
 from .c35_context import Context, progress, raise_if_disk_full
 
 log_backfill = logging.getLogger("kycourt.backfill")
@@ -96,7 +97,7 @@ def backfill(ctx: Context, *, force: bool = False) -> BackfillResult:
                 log_backfill.warning("backfill: %s/%s is not a PDF; skipped", BACKFILL_FOLDER, relative)
                 continue
             result.pdfs += 1
-            name = f"pdf_by_hash/{sha256}.pdf"
+            name = pdf_store_name(sha256)
             if sha256 not in seen:
                 stored = _backfill_store(ctx, path, name, sha256, size)
                 if stored is None:

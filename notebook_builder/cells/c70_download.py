@@ -63,6 +63,7 @@ import requests
 import urllib3
 
 from .c00_config import PermanentFetchError, StopRequested, StoreError, TransientFetchError
+from .c20_store import pdf_store_name
 from .c10_database import Database
 from .c30_client import CourtClient, backoff_seconds, classify_http_status, retry_after_seconds
 from .c35_context import Context, progress, raise_if_disk_full, write_status
@@ -140,7 +141,7 @@ def recover(ctx: Context) -> RecoverResult:
     missing: list[tuple[str, str]] = []   # (document_id, store name)
     for row in db.documents_claiming_files():
         result.checked += 1
-        name = _download_store_name(row["sha256"]) if row["sha256"] else None
+        name = pdf_store_name(row["sha256"]) if row["sha256"] else None
         local = row["local_pdf"] or name
         if local and ctx.path(local).is_file():
             continue
@@ -186,10 +187,6 @@ def _download_store_holds(ctx: Context, names: list[str]):
             log_download.warning("recover: cannot ask the store about %s (%s)", name, exc)
             return None
     return ask
-
-
-def _download_store_name(sha256: str) -> str:
-    return f"pdf_by_hash/{sha256}.pdf"
 
 
 # ----------------------------------------------------------------- download
@@ -512,7 +509,7 @@ class _DownloadFinisher:
         promote: list[_DownloadedPart] = []
         names: set[str] = set()
         for fetched in parts:
-            name = _download_store_name(fetched.sha256)
+            name = pdf_store_name(fetched.sha256)
             target = ctx.path(name)
             # A name is its hash: a held file of the right size is these bytes; otherwise the bytes
             # just verified may replace a damaged local copy.
@@ -527,7 +524,7 @@ class _DownloadFinisher:
                 finally:
                     os.close(descriptor)
             for fetched in promote:
-                os.replace(fetched.part, ctx.path(_download_store_name(fetched.sha256)))
+                os.replace(fetched.part, ctx.path(pdf_store_name(fetched.sha256)))
         except OSError as exc:
             raise_if_disk_full(exc, ctx.path("pdf_by_hash"))
             raise
@@ -537,7 +534,7 @@ class _DownloadFinisher:
             for fetched in parts:
                 self._db.mark_downloaded(fetched.document_id, sha256=fetched.sha256,
                                          size_bytes=fetched.size_bytes,
-                                         local_pdf=_download_store_name(fetched.sha256), http_status=200)
+                                         local_pdf=pdf_store_name(fetched.sha256), http_status=200)
         for fetched in parts:
             result.downloaded += 1
             result.bytes += fetched.size_bytes

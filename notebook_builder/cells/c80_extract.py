@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .c00_config import ConfigError, DiskFullError
+from .c20_store import pdf_store_name, text_store_name
 from .c35_context import Context, progress, raise_if_disk_full
 
 log_extract = logging.getLogger("kycourt.extract")
@@ -110,10 +111,6 @@ def join_page_texts(page_texts: list[str]) -> str:
 def is_likely_scanned(pages: int, chars: int, chars_per_page: int) -> bool:
     """Too little text per page for a born-digital PDF (no pages at all counts as scanned)."""
     return pages <= 0 or chars / pages < chars_per_page
-
-
-def text_store_name(sha256: str) -> str:
-    return f"text/{sha256}.txt"
 
 
 # ---------------------------------------------------------------- workers
@@ -485,12 +482,12 @@ def _extract_reuse_twin(ctx: Context, sha: str, sha_rows: list, text_path: Path,
 
 def _extract_local_pdf(ctx: Context, sha: str, row) -> tuple[Path | None, str | None]:
     """The PDF in the workspace, fetched from the store if it is missing; or why there is none."""
-    relative = row["local_pdf"] or f"pdf_by_hash/{sha}.pdf"
+    relative = row["local_pdf"] or pdf_store_name(sha)
     path = ctx.workspace / relative
     if path.is_file():
         return path, None
     # Through the mirror: its lock keeps Drive calls off the checkpointer's thread.
-    if not ctx.mirror.fetch(f"pdf_by_hash/{sha}.pdf", path):
+    if not ctx.mirror.fetch(pdf_store_name(sha), path):
         return None, f"PDF missing in the workspace ({relative}) and not in the store"
     log_extract.debug("extract: fetched %s from the store", relative)
     return path, None

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, StoreError
+from .c20_store import pdf_store_name, text_store_name
 from .c10_database import PERMANENT_HTTP_STATUSES, Database
 from .c35_context import Context, atomic_write_text, write_status
 from .c40_restore import write_resume_archive
@@ -93,12 +94,12 @@ def referenced_store_names(rows: Any) -> tuple[set[str], list[str]]:
         if not sha:
             problems.append(f"{row['document_id']}: {row['status']} without sha256")
             continue
-        expected = f"pdf_by_hash/{sha}.pdf"
+        expected = pdf_store_name(sha)
         if row["local_pdf"] != expected:
             problems.append(f"{row['document_id']}: local_pdf {row['local_pdf']!r} is not {expected}")
         names.add(expected)
         if row["status"] == "extracted":
-            names.add(f"text/{sha}.txt")
+            names.add(text_store_name(sha))
     return names, problems
 
 
