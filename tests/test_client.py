@@ -8,26 +8,15 @@ import pytest
 import requests
 import responses
 
-from notebook_builder.cells.c00_config import (ResultsLimitExceeded, RunClock, StopRequested,
+from notebook_builder.cells.c00_config import (ResultsLimitExceeded, StopRequested,
                                                TransientFetchError, load_config)
 from notebook_builder.cells.c30_client import (ENDPOINTS, MANDATORY_HEADERS, CourtClient, CourtTrapError,
                                                backoff_seconds, classify_http_status,
                                                normalize_document_row, retry_after_seconds)
+from support import RecordingClock
 
 BASE = "https://court.test/api/api/v1"
 SEARCH_URL = BASE + "/publicaccessdocuments/search"
-
-
-class RecordingClock(RunClock):
-    """A run clock whose sleeps are recorded, not slept."""
-
-    def __init__(self):
-        super().__init__(3600)
-        self.sleeps: list[float] = []
-
-    def sleep(self, seconds: float) -> bool:
-        self.sleeps.append(seconds)
-        return not self.stop_event.is_set()
 
 
 def make_client(clock=None, **env):

@@ -5,24 +5,13 @@ import pytest
 import requests
 from requests.adapters import HTTPAdapter
 
-from notebook_builder.cells.c00_config import RunClock, load_config
+from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c30_client import CourtClient, CourtTrapError
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells import c50_discover
 from notebook_builder.cells.c50_discover import discover, needs_repage, needs_split, plan_shards, split_shard
 from notebook_builder.simcourt import SimCourt
-
-
-class FastClock(RunClock):
-    """Records sleeps instead of sleeping (the court's Retry-After: 1 would cost real seconds)."""
-
-    def __init__(self):
-        super().__init__(3600)
-        self.sleeps: list[float] = []
-
-    def sleep(self, seconds: float) -> bool:
-        self.sleeps.append(seconds)
-        return not self.stop_event.is_set()
+from support import RecordingClock
 
 
 class RecordingClient(CourtClient):
@@ -59,7 +48,7 @@ def make_context(tmp_path, monkeypatch):
         cfg = load_config(env=env, WORKSPACE=str(tmp_path / name), STORE=str(tmp_path / "store"),
                           API_BASE=court.base_url, FIRST_YEAR=court.corpus.first_year,
                           LAST_YEAR=court.corpus.last_year, **knobs)
-        ctx = open_context(cfg, clock=FastClock())
+        ctx = open_context(cfg, clock=RecordingClock())
         ctx.open_database()
         ctx.client = client_class(cfg, ctx.clock, session=session, **(client_kwargs or {}))
         made.append(ctx)
@@ -80,7 +69,7 @@ def shard_rows(ctx, sweep):
 
 
 def fresh_clock(ctx):
-    ctx.clock = FastClock()
+    ctx.clock = RecordingClock()
     ctx.client.clock = ctx.clock
 
 

@@ -17,6 +17,7 @@ from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import Checkpointer, open_context
 from notebook_builder.cells.c70_download import download, recover
 from notebook_builder.simcourt import FAULTS, SimCourt
+from support import RecordingClock
 
 MAX_PDF_BYTES = 1024 * 1024
 OVERSIZE_BYTES = 16 * 1024 * 1024
@@ -34,18 +35,6 @@ class CountingStore(LocalStore):
         self.uploads[name] += 1
         self.uploaded_bytes[name].append(Path(local_path).read_bytes())
         super().upload_file(name, local_path)
-
-
-class RecordingClock(RunClock):
-    """Records every sleep instead of sleeping, so backoff is fast and visible."""
-
-    def __init__(self, budget_seconds: float = 3600.0):
-        super().__init__(budget_seconds, 0.0)
-        self.sleeps: list[float] = []
-
-    def sleep(self, seconds: float) -> bool:
-        self.sleeps.append(seconds)
-        return not self.stop_event.is_set()
 
 
 def court_env(court: SimCourt, root: Path, **extra: str) -> dict[str, str]:

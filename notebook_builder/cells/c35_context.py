@@ -39,12 +39,16 @@ WORKSPACE_FOLDERS = ("tmp", "pdf_backup", "pdf_by_hash", "text", "checkpoint")
 STATUS_FILENAME = "status.json"
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Temp name in the same folder, fsync, os.replace; ENOSPC becomes DiskFullError."""
+def atomic_write(path: Path, write: Any) -> None:
+    """`write(handle)` into a temp name in the same folder, fsync, os.replace.
+
+    A reader sees the old file or the new one, never a torn one; the temp file
+    is removed on any failure, and ENOSPC becomes DiskFullError.
+    """
     temp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(temp, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with open(temp, "wb") as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
@@ -52,6 +56,13 @@ def atomic_write_text(path: Path, text: str) -> None:
         temp.unlink(missing_ok=True)
         raise_if_disk_full(exc, path)
         raise
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
 def mount_point(path: Path | str) -> Path:

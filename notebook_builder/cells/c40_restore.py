@@ -53,7 +53,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .c00_config import DiskFullError, IntegrityError, StoreError
 from .c10_database import DB_FILENAME, Database, is_sqlite_file, snapshot_sequence
-from .c35_context import STATUS_FILENAME, WORKSPACE_FOLDERS, Context, raise_if_disk_full, write_status
+from .c35_context import STATUS_FILENAME, WORKSPACE_FOLDERS, Context, atomic_write, raise_if_disk_full, write_status
 
 log_restore = logging.getLogger("kycourt.restore")
 
@@ -355,23 +355,17 @@ def write_resume_archive(ctx: Context, snapshot: Path | None = None) -> str:
         write_status(ctx)
     name = resume_archive_name(_dt.datetime.now(_dt.timezone.utc), sequence)
     archive = ctx.path("checkpoint") / name
-    temp = archive.with_name(f".{name}.tmp")
-    try:
-        with tarfile.open(temp, mode="w:gz", compresslevel=6) as tar:
+
+    def write_tar(handle) -> None:
+        with tarfile.open(fileobj=handle, mode="w:gz", compresslevel=6) as tar:
             for member_name, path in ((DB_FILENAME, snapshot), (STATUS_FILENAME, status_path)):
                 info = tar.gettarinfo(str(path), arcname=member_name)
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
                 info.mode = 0o644
-                with open(path, "rb") as handle:
-                    tar.addfile(info, handle)
-        with open(temp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temp, archive)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        raise_if_disk_full(exc, archive)
-        raise
+                with open(path, "rb") as source:
+                    tar.addfile(info, source)
+    atomic_write(archive, write_tar)
     if ctx.mirror.put(name, archive, mutable=False):
         archive.unlink(missing_ok=True)   # the store holds it now; the workspace is throwaway
     else:
