@@ -274,3 +274,42 @@ def test_dry_run_makes_no_request(make_context):
         ctx = make_context(court, DRY_RUN=True)
         result = discover(ctx)
         assert court.search_requests == 0 and result.sweeps == 0 and not result.converged
+
+
+def _writer_batch(shard: str, ids: list[str], state: str | None = "done") -> c50_discover.DiscoveryBatch:
+    rows = [{"document_id": document_id, "shard": shard} for document_id in ids]
+    return c50_discover.DiscoveryBatch(shard, rows=rows, pages=1, rows_seen=len(rows), state=state)
+
+
+def test_the_writer_thread_commits_in_order_and_an_error_stops_every_later_commit(tmp_path, monkeypatch):
+    from notebook_builder.cells.c10_database import Database
+    db = Database.open(tmp_path / "db.sqlite")
+    db.start_sweep(1, ["2019-CA", "2019-SC", "2020-CA"])
+    monkeypatch.setattr(c50_discover, "DISCOVER_COMMIT_ROWS", 1)   # every batch is its own commit
+    writer = c50_discover.DiscoveryWriter(db, 1)
+    writer.submit(_writer_batch("2019-CA", ["a1", "a2"]))
+    writer.close()
+    # committed by the writer thread's own connection, visible to the stage's after close()
+    assert db.document_count() == 2 and db.shard_states(1) == {"done": 1, "pending": 2}
+    assert writer.rows_new == 2
+
+    failing = c50_discover.DiscoveryWriter(db, 1)
+    real_sibling = db.sibling
+
+    def sibling_that_fails_on_b():
+        conn = real_sibling()
+        upsert = conn.upsert_discovered
+
+        def upsert_or_fail(rows):
+            if any(row["document_id"].startswith("b") for row in rows):
+                raise OSError("disk I/O error")
+            return upsert(rows)
+        conn.upsert_discovered = upsert_or_fail
+        return conn
+    monkeypatch.setattr(db, "sibling", sibling_that_fails_on_b)
+    failing.submit(_writer_batch("2019-SC", ["b1"]))
+    with pytest.raises(OSError, match="disk I/O"):
+        failing.submit(_writer_batch("2020-CA", ["c1"]))   # hands over after the failed one: raises
+    failing.close()                                        # commits nothing after the failure
+    assert db.document_count() == 2
+    assert db.shard_states(1) == {"done": 1, "pending": 2}  # 2019-SC was not marked done without its rows
