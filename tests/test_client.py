@@ -235,3 +235,35 @@ def test_download_connection_errors_are_transient():
     with pytest.raises(TransientFetchError):
         make_client().download_response("ab" * 32)
     assert len(responses.calls) == 1
+
+
+# ------------------------------------------------------- the environment
+
+
+def test_proxy_and_ca_bundle_variables_are_honoured_and_read_once(monkeypatch, tmp_path):
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("not read by this test")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(bundle))
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    client = make_client()
+    assert client.session.proxies.get("https") == "http://proxy.example:3128"
+    assert client.session.verify == str(bundle)
+
+    monkeypatch.setenv("NO_PROXY", "court.test")
+    assert "https" not in make_client().session.proxies      # the court's host bypasses the proxy
+
+
+@responses.activate
+def test_the_environment_is_not_scanned_again_for_every_request(monkeypatch):
+    client = make_client()
+    scans = []
+    real = requests.utils.get_environ_proxies
+    monkeypatch.setattr(requests.sessions, "get_environ_proxies",
+                        lambda *args, **kwargs: scans.append(args) or real(*args, **kwargs))
+    for _ in range(3):
+        responses.add(answer([row(1)], total=1))
+    for _ in range(3):
+        assert client.search_documents("2019-CA", 1, 10).total_count == 1
+    assert scans == []
