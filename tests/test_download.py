@@ -443,3 +443,44 @@ def test_an_exception_in_the_main_loop_finishes_what_was_fetched_and_joins_the_f
     for row in claimed:
         assert ctx.path(row["local_pdf"]).is_file() and ctx.store.exists(row["local_pdf"])
     ctx.close()
+
+
+def _record_opens(monkeypatch, module) -> list[tuple[str, str]]:
+    """(thread name, file name) of every file the download module opens with open()."""
+    import builtins
+    opened = []
+
+    def recording_open(path, *args, **kwargs):
+        opened.append((threading.current_thread().name, Path(path).name))
+        return builtins.open(path, *args, **kwargs)
+    monkeypatch.setattr(module, "open", recording_open, raising=False)
+    return opened
+
+
+@pytest.mark.parametrize("in_memory", ["default", 100])
+def test_small_bodies_wait_in_memory_large_ones_stream_to_their_part_same_outcome(fresh_court, tmp_path,
+                                                                                 monkeypatch, in_memory):
+    from notebook_builder.cells import c70_download
+    if in_memory != "default":
+        monkeypatch.setattr(c70_download, "_DOWNLOAD_IN_MEMORY", in_memory)
+    opened = _record_opens(monkeypatch, c70_download)
+    documents = fault_sample(fresh_court, per_fault=1)
+    ctx = make_context(fresh_court, tmp_path)
+    ctx.db.upsert_discovered(discovered_rows(documents))
+    download(ctx)
+    for document in documents:
+        row = ctx.db.get_document(document.document_id)
+        assert (row["status"], row["http_status"], row["attempts"]) == \
+            expected_download_row(fresh_court, document, ctx.cfg.MAX_ATTEMPTS), document.fault
+        if row["status"] == "downloaded":
+            assert ctx.path(row["local_pdf"]).read_bytes() == fresh_court.pdf_bytes(document.document_id)
+            assert ctx.store.read_file(row["local_pdf"]) == fresh_court.pdf_bytes(document.document_id)
+    assert list(ctx.path("tmp").iterdir()) == []
+    main_thread_parts = {name for thread, name in opened if thread == "MainThread" and name.endswith(".part")}
+    if in_memory == "default":
+        assert main_thread_parts == set()     # the request path created no file
+    else:
+        downloaded = {d.document_id for d in documents
+                      if ctx.db.get_document(d.document_id)["status"] == "downloaded"}
+        assert {f"{d}.part" for d in downloaded} <= main_thread_parts
+    ctx.close()

@@ -52,6 +52,9 @@ class Store:
     """The interface every store implements."""
 
     description = "store"
+    # True when the methods may be called from several threads at once (content-addressed
+    # uploads then run in parallel); a store that is not thread-safe keeps False.
+    concurrent_uploads = False
 
     def exists(self, name: str) -> bool:
         raise NotImplementedError
@@ -83,6 +86,8 @@ class Store:
 
 class LocalStore(Store):
     """A directory as a store. Atomic writes: temp file in the same folder, fsync, os.replace."""
+
+    concurrent_uploads = True   # each write is its own temp file and rename
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)

@@ -19,6 +19,8 @@ Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, CHECKPOINT_SECONDS, QUOTA_WARN_FRACT
 """
 from __future__ import annotations
 
+import contextlib
+
 import json
 import logging
 import os
@@ -98,6 +100,7 @@ class StoreMirror:
         self.uploads = 0       # content-addressed names uploaded (PDFs, texts, archives)
         self.skipped = 0
         self._lock = threading.RLock()
+        self._counts_lock = threading.Lock()
 
     def attach(self, db: Database) -> None:
         self.db = db
@@ -120,16 +123,23 @@ class StoreMirror:
         mutable names (status.json, the checkpoint) are still tried, so a
         freed quota is noticed.
         """
-        with self._lock:
+        # A content-addressed upload to a store that takes concurrent calls runs unlocked, so the
+        # download finisher's threads overlap their store fsyncs; everything else is serialized.
+        concurrent = not mutable and self.store.concurrent_uploads
+        with self._counts_lock if concurrent else self._lock:
             if not mutable and self.quota_exhausted:
                 self._queue(name, local_path, self.lagging or "quota exceeded")
                 return False
+        with contextlib.nullcontext() if concurrent else self._lock:
             try:
                 if not mutable and self.store.exists(name):
-                    self.skipped += 1
+                    with self._counts_lock:
+                        self.skipped += 1
                     return True
                 self.store.upload_file(name, local_path)
-                self.uploads += not mutable  # counts archive content, not status/checkpoint rewrites
+                if not mutable:      # counts archive content, not status/checkpoint rewrites
+                    with self._counts_lock:
+                        self.uploads += 1
                 return True
             except StoreError as exc:   # includes StoreQuotaExceeded
                 self._note_lag(exc)
