@@ -11,7 +11,14 @@ Prints medians of pages/s and of the per-round ratios to the serial pypdf loop
 the machine's parallel ceiling at that moment, for reading the others, then compares pypdfium2's text with pypdf's per
 document (whitespace-normalized equality, else difflib similarity).
 
-Usage: .venv/bin/python bench/extract.py [--docs 400] [--repeats 3] [--workers 2]
+The corpus and the stage's workspace and store go in a temporary folder under
+`--root` (default: the current directory, where `ky_court_workspace` goes by
+default). The stage creates two files per PDF (its text, locally and in the
+store) where the serial loop and Pool.map create none, and creating a file on
+this machine's ext4 costs from 0.03 to 0.8 ms of CPU, varying by folder and by
+hour: "file create" below prints it for the bench folder and for /tmp.
+
+Usage: .venv/bin/python bench/extract.py [--docs 400] [--repeats 3] [--workers 2] [--root DIR]
 """
 from __future__ import annotations
 
@@ -39,6 +46,15 @@ from notebook_builder.simcourt.pdfs import opinion_pdf  # noqa: E402
 def _cpu_seconds() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def file_create_ms(root: Path, count: int = 300) -> float:
+    """CPU milliseconds to create (and close) one empty file in a fresh folder under `root`."""
+    with tempfile.TemporaryDirectory(dir=root) as folder:
+        started = time.process_time()
+        for number in range(count):
+            os.close(os.open(os.path.join(folder, f"f{number}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return (time.process_time() - started) / count * 1000
 
 
 def build_corpus(folder: Path, count: int) -> list[tuple[str, str, Path]]:
@@ -104,11 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--root", default=".", help="folder for the temporary corpus, workspace and store")
     args = parser.parse_args(argv)
     os.environ["KY_PROGRESS"] = "0"
 
-    with tempfile.TemporaryDirectory(prefix="bench-extract-") as temp:
+    with tempfile.TemporaryDirectory(prefix="bench-extract-", dir=args.root) as temp:
         temp = Path(temp)
+        create_ms = {folder: file_create_ms(folder) for folder in (temp, Path(tempfile.gettempdir()))}
         corpus = build_corpus(temp / "corpus", args.docs)
         runs: dict[str, list[float]] = {}
         texts: dict[str, dict[str, str]] = {}
@@ -138,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{rate:.0f} ({ratio:.2f}x)" for rate, ratio in zip(rates, ratios)))
     print("CPU ms per page (this process and its reaped workers; load-independent): "
           + ", ".join(f"{label} {statistics.median(values):.2f}" for label, values in cpu.items()))
+    print("file create (CPU ms per new file): " + ", ".join(f"{folder} {ms:.3f}" for folder, ms in create_ms.items()))
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (anything above ~0.2 is other work sharing the cores)")
     same_stage = texts["serial pypdf"] == texts[f"stage pypdf x{args.workers}"]
     print(f"stage pypdf text == serial pypdf text: {same_stage}")

@@ -362,7 +362,7 @@ def test_the_pool_survives_a_stream_of_faults_and_keeps_its_size(tmp_path, monke
     monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "faulty", engine)
 
     with ExtractWorkerPool(2, "faulty", timeout=10) as pool:
-        tasks = [(str(n), str(p), str(tmp_path / f"{n}.txt")) for n, p in enumerate(paths)]
+        tasks = [(str(n), str(p)) for n, p in enumerate(paths)]
         outcomes = [(o.key, o.outcome) for o in pool.run(tasks)]
         assert pool.replaced == 2
         assert sum(slot.process.is_alive() for slot in pool._slots) == 2

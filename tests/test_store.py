@@ -71,3 +71,83 @@ def test_read_only_store_directory_gives_a_clear_error(tmp_path, monkeypatch):
     finally:
         root.chmod(0o700)
     assert list(root.iterdir()) == []
+
+
+# ------------------------------------------------------- group uploads
+
+
+def _locals(tmp_path, count):
+    folder = tmp_path / "workspace"
+    folder.mkdir(exist_ok=True)
+    files = []
+    for number in range(count):
+        path = folder / f"{number}.txt"
+        path.write_bytes(f"text {number}".encode())
+        files.append((f"text/{number:064x}.txt", path))
+    return files
+
+
+def test_a_group_upload_shows_no_name_before_the_group_is_durable(tmp_path, monkeypatch):
+    from notebook_builder.cells import c20_store
+    store = LocalStore(tmp_path / "s")
+    items = _locals(tmp_path, 5)
+    synced = []
+
+    def sync_files(paths):
+        paths = list(paths)
+        # at the one flush: every file is written under its temp name, none under its own name
+        assert not any(store.exists(name) for name, _ in items)
+        assert sorted(open(p, "rb").read() for p in paths) == sorted(p.read_bytes() for _, p in items)
+        synced.append(len(paths))
+    monkeypatch.setattr(c20_store, "sync_files", sync_files)
+    store.upload_files(items)
+    assert synced == [5]
+    assert all(store.read_file(name) == path.read_bytes() for name, path in items)
+    assert not [p for p in (tmp_path / "s" / "text").iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_one_syncfs_per_filesystem_else_an_fsync_per_file(tmp_path, monkeypatch):
+    from notebook_builder.cells import c20_store
+    paths = [path for _, path in _locals(tmp_path, 4)]
+    calls, fsyncs = [], []
+    monkeypatch.setattr(c20_store, "_STORE_SYNCFS", object())     # "Linux has syncfs"
+    monkeypatch.setattr(c20_store, "_store_syncfs", calls.append)
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd) or real_fsync(fd))
+    c20_store.sync_files(paths)
+    assert len(calls) == 1 and fsyncs == []
+
+    def unsupported(path):
+        raise NotImplementedError(path)
+    monkeypatch.setattr(c20_store, "_store_syncfs", unsupported)
+    c20_store.sync_files(paths)
+    assert len(fsyncs) == 4
+
+
+def test_a_group_that_fails_renames_nothing_and_the_mirror_puts_each_on_its_own(tmp_path):
+    from notebook_builder.cells.c35_context import StoreMirror
+
+    class RefusesOne(LocalStore):
+        def upload_file(self, name, local_path):
+            if name.startswith("text/" + "0" * 63 + "2"):
+                raise StoreError(f"HTTP 503 uploading {name}")
+            super().upload_file(name, local_path)
+
+    store = RefusesOne(tmp_path / "s")
+    items = _locals(tmp_path, 4)
+    with pytest.raises(StoreError):
+        store.upload_files(items)
+    assert not any(store.exists(name) for name, _ in items)
+    assert not list((tmp_path / "s" / "text").iterdir())        # no temp left behind
+
+    mirror = StoreMirror(store)
+    held = mirror.put_many(items)
+    assert held == {name: name != items[2][0] for name, _ in items}
+    assert mirror.uploads == 3 and mirror.lagging.startswith("store error")
+
+
+@pytest.mark.skipif(not os.sys.platform.startswith("linux"), reason="syncfs(2) is Linux's")
+def test_syncfs_is_found_on_linux_and_syncs_real_files(tmp_path):
+    from notebook_builder.cells import c20_store
+    assert c20_store._STORE_SYNCFS is not None
+    c20_store.sync_files([path for _, path in _locals(tmp_path, 3)])   # raises on a failed flush

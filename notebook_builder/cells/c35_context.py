@@ -147,6 +147,46 @@ class StoreMirror:
                     self._queue(name, local_path, str(exc))
                 return False
 
+    def put_many(self, items: list[tuple[str, str | os.PathLike]]) -> dict[str, bool]:
+        """`put` of several content-addressed files, uploaded together (`Store.upload_files`: a
+        LocalStore makes them durable with one flush). Returns name -> held by the store afterwards.
+        Should the group fail, each is put on its own, so each gets its own outcome (or queue row)."""
+        if type(self.store).upload_files is Store.upload_files:
+            # No group upload (Drive): one put each, so the lock is never held across many uploads.
+            return {name: self.put(name, local_path) for name, local_path in items}
+        held: dict[str, bool] = {}
+        missing: list[tuple[str, str | os.PathLike]] = []
+        with self._lock:
+            for name, local_path in items:
+                if self.quota_exhausted:
+                    self._queue(name, local_path, self.lagging or "quota exceeded")
+                    held[name] = False
+                    continue
+                try:
+                    if self.store.exists(name):
+                        self.skipped += 1
+                        held[name] = True
+                        continue
+                except StoreError as exc:
+                    self._note_lag(exc)
+                    self._queue(name, local_path, str(exc))
+                    held[name] = False
+                    continue
+                missing.append((name, local_path))
+            if not missing:
+                return held
+            try:
+                self.store.upload_files(missing)
+            except StoreError as exc:
+                log_context.info("group upload of %d files failed (%s); one at a time", len(missing), exc)
+                for name, local_path in missing:
+                    held[name] = self.put(name, local_path)
+                return held
+            with self._counts_lock:
+                self.uploads += len(missing)
+            held.update((name, True) for name, _ in missing)
+            return held
+
     def fetch(self, name: str, local_path: str | os.PathLike) -> bool:
         """Downloads `name` from the store (under the lock); False if it cannot."""
         with self._lock:
