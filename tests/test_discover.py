@@ -313,3 +313,17 @@ def test_the_writer_thread_commits_in_order_and_an_error_stops_every_later_commi
     failing.close()                                        # commits nothing after the failure
     assert db.document_count() == 2
     assert db.shard_states(1) == {"done": 1, "pending": 2}  # 2019-SC was not marked done without its rows
+
+
+def test_the_fingerprint_of_a_court_row_is_that_of_the_row_it_normalizes_to():
+    from notebook_builder.cells.c30_client import normalize_document_row
+    from notebook_builder.simcourt.corpus import Corpus
+    corpus = Corpus(40, 3)
+    items = [corpus.document_row(number) for number in range(40)]
+    items.append({"id": "AB" * 32, "rowMap": {"documentID": "AB" * 32, "filedDate": "2020-01-02"}})  # sparse
+    for item in items:
+        row = {**normalize_document_row(item), "shard": "2019-CA"}
+        assert c50_discover.raw_row_fingerprint(item, "2019-CA") == c50_discover.metadata_fingerprint(row)
+    changed = {**items[0], "rowMap": {**items[0]["rowMap"], "caseHeader.shortTitle": "RENAMED"}}
+    assert c50_discover.raw_row_fingerprint(changed, "2019-CA") != c50_discover.raw_row_fingerprint(items[0], "2019-CA")
+    assert c50_discover.raw_row_fingerprint(items[0], "2019-SC") != c50_discover.raw_row_fingerprint(items[0], "2019-CA")

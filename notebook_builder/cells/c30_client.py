@@ -13,7 +13,7 @@ Guarantees:
   clock, so a stop interrupts it and raises `StopRequested` before anything
   is sent.
 - `search_documents()` pages by headers (1-based startindex) and returns a
-  `SearchPage` of normalized document rows. A 400 raises
+  `SearchPage`: the court's rows, and the same as `documents` rows. A 400 raises
   `ResultsLimitExceeded` (the caller splits the shard); transient answers
   (5xx, 408, 429, resets, timeouts, a 200 that is not JSON) are retried with
   `min(BACKOFF_CAP, BACKOFF_BASE * 2**attempts)`, or the server's Retry-After
@@ -85,14 +85,32 @@ class CourtTrapError(IntegrityError):
 
 @dataclass
 class SearchPage:
-    """One page of a document search, as the paging headers describe it."""
-    items: list[dict]
+    """One page of a document search, as the paging headers describe it.
+
+    `raw_items` are the court's resultItems as sent; `items` the same as `documents` rows
+    (normalize_document_row), made on first use: Discover normalizes only the rows it must
+    write, which in every sweep after the first is almost none.
+    """
+    raw_items: list[dict]
     total_count: int
     result_count: int
     more: bool
     results_limit: int | None
     start_index: int = 1
-    raw_count: int = field(default=0)   # resultItems in the body (before normalization)
+    _items: list[dict] | None = field(default=None, repr=False)
+
+    @property
+    def items(self) -> list[dict]:
+        if self._items is None:
+            self._items = [row for row in map(normalize_document_row, self.raw_items) if row is not None]
+            if len(self._items) < len(self.raw_items):
+                log_client.warning("search page at %d: %d rows without a document id skipped",
+                                   self.start_index, len(self.raw_items) - len(self._items))
+        return self._items
+
+    @property
+    def raw_count(self) -> int:
+        return len(self.raw_items)
 
 
 # ----------------------------------------------------------- pure decisions
@@ -130,23 +148,32 @@ def retry_after_seconds(response: Any) -> float | None:
         return None
 
 
+# A `documents` column -> the key of a search resultItem's rowMap it is taken from, as is.
+DOCUMENT_ROW_FIELDS = {
+    "case_number": "caseHeader.caseNumber",
+    "court": "caseHeader.court",
+    "case_title": "caseHeader.shortTitle",
+    "docket_entry_id": "docketEntryID",
+    "description": "docketEntryDescription",
+    "filed_date": "filedDate",
+    "case_id": "caseHeader.caseID",
+    "document_name": "documentName",
+}
+
+
+def document_id_of(item: Mapping[str, Any]) -> str | None:
+    """The normalized (stripped, lower-case) document id of a search resultItem, or None."""
+    document_id = (item.get("rowMap") or {}).get("documentID") or item.get("id")
+    return str(document_id).strip().lower() if document_id else None
+
+
 def normalize_document_row(item: Mapping[str, Any]) -> dict | None:
     """A search resultItem → a `documents` row; None when it names no document id."""
-    get = (item.get("rowMap") or {}).get
-    document_id = get("documentID") or item.get("id")
-    if not document_id:
+    document_id = document_id_of(item)
+    if document_id is None:
         return None
-    return {
-        "document_id": str(document_id).strip().lower(),
-        "case_number": get("caseHeader.caseNumber"),
-        "court": get("caseHeader.court"),
-        "case_title": get("caseHeader.shortTitle"),
-        "docket_entry_id": get("docketEntryID"),
-        "description": get("docketEntryDescription"),
-        "filed_date": get("filedDate"),
-        "case_id": get("caseHeader.caseID"),
-        "document_name": get("documentName"),
-    }
+    get = (item.get("rowMap") or {}).get
+    return {"document_id": document_id, **{column: get(key) for column, key in DOCUMENT_ROW_FIELDS.items()}}
 
 
 def _client_int_header(headers: Mapping[str, str], name: str) -> int | None:
@@ -300,11 +327,8 @@ class CourtClient:
         more_header = response.headers.get(PAGING_MORE)
         more = (str(more_header).strip().lower() == "true" if more_header is not None
                 else start_index - 1 + result_count < total)
-        rows = [row for row in map(normalize_document_row, items) if row is not None]
-        if len(rows) < len(items):
-            log_client.warning("search %s: %d rows without a document id skipped", prefix, len(items) - len(rows))
-        return SearchPage(items=rows, total_count=total, result_count=result_count, more=more,
-                          results_limit=self.results_limit, start_index=start_index, raw_count=len(items))
+        return SearchPage(raw_items=items, total_count=total, result_count=result_count, more=more,
+                          results_limit=self.results_limit, start_index=start_index)
 
     # ------------------------------------------------------------ download
 

@@ -55,7 +55,8 @@ from dataclasses import dataclass, field
 
 from .c00_config import ResultsLimitExceeded, StopRequested, TransientFetchError, utc_now
 from .c10_database import DOCUMENT_METADATA_COLUMNS, Database
-from .c30_client import CourtClient, CourtTrapError, SearchPage
+from .c30_client import (DOCUMENT_ROW_FIELDS, CourtClient, CourtTrapError, SearchPage, document_id_of,
+                         normalize_document_row)
 from .c35_context import Context, progress
 
 log_discover = logging.getLogger("kycourt.discover")
@@ -122,6 +123,22 @@ def metadata_fingerprint(row) -> int:
     """What discovery knows of a document (a row with every metadata column), hashed: an unchanged
     row needs no write. The same as hashing the table's columns in DOCUMENT_METADATA_COLUMNS order."""
     return hash(_discover_metadata_of(row))
+
+
+# The rowMap keys of DOCUMENT_METADATA_COLUMNS but 'shard' (the last column; discovery adds it).
+_DISCOVER_RAW_KEYS = tuple(DOCUMENT_ROW_FIELDS[column] for column in DOCUMENT_METADATA_COLUMNS if column != "shard")
+_discover_raw_values = operator.itemgetter(*_DISCOVER_RAW_KEYS)
+
+
+def raw_row_fingerprint(item, shard: str) -> int:
+    """`metadata_fingerprint` of the row a court resultItem normalizes to, computed from the item
+    itself (normalization copies these values as they are), so unchanged rows are never normalized."""
+    row_map = item.get("rowMap") or {}
+    try:
+        values = _discover_raw_values(row_map)
+    except KeyError:
+        values = tuple(row_map.get(key) for key in _DISCOVER_RAW_KEYS)
+    return hash((*values, shard))
 
 
 def is_converged(*, complete: bool, errors: int, rows_new: int, delta: int) -> bool:
@@ -376,19 +393,26 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
                     and db.shard_has_documents(shard)):
                 raise CourtTrapError(f"{shard}: the court reports no documents in a shard that held some "
                                      "(the x-ctrack-excludeselflinks trap?)")
-            rows = page.items
-            for row in rows:
-                row["shard"] = top
-                document_id = row["document_id"]
+            rows_seen = 0
+            for item in page.raw_items:
+                document_id = document_id_of(item)
+                if document_id is None:
+                    continue
+                rows_seen += 1
                 seen.add(document_id)
-                fingerprint = metadata_fingerprint(row)
+                fingerprint = raw_row_fingerprint(item, top)
                 if known.get(document_id) != fingerprint:
                     known[document_id] = fingerprint
+                    row = normalize_document_row(item)
+                    row["shard"] = top
                     batch.rows.append(row)
+            if rows_seen < page.raw_count:
+                log_discover.warning("shard %s (start %d): %d rows without a document id skipped", shard,
+                                     start, page.raw_count - rows_seen)
             batch.pages += 1
-            batch.rows_seen += len(rows)
+            batch.rows_seen += rows_seen
             result.pages += 1
-            result.rows_seen += len(rows)
+            result.rows_seen += rows_seen
             if len(batch.rows) >= DISCOVER_FLUSH_ROWS:
                 writer.submit(batch.take_progress())
             if page.more and not (repages and len(seen) >= page.total_count):
