@@ -50,7 +50,7 @@ def worker_discover(base_url: str) -> dict:
     from notebook_builder.cells.c35_context import open_context
     from notebook_builder.cells.c50_discover import discover
     with tempfile.TemporaryDirectory() as folder:
-        cfg = load_config(env={"KY_PACING": "0"}, WORKSPACE=f"{folder}/w", STORE=f"{folder}/s",
+        cfg = load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0"}, WORKSPACE=f"{folder}/w", STORE=f"{folder}/s",
                           API_BASE=base_url, FIRST_YEAR=1990, LAST_YEAR=2026)
         ctx = open_context(cfg)
         started = time.perf_counter()

@@ -100,7 +100,7 @@ def stage_run(base_url: str, document_ids: list[str], folder: Path, profile: cPr
     from notebook_builder.cells.c35_context import open_context
     from notebook_builder.cells.c70_download import download
     store = tempfile.mkdtemp(dir=store_root) if store_root else str(folder / "s")
-    cfg = load_config(env={"KY_PACING": "0"}, WORKSPACE=str(folder / "w"), STORE=store, API_BASE=base_url)
+    cfg = load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0"}, WORKSPACE=str(folder / "w"), STORE=store, API_BASE=base_url)
     ctx = open_context(cfg)
     ctx.open_database().upsert_discovered({"document_id": d} for d in document_ids)
     started = time.perf_counter()

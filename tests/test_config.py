@@ -40,7 +40,7 @@ def test_overrides_beat_the_environment():
     ("KY_BUDGET", "abc"), ("KY_BUDGET", "-5"), ("KY_PHASES", "discover,teleport"),
     ("KY_MAX_ATTEMPTS", "-1"), ("KY_DOWNLOAD_BATCH", "0"), ("KY_PACING_DL", "0.5"),
     ("KY_RETRY_HARD", "maybe"), ("KY_API_BASE", "ftp://x"), ("KY_EXTRACT_ENGINE", "ocr"),
-    ("KY_BACKOFF_BASE", "nan"),
+    ("KY_BACKOFF_BASE", "nan"), ("KY_PROGRESS", "quiet"),
 ])
 def test_bad_value_names_the_variable_and_the_accepted_form(variable, value):
     with pytest.raises(ConfigError) as caught:
@@ -79,3 +79,11 @@ def test_clock_stops_at_budget_minus_shutdown_and_on_request():
     other.request_stop("SIGINT")
     assert other.should_stop() and other.interrupted
     assert other.sleep(5) is False  # an interrupted clock does not sleep
+
+
+def test_progress_bars_follow_the_progress_knob():
+    from notebook_builder.cells.c35_context import progress
+    with progress(load_config({"KY_PROGRESS": "0"}), 10, "quiet") as bar:
+        assert bar.disable
+    with progress(load_config({}), 10, "shown") as bar:
+        assert not bar.disable

@@ -220,6 +220,8 @@ KNOBS: tuple[Knob, ...] = (
          "retry permanent failures and exhausted documents too"),
     Knob("DRY_RUN", "KY_DRY", False, _parse_bool, "0 or 1",
          "no network at all: report the queues and verify"),
+    Knob("PROGRESS", "KY_PROGRESS", True, _parse_bool, "0 or 1",
+         "progress bars (tqdm) for backfill, discover, download and extract"),
     Knob("LIVE", "KY_LIVE", False, _parse_bool, "0 or 1",
          "enables the live smoke tests against the real court (10 requests at most)"),
     Knob("FIRST_YEAR", "KY_FIRST_YEAR", 1990, _parse_year, "a year like 1990",
@@ -283,6 +285,7 @@ class Config:
     MAX_EXTRACT_ATTEMPTS: int
     RETRY_HARD: bool
     DRY_RUN: bool
+    PROGRESS: bool
     LIVE: bool
     FIRST_YEAR: int
     LAST_YEAR: int | None

@@ -84,10 +84,10 @@ def raise_if_disk_full(exc: OSError, path: Path | str) -> None:
                             f"mounted at {mount_point(path)}") from exc
 
 
-def progress(total: int | None, desc: str, unit: str = "doc") -> tqdm:
-    """A progress bar that renders in Colab and in a terminal (tqdm.auto)."""
+def progress(cfg: Config, total: int | None, desc: str, unit: str = "doc") -> tqdm:
+    """A progress bar that renders in Colab and in a terminal (tqdm.auto); none when not PROGRESS."""
     return tqdm(total=total, desc=desc, unit=unit, mininterval=1.0, dynamic_ncols=True,
-                disable=os.environ.get("KY_PROGRESS", "1") == "0")
+                disable=not cfg.PROGRESS)
 
 
 class StoreMirror:

@@ -327,7 +327,7 @@ def _discover_sweep(ctx: Context, db: Database, client: CourtClient, sweep: int,
     stopped = False
     writer = DiscoveryWriter(db, sweep)
     try:
-        with writer, progress(sum(states.values()), f"discover sweep {sweep}", unit="shard") as bar:
+        with writer, progress(ctx.cfg, sum(states.values()), f"discover sweep {sweep}", unit="shard") as bar:
             bar.update(sum(states.values()) - states.get("pending", 0))
             while pending:
                 shard = pending.pop(0)

@@ -84,7 +84,7 @@ def backfill(ctx: Context, *, force: bool = False) -> BackfillResult:
     claims = _backfill_claims(ctx, db.documents_with_local_pdf())
     seen: set[str] = set()
     uploads_before = ctx.mirror.uploads
-    with progress(len(files), "backfill", unit="file") as bar:
+    with progress(ctx.cfg, len(files), "backfill", unit="file") as bar:
         for path in files:
             if ctx.clock.should_stop():
                 result.stopped = ctx.clock.stop_reason or "stop"

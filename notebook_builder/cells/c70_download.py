@@ -227,7 +227,7 @@ def download(ctx: Context) -> DownloadResult:
     since_heartbeat = 0
     try:
         with _DownloadFinisher(ctx, result) as finisher, \
-                progress(result.queued, "download") as bar:
+                progress(cfg, result.queued, "download") as bar:
             # Keyset passes in rowid order; a document leaves the queue when it is done, so one pass
             # normally empties it. A new pass picks up rows a stop or a concurrent insert left behind.
             for _ in range(cfg.MAX_ATTEMPTS + 1):

@@ -340,7 +340,7 @@ def extract(ctx: Context) -> ExtractResult:
     if queued == 0 or cfg.DRY_RUN:  # a dry run touches neither the PDFs nor the store
         return result
     (ctx.workspace / "text").mkdir(parents=True, exist_ok=True)
-    bar = progress(queued, "extract")
+    bar = progress(cfg, queued, "extract")
     after_rowid, passes = 0, 1
     try:
         with ExtractWorkerPool(cfg.WORKERS, cfg.EXTRACT_ENGINE, cfg.EXTRACT_TIMEOUT) as pool, \
