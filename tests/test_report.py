@@ -196,3 +196,17 @@ def test_cli_report_output_flag_chooses_the_png_path(workspace, tmp_path):
     assert result.returncode == 0, result.stderr
     assert_png_has_a_chart(output)
     assert not (path / "status.png").exists()
+
+
+def test_the_status_cell_reuses_the_run_cells_store_when_it_is_the_same_one(tmp_path):
+    from notebook_builder.cells.c00_config import load_config
+    from notebook_builder.cells.c20_store import LocalStore
+    from notebook_builder.cells.c95_run import RunReport
+    from notebook_builder.cells.c97_report import status_cell_context
+    cfg = load_config({"KY_WORKSPACE": str(tmp_path / "w"), "KY_STORE": str(tmp_path / "s")})
+    run_store = LocalStore(tmp_path / "s")
+    assert status_cell_context(cfg, RunReport(cfg=cfg, store=run_store)).store is run_store
+    other = cfg.replace(STORE=str(tmp_path / "elsewhere"))
+    fresh = status_cell_context(other, RunReport(cfg=cfg, store=run_store)).store
+    assert fresh is not run_store and fresh.root == tmp_path / "elsewhere"
+    assert status_cell_context(cfg, None).store is not run_store       # no run cell before it

@@ -56,6 +56,10 @@ class RunReport:
     stopped: str | None = None      # why the run stopped early: SIGINT, SIGTERM, budget, disk full
     error: str | None = None
     exit_status: int = EXIT_FAIL
+    # The store the run used (open, and authenticated when it is Drive): the notebook's status
+    # cell reuses it rather than opening, and asking Drive for, a second one.
+    store: Store | None = field(default=None, repr=False, compare=False)
+    cfg: Config | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> str:
         lines = []
@@ -113,8 +117,9 @@ def stop_on_signals(clock: RunClock) -> Iterator[None]:
 def run_pipeline(cfg: Config, *, store: Store | None = None, clock: RunClock | None = None,
                  handle_signals: bool = True, verify_only: bool = False) -> RunReport:
     """One session: restore, the configured phases, then sync/verify."""
-    report = RunReport()
+    report = RunReport(cfg=cfg)
     ctx = open_context(cfg, store=store, clock=clock)
+    report.store = ctx.store
     guard = stop_on_signals(ctx.clock) if handle_signals else contextlib.nullcontext()
     try:
         with guard:

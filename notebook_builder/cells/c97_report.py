@@ -274,5 +274,14 @@ def show_report(ctx: Context) -> str:
     return text
 
 
+def status_cell_context(cfg: Config, run_report: Any = None) -> Context:
+    """The status cell's context: the run cell's store again when it is the same one (no second
+    Drive sign-in or folder lookup), else a store of its own."""
+    run_cfg = getattr(run_report, "cfg", None)
+    same = run_cfg is not None and (run_cfg.STORE, run_cfg.DRIVE_FOLDER) == (cfg.STORE, cfg.DRIVE_FOLDER)
+    return open_context(cfg, store=getattr(run_report, "store", None) if same else None)
+
+
 if __name__ == "__main__":  # the notebook's status cell: coverage of the workspace, after the run
-    REPORT_TEXT = show_report(open_context(globals().get("CFG") or load_config()))
+    REPORT_TEXT = show_report(status_cell_context(globals().get("CFG") or load_config(),
+                                                  globals().get("RUN_REPORT")))
