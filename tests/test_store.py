@@ -151,3 +151,19 @@ def test_syncfs_is_found_on_linux_and_syncs_real_files(tmp_path):
     from notebook_builder.cells import c20_store
     assert c20_store._STORE_SYNCFS is not None
     c20_store.sync_files([path for _, path in _locals(tmp_path, 3)])   # raises on a failed flush
+
+
+def test_stale_temps_of_killed_writes_are_removed_and_nothing_else(tmp_path):
+    store = LocalStore(tmp_path / "s")
+    store.write_bytes("pdf_by_hash/ab.pdf", b"%PDF-1")
+    store.write_bytes("status.json", b"{}")
+    old = [tmp_path / "s" / "pdf_by_hash" / ".tmp-killed1", tmp_path / "s" / ".tmp-killed2"]
+    fresh = tmp_path / "s" / "text" / ".tmp-in-progress"
+    fresh.parent.mkdir()
+    for path in old + [fresh]:
+        path.write_bytes(b"partial")
+    for path in old:
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    assert store.remove_stale_temps(3600) == 2
+    assert not any(path.exists() for path in old) and fresh.exists()
+    assert store.read_file("pdf_by_hash/ab.pdf") == b"%PDF-1" and store.exists("status.json")

@@ -98,6 +98,18 @@ def test_verify_runs_in_dry_run_too(tmp_path):
     ctx.close()
 
 
+def test_verify_sweeps_the_temps_a_killed_write_left_in_the_store_and_still_passes(tmp_path):
+    import os
+    ctx = make_context(tmp_path)
+    populate(ctx)
+    leftover = tmp_path / "store" / "text" / ".tmp-killed"
+    leftover.write_bytes(b"half a text")
+    os.utime(leftover, (1_000_000_000, 1_000_000_000))
+    result = verify(ctx)
+    assert result.passed and result.stale_temps_removed == 1 and not leftover.exists()
+    ctx.close()
+
+
 # ----------------------------------------------------------------- FAIL
 
 

@@ -5,7 +5,8 @@ Guarantees:
 - Writes are atomic: a reader sees the old bytes or the new, never a torn file.
 - A name under `pdf_by_hash/` or `text/` is content-addressed: writing other
   bytes to an existing one raises `IntegrityError`; writing the same bytes
-  again is a no-op. Nothing is ever deleted.
+  again is a no-op. No name is ever deleted (only the temp files of writes
+  a kill interrupted, by `remove_stale_temps`).
 - `StoreQuotaExceeded` (a `StoreError`) tells callers the store is full, so
   they can keep working on local state and catch the store up later.
 
@@ -23,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
@@ -161,6 +163,10 @@ class Store:
         """{'used': bytes, 'total': bytes} when the store knows it, else None."""
         return None
 
+    def remove_stale_temps(self, older_than_seconds: float) -> int:
+        """Removes temp files a killed write left behind (never a name); returns how many."""
+        return 0
+
 
 class LocalStore(Store):
     """A directory as a store. Atomic writes: temp file in the same folder, fsync, os.replace."""
@@ -287,6 +293,21 @@ class LocalStore(Store):
         base = PurePosixPath(prefix) if prefix else PurePosixPath()
         return sorted(str(base / entry.name) for entry in folder.iterdir()
                       if entry.is_file() and not entry.name.startswith(".tmp-"))
+
+    def remove_stale_temps(self, older_than_seconds: float) -> int:
+        """`.tmp-*` files (a write killed before its rename; up to a group of them after
+        `upload_files`) in the store's top folder and its subfolders, older than the limit."""
+        cutoff = time.time() - older_than_seconds
+        removed = 0
+        folders = [self.root] + [entry for entry in self.root.iterdir() if entry.is_dir()]
+        for folder in folders:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if (entry.name.startswith(".tmp-") and entry.is_file(follow_symlinks=False)
+                            and entry.stat(follow_symlinks=False).st_mtime < cutoff):
+                        Path(entry.path).unlink(missing_ok=True)
+                        removed += 1
+        return removed
 
     def quota(self) -> dict | None:
         usage = shutil.disk_usage(self.root)

@@ -1,7 +1,8 @@
 """Sync and verify: prove the archive is whole, mirror the proof, leave a resume point.
 
 Guarantees:
-- The store backlog is caught up first; then `PRAGMA integrity_check`,
+- The store backlog is caught up first, and temp files that killed writes
+  left in the store (over an hour old) are removed; then `PRAGMA integrity_check`,
   counts per status, and the queue sizes from the same Database functions
   the stages take work from.
 - `document_inventory.csv` (every document, every column, by document_id)
@@ -49,6 +50,8 @@ DOCUMENT_INVENTORY = "document_inventory.csv"
 FAILED_INVENTORY = "failed_inventory.csv"
 _VERIFY_HASH_CHUNK = 1024 * 1024
 _VERIFY_SHOWN = 3   # example names in one reason line
+# A store temp file this old belongs to no write in progress (a write takes seconds at most).
+_VERIFY_STALE_TEMP_SECONDS = 3600.0
 
 
 @dataclass
@@ -69,6 +72,7 @@ class VerifyResult:
     archive: str | None = None
     store_pending: int = 0
     backlog_uploaded: int = 0
+    stale_temps_removed: int = 0      # temp files of killed writes removed from the store
 
 
 # ------------------------------------------------------------- decisions
@@ -127,6 +131,7 @@ def verify(ctx: Context) -> VerifyResult:
     db = ctx.open_database()
     result = VerifyResult()
     result.backlog_uploaded = ctx.mirror.catch_up(ctx.workspace)["uploaded"]
+    result.stale_temps_removed = _verify_remove_stale_temps(ctx)
     try:
         result.integrity = db.integrity_check()
     except sqlite3.DatabaseError as exc:
@@ -172,6 +177,17 @@ def verify(ctx: Context) -> VerifyResult:
     if result.passed and result.reasons:
         _verify_write_status(ctx, result)   # the archive upload itself lagged: status says FAIL
     return result
+
+
+def _verify_remove_stale_temps(ctx: Context) -> int:
+    try:
+        removed = ctx.store.remove_stale_temps(_VERIFY_STALE_TEMP_SECONDS)
+    except OSError as exc:
+        log_verify.warning("cannot sweep the store's stale temp files: %s", exc)
+        return 0
+    if removed:
+        log_verify.info("removed %d temp files that killed writes left in the store", removed)
+    return removed
 
 
 def _verify_note_lag(ctx: Context, result: VerifyResult) -> None:
