@@ -112,6 +112,7 @@ def test_one_syncfs_per_filesystem_else_an_fsync_per_file(tmp_path, monkeypatch)
     calls, fsyncs = [], []
     monkeypatch.setattr(c20_store, "_STORE_SYNCFS", object())     # "Linux has syncfs"
     monkeypatch.setattr(c20_store, "_store_syncfs", calls.append)
+    monkeypatch.setattr(c20_store, "filesystem_type", lambda path: "ext4")
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd) or real_fsync(fd))
     c20_store.sync_files(paths)
@@ -167,3 +168,24 @@ def test_stale_temps_of_killed_writes_are_removed_and_nothing_else(tmp_path):
     assert store.remove_stale_temps(3600) == 2
     assert not any(path.exists() for path in old) and fresh.exists()
     assert store.read_file("pdf_by_hash/ab.pdf") == b"%PDF-1" and store.exists("status.json")
+
+
+def test_syncfs_is_not_trusted_on_fuse_a_mounted_drive_gets_an_fsync_per_file(tmp_path, monkeypatch):
+    from notebook_builder.cells import c20_store
+    paths = [path for _, path in _locals(tmp_path, 6)]
+    calls, fsyncs = [], []
+    monkeypatch.setattr(c20_store, "_STORE_SYNCFS", object())
+    monkeypatch.setattr(c20_store, "_store_syncfs", calls.append)
+    monkeypatch.setattr(c20_store, "filesystem_type", lambda path: "fuse.rclone")
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd) or real_fsync(fd))
+    c20_store.sync_files(paths)
+    assert calls == [] and len(fsyncs) == 6
+
+
+def test_the_filesystem_type_is_read_from_the_mount_table(tmp_path):
+    from notebook_builder.cells import c20_store
+    if not os.path.exists("/proc/self/mountinfo"):
+        pytest.skip("no /proc/self/mountinfo")
+    assert c20_store.filesystem_type("/proc") == "proc"
+    assert c20_store.filesystem_type(tmp_path) not in ("", "proc")

@@ -4,8 +4,10 @@ Guarantees:
 - One `requests.Session` carries the mandatory headers (`Accept:
   application/json`, `x-ctrack-excludeselflinks: true`) and a User-Agent
   naming the project. Proxy and CA-bundle variables (HTTPS_PROXY, NO_PROXY,
-  REQUESTS_CA_BUNDLE, …) are honoured as requests honours them, read once
-  when the client is made instead of on every request. The mandatory headers are also sent with every
+  REQUESTS_CA_BUNDLE, …) are honoured as requests honours them for API_BASE,
+  read once when the client is made instead of on every request (the
+  session then stops reading the environment: a redirect to another host
+  gets API_BASE's proxy settings). The mandatory headers are also sent with every
   request, so a session handed in by a caller cannot drop them.
 - Every endpoint path lives in `ENDPOINTS`; nothing else builds a URL.
 - Pacing: before each request a random pause in PACING_SEARCH (searches) or
@@ -97,7 +99,7 @@ class SearchPage:
     more: bool
     results_limit: int | None
     start_index: int = 1
-    _items: list[dict] | None = field(default=None, repr=False)
+    _items: list[dict] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def items(self) -> list[dict]:

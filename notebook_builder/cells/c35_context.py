@@ -126,11 +126,10 @@ class StoreMirror:
         # A content-addressed upload to a store that takes concurrent calls runs unlocked, so the
         # download finisher's threads overlap their store fsyncs; everything else is serialized.
         concurrent = not mutable and self.store.concurrent_uploads
-        with self._counts_lock if concurrent else self._lock:
+        with contextlib.nullcontext() if concurrent else self._lock:
             if not mutable and self.quota_exhausted:
                 self._queue(name, local_path, self.lagging or "quota exceeded")
                 return False
-        with contextlib.nullcontext() if concurrent else self._lock:
             try:
                 if not mutable and self.store.exists(name):
                     with self._counts_lock:
@@ -156,7 +155,9 @@ class StoreMirror:
             return {name: self.put(name, local_path) for name, local_path in items}
         held: dict[str, bool] = {}
         missing: list[tuple[str, str | os.PathLike]] = []
-        with self._lock:
+        # As in put: a store that takes concurrent calls is not locked (a group's write and flush
+        # must not hold up the checkpointer's upload or a fetch for the extract workers).
+        with contextlib.nullcontext() if self.store.concurrent_uploads else self._lock:
             for name, local_path in items:
                 if self.quota_exhausted:
                     self._queue(name, local_path, self.lagging or "quota exceeded")
@@ -164,7 +165,8 @@ class StoreMirror:
                     continue
                 try:
                     if self.store.exists(name):
-                        self.skipped += 1
+                        with self._counts_lock:
+                            self.skipped += 1
                         held[name] = True
                         continue
                 except StoreError as exc:
@@ -245,7 +247,8 @@ class StoreMirror:
                 try:
                     if not self.store.exists(row["name"]):
                         self.store.upload_file(row["name"], local)
-                        self.uploads += 1
+                        with self._counts_lock:
+                            self.uploads += 1
                 except StoreError as exc:
                     self._note_lag(exc)
                     break

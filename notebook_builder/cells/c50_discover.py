@@ -178,8 +178,9 @@ class DiscoveryWriter:
     first sweep's 98,724 rows, most of it with the GIL released) overlaps with the waits for the
     court's next page instead of adding to them. At most one commit is in flight: handing over
     the next waits for it, which bounds memory to two commits' rows. A transaction is only ever
-    as long as its SQL; none waits on the court. An error in the writer is raised from the next
-    `submit()` or from `close()`, and nothing after it is committed.
+    as long as its SQL; none waits on the court. An error in the writer is raised from the first
+    `submit()` after it (before another page is asked for) or from `close()`, and nothing after
+    it is committed.
     """
 
     def __init__(self, db: Database, sweep: int):
@@ -195,6 +196,8 @@ class DiscoveryWriter:
         self._failed = False
 
     def submit(self, batch: DiscoveryBatch) -> None:
+        if self._in_flight is not None and self._in_flight.done():
+            self._wait()             # a failed commit raises here, not a commit later
         if not self._held:
             self._held_since = time.monotonic()
         self._held.append(batch)
@@ -249,10 +252,16 @@ class DiscoveryWriter:
             self._wait()
         finally:
             if self._pool is not None:
-                if self._conn is not None:
-                    self._pool.submit(self._conn.close).result()
+                # Queued behind any commit still running (one thread, in order), so the
+                # connection it opens is closed after it, on its own thread.
+                self._pool.submit(self._close_connection)
                 self._pool.shutdown(wait=True)
-                self._pool, self._conn = None, None
+                self._pool = None
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def __enter__(self) -> "DiscoveryWriter":
         return self

@@ -84,7 +84,8 @@ _DOWNLOAD_DRAIN_LIMIT = 64 * 1024
 _DOWNLOAD_LIST_THRESHOLD = 50
 # Fetched documents handed to the finisher and not yet committed: enough to keep the GETs going
 # through a slow spell of fsyncs (this disk's vary from 0.3 to several ms); also what a kill can
-# make the next run fetch again. The parts wait on disk, so this costs no memory.
+# make the next run fetch again. At most this many small bodies (<= _DOWNLOAD_IN_MEMORY) wait in
+# memory, 16 MiB at worst; larger ones wait in their .part.
 _DOWNLOAD_UNFINISHED = 16
 # Threads of the finisher that fsync, promote and mirror a group's files at once.
 _DOWNLOAD_DURABLE_THREADS = 4
@@ -458,8 +459,8 @@ class _DownloadFinisher:
     `downloaded`, on the finisher's own database connection, so the main thread's
     reads never run inside its transactions. What is waiting when the finisher comes round is
     finished as one group whose rows share one commit. At most _DOWNLOAD_UNFINISHED fetched
-    documents are handed over and not yet committed; a kill leaves each as a `.part` (recover()
-    removes it) or a promoted file no row claims yet (the next run fetches the document again and
+    documents are handed over and not yet committed; a kill leaves each in memory (gone), as a
+    `.part` (recover() removes it) or as a promoted file no row claims yet (the next run fetches the document again and
     finds its hash held), never a row claiming a missing file. After a failure (a full disk) it finishes
     nothing more, removes the parts handed to it, and the main thread raises the error at its
     next `check()`. Leaving the `with` block finishes everything handed in and joins the thread,

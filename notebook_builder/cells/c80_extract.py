@@ -126,7 +126,7 @@ def is_likely_scanned(pages: int, chars: int, chars_per_page: int) -> bool:
 
 def _extract_write_text(path: Path, text: str) -> None:
     """Temp name then rename; no fsync (the store's copy is the durable one; when the store
-    lags, `_extract_save_text` fsyncs)."""
+    lags, `_extract_save_texts` syncs the local files)."""
     temp = path.with_name(f".{path.name}.tmp")
     try:
         with open(temp, "w", encoding="utf-8") as handle:
@@ -431,6 +431,7 @@ _EXTRACT_COMMIT_EVERY = 32
 class _ExtractSaving:
     finished: list          # (rows, outcome) whose texts the saver thread is writing
     future: Future
+    settled: bool = False   # committed (or its save failed): never committed again
 
 
 def _extract_hand_over(ctx: Context, saver: ThreadPoolExecutor, saving: _ExtractSaving | None,
@@ -445,9 +446,11 @@ def _extract_hand_over(ctx: Context, saver: ThreadPoolExecutor, saving: _Extract
 def _extract_settle(ctx: Context, saving: _ExtractSaving | None, result: ExtractResult, bar) -> None:
     """Waits for a group's texts to be saved and commits it; a save's error (a full disk) is
     raised instead, and those documents keep their attempt."""
-    if saving is not None:
-        saving.future.result()
-        _extract_commit_saved(ctx, saving.finished, result, bar)
+    if saving is None or saving.settled:
+        return
+    saving.settled = True    # before anything can raise: a second settle (the `finally`) is a no-op
+    saving.future.result()
+    _extract_commit_saved(ctx, saving.finished, result, bar)
 
 
 def _extract_save_texts(ctx: Context, outcomes: list[ExtractOutcome]) -> None:
