@@ -436,3 +436,19 @@ def test_an_engine_that_is_not_installed_is_a_config_error_before_any_attempt(ma
     with pytest.raises(ConfigError, match="pip install"):
         extract(ctx)
     assert row(ctx, "doc")["extract_attempts"] == 0
+
+
+def test_a_saved_group_is_committed_once_even_when_settled_again(make_ctx):
+    from concurrent.futures import ThreadPoolExecutor
+    ctx = make_ctx()
+    sha = add_document(ctx, "doc", opinion(5)[1])
+    outcome = c80_extract.ExtractOutcome(sha, "ok", pages=1, text="2021-SC-000000 opinion")
+    result = c80_extract.ExtractResult()
+    with ThreadPoolExecutor(1) as saver, c80_extract.progress(ctx.cfg, 1, "test") as bar:
+        rows = [row(ctx, "doc")]
+        saving = c80_extract._extract_hand_over(ctx, saver, None, [(rows, outcome)], result, bar)
+        c80_extract._extract_settle(ctx, saving, result, bar)
+        c80_extract._extract_settle(ctx, saving, result, bar)     # as the stage's `finally` would
+    assert len(log_rows(ctx, "doc")) == 1 and result.extracted == 1
+    assert row(ctx, "doc")["status"] == "extracted"
+    assert ctx.store.read_file(f"text/{sha}.txt") == b"2021-SC-000000 opinion"
