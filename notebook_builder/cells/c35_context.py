@@ -123,8 +123,9 @@ class StoreMirror:
         mutable names (status.json, the checkpoint) are still tried, so a
         freed quota is noticed.
         """
-        # A content-addressed upload to a store that takes concurrent calls runs unlocked, so the
-        # download finisher's threads overlap their store fsyncs; everything else is serialized.
+        # A content-addressed upload to a store that takes concurrent calls runs unlocked, so one
+        # thread's upload never holds up another's (the checkpointer's, a fetch for the extract
+        # workers); everything else is serialized.
         concurrent = not mutable and self.store.concurrent_uploads
         with contextlib.nullcontext() if concurrent else self._lock:
             if not mutable and self.quota_exhausted:
