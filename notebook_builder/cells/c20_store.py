@@ -116,23 +116,16 @@ def sync_files(paths: Iterable[str | os.PathLike]) -> None:
     """
     paths = [os.fspath(path) for path in paths]
     if _STORE_SYNCFS is not None and len(paths) >= _STORE_SYNCFS_MIN_FILES:
-        one_per_device = {os.stat(path).st_dev: path for path in paths}
-        if not all(filesystem_type(path) in _STORE_SYNCFS_FILESYSTEMS for path in one_per_device.values()):
-            one_per_device = {}
-        try:
-            if not one_per_device:
-                raise NotImplementedError("syncfs is not trusted on this filesystem")
-            for path in one_per_device.values():
-                _store_syncfs(path)
-            return
-        except NotImplementedError:
-            pass
+        one_per_device = list({os.stat(path).st_dev: path for path in paths}.values())
+        if all(filesystem_type(path) in _STORE_SYNCFS_FILESYSTEMS for path in one_per_device):
+            try:
+                for path in one_per_device:
+                    _store_syncfs(path)
+                return
+            except NotImplementedError:
+                pass
     for path in paths:
-        descriptor = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+        _store_fsync_path(path)
 
 
 def _store_syncfs(path: str) -> None:
@@ -147,16 +140,20 @@ def _store_syncfs(path: str) -> None:
         os.close(descriptor)
 
 
+def _store_fsync_path(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def sync_folders(folders: Iterable[str | os.PathLike]) -> None:
     """fsync of each folder, so the names renamed into it are durable (POSIX only)."""
     if os.name != "posix":
         return
     for folder in sorted({os.fspath(folder) for folder in folders}):
-        descriptor = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+        _store_fsync_path(folder)
 
 
 def pdf_store_name(sha256: str) -> str:
