@@ -294,19 +294,13 @@ def test_the_writer_thread_commits_in_order_and_an_error_stops_every_later_commi
     assert writer.rows_new == 2
 
     failing = c50_discover.DiscoveryWriter(db, 1)
-    real_sibling = db.sibling
+    upsert = Database.upsert_discovered
 
-    def sibling_that_fails_on_b():
-        conn = real_sibling()
-        upsert = conn.upsert_discovered
-
-        def upsert_or_fail(rows):
-            if any(row["document_id"].startswith("b") for row in rows):
-                raise OSError("disk I/O error")
-            return upsert(rows)
-        conn.upsert_discovered = upsert_or_fail
-        return conn
-    monkeypatch.setattr(db, "sibling", sibling_that_fails_on_b)
+    def upsert_or_fail(self, rows):
+        if any(row["document_id"].startswith("b") for row in rows):
+            raise OSError("disk I/O error")
+        return upsert(self, rows)
+    monkeypatch.setattr(Database, "upsert_discovered", upsert_or_fail)   # the writer's own connection too
     failing.submit(_writer_batch("2019-SC", ["b1"]))
     with pytest.raises(OSError, match="disk I/O"):
         failing.submit(_writer_batch("2020-CA", ["c1"]))   # hands over after the failed one: raises

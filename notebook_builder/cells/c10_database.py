@@ -200,10 +200,6 @@ class Database:
             raise IntegrityError(f"{path} cannot be opened as SQLite: {exc}") from None
         return db
 
-    def sibling(self) -> "Database":
-        """Another connection to the same (already migrated) database, for another thread."""
-        return Database(connect(self.path), self.path)
-
     def close(self) -> None:
         self.conn.close()
 

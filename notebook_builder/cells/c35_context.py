@@ -128,14 +128,11 @@ class StoreMirror:
         # workers); everything else is serialized.
         concurrent = not mutable and self.store.concurrent_uploads
         with contextlib.nullcontext() if concurrent else self._lock:
-            if not mutable and self.quota_exhausted:
-                self._queue(name, local_path, self.lagging or "quota exceeded")
-                return False
+            if not mutable:
+                settled = self._held_or_queued(name, local_path)
+                if settled is not None:
+                    return settled
             try:
-                if not mutable and self.store.exists(name):
-                    with self._counts_lock:
-                        self.skipped += 1
-                    return True
                 self.store.upload_file(name, local_path)
                 if not mutable:      # counts archive content, not status/checkpoint rewrites
                     with self._counts_lock:
@@ -160,22 +157,11 @@ class StoreMirror:
         # must not hold up the checkpointer's upload or a fetch for the extract workers).
         with contextlib.nullcontext() if self.store.concurrent_uploads else self._lock:
             for name, local_path in items:
-                if self.quota_exhausted:
-                    self._queue(name, local_path, self.lagging or "quota exceeded")
-                    held[name] = False
-                    continue
-                try:
-                    if self.store.exists(name):
-                        with self._counts_lock:
-                            self.skipped += 1
-                        held[name] = True
-                        continue
-                except StoreError as exc:
-                    self._note_lag(exc)
-                    self._queue(name, local_path, str(exc))
-                    held[name] = False
-                    continue
-                missing.append((name, local_path))
+                settled = self._held_or_queued(name, local_path)
+                if settled is None:
+                    missing.append((name, local_path))
+                else:
+                    held[name] = settled
             if not missing:
                 return held
             try:
@@ -189,6 +175,23 @@ class StoreMirror:
                 self.uploads += len(missing)
             held.update((name, True) for name, _ in missing)
             return held
+
+    def _held_or_queued(self, name: str, local_path: str | os.PathLike) -> bool | None:
+        """A content-addressed name before its upload: True when the store has it already, False
+        when it was queued instead (the store is full, or cannot be asked), None: upload it."""
+        if self.quota_exhausted:
+            self._queue(name, local_path, self.lagging or "quota exceeded")
+            return False
+        try:
+            if self.store.exists(name):
+                with self._counts_lock:
+                    self.skipped += 1
+                return True
+        except StoreError as exc:
+            self._note_lag(exc)
+            self._queue(name, local_path, str(exc))
+            return False
+        return None
 
     def fetch(self, name: str, local_path: str | os.PathLike) -> bool:
         """Downloads `name` from the store (under the lock); False if it cannot."""

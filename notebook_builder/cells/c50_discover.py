@@ -229,7 +229,7 @@ class DiscoveryWriter:
     def _write(self, held: list[DiscoveryBatch]) -> int:
         """One transaction: each batch's rows, then its progress or outcome (in the writer thread)."""
         if self._conn is None:
-            self._conn = self.db.sibling()
+            self._conn = Database.open(self.db.path)
         db = self._conn
         rows_new = 0
         with db.transaction():
@@ -290,7 +290,7 @@ def discover(ctx: Context) -> DiscoverResult:
     # Rows the table already holds unchanged are not rewritten (most rows of every sweep after
     # the first): the upsert would be a no-op, and skipping it keeps Discover near the bare
     # paging loop's speed. ~25 MB for 100k documents.
-    known = {values[0]: hash(tuple(values[1:])) for values in db.iter_document_metadata()}
+    known = {values[0]: metadata_fingerprint(values) for values in db.iter_document_metadata()}
     try:
         while result.sweeps < cfg.MAX_SWEEPS and not ctx.clock.should_stop():
             sweep = _discover_current_sweep(db)
