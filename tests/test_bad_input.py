@@ -171,7 +171,7 @@ def test_a_workspace_database_that_is_not_sqlite_is_moved_aside_when_the_store_c
 class ReadOnlyStore(LocalStore):
     """A store directory the runtime may read but not write (a shared Drive folder, a read-only mount)."""
 
-    def _atomic_write(self, target, write):
+    def _write_temp(self, target, write, *, durable):
         raise self._error(target, PermissionError(errno.EACCES, "Permission denied"))
 
 

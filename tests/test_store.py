@@ -59,11 +59,11 @@ def test_read_only_store_directory_gives_a_clear_error(tmp_path, monkeypatch):
     store = LocalStore(root)
     root.chmod(0o500)
     if os.geteuid() == 0:  # root ignores the mode bits: refuse the way a read-only mount does
-        import tempfile
+        from notebook_builder.cells import c20_store
 
         def read_only(*args, **kwargs):
             raise OSError(30, "Read-only file system")
-        monkeypatch.setattr(tempfile, "mkstemp", read_only)
+        monkeypatch.setattr(c20_store, "_store_create_temp", read_only)
     try:
         with pytest.raises(StoreError, match="cannot write status.json") as caught:
             store.write_bytes("status.json", b"x")

@@ -22,9 +22,9 @@ import errno
 import filecmp
 import os
 import re
+import itertools
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path, PurePosixPath
@@ -35,10 +35,12 @@ from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
 CONTENT_ADDRESSED_PREFIXES = ("pdf_by_hash/", "text/")
 
 
+_STORE_NAME = re.compile(r"[^/\\]+(?:/[^/\\]+)*")   # relative, no empty part, no backslash
+
+
 def check_store_name(name: str) -> str:
     """A store name must be relative, normalized and stay inside the store."""
-    path = PurePosixPath(name)
-    if not name or path.is_absolute() or ".." in path.parts or "\\" in name or str(path) != name:
+    if not _STORE_NAME.fullmatch(name) or any(part in (".", "..") for part in name.split("/")):
         raise StoreError(f"invalid store name {name!r}: expected a relative path like pdf_by_hash/<sha>.pdf")
     return name
 
@@ -116,7 +118,9 @@ def sync_files(paths: Iterable[str | os.PathLike]) -> None:
     """
     paths = [os.fspath(path) for path in paths]
     if _STORE_SYNCFS is not None and len(paths) >= _STORE_SYNCFS_MIN_FILES:
-        one_per_device = list({os.stat(path).st_dev: path for path in paths}.values())
+        # One stat per folder, not per file: a folder's files are on its filesystem.
+        folders = {os.path.dirname(path): path for path in paths}
+        one_per_device = list({os.stat(path).st_dev: path for path in folders.values()}.values())
         if all(filesystem_type(path) in _STORE_SYNCFS_FILESYSTEMS for path in one_per_device):
             try:
                 for path in one_per_device:
@@ -216,6 +220,22 @@ class Store:
         return 0
 
 
+_store_temp_numbers = itertools.count()
+_STORE_TEMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+
+
+def _store_create_temp(folder: str) -> tuple[int, str]:
+    """A new `.tmp-<pid>-<n>` file in `folder` (O_EXCL: never an existing one): (descriptor, path).
+    Cheaper than tempfile.mkstemp's random names, which cost more than the write of a text."""
+    while True:
+        temp = os.path.join(folder, f".tmp-{os.getpid()}-{next(_store_temp_numbers)}")
+        try:
+            return os.open(temp, _STORE_TEMP_FLAGS, 0o600), temp
+        except FileExistsError:
+            continue   # left by a killed process that had this pid
+
+
 class LocalStore(Store):
     """A directory as a store. Atomic writes: temp file in the same folder, fsync, os.replace."""
 
@@ -223,6 +243,7 @@ class LocalStore(Store):
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._root = os.fspath(self.root)
         self._staging = threading.local()      # .group: the upload_files group this thread is writing
         self.description = f"directory {self.root}"
         try:
@@ -233,12 +254,15 @@ class LocalStore(Store):
     def _path(self, name: str) -> Path:
         return self.root / check_store_name(name)
 
+    def _target(self, name: str) -> str:
+        return os.path.join(self._root, check_store_name(name))
+
     def exists(self, name: str) -> bool:
-        return self._path(name).is_file()
+        return os.path.isfile(self._target(name))
 
     def size(self, name: str) -> int | None:
         try:
-            return self._path(name).stat().st_size
+            return os.stat(self._target(name)).st_size
         except FileNotFoundError:
             return None
 
@@ -259,33 +283,31 @@ class LocalStore(Store):
         os.replace(temp, target)
 
     def write_bytes(self, name: str, data: bytes) -> None:
-        target = self._path(name)
-        if is_content_addressed(name) and target.is_file():
-            if target.read_bytes() == data:
-                return
+        target = self._target(name)
+        if is_content_addressed(name) and os.path.isfile(target):
+            with open(target, "rb") as handle:
+                if handle.read() == data:
+                    return
             raise IntegrityError(f"store refuses to overwrite {name} with different bytes")
-        self._atomic_write(target, lambda handle: handle.write(data))
+        self._promote(self._write_temp(target, lambda handle: handle.write(data), durable=True), target)
 
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
-        target = self._path(name)
-        local_path = Path(local_path)
-        if is_content_addressed(name) and target.is_file():
-            if filecmp.cmp(target, local_path, shallow=False):
-                return
-            raise IntegrityError(f"store refuses to overwrite {name} with different bytes")
-
-        def copy(handle) -> None:
-            with open(local_path, "rb") as source:
-                shutil.copyfileobj(source, handle, 1024 * 1024)
-        self._atomic_write(target, copy)
+        group = getattr(self._staging, "group", None)
+        staged = self._stage_upload(name, local_path, durable=group is None)
+        if staged is None:
+            return
+        if group is not None:        # upload_files makes the group durable, then renames
+            group.append(staged)
+            return
+        self._promote(*staged)
 
     def upload_files(self, items: list[tuple[str, str | os.PathLike]]) -> None:
         """`upload_file` of each, but durable together: each is written to its temp name, then
         all are synced at once (`sync_files`: one flush for the group instead of one per file),
         then renamed into place, then their folders synced. No name appears before its bytes
         are durable. On an error the names not yet renamed are not, and their temps are removed."""
-        staged: list[tuple[str, Path]] = []        # (temp name, target), written, not yet durable
-        folders: set[Path] = set()
+        staged: list[tuple[str, str]] = []        # (temp name, target), written, not yet durable
+        folders: set[str] = set()
         self._staging.group = staged
         try:
             for name, local_path in items:
@@ -296,44 +318,72 @@ class LocalStore(Store):
                     temp_name, target = staged[0]
                     os.replace(temp_name, target)
                     staged.pop(0)
-                    folders.add(target.parent)
+                    folders.add(os.path.dirname(target))
                 sync_folders(folders)
             except OSError as exc:
                 with contextlib.suppress(OSError):
                     sync_folders(folders)     # the names already renamed into place stay durable
-                raise self._error(staged[0][1] if staged else self.root, exc) from None
+                raise self._error(staged[0][1] if staged else self._root, exc) from None
         finally:
             self._staging.group = None
             for temp_name, _ in staged:
-                Path(temp_name).unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp_name)
 
-    def _atomic_write(self, target: Path, write) -> None:
+    def _stage_upload(self, name: str, local_path: str | os.PathLike, *,
+                      durable: bool) -> tuple[str, str] | None:
+        """The file's bytes under a temp name beside the name's target: (temp, target); None when
+        the store holds these bytes under that name already."""
+        target = self._target(name)
+        if is_content_addressed(name) and os.path.isfile(target):
+            if filecmp.cmp(target, local_path, shallow=False):
+                return None
+            raise IntegrityError(f"store refuses to overwrite {name} with different bytes")
+
+        def copy(handle) -> None:
+            with open(local_path, "rb") as source:
+                shutil.copyfileobj(source, handle, 1024 * 1024)
+        return self._write_temp(target, copy, durable=durable), target
+
+    def _promote(self, temp: str, target: str) -> None:
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp_name = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+            os.replace(temp, target)
+        except OSError as exc:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise self._error(target, exc) from None
+
+    def _write_temp(self, target: str, write, *, durable: bool) -> str:
+        """`write(handle)` into a new temp file in the target's folder (fsynced when `durable`)."""
+        folder = os.path.dirname(target)
+        try:
+            try:
+                descriptor, temp = _store_create_temp(folder)
+            except FileNotFoundError:   # the folder's first file (a mkdir per write costs a syscall)
+                os.makedirs(folder, exist_ok=True)
+                descriptor, temp = _store_create_temp(folder)
         except OSError as exc:
             raise self._error(target, exc) from None
-        group = getattr(self._staging, "group", None)
         try:
-            with os.fdopen(fd, "wb") as handle:
+            with open(descriptor, "wb") as handle:
                 write(handle)
-                if group is not None:        # upload_files makes the group durable, then renames
-                    group.append((temp_name, target))
-                    return
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp_name, target)
-        except OSError as exc:
-            Path(temp_name).unlink(missing_ok=True)
-            raise self._error(target, exc) from None
-        except BaseException:
-            Path(temp_name).unlink(missing_ok=True)
+                if durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+        except BaseException as exc:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            if isinstance(exc, OSError):
+                raise self._error(target, exc) from None
             raise
+        return temp
 
-    def _error(self, target: Path, exc: OSError) -> StoreError:
+    def _error(self, target: str | os.PathLike, exc: OSError) -> StoreError:
+        target = os.fspath(target)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return StoreQuotaExceeded(f"store {self.root} is full writing {target.name}: {exc.strerror}")
-        where = target.relative_to(self.root) if target != self.root else "its files"
+            return StoreQuotaExceeded(f"store {self.root} is full writing {os.path.basename(target)}: "
+                                      f"{exc.strerror}")
+        where = os.path.relpath(target, self._root) if target != self._root else "its files"
         return StoreError(f"store {self.root} cannot write {where}: {exc.strerror}")
 
     def list_dir(self, prefix: str = "") -> list[str]:
