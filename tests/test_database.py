@@ -110,6 +110,28 @@ def test_keyset_paging_of_the_queue(db):
     assert not {r["document_id"] for r in first} & {r["document_id"] for r in second}
 
 
+def test_a_group_of_extractions_is_logged_and_marked_and_twins_are_found_by_hash(db):
+    db.upsert_discovered([_doc(i) for i in range(4)])
+    ids = [_doc(i)["document_id"] for i in range(4)]
+    for number, document_id in enumerate(ids):
+        db.mark_downloaded(document_id, sha256=f"{number % 2:064x}", size_bytes=1, local_pdf="x")
+    db.conn.execute("UPDATE documents SET status = 'failed' WHERE document_id = ?", (ids[3],))
+
+    db.record_extracted([
+        {"document_id": document_id, "sha256": f"{0:064x}", "attempt": 1, "engine": "pypdf", "pages": 3,
+         "chars": 45, "seconds": 0.5, "likely_scanned": True} for document_id in (ids[0], ids[3])])
+
+    first, untouched = db.get_document(ids[0]), db.get_document(ids[3])
+    assert (first["status"], first["pages"], first["extracted_chars"], first["likely_scanned"],
+            first["extract_attempts"]) == ("extracted", 3, 45, 1, 1)
+    assert (untouched["status"], untouched["pages"]) == ("failed", None)   # only `downloaded` rows move
+    logged = db.conn.execute("SELECT document_id, outcome, pages FROM extraction_log ORDER BY log_id").fetchall()
+    assert [tuple(row) for row in logged] == [(ids[0], "ok", 3), (ids[3], "ok", 3)]
+    twins = db.extracted_twins([f"{0:064x}", f"{1:064x}", f"{0:064x}"])
+    assert list(twins) == [f"{0:064x}"] and twins[f"{0:064x}"]["document_id"] == ids[0]
+    assert db.extracted_twin(f"{1:064x}") is None
+
+
 def _writer(path, stop, committed, ready):
     conn = c10_database.connect(path)
     conn.execute("CREATE TABLE IF NOT EXISTS counter (n INTEGER PRIMARY KEY)")

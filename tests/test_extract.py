@@ -253,6 +253,34 @@ def test_documents_sharing_a_sha256_are_extracted_once(make_ctx, monkeypatch, tm
     assert result.pages == copies[0]["pages"] + row(ctx, "other")["pages"]
 
 
+def test_a_sha256_in_several_batches_is_extracted_once_and_batches_follow_without_a_pause(
+        make_ctx, monkeypatch, tmp_path):
+    ctx = make_ctx(EXTRACT_BATCH=2, WORKERS=1)
+    _, shared = opinion(1)
+    shared_sha = add_document(ctx, "copy1", shared)
+    others = [add_document(ctx, f"other{n}", opinion(10 + n)[1]) for n in range(3)]
+    add_document(ctx, "copy2", shared)           # a later batch, while copy1's PDF may still be out
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls))
+    in_flight = []      # at each outcome: that PDF and those still out with the worker
+    original_run = c80_extract.ExtractWorkerPool.run
+
+    def run(pool, tasks, should_stop=lambda: False):
+        for outcome in original_run(pool, tasks, should_stop):
+            in_flight.append({outcome.key} | {key for slot in pool._slots for key, _ in slot.tasks})
+            yield outcome
+    monkeypatch.setattr(c80_extract.ExtractWorkerPool, "run", run)
+
+    result = extract(ctx)
+
+    assert sorted(calls.read_text().split()) == sorted([shared_sha, *others])
+    assert (result.pdfs, result.extracted, result.reused) == (4, 5, 0)
+    assert row(ctx, "copy1")["pages"] == row(ctx, "copy2")["pages"] > 0
+    assert [r["outcome"] for r in log_rows(ctx, "copy2")] == ["ok"]
+    # the worker got the second batch's PDF while the first batch's last one was still out
+    assert any({others[0], others[1]} <= keys for keys in in_flight)
+
+
 def test_a_later_document_with_an_extracted_sha256_reuses_its_text(make_ctx, monkeypatch, tmp_path):
     ctx = make_ctx()
     _, data = opinion(5)
@@ -442,13 +470,17 @@ def test_a_saved_group_is_committed_once_even_when_settled_again(make_ctx):
     from concurrent.futures import ThreadPoolExecutor
     ctx = make_ctx()
     sha = add_document(ctx, "doc", opinion(5)[1])
-    outcome = c80_extract.ExtractOutcome(sha, "ok", pages=1, text="2021-SC-000000 opinion")
+    data = b"2021-SC-000000 opinion"
+    outcome = c80_extract.ExtractOutcome(sha, "ok", pages=1, chars=len(data), data=data)
     result = c80_extract.ExtractResult()
     with ThreadPoolExecutor(1) as saver, c80_extract.progress(ctx.cfg, 1, "test") as bar:
-        rows = [row(ctx, "doc")]
-        saving = c80_extract._extract_hand_over(ctx, saver, None, [(rows, outcome)], result, bar)
-        c80_extract._extract_settle(ctx, saving, result, bar)
-        c80_extract._extract_settle(ctx, saving, result, bar)     # as the stage's `finally` would
+        extract_pass = c80_extract._ExtractPass(ctx, saver, result, bar)
+        extract_pass.waiting[sha] = [row(ctx, "doc")]
+        extract_pass.finished.append((extract_pass.waiting[sha], outcome))
+        extract_pass.hand_over()
+        extract_pass.settle()
+        extract_pass.settle()     # as the pass's `finally` would
     assert len(log_rows(ctx, "doc")) == 1 and result.extracted == 1
     assert row(ctx, "doc")["status"] == "extracted"
-    assert ctx.store.read_file(f"text/{sha}.txt") == b"2021-SC-000000 opinion"
+    assert ctx.store.read_file(f"text/{sha}.txt") == data
+    assert extract_pass.waiting == {}

@@ -520,6 +520,22 @@ class Database:
                 (document_id, sha256, attempt, engine, outcome, pages, chars, seconds,
                  None if error is None else error[:500], utc_now()))
 
+    def record_extracted(self, entries: list[dict]) -> None:
+        """`log_extraction` (outcome ok) and `mark_extracted` of many documents in one transaction:
+        entries of document_id, sha256, attempt, engine, pages, chars, seconds, likely_scanned."""
+        now = utc_now()
+        with self.transaction():
+            self.conn.executemany(
+                "INSERT INTO extraction_log(document_id, sha256, attempt, engine, outcome, pages, chars, "
+                "seconds, error, logged_at) VALUES (:document_id, :sha256, :attempt, :engine, 'ok', :pages, "
+                ":chars, :seconds, NULL, :now)", [{**entry, "now": now} for entry in entries])
+            self.conn.executemany(
+                "UPDATE documents SET status = 'extracted', pages = :pages, extracted_chars = :chars, "
+                "likely_scanned = :likely_scanned, extract_attempts = extract_attempts + 1, updated_at = :now "
+                "WHERE document_id = :document_id AND status = 'downloaded'",
+                [{"document_id": entry["document_id"], "pages": entry["pages"], "chars": entry["chars"],
+                  "likely_scanned": int(entry["likely_scanned"]), "now": now} for entry in entries])
+
     def extracted_twin(self, sha256: str) -> sqlite3.Row | None:
         """An `extracted` document holding this sha256 (pages, extracted_chars, likely_scanned), if any.
 
@@ -529,6 +545,20 @@ class Database:
             "SELECT document_id, pages, extracted_chars, likely_scanned FROM documents "
             "WHERE sha256 = ? AND status = 'extracted' AND pages IS NOT NULL LIMIT 1",
             (sha256,)).fetchone()
+
+    def extracted_twins(self, sha256s: Iterable[str]) -> dict[str, sqlite3.Row]:
+        """`extracted_twin` of many sha256 at once (one query per 500): sha256 -> its row, for those
+        an `extracted` document holds."""
+        wanted = list(dict.fromkeys(sha256s))
+        twins: dict[str, sqlite3.Row] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for row in self.conn.execute(
+                    "SELECT sha256, document_id, pages, extracted_chars, likely_scanned FROM documents "
+                    f"WHERE sha256 IN ({', '.join('?' * len(chunk))}) AND status = 'extracted' "
+                    "AND pages IS NOT NULL", chunk):
+                twins.setdefault(row["sha256"], row)
+        return twins
 
     def extraction_failures(self, cfg: Config) -> list[sqlite3.Row]:
         """Downloaded documents whose extraction attempts are used up."""

@@ -2,21 +2,25 @@
 
 Guarantees:
 - Work comes from the extract queue of CONTRACT.md (`Database.extract_queue`,
-  EXTRACT_BATCH rows at a time, keyset by rowid), so one run attempts each
+  EXTRACT_BATCH rows at a time, keyset by rowid), so one pass attempts each
   queued document at most once and a failure counts exactly one attempt.
-- Each distinct sha256 of a batch is extracted once, by one of WORKERS
-  worker processes, and its outcome applied to every document holding it.
-  A document whose sha256 another `extracted` document already holds reuses
-  that text (its file was written before that commit) instead of extracting.
+  The next batch is read as the workers make room: no pause at a batch
+  boundary. A failed document is retried in a further pass of the same run,
+  one pass per attempt, so a run ends with the queue empty.
+- Each distinct sha256 is extracted once, by one of WORKERS worker
+  processes, and its outcome applied to every document holding it (a
+  document whose sha256 is on its way joins it). A document whose sha256
+  another `extracted` document already holds reuses that text (its file was
+  written before that commit) instead of extracting.
 - A worker gets EXTRACT_TIMEOUT seconds per PDF; a hung worker is killed and
   replaced (outcome `timeout`), a worker that dies (segfault, os._exit, OOM
   kill) is replaced (outcome `crash`); either is a failed attempt of that one
   PDF and the batch goes on.
-- A worker only reads and parses: it sends the text back over its pipe.
-  The stage's saver thread writes the texts of _EXTRACT_COMMIT_EVERY PDFs
-  to `text/<sha256>.txt` atomically (temp name, rename) and mirrors them to
-  the store as one group (`StoreMirror.put_many`: a LocalStore makes the
-  group durable with one flush), while the workers go on; then the
+- A worker only reads and parses: it sends the UTF-8 text back over its
+  pipe. The stage's saver thread writes the texts of _EXTRACT_COMMIT_EVERY
+  PDFs to `text/<sha256>.txt` atomically (temp name, rename) and mirrors
+  them to the store as one group (`StoreMirror.put_many`: a LocalStore makes
+  the group durable with one flush), while the workers go on; then the
   supervisor commits them `extracted`. So the database never says
   `extracted` before the store holds the text (if the store lags, the local
   files are synced instead: they are the only copy until it catches up), no
@@ -29,7 +33,7 @@ Guarantees:
   After MAX_EXTRACT_ATTEMPTS failures a document leaves the queue; verify
   lists it from `Database.extraction_failures`.
 - A PDF missing from the workspace is fetched from the store first. A full
-  disk raises DiskFullError. The stage stops dispatching new PDFs once
+  disk raises DiskFullError. The stage stops handing out PDFs once
   `ctx.clock.should_stop()`; the PDFs in flight are finished.
 
 Workers are forked (`multiprocessing.get_context("fork")`): in a notebook the
@@ -43,16 +47,17 @@ MAX_EXTRACT_ATTEMPTS, SCANNED_CHARS_PER_PAGE.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import selectors
 import signal
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .c00_config import ConfigError
 from .c20_store import pdf_store_name, sync_files, text_store_name
@@ -124,22 +129,25 @@ def is_likely_scanned(pages: int, chars: int, chars_per_page: int) -> bool:
 # ---------------------------------------------------------------- workers
 
 
-def _extract_write_text(path: Path, text: str) -> None:
+def _extract_write_text(path: str, data: bytes) -> None:
     """Temp name then rename; no fsync (the store's copy is the durable one; when the store
-    lags, `_extract_save_texts` syncs the local files)."""
-    temp = path.with_name(f".{path.name}.tmp")
+    lags, `_ExtractPass._save` syncs the local files)."""
+    folder, name = os.path.split(path)
+    temp = os.path.join(folder, f".{name}.tmp")
     try:
-        with open(temp, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with open(temp, "wb") as handle:
+            handle.write(data)
         os.replace(temp, path)
     except OSError as exc:
-        temp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
         raise_if_disk_full(exc, path)
         raise
 
 
 def _extract_worker_main(connection, engine: str) -> None:
-    """A worker's loop: pdf_path in, ('ok', pages, text) or ('error', message) out."""
+    """A worker's loop: pdf_path in; ('ok', pages, chars, utf8_text, finished_at) or
+    ('error', message, finished_at) out (finished_at: time.monotonic(), one clock for all processes)."""
     # Ctrl-C in a terminal reaches the whole process group; the supervisor decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     extract_pages = EXTRACT_ENGINE_FUNCTIONS[engine]
@@ -152,9 +160,11 @@ def _extract_worker_main(connection, engine: str) -> None:
             return
         try:
             page_texts = extract_pages(task)
-            reply = ("ok", len(page_texts), join_page_texts(page_texts))
+            text = join_page_texts(page_texts)
+            # A broken ToUnicode map can yield lone surrogates, which UTF-8 cannot hold: '?' each.
+            reply = ("ok", len(page_texts), len(text), text.encode("utf-8", "replace"), time.monotonic())
         except Exception as exc:  # any parser fault is this PDF's failed attempt
-            reply = ("error", f"{type(exc).__name__}: {exc}"[:500])
+            reply = ("error", f"{type(exc).__name__}: {exc}"[:500], time.monotonic())
         connection.send(reply)
 
 
@@ -163,22 +173,19 @@ class _ExtractSlot:
     process: multiprocessing.process.BaseProcess
     connection: multiprocessing.connection.Connection
     tasks: collections.deque = field(default_factory=collections.deque)  # sent, unanswered, in order
-    started: float = 0.0   # when the worker began the head task
+    started: float = 0.0   # when the worker could begin the head task
 
 
 @dataclass(frozen=True)
 class ExtractOutcome:
-    """What became of one PDF: outcome is ok (with its text), error, timeout or crash."""
+    """What became of one PDF: outcome is ok (with its UTF-8 text in `data`), error, timeout or crash."""
     key: str
     outcome: str
     pages: int | None = None
-    text: str | None = None
+    chars: int | None = None
+    data: bytes | None = None
     error: str | None = None
     seconds: float = 0.0
-
-    @property
-    def chars(self) -> int | None:
-        return None if self.text is None else len(self.text)
 
 
 class ExtractWorkerPool:
@@ -189,8 +196,14 @@ class ExtractWorkerPool:
     hang or a crash costs that process alone: it is killed or reaped, a fresh
     one forked in its place, and the tasks queued behind it are handed out
     again. Each worker holds `depth` tasks, so it never waits for the
-    supervisor's commits between two PDFs; the time limit runs from the
-    moment the worker could begin a task (its previous answer).
+    supervisor between two PDFs; the time limit of a task runs from the moment
+    its worker could begin it (the worker's previous answer, by the worker's
+    own clock, or the send).
+
+    The supervisor sleeps in one selector over every worker's pipe and exit
+    sentinel, registered once per worker (not a selector built per check, as
+    `Connection.poll` and `multiprocessing.connection.wait` do: that was most
+    of the supervisor's CPU, taken from the workers' cores).
     """
 
     def __init__(self, workers: int, engine: str, timeout: float, depth: int = 2):
@@ -200,7 +213,10 @@ class ExtractWorkerPool:
         self.depth = max(1, depth)
         self.replaced = 0
         self._mp = multiprocessing.get_context("fork")
-        self._slots = [self._start_slot() for _ in range(max(1, workers))]
+        self._selector = selectors.DefaultSelector()
+        self._slots: list[_ExtractSlot] = []
+        for _ in range(max(1, workers)):
+            self._slots.append(self._start_slot())
 
     def _start_slot(self) -> _ExtractSlot:
         parent_end, child_end = self._mp.Pipe(duplex=True)
@@ -208,75 +224,101 @@ class ExtractWorkerPool:
                                    name="kycourt-extract-worker", daemon=True)
         process.start()
         child_end.close()
-        return _ExtractSlot(process, parent_end)
+        slot = _ExtractSlot(process, parent_end)
+        self._selector.register(parent_end, selectors.EVENT_READ, slot)
+        self._selector.register(process.sentinel, selectors.EVENT_READ, slot)
+        return slot
 
-    def _replace(self, slot: _ExtractSlot, pending: collections.deque) -> None:
-        """Kills or reaps the slot's worker, forks a fresh one; its unstarted tasks go back to `pending`."""
-        slot.tasks.popleft()
-        pending.extendleft(reversed(slot.tasks))
+    def _retire(self, slot: _ExtractSlot) -> None:
+        """Stops watching the slot's worker and kills (or reaps) it."""
+        for watched in (slot.connection, slot.process.sentinel):
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(watched)
         slot.connection.close()
         if slot.process.is_alive():
             slot.process.kill()
         slot.process.join(5)
-        fresh = self._start_slot()
-        slot.process, slot.connection, slot.tasks = fresh.process, fresh.connection, collections.deque()
+
+    def _replace(self, slot: _ExtractSlot, unsent: collections.deque) -> None:
+        """Kills or reaps the slot's worker, forks a fresh one; its unstarted tasks go back to `unsent`."""
+        slot.tasks.popleft()
+        unsent.extendleft(reversed(slot.tasks))
+        self._retire(slot)
+        index = self._slots.index(slot)
+        self._slots[index] = self._start_slot()
         self.replaced += 1
 
-    def run(self, tasks: list[tuple[str, str]],
+    def run(self, tasks: Iterable[tuple[str, str]],
             should_stop: Callable[[], bool] = lambda: False) -> Iterator[ExtractOutcome]:
         """Yields one outcome per task (key, pdf_path) as they finish.
 
-        Once `should_stop()` is true no new task is sent; those already sent finish.
+        `tasks` is read lazily, as workers have room, so the caller may produce
+        them while earlier ones run. Once `should_stop()` is true no new task is
+        sent (a task already taken from `tasks` is dropped unsent); those
+        already sent finish.
         """
-        pending = collections.deque(tasks)
+        source = iter(tasks)
+        unsent: collections.deque = collections.deque()   # tasks a replaced worker never began
+        exhausted = stopping = False
         while True:
-            stopping = should_stop()
             for slot in self._slots:
-                while len(slot.tasks) < self.depth and pending and not stopping:
-                    task = pending.popleft()
-                    if not slot.tasks:
-                        slot.started = time.monotonic()
-                    slot.tasks.append(task)
-                    try:
-                        slot.connection.send(task[1])
-                    except OSError:
-                        break  # the worker is gone; _collect reports the crash
+                while len(slot.tasks) < self.depth and not stopping:
+                    if not unsent:
+                        if exhausted:
+                            break
+                        task = next(source, None)
+                        if task is None:
+                            exhausted = True
+                            break
+                        unsent.append(task)
+                    stopping = should_stop()
+                    if not stopping:
+                        self._send(slot, unsent.popleft())
             busy = [slot for slot in self._slots if slot.tasks]
             if not busy:
                 return
             wait_for = max(0.0, min(slot.started + self.timeout for slot in busy) - time.monotonic())
-            waitables = [slot.connection for slot in busy] + [slot.process.sentinel for slot in busy]
-            multiprocessing.connection.wait(waitables, timeout=wait_for)
+            ready: dict[int, bool] = {}     # id(slot) -> its pipe is readable (else only its exit sentinel)
+            for key, _ in self._selector.select(wait_for):
+                ready[id(key.data)] = ready.get(id(key.data), False) or key.fileobj is key.data.connection
             for slot in busy:
-                yield from self._collect(slot, pending)
-
-    def _collect(self, slot: _ExtractSlot, pending: collections.deque) -> Iterator[ExtractOutcome]:
-        while slot.tasks:
-            now = time.monotonic()
-            elapsed = round(now - slot.started, 4)
-            key = slot.tasks[0][0]
-            if not slot.connection.poll():
-                if not slot.process.is_alive():
-                    yield self._crashed(slot, key, elapsed, pending)
-                elif elapsed >= self.timeout:
-                    self._replace(slot, pending)
+                if id(slot) in ready:
+                    yield self._collect(slot, ready[id(slot)], unsent)
+                elif time.monotonic() - slot.started >= self.timeout:
+                    elapsed = round(time.monotonic() - slot.started, 4)
+                    key = slot.tasks[0][0]
+                    self._replace(slot, unsent)
                     yield ExtractOutcome(key, "timeout", seconds=elapsed,
                                          error=f"no result within {self.timeout:g} s; worker killed")
-                return
-            try:
-                reply = slot.connection.recv()
-            except (EOFError, OSError):
-                yield self._crashed(slot, key, elapsed, pending)
-                return
-            slot.tasks.popleft()
-            slot.started = now
-            if reply[0] == "ok":
-                yield ExtractOutcome(key, "ok", pages=reply[1], text=reply[2], seconds=elapsed)
-            else:
-                yield ExtractOutcome(key, reply[0], error=reply[1], seconds=elapsed)
+
+    def _send(self, slot: _ExtractSlot, task: tuple[str, str]) -> None:
+        if not slot.tasks:
+            slot.started = time.monotonic()
+        slot.tasks.append(task)
+        try:
+            slot.connection.send(task[1])
+        except OSError:
+            pass  # the worker is gone: its exit sentinel wakes the supervisor, which reports the crash
+
+    def _collect(self, slot: _ExtractSlot, readable: bool, unsent: collections.deque) -> ExtractOutcome:
+        """The head task's outcome: the worker's answer, or its crash (its pipe ended, or it exited)."""
+        key = slot.tasks[0][0]
+        try:
+            # Only the exit sentinel woke us: the worker may still have answered before it died.
+            reply = slot.connection.recv() if readable or slot.connection.poll() else None
+        except (EOFError, OSError):
+            reply = None
+        if reply is None:
+            return self._crashed(slot, key, round(time.monotonic() - slot.started, 4), unsent)
+        slot.tasks.popleft()
+        elapsed = round(max(0.0, reply[-1] - slot.started), 4)
+        slot.started = reply[-1]
+        if reply[0] == "ok":
+            return ExtractOutcome(key, "ok", pages=reply[1], chars=reply[2], data=reply[3], seconds=elapsed)
+        return ExtractOutcome(key, reply[0], error=reply[1], seconds=elapsed)
 
     def _crashed(self, slot: _ExtractSlot, key: str, elapsed: float,
-                 pending: collections.deque) -> ExtractOutcome:
+                 unsent: collections.deque) -> ExtractOutcome:
         slot.process.join(5)
         code = slot.process.exitcode
         if code is not None and code < 0:
@@ -286,7 +328,7 @@ class ExtractWorkerPool:
                 cause = f"killed by signal {-code}"
         else:
             cause = f"exited with status {code}"
-        self._replace(slot, pending)
+        self._replace(slot, unsent)
         return ExtractOutcome(key, "crash", error=f"extract worker {cause}", seconds=elapsed)
 
     def close(self) -> None:
@@ -301,10 +343,8 @@ class ExtractWorkerPool:
         deadline = time.monotonic() + 5
         for slot in self._slots:
             slot.process.join(max(0.0, deadline - time.monotonic()))
-            if slot.process.is_alive():
-                slot.process.kill()
-                slot.process.join(5)
-            slot.connection.close()
+            self._retire(slot)
+        self._selector.close()
 
     def __enter__(self) -> "ExtractWorkerPool":
         return self
@@ -341,84 +381,24 @@ def extract(ctx: Context) -> ExtractResult:
         return result
     (ctx.workspace / "text").mkdir(parents=True, exist_ok=True)
     bar = progress(cfg, queued, "extract")
-    after_rowid, passes = 0, 1
     try:
         with ExtractWorkerPool(cfg.WORKERS, cfg.EXTRACT_ENGINE, cfg.EXTRACT_TIMEOUT) as pool, \
                 ThreadPoolExecutor(1, thread_name_prefix="extract-saver") as saver:
-            while True:
-                if ctx.clock.should_stop():
-                    result.stopped = True
-                    break
-                rows = db.extract_queue(cfg, cfg.EXTRACT_BATCH, after_rowid)
-                if not rows:
+            for number in range(1, cfg.MAX_EXTRACT_ATTEMPTS + 1):
+                if number > 1:
                     # A failed document stays queued until its attempts are spent:
                     # retry it in this run, one pass per attempt, so a run ends done.
                     left = db.extract_queue_size(cfg)
-                    if left == 0 or passes >= cfg.MAX_EXTRACT_ATTEMPTS:
+                    if left == 0:
                         break
-                    passes += 1
-                    after_rowid = 0
                     bar.total = (bar.total or 0) + left
-                    continue
-                after_rowid = rows[-1]["rowid"]
-                batch_started = time.monotonic()
-                before = (result.extracted, result.failed_attempts, result.pages)
-                _extract_batch(ctx, pool, saver, rows, result, bar)
-                if ctx.clock.should_stop():
-                    result.stopped = True
-                log_extract.info(
-                    "extract batch of %d documents: %d extracted, %d failed attempts, %d pages "
-                    "in %.1f s (%s, %d workers)", len(rows), result.extracted - before[0],
-                    result.failed_attempts - before[1], result.pages - before[2],
-                    time.monotonic() - batch_started, cfg.EXTRACT_ENGINE, cfg.WORKERS)
+                _ExtractPass(ctx, saver, result, bar).run(pool)
                 if result.stopped:
                     break
     finally:
         bar.close()
         result.seconds = round(time.monotonic() - started, 3)
     return result
-
-
-def _extract_batch(ctx: Context, pool: ExtractWorkerPool, saver: ThreadPoolExecutor, rows: list,
-                   result: ExtractResult, bar) -> None:
-    rows_by_sha: dict[str, list] = {}
-    for row in rows:
-        if not row["sha256"]:
-            _extract_record_failure(ctx, [row], "error", "no sha256 recorded for a downloaded document",
-                                    0.0, result, bar)
-            continue
-        rows_by_sha.setdefault(row["sha256"], []).append(row)
-
-    tasks = []
-    for sha, sha_rows in rows_by_sha.items():
-        text_path = ctx.workspace / "text" / f"{sha}.txt"
-        if _extract_reuse_twin(ctx, sha, sha_rows, text_path, result, bar):
-            continue
-        pdf_path, problem = _extract_local_pdf(ctx, sha, sha_rows[0])
-        if problem is not None:
-            _extract_record_failure(ctx, sha_rows, "error", problem, 0.0, result, bar)
-            continue
-        tasks.append((sha, str(pdf_path)))
-
-    result.pdfs += len(tasks)
-    finished: list[tuple[list, ExtractOutcome]] = []   # extracted, text not yet saved
-    saving: _ExtractSaving | None = None               # a group the saver thread has, not yet committed
-    try:
-        for outcome in pool.run(tasks, should_stop=ctx.clock.should_stop):
-            sha_rows = rows_by_sha[outcome.key]
-            if outcome.outcome != "ok":
-                log_extract.warning("extract %s (%s): %s %s", outcome.key[:12], sha_rows[0]["document_id"],
-                                    outcome.outcome, outcome.error)
-                _extract_record_failure(ctx, sha_rows, outcome.outcome, outcome.error, outcome.seconds,
-                                        result, bar)
-                continue
-            finished.append((sha_rows, outcome))
-            if len(finished) >= _EXTRACT_COMMIT_EVERY:
-                saving = _extract_hand_over(ctx, saver, saving, finished, result, bar)
-                finished = []
-    finally:
-        saving = _extract_hand_over(ctx, saver, saving, finished, result, bar)
-        _extract_settle(ctx, saving, result, bar)
 
 
 # Outcomes committed per transaction: one commit per PDF costs the supervisor
@@ -434,54 +414,130 @@ class _ExtractSaving:
     settled: bool = False   # committed (or its save failed): never committed again
 
 
-def _extract_hand_over(ctx: Context, saver: ThreadPoolExecutor, saving: _ExtractSaving | None,
-                       finished: list, result: ExtractResult, bar) -> _ExtractSaving | None:
-    """Commits the group being saved (once saved), then hands `finished` to the saver thread."""
-    _extract_settle(ctx, saving, result, bar)
-    if not finished:
-        return None
-    return _ExtractSaving(finished, saver.submit(_extract_save_texts, ctx, [o for _, o in finished]))
+class _ExtractPass:
+    """One pass over the extract queue: each queued document attempted at most once.
 
+    The queue is read EXTRACT_BATCH rows at a time (keyset by rowid) as the
+    workers make room, so they never wait for a batch boundary. Each distinct
+    sha256 goes to the workers once; a document whose sha256 is already on its
+    way (sent, or saved and not yet committed) joins that PDF's outcome, and
+    one whose sha256 an `extracted` document holds reuses its text.
+    """
 
-def _extract_settle(ctx: Context, saving: _ExtractSaving | None, result: ExtractResult, bar) -> None:
-    """Waits for a group's texts to be saved and commits it; a save's error (a full disk) is
-    raised instead, and those documents keep their attempt."""
-    if saving is None or saving.settled:
-        return
-    saving.settled = True    # before anything can raise: a second settle (the `finally`) is a no-op
-    saving.future.result()
-    _extract_commit_saved(ctx, saving.finished, result, bar)
+    def __init__(self, ctx: Context, saver: ThreadPoolExecutor, result: ExtractResult, bar):
+        self.ctx, self.saver, self.result, self.bar = ctx, saver, result, bar
+        self.waiting: dict[str, list] = {}     # sha256 -> rows its outcome applies to, until committed
+        self.finished: list = []               # (rows, outcome) extracted, text not yet saved
+        self.saving: _ExtractSaving | None = None   # a group the saver thread has, not yet committed
+        self.handed_out = False                # every queued PDF is with the workers: the pass's tail
+        self.committed: set[str] = set()       # sha256 committed `extracted` in this pass
+        self.text_folder = os.path.join(ctx.workspace, "text")
 
+    def run(self, pool: ExtractWorkerPool) -> None:
+        ctx, result = self.ctx, self.result
+        try:
+            for outcome in pool.run(self.tasks(), should_stop=ctx.clock.should_stop):
+                if outcome.outcome != "ok":
+                    sha_rows = self.waiting.pop(outcome.key)
+                    log_extract.warning("extract %s (%s): %s %s", outcome.key[:12], sha_rows[0]["document_id"],
+                                        outcome.outcome, outcome.error)
+                    _extract_record_failure(ctx, sha_rows, outcome.outcome, outcome.error, outcome.seconds,
+                                            result, self.bar)
+                    continue
+                self.finished.append((self.waiting[outcome.key], outcome))
+                # In the tail, a smaller group whenever the saver is free: the last group's save and
+                # commit would otherwise run alone after the last PDF, on idle cores.
+                if len(self.finished) >= _EXTRACT_COMMIT_EVERY or (
+                        self.handed_out and (self.saving is None or self.saving.future.done())):
+                    self.hand_over()
+        finally:
+            self.hand_over()
+            self.settle()
+        if ctx.clock.should_stop():
+            result.stopped = True
 
-def _extract_save_texts(ctx: Context, outcomes: list[ExtractOutcome]) -> None:
-    """The texts to `text/<sha256>.txt`, then to the store as one group (in the saver thread)."""
-    items = []
-    for outcome in outcomes:
-        text_path = ctx.workspace / "text" / f"{outcome.key}.txt"
-        _extract_write_text(text_path, outcome.text)
-        items.append((text_store_name(outcome.key), text_path))
-    held = ctx.mirror.put_many(items)
-    lagging = [path for name, path in items if not held.get(name)]
-    try:
-        sync_files(lagging)    # the store lags: until it catches up these files are the only copy
-    except OSError as exc:
-        raise_if_disk_full(exc, lagging[0])
-        raise
+    def tasks(self) -> Iterator[tuple[str, str]]:
+        """(sha256, pdf path) for each PDF the workers must read, batch after batch."""
+        ctx, cfg, result, bar = self.ctx, self.ctx.cfg, self.result, self.bar
+        after_rowid = 0
+        while not ctx.clock.should_stop():
+            rows = ctx.db.extract_queue(cfg, cfg.EXTRACT_BATCH, after_rowid)
+            if not rows:
+                self.handed_out = True
+                return
+            after_rowid = rows[-1]["rowid"]
+            # One query for the batch; a twin committed since then was in `waiting` at that moment.
+            twins = ctx.db.extracted_twins(row["sha256"] for row in rows if row["sha256"])
+            for row in rows:
+                sha = row["sha256"]
+                if not sha:
+                    _extract_record_failure(ctx, [row], "error", "no sha256 recorded for a downloaded document",
+                                            0.0, result, bar)
+                    continue
+                if sha in self.waiting:
+                    self.waiting[sha].append(row)
+                    continue
+                twin = twins.get(sha) or (ctx.db.extracted_twin(sha) if sha in self.committed else None)
+                if twin is not None and _extract_reuse_twin(ctx, sha, row, twin, result, bar):
+                    continue
+                pdf_path, problem = _extract_local_pdf(ctx, sha, row)
+                if problem is not None:
+                    _extract_record_failure(ctx, [row], "error", problem, 0.0, result, bar)
+                    continue
+                self.waiting[sha] = [row]
+                result.pdfs += 1
+                yield sha, pdf_path
+            log_extract.info("extract: a batch of %d documents handed out; so far %d extracted, %d failed "
+                             "attempts, %d pages (%s, %d workers)", len(rows), result.extracted,
+                             result.failed_attempts, result.pages, cfg.EXTRACT_ENGINE, cfg.WORKERS)
+
+    def hand_over(self) -> None:
+        """Commits the group being saved (once saved), then hands the finished ones to the saver thread."""
+        self.settle()
+        if self.finished:
+            outcomes = [outcome for _, outcome in self.finished]
+            self.saving = _ExtractSaving(self.finished, self.saver.submit(self._save, outcomes))
+            self.finished = []
+
+    def settle(self) -> None:
+        """Waits for a group's texts to be saved and commits it; a save's error (a full disk) is
+        raised instead, and those documents keep their attempt."""
+        saving = self.saving
+        if saving is None or saving.settled:
+            return
+        saving.settled = True    # before anything can raise: a second settle (the `finally`) is a no-op
+        saving.future.result()
+        _extract_commit_saved(self.ctx, saving.finished, self.result, self.bar)
+        for _, outcome in saving.finished:
+            self.waiting.pop(outcome.key, None)
+            self.committed.add(outcome.key)
+
+    def _save(self, outcomes: list[ExtractOutcome]) -> None:
+        """The texts to `text/<sha256>.txt`, then to the store as one group (in the saver thread)."""
+        items = []
+        for outcome in outcomes:
+            text_path = os.path.join(self.text_folder, f"{outcome.key}.txt")
+            _extract_write_text(text_path, outcome.data)
+            items.append((text_store_name(outcome.key), text_path))
+        held = self.ctx.mirror.put_many(items)
+        lagging = [path for name, path in items if not held.get(name)]
+        try:
+            sync_files(lagging)    # the store lags: until it catches up these files are the only copy
+        except OSError as exc:
+            raise_if_disk_full(exc, lagging[0])
+            raise
 
 
 def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, bar) -> None:
     if not finished:
         return
-    cfg, db = ctx.cfg, ctx.db
-    with db.transaction():
-        for sha_rows, outcome in finished:
-            scanned = is_likely_scanned(outcome.pages, outcome.chars, cfg.SCANNED_CHARS_PER_PAGE)
-            for row in sha_rows:
-                db.log_extraction(row["document_id"], sha256=outcome.key, attempt=row["extract_attempts"] + 1,
-                                  engine=cfg.EXTRACT_ENGINE, outcome="ok", pages=outcome.pages,
-                                  chars=outcome.chars, seconds=outcome.seconds, error=None)
-                db.mark_extracted(row["document_id"], pages=outcome.pages, extracted_chars=outcome.chars,
-                                  likely_scanned=scanned)
+    cfg = ctx.cfg
+    ctx.db.record_extracted([
+        {"document_id": row["document_id"], "sha256": outcome.key, "attempt": row["extract_attempts"] + 1,
+         "engine": cfg.EXTRACT_ENGINE, "pages": outcome.pages, "chars": outcome.chars,
+         "seconds": outcome.seconds,
+         "likely_scanned": is_likely_scanned(outcome.pages, outcome.chars, cfg.SCANNED_CHARS_PER_PAGE)}
+        for sha_rows, outcome in finished for row in sha_rows])
     documents = sum(len(sha_rows) for sha_rows, _ in finished)
     result.attempted += documents
     result.extracted += documents
@@ -490,34 +546,28 @@ def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, b
     bar.update(documents)
 
 
-def _extract_reuse_twin(ctx: Context, sha: str, sha_rows: list, text_path: Path,
-                        result: ExtractResult, bar) -> bool:
+def _extract_reuse_twin(ctx: Context, sha: str, row, twin, result: ExtractResult, bar) -> bool:
     """Applies an extracted twin's figures when its text file is at hand (locally or from the store)."""
-    twin = ctx.db.extracted_twin(sha)
-    if twin is None:
-        return False
+    text_path = ctx.workspace / "text" / f"{sha}.txt"
     if not text_path.is_file() and not ctx.mirror.fetch(text_store_name(sha), text_path):
         return False  # nothing to trust: extract again
     ctx.mirror.put(text_store_name(sha), text_path)
-    with ctx.db.transaction():
-        for row in sha_rows:
-            ctx.db.log_extraction(row["document_id"], sha256=sha, attempt=row["extract_attempts"] + 1,
-                                  engine=f"reused:{twin['document_id']}", outcome="ok", pages=twin["pages"],
-                                  chars=twin["extracted_chars"], seconds=0.0, error=None)
-            ctx.db.mark_extracted(row["document_id"], pages=twin["pages"], extracted_chars=twin["extracted_chars"],
-                                  likely_scanned=bool(twin["likely_scanned"]))
-    result.attempted += len(sha_rows)
-    result.extracted += len(sha_rows)
-    result.reused += len(sha_rows)
-    bar.update(len(sha_rows))
+    ctx.db.record_extracted([{"document_id": row["document_id"], "sha256": sha, "attempt": row["extract_attempts"] + 1,
+                              "engine": f"reused:{twin['document_id']}", "pages": twin["pages"],
+                              "chars": twin["extracted_chars"], "seconds": 0.0,
+                              "likely_scanned": bool(twin["likely_scanned"])}])
+    result.attempted += 1
+    result.extracted += 1
+    result.reused += 1
+    bar.update(1)
     return True
 
 
-def _extract_local_pdf(ctx: Context, sha: str, row) -> tuple[Path | None, str | None]:
-    """The PDF in the workspace, fetched from the store if it is missing; or why there is none."""
+def _extract_local_pdf(ctx: Context, sha: str, row) -> tuple[str | None, str | None]:
+    """The PDF's path in the workspace, fetched from the store if it is missing; or why there is none."""
     relative = row["local_pdf"] or pdf_store_name(sha)
-    path = ctx.workspace / relative
-    if path.is_file():
+    path = os.path.join(ctx.workspace, relative)
+    if os.path.isfile(path):
         return path, None
     # Through the mirror: its lock keeps Drive calls off the checkpointer's thread.
     if not ctx.mirror.fetch(pdf_store_name(sha), path):
