@@ -165,12 +165,14 @@ def test_the_trap_after_a_good_sweep_fails_at_the_first_shard(make_context):
 
 
 def test_search_503s_and_429s_are_retried_and_discovery_still_converges(make_context):
-    with SimCourt(docs=300, seed=6, search_fault_rate=0.3, first_year=2000, last_year=2020) as court:
+    # The tests' clock records sleeps without sleeping: the court must not insist on Retry-After.
+    with SimCourt(docs=300, seed=6, search_fault_rate=0.3, first_year=2000, last_year=2020,
+                  enforce_retry_after=False) as court:
         ctx = make_context(court, SEARCH_ATTEMPTS=12)
         result = discover(ctx)
         assert result.converged and result.errors == 0
         assert sorted(document_ids(ctx)) == sorted(d.document_id for d in court.documents)
-        assert 1.0 in ctx.clock.sleeps         # the court's Retry-After: 1 on a 429 was honoured
+        assert any(sleep >= 0.9 for sleep in ctx.clock.sleeps)   # a 429's Retry-After was honoured
         assert ctx.client.retries > 0
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import email.utils
 import http.client
 import io
 import resource
@@ -12,7 +13,7 @@ import pypdf
 import pytest
 import requests
 
-from notebook_builder.simcourt import FAULTS, NEVER, SimCourt, corpus_counts
+from notebook_builder.simcourt import FAULTS, NEVER, TRANSIENT_FAULTS, SimCourt, corpus_counts
 
 HEADERS = {"Accept": "application/json", "x-ctrack-excludeselflinks": "true",
            "x-ctrack-paging-calculatetotalcount": "true"}
@@ -45,11 +46,23 @@ def search(http, court, prefix, start=1, size=50, path=DOCUMENT_SEARCH, headers=
 
 def download(http, court, document, method="GET", **kwargs):
     url = f"{court.base_url}/publicaccessdocuments/{document.document_id}/download"
-    return http.request(method, url, timeout=10, **kwargs)
+    return http.request(method, url, **{"timeout": 10, **kwargs})
 
 
 def first(court, fault):
     return court.documents_with(fault)[0]
+
+
+def is_retry_after(value: str) -> bool:
+    """delta-seconds, or an HTTP-date (RFC 9110)."""
+    return value.isdigit() or email.utils.parsedate_to_datetime(value) is not None
+
+
+def retry_after_seconds(answer) -> float:
+    value = answer.headers["Retry-After"]
+    if value.isdigit():
+        return float(value)
+    return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
 
 
 def text_of(data: bytes) -> str:
@@ -120,7 +133,7 @@ def test_rows_carry_the_documented_fields(court, session):
     assert row["rowMap"]["documentName"].startswith(
         document.case_number[:8] + "00" + document.case_number[8:])        # 2019-CA-001234
     assert len(row["id"]) == 64 and row["id"] == row["rowMap"]["documentID"]
-    entry = session.get(court.base_url + "/publicaccessdocuments", timeout=10, params={
+    entry = session.get(court.base_url + "/publicaccessdocuments", timeout=10, headers=HEADERS, params={
         "filter": f"parentCategory=docketentries,parentID={document.docket_entry_id}"}).json()
     assert isinstance(entry, list) and document.document_id in [item["documentID"] for item in entry]
     case = search(session, court, document.case_number, path=CASE_SEARCH).json()["resultItems"]
@@ -154,13 +167,56 @@ def test_late_documents_appear_while_a_crawl_runs(session):
         assert download(session, court, late[0]).content.startswith(b"%PDF-")
 
 
-def test_search_faults_answer_503_and_429_with_retry_after(session):
-    with SimCourt(docs=50, seed=1, search_fault_rate=0.5) as court:
-        answers = [search(session, court, "2019") for _ in range(60)]
-        codes = collections.Counter(answer.status_code for answer in answers)
-        assert codes[200] and codes[503] and codes[429]
-        assert all(a.headers["Retry-After"] == "1" for a in answers if a.status_code == 429)
-        assert court.search_requests == 60
+def test_json_faults_answer_503_429_resets_and_torn_bodies(session):
+    with SimCourt(docs=50, seed=1, search_fault_rate=0.5, enforce_retry_after=False) as court:
+        outcomes = collections.Counter()
+        for _ in range(80):
+            try:
+                answer = search(session, court, "2019")
+            except requests.exceptions.ChunkedEncodingError:
+                outcomes["torn"] += 1
+            except requests.ConnectionError:
+                outcomes["reset"] += 1
+            else:
+                outcomes[answer.status_code] += 1
+                if answer.status_code == 429:
+                    assert is_retry_after(answer.headers["Retry-After"])
+                    assert retry_after_seconds(answer) <= 1.0
+        assert outcomes[200] and outcomes[503] and outcomes[429] and outcomes["reset"] and outcomes["torn"]
+        assert court.search_requests == 80
+
+
+def test_a_docket_entrys_document_list_misbehaves_like_search(session):
+    with SimCourt(docs=50, seed=1, search_fault_rate=0.6, enforce_retry_after=False) as court:
+        entry = court.documents[0].docket_entry_id
+        url = f"{court.base_url}/publicaccessdocuments?filter=parentCategory=docketentries,parentID={entry}"
+        codes = collections.Counter()
+        for _ in range(30):
+            try:
+                answer = session.get(url, headers=HEADERS, timeout=10)
+                codes[answer.status_code] += 1
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+                codes["broken"] += 1
+        assert codes[200] and codes[503] and len(codes) >= 3
+
+
+@pytest.mark.parametrize("accept", [None, "application/xml", "text/html,*/*;q=0.8"])
+def test_a_json_endpoint_refuses_a_request_that_does_not_accept_json(court, session, accept):
+    headers = {name: value for name, value in HEADERS.items() if name != "Accept"}
+    if accept is not None:
+        headers["Accept"] = accept
+    session.headers.pop("Accept", None)        # requests sends "*/*" unless told otherwise
+    answer = search(session, court, "2019", headers=headers)
+    assert answer.status_code == 406
+    assert search(session, court, "2019").status_code == 200   # the same with Accept: application/json
+
+
+def test_coming_back_before_retry_after_is_refused_and_counted(court, session):
+    document = first(court, "rate_limited")
+    assert download(session, court, document).status_code == 429
+    assert download(session, court, document).status_code == 429     # at once: too early
+    assert court.early_requests == 1
+    assert court.requests_for(document.document_id) == 1              # the early one is not an attempt
 
 
 # ---------------------------------------------------------------- the plan
@@ -171,8 +227,8 @@ def test_every_fault_appears_at_least_twice_in_300_documents(court):
     assert set(counts) == set(FAULTS) and min(counts.values()) >= 2
     assert 0.6 < counts["ok"] / 300 < 0.8
     for document in court.documents:
-        if document.fault in ("http_500", "http_503", "reset", "truncated", "rate_limited", "html"):
-            assert 1 <= document.transient_failures <= 2
+        if document.fault in TRANSIENT_FAULTS:
+            assert 1 <= document.transient_failures <= (1 if document.fault == "stalled" else 2)
     assert first(court, "always_503").transient_failures == NEVER
 
 
@@ -198,7 +254,8 @@ def test_transient_status_fails_k_times_then_serves_the_pdf(court, session, faul
         answer = download(session, court, document)
         assert answer.status_code == code
         if code == 429:
-            assert answer.headers["Retry-After"] == "1"
+            assert is_retry_after(answer.headers["Retry-After"])
+            time.sleep(retry_after_seconds(answer))
     good = download(session, court, document)
     assert good.status_code == 200 and good.content == court.pdf_bytes(document.document_id)
     assert good.content.startswith(b"%PDF-")
@@ -316,3 +373,16 @@ def test_full_size_corpus_builds_quickly_in_little_memory():
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert len(court.documents) == 98724 and court.documents[-1].index == 98723
     assert seconds < 10 and grown_mib < 200
+
+
+def test_a_stalled_body_stops_half_way_then_the_court_hangs_up(session):
+    with SimCourt(docs=300, seed=1, stall_seconds=1.5) as court:
+        document = first(court, "stalled")
+        started = time.monotonic()
+        with pytest.raises((requests.ConnectionError, requests.Timeout)):   # a read timeout shorter than the stall
+            download(session, court, document, timeout=(5, 0.5)).content
+        assert time.monotonic() - started < 1.4
+        answer = session.get(f"{court.base_url}/publicaccessdocuments/{document.document_id}/download",
+                             timeout=10, stream=True)
+        assert answer.status_code == 200                   # the stall was its only failure
+        assert answer.raw.read() == court.pdf_bytes(document.document_id)

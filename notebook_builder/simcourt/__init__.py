@@ -6,8 +6,8 @@
 
 See server.py for the served behaviour and corpus.py for the planned corpus.
 """
-from .corpus import FAULTS, NEVER, SimDocument, corpus_counts, expected_outcome
+from .corpus import FAULTS, NEVER, TRANSIENT_FAULTS, SimDocument, corpus_counts, expected_outcome
 from .server import DEFAULT_OVERSIZE, SimCourt, serve
 
-__all__ = ["FAULTS", "NEVER", "SimCourt", "SimDocument", "corpus_counts", "expected_outcome",
+__all__ = ["FAULTS", "NEVER", "TRANSIENT_FAULTS", "SimCourt", "SimDocument", "corpus_counts", "expected_outcome",
            "serve", "DEFAULT_OVERSIZE"]

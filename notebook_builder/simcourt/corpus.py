@@ -10,8 +10,10 @@ Guarantees:
   compact arrays; `SimDocument`s, rows and ids are built on demand, so a
   98,724-document corpus costs a few tens of MB.
 - The fault plan: with faults on, ~70% of documents are "ok" and the first
-  32 faulty slots cycle through every fault, so 300 documents hold each
+  34 faulty slots cycle through every fault, so 300 documents hold each
   fault at least twice; later slots favour the common (transient) faults.
+  A stalled body fails once (each costs the client a read timeout); the
+  other transient faults fail once or twice.
 """
 from __future__ import annotations
 
@@ -31,18 +33,19 @@ CASES_PER_YEAR = {"SC": (500, 1100), "CA": (1300, 3500)}
 FAULTS = (
     "ok",
     "http_500", "http_503", "reset", "truncated", "rate_limited", "html",   # transient
+    "stalled",                                                              # transient, slow
     "always_503",                                                           # never succeeds
     "http_401", "http_403", "http_404",                                     # permanent
     "oversized", "lying_length",                                            # too large
     "duplicate", "image_only", "no_text", "unparseable",                    # content
 )
-TRANSIENT_FAULTS = ("http_500", "http_503", "reset", "truncated", "rate_limited", "html")
+TRANSIENT_FAULTS = ("http_500", "http_503", "reset", "truncated", "rate_limited", "html", "stalled")
 PERMANENT_STATUS = {"http_401": 401, "http_403": 403, "http_404": 404}
 NEVER = 1_000_000   # transient_failures of a document that never answers well
 
 # After the guaranteed two of each, faulty slots are drawn with these weights.
 _FAULT_WEIGHTS = {
-    "http_500": 3, "http_503": 3, "reset": 2, "truncated": 2, "rate_limited": 2, "html": 1,
+    "http_500": 3, "http_503": 3, "reset": 2, "truncated": 2, "rate_limited": 2, "html": 1, "stalled": 0.3,
     "always_503": 1, "http_401": 1, "http_403": 1, "http_404": 2, "oversized": 0.3,
     "lying_length": 0.3, "duplicate": 2, "image_only": 2, "no_text": 1, "unparseable": 1,
 }
@@ -209,7 +212,7 @@ class Corpus:
             kind = kinds[slot % len(kinds)] if slot < 2 * len(kinds) else rng.choices(kinds, weights)[0]
             self.doc_fault[doc] = FAULTS.index(kind)
             if kind in TRANSIENT_FAULTS:
-                self.doc_transient[doc] = rng.randint(1, 2)
+                self.doc_transient[doc] = 1 if kind == "stalled" else rng.randint(1, 2)
             elif kind == "always_503":
                 self.doc_transient[doc] = NEVER
         ok = [doc for doc in range(self.size) if self.doc_fault[doc] == 0]

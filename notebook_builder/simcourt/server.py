@@ -23,16 +23,29 @@ Guarantees:
 - Downloads misbehave per document as planned in `corpus` (FAULTS); the
   bad answers come first, one per GET or HEAD, then good ones. Oversized
   and lying bodies are generated lazily while the client reads, never held.
+  A stalled body sends its headers and half its bytes, then nothing for
+  `stall_seconds`, then closes: a client with a shorter read timeout sees a
+  timeout, a more patient one a torn body.
+- A 429 carries Retry-After as delta-seconds ("1") or, every other time, as
+  an HTTP-date; a request that comes back before that time is answered 429
+  again and counted in `early_requests` (a polite client keeps it at 0;
+  `enforce_retry_after=False` for tests whose clock only records sleeps).
+- The JSON endpoints (both searches, a docket entry's documents) answer
+  406 to a request whose Accept does not name application/json, and at
+  `search_fault_rate` misbehave: 503, 429, a reset, or a 200 whose JSON
+  body is torn (fewer bytes than Content-Length).
 """
 from __future__ import annotations
 
 import datetime as _dt
+import email.utils
 import json
 import math
 import random
 import socket
 import struct
 import threading
+import time
 from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -56,13 +69,16 @@ class SimCourt:
     def __init__(self, docs: int = 300, seed: int = 1, *, results_limit: int = 10000,
                  max_page: int = 1000, faults: bool = True, late_docs: int = 0,
                  unstable: bool = True, first_year: int = 1990, last_year: int = 2026,
-                 search_fault_rate: float = 0.0, oversize_bytes: int | None = None):
+                 search_fault_rate: float = 0.0, oversize_bytes: int | None = None,
+                 stall_seconds: float = 1.0, enforce_retry_after: bool = True):
         if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1:
             raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1]")
         self.seed = seed
         self.results_limit, self.max_page = results_limit, max_page
         self.unstable, self.search_fault_rate = unstable, search_fault_rate
         self.oversize_bytes = DEFAULT_OVERSIZE if oversize_bytes is None else oversize_bytes
+        self.stall_seconds = stall_seconds
+        self.enforce_retry_after = enforce_retry_after   # off for tests whose clock does not really sleep
         self.corpus = Corpus(docs, seed, faults=faults, late_docs=late_docs,
                              first_year=first_year, last_year=last_year)
         self.documents = DocumentList(self.corpus)
@@ -71,6 +87,10 @@ class SimCourt:
         self._body_bytes: dict[int, int] = {}
         self.download_requests = 0
         self.search_requests = 0
+        self.entry_requests = 0          # a docket entry's document lists
+        self.early_requests = 0          # requests that came back before their Retry-After
+        self._retry_at: dict[object, float] = {}   # document index or "search" -> earliest retry
+        self._retry_after_forms = 0
         self._orders: OrderedDict = OrderedDict()
         self._pdf_cache: OrderedDict = OrderedDict()
         self._reveal_at: dict[int, int] = {}
@@ -143,6 +163,28 @@ class SimCourt:
         return total
 
     # ---------------------------------------------------------- internals
+
+    def _too_early(self, key: object) -> bool:
+        """True (and counted) when `key` asked again before its Retry-After time."""
+        with self._lock:
+            if self.enforce_retry_after and time.time() < self._retry_at.get(key, 0.0):
+                self.early_requests += 1
+                return True
+            return False
+
+    def _retry_after(self, key: object) -> dict[str, str]:
+        """A Retry-After of up to a second, alternately delta-seconds ("1") and an HTTP-date (the
+        next whole second)."""
+        with self._lock:
+            self._retry_after_forms += 1
+            dated = self._retry_after_forms % 2 == 0
+            now = time.time()
+            retry_at = math.floor(now) + 1 if dated else now + 1
+            self._retry_at[key] = retry_at - 0.05
+        if dated:
+            return {"Retry-After": email.utils.formatdate(retry_at, usegmt=True)}
+        return {"Retry-After": "1"}
+
 
     def _index(self, document_id: str) -> int:
         doc = self.corpus.find_document(document_id)
@@ -317,6 +359,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not path.startswith(API_PATH):
             return self._json(404, {"message": "Not found"}, head)
         path = path[len(API_PATH):]
+        if path in ("/publicaccessdocuments/search", "/cases/search", "/publicaccessdocuments"):
+            if "application/json" not in self.headers.get("Accept", "").lower():
+                return self._send(406, b"<html><body><h1>406 Not Acceptable</h1></body></html>",
+                                  "text/html", head)
         if path == "/publicaccessdocuments/search":
             return self._search(court, "documents", "caseHeader.caseNumber", query, head)
         if path == "/cases/search":
@@ -351,13 +397,8 @@ class _Handler(BaseHTTPRequestHandler):
             court.search_requests += 1
             count = court.search_requests
         limit_header = {"x-ctrack-paging-resultslimit": str(court.results_limit)}
-        if court.search_fault_rate > 0:
-            roll = random.Random(f"{court.seed}:search:{count}")
-            if roll.random() < court.search_fault_rate:
-                if roll.random() < 0.25:
-                    return self._json(429, {"message": "Too many requests"}, head,
-                                      {"Retry-After": "1"})
-                return self._json(503, {"message": "Service Unavailable"}, head)
+        if self._json_fault(court, f"search:{count}", head):
+            return
         if not _flag(self.headers.get("x-ctrack-excludeselflinks")):
             return self._json(200, {"resultItems": [], "facets": []}, head, {
                 **limit_header, "x-ctrack-paging-totalcount": "0",
@@ -393,9 +434,41 @@ class _Handler(BaseHTTPRequestHandler):
                        if "=" in part)
         if filters.get("parentCategory") != "docketentries" or "parentID" not in filters:
             return self._json(400, {"message": "filter must name parentCategory and parentID"}, head)
+        with court._lock:
+            court.entry_requests += 1
+            count = court.entry_requests
+        if self._json_fault(court, f"entry:{count}", head):
+            return
         docs = court.corpus.find_entry(filters["parentID"])
         self._json(200, [court.corpus.entry_document(doc) for doc in docs if court._visible(doc)],
                    head)
+
+    def _json_fault(self, court: SimCourt, roll_key: str, head: bool) -> bool:
+        """At `search_fault_rate`, one misbehaviour of a JSON endpoint; True when it answered."""
+        if court._too_early("search"):
+            self._json(429, {"message": "Too many requests"}, head, court._retry_after("search"))
+            return True
+        if court.search_fault_rate <= 0:
+            return False
+        roll = random.Random(f"{court.seed}:{roll_key}")
+        if roll.random() >= court.search_fault_rate:
+            return False
+        kind = roll.random()
+        if kind < 0.5:
+            self._json(503, {"message": "Service Unavailable"}, head)
+        elif kind < 0.75:
+            self._json(429, {"message": "Too many requests"}, head, court._retry_after("search"))
+        elif kind < 0.875 or head:
+            self._reset()
+        else:
+            body = json.dumps({"resultItems": [], "facets": []}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(body) + 4096))
+            self.end_headers()
+            self.wfile.write(body[:len(body) // 2])   # then a clean close: a torn JSON body
+            self.close_connection = True
+        return True
 
     def _download(self, court: SimCourt, document_id: str, head: bool) -> None:
         doc = court.corpus.find_document(document_id)
@@ -403,6 +476,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(404, {"message": "Document not found"}, head)
         with court._lock:
             court.download_requests += 1
+        if court._too_early(doc):
+            return self._json(429, {"message": "Too many requests"}, head, court._retry_after(doc))
+        with court._lock:
             attempt = court._requests[doc] = court._requests.get(doc, 0) + 1
         fault = court.corpus.fault(doc)
         failing = attempt <= court.corpus.doc_transient[doc]
@@ -417,7 +493,7 @@ class _Handler(BaseHTTPRequestHandler):
         if failing and fault == "http_500":
             return self._json(500, {"message": "An error has occurred."}, head)
         if failing and fault == "rate_limited":
-            return self._json(429, {"message": "Too many requests"}, head, {"Retry-After": "1"})
+            return self._json(429, {"message": "Too many requests"}, head, court._retry_after(doc))
         if failing and fault == "html":
             page = (b"<!DOCTYPE html><html><head><title>Error</title></head><body>"
                     b"<h2>Sorry, something went wrong.</h2><p>Please try again later.</p>"
@@ -432,6 +508,8 @@ class _Handler(BaseHTTPRequestHandler):
         data = court._pdf(doc)
         name = court.corpus.document_name(doc)
         headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+        if failing and fault == "stalled" and not head:
+            return self._stall(court, doc, data, headers)
         if failing and fault == "truncated" and not head:
             self.send_response(200)
             self.send_header("Content-Type", "application/pdf")
@@ -448,6 +526,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._count(court, doc, len(data))
 
     # ------------------------------------------------------ misbehaviours
+
+    def _stall(self, court: SimCourt, doc: int, data: bytes, headers: dict) -> None:
+        """Headers and half the body, then nothing for stall_seconds, then a clean close."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/pdf")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.close_connection = True
+        if self._write_body(court, doc, data[:len(data) // 2]):
+            self.wfile.flush()
+            time.sleep(court.stall_seconds)
 
     def _reset(self) -> None:
         """Close the connection with a TCP RST and no (further) answer."""
