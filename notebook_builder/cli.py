@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--results-limit", type=int, default=10000, help="announced results limit")
     sim.add_argument("--late-docs", type=int, default=0, help="documents that appear during a crawl")
     sim.add_argument("--no-faults", action="store_true", help="serve every document cleanly")
+    sim.add_argument("--search-fault-rate", type=float, default=0.0,
+                     help="share of JSON answers that misbehave (503, 429, reset, torn body; default 0)")
+    sim.add_argument("--stall-seconds", type=float, default=1.0,
+                     help="how long a stalled download body stalls before the court hangs up (default 1)")
     return parser
 
 
@@ -90,6 +94,9 @@ def _setup_logging(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S")
     for noisy in ("urllib3", "googleapiclient", "pydrive2", "oauth2client"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # pypdf warns about every damaged PDF it reads ("EOF marker not found"); extraction_log and
+    # failed_inventory.csv already say which documents failed and why.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,7 +176,8 @@ def _cmd_report(cfg, output: str | None) -> int:
 def _cmd_sim(args: argparse.Namespace) -> int:
     from notebook_builder.simcourt import serve
     serve(args.port, args.docs, args.seed, results_limit=args.results_limit,
-          late_docs=args.late_docs, faults=not args.no_faults)
+          late_docs=args.late_docs, faults=not args.no_faults,
+          search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds)
     return 0
 
 
@@ -188,21 +196,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     # oversized files are a few MiB over a cap of 4 MiB so the demo stays fast.
     court = SimCourt(args.docs, args.seed, results_limit=60, max_page=50, late_docs=max(1, args.docs // 40),
                      first_year=2016, last_year=2026, search_fault_rate=0.02,
-                     oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024)
+                     oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024, stall_seconds=2.0)
+    # The demo is the same every time: a user's exported KY_* (a dry run, another store, some
+    # phases) would turn it into something else, so they are set aside and named.
+    ignored = sorted(name for name in os.environ if name.startswith("KY_"))
     with court:
-        env = dict(os.environ)
+        env = {name: value for name, value in os.environ.items() if not name.startswith("KY_")}
         env.update({
             "KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"),
             "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.05",
             "KY_BACKOFF_CAP": "1", "KY_MAX_PDF_BYTES": str(DEMO_MAX_PDF_BYTES),
             "KY_FIRST_YEAR": "2016", "KY_LAST_YEAR": "2026", "KY_PAGE_SIZE": "50",
             "KY_CONVERGENCE_DELTA": "1", "KY_CHECKPOINT_SECONDS": "5", "KY_EXTRACT_TIMEOUT": "30",
+            # A stalled body (the court stops sending for 2 s) ends in a read timeout after 1 s.
+            "KY_HTTP_TIMEOUT": "1",
         })
         try:
             cfg = load_config(env)
         except ConfigError as exc:
             print(f"kycourt-pipeline: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        if ignored:
+            print(f"demo: ignoring {', '.join(ignored)} (the demo sets its own configuration)")
         print(f"demo: simulated court with {args.docs} documents at {court.base_url}")
         print(f"demo: workspace {cfg.WORKSPACE}, store {cfg.STORE}")
         report = run_pipeline(cfg)

@@ -59,3 +59,18 @@ def test_a_store_that_cannot_be_opened_exits_2_and_writes_no_workspace(tmp_path,
 def test_an_empty_store_flag_is_refused_not_taken_as_the_current_directory(capsys):
     assert main(["run", "--store", "  "]) == 2
     assert "KY_STORE" in capsys.readouterr().err
+
+
+def test_demo_runs_the_whole_pipeline_to_pass_whatever_ky_variables_the_user_exported(tmp_path):
+    import os
+    env = {**os.environ, "KY_DRY": "1", "KY_PHASES": "discover", "KY_STORE": "drive", "KY_WORKERS": "x"}
+    done = _run("demo", "--docs", "120", env=env, cwd=tmp_path)
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ignoring KY_DRY, KY_PHASES, KY_STORE, KY_WORKERS" in done.stdout
+    for stage in ("restore", "discover", "backfill", "download", "extract", "verify"):
+        assert any(line.split()[:1] == [stage] for line in done.stdout.splitlines()), stage
+    assert "verify PASS" in done.stdout and "done: yes" in done.stdout
+    status = json.loads((tmp_path / "demo" / "store" / "status.json").read_text())
+    assert status["done"] is True and status["verify"] == "PASS"
+    assert status["counts"]["extracted"] > 0 and sum(status["counts"].values()) == 120
