@@ -6,6 +6,8 @@ is a no-op that still passes.
 """
 import csv
 import hashlib
+import sqlite3
+import tarfile
 import io
 import json
 
@@ -14,7 +16,7 @@ import pytest
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c95_run import run_pipeline
-from notebook_builder.simcourt import FAULTS, SimCourt
+from notebook_builder.simcourt import FAULTS, NEVER, TRANSIENT_FAULTS, SimCourt
 
 CAP = 2 * 1024 * 1024
 
@@ -41,10 +43,13 @@ def finished_run(tmp_path_factory):
         cfg = load_config(pipeline_env(court, tmp_path))
         first = run_pipeline(cfg, handle_signals=False)
         requests_after_first = court.download_requests
+        archives_after_first = {path.name: path.read_bytes()
+                                for path in (tmp_path / "store").glob("ky_court-WIP-resume-*.tar.gz")}
         second = run_pipeline(cfg, handle_signals=False)
         yield {"court": court, "cfg": cfg, "first": first, "second": second, "tmp": tmp_path,
                "requests_after_first": requests_after_first,
-               "requests_after_second": court.download_requests}
+               "requests_after_second": court.download_requests,
+               "archives_after_first": archives_after_first}
 
 
 def test_corpus_holds_every_fault(finished_run):
@@ -124,3 +129,65 @@ def test_second_run_is_a_no_op_that_still_passes(finished_run):
     second = finished_run["second"]
     assert second.exit_status == 0, second.summary()
     assert finished_run["requests_after_second"] == finished_run["requests_after_first"]
+
+
+def test_every_attempt_is_counted_and_logged_and_retry_after_was_waited_for(finished_run):
+    court, cfg = finished_run["court"], finished_run["cfg"]
+    db = Database.open(f"{cfg.WORKSPACE}/ky_court.sqlite")
+    rows = {row["document_id"]: row for row in db.iter_documents()}
+    logs: dict[str, list] = {}
+    for log in db.conn.execute("SELECT * FROM extraction_log ORDER BY log_id"):
+        logs.setdefault(log["document_id"], []).append(log)
+    wrong = []
+    for doc in court.documents:
+        row, logged = rows[doc.document_id], logs.get(doc.document_id, [])
+        if doc.fault in TRANSIENT_FAULTS and not doc.late and doc.transient_failures != NEVER:
+            if row["attempts"] != doc.transient_failures + 1:
+                wrong.append((doc.fault, "download attempts", row["attempts"], doc.transient_failures + 1))
+        if doc.expected_status == "extracted":
+            if ([(log["outcome"], log["attempt"]) for log in logged] != [("ok", 1)]
+                    or row["extract_attempts"] != 1 or logged[0]["chars"] != row["extracted_chars"]):
+                wrong.append((doc.fault, "extraction log", [tuple(log) for log in logged]))
+        elif doc.fault == "unparseable":
+            attempts = cfg.MAX_EXTRACT_ATTEMPTS
+            if ([log["outcome"] for log in logged] != ["error"] * attempts or row["extract_attempts"] != attempts):
+                wrong.append((doc.fault, "extraction log", [tuple(log) for log in logged]))
+        elif logged:
+            wrong.append((doc.fault, "never downloaded, yet logged", len(logged)))
+    db.close()
+    assert wrong == []
+    assert court.early_requests == 0      # every 429's Retry-After (seconds or a date) was waited out
+
+
+def test_inventories_say_why_each_document_failed_and_match_the_table(finished_run):
+    court, cfg, store = finished_run["court"], finished_run["cfg"], finished_run["tmp"] / "store"
+    failed = {row["document_id"]: row["reason"] for row in
+              csv.DictReader(io.StringIO((store / "failed_inventory.csv").read_text()))}
+    expected_reason = {"http_401": "permanent http", "http_403": "permanent http", "http_404": "permanent http",
+                       "oversized": "permanent http", "lying_length": "permanent http",
+                       "always_503": "exhausted attempts", "unparseable": "extraction failed"}
+    assert {doc_id: reason for doc_id, reason in failed.items()} == {
+        doc.document_id: expected_reason[doc.fault] for doc in court.documents if doc.expected_status != "extracted"}
+    db = Database.open(f"{cfg.WORKSPACE}/ky_court.sqlite")
+    table = {row["document_id"]: row for row in db.iter_documents()}
+    db.close()
+    inventory = list(csv.DictReader(io.StringIO((store / "document_inventory.csv").read_text())))
+    for row in inventory:
+        in_table = table[row["document_id"]]
+        assert (row["status"], row["sha256"] or None) == (in_table["status"], in_table["sha256"])
+
+
+def test_the_store_snapshot_is_the_workspaces_state_and_no_archive_was_lost(finished_run):
+    tmp = finished_run["tmp"]
+    def kv(path):
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            return dict(conn.execute("SELECT key, value FROM kv WHERE key LIKE 'checkpoint_%'"))
+    snapshot = kv(tmp / "store" / "ky_court.sqlite")
+    assert snapshot["checkpoint_seq"] == kv(tmp / "workspace" / "ky_court.sqlite")["checkpoint_seq"]
+    archives = {path.name: path for path in (tmp / "store").glob("ky_court-WIP-resume-*.tar.gz")}
+    earlier = finished_run["archives_after_first"]
+    assert earlier and set(earlier) < set(archives)          # the second run added one and kept the rest
+    assert all(archives[name].read_bytes() == data for name, data in earlier.items())
+    newest = max(archives.values(), key=lambda path: int(path.name.rsplit("-", 1)[1].split(".")[0]))
+    with tarfile.open(newest) as archive:
+        assert sorted(archive.getnames()) == ["ky_court.sqlite", "status.json"]
