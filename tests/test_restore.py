@@ -187,6 +187,21 @@ def test_a_snapshot_with_a_damaged_page_is_rejected_even_though_its_sequence_rea
     assert result.rejected[0][0] == DB_FILENAME and "quick_check" in result.rejected[0][1]
 
 
+def test_a_snapshot_recording_a_garbled_sequence_is_rejected_and_the_next_one_used(tmp_path):
+    import sqlite3
+    source = make_context(tmp_path)
+    name = archive_state(source, 2)
+    add_documents(source, 3)
+    source.push_checkpoint()
+    source.close()
+    with sqlite3.connect(store_path(tmp_path, DB_FILENAME)) as conn:
+        conn.execute("UPDATE kv SET value = 'seven' WHERE key = 'checkpoint_seq'")
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source == name and restored_count(ctx) == 2
+    assert result.rejected[0][0] == DB_FILENAME and "'seven', not a number" in result.rejected[0][1]
+
+
 def test_when_no_candidate_is_usable_restore_raises_and_changes_nothing(tmp_path):
     store_path(tmp_path).mkdir()
     store_path(tmp_path, DB_FILENAME).write_bytes(b"garbage" * 100)

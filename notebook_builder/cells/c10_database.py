@@ -679,4 +679,9 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise IntegrityError(f"{path} cannot be read: {exc}") from None
-    return int(rows.get("checkpoint_seq", 0)), rows.get("checkpoint_at", "")
+    try:
+        sequence = int(rows.get("checkpoint_seq", 0))
+    except (TypeError, ValueError):
+        raise IntegrityError(f"{path} records checkpoint_seq {rows.get('checkpoint_seq')!r}, "
+                             "not a number") from None
+    return sequence, str(rows.get("checkpoint_at") or "")
