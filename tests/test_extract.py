@@ -267,7 +267,7 @@ def test_a_sha256_in_several_batches_is_extracted_once_and_batches_follow_withou
 
     def run(pool, tasks, should_stop=lambda: False):
         for outcome in original_run(pool, tasks, should_stop):
-            in_flight.append({outcome.key} | {key for slot in pool._slots for key, _ in slot.tasks})
+            in_flight.append({outcome.key} | {key for slot in pool._slots for key, *_ in slot.tasks})
             yield outcome
     monkeypatch.setattr(c80_extract.ExtractWorkerPool, "run", run)
 
@@ -484,3 +484,90 @@ def test_a_saved_group_is_committed_once_even_when_settled_again(make_ctx):
     assert row(ctx, "doc")["status"] == "extracted"
     assert ctx.store.read_file(f"text/{sha}.txt") == data
     assert extract_pass.waiting == {}
+
+
+def _sleepy_engine(pdf_path):
+    """'<seconds>.pdf' sleeps that long and answers its name."""
+    time.sleep(float(Path(pdf_path).stem))
+    return [Path(pdf_path).stem]
+
+
+def test_an_answer_in_time_is_kept_though_the_consumer_was_slow_to_come_back(monkeypatch):
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
+    outcomes = {}
+    with ExtractWorkerPool(2, "sleepy", timeout=1.5, depth=1) as pool:
+        for outcome in pool.run([("fast", "/x/0.05.pdf"), ("mid", "/x/1.0.pdf")]):
+            outcomes[outcome.key] = outcome.outcome
+            if outcome.key == "fast":
+                time.sleep(2.0)          # a slow commit: "mid" answers meanwhile, within its limit
+    assert outcomes == {"fast": "ok", "mid": "ok"} and pool.replaced == 0
+
+
+def test_a_time_limit_runs_from_the_send_when_the_worker_waited_for_work(monkeypatch):
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
+
+    def tasks():
+        yield "first", "/x/0.05.pdf"
+        time.sleep(1.5)                  # the supervisor is busy making the next task (a store fetch)
+        yield "second", "/x/0.8.pdf"
+    with ExtractWorkerPool(1, "sleepy", timeout=1.2) as pool:
+        outcomes = [(outcome.key, outcome.outcome) for outcome in pool.run(tasks())]
+    assert outcomes == [("first", "ok"), ("second", "ok")]
+
+
+def test_a_worker_killed_while_idle_is_replaced_and_no_pdf_is_blamed(monkeypatch):
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
+    with ExtractWorkerPool(2, "sleepy", timeout=10, depth=1) as pool:
+        selects = []
+        real_select = pool._selector.select
+        monkeypatch.setattr(pool._selector, "select", lambda timeout: selects.append(timeout) or real_select(timeout))
+        idle = pool._slots[1].process
+
+        def tasks():
+            yield "long", "/x/1.0.pdf"
+            idle.kill()                  # the OOM killer takes the other worker while it waits for work
+            idle.join()
+            yield "after", "/x/0.05.pdf"
+        outcomes = [(outcome.key, outcome.outcome) for outcome in pool.run(tasks())]
+        assert sorted(outcomes) == [("after", "ok"), ("long", "ok")]
+        assert pool.replaced == 1 and all(slot.process.is_alive() for slot in pool._slots)
+        assert len(selects) < 20         # no busy loop on the dead worker's ready sentinel
+
+
+def test_a_failed_pdf_held_by_several_documents_is_attempted_once_per_pass(make_ctx, monkeypatch, tmp_path):
+    ctx = make_ctx(EXTRACT_TIMEOUT=1.0, MAX_EXTRACT_ATTEMPTS=1, WORKERS=1)
+    _, shared = opinion(300)
+    hung_sha = add_document(ctx, "hangs1", shared)
+    for number in range(1, 4):
+        add_document(ctx, f"doc{number}", opinion(number)[1])
+    add_document(ctx, "hangs2", shared)          # same PDF, later in the batch
+    calls = tmp_path / "calls.txt"
+
+    def hang(pdf_path):
+        if hung_sha in pdf_path:
+            time.sleep(3600)
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls, hang))
+
+    result = extract(ctx)
+
+    assert calls.read_text().split().count(hung_sha) == 1
+    assert (result.extracted, result.failed_attempts) == (3, 2)
+    for document_id in ("hangs1", "hangs2"):
+        assert [r["outcome"] for r in log_rows(ctx, document_id)] == ["timeout"]
+        assert row(ctx, document_id)["extract_attempts"] == 1
+
+
+def test_after_a_stop_the_pool_takes_no_more_tasks(monkeypatch):
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
+    taken, stop = [], []
+
+    def tasks():
+        for number in range(20):
+            taken.append(number)
+            yield str(number), "/x/0.05.pdf"
+    with ExtractWorkerPool(2, "sleepy", timeout=10) as pool:
+        outcomes = []
+        for outcome in pool.run(tasks(), should_stop=lambda: bool(stop)):
+            outcomes.append(outcome.key)
+            stop.append(True)
+    assert len(taken) == 4 and sorted(outcomes) == ["0", "1", "2", "3"]   # what the two workers held

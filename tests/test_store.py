@@ -189,3 +189,18 @@ def test_the_filesystem_type_is_read_from_the_mount_table(tmp_path):
         pytest.skip("no /proc/self/mountinfo")
     assert c20_store.filesystem_type("/proc") == "proc"
     assert c20_store.filesystem_type(tmp_path) not in ("", "proc")
+
+
+def test_a_new_folder_is_made_durable_in_its_parent_before_a_name_in_it_is(tmp_path, monkeypatch):
+    from notebook_builder.cells import c20_store
+    store = LocalStore(tmp_path / "s")
+    synced, real = [], c20_store.sync_folders
+
+    def record(folders):
+        folders = list(folders)
+        synced.extend(folders)
+        real(folders)
+    monkeypatch.setattr(c20_store, "sync_folders", record)
+    store.write_bytes("text/deeper/ab.txt", b"x")
+    assert {str(tmp_path / "s"), str(tmp_path / "s" / "text")} <= set(synced)
+    assert store.read_file("text/deeper/ab.txt") == b"x"

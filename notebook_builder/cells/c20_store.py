@@ -236,6 +236,17 @@ def _store_create_temp(folder: str) -> tuple[int, str]:
             continue   # left by a killed process that had this pid
 
 
+def _store_make_folders(folder: str) -> None:
+    """os.makedirs, then an fsync of each new folder's parent: a name made durable inside a new
+    folder must not vanish with the folder after a power cut."""
+    missing, current = [], folder
+    while not os.path.isdir(current) and os.path.dirname(current) != current:
+        missing.append(current)
+        current = os.path.dirname(current)
+    os.makedirs(folder, exist_ok=True)
+    sync_folders(os.path.dirname(path) for path in missing)
+
+
 class LocalStore(Store):
     """A directory as a store. Atomic writes: temp file in the same folder, fsync, os.replace."""
 
@@ -360,7 +371,7 @@ class LocalStore(Store):
             try:
                 descriptor, temp = _store_create_temp(folder)
             except FileNotFoundError:   # the folder's first file (a mkdir per write costs a syscall)
-                os.makedirs(folder, exist_ok=True)
+                _store_make_folders(folder)
                 descriptor, temp = _store_create_temp(folder)
         except OSError as exc:
             raise self._error(target, exc) from None

@@ -172,7 +172,7 @@ def _extract_worker_main(connection, engine: str) -> None:
 class _ExtractSlot:
     process: multiprocessing.process.BaseProcess
     connection: multiprocessing.connection.Connection
-    tasks: collections.deque = field(default_factory=collections.deque)  # sent, unanswered, in order
+    tasks: collections.deque = field(default_factory=collections.deque)  # (key, path, sent at): unanswered
     started: float = 0.0   # when the worker could begin the head task
 
 
@@ -239,14 +239,16 @@ class ExtractWorkerPool:
             slot.process.kill()
         slot.process.join(5)
 
-    def _replace(self, slot: _ExtractSlot, unsent: collections.deque) -> None:
-        """Kills or reaps the slot's worker, forks a fresh one; its unstarted tasks go back to `unsent`."""
-        slot.tasks.popleft()
-        unsent.extendleft(reversed(slot.tasks))
+    def _replace(self, slot: _ExtractSlot, unsent: collections.deque) -> _ExtractSlot:
+        """Kills or reaps the slot's worker and forks a fresh one in its place (returned); the tasks
+        it never began (all but the head, which is the one that failed) go back to `unsent`."""
+        if slot.tasks:
+            slot.tasks.popleft()
+            unsent.extendleft((key, path) for key, path, _ in reversed(slot.tasks))
         self._retire(slot)
-        index = self._slots.index(slot)
-        self._slots[index] = self._start_slot()
+        fresh = self._slots[self._slots.index(slot)] = self._start_slot()
         self.replaced += 1
+        return fresh
 
     def run(self, tasks: Iterable[tuple[str, str]],
             should_stop: Callable[[], bool] = lambda: False) -> Iterator[ExtractOutcome]:
@@ -254,15 +256,18 @@ class ExtractWorkerPool:
 
         `tasks` is read lazily, as workers have room, so the caller may produce
         them while earlier ones run. Once `should_stop()` is true no new task is
-        sent (a task already taken from `tasks` is dropped unsent); those
+        taken or sent (one taken as the stop came is dropped unsent); those
         already sent finish.
         """
         source = iter(tasks)
         unsent: collections.deque = collections.deque()   # tasks a replaced worker never began
         exhausted = stopping = False
         while True:
-            for slot in self._slots:
-                while len(slot.tasks) < self.depth and not stopping:
+            for index in range(len(self._slots)):
+                while len(self._slots[index].tasks) < self.depth and not stopping:
+                    stopping = should_stop()            # before making a task: a stop costs no more work
+                    if stopping:
+                        break
                     if not unsent:
                         if exhausted:
                             break
@@ -271,9 +276,10 @@ class ExtractWorkerPool:
                             exhausted = True
                             break
                         unsent.append(task)
-                    stopping = should_stop()
-                    if not stopping:
-                        self._send(slot, unsent.popleft())
+                        stopping = should_stop()        # it came while the task was being made
+                        if stopping:
+                            break
+                    self._send(self._slots[index], unsent.popleft(), unsent)
             busy = [slot for slot in self._slots if slot.tasks]
             if not busy:
                 return
@@ -281,20 +287,35 @@ class ExtractWorkerPool:
             ready: dict[int, bool] = {}     # id(slot) -> its pipe is readable (else only its exit sentinel)
             for key, _ in self._selector.select(wait_for):
                 ready[id(key.data)] = ready.get(id(key.data), False) or key.fileobj is key.data.connection
+            # Judged as of the wake-up: the consumer may take a while over each outcome yielded below.
+            now = time.monotonic()
+            for slot in list(self._slots):
+                if id(slot) in ready and not slot.tasks:
+                    # An idle worker ended (the OOM killer, a stray kill): nothing of ours was in it.
+                    log_extract.warning("extract worker %d exited while idle (code %s); replaced",
+                                        slot.process.pid, slot.process.exitcode)
+                    self._replace(slot, unsent)
             for slot in busy:
                 if id(slot) in ready:
                     yield self._collect(slot, ready[id(slot)], unsent)
-                elif time.monotonic() - slot.started >= self.timeout:
-                    elapsed = round(time.monotonic() - slot.started, 4)
+                elif now - slot.started >= self.timeout:
+                    if slot.connection.poll():           # it answered just after the wake-up
+                        yield self._collect(slot, True, unsent)
+                        continue
+                    elapsed = round(now - slot.started, 4)
                     key = slot.tasks[0][0]
                     self._replace(slot, unsent)
                     yield ExtractOutcome(key, "timeout", seconds=elapsed,
                                          error=f"no result within {self.timeout:g} s; worker killed")
 
-    def _send(self, slot: _ExtractSlot, task: tuple[str, str]) -> None:
+    def _send(self, slot: _ExtractSlot, task: tuple[str, str], unsent: collections.deque) -> None:
+        sent_at = time.monotonic()
         if not slot.tasks:
-            slot.started = time.monotonic()
-        slot.tasks.append(task)
+            if not slot.process.is_alive():
+                # It ended while idle, before the selector said so: never blame this task for that.
+                slot = self._replace(slot, unsent)
+            slot.started = sent_at
+        slot.tasks.append((task[0], task[1], sent_at))
         try:
             slot.connection.send(task[1])
         except OSError:
@@ -312,7 +333,8 @@ class ExtractWorkerPool:
             return self._crashed(slot, key, round(time.monotonic() - slot.started, 4), unsent)
         slot.tasks.popleft()
         elapsed = round(max(0.0, reply[-1] - slot.started), 4)
-        slot.started = reply[-1]
+        # The next task began when this answer left, or when it was sent, whichever came later.
+        slot.started = max(reply[-1], slot.tasks[0][2]) if slot.tasks else reply[-1]
         if reply[0] == "ok":
             return ExtractOutcome(key, "ok", pages=reply[1], chars=reply[2], data=reply[3], seconds=elapsed)
         return ExtractOutcome(key, reply[0], error=reply[1], seconds=elapsed)
@@ -431,6 +453,7 @@ class _ExtractPass:
         self.saving: _ExtractSaving | None = None   # a group the saver thread has, not yet committed
         self.handed_out = False                # every queued PDF is with the workers: the pass's tail
         self.committed: set[str] = set()       # sha256 committed `extracted` in this pass
+        self.failed: dict[str, ExtractOutcome] = {}   # sha256 whose PDF failed in this pass
         self.text_folder = os.path.join(ctx.workspace, "text")
 
     def run(self, pool: ExtractWorkerPool) -> None:
@@ -439,6 +462,7 @@ class _ExtractPass:
             for outcome in pool.run(self.tasks(), should_stop=ctx.clock.should_stop):
                 if outcome.outcome != "ok":
                     sha_rows = self.waiting.pop(outcome.key)
+                    self.failed[outcome.key] = outcome
                     log_extract.warning("extract %s (%s): %s %s", outcome.key[:12], sha_rows[0]["document_id"],
                                         outcome.outcome, outcome.error)
                     _extract_record_failure(ctx, sha_rows, outcome.outcome, outcome.error, outcome.seconds,
@@ -476,6 +500,10 @@ class _ExtractPass:
                     continue
                 if sha in self.waiting:
                     self.waiting[sha].append(row)
+                    continue
+                if sha in self.failed:        # the same PDF, one attempt per pass: its outcome again
+                    failure = self.failed[sha]
+                    _extract_record_failure(ctx, [row], failure.outcome, failure.error, 0.0, result, bar)
                     continue
                 twin = twins.get(sha) or (ctx.db.extracted_twin(sha) if sha in self.committed else None)
                 if twin is not None and _extract_reuse_twin(ctx, sha, row, twin, result, bar):
