@@ -53,6 +53,17 @@ def archive_state(ctx, count: int) -> str:
     return write_resume_archive(ctx)
 
 
+def archive_then_newer_snapshot(tmp_path: Path, more: int) -> str:
+    """A resume archive of 2 documents, then `more` documents pushed as the store's newer snapshot;
+    returns the archive's name (what restore falls back to when the snapshot is bad)."""
+    source = make_context(tmp_path)
+    name = archive_state(source, 2)
+    add_documents(source, more)     # 3000: enough pages that half a file is missing real data
+    source.push_checkpoint()
+    source.close()
+    return name
+
+
 def fresh_runtime(tmp_path: Path, workspace: str = "fresh"):
     return make_context(tmp_path, workspace)
 
@@ -156,11 +167,7 @@ def test_a_store_snapshot_that_is_not_sqlite_is_rejected(tmp_path):
 
 
 def test_a_truncated_store_snapshot_is_rejected(tmp_path):
-    source = make_context(tmp_path)
-    name = archive_state(source, 2)
-    add_documents(source, 3000)            # enough pages that half a file is missing real data
-    source.push_checkpoint()
-    source.close()
+    name = archive_then_newer_snapshot(tmp_path, 3000)
     truncate_to_half(store_path(tmp_path, DB_FILENAME))
     ctx = fresh_runtime(tmp_path)
     result = restore(ctx)
@@ -169,11 +176,7 @@ def test_a_truncated_store_snapshot_is_rejected(tmp_path):
 
 
 def test_a_snapshot_with_a_damaged_page_is_rejected_even_though_its_sequence_reads(tmp_path):
-    source = make_context(tmp_path)
-    name = archive_state(source, 2)
-    add_documents(source, 3000)
-    source.push_checkpoint()
-    source.close()
+    name = archive_then_newer_snapshot(tmp_path, 3000)
     snapshot = store_path(tmp_path, DB_FILENAME)
     data = bytearray(snapshot.read_bytes())
     page = 4096
@@ -189,11 +192,7 @@ def test_a_snapshot_with_a_damaged_page_is_rejected_even_though_its_sequence_rea
 
 def test_a_snapshot_recording_a_garbled_sequence_is_rejected_and_the_next_one_used(tmp_path):
     import sqlite3
-    source = make_context(tmp_path)
-    name = archive_state(source, 2)
-    add_documents(source, 3)
-    source.push_checkpoint()
-    source.close()
+    name = archive_then_newer_snapshot(tmp_path, 3)
     with sqlite3.connect(store_path(tmp_path, DB_FILENAME)) as conn:
         conn.execute("UPDATE kv SET value = 'seven' WHERE key = 'checkpoint_seq'")
     ctx = fresh_runtime(tmp_path)

@@ -508,27 +508,18 @@ class _Handler(BaseHTTPRequestHandler):
         data = court._pdf(doc)
         name = court.corpus.document_name(doc)
         headers = {"Content-Disposition": f'attachment; filename="{name}"'}
-        if failing and fault == "stalled" and not head:
-            return self._stall(court, doc, data, headers)
-        if failing and fault == "truncated" and not head:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/pdf")
-            self.send_header("Content-Length", str(len(data)))
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.end_headers()
-            # A clean close (FIN, not RST) after half the body: the client sees a torn body.
-            self._write_body(court, doc, data[:len(data) // 2])
-            self.close_connection = True
-            return
+        if failing and fault in ("stalled", "truncated") and not head:
+            return self._half_body(court, doc, data, headers,
+                                   stall=court.stall_seconds if fault == "stalled" else 0.0)
         self._send(200, data, "application/pdf", head, headers)
         if not head:
             self._count(court, doc, len(data))
 
     # ------------------------------------------------------ misbehaviours
 
-    def _stall(self, court: SimCourt, doc: int, data: bytes, headers: dict) -> None:
-        """Headers and half the body, then nothing for stall_seconds, then a clean close."""
+    def _half_body(self, court: SimCourt, doc: int, data: bytes, headers: dict, stall: float) -> None:
+        """The full Content-Length, half the body, nothing more for `stall` seconds (a stalled body),
+        then a clean close (FIN, not RST): the client sees a read timeout or a torn body."""
         self.send_response(200)
         self.send_header("Content-Type", "application/pdf")
         self.send_header("Content-Length", str(len(data)))
@@ -536,9 +527,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         self.close_connection = True
-        if self._write_body(court, doc, data[:len(data) // 2]):
-            self.wfile.flush()
-            time.sleep(court.stall_seconds)
+        if self._write_body(court, doc, data[:len(data) // 2]) and stall > 0:
+            time.sleep(stall)
 
     def _reset(self) -> None:
         """Close the connection with a TCP RST and no (further) answer."""
