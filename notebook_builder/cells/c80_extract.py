@@ -441,9 +441,11 @@ class _ExtractPass:
 
     The queue is read EXTRACT_BATCH rows at a time (keyset by rowid) as the
     workers make room, so they never wait for a batch boundary. Each distinct
-    sha256 goes to the workers once; a document whose sha256 is already on its
-    way (sent, or saved and not yet committed) joins that PDF's outcome, and
-    one whose sha256 an `extracted` document holds reuses its text.
+    sha256 goes to the workers once a pass; a document whose sha256 is already
+    on its way (sent, or saved and not yet committed) joins that PDF's outcome,
+    one whose PDF failed in this pass is given the same failure (its one
+    attempt of the pass), and one whose sha256 an `extracted` document holds
+    reuses its text.
     """
 
     def __init__(self, ctx: Context, saver: ThreadPoolExecutor, result: ExtractResult, bar):
