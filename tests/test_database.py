@@ -47,13 +47,31 @@ def test_schema_is_created_idempotently_with_version_wal_and_busy_timeout(tmp_pa
 def test_forward_migration_runs_once_in_order(tmp_path, monkeypatch):
     path = tmp_path / "ky_court.sqlite"
     Database.open(path).close()
-    monkeypatch.setitem(c10_database.MIGRATIONS, 2, "ALTER TABLE documents ADD COLUMN ocr_text TEXT;")
-    monkeypatch.setattr(c10_database, "SCHEMA_VERSION", 2)
+    following = c10_database.SCHEMA_VERSION + 1
+    monkeypatch.setitem(c10_database.MIGRATIONS, following, "ALTER TABLE documents ADD COLUMN ocr_text TEXT;")
+    monkeypatch.setattr(c10_database, "SCHEMA_VERSION", following)
     db = Database.open(path)
-    assert db.kv_get("schema_version") == "2"
+    assert db.kv_get("schema_version") == str(following)
     assert "ocr_text" in {row[1] for row in db.conn.execute("PRAGMA table_info(documents)")}
     db.close()
     Database.open(path).close()  # a second ALTER would raise "duplicate column"
+
+
+def test_a_version_1_database_gains_downloaded_at_and_keeps_its_rows(tmp_path, monkeypatch):
+    path = tmp_path / "ky_court.sqlite"
+    with monkeypatch.context() as patched:        # a database made by the code before version 2
+        patched.setattr(c10_database, "MIGRATIONS", {1: c10_database.MIGRATIONS[1]})
+        patched.setattr(c10_database, "SCHEMA_VERSION", 1)
+        old = Database.open(path)
+        old.upsert_discovered([_doc(0)])
+        old.close()
+    db = Database.open(path)
+    assert db.kv_get("schema_version") == "2"
+    row = db.get_document(_doc(0)["document_id"])
+    assert row["status"] == "discovered" and row["downloaded_at"] is None
+    assert db.mark_downloaded(_doc(0)["document_id"], sha256="a" * 64, size_bytes=1, local_pdf="x")
+    assert db.get_document(_doc(0)["document_id"])["downloaded_at"] is not None
+    db.close()
 
 
 def test_newer_schema_than_the_code_is_refused(tmp_path):

@@ -1,18 +1,21 @@
 """Restore: newest recorded state wins; bad candidates are reported; hostile archives refused; nothing destroyed."""
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import shutil
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 
 from notebook_builder.cells.c00_config import IntegrityError, load_config
 from notebook_builder.cells.c10_database import DB_FILENAME, Database, checkpoint, snapshot_sequence
-from notebook_builder.cells.c35_context import open_context, write_status
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c35_context import Checkpointer, open_context, write_status
 from notebook_builder.cells.c40_restore import (
     is_resume_archive_name, restore, resume_member_problem, stale_workspace_entries, write_resume_archive)
 
@@ -402,3 +405,89 @@ def test_equal_recorded_states_prefer_the_archive_which_also_brings_status(tmp_p
     ctx = fresh_runtime(tmp_path)
     result = restore(ctx)
     assert result.source == name and ctx.path("status.json").is_file()
+
+
+# ------------------------------------------------------------ download journal
+
+
+def download_into_store(ctx, document_id: str, *, in_store: bool = True) -> str:
+    """The document's PDF as the download stage leaves it: in the store (unless not), row downloaded."""
+    data = f"%PDF-1.4 {document_id}".encode()
+    sha = hashlib.sha256(data).hexdigest()
+    if in_store:
+        ctx.store.write_bytes(f"pdf_by_hash/{sha}.pdf", data)
+    assert ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
+    return sha
+
+
+def test_a_fresh_runtime_replays_the_downloads_the_journal_lists_after_its_snapshot(tmp_path):
+    source = make_context(tmp_path)
+    add_documents(source, 4)                                   # D0000 .. D0003
+    download_into_store(source, "D0000")
+    source.push_checkpoint()                                   # the snapshot: D0000 downloaded
+    sequence = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
+    time.sleep(1.1)                                            # checkpoint_at has whole seconds
+    sha = download_into_store(source, "D0001")                 # after the snapshot, PDF in the store
+    download_into_store(source, "D0002", in_store=False)       # its upload never happened
+    assert source.push_journal() >= 2      # D0000 too if it shared the snapshot's second (harmless)
+    source.close()
+    assert store_path(tmp_path, f"journal/downloads-after-{sequence}.jsonl").is_file()
+
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+
+    assert result.restored and result.checkpoint_seq == sequence and result.replayed == 1
+    db = ctx.open_database()
+    states = {row["document_id"]: (row["status"], row["sha256"]) for row in db.iter_documents()}
+    assert states["D0001"] == ("downloaded", sha) and db.get_document("D0001")["local_pdf"] == f"pdf_by_hash/{sha}.pdf"
+    assert states["D0002"] == ("discovered", None) and states["D0003"] == ("discovered", None)
+    assert states["D0000"][0] == "downloaded"
+
+
+def test_a_journal_older_than_the_snapshot_or_with_bad_lines_replays_nothing_false(tmp_path):
+    source = make_context(tmp_path)
+    add_documents(source, 3)
+    source.push_checkpoint()
+    time.sleep(1.1)
+    download_into_store(source, "D0000")
+    source.push_journal()                                      # follows checkpoint n
+    source.push_checkpoint()                                   # n + 1 holds D0000 itself
+    sequence = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
+    source.close()
+    good = {"document_id": "D0001", "sha256": "b" * 64, "size_bytes": 3, "local_pdf": "../../etc/x", "attempts": 1}
+    store = LocalStore(tmp_path / "store")
+    store.write_bytes("pdf_by_hash/" + "b" * 64 + ".pdf", b"pdf")
+    store.write_bytes("pdf_by_hash/" + "c" * 64 + ".pdf", b"pdf")
+    lines = [json.dumps(good), "{torn", json.dumps({**good, "document_id": "D0002", "sha256": "C" * 64}),
+             json.dumps({**good, "document_id": "D0002", "size_bytes": -1})]
+    store.write_bytes(f"journal/downloads-after-{sequence}.jsonl", "\n".join(lines).encode())
+    store.write_bytes(f"journal/downloads-after-{sequence - 1}.jsonl",
+                      json.dumps({**good, "document_id": "D0002", "sha256": "c" * 64}).encode())
+
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+
+    assert result.replayed == 1
+    db = ctx.open_database()
+    assert db.get_document("D0001")["local_pdf"] == "pdf_by_hash/" + "b" * 64 + ".pdf"   # never the file's path
+    assert db.get_document("D0002")["status"] == "discovered"   # bad lines, and the older journal, ignored
+    assert db.get_document("D0000")["status"] == "downloaded"
+
+
+def test_between_snapshots_the_checkpointer_keeps_the_journal_current(tmp_path):
+    cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store"),
+                           "KY_CHECKPOINT_SECONDS": "3600", "KY_JOURNAL_SECONDS": "0.05"})
+    ctx = open_context(cfg)
+    add_documents(ctx, 2)
+    ctx.push_checkpoint()
+    sequence = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
+    journal = store_path(tmp_path, f"journal/downloads-after-{sequence}.jsonl")
+    with Checkpointer(ctx):
+        time.sleep(1.1)
+        sha = download_into_store(ctx, "D0001")
+        deadline = time.monotonic() + 10
+        while not journal.is_file() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert [json.loads(line)["sha256"] for line in journal.read_text().splitlines()] == [sha]
+    assert snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0] == sequence   # no snapshot meanwhile
+    ctx.close()

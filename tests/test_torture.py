@@ -5,6 +5,7 @@ The full version is `scripts/torture.py --kills 20`; see its docstring for what 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -78,3 +79,53 @@ def test_fresh_runtime_after_a_kill_restores_and_fetches_nothing_the_store_holds
         assert wrong == []
         assert not list((workspace / "tmp").glob("*.part"))
         assert os.path.isdir(store / "pdf_by_hash")
+
+
+def journaled_documents(store: Path) -> set[str]:
+    listed = set()
+    for path in (store / "journal").glob("downloads-after-*.jsonl"):
+        for line in path.read_text().splitlines():
+            try:
+                listed.add(json.loads(line)["document_id"])
+            except (ValueError, KeyError):
+                pass     # a line read mid-rewrite
+    return listed
+
+
+@pytest.mark.slow
+def test_a_fresh_runtime_asks_the_court_for_nothing_the_journal_says_the_store_holds(tmp_path):
+    with torture.make_court(200, seed=8) as court:
+        env = torture.pipeline_env(court, tmp_path)
+        workspace, store = tmp_path / "workspace", tmp_path / "store"
+        discovered = subprocess.run(torture.pipeline_command(), env={**env, "KY_PHASES": "discover"},
+                                    cwd=REPO_ROOT, capture_output=True, timeout=120)
+        assert discovered.returncode == 0, discovered.stderr[-2000:]      # the store's snapshot: all discovered
+        # No snapshot while it downloads, only the journal: a kill loses the database's record of
+        # every download since the one above.
+        child = subprocess.Popen(torture.pipeline_command(),
+                                 env={**env, "KY_CHECKPOINT_SECONDS": "3600", "KY_JOURNAL_SECONDS": "0.2"},
+                                 cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while len(journaled_documents(store)) < 40 and time.monotonic() < deadline:
+                assert child.poll() is None, "the run finished before it could be killed"
+                time.sleep(0.05)
+        finally:
+            torture.kill_group(child)
+        assert child.returncode == -signal.SIGKILL
+        journaled = journaled_documents(store)
+        assert len(journaled) >= 40 and not claimed_documents(store / "ky_court.sqlite")
+        requests_before = {doc_id: court.requests_for(doc_id) for doc_id in journaled}
+
+        shutil.rmtree(workspace)   # a new runtime: nothing local survives
+        runs, status = torture.run_to_completion(env, tmp_path, "fresh")
+        assert status == 0
+        assert {doc_id: court.requests_for(doc_id) for doc_id in journaled} == requests_before
+        assert "later downloads from the store's journal" in (tmp_path / "fresh-1.log").read_text()
+        rows = torture.document_rows(tmp_path)
+        wrong = [(doc.document_id[:12], doc.fault, rows[doc.document_id]["status"])
+                 for doc in court.documents
+                 if (rows[doc.document_id]["status"], rows[doc.document_id]["http_status"])
+                 != (doc.expected_status, doc.expected_http_status)]
+        assert wrong == []

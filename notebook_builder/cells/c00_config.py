@@ -250,6 +250,9 @@ KNOBS: tuple[Knob, ...] = (
          "fewer characters per page than this marks a PDF likely_scanned"),
     Knob("CHECKPOINT_SECONDS", "KY_CHECKPOINT_SECONDS", 600.0, _parse_pos_float, "a positive number of seconds",
          "database snapshot to the store this often while work commits"),
+    Knob("JOURNAL_SECONDS", "KY_JOURNAL_SECONDS", 60.0, _parse_pos_float, "a positive number of seconds",
+         "between snapshots, the store's download journal is rewritten this often: a fresh runtime "
+         "does not fetch again what the store already holds"),
     Knob("HEARTBEAT_EVERY", "KY_HEARTBEAT_EVERY", 100, _parse_pos_int, "a positive integer",
          "status.json is rewritten every this many download attempts"),
     Knob("HTTP_TIMEOUT", "KY_HTTP_TIMEOUT", 60.0, _parse_pos_float, "a positive number of seconds",
@@ -300,6 +303,7 @@ class Config:
     EXTRACT_TIMEOUT: float
     SCANNED_CHARS_PER_PAGE: int
     CHECKPOINT_SECONDS: float
+    JOURNAL_SECONDS: float
     HEARTBEAT_EVERY: int
     HTTP_TIMEOUT: float
     VERIFY_HASHES: bool

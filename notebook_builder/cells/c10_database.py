@@ -131,8 +131,13 @@ CREATE TABLE IF NOT EXISTS kv (
 );
 """
 
+# v2: when a document's PDF was committed downloaded, for the store's download journal.
+_SCHEMA_V2 = """
+ALTER TABLE documents ADD COLUMN downloaded_at TEXT;
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 DOCUMENT_METADATA_COLUMNS = (
@@ -425,13 +430,15 @@ class Database:
                                  (document_id,)).fetchone()[0]
 
     def mark_downloaded(self, document_id: str, *, sha256: str, size_bytes: int, local_pdf: str,
-                        http_status: int | None = 200) -> None:
+                        http_status: int | None = 200) -> bool:
+        """A `discovered`/`failed` row becomes `downloaded`; True if it did."""
+        now = utc_now()
         with self.transaction():
-            self.conn.execute(
+            return self.conn.execute(
                 "UPDATE documents SET status = 'downloaded', sha256 = ?, size_bytes = ?, local_pdf = ?, "
-                "http_status = ?, last_error = NULL, updated_at = ? "
+                "http_status = ?, last_error = NULL, updated_at = ?, downloaded_at = ? "
                 "WHERE document_id = ? AND status IN ('discovered', 'failed')",
-                (sha256, size_bytes, local_pdf, http_status, utc_now(), document_id))
+                (sha256, size_bytes, local_pdf, http_status, now, now, document_id)).rowcount > 0
 
     def mark_download_failed(self, document_id: str, *, http_status: int | None, error: str) -> None:
         with self.transaction():
@@ -451,7 +458,7 @@ class Database:
             cursor = self.conn.executemany(
                 "UPDATE documents SET status = 'discovered', sha256 = NULL, size_bytes = NULL, "
                 "local_pdf = NULL, pages = NULL, extracted_chars = NULL, likely_scanned = NULL, "
-                "attempts = 0, extract_attempts = 0, http_status = NULL, "
+                "attempts = 0, extract_attempts = 0, http_status = NULL, downloaded_at = NULL, "
                 "last_error = ?, updated_at = ? WHERE document_id = ?",
                 ((reason, utc_now(), doc_id) for doc_id in document_ids))
             return cursor.rowcount
@@ -664,6 +671,26 @@ def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> 
     os.replace(temp_path, snapshot_path)
     return {"checkpoint_seq": sequence, "checkpoint_at": taken_at,
             "seconds": round(time.monotonic() - started, 4), "path": str(snapshot_path)}
+
+
+def journal_rows(path: str | os.PathLike) -> tuple[int, list[dict[str, Any]]]:
+    """(checkpoint_seq, the documents committed downloaded since that checkpoint was taken) of the
+    database at `path`, read on a connection of its own (the checkpointer's thread). Nothing
+    (seq 0) before the first checkpoint: there is no snapshot for a journal to follow."""
+    conn = connect(path, readonly=True)
+    try:
+        kv = dict(conn.execute("SELECT key, value FROM kv WHERE key IN ('checkpoint_seq', 'checkpoint_at')"))
+        sequence = int(kv.get("checkpoint_seq") or 0)
+        if sequence == 0 or not kv.get("checkpoint_at"):
+            return 0, []
+        # >=: a row committed in the second the snapshot was taken may or may not be in it.
+        rows = conn.execute(
+            "SELECT document_id, sha256, size_bytes, local_pdf, attempts FROM documents "
+            "WHERE status IN ('downloaded', 'extracted') AND sha256 IS NOT NULL AND downloaded_at >= ? "
+            "ORDER BY downloaded_at, document_id", (kv["checkpoint_at"],)).fetchall()
+        return sequence, [dict(row) for row in rows]
+    finally:
+        conn.close()
 
 
 def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:

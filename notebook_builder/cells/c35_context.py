@@ -13,9 +13,14 @@ Guarantees:
   workspace and mirrors it; `done` comes from the same queue functions the
   stages use.
 - `Checkpointer` pushes a consistent database snapshot to the store every
-  CHECKPOINT_SECONDS from a background thread while the stages commit.
+  CHECKPOINT_SECONDS from a background thread while the stages commit, and
+  in between, every JOURNAL_SECONDS, the download journal
+  (`journal/downloads-after-<seq>.jsonl`: the documents committed
+  downloaded since snapshot <seq> was taken, whose PDFs the store holds), so
+  a fresh runtime that restores that snapshot does not ask the court again
+  for them (restore replays it).
 
-Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, CHECKPOINT_SECONDS, QUOTA_WARN_FRACTION.
+Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, CHECKPOINT_SECONDS, JOURNAL_SECONDS, QUOTA_WARN_FRACTION.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,13 +38,28 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .c00_config import Config, DiskFullError, RunClock, StoreError, StoreQuotaExceeded, utc_now
-from .c10_database import DB_FILENAME, Database, checkpoint
+from .c10_database import DB_FILENAME, Database, checkpoint, journal_rows
 from .c20_store import LocalStore, Store
 
 log_context = logging.getLogger("kycourt.context")
 
 WORKSPACE_FOLDERS = ("tmp", "pdf_backup", "pdf_by_hash", "text", "checkpoint")
 STATUS_FILENAME = "status.json"
+JOURNAL_PREFIX = "journal/downloads-after-"
+JOURNAL_SUFFIX = ".jsonl"
+
+
+def journal_store_name(checkpoint_seq: int) -> str:
+    """The download journal that follows snapshot `checkpoint_seq`."""
+    return f"{JOURNAL_PREFIX}{checkpoint_seq}{JOURNAL_SUFFIX}"
+
+
+def journal_sequence(name: str) -> int | None:
+    """The checkpoint a journal's store name follows, or None if it names no journal."""
+    if not (name.startswith(JOURNAL_PREFIX) and name.endswith(JOURNAL_SUFFIX)):
+        return None
+    number = name[len(JOURNAL_PREFIX):-len(JOURNAL_SUFFIX)]
+    return int(number) if number.isdigit() else None
 
 
 def atomic_write(path: Path, write: Any) -> None:
@@ -274,6 +295,7 @@ class Context:
     quota: dict | None = None
     notes: dict[str, Any] = field(default_factory=dict)
     checkpoint_lock: threading.Lock = field(default_factory=threading.Lock)
+    journal_pushed: tuple[int, int] | None = None   # (checkpoint_seq, hash of the rows) last uploaded
 
     def path(self, name: str) -> Path:
         return self.workspace / name
@@ -307,6 +329,24 @@ class Context:
         self.notes["last_checkpoint"] = info
         self.refresh_quota()
         return info
+
+    def push_journal(self) -> int:
+        """Uploads the download journal of the current checkpoint when it changed; returns how
+        many documents it lists (0: none since the snapshot, or no snapshot yet)."""
+        if self.db is None:
+            return 0
+        with self.checkpoint_lock:
+            sequence, rows = journal_rows(self.db_path)
+            if not rows:
+                return 0
+            text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+            if self.journal_pushed == (sequence, hash(text)):
+                return len(rows)
+            path = self.path("checkpoint") / "journal.jsonl"
+            atomic_write_text(path, text)
+            if self.mirror.put(journal_store_name(sequence), path, mutable=True):
+                self.journal_pushed = (sequence, hash(text))
+        return len(rows)
 
     def refresh_quota(self) -> dict | None:
         quota = self.mirror.get_quota()
@@ -387,7 +427,8 @@ def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> di
 
 
 class Checkpointer:
-    """Background thread: a database checkpoint to the store every CHECKPOINT_SECONDS."""
+    """Background thread: a database checkpoint to the store every CHECKPOINT_SECONDS, and the
+    download journal every JOURNAL_SECONDS in between."""
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -405,10 +446,16 @@ class Checkpointer:
         self._thread.join()  # a checkpoint in flight finishes; push_checkpoint's lock orders the next
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.ctx.cfg.CHECKPOINT_SECONDS):
+        cfg = self.ctx.cfg
+        next_checkpoint = time.monotonic() + cfg.CHECKPOINT_SECONDS
+        while not self._stop.wait(max(0.0, min(cfg.JOURNAL_SECONDS, next_checkpoint - time.monotonic()))):
             try:
-                self.ctx.push_checkpoint()
-                self.count += 1
-            except Exception as exc:  # a failed checkpoint must never kill the run
+                if time.monotonic() >= next_checkpoint:
+                    next_checkpoint = time.monotonic() + cfg.CHECKPOINT_SECONDS
+                    self.ctx.push_checkpoint()
+                    self.count += 1
+                else:
+                    self.ctx.push_journal()
+            except Exception as exc:  # a failed checkpoint or journal must never kill the run
                 self.errors.append(str(exc))
                 log_context.warning("background checkpoint failed: %s", exc)

@@ -29,6 +29,15 @@ Guarantees:
 - The chosen database (and the archive's status.json) is put in place with
   `os.replace`. PDFs and texts are not copied back: rows that claim a PDF
   the workspace lacks are fetched from the store on demand.
+- Then the store's download journals that follow the chosen state
+  (`journal/downloads-after-<seq>.jsonl`, seq >= the chosen checkpoint) are
+  replayed: a document they list as downloaded whose PDF the store holds,
+  and which the restored database still has to download, is marked
+  `downloaded` (its PDF fetched from the store on demand), so nothing the
+  store holds is asked of the court again. An entry is checked field by
+  field (the PDF's name is made from its hash, never read from the file);
+  a bad line, or a journal that cannot be read, is skipped with a warning:
+  its documents are downloaded again, nothing else is lost.
 - `write_resume_archive()` is the writer of the same format: a fresh
   checkpoint plus status.json, named
   `ky_court-WIP-resume-<UTC yyyymmddTHHMMSSZ>-<seq>.tar.gz`, uploaded
@@ -50,10 +59,13 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
 
 from .c00_config import DiskFullError, IntegrityError, StoreError
 from .c10_database import DB_FILENAME, Database, is_sqlite_file, snapshot_sequence
-from .c35_context import STATUS_FILENAME, WORKSPACE_FOLDERS, Context, atomic_write, raise_if_disk_full, write_status
+from .c20_store import pdf_store_name
+from .c35_context import (STATUS_FILENAME, WORKSPACE_FOLDERS, Context, atomic_write, journal_sequence,
+                          raise_if_disk_full, write_status)
 
 log_restore = logging.getLogger("kycourt.restore")
 
@@ -75,6 +87,7 @@ class RestoreResult:
     candidates: list[str] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)   # (store name, reason)
     moved_aside: str | None = None       # where a stale workspace went
+    replayed: int = 0                    # downloads taken from the store's journals
 
 
 @dataclass
@@ -190,13 +203,15 @@ def restore(ctx: Context) -> RestoreResult:
             result.message = "store holds no saved state: starting a new archive"
             return result
         _restore_install(workspace, best)
+        result.replayed = _restore_replay(ctx, best.checkpoint_seq, temp_root)
     finally:
         shutil.rmtree(temp_root, ignore_errors=True)
     result.restored = True
     result.source = best.name
     result.checkpoint_seq, result.checkpoint_at = best.checkpoint_seq, best.checkpoint_at
     result.message = (f"restored {best.name} (checkpoint {best.checkpoint_seq} of "
-                      f"{best.checkpoint_at or 'unknown time'})")
+                      f"{best.checkpoint_at or 'unknown time'})"
+                      + (f"; {result.replayed} later downloads from the store's journal" if result.replayed else ""))
     log_restore.info("%s", result.message)
     return result
 
@@ -332,6 +347,67 @@ def _restore_install(workspace: Path, best: _RestoreCandidate) -> None:
     if best.status is not None:
         os.replace(best.status, workspace / STATUS_FILENAME)
     os.replace(best.database, workspace / DB_FILENAME)   # last: its presence means "restored"
+
+
+def journal_entry_problem(entry: Any) -> str | None:
+    """Why a journal line cannot be replayed, or None."""
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    sha = entry.get("sha256")
+    if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        return "sha256 is not 64 lowercase hex digits"
+    if not isinstance(entry.get("document_id"), str) or not entry["document_id"]:
+        return "no document_id"
+    size = entry.get("size_bytes")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return "size_bytes is not a count of bytes"
+    return None
+
+
+def _restore_replay(ctx: Context, sequence: int, temp_root: Path) -> int:
+    """Marks `downloaded` what the journals after checkpoint `sequence` list and the store holds."""
+    try:
+        names = sorted((journal_sequence(name), name) for name in ctx.store.list_dir("journal")
+                       if (journal_sequence(name) or -1) >= sequence)
+    except StoreError as exc:
+        log_restore.warning("restore cannot list the store's journal (%s): later downloads are fetched again", exc)
+        return 0
+    if not names:
+        return 0
+    replayed = 0
+    db = Database.open(ctx.workspace / DB_FILENAME)
+    try:
+        for _, name in names:
+            local = temp_root / "journal.jsonl"
+            try:
+                ctx.store.download_file(name, local)
+                lines = local.read_text(encoding="utf-8").splitlines()
+            except (StoreError, OSError, UnicodeDecodeError) as exc:
+                log_restore.warning("restore skips %s (%s): its downloads are fetched again", name, exc)
+                continue
+            for number, line in enumerate(lines, 1):
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    entry = None
+                problem = journal_entry_problem(entry)
+                if problem is not None:
+                    log_restore.warning("restore skips line %d of %s: %s", number, name, problem)
+                    continue
+                stored = pdf_store_name(entry["sha256"])
+                try:
+                    held = ctx.store.exists(stored)
+                except StoreError:
+                    held = False
+                if held and db.mark_downloaded(entry["document_id"], sha256=entry["sha256"],
+                                               size_bytes=entry["size_bytes"], local_pdf=stored):
+                    replayed += 1
+    finally:
+        db.close()
+    if replayed:
+        log_restore.info("restore: %d downloads after checkpoint %d replayed from %s", replayed, sequence,
+                         ", ".join(name for _, name in names))
+    return replayed
 
 
 # ---------------------------------------------------------------- writer
