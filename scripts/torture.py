@@ -309,6 +309,14 @@ def document_rows(root: Path) -> dict[str, dict]:
         conn.close()
 
 
+def wrong_verdicts(court: SimCourt, root: Path) -> list[tuple[str, str, str]]:
+    """Documents whose (status, http_status) in root's workspace is not what the court planned."""
+    rows = document_rows(root)
+    return [(doc.document_id[:12], doc.fault, rows[doc.document_id]["status"]) for doc in court.documents
+            if (rows[doc.document_id]["status"], rows[doc.document_id]["http_status"])
+            != (doc.expected_status, doc.expected_http_status)]
+
+
 def store_files(store: Path, folder: str) -> dict[str, Path]:
     base = store / folder
     if not base.is_dir():

@@ -91,10 +91,5 @@ def test_signal_in_a_stage_exits_130_saves_state_and_the_next_run_resumes(tmp_pa
         env["KY_PACING"] = "0"
         runs, final = torture.run_to_completion(env, tmp_path, "resume")
         assert final == 0, (tmp_path / f"resume-{runs}.log").read_text()[-3000:]
-        rows = torture.document_rows(tmp_path)
-        wrong = [(doc.document_id[:12], doc.fault, rows[doc.document_id]["status"])
-                 for doc in court.documents
-                 if (rows[doc.document_id]["status"], rows[doc.document_id]["http_status"])
-                 != (doc.expected_status, doc.expected_http_status)]
-        assert wrong == []
+        assert torture.wrong_verdicts(court, tmp_path) == []
         assert rows_are_consistent(workspace, store) == []

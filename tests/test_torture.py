@@ -71,12 +71,7 @@ def test_fresh_runtime_after_a_kill_restores_and_fetches_nothing_the_store_holds
         assert status == 0
         assert "restored ky_court.sqlite" in (tmp_path / "fresh-1.log").read_text()
         assert {doc_id: court.requests_for(doc_id) for doc_id in in_store} == requests_before
-        rows = torture.document_rows(tmp_path)
-        wrong = [(doc.document_id[:12], doc.fault, rows[doc.document_id]["status"])
-                 for doc in court.documents
-                 if (rows[doc.document_id]["status"], rows[doc.document_id]["http_status"])
-                 != (doc.expected_status, doc.expected_http_status)]
-        assert wrong == []
+        assert torture.wrong_verdicts(court, tmp_path) == []
         assert not list((workspace / "tmp").glob("*.part"))
         assert os.path.isdir(store / "pdf_by_hash")
 
@@ -123,9 +118,4 @@ def test_a_fresh_runtime_asks_the_court_for_nothing_the_journal_says_the_store_h
         assert status == 0
         assert {doc_id: court.requests_for(doc_id) for doc_id in journaled} == requests_before
         assert "later downloads from the store's journal" in (tmp_path / "fresh-1.log").read_text()
-        rows = torture.document_rows(tmp_path)
-        wrong = [(doc.document_id[:12], doc.fault, rows[doc.document_id]["status"])
-                 for doc in court.documents
-                 if (rows[doc.document_id]["status"], rows[doc.document_id]["http_status"])
-                 != (doc.expected_status, doc.expected_http_status)]
-        assert wrong == []
+        assert torture.wrong_verdicts(court, tmp_path) == []
