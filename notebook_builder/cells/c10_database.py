@@ -131,9 +131,11 @@ CREATE TABLE IF NOT EXISTS kv (
 );
 """
 
-# v2: when a document's PDF was committed downloaded, for the store's download journal.
+# v2: when a document's PDF was committed downloaded (downloaded_at), and the checkpoint_seq of
+# the database at that commit (download_checkpoint: the store's download journal is keyed by it).
 _SCHEMA_V2 = """
 ALTER TABLE documents ADD COLUMN downloaded_at TEXT;
+ALTER TABLE documents ADD COLUMN download_checkpoint INTEGER;
 """
 
 # Forward migrations: version -> SQL. Append only; never edit a released step.
@@ -145,6 +147,12 @@ DOCUMENT_METADATA_COLUMNS = (
     "filed_date", "case_id", "document_name", "shard",
 )
 
+
+# The database's checkpoint_seq at a write, read in the write's own transaction: a row committed
+# after checkpoint N was taken carries N or more, one committed before it less (the bump and the
+# row's commit are serialized by SQLite's write lock). Clock-free.
+_CURRENT_CHECKPOINT_SQL = "COALESCE((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'checkpoint_seq'), 0)"
+_DOWNLOAD_CHECKPOINT_SET = f"download_checkpoint = {_CURRENT_CHECKPOINT_SQL}"
 
 _DISCOVERED_COLUMNS = ("document_id",) + DOCUMENT_METADATA_COLUMNS
 _INSERT_DISCOVERED_SQL = (
@@ -436,7 +444,7 @@ class Database:
         with self.transaction():
             return self.conn.execute(
                 "UPDATE documents SET status = 'downloaded', sha256 = ?, size_bytes = ?, local_pdf = ?, "
-                "http_status = ?, last_error = NULL, updated_at = ?, downloaded_at = ? "
+                f"http_status = ?, last_error = NULL, updated_at = ?, downloaded_at = ?, {_DOWNLOAD_CHECKPOINT_SET} "
                 "WHERE document_id = ? AND status IN ('discovered', 'failed')",
                 (sha256, size_bytes, local_pdf, http_status, now, now, document_id)).rowcount > 0
 
@@ -459,6 +467,7 @@ class Database:
                 "UPDATE documents SET status = 'discovered', sha256 = NULL, size_bytes = NULL, "
                 "local_pdf = NULL, pages = NULL, extracted_chars = NULL, likely_scanned = NULL, "
                 "attempts = 0, extract_attempts = 0, http_status = NULL, downloaded_at = NULL, "
+                "download_checkpoint = NULL, "
                 "last_error = ?, updated_at = ? WHERE document_id = ?",
                 ((reason, utc_now(), doc_id) for doc_id in document_ids))
             return cursor.rowcount
@@ -488,6 +497,9 @@ class Database:
         with self.transaction():
             cursor = self.conn.execute(
                 "UPDATE documents SET "
+                "downloaded_at = CASE WHEN status IN ('discovered', 'failed') THEN :now ELSE downloaded_at END, "
+                "download_checkpoint = CASE WHEN status IN ('discovered', 'failed') "
+                f"THEN {_CURRENT_CHECKPOINT_SQL} ELSE download_checkpoint END, "
                 "status = CASE WHEN status IN ('discovered', 'failed') THEN 'downloaded' ELSE status END, "
                 "http_status = CASE WHEN status IN ('discovered', 'failed') THEN NULL ELSE http_status END, "
                 "last_error = CASE WHEN status IN ('discovered', 'failed') THEN NULL ELSE last_error END, "
@@ -674,21 +686,40 @@ def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> 
 
 
 def journal_rows(path: str | os.PathLike) -> tuple[int, list[dict[str, Any]]]:
-    """(checkpoint_seq, the documents committed downloaded since that checkpoint was taken) of the
-    database at `path`, read on a connection of its own (the checkpointer's thread). Nothing
-    (seq 0) before the first checkpoint: there is no snapshot for a journal to follow."""
+    """(S, the documents committed downloaded since snapshot S was taken) of the database at `path`,
+    S being the newest snapshot known to be in the store (kv `store_checkpoint_seq`); read on a
+    connection of its own (the checkpointer's thread). Nothing (S = 0) before a snapshot reached
+    the store: there is none for a journal to follow."""
     conn = connect(path, readonly=True)
     try:
-        kv = dict(conn.execute("SELECT key, value FROM kv WHERE key IN ('checkpoint_seq', 'checkpoint_at')"))
-        sequence = int(kv.get("checkpoint_seq") or 0)
-        if sequence == 0 or not kv.get("checkpoint_at"):
+        row = conn.execute("SELECT value FROM kv WHERE key = 'store_checkpoint_seq'").fetchone()
+        sequence = int(row[0]) if row and str(row[0]).isdigit() else 0
+        if sequence == 0:
             return 0, []
-        # >=: a row committed in the second the snapshot was taken may or may not be in it.
         rows = conn.execute(
             "SELECT document_id, sha256, size_bytes, local_pdf, attempts FROM documents "
-            "WHERE status IN ('downloaded', 'extracted') AND sha256 IS NOT NULL AND downloaded_at >= ? "
-            "ORDER BY downloaded_at, document_id", (kv["checkpoint_at"],)).fetchall()
+            "WHERE status IN ('downloaded', 'extracted') AND sha256 IS NOT NULL AND download_checkpoint >= ? "
+            "ORDER BY download_checkpoint, downloaded_at, rowid", (sequence,)).fetchall()
         return sequence, [dict(row) for row in rows]
+    finally:
+        conn.close()
+
+
+def record_store_checkpoint(path: str | os.PathLike, sequence: int) -> None:
+    """Notes in the database at `path` that the store holds its snapshot `sequence` (the download
+    journal follows it); never moves backwards. Its own connection: any thread may call it."""
+    conn = connect(path)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "INSERT INTO kv(key, value) VALUES ('store_checkpoint_seq', :seq) ON CONFLICT(key) DO UPDATE "
+                "SET value = excluded.value WHERE CAST(kv.value AS INTEGER) < CAST(excluded.value AS INTEGER)",
+                {"seq": str(sequence)})
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
     finally:
         conn.close()
 

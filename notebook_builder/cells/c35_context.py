@@ -16,9 +16,11 @@ Guarantees:
   CHECKPOINT_SECONDS from a background thread while the stages commit, and
   in between, every JOURNAL_SECONDS, the download journal
   (`journal/downloads-after-<seq>.jsonl`: the documents committed
-  downloaded since snapshot <seq> was taken, whose PDFs the store holds), so
-  a fresh runtime that restores that snapshot does not ask the court again
-  for them (restore replays it).
+  downloaded since snapshot <seq>, the newest the store holds, was taken),
+  so a fresh runtime that restores that snapshot does not ask the court
+  again for those whose PDFs the store holds (restore replays it).
+  "Since" is by checkpoint_seq, stamped on each row in its own commit, not
+  by clock.
 
 Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, CHECKPOINT_SECONDS, JOURNAL_SECONDS, QUOTA_WARN_FRACTION.
 """
@@ -38,7 +40,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .c00_config import Config, DiskFullError, RunClock, StoreError, StoreQuotaExceeded, utc_now
-from .c10_database import DB_FILENAME, Database, checkpoint, journal_rows
+from .c10_database import DB_FILENAME, Database, checkpoint, journal_rows, record_store_checkpoint
 from .c20_store import LocalStore, Store
 
 log_context = logging.getLogger("kycourt.context")
@@ -326,6 +328,10 @@ class Context:
         with self.checkpoint_lock:  # the background thread and verify share the snapshot file
             info = checkpoint(self.db_path, snapshot)
             info["uploaded"] = self.mirror.put(DB_FILENAME, snapshot, mutable=True)
+            if info["uploaded"]:
+                # The download journal follows the newest snapshot the store holds: after a failed
+                # upload it keeps following the one before, so no download falls between the two.
+                record_store_checkpoint(self.db_path, info["checkpoint_seq"])
         self.notes["last_checkpoint"] = info
         self.refresh_quota()
         return info

@@ -29,15 +29,18 @@ Guarantees:
 - The chosen database (and the archive's status.json) is put in place with
   `os.replace`. PDFs and texts are not copied back: rows that claim a PDF
   the workspace lacks are fetched from the store on demand.
-- Then the store's download journals that follow the chosen state
+- Before that, the store's download journals that follow the chosen state
   (`journal/downloads-after-<seq>.jsonl`, seq >= the chosen checkpoint) are
-  replayed: a document they list as downloaded whose PDF the store holds,
-  and which the restored database still has to download, is marked
-  `downloaded` (its PDF fetched from the store on demand), so nothing the
-  store holds is asked of the court again. An entry is checked field by
-  field (the PDF's name is made from its hash, never read from the file);
-  a bad line, or a journal that cannot be read, is skipped with a warning:
-  its documents are downloaded again, nothing else is lost.
+  replayed into it, newest entry first: a document they list as downloaded
+  whose PDF the store holds, and which the chosen database still has to
+  download, is marked `downloaded` (its PDF fetched from the store on
+  demand), so nothing the store holds is asked of the court again. An entry
+  is checked field by field (the PDF's name is made from its hash, never
+  read from the file). A bad line, a journal that cannot be read, or any
+  failure of the replay is a warning: those documents are downloaded again,
+  nothing else is lost, and the restore goes on. The chosen state is then
+  noted as the store's newest snapshot (`store_checkpoint_seq`), which the
+  next journal follows.
 - `write_resume_archive()` is the writer of the same format: a fresh
   checkpoint plus status.json, named
   `ky_court-WIP-resume-<UTC yyyymmddTHHMMSSZ>-<seq>.tar.gz`, uploaded
@@ -202,8 +205,8 @@ def restore(ctx: Context) -> RestoreResult:
         if best is None:
             result.message = "store holds no saved state: starting a new archive"
             return result
+        result.replayed = _restore_replay(ctx, best, temp_root)
         _restore_install(workspace, best)
-        result.replayed = _restore_replay(ctx, best.checkpoint_seq, temp_root)
     finally:
         shutil.rmtree(temp_root, ignore_errors=True)
     result.restored = True
@@ -364,49 +367,63 @@ def journal_entry_problem(entry: Any) -> str | None:
     return None
 
 
-def _restore_replay(ctx: Context, sequence: int, temp_root: Path) -> int:
-    """Marks `downloaded` what the journals after checkpoint `sequence` list and the store holds."""
-    try:
-        names = sorted((journal_sequence(name), name) for name in ctx.store.list_dir("journal")
-                       if (journal_sequence(name) or -1) >= sequence)
-    except StoreError as exc:
-        log_restore.warning("restore cannot list the store's journal (%s): later downloads are fetched again", exc)
-        return 0
-    if not names:
-        return 0
+def _restore_replay(ctx: Context, best: _RestoreCandidate, temp_root: Path) -> int:
+    """Replays the journals after the chosen state into its database (before it is installed);
+    notes that state as the store's newest snapshot. Returns the documents marked downloaded."""
     replayed = 0
-    db = Database.open(ctx.workspace / DB_FILENAME)
+    db = Database.open(best.database)
     try:
-        for _, name in names:
-            local = temp_root / "journal.jsonl"
-            try:
-                ctx.store.download_file(name, local)
-                lines = local.read_text(encoding="utf-8").splitlines()
-            except (StoreError, OSError, UnicodeDecodeError) as exc:
-                log_restore.warning("restore skips %s (%s): its downloads are fetched again", name, exc)
-                continue
-            for number, line in enumerate(lines, 1):
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    entry = None
-                problem = journal_entry_problem(entry)
-                if problem is not None:
-                    log_restore.warning("restore skips line %d of %s: %s", number, name, problem)
-                    continue
-                stored = pdf_store_name(entry["sha256"])
-                try:
-                    held = ctx.store.exists(stored)
-                except StoreError:
-                    held = False
-                if held and db.mark_downloaded(entry["document_id"], sha256=entry["sha256"],
-                                               size_bytes=entry["size_bytes"], local_pdf=stored):
-                    replayed += 1
+        try:
+            replayed = _restore_replay_journals(ctx, db, best.checkpoint_seq, temp_root)
+        except Exception as exc:   # a journal only saves requests: never let it stop a restore
+            log_restore.warning("restore could not replay the store's journal (%s: %s): the downloads "
+                                "it lists are fetched again", type(exc).__name__, exc)
+        # The store holds this state: the next journal follows it (the snapshot's own note is older).
+        db.kv_set("store_checkpoint_seq", str(best.checkpoint_seq))
+        # Back to one self-contained file (WAL folded in) before it is moved into place.
+        db.conn.execute("PRAGMA journal_mode = DELETE")
     finally:
         db.close()
-    if replayed:
-        log_restore.info("restore: %d downloads after checkpoint %d replayed from %s", replayed, sequence,
-                         ", ".join(name for _, name in names))
+    return replayed
+
+
+def _restore_replay_journals(ctx: Context, db: Database, sequence: int, temp_root: Path) -> int:
+    names = sorted(((journal_sequence(name), name) for name in ctx.store.list_dir("journal")
+                    if (journal_sequence(name) or -1) >= sequence), reverse=True)
+    if not names:
+        return 0
+    held = set(ctx.store.list_dir("pdf_by_hash"))      # one listing, not a question per entry
+    replayed = unknown = 0
+    for _, name in names:                               # newest first: the first mark wins
+        local = temp_root / "journal.jsonl"
+        try:
+            ctx.store.download_file(name, local)
+            lines = local.read_text(encoding="utf-8").splitlines()
+        except (StoreError, OSError, UnicodeDecodeError) as exc:
+            log_restore.warning("restore skips %s (%s): its downloads are fetched again", name, exc)
+            continue
+        for number in range(len(lines), 0, -1):         # a journal's later lines are newer
+            try:
+                entry = json.loads(lines[number - 1])
+            except ValueError:
+                entry = None
+            problem = journal_entry_problem(entry)
+            if problem is not None:
+                log_restore.warning("restore skips line %d of %s: %s", number, name, problem)
+                continue
+            stored = pdf_store_name(entry["sha256"])
+            if stored not in held:
+                continue
+            if db.mark_downloaded(entry["document_id"], sha256=entry["sha256"], size_bytes=entry["size_bytes"],
+                                  local_pdf=stored):
+                replayed += 1
+            elif db.get_document(entry["document_id"]) is None:
+                unknown += 1
+    if replayed or unknown:
+        log_restore.info("restore: %d downloads after checkpoint %d replayed from %s%s", replayed, sequence,
+                         ", ".join(name for _, name in names),
+                         f"; {unknown} listed documents are not in this state (discovery finds them again)"
+                         if unknown else "")
     return replayed
 
 
