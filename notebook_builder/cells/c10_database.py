@@ -697,7 +697,7 @@ def journal_rows(path: str | os.PathLike) -> tuple[int, list[dict[str, Any]]]:
         if sequence == 0:
             return 0, []
         rows = conn.execute(
-            "SELECT document_id, sha256, size_bytes, local_pdf, attempts FROM documents "
+            "SELECT document_id, sha256, size_bytes FROM documents "
             "WHERE status IN ('downloaded', 'extracted') AND sha256 IS NOT NULL AND download_checkpoint >= ? "
             "ORDER BY download_checkpoint, downloaded_at, rowid", (sequence,)).fetchall()
         return sequence, [dict(row) for row in rows]

@@ -262,9 +262,6 @@ class LocalStore(Store):
         except OSError as exc:
             raise StoreError(f"cannot create store directory {self.root}: {exc.strerror}") from None
 
-    def _path(self, name: str) -> Path:
-        return self.root / check_store_name(name)
-
     def _target(self, name: str) -> str:
         return os.path.join(self._root, check_store_name(name))
 
@@ -279,13 +276,14 @@ class LocalStore(Store):
 
     def read_file(self, name: str) -> bytes:
         try:
-            return self._path(name).read_bytes()
+            with open(self._target(name), "rb") as handle:
+                return handle.read()
         except FileNotFoundError:
             raise StoreError(f"{name} is not in the store ({self.description})") from None
 
     def download_file(self, name: str, local_path: str | os.PathLike) -> None:
-        source = self._path(name)
-        if not source.is_file():
+        source = self._target(name)
+        if not os.path.isfile(source):
             raise StoreError(f"{name} is not in the store ({self.description})")
         target = Path(local_path)
         target.parent.mkdir(parents=True, exist_ok=True)

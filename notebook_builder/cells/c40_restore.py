@@ -388,8 +388,9 @@ def _restore_replay(ctx: Context, best: _RestoreCandidate, temp_root: Path) -> i
 
 
 def _restore_replay_journals(ctx: Context, db: Database, sequence: int, temp_root: Path) -> int:
-    names = sorted(((journal_sequence(name), name) for name in ctx.store.list_dir("journal")
-                    if (journal_sequence(name) or -1) >= sequence), reverse=True)
+    listed = ((journal_sequence(name), name) for name in ctx.store.list_dir("journal"))
+    names = sorted(((number, name) for number, name in listed if number is not None and number >= sequence),
+                   reverse=True)
     if not names:
         return 0
     held = set(ctx.store.list_dir("pdf_by_hash"))      # one listing, not a question per entry

@@ -214,9 +214,7 @@ class ExtractWorkerPool:
         self.replaced = 0
         self._mp = multiprocessing.get_context("fork")
         self._selector = selectors.DefaultSelector()
-        self._slots: list[_ExtractSlot] = []
-        for _ in range(max(1, workers)):
-            self._slots.append(self._start_slot())
+        self._slots = [self._start_slot() for _ in range(max(1, workers))]
 
     def _start_slot(self) -> _ExtractSlot:
         parent_end, child_end = self._mp.Pipe(duplex=True)
