@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 from .c00_config import Config, DiskFullError, RunClock, StoreError, StoreQuotaExceeded, utc_now
 from .c10_database import DB_FILENAME, Database, checkpoint, journal_rows, record_store_checkpoint
-from .c20_store import LocalStore, Store
+from .c20_store import CONTENT_ADDRESSED_PREFIXES, LocalStore, Store
 
 log_context = logging.getLogger("kycourt.context")
 
@@ -263,10 +263,8 @@ class StoreMirror:
         uploaded = 0
         self.lagging = None
         for row in self.db.store_pending():
-            local = Path(row["local_path"])
-            if not local.is_absolute():
-                local = workspace / local
-            if not local.exists():
+            local = pending_local_file(row["name"], row["local_path"], workspace)
+            if local is None:
                 log_context.warning("store backlog: %s is gone locally; dropping it from the backlog", row["name"])
                 self.db.store_pending_done(row["name"])
                 continue
@@ -282,6 +280,22 @@ class StoreMirror:
             self.db.store_pending_done(row["name"])
             uploaded += 1
         return {"uploaded": uploaded, "left": self.db.store_pending_count()}
+
+
+def pending_local_file(name: str, recorded: str, workspace: Path) -> Path | None:
+    """The local file a store-backlog entry uploads, or None when it is gone.
+
+    The path as recorded; a relative one (a workspace given as a relative path, before paths were
+    made absolute at configuration) is tried against the current directory, where it was written,
+    and the workspace. A content-addressed name (pdf_by_hash/, text/) is also found at its own place
+    in the workspace, whatever path was recorded: that heals a backlog whose paths were recorded
+    relative to the wrong folder. Never the live database: other names are only taken as recorded.
+    """
+    path = Path(recorded)
+    candidates = [path] if path.is_absolute() else [Path.cwd() / path, workspace / path]
+    if name.startswith(CONTENT_ADDRESSED_PREFIXES):
+        candidates.append(workspace / name)
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
 
 
 @dataclass
