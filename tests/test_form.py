@@ -120,7 +120,7 @@ def test_outside_colab_a_changed_field_overrides_the_environment(monkeypatch, tm
 
 def test_outside_colab_with_nothing_set_the_store_is_the_default_directory():
     cfg = run_form(False)
-    assert cfg.STORE == "ky_court_store"
+    assert cfg.STORE == os.path.abspath("ky_court_store")
 
 
 @pytest.mark.parametrize("field, value", [

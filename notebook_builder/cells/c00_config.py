@@ -57,6 +57,11 @@ class TransientFetchError(PipelineError):
         self.retry_after = retry_after
 
 
+class CourtUnreachable(PipelineError):
+    """The court has given no usable answer for COURT_DOWN_SECONDS and COURT_DOWN_FAILURES requests
+    in a row: the run stops asking it, saves state, verifies and exits 3."""
+
+
 class ResultsLimitExceeded(PipelineError):
     """A search shard holds more results than the server lets anyone page through."""
 
@@ -262,6 +267,13 @@ KNOBS: tuple[Knob, ...] = (
          "does not fetch again what the store already holds"),
     Knob("HEARTBEAT_EVERY", "KY_HEARTBEAT_EVERY", 100, _parse_pos_int, "a positive integer",
          "status.json is rewritten every this many download attempts"),
+    Knob("COURT_DOWN_SECONDS", "KY_COURT_DOWN_SECONDS", 300.0, _parse_pos_float,
+         "a positive number of seconds",
+         "circuit breaker: the court is unreachable once it has given no usable answer for this long "
+         "(and KY_COURT_DOWN_FAILURES requests in a row failed); the run then stops asking it and exits 3"),
+    Knob("COURT_DOWN_FAILURES", "KY_COURT_DOWN_FAILURES", 6, _parse_pos_int, "a positive integer",
+         "circuit breaker: failed requests in a row (refused, reset, timed out, 5xx, 429, a page that is not "
+         "the API's) needed, with KY_COURT_DOWN_SECONDS, before the court counts as unreachable"),
     Knob("HTTP_TIMEOUT", "KY_HTTP_TIMEOUT", 60.0, _parse_pos_float, "a positive number of seconds",
          "connect and read timeout of one request"),
     Knob("VERIFY_HASHES", "KY_VERIFY_HASHES", False, _parse_bool, "0 or 1",
@@ -312,6 +324,8 @@ class Config:
     CHECKPOINT_SECONDS: float
     JOURNAL_SECONDS: float
     HEARTBEAT_EVERY: int
+    COURT_DOWN_SECONDS: float
+    COURT_DOWN_FAILURES: int
     HTTP_TIMEOUT: float
     VERIFY_HASHES: bool
     QUOTA_WARN_FRACTION: float

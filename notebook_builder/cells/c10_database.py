@@ -479,6 +479,22 @@ class Database:
                 "WHERE document_id = ? AND status IN ('discovered', 'failed')",
                 (sha256, size_bytes, local_pdf, http_status, now, now, document_id)).rowcount > 0
 
+    def refund_download_attempts(self, attempts: Mapping[str, int], note: str) -> int:
+        """Gives back download attempts that an outage of the court spent (document id -> attempts),
+        so documents it exhausted are queued again; returns the attempts given back."""
+        given = 0
+        with self.transaction() as conn:
+            for document_id, count in attempts.items():
+                row = conn.execute("SELECT attempts FROM documents WHERE document_id = ? AND status = 'failed'",
+                                   (document_id,)).fetchone()
+                if row is None:
+                    continue
+                back = min(count, row["attempts"] or 0)
+                conn.execute("UPDATE documents SET attempts = attempts - ?, last_error = ?, updated_at = ? "
+                             "WHERE document_id = ?", (back, note[:500], utc_now(), document_id))
+                given += back
+        return given
+
     def mark_download_failed(self, document_id: str, *, http_status: int | None, error: str) -> None:
         with self.transaction():
             self.conn.execute(

@@ -312,6 +312,7 @@ class Context:
     notes: dict[str, Any] = field(default_factory=dict)
     checkpoint_lock: threading.Lock = field(default_factory=threading.Lock)
     journal_pushed: tuple[int, int] | None = None   # (checkpoint_seq, hash of the rows) last uploaded
+    court_unreachable: str | None = None            # the circuit breaker's message, once it opened
 
     def path(self, name: str) -> Path:
         return self.workspace / name
@@ -405,6 +406,15 @@ def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | N
 # ---------------------------------------------------------------- status
 
 
+def remaining_text(queues: dict[str, int], converged: bool) -> str | None:
+    """None when the archive is done; otherwise what remains, as `verify` and the summary say it:
+    'N to download, M to extract' (', discovery not converged' when it has not converged yet)."""
+    if converged and not queues.get("download") and not queues.get("extract"):
+        return None
+    text = f"{queues.get('download', 0)} to download, {queues.get('extract', 0)} to extract"
+    return text if converged else text + ", discovery not converged"
+
+
 def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str | None = None,
                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The status.json of CONTRACT.md, from the database (empty workspace: zeros)."""
@@ -416,15 +426,18 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         counts = db.status_counts()
         queues = db.queue_sizes(cfg)
         converged = db.kv_get("discovery_converged_at") is not None
+    done = bool(converged and queues["download"] == 0 and queues["extract"] == 0)
     document = {
         "updated_at": utc_now(),
         "phase": phase,
         "counts": counts,
         "queues": queues,
-        "done": bool(converged and queues["download"] == 0 and queues["extract"] == 0),
+        "done": done,
         "verify": verify,
         "documents": sum(counts.values()),
         "discovery_converged": converged,
+        # What is left, in words: nothing about the archive should need the counts decoded.
+        "remaining": remaining_text(queues, converged),
     }
     if db is not None:
         document["permanent_failures"] = db.permanent_failure_count()
@@ -437,6 +450,8 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
 def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> dict[str, Any]:
     extra = dict(extra)
     extra["store_lagging"] = ctx.mirror.lagging
+    if ctx.court_unreachable:
+        extra["court_unreachable"] = ctx.court_unreachable
     if ctx.quota is not None:
         extra["store_quota"] = ctx.quota
     document = status_document(ctx.db, ctx.cfg, phase=ctx.phase, verify=verify, extra=extra)

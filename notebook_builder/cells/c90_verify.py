@@ -62,6 +62,7 @@ class VerifyResult:
     counts: dict[str, int] = field(default_factory=dict)
     queues: dict[str, int] = field(default_factory=dict)
     done: bool = False
+    remaining: str | None = None      # status.json's "remaining": what is left when not done
     referenced: int = 0                                       # store names the database refers to
     missing_in_store: list[str] = field(default_factory=list)
     hash_mismatches: list[str] = field(default_factory=list)
@@ -110,7 +111,10 @@ def referenced_store_names(rows: Any) -> tuple[set[str], list[str]]:
 def format_verify_report(result: VerifyResult) -> str:
     counts = ", ".join(f"{status} {count}" for status, count in result.counts.items())
     queues = ", ".join(f"{queue} {size}" for queue, size in result.queues.items())
-    lines = [f"verify {'PASS' if result.passed else 'FAIL'}"]
+    verdict = "PASS" if result.passed else "FAIL"
+    remaining = result.remaining if not result.done else None
+    # PASS is the archive's integrity; it must never read as "done" while work remains.
+    lines = [f"verify {verdict}" + (f" (not done: {remaining})" if remaining else "")]
     lines += [f"  - {reason}" for reason in result.reasons]
     lines.append(f"  documents: {sum(result.counts.values())} ({counts or 'none'})")
     lines.append(f"  queues: {queues or 'unknown'}; done: {'yes' if result.done else 'no'}")
@@ -169,6 +173,7 @@ def verify(ctx: Context) -> VerifyResult:
     _verify_note_lag(ctx, result)
     status = _verify_write_status(ctx, result)
     result.done = bool(status.get("done"))
+    result.remaining = status.get("remaining")
 
     result.archive = write_resume_archive(ctx, Path(result.checkpoint["path"]))
     if not ctx.mirror.has(result.archive):
