@@ -153,3 +153,18 @@ def test_a_court_that_dies_mid_download_gives_the_attempts_back_and_the_next_run
     court.stop()
     assert report.exit_status == 0, report.summary()
     assert report.verify.done and "not done" not in report.summary()
+
+
+def test_a_long_backoff_says_what_it_waits_for(caplog):
+    import logging
+    from notebook_builder.cells.c30_client import CourtClient
+    from support import RecordingClock
+    clock = RecordingClock()
+    client = CourtClient(load_config({"KY_BACKOFF_BASE": "5", "KY_BACKOFF_CAP": "60"}), clock)
+    with caplog.at_level(logging.INFO, logger="kycourt.client"):
+        client.backoff(0, None, "search 2020-CA start 1, try 2 of 6")        # 5 s: said
+        client.backoff(2, 45.0, "download abc attempt 3 of 4")               # Retry-After 45 s
+    client.close()
+    assert clock.sleeps == [5.0, 45.0]
+    assert "waiting 5 s before search 2020-CA start 1, try 2 of 6 (backoff)" in caplog.text
+    assert "waiting 45 s before download abc attempt 3 of 4 (the court's Retry-After)" in caplog.text
