@@ -168,3 +168,12 @@ def test_a_long_backoff_says_what_it_waits_for(caplog):
     assert clock.sleeps == [5.0, 45.0]
     assert "waiting 5 s before search 2020-CA start 1, try 2 of 6 (backoff)" in caplog.text
     assert "waiting 45 s before download abc attempt 3 of 4 (the court's Retry-After)" in caplog.text
+
+
+def test_the_notebook_run_cell_raises_when_the_court_is_unreachable(tmp_path, dead_court):
+    from notebook_builder.cells.c95_run import SessionNotPassed, run_session
+    env = {"KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
+           "KY_API_BASE": dead_court, "KY_PACING": "0", "KY_FIRST_YEAR": "2025", "KY_LAST_YEAR": "2026",
+           "KY_PROGRESS": "0", **BREAKER}
+    with pytest.raises(SessionNotPassed, match="exit status 3: the court could not be reached"):
+        run_session(load_config(env))

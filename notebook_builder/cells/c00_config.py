@@ -487,7 +487,3 @@ class RunClock:
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-if __name__ == "__main__":  # the notebook: the one CFG, from the environment
-    CFG = load_config()

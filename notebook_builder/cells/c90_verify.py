@@ -10,7 +10,8 @@ Guarantees:
   extract attempts are used up, with a `reason`) are written atomically to
   the workspace and mirrored to the store.
 - Every `pdf_by_hash/` and `text/` name the database refers to is in the
-  store; with VERIFY_HASHES each stored PDF is streamed through sha256 and
+  store (a missing one the workspace still holds is put in the store
+  backlog, so the next run uploads it); with VERIFY_HASHES each stored PDF is streamed through sha256 and
   must hash to its name (a text is named by its PDF's hash, so it can only
   be checked for presence). Rows claiming a PDF must carry sha256 and
   `local_pdf == pdf_by_hash/<sha256>.pdf`.
@@ -160,8 +161,11 @@ def verify(ctx: Context) -> VerifyResult:
         result.reasons.append(f"store cannot be listed: {exc}")
     else:
         if result.missing_in_store:
+            queued = _verify_queue_missing(ctx, db, result.missing_in_store)
             result.reasons.append(f"{len(result.missing_in_store)} referenced names missing from the store "
-                                  f"({', '.join(result.missing_in_store[:_VERIFY_SHOWN])})")
+                                  f"({', '.join(result.missing_in_store[:_VERIFY_SHOWN])})"
+                                  + (f"; {queued} of them queued from the workspace, the next run uploads "
+                                     "them" if queued else ""))
         if ctx.cfg.VERIFY_HASHES:
             present = sorted(name for name in names - set(result.missing_in_store)
                              if name.startswith("pdf_by_hash/"))
@@ -243,6 +247,19 @@ def _verify_missing_in_store(ctx: Context, names: set[str]) -> list[str]:
     for folder in sorted({name.split("/", 1)[0] for name in names}):
         present.update(ctx.store.list_dir(folder))
     return sorted(names - present)
+
+
+def _verify_queue_missing(ctx: Context, db: Database, missing: list[str]) -> int:
+    """Puts the missing names whose files the workspace still holds in the store backlog (a backlog
+    an older version dropped, a store emptied by hand): verify still FAILs now, naming them, and the
+    next run's catch-up uploads them. Returns how many were queued."""
+    queued = 0
+    for name in missing:
+        local = ctx.path(name)
+        if local.is_file():
+            db.store_pending_add(name, str(local), "missing from the store at verify")
+            queued += 1
+    return queued
 
 
 def _verify_hashes(ctx: Context, names: list[str], result: VerifyResult) -> None:

@@ -281,8 +281,27 @@ def _run_timed(report: RunReport, name: str, action: Callable[[], Any]) -> Any:
     return result
 
 
-if __name__ == "__main__":  # the notebook's "Run all": one session with the first cell's CFG
+class SessionNotPassed(PipelineError):
+    """The notebook's run cell raises it when the session did not end in PASS, so that
+    "Run all" stops visibly there instead of drawing a chart of a failed run."""
+
+
+def run_session(cfg: Config) -> RunReport:
+    """The notebook's run cell: logging as the CLI sets it, one session, its summary; raises
+    SessionNotPassed on verify FAIL (exit 1), an unreachable court (exit 3) or an interrupt (130)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
-    RUN_REPORT = run_pipeline(globals().get("CFG") or load_config())
-    print(RUN_REPORT.summary())
+    # pypdf warns about every damaged PDF it reads; extraction_log and failed_inventory.csv say it.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    report = run_pipeline(cfg)
+    print(report.summary())
+    if report.exit_status != EXIT_PASS:
+        reason = {EXIT_COURT_UNREACHABLE: "the court could not be reached (state saved; run again later)",
+                  EXIT_INTERRUPTED: "interrupted (state saved; run again to resume)"}.get(
+                      report.exit_status, "verify FAIL or an error: see the summary above")
+        raise SessionNotPassed(f"exit status {report.exit_status}: {reason}")
+    return report
+
+
+if __name__ == "__main__":  # Run the session: restore, the phases, sync and verify
+    RUN_REPORT = run_session(globals().get("CFG") or load_config())
