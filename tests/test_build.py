@@ -79,7 +79,11 @@ def test_cell_ids_are_valid_nbformat_ids_even_for_long_names():
 
 def test_output_passes_nbformat_validate(tmp_path):
     path = build.write_notebook(tmp_path / "nb.ipynb")
-    nbformat.validate(nbformat.read(path, as_version=nbformat.NO_CONVERT))
+    notebook = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    nbformat.validate(notebook)   # raises ValidationError on an invalid notebook
+    assert nbformat.validator.iter_validate(notebook) is not None and not list(
+        nbformat.validator.iter_validate(notebook))
+    assert len(notebook.cells) == len(build.cell_sources())
 
 
 # ---------------------------------------------------------------- check
@@ -121,8 +125,9 @@ def test_check_catches_a_whitespace_only_difference(tmp_path):
 
 
 def test_every_code_cell_compiles():
-    for cell in code_cells(build.build_notebook()):
-        compile(cell.source, f"<cell {cell.id}>", "exec")
+    cells = code_cells(build.build_notebook())
+    compiled = [compile(cell.source, f"<cell {cell.id}>", "exec") for cell in cells]  # SyntaxError fails
+    assert len(compiled) == len(cells) > 10
 
 
 def test_cells_follow_module_order_with_drive_store_after_the_store(tmp_path):
