@@ -16,7 +16,7 @@ from notebook_builder import build
 from notebook_builder.cells.c00_config import ConfigError
 from notebook_builder.cells.c01_form import FORM_DEFAULTS, form_overrides
 
-FIELDS = ("phases", "budget_hours", "store", "drive_folder", "retry_hard", "dry_run")
+FIELDS = ("phases", "budget_hours", "store", "drive_folder", "retry_hard", "dry_run", "probe_first")
 
 
 def notebook_cells() -> dict[str, str]:
@@ -138,7 +138,8 @@ def test_a_bad_field_stops_the_cell_naming_the_field(field, value):
 def test_form_overrides_in_colab_applies_every_field():
     assert form_overrides(colab=True, **FORM_DEFAULTS) == {
         "PHASES": ("discover", "backfill", "download", "extract"), "BUDGET_SECONDS": 36000.0,
-        "STORE": "drive", "DRIVE_FOLDER": "ky_court", "RETRY_HARD": False, "DRY_RUN": False}
+        "STORE": "drive", "DRIVE_FOLDER": "ky_court", "RETRY_HARD": False, "DRY_RUN": False,
+        "PROBE_FIRST": False}
 
 
 def test_form_overrides_outside_colab_keeps_only_changed_fields():

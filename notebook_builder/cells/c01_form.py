@@ -14,8 +14,11 @@ Guarantees:
   through DriveStore; anything else is a directory. Outside Colab an
   unchanged `drive` means "KY_STORE, or the default directory".
 - An empty text field means "not given".
+- "Probe first" (`FORM_PROBE_FIRST`, knob PROBE_FIRST): the probe cell asks
+  the court at most 10 requests and prints its table, and the run stops
+  before any stage when the pipeline cannot run against the court.
 
-Knobs set: PHASES, BUDGET_SECONDS, STORE, DRIVE_FOLDER, RETRY_HARD, DRY_RUN.
+Knobs set: PHASES, BUDGET_SECONDS, STORE, DRIVE_FOLDER, RETRY_HARD, DRY_RUN, PROBE_FIRST.
 """
 #@title Run settings { display-mode: "form" }
 from __future__ import annotations
@@ -30,6 +33,7 @@ FORM_STORE = "drive"  #@param ["drive", "/content/ky_court_store"] {allow-input:
 FORM_DRIVE_FOLDER = "ky_court"  #@param {type:"string"}
 FORM_RETRY_HARD = False  #@param {type:"boolean"}
 FORM_DRY_RUN = False  #@param {type:"boolean"}
+FORM_PROBE_FIRST = False  #@param {type:"boolean"}
 
 # The shipped value of each field (what the lines above hold in the built
 # notebook), and the knob it sets.
@@ -40,10 +44,12 @@ FORM_DEFAULTS: dict[str, Any] = {
     "drive_folder": KNOB_BY_NAME["DRIVE_FOLDER"].default,
     "retry_hard": KNOB_BY_NAME["RETRY_HARD"].default,
     "dry_run": KNOB_BY_NAME["DRY_RUN"].default,
+    "probe_first": KNOB_BY_NAME["PROBE_FIRST"].default,
 }
 _FORM_KNOBS = {
     "phases": "PHASES", "budget_hours": "BUDGET_SECONDS", "store": "STORE",
     "drive_folder": "DRIVE_FOLDER", "retry_hard": "RETRY_HARD", "dry_run": "DRY_RUN",
+    "probe_first": "PROBE_FIRST",
 }
 
 
@@ -60,7 +66,7 @@ def _form_value(field: str, value: Any) -> Any:
             if isinstance(value, bool):
                 raise ValueError(value)
             return knob.parse(repr(float(value) * 3600))
-        if field in ("retry_hard", "dry_run"):
+        if field in ("retry_hard", "dry_run", "probe_first"):
             return value if isinstance(value, bool) else knob.parse(str(value))
         return knob.parse(str(value))
     except (ValueError, TypeError):
@@ -105,7 +111,9 @@ def form_overrides(*, colab: bool, **values: Any) -> dict[str, Any]:
 if __name__ == "__main__":  # the notebook: CFG from the form (Colab) or from KY_* plus changed fields
     CFG = load_config(**form_overrides(
         colab=in_colab(), phases=FORM_PHASES, budget_hours=FORM_BUDGET_HOURS, store=FORM_STORE,
-        drive_folder=FORM_DRIVE_FOLDER, retry_hard=FORM_RETRY_HARD, dry_run=FORM_DRY_RUN))
+        drive_folder=FORM_DRIVE_FOLDER, retry_hard=FORM_RETRY_HARD, dry_run=FORM_DRY_RUN,
+        probe_first=FORM_PROBE_FIRST))
     print(f"CFG: phases {','.join(CFG.PHASES)}, budget {CFG.BUDGET_SECONDS / 3600:g} h, "
           f"store {CFG.STORE if not CFG.store_is_drive else 'Drive folder ' + CFG.DRIVE_FOLDER}, "
-          f"workspace {CFG.WORKSPACE}, retry-hard {CFG.RETRY_HARD}, dry run {CFG.DRY_RUN}")
+          f"workspace {CFG.WORKSPACE}, retry-hard {CFG.RETRY_HARD}, dry run {CFG.DRY_RUN}, "
+          f"probe first {CFG.PROBE_FIRST}")
