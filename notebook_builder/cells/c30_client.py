@@ -226,7 +226,7 @@ def normalize_document_row(item: Mapping[str, Any]) -> dict | None:
     return row
 
 
-_RELATED_NUMBERS = re.compile(r"\b(\d{4})-(CA|SC)-(\d{4})((?:\s*,\s*(?:&\s*)?\d{4})*)")
+_RELATED_NUMBERS = re.compile(r"\b(\d{4})-(CA|SC)-(\d{4})((?:\s*,\s*(?:&\s*)?\d{4}(?![\d-]))*)")
 _UTC_OFFSET = re.compile(r"([+-])(\d\d)(\d\d)$")
 
 
@@ -237,7 +237,7 @@ def related_case_numbers(description: Any) -> str | None:
     numbers: list[str] = []
     for match in _RELATED_NUMBERS.finditer(description):
         year, court, first, rest = match.groups()
-        for sequence in [first, *re.findall(r"\d{4}", rest)]:
+        for sequence in [first, *re.findall(r"\d{4}(?![\d-])", rest)]:
             number = f"{year}-{court}-{sequence}"
             if number not in numbers:
                 numbers.append(number)

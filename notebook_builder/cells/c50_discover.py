@@ -543,6 +543,7 @@ class _CaseWalk:
         states = db.shard_states(sweep)
         pending = db.pending_shards(sweep)
         started = time.monotonic()
+        walked_before = result.cases_walked
         stopped = False
         with progress(ctx.cfg, sum(states.values()), f"case walk sweep {sweep}", unit="shard") as bar:
             bar.update(sum(states.values()) - states.get("pending", 0))
@@ -561,7 +562,7 @@ class _CaseWalk:
         summary = db.finish_sweep(sweep, time.monotonic() - started, complete=not stopped)
         log_discover.info("case walk sweep %d %s: %d shards, %d search pages, %d cases seen, %d walked, "
                           "%d new documents, %d errors, %.1f s", sweep, "stopped" if stopped else "complete",
-                          summary["shards"], summary["pages"], summary["rows_seen"], result.cases_walked,
+                          summary["shards"], summary["pages"], summary["rows_seen"], result.cases_walked - walked_before,
                           summary["rows_new"], summary["errors"], summary["seconds"])
         if not stopped and summary["errors"] == 0 and summary["rows_seen"] == 0:
             raise CourtTrapError(f"sweep {sweep} saw no case in {summary['shards']} shards: the court "
@@ -641,6 +642,7 @@ class _CaseWalk:
             log_discover.warning("sweep %d shard %s: %s", sweep, shard, exc)
             return "error"
         state = "error" if errors else "done"
+        result.rows_new += rows_new
         if errors:
             result.errors += 1
             log_discover.warning("sweep %d shard %s: %d cases failed; last: %s", sweep, shard, errors, last_error)
@@ -899,6 +901,11 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
             for item in page.raw_items:
                 document_id = document_id_of(item)
                 if document_id is None:
+                    # Counted and resolved after paging (a docket entry's files); never keyed by its id.
+                    rows_seen += 1
+                    row_map = item.get("rowMap") if isinstance(item, dict) else None
+                    entry_id = row_map.get("docketEntryID") if isinstance(row_map, dict) else None
+                    seen.add(f"entry:{entry_id}" if isinstance(entry_id, str) else f"row:{len(seen)}")
                     batch.without_id.append(item)
                     continue
                 rows_seen += 1
@@ -910,9 +917,9 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
                     row["shard"] = top
                     row["related_case_numbers"] = related_case_numbers(row["description"])
                     batch.rows.append(row)
-            if rows_seen < page.raw_count:
-                log_discover.warning("shard %s (start %d): %d rows without documentID; resolved through "
-                                     "their docket entries", shard, start, page.raw_count - rows_seen)
+            if batch.without_id and start == 1:
+                log_discover.warning("shard %s: rows without documentID; resolved through their docket "
+                                     "entries' file lists", shard)
             batch.pages += 1
             batch.rows_seen += rows_seen
             result.pages += 1

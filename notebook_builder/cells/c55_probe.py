@@ -11,7 +11,8 @@ Guarantees:
 - The strategy is DISCOVERY's, or for auto the one discovery would choose
   (`choose_strategy`: document search rows carrying `documentID`, else the
   case walk). `ProbeReport.ok` is true exactly when every endpoint that
-  strategy needs answered with its fields: the document search and the
+  strategy needs answered with its required fields (`PROBE_REQUIRED`; a
+  missing metadata field is listed, not fatal): the document search and the
   download, or the case search, docket entries, file list and download.
   Parties, lower courts and the opinion search only warn (the walk goes on
   without them; incremental updates need the opinion search).
@@ -47,6 +48,12 @@ PROBE_FIELDS: dict[str, tuple[str, ...]] = {
     "lower_courts": ("lowerCourtName", "lowerCourtCaseNumber"),
     "opinion_search": ("docketEntryID", "caseHeader.caseNumber", "filedDate", "hasDocuments"),
     "download": ("application/pdf",),
+}
+# The fields without which a row is useless (the others are metadata: missing ones are listed, not fatal).
+PROBE_REQUIRED: dict[str, tuple[str, ...]] = {
+    "document_search": ("documentID",), "case_search": ("caseNumber",),
+    "docket_entries": ("docketEntryID", "hasDocuments"), "entry_documents": ("documentID",),
+    "opinion_search": ("docketEntryID",), "parties": (), "lower_courts": (), "download": ("application/pdf",),
 }
 NEEDED = {"documents": ("document_search", "download"),
           "cases": ("case_search", "docket_entries", "entry_documents", "download")}
@@ -170,7 +177,10 @@ class _Prober:
             row.verdict, row.note = "empty", "no rows: fields unchecked"
             return row
         row.present, row.missing = fields_of(rows, row.expected)
-        row.verdict = "ok" if not row.missing else "FAIL"
+        fatal = [name for name in row.missing if name in PROBE_REQUIRED[row.endpoint]]
+        row.verdict = "FAIL" if fatal else "ok"
+        if row.missing and not fatal:
+            row.note = "metadata fields missing"
         return row
 
 
