@@ -279,3 +279,28 @@ def test_the_probe_of_an_unreachable_court_fails_without_raising():
     cfg = load_config(env={"KY_PACING": "0", "KY_HTTP_TIMEOUT": "1"}, API_BASE="http://127.0.0.1:9/api/api/v1")
     report = probe(cfg)
     assert not report.ok and {row.verdict for row in report.rows if row.status is None} >= {"FAIL"}
+
+
+# ------------------------------------------------------- the coverage audit
+
+
+def test_the_audit_shows_what_the_court_announced_next_to_what_the_archive_holds(make_context):
+    from notebook_builder.cells.c10_database import coverage_gaps
+    from notebook_builder.cells.c90_verify import format_verify_report, verify
+    from notebook_builder.cells.c97_report import report_table
+    with SimCourt(120, seed=9, shape="captured", document_search="absent", faults=False, first_year=2023,
+                  last_year=2024) as court:
+        ctx = make_context(court, CASE_DETAILS=False, MAX_SWEEPS=1)
+        discover(ctx)
+        audit = {row["shard"]: dict(row) for row in ctx.db.coverage_audit()}
+        assert audit["2024-CA"]["announced"] == audit["2024-CA"]["cases"] > 0 and coverage_gaps(audit.values()) == []
+        assert "0 shards short" in report_table(ctx.db, ctx.cfg)
+        ctx.db.conn.execute("DELETE FROM cases WHERE case_id IN (SELECT case_id FROM cases WHERE shard = '2024-CA' LIMIT 2)")
+        gaps = coverage_gaps(ctx.db.coverage_audit())
+        assert gaps == [{"shard": "2024-CA", "announced": audit["2024-CA"]["announced"],
+                         "held": audit["2024-CA"]["announced"] - 2, "unit": "cases"}]
+        table = report_table(ctx.db, ctx.cfg)
+        assert "1 shards short" in table and f"gap: 2024-CA: {gaps[0]['held']} of {gaps[0]['announced']} cases" in table
+        result = verify(ctx)
+        assert result.passed and result.coverage_gaps == gaps        # a warning, not a failure
+        assert "warning: 1 shards hold fewer than the court announced (2024-CA" in format_verify_report(result)

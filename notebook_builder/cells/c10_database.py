@@ -538,8 +538,7 @@ class Database:
         the tables hold (`documents`, `cases`)."""
         return self.conn.execute(
             "WITH latest AS (SELECT shard, MAX(sweep) AS sweep FROM discovery_shards "
-            "                WHERE total_count IS NOT NULL AND instr(shard, '-') IN (5, 0) "
-            "                AND length(shard) IN (7, 13) GROUP BY shard) "
+            "                WHERE total_count IS NOT NULL AND length(shard) IN (7, 13) GROUP BY shard) "
             "SELECT latest.shard, latest.sweep, s.total_count AS announced, "
             "  (SELECT COUNT(*) FROM documents d WHERE d.shard = latest.shard) AS documents, "
             "  (SELECT COUNT(*) FROM cases c WHERE c.shard = latest.shard) AS cases, "
@@ -819,6 +818,18 @@ class Database:
         except sqlite3.DatabaseError as exc:
             return [str(exc)]
         return [] if problems == ["ok"] else problems
+
+
+def coverage_gaps(audit: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Shards of `Database.coverage_audit()` holding fewer than the court announced: documents for the
+    document search, cases for the case walk. [] when every shard is whole."""
+    gaps = []
+    for row in audit:
+        held = row["cases"] if row["strategy"] == "cases" else row["documents"]
+        if row["announced"] is not None and held < row["announced"]:
+            gaps.append({"shard": row["shard"], "announced": row["announced"], "held": held,
+                         "unit": "cases" if row["strategy"] == "cases" else "documents"})
+    return gaps
 
 
 def _split_sql(script: str) -> list[str]:

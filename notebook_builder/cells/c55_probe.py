@@ -67,7 +67,8 @@ class ProbeRow:
     expected: tuple[str, ...] = ()
     present: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
-    verdict: str = "skipped"          # ok, absent (404), FAIL, empty (no rows to check), transient, skipped
+    verdict: str = "skipped"   # ok, absent (404), FAIL, empty (no rows), resolvable (rows are docket
+                               # entries), transient, restricted (download), skipped
     note: str = ""
 
 
@@ -110,18 +111,30 @@ class _Prober:
     def ask(self, endpoint: str, headers: dict | None = None, **values: str) -> tuple[ProbeRow, Any]:
         row = ProbeRow(endpoint, expected=PROBE_FIELDS[endpoint])
         self.report.rows.append(row)
-        if self.client.requests_sent >= PROBE_MAX_REQUESTS:
-            row.note = "request budget spent"
-            return row, None
-        self.client._pace(self.cfg.PACING_SEARCH)
-        started = time.monotonic()
-        try:
-            response = self.client._get(self.client.url(endpoint, **values), headers or {},
-                                        stream=endpoint == "download")
-        except requests.RequestException as exc:
-            row.seconds = time.monotonic() - started
-            row.verdict, row.note = "FAIL", f"no answer: {type(exc).__name__}"
-            return row, None
+        response = None
+        while response is None:
+            if self.client.requests_sent >= PROBE_MAX_REQUESTS:
+                row.verdict, row.note = ("FAIL" if row.verdict == "FAIL" else "skipped"), \
+                    (row.note + "; " if row.note else "") + "request budget spent"
+                return row, None
+            self.client._pace(self.cfg.PACING_SEARCH)
+            started = time.monotonic()
+            try:
+                answer = self.client._get(self.client.url(endpoint, **values), headers or {},
+                                          stream=endpoint == "download")
+            except requests.RequestException as exc:
+                row.seconds = time.monotonic() - started
+                row.verdict, row.note = "FAIL", f"no answer: {type(exc).__name__}"
+                if self.spare_requests() < 1 or row.note.endswith("(retried)"):
+                    return row, None
+                row.note += " (retried)"
+                continue
+            if (endpoint != "download" and classify_http_status(answer.status_code) == "transient"
+                    and answer.status_code != 200 and not row.note and self.spare_requests() >= 1):
+                row.note = f"HTTP {answer.status_code} (retried)"      # one busy answer is not a verdict
+                answer.close()
+                continue
+            response = answer
         row.seconds, row.status = time.monotonic() - started, response.status_code
         if endpoint == "download":
             kind = response.headers.get("Content-Type", "")
@@ -133,6 +146,9 @@ class _Prober:
             elif response.status_code != 200 and classify_http_status(response.status_code) == "transient":
                 # One document's 5xx or 429 is the download stage's business (it retries), not a shape.
                 row.verdict, row.note = "transient", f"HTTP {response.status_code}: the download stage retries"
+            elif response.status_code in (401, 403):
+                # The route answered for this document: it is restricted (a permanent failure of its own).
+                row.verdict, row.note = "restricted", f"HTTP {response.status_code} for this document"
             else:
                 row.verdict, row.note = "FAIL", f"HTTP {response.status_code}, Content-Type {kind or 'none'}"
             return row, None
@@ -148,6 +164,12 @@ class _Prober:
             row.verdict, row.note = "FAIL", "200 that is not JSON"
             return row, None
         return row, body
+
+    def spare_requests(self) -> int:
+        """Requests left beyond one per endpoint still to ask (retries and extra downloads use them)."""
+        asked = {row.endpoint for row in self.report.rows}
+        still = len([name for name in PROBE_FIELDS if name not in asked])
+        return PROBE_MAX_REQUESTS - self.client.requests_sent - still
 
     def search(self, endpoint: str, **values: str) -> tuple[ProbeRow, list]:
         row, body = self.ask(endpoint, {"x-ctrack-paging-startindex": "1",
@@ -179,6 +201,8 @@ class _Prober:
         row.present, row.missing = fields_of(rows, row.expected)
         fatal = [name for name in row.missing if name in PROBE_REQUIRED[row.endpoint]]
         row.verdict = "FAIL" if fatal else "ok"
+        if row.endpoint == "document_search" and fatal == ["documentID"] and "docketEntryID" in row.present:
+            row.verdict = "resolvable"      # docket entries: their files name the documents
         if row.missing and not fatal:
             row.note = "metadata fields missing"
         return row
@@ -194,7 +218,7 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
         documents_ok = search_row.status == 200 and bool(search_items) and all(
             document_id_of(item) for item in search_items)
         if search_items and not documents_ok:
-            search_row.note = "rows without documentID: the case walk resolves them"
+            search_row.note = "rows without documentID: resolved through their entries' files"
         strategy, why = choose_strategy(cfg.DISCOVERY, search_items if search_row.status == 200 else None)
         report.strategy, report.why = strategy, why
         case_row, cases = prober.search("case_search", prefix=prefix)
@@ -210,11 +234,13 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
         else:
             report.rows.append(ProbeRow("docket_entries", expected=PROBE_FIELDS["docket_entries"],
                                         note="no case to ask for"))
+        candidates = [document_id_of(item) for item in search_items if document_id_of(item)] \
+            if strategy == "documents" else []
         if entry_id:
             _, files = prober.array("entry_documents", docket_entry_id=entry_id)
-            document_id = document_id or next((f.get("documentID") for f in files
-                                               if isinstance(f, dict) and f.get("documentAvailable") is not False
-                                               and f.get("documentID")), None)
+            candidates += [f.get("documentID") for f in files if isinstance(f, dict)
+                           and f.get("documentAvailable") is not False and isinstance(f.get("documentID"), str)]
+            document_id = document_id or (candidates[0] if candidates else None)
         else:
             report.rows.append(ProbeRow("entry_documents", expected=PROBE_FIELDS["entry_documents"],
                                         note="no docket entry with documents to ask for"))
@@ -225,7 +251,14 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
         first_day, last_day = opinion_windows(today - _dt.timedelta(days=6), today)[0]
         prober.search("opinion_search", court=COURT_NAMES["CA"], first_day=first_day, last_day=last_day)
         if document_id:
-            prober.ask("download", document_id=document_id)
+            row, _ = prober.ask("download", document_id=document_id)
+            # One withdrawn or restricted document says nothing of the endpoint: others, while the budget lasts.
+            for other in [candidate for candidate in candidates if candidate != document_id]:
+                if row.verdict == "ok" or row.status != 404 or prober.spare_requests() < 1:
+                    break
+                report.rows.remove(row)
+                row, _ = prober.ask("download", document_id=other)
+                row.note = (row.note + "; " if row.note else "") + "another document after a 404"
         else:
             report.rows.append(ProbeRow("download", expected=PROBE_FIELDS["download"], verdict="FAIL",
                                         note="no document id to ask for"))
@@ -233,8 +266,13 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
         report.requests = prober.client.requests_sent
         prober.client.close()
     verdicts = {row.endpoint: row.verdict for row in report.rows}
-    report.ok = all(verdicts.get(endpoint) == "ok" or (endpoint == "download" and verdicts.get(endpoint) == "transient")
-                    for endpoint in NEEDED[report.strategy])
+    needed = NEEDED[report.strategy]
+    if report.strategy == "documents" and verdicts.get("document_search") == "resolvable":
+        needed = needed + ("entry_documents",)      # rows resolved through their entries' files
+    report.ok = all(verdicts.get(endpoint) == "ok"
+                    or (endpoint == "document_search" and verdicts.get(endpoint) == "resolvable")
+                    or (endpoint == "download" and verdicts.get(endpoint) in ("transient", "restricted"))
+                    for endpoint in needed)
     for row in report.rows:
         if row.verdict in ("FAIL", "absent") and row.endpoint not in NEEDED[report.strategy]:
             row.note = (row.note + "; " if row.note else "") + "not needed by this strategy"
