@@ -281,7 +281,10 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
     return report
 
 
-if __name__ == "__main__":  # the notebook's "probe first" box: the probe, before anything runs
+if __name__ == "__main__":  # the notebook's "probe first" box: the probe, before any stage runs
     if globals().get("CFG") is not None and CFG.PROBE_FIRST and not CFG.DRY_RUN:  # noqa: F821
         PROBE_REPORT = probe(CFG)  # noqa: F821
         print(PROBE_REPORT.table())
+        if not PROBE_REPORT.ok:
+            raise SystemExit("probe: the pipeline cannot run against this court (see the table); nothing ran")
+        CFG = CFG.replace(PROBE_FIRST=False)  # noqa: F821  (probed: the run cell does not ask again)
