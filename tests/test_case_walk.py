@@ -304,3 +304,15 @@ def test_the_audit_shows_what_the_court_announced_next_to_what_the_archive_holds
         result = verify(ctx)
         assert result.passed and result.coverage_gaps == gaps        # a warning, not a failure
         assert "warning: 1 shards hold fewer than the court announced (2024-CA" in format_verify_report(result)
+
+
+def test_a_drifted_court_is_counted_per_field_stores_nothing_guessed_and_never_converges(make_context):
+    with SimCourt(60, seed=10, shape="captured", document_search="absent", faults=False, first_year=2024,
+                  last_year=2025, renamed_fields={"documentID": "documentId", "hasDocuments": "hasDocs"}) as court:
+        ctx = make_context(court, CASE_DETAILS=False, MAX_SWEEPS=2)
+        result = discover(ctx)
+        assert ids(ctx) == set() and not result.converged and result.errors == 0
+        assert ctx.db.kv_get("discovery_converged_at") is None
+        # hasDocuments missing reads as "has documents", so every entry's files were asked: none named an id.
+        assert result.shape_problems["documentID"] >= len(court.documents)
+        assert ctx.db.conn.execute("SELECT COUNT(*) FROM docket_entries").fetchone()[0] > 0

@@ -57,7 +57,8 @@ Guarantees:
   never from `id`; a row that cannot be resolved, a file without
   `documentID` and any answer of the wrong shape are counted per field
   (`DiscoverResult.shape_problems`, `unresolved`) and logged, never stored
-  under a guessed id. Files with `documentAvailable: false` are counted
+  under a guessed id; a sweep that met as many as CONVERGENCE_DELTA (or 1%
+  of its rows) never counts as converged. Files with `documentAvailable: false` are counted
   (`unavailable`), not queued.
 - ADMIN numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`) are
   swept as shards of their own (`YYYY CA ADMIN`, `YYYY SC ADMIN`); the real
@@ -412,6 +413,7 @@ def discover(ctx: Context) -> DiscoverResult:
         while result.sweeps < cfg.MAX_SWEEPS and not ctx.clock.should_stop():
             sweep = _discover_current_sweep(db)
             result.sweeps += 1
+            problems_before = sum(walk.problems.values()) + result.unresolved
             if result.strategy == "documents":
                 summary, stopped = _discover_sweep(ctx, db, client, sweep, plan, result, known, walk)
             else:
@@ -427,7 +429,14 @@ def discover(ctx: Context) -> DiscoverResult:
                     db.kv_set("archive_updated_at", utc_now())
                 result.converged = True
                 break
-            if is_converged(complete=True, errors=summary["errors"], rows_new=summary["rows_new"],
+            # Answers of the wrong shape in this sweep: what they held is unknown. A few are reported; as many
+            # as would stop convergence by new documents (or 1% of the rows), and the sweep cannot converge.
+            shape_problems = sum(walk.problems.values()) + result.unresolved - problems_before
+            blocking = shape_problems >= max(cfg.CONVERGENCE_DELTA, summary["rows_seen"] // 100)
+            if shape_problems:
+                log_discover.warning("sweep %d: %d answers of the wrong shape%s", sweep, shape_problems,
+                                     "; not converged" if blocking else "")
+            if is_converged(complete=True, errors=summary["errors"] + int(blocking), rows_new=summary["rows_new"],
                             delta=cfg.CONVERGENCE_DELTA):
                 now = utc_now()
                 db.kv_set("discovery_converged_at", now)
