@@ -20,7 +20,6 @@ SHAPES = [
     ("captured", "absent", "auto", "cases"),
     ("captured", "entries", "auto", "cases"),
     ("captured", "entries", "documents", "documents"),      # rows that are docket entries, resolved
-    ("captured", "present", "cases", "cases"),
 ]
 
 
