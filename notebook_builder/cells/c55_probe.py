@@ -3,7 +3,8 @@
 Guarantees:
 - `probe(cfg)` asks API_BASE once per endpoint the strategies need (document
   search, case search, a case's docket entries, one entry's file list, the
-  case's parties and lower courts, the opinion search, one download), each
+  case's parties and lower courts, the opinion search, the case search for
+  the previous year's ADMIN numbers, one download), each
   paced like a search and never retried, so it sends at most
   `PROBE_MAX_REQUESTS` requests. Each answer is checked against the fields
   the pipeline reads (`PROBE_FIELDS`): a row per endpoint with its HTTP
@@ -14,8 +15,9 @@ Guarantees:
   strategy needs answered with its required fields (`PROBE_REQUIRED`; a
   missing metadata field is listed, not fatal): the document search and the
   download, or the case search, docket entries, file list and download.
-  Parties, lower courts and the opinion search only warn (the walk goes on
-  without them; incremental updates need the opinion search).
+  Parties, lower courts, the opinion search and the ADMIN prefix only warn
+  (the walk goes on without them; incremental updates need the opinion
+  search; ADMIN numbers a prefix does not list are found only by it).
 - It writes nothing: no workspace, no database.
 
 Knobs read: API_BASE, DISCOVERY, CASE_DETAILS, LAST_YEAR, HTTP_TIMEOUT, PACING, PACING_SEARCH.
@@ -42,6 +44,7 @@ PROBE_ROWS = 5
 PROBE_FIELDS: dict[str, tuple[str, ...]] = {
     "document_search": ("documentID", "docketEntryID", "caseHeader.caseNumber", "filedDate"),
     "case_search": ("caseNumber", "caseID"),
+    "admin_case_search": ("caseNumber", "caseID"),   # the case search for `YYYY CA ADMIN` numbers
     "docket_entries": ("docketEntryID", "docketEntryDescription", "filedDate", "hasDocuments"),
     "entry_documents": ("documentID", "parentID", "documentAvailable", "caseHeader"),
     "parties": ("partyName", "attorneys"),
@@ -51,7 +54,7 @@ PROBE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 # The fields without which a row is useless (the others are metadata: missing ones are listed, not fatal).
 PROBE_REQUIRED: dict[str, tuple[str, ...]] = {
-    "document_search": ("documentID",), "case_search": ("caseNumber",),
+    "document_search": ("documentID",), "case_search": ("caseNumber",), "admin_case_search": ("caseNumber",),
     "docket_entries": ("docketEntryID", "hasDocuments"), "entry_documents": ("documentID",),
     "opinion_search": ("docketEntryID",), "parties": (), "lower_courts": (), "download": ("application/pdf",),
 }
@@ -120,7 +123,8 @@ class _Prober:
             self.client._pace(self.cfg.PACING_SEARCH)
             started = time.monotonic()
             try:
-                answer = self.client._get(self.client.url(endpoint, **values), headers or {},
+                path = "case_search" if endpoint == "admin_case_search" else endpoint
+                answer = self.client._get(self.client.url(path, **values), headers or {},
                                           stream=endpoint == "download")
             except requests.RequestException as exc:
                 row.seconds = time.monotonic() - started
@@ -250,6 +254,10 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
         today = _dt.date.today()
         first_day, last_day = opinion_windows(today - _dt.timedelta(days=6), today)[0]
         prober.search("opinion_search", court=COURT_NAMES["CA"], first_day=first_day, last_day=last_day)
+        # ADMIN numbers are swept as case-search prefixes; whether this court lists them so is checked here.
+        admin_row, _ = prober.search("admin_case_search", prefix=f"{cfg.last_year - 1} CA ADMIN")
+        if admin_row.verdict == "empty":
+            admin_row.note = "no ADMIN case listed by prefix: only the opinion search finds them"
         if document_id:
             row, _ = prober.ask("download", document_id=document_id)
             # One withdrawn or restricted document says nothing of the endpoint: others, while the budget lasts.
