@@ -316,3 +316,36 @@ def test_a_drifted_court_is_counted_per_field_stores_nothing_guessed_and_never_c
         # hasDocuments missing reads as "has documents", so every entry's files were asked: none named an id.
         assert result.shape_problems["documentID"] >= len(court.documents)
         assert ctx.db.conn.execute("SELECT COUNT(*) FROM docket_entries").fetchone()[0] > 0
+
+
+def _walk_in_a_child(workspace: str, base_url: str) -> None:
+    cfg = load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0"}, WORKSPACE=workspace, STORE=workspace + "-store",
+                      API_BASE=base_url, FIRST_YEAR=2022, LAST_YEAR=2024, DISCOVERY="cases", CASE_DETAILS=False,
+                      MAX_SWEEPS=1)
+    ctx = open_context(cfg)
+    discover(ctx)
+
+
+def test_a_sigkilled_walk_loses_no_walked_case_and_asks_again_only_the_case_in_flight(tmp_path):
+    import multiprocessing
+    import signal
+    import time
+    with SimCourt(150, seed=12, shape="captured", document_search="absent", faults=False, first_year=2022,
+                  last_year=2024) as court:
+        workspace = str(tmp_path / "w")
+        child = multiprocessing.get_context("fork").Process(target=_walk_in_a_child, args=(workspace, court.base_url))
+        child.start()
+        deadline = time.monotonic() + 30
+        while court.endpoint_requests["docketentries"] < 25 and time.monotonic() < deadline and child.is_alive():
+            time.sleep(0.002)
+        os.kill(child.pid, signal.SIGKILL)
+        child.join()
+        asked_before = court.endpoint_requests["docketentries"]
+        assert 25 <= asked_before < len({doc.case_id for doc in court.documents})
+        _walk_in_a_child(workspace, court.base_url)
+        cases = len({doc.case_id for doc in court.documents})
+        assert court.endpoint_requests["docketentries"] - cases <= 1, "only the case in flight is walked again"
+        ctx = open_context(load_config(env={"KY_PROGRESS": "0"}, WORKSPACE=workspace, STORE=workspace + "-store"))
+        ctx.open_database()
+        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        ctx.close()

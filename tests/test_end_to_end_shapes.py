@@ -18,7 +18,7 @@ SHAPES = [
     # (court shape, its document search, KY_DISCOVERY, the strategy the run must use)
     ("inferred", "present", "auto", "documents"),
     ("captured", "absent", "auto", "cases"),
-    ("captured", "entries", "auto", "cases"),
+    ("captured", "present", "auto", "documents"),           # real value forms in document-search rows
     ("captured", "entries", "documents", "documents"),      # rows that are docket entries, resolved
 ]
 
