@@ -1,7 +1,8 @@
 """Discover: enumerate every document the court serves, shard by shard, sweep after sweep.
 
 Guarantees:
-- Shards are `YYYY-CA` and `YYYY-SC` for FIRST_YEAR..last_year (`plan_shards`).
+- Shards are `YYYY-CA` and `YYYY-SC` for FIRST_YEAR..last_year (`plan_shards`),
+  and the ADMIN shards `YYYY CA ADMIN`, `YYYY SC ADMIN` (`plan_sweep`).
   A shard whose `x-ctrack-paging-totalcount` exceeds the results limit the
   court announces (read from its header, never assumed) is split by the next
   digit of the zero-padded sequence (`split_shard`: 2019-CA → 2019-CA-0 …
@@ -46,8 +47,8 @@ Guarantees:
   shard's case search (same paging, splitting and re-paging), then per case
   its docket entries, the file list of each entry with `hasDocuments`, and
   (CASE_DETAILS) its parties and lower courts. Each walked case is committed
-  in one transaction with its `walked_sweep`, so a killed sweep resumes per
-  case; a later sweep re-walks only new and open cases (`needs_walk`: a
+  in one transaction with its `walked_sweep`, so a sweep killed (even by
+  SIGKILL) resumes at the case in flight, the only one asked again; a later sweep re-walks only new and open cases (`needs_walk`: a
   closed case's record is final). `auto` probes the document search once:
   rows carrying `documentID` choose `documents`, anything else (404, rows
   that are docket entries, no rows) the case walk; the choice is logged and
