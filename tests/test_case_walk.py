@@ -330,7 +330,7 @@ def test_a_sigkilled_walk_loses_no_walked_case_and_asks_again_only_the_case_in_f
     import multiprocessing
     import signal
     import time
-    with SimCourt(150, seed=12, shape="captured", document_search="absent", faults=False, first_year=2022,
+    with SimCourt(300, seed=12, shape="captured", document_search="absent", faults=False, first_year=2022,
                   last_year=2024) as court:
         workspace = str(tmp_path / "w")
         child = multiprocessing.get_context("fork").Process(target=_walk_in_a_child, args=(workspace, court.base_url))

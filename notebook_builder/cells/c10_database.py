@@ -481,18 +481,20 @@ class Database:
                 found[row["case_id"]] = row
         return found
 
-    def record_case_walk(self, sweep: int, case: Mapping[str, Any], entries: Sequence[Mapping[str, Any]],
+    def record_case_walk(self, sweep: int | None, case: Mapping[str, Any], entries: Sequence[Mapping[str, Any]],
                          documents: list[dict], court_texts: Sequence[Mapping[str, Any]] = (),
                          parties: Sequence[Mapping[str, Any]] | None = None,
                          lower_courts: Sequence[Mapping[str, Any]] | None = None) -> int:
-        """One walked case in one transaction: its row (walked in `sweep`), entries, documents, the
-        court's texts and, when fetched, parties and lower courts. Returns the new documents."""
+        """One walked case in one transaction: its row (walked in `sweep`; None: seen, not walked),
+        entries, documents, the court's texts and, when fetched, parties and lower courts. Returns
+        the new documents."""
         import json as _json
         now = utc_now()
         with self.transaction():
             self.conn.execute(_UPSERT_CASE_SQL, [case.get(c) for c in CASE_COLUMNS] + [now])
-            self.conn.execute("UPDATE cases SET walked_sweep = ?, walked_at = ? WHERE case_id = ?",
-                              (sweep, now, case["case_id"]))
+            if sweep is not None:
+                self.conn.execute("UPDATE cases SET walked_sweep = ?, walked_at = ? WHERE case_id = ?",
+                                  (sweep, now, case["case_id"]))
             self.conn.executemany(_UPSERT_ENTRY_SQL, ([entry.get(c) for c in DOCKET_ENTRY_COLUMNS] + [now]
                                                       for entry in entries))
             new = self.upsert_discovered(documents) if documents else 0

@@ -494,7 +494,6 @@ class _CaseWalk:
     def __init__(self, ctx: Context, db: Database, client: CourtClient, result: DiscoverResult):
         self.ctx, self.db, self.client, self.result = ctx, db, client, result
         self.problems: collections.Counter = collections.Counter()
-        self._text_folder = ctx.workspace / COURT_TEXT_FOLDER if hasattr(ctx, "workspace") else None
 
     # --------------------------------------------------------- answers
 
@@ -526,7 +525,7 @@ class _CaseWalk:
                 self.result.unavailable += 1
                 continue
             pages = document.pop("court_pages")
-            document["shard"] = shard
+            document["shard"] = shard or _shard_of_number(document["case_number"])
             documents.append(document)
             if pages is not None and self.ctx.cfg.COURT_TEXT:
                 texts.append(self._keep_court_text(document["document_id"], pages))
@@ -754,10 +753,13 @@ class _CaseWalk:
                 continue
             if not found_documents:
                 continue
-            case_row = {**case, **(header or {}), "shard": top_level_shard(shard) if shard else None,
+            case_row = {**case, **(header or {}),
+                        "shard": top_level_shard(shard) if shard else _shard_of_number(number),
                         "related_case_numbers": found["entry"]["related_case_numbers"]}
             if case_row.get("case_id"):
-                self.db.record_case_walk(0, case_row, [found["entry"]], found_documents, texts)
+                # The case and entry as far as this row shows them; not walked (its other entries are
+                # unknown), and its documents are the caller's to write, so they count as new there.
+                self.db.record_case_walk(None, case_row, [found["entry"]], [], texts)
             documents += found_documents
         return documents
 
@@ -792,8 +794,6 @@ class _CaseWalk:
                     result.opinion_rows += page.raw_count
                     rows = [item for item in page.raw_items if not document_id_of(item)]
                     documents = self.resolve_rows(rows, "")
-                    for document in documents:
-                        document["shard"] = document.get("shard") or _shard_of_number(document.get("case_number"))
                     if documents:
                         db.upsert_discovered(documents)
                     if not page.more or page.result_count <= 0:
