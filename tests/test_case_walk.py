@@ -349,3 +349,16 @@ def test_a_sigkilled_walk_loses_no_walked_case_and_asks_again_only_the_case_in_f
         ctx.open_database()
         assert ids(ctx) == {doc.document_id for doc in court.documents}
         ctx.close()
+
+
+def test_probe_first_stops_the_run_before_any_stage_when_the_court_drifted(tmp_path, monkeypatch):
+    from notebook_builder.cells.c95_run import run_pipeline
+    monkeypatch.setenv("KY_PROGRESS", "0")
+    with SimCourt(60, seed=13, shape="captured", document_search="absent", faults=False, first_year=2024,
+                  last_year=2025, renamed_fields={"documentID": "documentId"}) as court:
+        cfg = load_config(env={"KY_PACING": "0", "KY_PROBE_FIRST": "1"}, WORKSPACE=str(tmp_path / "w"),
+                          STORE=str(tmp_path / "s"), API_BASE=court.base_url, FIRST_YEAR=2024, LAST_YEAR=2025)
+        report = run_pipeline(cfg, handle_signals=False)
+        asked = sum(court.endpoint_requests.values())
+    assert report.exit_status == 1 and "probe" in report.error and "discover" not in report.stages
+    assert asked <= PROBE_MAX_REQUESTS and report.verify is not None
