@@ -27,11 +27,11 @@ SHAPES = [
 @pytest.mark.parametrize("shape, document_search, discovery, strategy", SHAPES)
 def test_the_pipeline_archives_every_document_whatever_the_court_shape(tmp_path, shape, document_search,
                                                                        discovery, strategy):
-    court = SimCourt(70, seed=21, shape=shape, document_search=document_search, results_limit=15, max_page=10,
+    court = SimCourt(45, seed=21, shape=shape, document_search=document_search, results_limit=15, max_page=10,
                      late_docs=2, first_year=2023, last_year=2026, oversize_bytes=CAP + 1024 * 1024,
                      # JSON faults (503, 429 with a real Retry-After, resets, torn bodies) in one shape: they cost seconds
                      search_fault_rate=0.02 if (shape, document_search) == ("captured", "absent") else 0.0,
-                     admin_share=0.1 if shape == "captured" else 0.0, stall_seconds=0.2)
+                     admin_share=0.15 if shape == "captured" else 0.0, stall_seconds=0.2)
     with court:
         cfg = load_config({
             "KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
