@@ -1,6 +1,15 @@
-"""Benchmark: Discover over the full 98,724-document simulated court, against a bare paging loop.
+"""Benchmark: both discovery strategies over the full 98,724-document simulated court.
 
-    .venv/bin/python bench/discover.py [--docs 98724] [--rounds 2]
+    .venv/bin/python bench/discover.py [--docs 98724] [--rounds 2] [--skip-cases]
+
+The document search (KY_DISCOVERY=documents) against a bare paging loop, as
+before; then the case walk (KY_DISCOVERY=cases, parties and lower courts on,
+the court's text kept) against a court of the captured shape with the same
+documents, and its requests compared with the floor the data sets: one per
+case-search page, one per case (its docket entries), one per docket entry
+with documents, plus one each per case for parties and lower courts. For
+each strategy: requests per document and the projected hours at the default
+pacing (the mean of PACING_SEARCH) plus 0.25 s of latency per request.
 
 The court runs in its own process, so neither measured process carries its
 memory. Each measurement is a fresh subprocess, so its peak RSS
@@ -31,11 +40,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 FULL_CORPUS = 98_724
+LATENCY_SECONDS = 0.25          # per request, on top of the pacing pause, for the projection
 
 
-def _serve(docs: int, seed: int, ready, stop) -> None:
+def _serve(docs: int, seed: int, ready, stop, shape: str = "inferred") -> None:
     from notebook_builder.simcourt import SimCourt
-    court = SimCourt(docs=docs, seed=seed, faults=False)
+    court = SimCourt(docs=docs, seed=seed, faults=False, shape=shape)
     ready.put(court.start())
     stop.wait()
     court.stop()
@@ -59,7 +69,37 @@ def worker_discover(base_url: str) -> dict:
         ctx.close()
     return {"seconds": seconds, "sweeps": result.sweeps, "pages": result.pages,
             "rows_seen": result.rows_seen, "repages": result.repages, "documents": result.documents,
-            "converged": result.converged, "peak_rss_mib": _peak_rss_mib()}
+            "converged": result.converged, "requests": result.requests, "peak_rss_mib": _peak_rss_mib()}
+
+
+def worker_cases(base_url: str) -> dict:
+    """The case walk: one sweep (its requests against the floor), then on to convergence."""
+    from notebook_builder.cells.c00_config import load_config
+    from notebook_builder.cells.c35_context import open_context
+    from notebook_builder.cells.c50_discover import discover
+    with tempfile.TemporaryDirectory() as folder:
+        cfg = load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0"}, WORKSPACE=f"{folder}/w", STORE=f"{folder}/s",
+                          API_BASE=base_url, FIRST_YEAR=1990, LAST_YEAR=2026, DISCOVERY="cases", MAX_SWEEPS=1)
+        ctx = open_context(cfg)
+        started = time.perf_counter()
+        first = discover(ctx)
+        first_seconds = time.perf_counter() - started
+        db = ctx.db
+        one = lambda sql: db.conn.execute(sql).fetchone()[0]   # noqa: E731
+        floor = {"search pages": one("SELECT COALESCE(SUM(pages), 0) FROM discovery_shards WHERE sweep = 1"),
+                 "cases": one("SELECT COUNT(*) FROM cases"),
+                 "entries with documents": one("SELECT COUNT(*) FROM docket_entries WHERE has_documents = 1")}
+        floor["parties + lower courts"] = 2 * floor["cases"]
+        ctx.cfg = ctx.cfg.replace(MAX_SWEEPS=8)
+        rest = discover(ctx)
+        seconds = time.perf_counter() - started
+        documents = rest.documents
+        court_texts = one("SELECT COUNT(*) FROM court_text")
+        ctx.close()
+    return {"seconds": seconds, "first_sweep_seconds": first_seconds, "sweeps": first.sweeps + rest.sweeps,
+            "first_sweep_requests": first.requests, "requests": first.requests + rest.requests,
+            "floor": floor, "documents": documents, "converged": rest.converged, "court_texts": court_texts,
+            "unavailable": first.unavailable, "peak_rss_mib": _peak_rss_mib()}
 
 
 def worker_bare(base_url: str, sweeps: int) -> dict:
@@ -68,14 +108,14 @@ def worker_bare(base_url: str, sweeps: int) -> dict:
     from notebook_builder.cells.c00_config import load_config
     from notebook_builder.cells.c30_client import ENDPOINTS, MANDATORY_HEADERS
     from notebook_builder.cells.c50_discover import (DISCOVER_MAX_REPAGES, needs_repage, needs_split,
-                                                      plan_shards, split_shard)
+                                                      plan_sweep, split_shard)
     page_size = load_config(env={}).PAGE_SIZE
     session = requests.Session()
     session.headers.update(MANDATORY_HEADERS)
     pages = rows = repages = 0
     started = time.perf_counter()
     for _ in range(sweeps):
-        shards = plan_shards(1990, 2026)
+        shards = plan_sweep(1990, 2026, incremental=False)
         while shards:
             shard = shards.pop(0)
             start, limit, seen, passes = 1, None, set(), 0
@@ -107,7 +147,7 @@ def worker_bare(base_url: str, sweeps: int) -> dict:
                 repages += 1
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "sweeps": sweeps, "pages": pages, "rows_seen": rows, "repages": repages,
-            "peak_rss_mib": _peak_rss_mib()}
+            "requests": pages, "peak_rss_mib": _peak_rss_mib()}
 
 
 def _run_worker(*args: str) -> dict:
@@ -129,11 +169,17 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=FULL_CORPUS)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--skip-cases", action="store_true", help="measure the document search only")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         kind, base_url, *rest = args.worker
-        result = worker_discover(base_url) if kind == "discover" else worker_bare(base_url, int(rest[0]))
+        if kind == "discover":
+            result = worker_discover(base_url)
+        elif kind == "cases":
+            result = worker_cases(base_url)
+        else:
+            result = worker_bare(base_url, int(rest[0]))
         print(json.dumps(result))
         return
 
@@ -174,6 +220,47 @@ def main() -> None:
           f"ratio discover/bare time {discover_seconds / bare_seconds:.3f} (goal <= 1.3)")
     print(f"peak RSS: discover {max(r['peak_rss_mib'] for r in runs['discover']):.1f} MiB (goal < 200), "
           f"bare {max(r['peak_rss_mib'] for r in runs['bare']):.1f} MiB, court process {server_peak:.1f} MiB")
+    pause = statistics.mean(load_default_pacing())
+    last = runs["discover"][-1]
+    print(f"document search: {last['requests']:,} requests for {documents:,} documents "
+          f"({last['requests'] / max(1, documents):.4f} a document), projected "
+          f"{projected_hours(last['requests'], pause):.2f} h at the default pacing ({pause:.2f} s) "
+          f"+ {LATENCY_SECONDS} s latency a request")
+    if args.skip_cases:
+        return
+    server = spawn.Process(target=_serve, args=(args.docs, args.seed, ready, stop, "captured"), daemon=True)
+    stop.clear()
+    server.start()
+    try:
+        walk = _run_worker("cases", ready.get(timeout=300))
+        server_peak = _vm_hwm_mib(server.pid)
+    finally:
+        stop.set()
+        server.join(timeout=10)
+    floor = walk["floor"]
+    floor_total = sum(floor.values())
+    print(f"case walk: {walk['seconds']:.1f} s ({walk['first_sweep_seconds']:.1f} s the first sweep), "
+          f"{walk['sweeps']} sweeps, {walk['documents']:,} documents (corpus {args.docs:,}), converged={walk['converged']}, "
+          f"{walk['court_texts']:,} court texts, {walk['unavailable']:,} unavailable files counted, "
+          f"peak RSS {walk['peak_rss_mib']:.1f} MiB, court process {server_peak:.1f} MiB")
+    print("case walk floor (one sweep): " + ", ".join(f"{name} {count:,}" for name, count in floor.items())
+          + f" = {floor_total:,} requests")
+    print(f"case walk requests: first sweep {walk['first_sweep_requests']:,} "
+          f"({walk['first_sweep_requests'] / floor_total:.4f} of the floor), "
+          f"to convergence {walk['requests']:,} ({walk['requests'] - walk['first_sweep_requests']:,} more: "
+          "the next sweep's case searches and open cases)")
+    for label, requests in (("first sweep", walk["first_sweep_requests"]), ("to convergence", walk["requests"])):
+        print(f"case walk {label}: {requests / max(1, walk['documents']):.3f} requests a document, projected "
+              f"{projected_hours(requests, pause):.1f} h at the default pacing + {LATENCY_SECONDS} s latency")
+
+
+def load_default_pacing() -> tuple[float, float]:
+    from notebook_builder.cells.c00_config import load_config
+    return load_config(env={}).PACING_SEARCH
+
+
+def projected_hours(requests: int, pause: float) -> float:
+    return requests * (pause + LATENCY_SECONDS) / 3600
 
 
 if __name__ == "__main__":

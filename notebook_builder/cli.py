@@ -67,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     _store_flag(report)
     report.add_argument("--output", metavar="PNG", help="where to write the chart (default: workspace/status.png)")
 
+    probe = commands.add_parser("probe", help="at most 10 requests to API_BASE: can the pipeline run against it?")
+    probe.add_argument("--api-base", metavar="URL", help="C-Track API root (KY_API_BASE)")
+    probe.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    probe.add_argument("--discovery", metavar="auto|documents|cases", help="strategy to probe for (KY_DISCOVERY)")
+
     demo = commands.add_parser("demo", help="the whole pipeline against the built-in simulated court")
     demo.add_argument("--workspace", metavar="DIR", default="demo",
                       help="demo directory (default ./demo): workspace/ and store/ inside it")
@@ -86,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="share of JSON answers that misbehave (503, 429, reset, torn body; default 0)")
     sim.add_argument("--stall-seconds", type=float, default=1.0,
                      help="how long a stalled download body stalls before the court hangs up (default 1)")
+    sim.add_argument("--shape", choices=("inferred", "captured"), default="inferred",
+                     help="rows as ctrack-api.md infers them, or as real captures show them (default inferred)")
+    sim.add_argument("--document-search", choices=("present", "absent", "entries"), default="present",
+                     help="the inferred document search: present, absent (404) or answering docket entries")
     return parser
 
 
@@ -122,7 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             _setup_logging(args.verbose)
             return _cmd_demo(args)
-        cfg = config_from_args(args)
+        if args.command == "probe":
+            cfg = config_from_args(args, DISCOVERY=args.discovery)
+        else:
+            cfg = config_from_args(args)
     except ConfigError as exc:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -138,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.verbose)
     if args.command == "report":
         return _cmd_report(cfg, args.output)
+    if args.command == "probe":
+        return _cmd_probe(cfg)
     return _cmd_run(cfg, verify_only=args.command == "verify")
 
 
@@ -202,11 +216,21 @@ def _cmd_report(cfg, output: str | None) -> int:
     return 0
 
 
+def _cmd_probe(cfg) -> int:
+    """The probe's table; 0 when the pipeline can run against API_BASE, 1 otherwise."""
+    from notebook_builder.cells.c55_probe import probe
+    report = probe(cfg)
+    print(f"probe of {cfg.API_BASE}")
+    print(report.table())
+    return 0 if report.ok else 1
+
+
 def _cmd_sim(args: argparse.Namespace) -> int:
     from notebook_builder.simcourt import serve
     serve(args.port, args.docs, args.seed, results_limit=args.results_limit,
           late_docs=args.late_docs, faults=not args.no_faults,
-          search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds)
+          search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds,
+          shape=args.shape, document_search=args.document_search)
     return 0
 
 

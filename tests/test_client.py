@@ -87,7 +87,8 @@ def test_rows_are_normalized_to_document_columns():
 
 
 def test_every_endpoint_path_is_in_one_mapping():
-    assert set(ENDPOINTS) == {"document_search", "case_search", "entry_documents", "download"}
+    assert set(ENDPOINTS) == {"document_search", "case_search", "entry_documents", "download", "case",
+                              "docket_entries", "parties", "lower_courts", "opinion_search"}
     client = make_client()
     assert client.url("download", document_id="ab") == BASE + "/publicaccessdocuments/ab/download"
 

@@ -44,7 +44,7 @@ def make_context(tmp_path, monkeypatch):
     made = []
 
     def build(court, *, client_class=CourtClient, session=None, name="w", client_kwargs=None, **knobs):
-        env = {"KY_PACING": "0", "KY_BACKOFF_BASE": "0.01", "KY_BACKOFF_CAP": "0.05"}
+        env = {"KY_PACING": "0", "KY_BACKOFF_BASE": "0.01", "KY_BACKOFF_CAP": "0.05", "KY_DISCOVERY": "documents"}
         cfg = load_config(env=env, WORKSPACE=str(tmp_path / name), STORE=str(tmp_path / "store"),
                           API_BASE=court.base_url, FIRST_YEAR=court.corpus.first_year,
                           LAST_YEAR=court.corpus.last_year, **knobs)
@@ -180,9 +180,10 @@ def test_a_shard_that_keeps_failing_is_an_error_and_blocks_convergence(make_cont
     with SimCourt(docs=100, seed=7, search_fault_rate=1.0, first_year=2020, last_year=2020) as court:
         ctx = make_context(court, SEARCH_ATTEMPTS=2, MAX_SWEEPS=2)
         result = discover(ctx)
-        assert result.errors == 4 and not result.converged
+        shards = len(c50_discover.plan_sweep(2020, 2020, incremental=False))     # 2020-CA, -SC, and ADMIN
+        assert shards == 4 and result.errors == 2 * shards and not result.converged
         assert {row["state"] for row in shard_rows(ctx, 1).values()} == {"error"}
-        assert [row["errors"] for row in ctx.db.discovery_runs()] == [2, 2]
+        assert [row["errors"] for row in ctx.db.discovery_runs()] == [shards, shards]
         assert ctx.db.kv_get("discovery_converged_at") is None
 
 

@@ -163,6 +163,16 @@ def _parse_engine(text: str) -> str:
     return engine
 
 
+DISCOVERY_STRATEGIES = ("auto", "documents", "cases")
+
+
+def _parse_discovery(text: str) -> str:
+    strategy = text.strip().lower()
+    if strategy not in DISCOVERY_STRATEGIES:
+        raise ValueError(text)
+    return strategy
+
+
 def _parse_text(text: str) -> str:
     if not text.strip():
         raise ValueError(text)
@@ -280,6 +290,20 @@ KNOBS: tuple[Knob, ...] = (
          "verify re-hashes every stored PDF and text against its name"),
     Knob("QUOTA_WARN_FRACTION", "KY_QUOTA_WARN", 0.9, _parse_pos_float, "a fraction like 0.9",
          "warn when the Drive quota is this full"),
+    Knob("DISCOVERY", "KY_DISCOVERY", "auto", _parse_discovery, "auto, documents or cases",
+         "how documents are enumerated: the document search, the case walk (case search, docket "
+         "entries, each entry's files), or auto: one probe picks the document search if its rows "
+         "carry documentID, else the case walk (the choice is kept in the database)"),
+    Knob("CASE_DETAILS", "KY_CASE_DETAILS", True, _parse_bool, "0 or 1",
+         "the case walk also fetches each case's parties (with attorneys) and lower courts, one "
+         "request each"),
+    Knob("COURT_TEXT", "KY_COURT_TEXT", True, _parse_bool, "0 or 1",
+         "keep the court's own per-page text of each document (court_text/<sha256>.txt in the store)"),
+    Knob("FULL_SWEEP", "KY_FULL_SWEEP", False, _parse_bool, "0 or 1",
+         "once discovery has converged, sweep every year again instead of the incremental update "
+         "(current and previous year, opinions filed since the last sweep)"),
+    Knob("PROBE_FIRST", "KY_PROBE_FIRST", False, _parse_bool, "0 or 1",
+         "probe the court (at most 10 requests) before the stages; a failed probe stops the run"),
 )
 
 KNOB_BY_NAME = {knob.name: knob for knob in KNOBS}
@@ -329,6 +353,11 @@ class Config:
     HTTP_TIMEOUT: float
     VERIFY_HASHES: bool
     QUOTA_WARN_FRACTION: float
+    DISCOVERY: str
+    CASE_DETAILS: bool
+    COURT_TEXT: bool
+    FULL_SWEEP: bool
+    PROBE_FIRST: bool
     extra: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()   # adjustments load_config made and said (a scaled shutdown margin)
 

@@ -18,9 +18,12 @@ Guarantees:
   value is the current year.
 - In Colab, a store that is not Drive lives on the runtime's own disk,
   which Colab deletes with the runtime: the cell says so, loudly.
+- "Probe first" (`FORM_PROBE_FIRST`, knob PROBE_FIRST): the probe cell asks
+  the court at most 10 requests and prints its table, and the run stops
+  before any stage when the pipeline cannot run against the court.
 
 Knobs set: PHASES, BUDGET_SECONDS, STORE, DRIVE_FOLDER, DOWNLOAD_LIMIT,
-FIRST_YEAR, LAST_YEAR, RETRY_HARD, DRY_RUN.
+FIRST_YEAR, LAST_YEAR, RETRY_HARD, DRY_RUN, PROBE_FIRST.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ from typing import Any
 
 from .c00_config import KNOB_BY_NAME, PHASE_NAMES, Config, ConfigError, in_colab, load_config
 from .form import (FORM_BUDGET_HOURS, FORM_DOWNLOAD_LIMIT, FORM_DRIVE_FOLDER, FORM_DRY_RUN,
-                   FORM_FIRST_YEAR, FORM_LAST_YEAR, FORM_PHASES, FORM_RETRY_HARD, FORM_STORE)
+                   FORM_FIRST_YEAR, FORM_LAST_YEAR, FORM_PHASES, FORM_PROBE_FIRST, FORM_RETRY_HARD,
+                   FORM_STORE)
 
 # The shipped value of each field (what the lines above hold in the built
 # notebook), and the knob it sets.
@@ -42,11 +46,13 @@ FORM_DEFAULTS: dict[str, Any] = {
     "last_year": "",
     "retry_hard": KNOB_BY_NAME["RETRY_HARD"].default,
     "dry_run": KNOB_BY_NAME["DRY_RUN"].default,
+    "probe_first": KNOB_BY_NAME["PROBE_FIRST"].default,
 }
 _FORM_KNOBS = {
     "phases": "PHASES", "budget_hours": "BUDGET_SECONDS", "store": "STORE",
     "drive_folder": "DRIVE_FOLDER", "download_limit": "DOWNLOAD_LIMIT", "first_year": "FIRST_YEAR",
     "last_year": "LAST_YEAR", "retry_hard": "RETRY_HARD", "dry_run": "DRY_RUN",
+    "probe_first": "PROBE_FIRST",
 }
 
 
@@ -63,7 +69,7 @@ def _form_value(field: str, value: Any) -> Any:
             if isinstance(value, bool):
                 raise ValueError(value)
             return knob.parse(repr(float(value) * 3600))
-        if field in ("retry_hard", "dry_run"):
+        if field in ("retry_hard", "dry_run", "probe_first"):
             return value if isinstance(value, bool) else knob.parse(str(value))
         if field in ("download_limit", "first_year") and isinstance(value, (bool, float)):
             raise ValueError(value)   # an integer field: 2.5 documents or True is no value
@@ -90,7 +96,7 @@ def form_overrides(*, colab: bool, **values: Any) -> dict[str, Any]:
 
     `values` are the fields by name (phases, budget_hours, store,
     drive_folder, download_limit, first_year, last_year, retry_hard,
-    dry_run); `colab` says whether the notebook runs
+    dry_run, probe_first); `colab` says whether the notebook runs
     in Colab, where every field applies. Elsewhere only fields changed from
     FORM_DEFAULTS apply. Raises ConfigError naming the field at fault.
     """
@@ -123,14 +129,16 @@ def describe_config(cfg: Config) -> str:
     store = f"Drive folder {cfg.DRIVE_FOLDER}" if cfg.store_is_drive else cfg.STORE
     return (f"CFG: phases {','.join(cfg.PHASES)}, case years {years}{limit}, budget "
             f"{cfg.BUDGET_SECONDS / 3600:g} h, store {store}, workspace {cfg.WORKSPACE}"
-            + (", retry-hard" if cfg.RETRY_HARD else "") + (", dry run" if cfg.DRY_RUN else ""))
+            + (", retry-hard" if cfg.RETRY_HARD else "") + (", dry run" if cfg.DRY_RUN else "")
+            + (", probe first" if cfg.PROBE_FIRST else ""))
 
 
 if __name__ == "__main__":  # The settings become the configuration (CFG)
     CFG = load_config(**form_overrides(
         colab=in_colab(), phases=FORM_PHASES, budget_hours=FORM_BUDGET_HOURS, store=FORM_STORE,
         drive_folder=FORM_DRIVE_FOLDER, download_limit=FORM_DOWNLOAD_LIMIT, first_year=FORM_FIRST_YEAR,
-        last_year=FORM_LAST_YEAR, retry_hard=FORM_RETRY_HARD, dry_run=FORM_DRY_RUN))
+        last_year=FORM_LAST_YEAR, retry_hard=FORM_RETRY_HARD, dry_run=FORM_DRY_RUN,
+        probe_first=FORM_PROBE_FIRST))
     print(describe_config(CFG))
     if store_warning(CFG, colab=in_colab()):
         print(store_warning(CFG, colab=in_colab()))

@@ -138,14 +138,105 @@ ALTER TABLE documents ADD COLUMN downloaded_at TEXT;
 ALTER TABLE documents ADD COLUMN download_checkpoint INTEGER;
 """
 
+# v3: the court's record as captured (ctrack-api.md, "What real captured responses show"): cases,
+# their docket entries, parties and lower courts; per document the entry's type and subtype, the
+# court's file ids, availability and the real case numbers an ADMIN-numbered one names; the
+# court's own text of each document (`court_text`, the text under the store's court_text/<sha256>.txt);
+# per shard the count the court announced in `discovery_shards.total_count` (already there), and
+# per case the sweep that last walked it (the case walk resumes per case).
+_SCHEMA_V3 = """
+CREATE TABLE IF NOT EXISTS cases (
+    case_id              TEXT PRIMARY KEY,
+    case_number          TEXT,
+    court                TEXT,
+    court_level          TEXT,
+    title                TEXT,
+    case_type            TEXT,
+    classification       TEXT,
+    status               TEXT,
+    status_date          TEXT,
+    filed_date           TEXT,
+    closed               INTEGER,
+    category             TEXT,
+    shard                TEXT,
+    related_case_numbers TEXT,
+    walked_sweep         INTEGER,
+    walked_at            TEXT,
+    updated_at           TEXT
+);
+CREATE INDEX IF NOT EXISTS cases_case_number ON cases(case_number);
+CREATE INDEX IF NOT EXISTS cases_shard ON cases(shard);
+
+CREATE TABLE IF NOT EXISTS docket_entries (
+    docket_entry_id      TEXT PRIMARY KEY,
+    case_id              TEXT,
+    entry_type           TEXT,
+    subtype              TEXT,
+    description          TEXT,
+    filed_date           TEXT,
+    has_documents        INTEGER,
+    related_case_numbers TEXT,
+    updated_at           TEXT
+);
+CREATE INDEX IF NOT EXISTS docket_entries_case ON docket_entries(case_id);
+
+CREATE TABLE IF NOT EXISTS parties (
+    case_id      TEXT NOT NULL,
+    position     INTEGER NOT NULL,
+    name         TEXT,
+    role         TEXT,
+    status       TEXT,
+    pro_se       INTEGER,
+    address      TEXT,
+    attorneys    TEXT,
+    PRIMARY KEY (case_id, position)
+);
+
+CREATE TABLE IF NOT EXISTS lower_courts (
+    case_id      TEXT NOT NULL,
+    position     INTEGER NOT NULL,
+    name         TEXT,
+    case_number  TEXT,
+    case_title   TEXT,
+    PRIMARY KEY (case_id, position)
+);
+
+CREATE TABLE IF NOT EXISTS court_text (
+    document_id        TEXT PRIMARY KEY,
+    sha256             TEXT NOT NULL,
+    pages              INTEGER NOT NULL,
+    chars              INTEGER NOT NULL,
+    replacement_chars  INTEGER NOT NULL,
+    fetched_at         TEXT
+);
+
+ALTER TABLE documents ADD COLUMN entry_type TEXT;
+ALTER TABLE documents ADD COLUMN entry_subtype TEXT;
+ALTER TABLE documents ADD COLUMN dms_document_id TEXT;
+ALTER TABLE documents ADD COLUMN mime_type TEXT;
+ALTER TABLE documents ADD COLUMN document_description TEXT;
+ALTER TABLE documents ADD COLUMN document_available INTEGER;
+ALTER TABLE documents ADD COLUMN related_case_numbers TEXT;
+CREATE INDEX IF NOT EXISTS documents_docket_entry ON documents(docket_entry_id);
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 DOCUMENT_METADATA_COLUMNS = (
     "case_number", "court", "case_title", "docket_entry_id", "description",
     "filed_date", "case_id", "document_name", "shard",
 )
+# What the case walk (and a resolved row) adds to a document (v3); written only when a row has them.
+DOCUMENT_DETAIL_COLUMNS = (
+    "entry_type", "entry_subtype", "dms_document_id", "mime_type", "document_description",
+    "document_available", "related_case_numbers",
+)
+CASE_COLUMNS = ("case_id", "case_number", "court", "court_level", "title", "case_type", "classification",
+                "status", "status_date", "filed_date", "closed", "category", "shard", "related_case_numbers")
+DOCKET_ENTRY_COLUMNS = ("docket_entry_id", "case_id", "entry_type", "subtype", "description", "filed_date",
+                        "has_documents", "related_case_numbers")
 
 
 # The database's checkpoint_seq at a write, read in the write's own transaction: a row committed
@@ -163,6 +254,19 @@ _INSERT_DISCOVERED_SQL = (
 _REFRESH_DISCOVERED_SQL = (
     f"UPDATE documents SET {', '.join(f'{c} = COALESCE(?, {c})' for c in DOCUMENT_METADATA_COLUMNS)} "
     "WHERE document_id = ?")
+_DETAILS_SQL = (
+    f"UPDATE documents SET {', '.join(f'{c} = COALESCE(?, {c})' for c in DOCUMENT_DETAIL_COLUMNS)} "
+    "WHERE document_id = ?")
+# A case row from a search refreshes what it carries; a walk's fuller header fills the rest.
+_UPSERT_CASE_SQL = (
+    f"INSERT INTO cases ({', '.join(CASE_COLUMNS)}, updated_at) VALUES ({', '.join('?' for _ in CASE_COLUMNS)}, ?) "
+    "ON CONFLICT(case_id) DO UPDATE SET "
+    + ", ".join(f"{c} = COALESCE(excluded.{c}, {c})" for c in CASE_COLUMNS[1:]) + ", updated_at = excluded.updated_at")
+_UPSERT_ENTRY_SQL = (
+    f"INSERT INTO docket_entries ({', '.join(DOCKET_ENTRY_COLUMNS)}, updated_at) "
+    f"VALUES ({', '.join('?' for _ in DOCKET_ENTRY_COLUMNS)}, ?) ON CONFLICT(docket_entry_id) DO UPDATE SET "
+    + ", ".join(f"{c} = COALESCE(excluded.{c}, {c})" for c in DOCKET_ENTRY_COLUMNS[1:])
+    + ", updated_at = excluded.updated_at")
 
 
 def database_uri(path: str | os.PathLike, **params: str) -> str:
@@ -383,7 +487,97 @@ class Database:
             new = self.conn.total_changes - before
             if new < len(values):
                 self.conn.executemany(_REFRESH_DISCOVERED_SQL, (v[1:] + v[:1] for v in values))
+            details = [[row.get(c) for c in DOCUMENT_DETAIL_COLUMNS] + [row["document_id"]] for row in rows
+                       if any(row.get(c) is not None for c in DOCUMENT_DETAIL_COLUMNS)] if isinstance(rows, list) else []
+            if details:
+                self.conn.executemany(_DETAILS_SQL, details)
             return new
+
+    # ------------------------------------------------------------ case walk
+
+    def upsert_cases(self, cases: Sequence[Mapping[str, Any]]) -> None:
+        now = utc_now()
+        with self.transaction():
+            self.conn.executemany(_UPSERT_CASE_SQL, ([case.get(c) for c in CASE_COLUMNS] + [now] for case in cases))
+
+    def cases_to_walk(self, sweep: int, case_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+        """case_id -> (walked_sweep, closed) of the given cases the table holds."""
+        found: dict[str, sqlite3.Row] = {}
+        wanted = list(case_ids)
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for row in self.conn.execute(
+                    f"SELECT case_id, walked_sweep, closed FROM cases WHERE case_id IN ({', '.join('?' * len(chunk))})",
+                    chunk):
+                found[row["case_id"]] = row
+        return found
+
+    def record_case_walk(self, sweep: int | None, case: Mapping[str, Any], entries: Sequence[Mapping[str, Any]],
+                         documents: list[dict], court_texts: Sequence[Mapping[str, Any]] = (),
+                         parties: Sequence[Mapping[str, Any]] | None = None,
+                         lower_courts: Sequence[Mapping[str, Any]] | None = None) -> int:
+        """One walked case in one transaction: its row (walked in `sweep`; None: seen, not walked),
+        entries, documents, the court's texts and, when fetched, parties and lower courts. Returns
+        the new documents."""
+        import json as _json
+        now = utc_now()
+        with self.transaction():
+            self.conn.execute(_UPSERT_CASE_SQL, [case.get(c) for c in CASE_COLUMNS] + [now])
+            if sweep is not None:
+                self.conn.execute("UPDATE cases SET walked_sweep = ?, walked_at = ? WHERE case_id = ?",
+                                  (sweep, now, case["case_id"]))
+            self.conn.executemany(_UPSERT_ENTRY_SQL, ([entry.get(c) for c in DOCKET_ENTRY_COLUMNS] + [now]
+                                                      for entry in entries))
+            new = self.upsert_discovered(documents) if documents else 0
+            self.conn.executemany(
+                "INSERT INTO court_text(document_id, sha256, pages, chars, replacement_chars, fetched_at) "
+                "VALUES (:document_id, :sha256, :pages, :chars, :replacement_chars, :now) "
+                "ON CONFLICT(document_id) DO UPDATE SET sha256 = excluded.sha256, pages = excluded.pages, "
+                "chars = excluded.chars, replacement_chars = excluded.replacement_chars, fetched_at = excluded.fetched_at",
+                ({**text, "now": now} for text in court_texts))
+            if parties is not None:
+                self.conn.execute("DELETE FROM parties WHERE case_id = ?", (case["case_id"],))
+                self.conn.executemany(
+                    "INSERT INTO parties(case_id, position, name, role, status, pro_se, address, attorneys) "
+                    "VALUES (:case_id, :position, :name, :role, :status, :pro_se, :address, :attorneys)",
+                    ({**party, "attorneys": _json.dumps(party.get("attorneys") or [])} for party in parties))
+            if lower_courts is not None:
+                self.conn.execute("DELETE FROM lower_courts WHERE case_id = ?", (case["case_id"],))
+                self.conn.executemany(
+                    "INSERT INTO lower_courts(case_id, position, name, case_number, case_title) "
+                    "VALUES (:case_id, :position, :name, :case_number, :case_title)", lower_courts)
+            return new
+
+    def known_docket_entries_with_documents(self, entry_ids: Sequence[str]) -> set[str]:
+        """Which of these docket entries already have a document in the table."""
+        known: set[str] = set()
+        wanted = list(entry_ids)
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            known.update(row[0] for row in self.conn.execute(
+                f"SELECT DISTINCT docket_entry_id FROM documents WHERE docket_entry_id IN ({', '.join('?' * len(chunk))})",
+                chunk))
+        return known
+
+    def upsert_docket_entries(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        now = utc_now()
+        with self.transaction():
+            self.conn.executemany(_UPSERT_ENTRY_SQL, ([entry.get(c) for c in DOCKET_ENTRY_COLUMNS] + [now]
+                                                      for entry in entries))
+
+    def coverage_audit(self) -> list[sqlite3.Row]:
+        """Per top-level shard of the latest sweep that paged it: what the court announced
+        (`announced`: documents for the document search, cases for the case walk) next to what
+        the tables hold (`documents`, `cases`)."""
+        return self.conn.execute(
+            "WITH latest AS (SELECT shard, MAX(sweep) AS sweep FROM discovery_shards "
+            "                WHERE total_count IS NOT NULL AND length(shard) IN (7, 13) GROUP BY shard) "
+            "SELECT latest.shard, latest.sweep, s.total_count AS announced, "
+            "  (SELECT COUNT(*) FROM documents d WHERE d.shard = latest.shard) AS documents, "
+            "  (SELECT COUNT(*) FROM cases c WHERE c.shard = latest.shard) AS cases, "
+            "  (SELECT value FROM kv WHERE key = 'discovery_strategy') AS strategy "
+            "FROM latest JOIN discovery_shards s ON s.shard = latest.shard AND s.sweep = latest.sweep "
+            "ORDER BY latest.shard").fetchall()
 
     def start_sweep(self, sweep: int, shards: Sequence[str]) -> int:
         """Creates the sweep's run row and pending shard rows, unless they exist (resume)."""
@@ -673,6 +867,18 @@ class Database:
         except sqlite3.DatabaseError as exc:
             return [str(exc)]
         return [] if problems == ["ok"] else problems
+
+
+def coverage_gaps(audit: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Shards of `Database.coverage_audit()` holding fewer than the court announced: documents for the
+    document search, cases for the case walk. [] when every shard is whole."""
+    gaps = []
+    for row in audit:
+        held = row["cases"] if row["strategy"] == "cases" else row["documents"]
+        if row["announced"] is not None and held < row["announced"]:
+            gaps.append({"shard": row["shard"], "announced": row["announced"], "held": held,
+                         "unit": "cases" if row["strategy"] == "cases" else "documents"})
+    return gaps
 
 
 def _split_sql(script: str) -> list[str]:

@@ -37,6 +37,18 @@ Guarantees:
   spending its session in backoff.
 - A backoff of BACKOFF_LOG_SECONDS or more is logged (INFO) with what it
   waits for, so a progress bar that stands still is explained.
+- The case walk's endpoints (ctrack-api.md's confirmed table): `search_cases`
+  and `search_opinions` page like `search_documents`; `get_json` fetches a
+  case's docket entries, parties, lower courts or header, or the file list
+  of a docket entry, with the same retries (a 404 raises
+  `PermanentFetchError`; a 200 that is not JSON, or an empty body, is
+  transient and retried, then `TransientFetchError`).
+- A document id comes only from a `documentID` field, never from `id`: real
+  search rows are docket entries whose `id` is the entry's id, 64 hex digits
+  like a document's. The normalizers (`normalize_case_header`,
+  `normalize_docket_entry`, `normalize_entry_file`, `normalize_party`,
+  `normalize_lower_court`) are pure; a value of the wrong type or a missing
+  key raises `ShapeProblem` naming the field, for the caller to count.
 
 Why a small loop and not urllib3's `Retry` on an `HTTPAdapter`: the stages
 need outcomes urllib3 cannot classify. A 400 on search is not a failure but
@@ -55,14 +67,15 @@ import collections
 import logging
 import random
 import time
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import requests
 from urllib3.util.retry import Retry
 
-from .c00_config import (Config, CourtUnreachable, IntegrityError, ResultsLimitExceeded, RunClock,
-                         StopRequested, TransientFetchError)
+from .c00_config import (Config, CourtUnreachable, IntegrityError, PermanentFetchError, ResultsLimitExceeded,
+                         RunClock, StopRequested, TransientFetchError)
 from .c10_database import PERMANENT_HTTP_STATUSES
 
 log_client = logging.getLogger("kycourt.client")
@@ -80,7 +93,19 @@ ENDPOINTS = {
     "case_search": "/cases/search?" + _SEARCH_FILTER.replace("{field}", "caseNumber"),
     "entry_documents": "/publicaccessdocuments?filter=parentCategory=docketentries,parentID={docket_entry_id}",
     "download": "/publicaccessdocuments/{document_id}/download",
+    "case": "/cases/{case_id}",
+    "docket_entries": "/cases/{case_id}/docketentries",
+    "parties": "/cases/{case_id}/parties",
+    "lower_courts": "/cases/{case_id}/lowercourts",
+    "opinion_search": ("/opinions/search?queryString=true"
+                       "&searchFields[0].operation=>=&searchFields[0].values[0]={first_day}"
+                       "&searchFields[0].indexFieldName=filedDate"
+                       "&searchFields[1].operation=<=&searchFields[1].values[0]={last_day}"
+                       "&searchFields[1].indexFieldName=filedDate"
+                       "&searchFilters[0].operation==&searchFilters[0].indexFieldName=caseHeader.court"
+                       "&searchFilters[0].values[0]={court}"),
 }
+COURT_NAMES = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
 
 PAGING_TOTAL = "x-ctrack-paging-totalcount"
 PAGING_RESULTS = "x-ctrack-paging-resultcount"
@@ -99,6 +124,14 @@ class CourtTrapError(IntegrityError):
     """The court answered a search as if the x-ctrack-excludeselflinks header were missing."""
 
 
+class ShapeProblem(ValueError):
+    """A court answer lacks a field, or holds a value of the wrong type: `field` names it."""
+
+    def __init__(self, field: str, detail: str = "missing"):
+        super().__init__(f"{field}: {detail}")
+        self.field = field
+
+
 @dataclass
 class SearchPage:
     """One page of a document search, as the paging headers describe it.
@@ -113,6 +146,7 @@ class SearchPage:
     more: bool
     results_limit: int | None
     start_index: int = 1
+    facets: list = field(default_factory=list)     # the body's `facets`, as sent (opinion search)
     _items: list[dict] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -178,9 +212,15 @@ DOCUMENT_ROW_FIELDS = {
 
 
 def document_id_of(item: Mapping[str, Any]) -> str | None:
-    """The normalized (stripped, lower-case) document id of a search resultItem, or None."""
-    document_id = (item.get("rowMap") or {}).get("documentID") or item.get("id")
-    return str(document_id).strip().lower() if document_id else None
+    """The normalized (stripped, lower-case) document id of a search resultItem, or None.
+
+    Only from `rowMap.documentID`: a real row's `id` may be its docket entry's id (64 hex digits
+    too), and a document stored under it would be downloaded as a 404 ("withdrawn")."""
+    row_map = item.get("rowMap") if isinstance(item, Mapping) else None
+    document_id = row_map.get("documentID") if isinstance(row_map, Mapping) else None
+    if not isinstance(document_id, str) or not document_id.strip():
+        return None
+    return document_id.strip().lower()
 
 
 def normalize_document_row(item: Mapping[str, Any]) -> dict | None:
@@ -189,7 +229,185 @@ def normalize_document_row(item: Mapping[str, Any]) -> dict | None:
     if document_id is None:
         return None
     get = (item.get("rowMap") or {}).get
-    return {"document_id": document_id, **{column: get(key) for column, key in DOCUMENT_ROW_FIELDS.items()}}
+    row = {"document_id": document_id, **{column: get(key) for column, key in DOCUMENT_ROW_FIELDS.items()}}
+    # Real rows carry neither court nor one-line title, and `+0000` offsets: made what the table holds.
+    if row["court"] is None:
+        row["court"] = court_of_case_number(row["case_number"])
+    if isinstance(row["case_title"], str) and "\n" in row["case_title"]:
+        row["case_title"] = one_line(row["case_title"])
+    if isinstance(row["filed_date"], str) and _UTC_OFFSET.search(row["filed_date"]):
+        row["filed_date"] = court_date(row["filed_date"])
+    return row
+
+
+_RELATED_NUMBERS = re.compile(r"\b(\d{4})-(CA|SC)-(\d{4})((?:\s*,\s*(?:&\s*)?\d{4}(?![\d-]))*)")
+_UTC_OFFSET = re.compile(r"([+-])(\d\d)(\d\d)$")
+
+
+def related_case_numbers(description: Any) -> str | None:
+    """The case numbers a description names, expanded (`2022-CA-1454, 1456` -> two), comma-joined."""
+    if not isinstance(description, str):
+        return None
+    numbers: list[str] = []
+    for match in _RELATED_NUMBERS.finditer(description):
+        year, court, first, rest = match.groups()
+        for sequence in [first, *re.findall(r"\d{4}(?![\d-])", rest)]:
+            number = f"{year}-{court}-{sequence}"
+            if number not in numbers:
+                numbers.append(number)
+    return ", ".join(numbers) or None
+
+
+def court_date(value: Any, field_name: str = "filedDate") -> str | None:
+    """A court timestamp as ISO 8601 with a colon in the offset (`+0000` -> `+00:00`, which Python
+    3.10's fromisoformat reads); None stays None; anything but text is a ShapeProblem."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ShapeProblem(field_name, f"not a date string: {value!r}"[:80])
+    return _UTC_OFFSET.sub(r"\1\2:\3", value.strip())
+
+
+def one_line(title: Any) -> str | None:
+    """A title on one line: the court puts `\r\n` between the parties."""
+    return " ".join(title.split()) if isinstance(title, str) and title.strip() else None
+
+
+def court_of_case_number(case_number: Any) -> str | None:
+    """The court a case number names: `2019-CA-0012` and `2024 CA ADMIN - ...` alike."""
+    if not isinstance(case_number, str) or len(case_number) < 7:
+        return None
+    return COURT_NAMES.get(case_number[5:7].upper())
+
+
+def _text(raw: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        if required:
+            raise ShapeProblem(key)
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ShapeProblem(key, f"not text: {type(value).__name__}")
+    text = str(value).strip()
+    if required and not text:
+        raise ShapeProblem(key, "empty")
+    return text or None
+
+
+def _flag_value(raw: Mapping[str, Any], key: str) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return int(value.strip().lower() == "true")
+    raise ShapeProblem(key, f"not a boolean: {value!r}"[:80])
+
+
+def _mapping(raw: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ShapeProblem(what, f"not an object: {type(raw).__name__}")
+    return raw
+
+
+def normalize_case_header(raw: Any, *, case_id: str | None = None) -> dict:
+    """A case header (`/cases/{id}`, a file's `caseHeader`, or a case-search rowMap) -> a `cases` row."""
+    raw = _mapping(raw, "caseHeader")
+    case_number = _text(raw, "caseNumber", required=True)
+    found_id = _text(raw, "caseID") or case_id
+    if not found_id:
+        raise ShapeProblem("caseID")
+    return {"case_id": found_id.lower(), "case_number": case_number,
+            "court": _text(raw, "court") or court_of_case_number(case_number),
+            "court_level": _text(raw, "courtLevel"), "title": one_line(raw.get("shortTitle")),
+            "case_type": _text(raw, "caseType"), "classification": _text(raw, "caseClassification"),
+            "status": _text(raw, "caseStatus"), "status_date": court_date(raw.get("caseStatusDate"), "caseStatusDate"),
+            "filed_date": court_date(raw.get("filedDate")), "closed": _flag_value(raw, "closed"),
+            "category": _text(raw, "caseCategory"),
+            "related_case_numbers": None}
+
+
+def normalize_case_search_row(item: Any) -> dict:
+    """A case-search resultItem -> a partial `cases` row (its id is the case's: rowMap.caseID, or id)."""
+    item = _mapping(item, "resultItems[]")
+    row_map = _mapping(item.get("rowMap"), "rowMap")
+    return normalize_case_header(row_map, case_id=_text(item, "id"))
+
+
+def normalize_docket_entry(raw: Any, case_id: str) -> dict:
+    """An element of `/cases/{id}/docketentries` (or an opinion-search rowMap) -> a `docket_entries` row."""
+    raw = _mapping(raw, "docketentries[]")
+    description = _text(raw, "docketEntryDescription")
+    has_documents = _flag_value(raw, "hasDocuments")
+    return {"docket_entry_id": _text(raw, "docketEntryID", required=True).lower(), "case_id": case_id,
+            "entry_type": _text(raw, "docketEntryType"), "subtype": _text(raw, "docketEntrySubtype"),
+            "description": description, "filed_date": court_date(raw.get("filedDate")),
+            "has_documents": 1 if has_documents is None else has_documents,
+            "related_case_numbers": related_case_numbers(description)}
+
+
+def normalize_entry_file(raw: Any, entry: Mapping[str, Any], case: Mapping[str, Any] | None) -> dict:
+    """A file of a docket entry -> a `documents` row (with the detail columns and `court_pages`).
+
+    The id is the file's `documentID` (required); case fields come from its nested caseHeader,
+    else from the case row the walk holds."""
+    raw = _mapping(raw, "publicaccessdocuments[]")
+    document_id = _text(raw, "documentID", required=True).lower()
+    header = raw.get("caseHeader")
+    case_fields = normalize_case_header(header) if isinstance(header, Mapping) else dict(case or {})
+    available = _flag_value(raw, "documentAvailable")
+    pages = raw.get("documentText")
+    if pages is not None and not (isinstance(pages, list) and all(isinstance(p, str) for p in pages)):
+        raise ShapeProblem("documentText", "not a list of page strings")
+    case_number = case_fields.get("case_number")
+    return {"document_id": document_id, "case_number": case_number,
+            "court": case_fields.get("court") or court_of_case_number(case_number),
+            "case_title": case_fields.get("title"),
+            "docket_entry_id": (_text(raw, "parentID") or entry["docket_entry_id"]).lower(),
+            "description": entry.get("description"),
+            "filed_date": court_date(raw.get("parentDate"), "parentDate") or entry.get("filed_date"),
+            "case_id": case_fields.get("case_id"), "document_name": _text(raw, "documentName"),
+            "entry_type": _text(raw, "parentType") or entry.get("entry_type"),
+            "entry_subtype": _text(raw, "parentSubtype") or entry.get("subtype"),
+            "dms_document_id": _text(raw, "dmsDocumentID"), "mime_type": _text(raw, "mimeType"),
+            "document_description": _text(raw, "documentDescription"),
+            "document_available": 1 if available is None else available,
+            "related_case_numbers": entry.get("related_case_numbers"),
+            "court_pages": pages}
+
+
+def _address(raw: Any) -> str | None:
+    if not isinstance(raw, Mapping):
+        return None
+    locality = ", ".join(str(raw[key]) for key in ("city", "state") if raw.get(key))
+    if raw.get("postalCode"):
+        locality = f"{locality} {raw['postalCode']}".strip()
+    parts = [str(raw[key]).strip() for key in ("line1", "line2", "line3", "line4") if raw.get(key)]
+    return ", ".join(part for part in [*parts, locality] if part) or None
+
+
+def normalize_party(raw: Any, case_id: str, position: int) -> dict:
+    """An element of `/cases/{id}/parties` -> a `parties` row (attorneys as a JSON list)."""
+    raw = _mapping(raw, "parties[]")
+    name = raw.get("partyName") if isinstance(raw.get("partyName"), Mapping) else {}
+    attorneys = []
+    for attorney in raw.get("attorneys") or []:
+        if not isinstance(attorney, Mapping):
+            raise ShapeProblem("attorneys[]", "not an object")
+        attorney_name = attorney.get("attorneyName") if isinstance(attorney.get("attorneyName"), Mapping) else {}
+        attorneys.append({"name": attorney_name.get("displayName"), "role": attorney_name.get("role"),
+                          "address": _address(attorney.get("address")), "bar_number": attorney.get("barNumber")})
+    return {"case_id": case_id, "position": position, "name": name.get("displayName"),
+            "role": name.get("role"), "status": _text(raw, "partyStatus"),
+            "pro_se": _flag_value(raw, "proSe"), "address": _address(raw.get("address")),
+            "attorneys": attorneys}
+
+
+def normalize_lower_court(raw: Any, case_id: str, position: int) -> dict:
+    raw = _mapping(raw, "lowercourts[]")
+    return {"case_id": case_id, "position": position, "name": _text(raw, "lowerCourtName"),
+            "case_number": _text(raw, "lowerCourtCaseNumber"), "case_title": one_line(raw.get("lowerCourtCaseTitle"))}
 
 
 def _client_int_header(headers: Mapping[str, str], name: str) -> int | None:
@@ -320,9 +538,62 @@ class CourtClient:
 
     def search_documents(self, prefix: str, start_index: int, max_results: int) -> SearchPage:
         """One page of the document search for case numbers starting with `prefix`."""
+        return self._search(self.url("document_search", prefix=prefix), prefix, start_index, max_results)
+
+    def search_cases(self, prefix: str, start_index: int, max_results: int) -> SearchPage:
+        """One page of the case search for case numbers starting with `prefix`."""
+        return self._search(self.url("case_search", prefix=prefix), prefix, start_index, max_results)
+
+    def search_opinions(self, court: str, first_day: str, last_day: str, start_index: int,
+                        max_results: int) -> SearchPage:
+        """One page of the opinion search: `court` ("Kentucky Court of Appeals"), days MM/DD/YYYY."""
+        url = self.url("opinion_search", court=court, first_day=first_day, last_day=last_day)
+        return self._search(url, f"opinions {court[9:]} {first_day}-{last_day}", start_index, max_results)
+
+    def get_json(self, endpoint: str, **values: str) -> Any:
+        """One JSON answer of a case resource or an entry's file list, retried like a search page.
+
+        A 404 (or another permanent status) raises PermanentFetchError; transient answers, a 200
+        that is not JSON and an empty body are retried up to SEARCH_ATTEMPTS tries."""
+        url = self.url(endpoint, **values)
+        label = f"{endpoint} {next(iter(values.values()), '')[:12]}"
+        failures = 0
+        while True:
+            self._pace(self.cfg.PACING_SEARCH)
+            try:
+                response = self._get(url, {})
+                code = response.status_code
+                if code == 200:
+                    try:
+                        body = response.json()
+                    except ValueError as exc:
+                        outcome = TransientFetchError(f"{label}: 200 whose body is not JSON "
+                                                      f"({response.headers.get('Content-Type')}): {exc}",
+                                                      http_status=200)
+                    else:
+                        self.health.usable()
+                        return body
+                elif classify_http_status(code) == "permanent":
+                    self.health.usable()   # the court answered: it is there, this resource is not
+                    raise PermanentFetchError(f"{label}: HTTP {code}", http_status=code)
+                else:
+                    outcome = TransientFetchError(f"HTTP {code}", http_status=code,
+                                                  retry_after=retry_after_seconds(response))
+            except _TRANSIENT_EXCEPTIONS as exc:
+                outcome = TransientFetchError(f"{label}: {type(exc).__name__}: {exc}")
+            self.health.failure(outcome)
+            failures += 1
+            if failures >= self.cfg.SEARCH_ATTEMPTS:
+                raise TransientFetchError(f"{label}: {failures} tries failed; last: {outcome}",
+                                          http_status=outcome.http_status, retry_after=outcome.retry_after)
+            self.retries += 1
+            log_client.info("%s: %s; retry %d of %d", label, outcome, failures, self.cfg.SEARCH_ATTEMPTS - 1)
+            self.backoff(failures - 1, outcome.retry_after,
+                         f"{label}, try {failures + 1} of {self.cfg.SEARCH_ATTEMPTS}")
+
+    def _search(self, url: str, prefix: str, start_index: int, max_results: int) -> SearchPage:
         if start_index < 1 or max_results < 1:
             raise ValueError("start_index and max_results must be >= 1 (paging is 1-based)")
-        url = self.url("document_search", prefix=prefix)
         window_learned = False
         failures = 0
         while True:
@@ -385,6 +656,8 @@ class CourtClient:
                                        retry_after=retry_after_seconds(response))
         try:
             body = response.json()
+            if not isinstance(body, dict):
+                raise TypeError(f"the body is a {type(body).__name__}, not an object")
             items = body["resultItems"]
             if not isinstance(items, list):
                 raise TypeError("resultItems is not a list")
@@ -404,8 +677,9 @@ class CourtClient:
         more_header = response.headers.get(PAGING_MORE)
         more = (str(more_header).strip().lower() == "true" if more_header is not None
                 else start_index - 1 + result_count < total)
+        facets = body.get("facets") if isinstance(body.get("facets"), list) else []
         return SearchPage(raw_items=items, total_count=total, result_count=result_count, more=more,
-                          results_limit=self.results_limit, start_index=start_index)
+                          results_limit=self.results_limit, start_index=start_index, facets=facets)
 
     # ------------------------------------------------------------ download
 

@@ -443,6 +443,9 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         document["permanent_failures"] = db.permanent_failure_count()
         document["store_pending"] = db.store_pending_count()
         document["checkpoint_seq"] = int(db.kv_get("checkpoint_seq", "0"))
+        # When the archive was last brought up to date (a converged sweep, or a complete update).
+        document["archive_updated_at"] = db.kv_get("archive_updated_at")
+        document["discovery_strategy"] = db.kv_get("discovery_strategy")
     document.update(extra or {})
     return document
 

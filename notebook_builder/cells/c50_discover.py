@@ -1,7 +1,8 @@
 """Discover: enumerate every document the court serves, shard by shard, sweep after sweep.
 
 Guarantees:
-- Shards are `YYYY-CA` and `YYYY-SC` for FIRST_YEAR..last_year (`plan_shards`).
+- Shards are `YYYY-CA` and `YYYY-SC` for FIRST_YEAR..last_year (`plan_shards`),
+  and the ADMIN shards `YYYY CA ADMIN`, `YYYY SC ADMIN` (`plan_sweep`).
   A shard whose `x-ctrack-paging-totalcount` exceeds the results limit the
   court announces (read from its header, never assumed) is split by the next
   digit of the zero-padded sequence (`split_shard`: 2019-CA → 2019-CA-0 …
@@ -41,22 +42,61 @@ Guarantees:
   and now reports none, and a complete sweep that saw no document at all,
   raise instead of reading as an empty court.
 - DRY_RUN: no network, returns at once.
+- Strategies (DISCOVERY): `documents` pages the document search as above;
+  `cases` walks the record (ctrack-api.md's confirmed endpoints): each
+  shard's case search (same paging, splitting and re-paging), then per case
+  its docket entries, the file list of each entry with `hasDocuments`, and
+  (CASE_DETAILS) its parties and lower courts. Each walked case is committed
+  in one transaction with its `walked_sweep`, so a sweep killed (even by
+  SIGKILL) resumes at the case in flight, the only one asked again; a later sweep re-walks only new and open cases (`needs_walk`: a
+  closed case's record is final). `auto` probes the document search once:
+  rows carrying `documentID` choose `documents`, anything else (404, rows
+  that are docket entries, no rows) the case walk; the choice is logged and
+  kept in kv `discovery_strategy`.
+- A document id comes only from a `documentID` field. A search row without
+  one is resolved through its docket entry's file list (`docketEntryID`),
+  never from `id`; a row that cannot be resolved, a file without
+  `documentID` and any answer of the wrong shape are counted per field
+  (`DiscoverResult.shape_problems`, `unresolved`) and logged, never stored
+  under a guessed id; a sweep that met as many as CONVERGENCE_DELTA (or 1%
+  of its rows) never counts as converged. Files with `documentAvailable: false` are counted
+  (`unavailable`), not queued.
+- ADMIN numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`) are
+  swept as shards of their own (`YYYY CA ADMIN`, `YYYY SC ADMIN`); the real
+  case numbers their descriptions name go to `related_case_numbers`.
+- Incremental updates: once discovery has converged (and unless
+  FULL_SWEEP), a run sweeps only the current and previous year's shards,
+  then the opinion search (7-day windows, both courts) for the days since
+  kv `opinions_checked_through` (with a week's overlap); a complete update
+  sets kv `archive_updated_at`.
+- COURT_TEXT: the court's per-page `documentText` of each file is kept as
+  `court_text/<sha256>.txt` (pages joined by form feeds) in the workspace and
+  the store, and `court_text` rows name it.
 
 Knobs read: FIRST_YEAR, LAST_YEAR, PAGE_SIZE, CONVERGENCE_DELTA, MAX_SWEEPS,
-DRY_RUN (and the client's: PACING*, BACKOFF_*, SEARCH_ATTEMPTS, HTTP_TIMEOUT).
+DRY_RUN, DISCOVERY, CASE_DETAILS, COURT_TEXT, FULL_SWEEP (and the client's:
+PACING*, BACKOFF_*, SEARCH_ATTEMPTS, HTTP_TIMEOUT).
 """
 from __future__ import annotations
 
+import collections
+import datetime as _dt
+import hashlib
 import logging
 import operator
+import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-from .c00_config import ResultsLimitExceeded, StopRequested, TransientFetchError, utc_now
+from .c00_config import (IntegrityError, PermanentFetchError, ResultsLimitExceeded, StopRequested,
+                         TransientFetchError, utc_now)
 from .c10_database import DOCUMENT_METADATA_COLUMNS, Database
-from .c30_client import (DOCUMENT_ROW_FIELDS, CourtClient, CourtTrapError, SearchPage, document_id_of,
-                         normalize_document_row)
+from .c30_client import (COURT_NAMES, DOCUMENT_ROW_FIELDS, CourtClient, CourtTrapError, SearchPage, ShapeProblem,
+                         court_of_case_number, document_id_of, normalize_case_header, normalize_case_search_row,
+                         normalize_docket_entry, normalize_document_row, normalize_entry_file,
+                         normalize_lower_court, normalize_party, related_case_numbers)
 from .c35_context import Context, progress
 
 log_discover = logging.getLogger("kycourt.discover")
@@ -71,6 +111,10 @@ DISCOVER_FLUSH_ROWS = 5000      # changed rows of one shard handed to the writer
 # rows 1.1 s for the first sweep's 98,724 rows).
 DISCOVER_COMMIT_ROWS = 20000
 DISCOVER_COMMIT_SECONDS = 2.0
+DISCOVER_PROBE_ROWS = 5         # rows the auto strategy's one probe asks for
+OPINION_WINDOW_DAYS = 7         # crawlers ask the opinion search for 7-day windows (longer ones went stale)
+OPINION_OVERLAP_DAYS = 7        # an update re-reads this many days before the last one's end
+COURT_TEXT_FOLDER = "court_text"
 
 
 @dataclass
@@ -85,6 +129,15 @@ class DiscoverResult:
     seconds: float = 0.0
     documents: int = 0       # documents in the table afterwards
     stopped: bool = False
+    strategy: str = ""       # 'documents' or 'cases'
+    incremental: bool = False
+    cases_walked: int = 0
+    entries_resolved: int = 0     # docket entries whose file list was asked for
+    unresolved: int = 0           # search rows with neither documentID nor docketEntryID
+    unavailable: int = 0          # files with documentAvailable: false (counted, not queued)
+    opinion_rows: int = 0
+    requests: int = 0             # requests this stage sent
+    shape_problems: dict = field(default_factory=dict)   # field -> count of answers lacking it
 
 
 # ----------------------------------------------------------- pure decisions
@@ -93,6 +146,62 @@ class DiscoverResult:
 def plan_shards(first: int, last: int) -> list[str]:
     """Top-level shards, in case-number order: 1990-CA, 1990-SC, 1991-CA, …"""
     return [f"{year}-{court}" for year in range(first, last + 1) for court in DISCOVER_COURT_CODES]
+
+
+def plan_admin_shards(first: int, last: int) -> list[str]:
+    """The ADMIN-number shards (`2024 CA ADMIN`), which no `YYYY-CA` prefix matches."""
+    return [f"{year} {court} ADMIN" for year in range(first, last + 1) for court in DISCOVER_COURT_CODES]
+
+
+def plan_sweep(first: int, last: int, *, incremental: bool) -> list[str]:
+    """Every shard of a sweep, sorted as the table sorts them; an update: the last two years only."""
+    if incremental:
+        first = max(first, last - 1)
+    return sorted(plan_shards(first, last) + plan_admin_shards(first, last))
+
+
+def needs_walk(previous: Mapping[str, Any] | None, case: Mapping[str, Any], sweep: int) -> bool:
+    """Whether the case walk must fetch a case's record in this sweep.
+
+    New cases and cases never walked, yes; a case walked in this very sweep (a resumed one), no;
+    afterwards only open ones (closed cases do not gain documents), or one the court reopened."""
+    if previous is None or previous["walked_sweep"] is None:
+        return True
+    if previous["walked_sweep"] >= sweep:
+        return False
+    return previous["closed"] != 1 or case.get("closed") == 0
+
+
+def choose_strategy(configured: str, probe_rows: list | None) -> tuple[str, str]:
+    """(strategy, why) from the knob and, for auto, the probe's rows (None: the search is absent)."""
+    if configured != "auto":
+        return configured, f"DISCOVERY={configured}"
+    if probe_rows is None:
+        return "cases", "the document search is absent (404)"
+    if not probe_rows:
+        return "cases", "the document search answered no rows"
+    if all(document_id_of(item) for item in probe_rows):
+        return "documents", "the document search answers rows with documentID"
+    return "cases", "the document search answers rows without documentID (docket entries)"
+
+
+def opinion_windows(first_day: _dt.date, last_day: _dt.date, days: int = OPINION_WINDOW_DAYS) -> list[tuple[str, str]]:
+    """[first, last] in windows of `days` days, as the opinion search takes them (MM/DD/YYYY)."""
+    windows = []
+    start = first_day
+    while start <= last_day:
+        end = min(last_day, start + _dt.timedelta(days=days - 1))
+        windows.append((start.strftime("%m/%d/%Y"), end.strftime("%m/%d/%Y")))
+        start = end + _dt.timedelta(days=1)
+    return windows
+
+
+def court_text_of(pages: list[str]) -> tuple[str, dict]:
+    """The court's pages as one text (form feeds between pages) and its `court_text` figures."""
+    text = "\f".join(pages)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return text, {"sha256": digest, "pages": len(pages), "chars": len(text),
+                  "replacement_chars": text.count("\ufffd")}
 
 
 def split_shard(shard: str) -> list[str]:
@@ -113,6 +222,8 @@ def needs_repage(distinct_seen: int, total_count: int, repages: int, max_repages
 
 
 def top_level_shard(shard: str) -> str:
+    if shard[4:5] == " ":
+        return shard[:len("2024 CA ADMIN")]
     return shard[:len("2019-CA")]
 
 
@@ -159,6 +270,7 @@ class DiscoveryBatch:
     total_count: int | None = None
     children: list[str] = field(default_factory=list)
     error: str | None = None
+    without_id: list = field(default_factory=list)     # rows without documentID (resolved after paging)
 
     def take_progress(self) -> "DiscoveryBatch":
         """The rows and counts so far as a progress-only batch; this one starts empty again."""
@@ -274,7 +386,9 @@ class DiscoveryWriter:
 
 
 def discover(ctx: Context) -> DiscoverResult:
-    """Runs sweeps until discovery converges, MAX_SWEEPS are done, or the run must stop."""
+    """Runs sweeps until discovery converges, MAX_SWEEPS are done, or the run must stop.
+
+    Once discovery has converged (and unless FULL_SWEEP), one incremental update instead."""
     cfg = ctx.cfg
     result = DiscoverResult()
     if cfg.DRY_RUN:
@@ -286,31 +400,414 @@ def discover(ctx: Context) -> DiscoverResult:
     if own_client:
         client = CourtClient(cfg, ctx.clock)
     started = time.monotonic()
-    plan = plan_shards(cfg.FIRST_YEAR, cfg.last_year)
-    # Rows the table already holds unchanged are not rewritten (most rows of every sweep after
-    # the first): the upsert would be a no-op, and skipping it keeps Discover near the bare
-    # paging loop's speed. ~25 MB for 100k documents.
-    known = {values[0]: metadata_fingerprint(values) for values in db.iter_document_metadata()}
+    requests_before = client.requests_sent
+    walk = _CaseWalk(ctx, db, client, result)
     try:
+        result.strategy = _discover_strategy(ctx, db, client)
+        result.incremental = bool(db.kv_get("discovery_converged_at")) and not cfg.FULL_SWEEP
+        plan = plan_sweep(cfg.FIRST_YEAR, cfg.last_year, incremental=result.incremental)
+        # Rows the table already holds unchanged are not rewritten (most rows of every sweep after
+        # the first): the upsert would be a no-op, and skipping it keeps Discover near the bare
+        # paging loop's speed. ~25 MB for 100k documents.
+        known = ({values[0]: metadata_fingerprint(values) for values in db.iter_document_metadata()}
+                 if result.strategy == "documents" else {})
         while result.sweeps < cfg.MAX_SWEEPS and not ctx.clock.should_stop():
             sweep = _discover_current_sweep(db)
             result.sweeps += 1
-            summary, stopped = _discover_sweep(ctx, db, client, sweep, plan, result, known)
+            problems_before = sum(walk.problems.values()) + result.unresolved
+            if result.strategy == "documents":
+                summary, stopped = _discover_sweep(ctx, db, client, sweep, plan, result, known, walk)
+            else:
+                summary, stopped = walk.sweep(sweep, plan)
             if stopped:
                 result.stopped = True
                 break
-            if is_converged(complete=True, errors=summary["errors"], rows_new=summary["rows_new"],
+            if result.incremental:
+                if not walk.opinion_update():
+                    result.stopped = True
+                    break
+                if summary["errors"] == 0 and result.errors == 0:
+                    db.kv_set("archive_updated_at", utc_now())
+                result.converged = True
+                break
+            # Answers of the wrong shape in this sweep: what they held is unknown. A few are reported; as many
+            # as would stop convergence by new documents (or 1% of the rows), and the sweep cannot converge.
+            shape_problems = sum(walk.problems.values()) + result.unresolved - problems_before
+            blocking = shape_problems >= max(cfg.CONVERGENCE_DELTA, summary["rows_seen"] // 100)
+            if shape_problems:
+                log_discover.warning("sweep %d: %d answers of the wrong shape%s", sweep, shape_problems,
+                                     "; not converged" if blocking else "")
+            if is_converged(complete=True, errors=summary["errors"] + int(blocking), rows_new=summary["rows_new"],
                             delta=cfg.CONVERGENCE_DELTA):
-                db.kv_set("discovery_converged_at", utc_now())
+                now = utc_now()
+                db.kv_set("discovery_converged_at", now)
+                db.kv_set("archive_updated_at", now)
+                db.kv_set("opinions_checked_through", _dt.date.today().isoformat())
                 result.converged = True
                 break
         result.stopped = result.stopped or ctx.clock.stop_event.is_set()
     finally:
         if own_client:
             client.close()
+        result.requests = client.requests_sent - requests_before
+        result.shape_problems = dict(walk.problems)
         result.seconds = round(time.monotonic() - started, 3)
         result.documents = db.document_count()
+        if walk.problems or result.unresolved:
+            log_discover.warning("discovery: %d search rows unresolvable (no documentID, no docketEntryID); "
+                                 "answers lacking a field: %s", result.unresolved,
+                                 ", ".join(f"{name} x{count}" for name, count in walk.problems.most_common()) or "none")
     return result
+
+
+def _discover_strategy(ctx: Context, db: Database, client: CourtClient) -> str:
+    """DISCOVERY, or for auto the kept choice, or one probe of the document search (kept)."""
+    configured = ctx.cfg.DISCOVERY
+    if configured == "auto":
+        kept = db.kv_get("discovery_strategy")
+        if kept in ("documents", "cases"):
+            return kept
+        try:
+            rows = client.search_documents(f"{ctx.cfg.last_year}-CA", 1, DISCOVER_PROBE_ROWS).raw_items
+        except CourtTrapError:
+            raise
+        except IntegrityError:            # 401/403/404: no document search on this court
+            rows = None
+        except ResultsLimitExceeded:
+            rows = []
+        except TransientFetchError as exc:
+            # Undecided: the confirmed case walk for this run, and the probe again next run.
+            log_discover.warning("discovery strategy: the probe failed (%s); the case walk this run", exc)
+            return "cases"
+        strategy, why = choose_strategy(configured, rows)
+    else:
+        strategy, why = choose_strategy(configured, None)
+    log_discover.info("discovery strategy: %s (%s)", strategy, why)
+    db.kv_set("discovery_strategy", strategy)
+    db.kv_set("discovery_strategy_reason", why)
+    return strategy
+
+
+class _CaseWalk:
+    """The case walk, and the file lists both strategies resolve docket entries through."""
+
+    def __init__(self, ctx: Context, db: Database, client: CourtClient, result: DiscoverResult):
+        self.ctx, self.db, self.client, self.result = ctx, db, client, result
+        self.problems: collections.Counter = collections.Counter()
+
+    # --------------------------------------------------------- answers
+
+    def _json_list(self, endpoint: str, what: str, **values: str) -> list:
+        answer = self.client.get_json(endpoint, **values)
+        if not isinstance(answer, list):
+            self.problems[what] += 1
+            raise ShapeProblem(what, f"not a list but {type(answer).__name__}")
+        return answer
+
+    def entry_files(self, entry: Mapping[str, Any], case: Mapping[str, Any] | None, shard: str
+                    ) -> tuple[list[dict], list[dict], dict | None]:
+        """(documents, court texts, the case header the files carry) of one docket entry."""
+        self.result.entries_resolved += 1
+        try:
+            files = self._json_list("entry_documents", "publicaccessdocuments", docket_entry_id=entry["docket_entry_id"])
+        except ShapeProblem:
+            return [], [], None
+        documents, texts, header = [], [], None
+        for raw in files:
+            try:
+                document = normalize_entry_file(raw, entry, case)
+                if header is None and isinstance(raw.get("caseHeader"), Mapping):
+                    header = normalize_case_header(raw["caseHeader"])
+            except ShapeProblem as problem:
+                self.problems[problem.field] += 1
+                continue
+            if document["document_available"] == 0:
+                self.result.unavailable += 1
+                continue
+            pages = document.pop("court_pages")
+            document["shard"] = shard or _shard_of_number(document["case_number"])
+            documents.append(document)
+            if pages is not None and self.ctx.cfg.COURT_TEXT:
+                texts.append(self._keep_court_text(document["document_id"], pages))
+        return documents, texts, header
+
+    def _keep_court_text(self, document_id: str, pages: list[str]) -> dict:
+        text, figures = court_text_of(pages)
+        name = f"{COURT_TEXT_FOLDER}/{figures['sha256']}.txt"
+        path = self.ctx.workspace / name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            temp.write_text(text, encoding="utf-8")
+            os.replace(temp, path)
+        self.ctx.mirror.put(name, path)
+        return {"document_id": document_id, **figures}
+
+    # ------------------------------------------------------------ sweep
+
+    def sweep(self, sweep: int, plan: list[str]):
+        db, ctx, result = self.db, self.ctx, self.result
+        db.start_sweep(sweep, plan)
+        db.kv_set("discovery_sweep", sweep)
+        states = db.shard_states(sweep)
+        pending = db.pending_shards(sweep)
+        started = time.monotonic()
+        walked_before = result.cases_walked
+        stopped = False
+        with progress(ctx.cfg, sum(states.values()), f"case walk sweep {sweep}", unit="shard") as bar:
+            bar.update(sum(states.values()) - states.get("pending", 0))
+            while pending:
+                shard = pending.pop(0)
+                outcome = self._walk_shard(sweep, shard)
+                if outcome == "stopped":
+                    stopped = True
+                    break
+                if outcome == "split":
+                    children = split_shard(shard)
+                    pending = sorted(pending + children)
+                    bar.total += len(children)
+                    bar.refresh()
+                bar.update(1)
+        summary = db.finish_sweep(sweep, time.monotonic() - started, complete=not stopped)
+        log_discover.info("case walk sweep %d %s: %d shards, %d search pages, %d cases seen, %d walked, "
+                          "%d new documents, %d errors, %.1f s", sweep, "stopped" if stopped else "complete",
+                          summary["shards"], summary["pages"], summary["rows_seen"], result.cases_walked - walked_before,
+                          summary["rows_new"], summary["errors"], summary["seconds"])
+        if not stopped and summary["errors"] == 0 and summary["rows_seen"] == 0:
+            raise CourtTrapError(f"sweep {sweep} saw no case in {summary['shards']} shards: the court "
+                                 "answered every search empty (the x-ctrack-excludeselflinks trap?)")
+        return summary, stopped
+
+    def _walk_shard(self, sweep: int, shard: str) -> str:
+        ctx, db, client, result = self.ctx, self.db, self.client, self.result
+        top = top_level_shard(shard)
+        cases: dict[str, dict] = {}
+        pages = repages = 0
+        start = 1
+        page: SearchPage | None = None
+        try:
+            while True:
+                if ctx.clock.should_stop():
+                    return "stopped"
+                page = client.search_cases(shard, start, ctx.cfg.PAGE_SIZE)
+                pages += 1
+                result.pages += 1
+                if needs_split(page.total_count, page.results_limit):
+                    raise ResultsLimitExceeded(f"{shard}: {page.total_count} cases, limit {page.results_limit}")
+                if (start == 1 and page.total_count == 0 and shard == top
+                        and db.shard_has_documents(shard)):
+                    raise CourtTrapError(f"{shard}: the court reports no cases in a shard that held documents "
+                                         "(the x-ctrack-excludeselflinks trap?)")
+                for item in page.raw_items:
+                    try:
+                        case = normalize_case_search_row(item)
+                    except ShapeProblem as problem:
+                        self.problems[problem.field] += 1
+                        continue
+                    case["shard"] = top
+                    cases[case["case_id"]] = case
+                result.rows_seen += page.raw_count
+                if page.more and not (repages and len(cases) >= page.total_count):
+                    if page.result_count <= 0:
+                        raise TransientFetchError(f"{shard}: the court announced more cases at {start} but sent none")
+                    start += page.result_count
+                    continue
+                if not needs_repage(len(cases), page.total_count, repages, DISCOVER_MAX_REPAGES):
+                    break
+                repages += 1
+                result.repages += 1
+                start = 1
+            previous = db.cases_to_walk(sweep, list(cases))
+            rows_new = errors = 0
+            last_error = None
+            for case_id in sorted(cases, key=lambda key: cases[key]["case_number"]):
+                if ctx.clock.should_stop():
+                    db.add_shard_progress(sweep, shard, pages=pages, rows_seen=0, rows_new=rows_new)
+                    return "stopped"
+                case = cases[case_id]
+                if not needs_walk(previous.get(case_id), case, sweep):
+                    continue
+                try:
+                    rows_new += self.walk_case(sweep, case)
+                except TransientFetchError as exc:
+                    errors += 1
+                    last_error = f"{case['case_number']}: {exc}"
+        except StopRequested:
+            return "stopped"
+        except ResultsLimitExceeded as exc:
+            children = split_shard(shard)
+            total = page.total_count if page is not None else None
+            if not children:
+                db.finish_shard(sweep, shard, state="error", total_count=total, pages=pages,
+                                error=f"cannot split further: {exc}"[:500])
+                result.errors += 1
+                return "error"
+            db.finish_shard(sweep, shard, state="split", total_count=total, pages=pages, children=children)
+            return "split"
+        except TransientFetchError as exc:
+            db.finish_shard(sweep, shard, state="error", total_count=page.total_count if page else None,
+                            pages=pages, error=str(exc)[:500])
+            result.errors += 1
+            log_discover.warning("sweep %d shard %s: %s", sweep, shard, exc)
+            return "error"
+        state = "error" if errors else "done"
+        result.rows_new += rows_new
+        if errors:
+            result.errors += 1
+            log_discover.warning("sweep %d shard %s: %d cases failed; last: %s", sweep, shard, errors, last_error)
+        db.finish_shard(sweep, shard, state=state, total_count=page.total_count, pages=pages,
+                        rows_seen=len(cases), rows_new=rows_new, error=last_error and last_error[:500])
+        return state
+
+    def walk_case(self, sweep: int, case: dict) -> int:
+        """One case's record: docket entries, their files, parties and lower courts; committed as one."""
+        ctx, result = self.ctx, self.result
+        case_id = case["case_id"]
+        entries: list[dict] = []
+        documents: list[dict] = []
+        texts: list[dict] = []
+        try:
+            raw_entries = self._json_list("docket_entries", "docketentries", case_id=case_id)
+        except PermanentFetchError as exc:
+            self.problems[f"docketentries HTTP {exc.http_status}"] += 1
+            raw_entries = []
+        except ShapeProblem:
+            raw_entries = []
+        for raw in raw_entries:
+            try:
+                entries.append(normalize_docket_entry(raw, case_id))
+            except ShapeProblem as problem:
+                self.problems[problem.field] += 1
+        header = None
+        for entry in entries:
+            if not entry["has_documents"]:
+                continue
+            try:
+                found, found_texts, found_header = self.entry_files(entry, case, case["shard"])
+            except PermanentFetchError as exc:
+                self.problems[f"publicaccessdocuments HTTP {exc.http_status}"] += 1
+                continue
+            documents += found
+            texts += found_texts
+            header = header or found_header
+        if header is not None:
+            case = {**case, **{key: value for key, value in header.items() if value is not None}}
+        related = [entry["related_case_numbers"] for entry in entries if entry["related_case_numbers"]]
+        case["related_case_numbers"] = ", ".join(dict.fromkeys(", ".join(related).split(", "))) if related else None
+        parties = lower_courts = None
+        if ctx.cfg.CASE_DETAILS:
+            parties = self._details("parties", "parties", case_id, normalize_party)
+            lower_courts = self._details("lower_courts", "lowercourts", case_id, normalize_lower_court)
+        result.cases_walked += 1
+        return self.db.record_case_walk(sweep, case, entries, documents, texts, parties, lower_courts)
+
+    def _details(self, endpoint: str, what: str, case_id: str, normalize) -> list[dict] | None:
+        try:
+            raw = self._json_list(endpoint, what, case_id=case_id)
+        except (ShapeProblem, PermanentFetchError):
+            return None
+        rows = []
+        for position, item in enumerate(raw):
+            try:
+                rows.append(normalize(item, case_id, position))
+            except ShapeProblem as problem:
+                self.problems[problem.field] += 1
+        return rows
+
+    # ------------------------------------------------------ resolution
+
+    def resolve_rows(self, items: list, shard: str) -> list[dict]:
+        """Search rows without documentID -> documents, through their docket entries' file lists.
+
+        Entries whose documents the table already holds are not asked for again."""
+        entries: dict[str, dict] = {}
+        for item in items:
+            row_map = item.get("rowMap") if isinstance(item, Mapping) else None
+            if not isinstance(row_map, Mapping) or not isinstance(row_map.get("docketEntryID"), str):
+                self.result.unresolved += 1
+                continue
+            case_id = row_map.get("caseHeader.caseID")
+            try:
+                entry = normalize_docket_entry(row_map, str(case_id).lower() if case_id else None)
+            except ShapeProblem as problem:
+                self.problems[problem.field] += 1
+                self.result.unresolved += 1
+                continue
+            entries.setdefault(entry["docket_entry_id"], {"entry": entry, "row_map": row_map})
+        if not entries:
+            return []
+        known = self.db.known_docket_entries_with_documents(list(entries))
+        documents: list[dict] = []
+        for entry_id, found in entries.items():
+            if entry_id in known:
+                continue
+            row_map = found["row_map"]
+            number = row_map.get("caseHeader.caseNumber")
+            case = {"case_id": found["entry"]["case_id"], "case_number": number,
+                    "court": court_of_case_number(number), "title": None}
+            try:
+                found_documents, texts, header = self.entry_files(found["entry"], case, shard)
+            except PermanentFetchError as exc:
+                self.problems[f"publicaccessdocuments HTTP {exc.http_status}"] += 1
+                self.result.unresolved += 1
+                continue
+            if not found_documents:
+                continue
+            case_row = {**case, **(header or {}),
+                        "shard": top_level_shard(shard) if shard else _shard_of_number(number),
+                        "related_case_numbers": found["entry"]["related_case_numbers"]}
+            if case_row.get("case_id"):
+                # The case and entry as far as this row shows them; not walked (its other entries are
+                # unknown), and its documents are the caller's to write, so they count as new there.
+                self.db.record_case_walk(None, case_row, [found["entry"]], [], texts)
+            documents += found_documents
+        return documents
+
+    def opinion_update(self) -> bool:
+        """The opinion search for the days since the last update (both courts); False on a stop."""
+        db, ctx, client, result = self.db, self.ctx, self.client, self.result
+        today = _dt.date.today()
+        through = db.kv_get("opinions_checked_through")
+        try:
+            since = _dt.date.fromisoformat(through) - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
+        except (TypeError, ValueError):
+            since = today - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
+        before = db.document_count()
+        for court in COURT_NAMES.values():
+            for first_day, last_day in opinion_windows(since, today):
+                start = 1
+                while True:
+                    if ctx.clock.should_stop():
+                        return False
+                    try:
+                        page = client.search_opinions(court, first_day, last_day, start, 25)
+                    except StopRequested:
+                        return False
+                    except (TransientFetchError, ResultsLimitExceeded) as exc:
+                        log_discover.warning("opinion search %s %s-%s: %s", court, first_day, last_day, exc)
+                        result.errors += 1
+                        break
+                    except IntegrityError as exc:
+                        log_discover.warning("the opinion search is not usable here: %s", exc)
+                        result.errors += 1
+                        return True
+                    result.opinion_rows += page.raw_count
+                    rows = [item for item in page.raw_items if not document_id_of(item)]
+                    documents = self.resolve_rows(rows, "")
+                    if documents:
+                        db.upsert_discovered(documents)
+                    if not page.more or page.result_count <= 0:
+                        break
+                    start += page.result_count
+        result.rows_new += db.document_count() - before
+        db.kv_set("opinions_checked_through", today.isoformat())
+        return True
+
+
+def _shard_of_number(case_number: Any) -> str | None:
+    if not isinstance(case_number, str) or len(case_number) < 7:
+        return None
+    return top_level_shard(case_number)
 
 
 def _discover_current_sweep(db: Database) -> int:
@@ -323,7 +820,7 @@ def _discover_current_sweep(db: Database) -> int:
 
 
 def _discover_sweep(ctx: Context, db: Database, client: CourtClient, sweep: int, plan: list[str],
-                    result: DiscoverResult, known: dict[str, int]):
+                    result: DiscoverResult, known: dict[str, int], walk: "_CaseWalk"):
     db.start_sweep(sweep, plan)
     db.kv_set("discovery_sweep", sweep)
     states = db.shard_states(sweep)
@@ -340,7 +837,7 @@ def _discover_sweep(ctx: Context, db: Database, client: CourtClient, sweep: int,
             bar.update(sum(states.values()) - states.get("pending", 0))
             while pending:
                 shard = pending.pop(0)
-                outcome = _discover_shard(ctx, db, client, writer, shard, result, known)
+                outcome = _discover_shard(ctx, db, client, writer, shard, result, known, walk)
                 if outcome == "stopped":
                     stopped = True
                     break
@@ -364,7 +861,7 @@ def _discover_sweep(ctx: Context, db: Database, client: CourtClient, sweep: int,
 
 
 def _discover_shard(ctx: Context, db: Database, client: CourtClient, writer: DiscoveryWriter, shard: str,
-                    result: DiscoverResult, known: dict[str, int]) -> str:
+                    result: DiscoverResult, known: dict[str, int], walk: "_CaseWalk") -> str:
     """Pages one shard to its end: 'done', 'split', 'error' or 'stopped' (left pending).
 
     Whatever it fetched goes to the writer, whatever the outcome (an exception included): those
@@ -373,6 +870,14 @@ def _discover_shard(ctx: Context, db: Database, client: CourtClient, writer: Dis
     batch = DiscoveryBatch(shard)
     try:
         outcome = _discover_page_shard(ctx, db, client, writer, batch, result, known)
+        if batch.without_id and outcome in ("done", "error"):
+            # Rows that are docket entries: their documents come from the entries' file lists.
+            for row in walk.resolve_rows(batch.without_id, top_level_shard(shard)):
+                if row["document_id"] not in known:
+                    known[row["document_id"]] = 0
+                    batch.rows.append(row)
+    except StopRequested:
+        outcome = "stopped"
     finally:
         writer.submit(batch)
     if outcome == "error":
@@ -406,6 +911,12 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
             for item in page.raw_items:
                 document_id = document_id_of(item)
                 if document_id is None:
+                    # Counted and resolved after paging (a docket entry's files); never keyed by its id.
+                    rows_seen += 1
+                    row_map = item.get("rowMap") if isinstance(item, dict) else None
+                    entry_id = row_map.get("docketEntryID") if isinstance(row_map, dict) else None
+                    seen.add(f"entry:{entry_id}" if isinstance(entry_id, str) else f"row:{len(seen)}")
+                    batch.without_id.append(item)
                     continue
                 rows_seen += 1
                 seen.add(document_id)
@@ -414,10 +925,11 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
                     known[document_id] = fingerprint
                     row = normalize_document_row(item)
                     row["shard"] = top
+                    row["related_case_numbers"] = related_case_numbers(row["description"])
                     batch.rows.append(row)
-            if rows_seen < page.raw_count:
-                log_discover.warning("shard %s (start %d): %d rows without a document id skipped", shard,
-                                     start, page.raw_count - rows_seen)
+            if batch.without_id and start == 1:
+                log_discover.warning("shard %s: rows without documentID; resolved through their docket "
+                                     "entries' file lists", shard)
             batch.pages += 1
             batch.rows_seen += rows_seen
             result.pages += 1

@@ -41,7 +41,7 @@ from typing import Any
 
 from .c00_config import Config, StoreError
 from .c20_store import pdf_store_name, text_store_name
-from .c10_database import PERMANENT_HTTP_STATUSES, Database
+from .c10_database import PERMANENT_HTTP_STATUSES, Database, coverage_gaps
 from .c35_context import Context, atomic_write_text, write_status
 from .c40_restore import write_resume_archive
 
@@ -75,6 +75,7 @@ class VerifyResult:
     store_pending: int = 0
     backlog_uploaded: int = 0
     stale_temps_removed: int = 0      # temp files of killed writes removed from the store
+    coverage_gaps: list[dict] = field(default_factory=list)   # shards holding fewer than announced (a warning)
 
 
 # ------------------------------------------------------------- decisions
@@ -122,6 +123,10 @@ def format_verify_report(result: VerifyResult) -> str:
     lines.append(f"  store: {result.referenced} referenced names, {len(result.missing_in_store)} missing, "
                  f"{result.hashed} hashed, {len(result.hash_mismatches)} mismatched, "
                  f"{result.store_pending} pending")
+    if result.coverage_gaps:
+        shown = ", ".join(f"{gap['shard']} {gap['held']}/{gap['announced']} {gap['unit']}"
+                          for gap in result.coverage_gaps[:_VERIFY_SHOWN])
+        lines.append(f"  warning: {len(result.coverage_gaps)} shards hold fewer than the court announced ({shown})")
     if result.archive:
         lines.append(f"  resume archive: {result.archive}")
     return "\n".join(lines)
@@ -148,6 +153,10 @@ def verify(ctx: Context) -> VerifyResult:
         return result
     result.counts = db.status_counts()
     result.queues = db.queue_sizes(ctx.cfg)
+    result.coverage_gaps = coverage_gaps(db.coverage_audit())
+    for gap in result.coverage_gaps[:_VERIFY_SHOWN]:
+        log_verify.warning("shard %s holds %d %s; the court announced %d", gap["shard"], gap["held"],
+                           gap["unit"], gap["announced"])
     result.exported = _verify_export_inventories(ctx, db)
 
     names, result.row_problems = referenced_store_names(db.documents_claiming_files())

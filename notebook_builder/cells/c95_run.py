@@ -18,6 +18,9 @@ Guarantees:
 - `run_pipeline()` returns a `RunReport` whose `exit_status` follows
   CONTRACT.md: 0 PASS, 1 FAIL, 3 court unreachable, 130 interrupted. The
   summary says in words what each stage did and what remains.
+- PROBE_FIRST: the probe (c55) runs before the stages; when the pipeline
+  cannot run against the court, no stage runs, verify still does, and the
+  run fails with one line naming the probe.
 
 In the notebook, this cell runs the whole job with the CFG of the first cell.
 Knobs read: PHASES, RETRY_HARD, DRY_RUN (the stages read their own).
@@ -39,6 +42,7 @@ from .c30_client import CourtClient
 from .c35_context import Checkpointer, Context, open_context, write_status
 from .c40_restore import restore
 from .c50_discover import discover
+from .c55_probe import probe
 from .c60_backfill import backfill
 from .c70_download import download, recover
 from .c80_extract import extract
@@ -216,6 +220,12 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                 forgiven = ctx.db.forgive_failures()
                 log_run.info("RETRY_HARD: %d failed documents back in the queue", forgiven)
             ctx.client = None if cfg.DRY_RUN else CourtClient(cfg, ctx.clock)
+            if cfg.PROBE_FIRST and not cfg.DRY_RUN:
+                probed = _run_timed(report, "probe", lambda: probe(cfg))
+                log_run.info("probe:\n%s", probed.table())
+                if not probed.ok:
+                    raise PipelineError(f"the probe of {cfg.API_BASE} says the pipeline cannot run against "
+                                        "this court (see its table); no stage ran")
             if not cfg.DRY_RUN:
                 _run_timed(report, "recover", lambda: recover(ctx))
             # Every phase commits work worth keeping if the runtime dies: checkpoint throughout.

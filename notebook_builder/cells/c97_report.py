@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .c00_config import Config, StoreError, load_config, utc_now
-from .c10_database import DB_FILENAME, Database, connect, is_sqlite_file
+from .c10_database import DB_FILENAME, Database, connect, coverage_gaps, is_sqlite_file
 from .c35_context import Context, StoreMirror, open_context, open_store
 
 log_report = logging.getLogger("kycourt.report")
@@ -207,7 +207,31 @@ def report_table(db: Database, cfg: Config) -> str:
                  f"store backlog {db.store_pending_count():,}; "
                  f"checkpoint {db.kv_get('checkpoint_seq', '0')}; "
                  f"discovery converged: {'yes' if db.kv_get('discovery_converged_at') else 'not yet'}")
+    lines += coverage_audit_lines(db)
     return "\n".join(lines)
+
+
+REPORT_GAPS_SHOWN = 20
+
+
+def coverage_audit_lines(db: Database) -> list[str]:
+    """Per shard, what the court announced next to what the archive holds; the gaps listed."""
+    audit = db.coverage_audit()
+    if not audit:
+        return ["coverage audit: no shard paged yet"]
+    gaps = coverage_gaps(audit)
+    strategy = audit[0]["strategy"] or "documents"
+    unit = "cases" if strategy == "cases" else "documents"
+    announced = sum(row["announced"] or 0 for row in audit)
+    held = sum(row[unit] for row in audit)
+    lines = [f"coverage audit ({strategy}): {len(audit)} shards, the court announced {announced:,} {unit}, "
+             f"the archive holds {held:,}; {len(gaps)} shards short"
+             + (f", last brought up to date {db.kv_get('archive_updated_at')}" if db.kv_get("archive_updated_at") else "")]
+    for gap in gaps[:REPORT_GAPS_SHOWN]:
+        lines.append(f"  gap: {gap['shard']}: {gap['held']:,} of {gap['announced']:,} {gap['unit']}")
+    if len(gaps) > REPORT_GAPS_SHOWN:
+        lines.append(f"  ... and {len(gaps) - REPORT_GAPS_SHOWN} more")
+    return lines
 
 
 # ------------------------------------------------------------ entry points

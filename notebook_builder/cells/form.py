@@ -22,3 +22,6 @@ FORM_LAST_YEAR = ""  #@param {type:"string"}
 #@markdown **Repairs.** Retry documents that failed for good; or ask nothing of the court (a dry run).
 FORM_RETRY_HARD = False  #@param {type:"boolean"}
 FORM_DRY_RUN = False  #@param {type:"boolean"}
+#@markdown **Probe first.** Ask the court at most 10 requests, print what each endpoint answered, and
+#@markdown stop before any stage when the pipeline cannot run against it.
+FORM_PROBE_FIRST = False  #@param {type:"boolean"}

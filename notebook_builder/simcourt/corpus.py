@@ -14,6 +14,16 @@ Guarantees:
   fault at least twice; later slots favour the common (transient) faults.
   A stalled body fails once (each costs the client a read timeout); the
   other transient faults fail once or twice.
+- The captured shapes (ctrack-api.md, "What real captured responses show"):
+  `case_header`, `docket_entries`, `entry_files` and `opinion_row` build the
+  court's JSON field for field, with its value forms (`+0000` dates, `\r\n`
+  between the parties of a title). Every case also has docket entries with
+  `hasDocuments: false`, and a few entries carry one more file with
+  `documentAvailable: false` (not a planned document: its download is 404).
+- `admin_share` > 0 files that share of each year's documents under ADMIN
+  numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`, one opinion a
+  case), whose real case numbers are only in the description; they sort
+  before the year's `YYYY-CA` cases, so no `YYYY-CA` prefix finds them.
 """
 from __future__ import annotations
 
@@ -72,6 +82,18 @@ _RESPONDENTS = ("COMMONWEALTH", "COMMONWEALTH", "COMMONWEALTH", "COMMONWEALTH OF
 _CASE_TYPES = {"CA": ("Appeal", "Appeal", "Original Action", "Motion for Interlocutory Relief"),
                "SC": ("Matter of Right Appeal", "Discretionary Review", "Original Action",
                       "Bar Discipline", "Workers' Compensation")}
+
+COURT_LEVELS = {"CA": "Court of Appeals", "SC": "Supreme Court"}
+COURT_TEXT_NAMES = {"CA": "Commonwealth of Kentucky \r\nCourt of Appeals", "SC": "Supreme Court of Kentucky"}
+CAPTURED_CASE_TYPES = ("CIVIL", "CRIMINAL", "FAMILY", "WORKERS COMPENSATION", "REGULATION", "WRIT")
+CAPTURED_OPEN_STATUSES = ("CASE OPENED", "BRIEFING", "PETITION FOR REHEARING", "SUBMITTED")
+BARE_ENTRY_DESCRIPTIONS = ("NOTICE OF APPEARANCE FILED", "BRIEFING SCHEDULE SET", "RECORD ON APPEAL RECEIVED")
+LOWER_COUNTIES = ("JEFFERSON", "FAYETTE", "OLDHAM", "BULLITT", "KENTON", "WARREN", "PIKE", "HARDIN")
+
+
+def is_admin_number(case_number: str) -> bool:
+    """`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`: a number no `YYYY-CA` prefix matches."""
+    return " ADMIN" in case_number[:14]
 
 
 @dataclass(frozen=True)
@@ -150,10 +172,13 @@ class Corpus:
     """The planned corpus. Read-only after construction (thread-safe to share)."""
 
     def __init__(self, docs: int, seed: int, *, faults: bool = True, late_docs: int = 0,
-                 first_year: int = 1990, last_year: int = 2026):
-        if docs < 0 or not 0 <= late_docs <= docs or first_year > last_year:
-            raise ValueError("need docs >= 0, 0 <= late_docs <= docs, first_year <= last_year")
+                 first_year: int = 1990, last_year: int = 2026, admin_share: float = 0.0):
+        if docs < 0 or not 0 <= late_docs <= docs or first_year > last_year or not 0 <= admin_share < 0.5:
+            raise ValueError("need docs >= 0, 0 <= late_docs <= docs, first_year <= last_year, "
+                             "0 <= admin_share < 0.5")
         self.seed, self.size = seed, docs
+        self.admin_share = admin_share
+        self.admin_description: dict[int, str] = {}      # ADMIN documents: their description
         self.first_year, self.last_year = first_year, last_year
         self.case_keys: list[str] = []               # "2019-CA-0012", sorted
         self.case_first_doc = array("I")             # + a sentinel at the end
@@ -174,34 +199,64 @@ class Corpus:
         self.doc_relevance = array("I", (rng.getrandbits(32) for _ in range(docs)))
         self._doc_by_key = {_key(hex_id(seed, "document", i)): i for i in range(docs)}
         self._entry_by_key = {_key(hex_id(seed, "entry", i)): i for i in set(self.doc_entry)}
+        self._case_by_key = {_key(hex_id(seed, "case", i)): i for i in range(len(self.case_keys))}
+        self._opinion_entries: list[tuple[int, int]] | None = None   # (filed ordinal, entry), sorted
 
     # ------------------------------------------------------------ planning
 
     def _plan_cases(self, counts: dict[str, int]) -> None:
         sizes, weights = zip(*_DOCS_PER_CASE)
-        for shard, remaining in counts.items():
-            year, court = int(shard[:4]), shard[5:]
-            rng = random.Random(f"{self.seed}:{shard}")
-            sequence = 0
-            while remaining > 0:
-                sequence += 2 if rng.random() < 0.04 else 1      # dense, not gap-free
-                slots_left = max(1, 9999 - sequence)
-                in_case = max(rng.choices(sizes, weights)[0], math.ceil(remaining / slots_left))
-                in_case = min(in_case, remaining)
-                remaining -= in_case
-                case = len(self.case_keys)
-                self.case_keys.append(f"{shard}-{sequence:04d}")
-                self.case_first_doc.append(len(self.doc_case))
-                case_filed = _dt.date(year, 1, 1).toordinal() + rng.randrange(365)
-                self.case_filed.append(case_filed)
-                for position in range(in_case):
-                    doc = len(self.doc_case)
-                    self.doc_case.append(case)
-                    shares_entry = position > 0 and rng.random() < 0.2
-                    self.doc_entry.append(self.doc_entry[-1] if shares_entry else doc)
-                    self.doc_description.append(rng.randrange(len(DESCRIPTIONS)))
-                    self.doc_filed.append(case_filed + rng.randrange(0, 400))
+        admin = {shard: (round(count * self.admin_share) if count >= 10 else 0) for shard, count in counts.items()}
+        for year in range(self.first_year, self.last_year + 1):
+            # "2024 CA ADMIN - ..." < "2024 SC ADMIN - ..." < "2024-CA-0001": the key order.
+            for court in COURT_CODES:
+                self._plan_admin_cases(year, court, admin[f"{year}-{court}"])
+            for court in COURT_CODES:
+                shard = f"{year}-{court}"
+                self._plan_shard_cases(shard, counts[shard] - admin[shard], sizes, weights)
         self.case_first_doc.append(len(self.doc_case))
+
+    def _plan_admin_cases(self, year: int, court: str, documents: int) -> None:
+        rng = random.Random(f"{self.seed}:{year}:{court}:admin")
+        for number in range(1, documents + 1):
+            case = len(self.case_keys)
+            self.case_keys.append(f"{year} {court} ADMIN - NON-CONFIDENTIAL OPINION - {number:03d}")
+            self.case_first_doc.append(len(self.doc_case))
+            filed = _dt.date(year, 1, 1).toordinal() + rng.randrange(365)
+            self.case_filed.append(filed)
+            doc = len(self.doc_case)
+            self.doc_case.append(case)
+            self.doc_entry.append(doc)
+            self.doc_description.append(0)
+            self.doc_filed.append(filed)
+            first = rng.randrange(1, 3000)
+            related = f"{year - 1}-{court}-{first:04d}" + "".join(
+                f", {first + step:04d}" for step in range(1, rng.randrange(1, 4)))
+            judge = _SURNAMES[rng.randrange(len(_SURNAMES))]
+            self.admin_description[doc] = f"{related} OPINION AFFIRMING BY JUDGE {judge}"
+
+    def _plan_shard_cases(self, shard: str, remaining: int, sizes, weights) -> None:
+        year = int(shard[:4])
+        rng = random.Random(f"{self.seed}:{shard}")
+        sequence = 0
+        while remaining > 0:
+            sequence += 2 if rng.random() < 0.04 else 1      # dense, not gap-free
+            slots_left = max(1, 9999 - sequence)
+            in_case = max(rng.choices(sizes, weights)[0], math.ceil(remaining / slots_left))
+            in_case = min(in_case, remaining)
+            remaining -= in_case
+            case = len(self.case_keys)
+            self.case_keys.append(f"{shard}-{sequence:04d}")
+            self.case_first_doc.append(len(self.doc_case))
+            case_filed = _dt.date(year, 1, 1).toordinal() + rng.randrange(365)
+            self.case_filed.append(case_filed)
+            for position in range(in_case):
+                doc = len(self.doc_case)
+                self.doc_case.append(case)
+                shares_entry = position > 0 and rng.random() < 0.2
+                self.doc_entry.append(self.doc_entry[-1] if shares_entry else doc)
+                self.doc_description.append(rng.randrange(len(DESCRIPTIONS)))
+                self.doc_filed.append(case_filed + rng.randrange(0, 400))
 
     def _plan_faults(self) -> None:
         rng = random.Random(f"{self.seed}:faults")
@@ -298,6 +353,8 @@ class Corpus:
 
     def document_name(self, doc: int) -> str:
         key = self.case_keys[self.doc_case[doc]]
+        if is_admin_number(key):
+            return f"{key[:4]}-{key[5:7]}-ADMIN-{key[-3:]} opinion.pdf"
         return f"{key[:8]}{int(key[8:]):06d} {DESCRIPTIONS[self.doc_description[doc]][1]}.pdf"
 
     def document(self, doc: int) -> SimDocument:
@@ -310,11 +367,11 @@ class Corpus:
         original = self.duplicate_of.get(doc)
         return SimDocument(
             index=doc, document_id=hex_id(self.seed, "document", doc),
-            document_name=self.document_name(doc), case_number=key, shard=key[:7],
+            document_name=self.document_name(doc), case_number=key, shard=self.shard_of_case(case),
             court=COURTS[key[5:7]], case_id=hex_id(self.seed, "case", case),
             case_title=self.case_title(case),
             docket_entry_id=hex_id(self.seed, "entry", self.doc_entry[doc]),
-            description=DESCRIPTIONS[self.doc_description[doc]][0],
+            description=self.description(doc),
             filed_date=self.iso_date(self.doc_filed[doc]), fault=fault,
             transient_failures=self.doc_transient[doc], late=doc in self.late,
             duplicate_of=None if original is None else hex_id(self.seed, "document", original),
@@ -333,7 +390,7 @@ class Corpus:
             "caseHeader.shortTitle": self.case_title(case),
             "caseHeader.court": COURTS[key[5:7]],
             "docketEntryID": hex_id(self.seed, "entry", self.doc_entry[doc]),
-            "docketEntryDescription": DESCRIPTIONS[self.doc_description[doc]][0],
+            "docketEntryDescription": self.description(doc),
             "filedDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": True}}
 
     def case_row(self, case: int) -> dict:
@@ -353,6 +410,214 @@ class Corpus:
                 "parentID": hex_id(self.seed, "entry", self.doc_entry[doc]),
                 "parentCategory": "docketentries",
                 "parentDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": True}
+
+
+    # ------------------------------------------------- the captured shapes
+
+    def description(self, doc: int) -> str:
+        admin = self.admin_description.get(doc)
+        return admin if admin is not None else DESCRIPTIONS[self.doc_description[doc]][0]
+
+    def shard_of_case(self, case: int) -> str:
+        """"2019-CA", or "2024 CA ADMIN" for an ADMIN number."""
+        key = self.case_keys[case]
+        return key[:len("2024 CA ADMIN")] if is_admin_number(key) else key[:7]
+
+    def find_case(self, case_id: str) -> int | None:
+        try:
+            case = self._case_by_key.get(_key(case_id))
+        except ValueError:
+            return None
+        if case is None or hex_id(self.seed, "case", case) != case_id.lower():
+            return None
+        return case
+
+    def case_docs(self, case: int) -> range:
+        return range(self.case_first_doc[case], self.case_first_doc[case + 1])
+
+    def case_closed(self, case: int) -> bool:
+        """Mostly closed in older years; never while a document of the case is still to come (late)."""
+        if any(doc in self.late for doc in self.case_docs(case)):
+            return False
+        case_id = hex_id(self.seed, "case", case)
+        year = int(self.case_keys[case][:4])
+        return (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
+
+    @staticmethod
+    def utc_stamp(ordinal: int, salt: int = 0) -> str:
+        """A captured date: `2024-04-18T09:03:02.000+0000`."""
+        seconds = (salt * 7919) % 86400
+        day = _dt.date.fromordinal(ordinal)
+        return f"{day.isoformat()}T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.000+0000"
+
+    def captured_title(self, case: int) -> str:
+        """The court's shortTitle: the parties on lines of their own (`A\r\nV.\r\nB`)."""
+        if is_admin_number(self.case_keys[case]):
+            return "PUBLIC OPINION IN A CONFIDENTIAL CASE"
+        appellant, respondent = self.case_title(case).split(" VS. ")
+        return f"{appellant}\r\nV.\r\n{respondent}"
+
+    def case_header(self, case: int) -> dict:
+        """`/cases/{caseID}`, and the `caseHeader` nested in a docket entry's files."""
+        key = self.case_keys[case]
+        court = key[5:7]
+        case_id = hex_id(self.seed, "case", case)
+        h = int(case_id[8:16], 16)
+        kind = CAPTURED_CASE_TYPES[h % len(CAPTURED_CASE_TYPES)]
+        closed = self.case_closed(case)
+        return {"components": None, "tags": None, "customFields": {}, "caseID": case_id, "caseNumber": key,
+                "caseStatus": "FINAL" if closed else CAPTURED_OPEN_STATUSES[h % len(CAPTURED_OPEN_STATUSES)],
+                "caseStatusDate": self.utc_stamp(self.case_filed[case] + 30 + h % 300, h),
+                "closed": closed, "shortTitle": self.captured_title(case), "fullTitle": None,
+                "caseType": kind,
+                "caseClassification": f"{'MATTER OF RIGHT' if court == 'CA' else 'DISCRETIONARY REVIEW'} - {kind} - REGULAR {kind}",
+                "department": None, "location": None, "assignments": None, "submittedDate": None,
+                "filedDate": self.utc_stamp(self.case_filed[case], h >> 3),
+                "court": COURTS[court], "courtLevel": COURT_LEVELS[court], "caseCategory": "Appellate",
+                "associatedCases": None, "caseLocation": None}
+
+    def captured_case_row(self, case: int) -> dict:
+        """A resultItem of the case search, with the captured value forms."""
+        case_id = hex_id(self.seed, "case", case)
+        header = self.case_header(case)
+        return {"id": case_id, "rowMap": {key: header[key] for key in
+                                          ("caseNumber", "caseID", "shortTitle", "caseType", "closed", "filedDate")}}
+
+    def entry_kind(self, doc: int) -> tuple[str, str]:
+        """(docketEntryType, docketEntrySubtype) of the entry a document hangs off."""
+        court = self.case_keys[self.doc_case[doc]][5:7]
+        if doc in self.admin_description:
+            return "CA - OPINION" if court == "CA" else "DISPOSITION - OPINION OF THE COURT", "NOT TO BE PUBLISHED - OPINION AFFIRMING"
+        description, word = DESCRIPTIONS[self.doc_description[doc]]
+        published = "TO BE PUBLISHED" if int(hex_id(self.seed, "entry", doc)[:2], 16) % 3 == 0 else "NOT TO BE PUBLISHED"
+        if word in ("opinion", "memorandum"):
+            kind = "CA - OPINION" if court == "CA" else "DISPOSITION - OPINION OF THE COURT BY A JUSTICE"
+            return kind, f"{published} - {description}"
+        return {"order": "ORDER", "notice": "NOTICE", "brief": "BRIEF"}[word], description
+
+    def is_opinion(self, doc: int) -> bool:
+        return doc in self.admin_description or DESCRIPTIONS[self.doc_description[doc]][1] in ("opinion", "memorandum")
+
+    def entry_docs(self, entry: int) -> list[int]:
+        """The documents of the entry whose first document is `entry` (contiguous)."""
+        docs = [entry]
+        while docs[-1] + 1 < self.size and self.doc_entry[docs[-1] + 1] == entry:
+            docs.append(docs[-1] + 1)
+        return docs
+
+    def case_entries(self, case: int) -> list[int]:
+        """The docket entries (their first document) of a case, in filing order."""
+        return sorted(set(self.doc_entry[doc] for doc in self.case_docs(case)), key=lambda e: (self.doc_filed[e], e))
+
+    def docket_entry(self, entry: int) -> dict:
+        kind, subtype = self.entry_kind(entry)
+        return {"docketEntryID": hex_id(self.seed, "entry", entry),
+                "filedDate": self.utc_stamp(self.doc_filed[entry], entry),
+                "docketEntryType": kind, "docketEntrySubtype": subtype,
+                "docketEntryDescription": self.description(entry), "submittedBy": None,
+                "customFields": {}, "opinion": self.is_opinion(entry), "hasDocuments": True}
+
+    def bare_entries(self, case: int) -> list[dict]:
+        """Docket entries without documents (`hasDocuments: false`): 0-2 a case."""
+        case_id = hex_id(self.seed, "case", case)
+        count = int(case_id[48:50], 16) % 3
+        return [{"docketEntryID": hex_id(self.seed, "bare-entry", case * 3 + k),
+                 "filedDate": self.utc_stamp(self.case_filed[case] + k, case + k),
+                 "docketEntryType": "NOTICE", "docketEntrySubtype": BARE_ENTRY_DESCRIPTIONS[k],
+                 "docketEntryDescription": BARE_ENTRY_DESCRIPTIONS[k], "submittedBy": None,
+                 "customFields": {}, "opinion": False, "hasDocuments": False} for k in range(count)]
+
+    def court_pages(self, doc: int) -> list[str]:
+        """The court's own text of a document, one string a page, `\r\n` line ends (lossy: U+FFFD)."""
+        fault = self.fault(self.duplicate_of.get(doc, doc))
+        if fault in ("image_only", "no_text"):
+            return [""]
+        case = self.doc_case[doc]
+        key = self.case_keys[case]
+        day = _dt.date.fromordinal(self.doc_filed[doc])
+        published = "NOT TO BE PUBLISHED" if "NOT TO BE" in self.entry_kind(self.doc_entry[doc])[1] else "TO BE PUBLISHED"
+        first = (f"RENDERED:  {day:%B} {day.day}, {day.year} \r\n".upper() + f"{published} \r\n \r\n"
+                 f"{COURT_TEXT_NAMES[key[5:7]]} \r\n \r\nNO. {key} \r\n \r\n"
+                 f"{self.captured_title(case).replace(chr(13) + chr(10), ' ')} \r\n \r\n{self.description(doc)} \r\n")
+        pages = 1 + int(hex_id(self.seed, "document", doc)[:2], 16) % 3
+        return [first] + [f"The court\ufffds reasoning, page {page + 1} of {key}. \r\n" for page in range(1, pages)]
+
+    def entry_file(self, doc: int) -> dict:
+        """An element of `/publicaccessdocuments?filter=...`, as captured."""
+        entry = self.doc_entry[doc]
+        kind, subtype = self.entry_kind(entry)
+        return {"components": None, "tags": None, "customFields": {}, "dmsDocumentID": str(100000 + doc),
+                "documentID": hex_id(self.seed, "document", doc), "documentName": subtype,
+                "documentDescription": None, "documentText": self.court_pages(doc),
+                "mimeType": "application/pdf", "parentSourceID": str(2000000 + entry),
+                "parentID": hex_id(self.seed, "entry", entry), "parentCategory": "docketentries",
+                "parentType": kind, "parentSubtype": subtype, "parentName": None,
+                "parentDate": self.utc_stamp(self.doc_filed[entry], entry), "documentAvailable": True,
+                "caseHeader": self.case_header(self.doc_case[doc])}
+
+    def unavailable_file(self, entry: int) -> dict | None:
+        """The extra file (`documentAvailable: false`) one entry in ~20 carries; None for the others."""
+        entry_id = hex_id(self.seed, "entry", entry)
+        if int(entry_id[60:64], 16) % 20:
+            return None
+        kind, subtype = self.entry_kind(entry)
+        return {**self.entry_file(entry), "documentID": hex_id(self.seed, "unavailable", entry),
+                "dmsDocumentID": None, "documentName": f"{subtype} (SEALED ATTACHMENT)", "documentText": None,
+                "documentAvailable": False}
+
+    def opinion_row(self, entry: int) -> dict:
+        """A resultItem of the opinion search: a docket entry, not a document (no documentID)."""
+        row = self.docket_entry(entry)
+        case = self.doc_case[entry]
+        return {"id": row["docketEntryID"], "indexID": "150003", "score": 3.0, "rowMap": {
+            "caseHeader.caseNumber": self.case_keys[case], "docketEntrySubtype": row["docketEntrySubtype"],
+            "docketEntryDescription": row["docketEntryDescription"], "docketEntryType": row["docketEntryType"],
+            "docketEntryID": row["docketEntryID"], "caseHeader.caseID": hex_id(self.seed, "case", case),
+            "filedDate": row["filedDate"], "hasDocuments": True}}
+
+    def captured_document_row(self, doc: int) -> dict:
+        """The inferred document search row with only what real rows are known to carry, captured forms."""
+        case = self.doc_case[doc]
+        document_id = hex_id(self.seed, "document", doc)
+        return {"id": document_id, "rowMap": {
+            "documentID": document_id, "caseHeader.caseNumber": self.case_keys[case],
+            "caseHeader.caseID": hex_id(self.seed, "case", case),
+            "docketEntryID": hex_id(self.seed, "entry", self.doc_entry[doc]),
+            "docketEntryDescription": self.description(doc),
+            "filedDate": self.utc_stamp(self.doc_filed[self.doc_entry[doc]], self.doc_entry[doc])}}
+
+    def opinion_entries(self) -> list[tuple[int, int]]:
+        """(filed ordinal, entry) of every opinion entry, by date (built once)."""
+        if self._opinion_entries is None:
+            self._opinion_entries = sorted(
+                (self.doc_filed[entry], entry) for entry in set(self.doc_entry) if self.is_opinion(entry))
+        return self._opinion_entries
+
+    def parties(self, case: int) -> list[dict]:
+        title = self.case_title(case)
+        names = title.split(" VS. ") if " VS. " in title else [title, "COMMONWEALTH"]
+        parties = []
+        for position, (name, role) in enumerate(zip(names, ("APPELLANT", "APPELLEE"))):
+            bar = int(hex_id(self.seed, "case", case)[position * 4:position * 4 + 4], 16) % 90000 + 10000
+            parties.append({"partyName": {"displayName": name, "role": role}, "partyStatus": "ACTIVE",
+                            "proSe": position == 0 and bar % 7 == 0,
+                            "address": {"line1": f"{bar % 900 + 100} MAIN STREET", "line2": None, "line3": None,
+                                        "line4": None, "city": "FRANKFORT", "state": "KY", "postalCode": "40601"},
+                            "attorneys": [] if position == 0 and bar % 7 == 0 else [
+                                {"attorneyName": {"displayName": f"{_SURNAMES[bar % len(_SURNAMES)]}, ESQ.",
+                                                  "role": "COUNSEL"},
+                                 "address": {"line1": "1 COURT PLAZA", "city": "LEXINGTON", "state": "KY",
+                                             "postalCode": "40507"},
+                                 "barNumber": str(bar)}]})
+        return parties
+
+    def lower_courts(self, case: int) -> list[dict]:
+        h = int(hex_id(self.seed, "case", case)[20:28], 16)
+        county = LOWER_COUNTIES[h % len(LOWER_COUNTIES)]
+        year = int(self.case_keys[case][2:4]) - 1
+        return [{"lowerCourtName": f"{county} CIRCUIT COURT",
+                 "lowerCourtCaseNumber": f"{year % 100:02d}-CI-{h % 9999:05d}",
+                 "lowerCourtCaseTitle": self.case_title(case)}]
 
 
 class DocumentList(Sequence):

@@ -30,6 +30,23 @@ Guarantees:
   an HTTP-date; a request that comes back before that time is answered 429
   again and counted in `early_requests` (a polite client keeps it at 0;
   `enforce_retry_after=False` for tests whose clock only records sleeps).
+- Court shapes. `shape="inferred"` serves the rows of ctrack-api.md's
+  inferred section; `shape="captured"` serves what real captures show, field
+  for field (corpus.py builds them): case-search rows with `\r\n` titles and
+  `+0000` dates, ADMIN case numbers (`admin_share`, 3% by default), and
+  document-search rows without court, title or name. In both shapes the
+  confirmed endpoints are served as captured: `/cases/{id}` (the case
+  header), `/cases/{id}/docketentries` (entries, with `hasDocuments: false`
+  ones), `/cases/{id}/parties`, `/cases/{id}/lowercourts`, the file list of
+  an entry (nested `caseHeader`, per-page `documentText`, now and then a
+  file with `documentAvailable: false`), `/opinions/search` by filed date
+  and court (25 rows a page, top-level `headers` and `facets`), and the
+  download (also under `/documents/{id}/download`).
+- `document_search`: "present" (the inferred search), "absent" (404, as it
+  may be on the real court) or "entries" (it answers docket entries, `id`
+  being the entry's id and no `documentID`: the mis-keying trap).
+  `renamed_fields` ({old: new}) renames keys in every JSON answer (shape
+  drift, for the probe). `endpoint_requests` counts requests per endpoint.
 - The JSON endpoints (both searches, a docket entry's documents) answer
   406 to a request whose Accept does not name application/json, and at
   `search_fault_rate` misbehave: 503, 429, a reset, or a 200 whose JSON
@@ -40,6 +57,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import datetime as _dt
 import email.utils
@@ -50,7 +68,7 @@ import socket
 import struct
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -66,6 +84,9 @@ PDF_CACHE_SIZE = 256
 _FILLER = bytes(range(32, 127)) * (65536 // 95 + 1)
 _FILLER = _FILLER[:65536]
 _OVERSIZE_SNDBUF = 64 * 1024
+OPINION_MAX_PAGE = 25       # rows a page of the opinion search (captures: about 25)
+SHAPES = ("inferred", "captured")
+DOCUMENT_SEARCH_MODES = ("present", "absent", "entries")
 
 
 class SimCourt:
@@ -75,9 +96,18 @@ class SimCourt:
                  max_page: int = 1000, faults: bool = True, late_docs: int = 0,
                  unstable: bool = True, first_year: int = 1990, last_year: int = 2026,
                  search_fault_rate: float = 0.0, oversize_bytes: int | None = None,
-                 stall_seconds: float = 1.0, enforce_retry_after: bool = True):
+                 stall_seconds: float = 1.0, enforce_retry_after: bool = True,
+                 shape: str = "inferred", document_search: str = "present",
+                 admin_share: float | None = None, renamed_fields: dict[str, str] | None = None):
         if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1:
             raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1]")
+        if shape not in SHAPES or document_search not in DOCUMENT_SEARCH_MODES:
+            raise ValueError(f"shape must be one of {SHAPES}, document_search one of {DOCUMENT_SEARCH_MODES}")
+        self.shape, self.document_search = shape, document_search
+        self.renamed_fields = dict(renamed_fields or {})
+        if admin_share is None:
+            admin_share = 0.03 if shape == "captured" else 0.0
+        self.endpoint_requests: Counter = Counter()
         self.seed = seed
         self.results_limit, self.max_page = results_limit, max_page
         self.unstable, self.search_fault_rate = unstable, search_fault_rate
@@ -85,7 +115,7 @@ class SimCourt:
         self.stall_seconds = stall_seconds
         self.enforce_retry_after = enforce_retry_after   # off for tests whose clock does not really sleep
         self.corpus = Corpus(docs, seed, faults=faults, late_docs=late_docs,
-                             first_year=first_year, last_year=last_year)
+                             first_year=first_year, last_year=last_year, admin_share=admin_share)
         self.documents = DocumentList(self.corpus)
         self._lock = threading.Lock()
         self._requests: dict[int, int] = {}
@@ -180,6 +210,8 @@ class SimCourt:
         for year in range(self.corpus.first_year, self.corpus.last_year + 1):
             for court in COURTS:
                 total += self._requests_for_prefix(f"{year}-{court}-")
+                if self.corpus.admin_share:
+                    total += self._requests_for_prefix(f"{year} {court} ADMIN")
         return total
 
     # ---------------------------------------------------------- internals
@@ -275,11 +307,11 @@ class SimCourt:
     def _ordered(self, kind: str, prefix: str, search_count: int) -> list[int]:
         """Items (documents or cases) matching `prefix`, in this request's relevance order."""
         corpus = self.corpus
-        if kind == "documents":
+        if kind in ("documents", "entries"):
             lo, hi = corpus.doc_range(prefix)
         else:
             lo, hi = corpus.case_range(prefix)
-        revealed = self._revealed(search_count) if kind == "documents" else 0
+        revealed = self._revealed(search_count) if kind in ("documents", "entries") else 0
         cache_key = (kind, lo, hi, revealed)
         with self._lock:
             base = self._orders.get(cache_key)
@@ -288,6 +320,10 @@ class SimCourt:
         if base is None:
             if kind == "documents":
                 items = [doc for doc in range(lo, hi) if self._visible(doc, search_count)]
+                relevance = corpus.doc_relevance
+                base = sorted(items, key=relevance.__getitem__)
+            elif kind == "entries":
+                items = sorted({corpus.doc_entry[doc] for doc in range(lo, hi) if self._visible(doc, search_count)})
                 relevance = corpus.doc_relevance
                 base = sorted(items, key=relevance.__getitem__)
             else:
@@ -347,6 +383,30 @@ class _Server(ThreadingHTTPServer):
         pass   # clients hanging up mid-body is part of the simulation, not an error
 
 
+OPINION_HEADERS = (("Type", "String", "docketEntryType", "docketEntryType.raw"),
+                   ("Subtype", "String", "docketEntrySubtype", "docketEntrySubtype.raw"),
+                   ("Description", "String", "docketEntryDescription", "docketEntryDescription.sort"),
+                   ("Filed Date", "Date", "filedDate", "filedDate"))
+
+
+def _endpoint_name(path: str, parts: list[str]) -> str:
+    """The endpoint a request path names (the keys of `endpoint_requests`)."""
+    if len(parts) == 4 and parts[3] == "download":
+        return "download"
+    if len(parts) in (3, 4) and parts[1] == "cases" and parts[2] != "search":
+        return "case" if len(parts) == 3 else parts[3]
+    return {"/publicaccessdocuments/search": "document_search", "/cases/search": "case_search",
+            "/opinions/search": "opinion_search", "/publicaccessdocuments": "entry_documents"}.get(path, "other")
+
+
+def _rename_keys(payload, renamed: dict[str, str]):
+    if isinstance(payload, dict):
+        return {renamed.get(key, key): _rename_keys(value, renamed) for key, value in payload.items()}
+    if isinstance(payload, list):
+        return [_rename_keys(item, renamed) for item in payload]
+    return payload
+
+
 def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"
 
@@ -390,18 +450,29 @@ class _Handler(BaseHTTPRequestHandler):
         if not path.startswith(API_PATH):
             return self._json(404, {"message": "Not found"}, head)
         path = path[len(API_PATH):]
-        if path in ("/publicaccessdocuments/search", "/cases/search", "/publicaccessdocuments"):
+        parts = path.split("/")
+        is_download = len(parts) == 4 and parts[1] in ("publicaccessdocuments", "documents") and parts[3] == "download"
+        with court._lock:
+            court.endpoint_requests[_endpoint_name(path, parts)] += 1
+        if not is_download:
             if "application/json" not in self.headers.get("Accept", "").lower():
                 return self._send(406, b"<html><body><h1>406 Not Acceptable</h1></body></html>",
                                   "text/html", head)
         if path == "/publicaccessdocuments/search":
-            return self._search(court, "documents", "caseHeader.caseNumber", query, head)
+            if court.document_search == "absent":
+                return self._json(404, {"message": "No HTTP resource was found that matches the request URI."},
+                                  head)
+            kind = "entries" if court.document_search == "entries" else "documents"
+            return self._search(court, kind, "caseHeader.caseNumber", query, head)
         if path == "/cases/search":
             return self._search(court, "cases", "caseNumber", query, head)
+        if path == "/opinions/search":
+            return self._opinion_search(court, query, head)
         if path == "/publicaccessdocuments":
             return self._entry_documents(court, query, head)
-        parts = path.split("/")
-        if len(parts) == 4 and parts[1] == "publicaccessdocuments" and parts[3] == "download":
+        if len(parts) in (3, 4) and parts[1] == "cases":
+            return self._case_resource(court, parts[2], parts[3] if len(parts) == 4 else "", head)
+        if is_download:
             return self._download(court, parts[2], head)
         return self._json(404, {"message": "No HTTP resource was found that matches the request URI."},
                           head)
@@ -420,6 +491,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, status: int, payload, head: bool, headers: dict | None = None) -> None:
+        renamed = self.server.court.renamed_fields
+        if renamed and status == 200:
+            payload = _rename_keys(payload, renamed)
         body = json.dumps(payload, separators=(",", ":")).encode()
         self._send(status, body, "application/json; charset=utf-8", head, headers)
 
@@ -452,7 +526,13 @@ class _Handler(BaseHTTPRequestHandler):
         order = court._ordered(kind, values["values[0]"], count)
         page = order[start - 1:start - 1 + min(asked, court.max_page)]
         corpus = court.corpus
-        rows = [corpus.document_row(i) if kind == "documents" else corpus.case_row(i) for i in page]
+        captured = court.shape == "captured"
+        if kind == "documents":
+            rows = [(corpus.captured_document_row if captured else corpus.document_row)(i) for i in page]
+        elif kind == "entries":
+            rows = [corpus.opinion_row(i) for i in page]
+        else:
+            rows = [(corpus.captured_case_row if captured else corpus.case_row)(i) for i in page]
         headers = {**limit_header, "x-ctrack-paging-resultcount": str(len(rows)),
                    "x-ctrack-paging-moreresults":
                        "true" if start - 1 + len(rows) < len(order) else "false"}
@@ -470,9 +550,92 @@ class _Handler(BaseHTTPRequestHandler):
             count = court.entry_requests
         if self._json_fault(court, f"entry:{count}", head):
             return
-        docs = court.corpus.find_entry(filters["parentID"])
-        self._json(200, [court.corpus.entry_document(doc) for doc in docs if court._visible(doc)],
-                   head)
+        corpus = court.corpus
+        docs = [doc for doc in corpus.find_entry(filters["parentID"]) if court._visible(doc)]
+        files = [corpus.entry_file(doc) for doc in docs]
+        extra = corpus.unavailable_file(docs[0]) if docs else None
+        if extra is not None:
+            files.append(extra)
+        self._json(200, files, head)
+
+    def _case_resource(self, court: SimCourt, case_id: str, resource: str, head: bool) -> None:
+        """`/cases/{id}` and its docketentries, parties, lowercourts (JSON arrays)."""
+        with court._lock:
+            court.entry_requests += 1
+            count = court.entry_requests
+        if self._json_fault(court, f"case:{count}", head):
+            return
+        corpus = court.corpus
+        case = corpus.find_case(case_id)
+        if case is None or resource not in ("", "docketentries", "parties", "lowercourts"):
+            return self._json(404, {"message": "No HTTP resource was found that matches the request URI."}, head)
+        if resource == "":
+            return self._json(200, corpus.case_header(case), head)
+        if resource == "docketentries":
+            entries = [corpus.docket_entry(entry) for entry in corpus.case_entries(case)
+                       if any(court._visible(doc) for doc in corpus.entry_docs(entry))]
+            return self._json(200, sorted(entries + corpus.bare_entries(case), key=lambda e: e["filedDate"]), head)
+        if resource == "parties":
+            return self._json(200, corpus.parties(case), head)
+        return self._json(200, corpus.lower_courts(case), head)
+
+    def _opinion_search(self, court: SimCourt, query: dict, head: bool) -> None:
+        """Docket entries of opinions filed between two dates (MM/DD/YYYY, >= and <=) in one court."""
+        with court._lock:
+            court.search_requests += 1
+            count = court.search_requests
+        if self._json_fault(court, f"search:{count}", head):
+            return
+        corpus = court.corpus
+        bounds: dict[str, int] = {}
+        for index in (0, 1):
+            field = query.get(f"searchFields[{index}].indexFieldName", [""])[0]
+            operation = query.get(f"searchFields[{index}].operation", [""])[0]
+            value = query.get(f"searchFields[{index}].values[0]", [""])[0]
+            try:
+                day = _dt.datetime.strptime(value, "%m/%d/%Y").date().toordinal()
+            except ValueError:
+                return self._json(400, {"message": f"Invalid date {value!r}"}, head)
+            if field != "filedDate" or operation not in (">=", "<="):
+                return self._json(400, {"message": f"Unsupported search on {field!r}"}, head)
+            bounds[operation] = day
+        wanted = query.get("searchFilters[0].values[0]", [""])[0]
+        low, high = bounds.get(">=", 0), bounds.get("<=", 10 ** 7)
+        entries = corpus.opinion_entries()
+        lo = bisect.bisect_left(entries, (low, -1))
+        hi = bisect.bisect_right(entries, (high, 1 << 62))
+        in_window = [entry for _, entry in entries[lo:hi]
+                     if any(court._visible(doc) for doc in corpus.entry_docs(entry))]
+        by_court = Counter(COURTS[corpus.case_keys[corpus.doc_case[entry]][5:7]] for entry in in_window)
+        chosen = [entry for entry in in_window
+                  if not wanted or COURTS[corpus.case_keys[corpus.doc_case[entry]][5:7]] == wanted]
+        try:
+            start = int(self.headers.get("x-ctrack-paging-startindex", "1"))
+            asked = int(self.headers.get("x-ctrack-paging-maxresults", "25"))
+        except ValueError:
+            return self._json(400, {"message": "Invalid paging headers"}, head)
+        limit_header = {"x-ctrack-paging-resultslimit": str(court.results_limit)}
+        if start < 1 or asked < 1 or start + asked - 1 > court.results_limit:
+            return self._json(400, {"message": "The requested window exceeds the results limit."}, head, limit_header)
+        page = chosen[start - 1:start - 1 + min(asked, OPINION_MAX_PAGE)]
+        closed = Counter(str(corpus.case_closed(corpus.doc_case[entry])).lower() for entry in chosen)
+        body = {"resultItems": [corpus.opinion_row(entry) for entry in page],
+                "headers": [{"label": label, "type": kind, "property": prop, "sortProperty": sort,
+                             "useHighlighting": False} for label, kind, prop, sort in OPINION_HEADERS],
+                "facets": [{"searchFacetName": "Court", "searchFacetField": "caseHeader.court",
+                            "searchFacetOrderBy": 1, "searchFacetType": "String",
+                            "searchFacetItems": [{"display": name, "value": name, "count": by_court[name],
+                                                  "selected": name == wanted}
+                                                 for name in sorted(by_court)]},
+                           {"searchFacetName": "Case Final", "searchFacetField": "caseHeader.closed",
+                            "searchFacetOrderBy": 7, "searchFacetType": "Boolean",
+                            "searchFacetItems": [{"display": value, "value": value, "count": closed[value],
+                                                  "selected": False} for value in sorted(closed)]}]}
+        headers = {**limit_header, "x-ctrack-paging-resultcount": str(len(page)),
+                   "x-ctrack-paging-moreresults": "true" if start - 1 + len(page) < len(chosen) else "false"}
+        if _flag(self.headers.get("x-ctrack-paging-calculatetotalcount")):
+            headers["x-ctrack-paging-totalcount"] = str(len(chosen))
+        self._json(200, body, head, headers)
 
     def _json_fault(self, court: SimCourt, roll_key: str, head: bool) -> bool:
         """At `search_fault_rate`, one misbehaviour of a JSON endpoint; True when it answered."""

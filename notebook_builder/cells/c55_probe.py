@@ -1,0 +1,298 @@
+"""Probe: can the pipeline run against this court? At most 10 requests, one per endpoint.
+
+Guarantees:
+- `probe(cfg)` asks API_BASE once per endpoint the strategies need (document
+  search, case search, a case's docket entries, one entry's file list, the
+  case's parties and lower courts, the opinion search, the case search for
+  the previous year's ADMIN numbers, one download), each
+  paced like a search and never retried, so it sends at most
+  `PROBE_MAX_REQUESTS` requests. Each answer is checked against the fields
+  the pipeline reads (`PROBE_FIELDS`): a row per endpoint with its HTTP
+  status, latency, the fields expected / present / missing and a verdict.
+- The strategy is DISCOVERY's, or for auto the one discovery would choose
+  (`choose_strategy`: document search rows carrying `documentID`, else the
+  case walk). `ProbeReport.ok` is true exactly when every endpoint that
+  strategy needs answered with its required fields (`PROBE_REQUIRED`; a
+  missing metadata field is listed, not fatal): the document search and the
+  download, or the case search, docket entries, file list and download.
+  Parties, lower courts, the opinion search and the ADMIN prefix only warn
+  (the walk goes on without them; incremental updates need the opinion
+  search; ADMIN numbers a prefix does not list are found only by it).
+- It writes nothing: no workspace, no database.
+
+Knobs read: API_BASE, DISCOVERY, CASE_DETAILS, LAST_YEAR, HTTP_TIMEOUT, PACING, PACING_SEARCH.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+from .c00_config import Config, RunClock
+from .c30_client import COURT_NAMES, CourtClient, classify_http_status, document_id_of
+from .c50_discover import choose_strategy, opinion_windows
+
+log_probe = logging.getLogger("kycourt.probe")
+
+PROBE_MAX_REQUESTS = 10
+PROBE_ROWS = 5
+# endpoint -> the keys the pipeline reads from each row (a search's rowMap, an array's elements).
+PROBE_FIELDS: dict[str, tuple[str, ...]] = {
+    "document_search": ("documentID", "docketEntryID", "caseHeader.caseNumber", "filedDate"),
+    "case_search": ("caseNumber", "caseID"),
+    "admin_case_search": ("caseNumber", "caseID"),   # the case search for `YYYY CA ADMIN` numbers
+    "docket_entries": ("docketEntryID", "docketEntryDescription", "filedDate", "hasDocuments"),
+    "entry_documents": ("documentID", "parentID", "documentAvailable", "caseHeader"),
+    "parties": ("partyName", "attorneys"),
+    "lower_courts": ("lowerCourtName", "lowerCourtCaseNumber"),
+    "opinion_search": ("docketEntryID", "caseHeader.caseNumber", "filedDate", "hasDocuments"),
+    "download": ("application/pdf",),
+}
+# The fields without which a row is useless (the others are metadata: missing ones are listed, not fatal).
+PROBE_REQUIRED: dict[str, tuple[str, ...]] = {
+    "document_search": ("documentID",), "case_search": ("caseNumber",), "admin_case_search": ("caseNumber",),
+    "docket_entries": ("docketEntryID", "hasDocuments"), "entry_documents": ("documentID",),
+    "opinion_search": ("docketEntryID",), "parties": (), "lower_courts": (), "download": ("application/pdf",),
+}
+NEEDED = {"documents": ("document_search", "download"),
+          "cases": ("case_search", "docket_entries", "entry_documents", "download")}
+
+
+@dataclass
+class ProbeRow:
+    endpoint: str
+    status: int | None = None         # HTTP status, None when no answer (or not asked)
+    seconds: float | None = None
+    expected: tuple[str, ...] = ()
+    present: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    verdict: str = "skipped"   # ok, absent (404), FAIL, empty (no rows), resolvable (rows are docket
+                               # entries), transient, restricted (download), skipped
+    note: str = ""
+
+
+@dataclass
+class ProbeReport:
+    rows: list[ProbeRow] = field(default_factory=list)
+    strategy: str = ""
+    why: str = ""
+    requests: int = 0
+    ok: bool = False
+
+    def table(self) -> str:
+        head = ("endpoint", "HTTP", "ms", "expected", "present", "missing", "verdict")
+        lines = [head]
+        for row in self.rows:
+            lines.append((row.endpoint, "-" if row.status is None else str(row.status),
+                          "-" if row.seconds is None else f"{row.seconds * 1000:.0f}",
+                          str(len(row.expected)), str(len(row.present)),
+                          ",".join(row.missing) or "-", row.verdict + (f" ({row.note})" if row.note else "")))
+        widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+        text = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
+        text.append(f"strategy: {self.strategy} ({self.why}); {self.requests} requests; "
+                    f"{'the pipeline can run against this court' if self.ok else 'the pipeline cannot run: see FAIL rows'}")
+        return "\n".join(text)
+
+
+def fields_of(rows: list, fields: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(present, missing): a field is present when the first row has it (rows: rowMaps or elements)."""
+    first = rows[0] if rows and isinstance(rows[0], dict) else {}
+    present = tuple(name for name in fields if name in first)
+    return present, tuple(name for name in fields if name not in first)
+
+
+class _Prober:
+    def __init__(self, cfg: Config, session: requests.Session | None):
+        self.cfg = cfg
+        self.client = CourtClient(cfg, RunClock(3600.0), session=session)
+        self.report = ProbeReport()
+
+    def ask(self, endpoint: str, headers: dict | None = None, **values: str) -> tuple[ProbeRow, Any]:
+        row = ProbeRow(endpoint, expected=PROBE_FIELDS[endpoint])
+        self.report.rows.append(row)
+        response = None
+        while response is None:
+            if self.client.requests_sent >= PROBE_MAX_REQUESTS:
+                row.verdict, row.note = ("FAIL" if row.verdict == "FAIL" else "skipped"), \
+                    (row.note + "; " if row.note else "") + "request budget spent"
+                return row, None
+            self.client._pace(self.cfg.PACING_SEARCH)
+            started = time.monotonic()
+            try:
+                path = "case_search" if endpoint == "admin_case_search" else endpoint
+                answer = self.client._get(self.client.url(path, **values), headers or {},
+                                          stream=endpoint == "download")
+            except requests.RequestException as exc:
+                row.seconds = time.monotonic() - started
+                row.verdict, row.note = "FAIL", f"no answer: {type(exc).__name__}"
+                if self.spare_requests() < 1 or row.note.endswith("(retried)"):
+                    return row, None
+                row.note += " (retried)"
+                continue
+            if (endpoint != "download" and classify_http_status(answer.status_code) == "transient"
+                    and answer.status_code != 200 and not row.note and self.spare_requests() >= 1):
+                row.note = f"HTTP {answer.status_code} (retried)"      # one busy answer is not a verdict
+                answer.close()
+                continue
+            response = answer
+        row.seconds, row.status = time.monotonic() - started, response.status_code
+        if endpoint == "download":
+            kind = response.headers.get("Content-Type", "")
+            response.close()
+            ok = response.status_code == 200 and "application/pdf" in kind
+            row.present, row.missing = (("application/pdf",), ()) if ok else ((), ("application/pdf",))
+            if ok:
+                row.verdict = "ok"
+            elif response.status_code != 200 and classify_http_status(response.status_code) == "transient":
+                # One document's 5xx or 429 is the download stage's business (it retries), not a shape.
+                row.verdict, row.note = "transient", f"HTTP {response.status_code}: the download stage retries"
+            elif response.status_code in (401, 403):
+                # The route answered for this document: it is restricted (a permanent failure of its own).
+                row.verdict, row.note = "restricted", f"HTTP {response.status_code} for this document"
+            else:
+                row.verdict, row.note = "FAIL", f"HTTP {response.status_code}, Content-Type {kind or 'none'}"
+            return row, None
+        if response.status_code == 404:
+            row.verdict = "absent"
+            return row, None
+        if response.status_code != 200:
+            row.verdict, row.note = "FAIL", f"HTTP {response.status_code}"
+            return row, None
+        try:
+            body = response.json()
+        except ValueError:
+            row.verdict, row.note = "FAIL", "200 that is not JSON"
+            return row, None
+        return row, body
+
+    def spare_requests(self) -> int:
+        """Requests left beyond one per endpoint still to ask (retries and extra downloads use them)."""
+        asked = {row.endpoint for row in self.report.rows}
+        still = len([name for name in PROBE_FIELDS if name not in asked])
+        return PROBE_MAX_REQUESTS - self.client.requests_sent - still
+
+    def search(self, endpoint: str, **values: str) -> tuple[ProbeRow, list]:
+        row, body = self.ask(endpoint, {"x-ctrack-paging-startindex": "1",
+                                        "x-ctrack-paging-maxresults": str(PROBE_ROWS),
+                                        "x-ctrack-paging-calculatetotalcount": "true"}, **values)
+        if body is None:
+            return row, []
+        items = body.get("resultItems") if isinstance(body, dict) else None
+        if not isinstance(items, list):
+            row.verdict, row.note = "FAIL", "no resultItems list"
+            return row, []
+        row_maps = [item.get("rowMap") for item in items if isinstance(item, dict)]
+        return self.check(row, row_maps), items
+
+    def array(self, endpoint: str, **values: str) -> tuple[ProbeRow, list]:
+        row, body = self.ask(endpoint, **values)
+        if body is None:
+            return row, []
+        if not isinstance(body, list):
+            row.verdict, row.note = "FAIL", f"not a JSON array but {type(body).__name__}"
+            return row, []
+        return self.check(row, body), body
+
+    @staticmethod
+    def check(row: ProbeRow, rows: list) -> ProbeRow:
+        if not rows:
+            row.verdict, row.note = "empty", "no rows: fields unchecked"
+            return row
+        row.present, row.missing = fields_of(rows, row.expected)
+        fatal = [name for name in row.missing if name in PROBE_REQUIRED[row.endpoint]]
+        row.verdict = "FAIL" if fatal else "ok"
+        if row.endpoint == "document_search" and fatal == ["documentID"] and "docketEntryID" in row.present:
+            row.verdict = "resolvable"      # docket entries: their files name the documents
+        if row.missing and not fatal:
+            row.note = "metadata fields missing"
+        return row
+
+
+def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeReport:
+    """Probes the court at cfg.API_BASE (see the module docstring); never raises for the court's answers."""
+    prober = _Prober(cfg, session)
+    report = prober.report
+    prefix = f"{cfg.last_year}-CA"
+    try:
+        search_row, search_items = prober.search("document_search", prefix=prefix)
+        documents_ok = search_row.status == 200 and bool(search_items) and all(
+            document_id_of(item) for item in search_items)
+        if search_items and not documents_ok:
+            search_row.note = "rows without documentID: resolved through their entries' files"
+        strategy, why = choose_strategy(cfg.DISCOVERY, search_items if search_row.status == 200 else None)
+        report.strategy, report.why = strategy, why
+        case_row, cases = prober.search("case_search", prefix=prefix)
+        case_id = next((item.get("rowMap", {}).get("caseID") or item.get("id") for item in cases
+                        if isinstance(item, dict)), None)
+        entry_id = None
+        document_id = next((document_id_of(item) for item in search_items if document_id_of(item)), None) \
+            if strategy == "documents" else None
+        if case_id:
+            _, entries = prober.array("docket_entries", case_id=case_id)
+            entry_id = next((entry.get("docketEntryID") for entry in entries
+                             if isinstance(entry, dict) and entry.get("hasDocuments")), None)
+        else:
+            report.rows.append(ProbeRow("docket_entries", expected=PROBE_FIELDS["docket_entries"],
+                                        note="no case to ask for"))
+        candidates = [document_id_of(item) for item in search_items if document_id_of(item)] \
+            if strategy == "documents" else []
+        if entry_id:
+            _, files = prober.array("entry_documents", docket_entry_id=entry_id)
+            candidates += [f.get("documentID") for f in files if isinstance(f, dict)
+                           and f.get("documentAvailable") is not False and isinstance(f.get("documentID"), str)]
+            document_id = document_id or (candidates[0] if candidates else None)
+        else:
+            report.rows.append(ProbeRow("entry_documents", expected=PROBE_FIELDS["entry_documents"],
+                                        note="no docket entry with documents to ask for"))
+        if case_id and cfg.CASE_DETAILS:
+            prober.array("parties", case_id=case_id)
+            prober.array("lower_courts", case_id=case_id)
+        today = _dt.date.today()
+        first_day, last_day = opinion_windows(today - _dt.timedelta(days=6), today)[0]
+        prober.search("opinion_search", court=COURT_NAMES["CA"], first_day=first_day, last_day=last_day)
+        # ADMIN numbers are swept as case-search prefixes; whether this court lists them so is checked here.
+        admin_row, _ = prober.search("admin_case_search", prefix=f"{cfg.last_year - 1} CA ADMIN")
+        if admin_row.verdict == "empty":
+            admin_row.note = "no ADMIN case listed by prefix: only the opinion search finds them"
+        if document_id:
+            row, _ = prober.ask("download", document_id=document_id)
+            # One withdrawn or restricted document says nothing of the endpoint: others, while the budget lasts.
+            for other in [candidate for candidate in candidates if candidate != document_id]:
+                if row.verdict == "ok" or row.status != 404 or prober.spare_requests() < 1:
+                    break
+                report.rows.remove(row)
+                row, _ = prober.ask("download", document_id=other)
+                row.note = (row.note + "; " if row.note else "") + "another document after a 404"
+        else:
+            report.rows.append(ProbeRow("download", expected=PROBE_FIELDS["download"], verdict="FAIL",
+                                        note="no document id to ask for"))
+    finally:
+        report.requests = prober.client.requests_sent
+        prober.client.close()
+    verdicts = {row.endpoint: row.verdict for row in report.rows}
+    needed = NEEDED[report.strategy]
+    if report.strategy == "documents" and verdicts.get("document_search") == "resolvable":
+        needed = needed + ("entry_documents",)      # rows resolved through their entries' files
+    report.ok = all(verdicts.get(endpoint) == "ok"
+                    or (endpoint == "document_search" and verdicts.get(endpoint) == "resolvable")
+                    or (endpoint == "download" and verdicts.get(endpoint) in ("transient", "restricted"))
+                    for endpoint in needed)
+    for row in report.rows:
+        if row.verdict in ("FAIL", "absent") and row.endpoint not in NEEDED[report.strategy]:
+            row.note = (row.note + "; " if row.note else "") + "not needed by this strategy"
+    log_probe.info("probe of %s: strategy %s, %s", cfg.API_BASE, report.strategy,
+                   "ok" if report.ok else "cannot run")
+    return report
+
+
+if __name__ == "__main__":  # the notebook's "probe first" box: the probe, before any stage runs
+    if globals().get("CFG") is not None and CFG.PROBE_FIRST and not CFG.DRY_RUN:  # noqa: F821
+        PROBE_REPORT = probe(CFG)  # noqa: F821
+        print(PROBE_REPORT.table())
+        if not PROBE_REPORT.ok:
+            raise SystemExit("probe: the pipeline cannot run against this court (see the table); nothing ran")
+        CFG = CFG.replace(PROBE_FIRST=False)  # noqa: F821  (probed: the run cell does not ask again)

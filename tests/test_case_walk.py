@@ -1,0 +1,364 @@
+"""The simulated court as captured, the case walk, the auto strategy, incremental updates, the probe."""
+from __future__ import annotations
+
+import collections
+import os
+import datetime as dt
+import re
+
+import pytest
+import requests
+
+from notebook_builder import cli
+from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c30_client import CourtClient
+from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c50_discover import (choose_strategy, discover, needs_walk, opinion_windows,
+                                                 plan_sweep)
+from notebook_builder.cells.c55_probe import PROBE_MAX_REQUESTS, probe
+from notebook_builder.simcourt import SimCourt
+from support import RecordingClock
+import captured_shapes as captured
+
+HEADERS = {"Accept": "application/json", "x-ctrack-excludeselflinks": "true",
+           "x-ctrack-paging-calculatetotalcount": "true", "x-ctrack-paging-maxresults": "500"}
+CASE_SEARCH = ("/cases/search?queryString=true&searchFields[0].searchType=Starts With&searchFields[0].operation=="
+               "&searchFields[0].values[0]={}&searchFields[0].indexFieldName=caseNumber")
+
+
+class CountingClient(CourtClient):
+    """Counts JSON requests per endpoint; can request a stop after N walked cases."""
+
+    def __init__(self, *args, stop_after_cases: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.endpoints = collections.Counter()
+        self.stop_after_cases = stop_after_cases
+
+    def get_json(self, endpoint, **values):
+        self.endpoints[endpoint] += 1
+        if (endpoint == "docket_entries" and self.stop_after_cases is not None
+                and self.endpoints[endpoint] > self.stop_after_cases):
+            self.clock.request_stop("signal")
+        return super().get_json(endpoint, **values)
+
+
+@pytest.fixture
+def make_context(tmp_path, monkeypatch):
+    monkeypatch.setenv("KY_PROGRESS", "0")
+    made = []
+
+    def build(court, name="w", client_kwargs=None, **knobs):
+        env = {"KY_PACING": "0", "KY_BACKOFF_BASE": "0.01", "KY_BACKOFF_CAP": "0.05"}
+        cfg = load_config(env=env, WORKSPACE=str(tmp_path / name), STORE=str(tmp_path / f"{name}-store"),
+                          API_BASE=court.base_url, FIRST_YEAR=court.corpus.first_year,
+                          LAST_YEAR=court.corpus.last_year, **knobs)
+        ctx = open_context(cfg, clock=RecordingClock())
+        ctx.open_database()
+        ctx.client = CountingClient(cfg, ctx.clock, **(client_kwargs or {}))
+        made.append(ctx)
+        return ctx
+
+    yield build
+    for ctx in made:
+        ctx.close()
+
+
+def ids(ctx):
+    return {row["document_id"] for row in ctx.db.iter_documents()}
+
+
+# ------------------------------------------------------------ the court
+
+
+def test_the_captured_court_serves_every_confirmed_endpoint_field_for_field():
+    with SimCourt(200, seed=3, shape="captured", document_search="absent", first_year=2022,
+                  last_year=2024) as court, requests.Session() as http:
+        http.headers.update(HEADERS)
+        cases = http.get(court.base_url + CASE_SEARCH.format("2023-CA"), timeout=10)
+        assert int(cases.headers["x-ctrack-paging-totalcount"]) == len(cases.json()["resultItems"]) > 0
+        row = cases.json()["resultItems"][0]["rowMap"]
+        assert "\r\nV.\r\n" in row["shortTitle"] and re.fullmatch(r".*\.000\+0000", row["filedDate"])
+        case_id = row["caseID"]
+        assert set(http.get(f"{court.base_url}/cases/{case_id}", timeout=10).json()) == captured.CASE_HEADER_KEYS
+        walk = [http.get(f"{court.base_url}/cases/{case['id']}/docketentries", timeout=10).json()
+                for case in http.get(court.base_url + CASE_SEARCH.format("202"), timeout=10,
+                                     headers={"x-ctrack-paging-maxresults": "200"}).json()["resultItems"]]
+        entries = [entry for case in walk for entry in case]
+        assert {entry["hasDocuments"] for entry in entries} == {True, False}
+        files = [file for entry in entries if entry["hasDocuments"] for file in http.get(
+            f"{court.base_url}/publicaccessdocuments?filter=parentCategory=docketentries,"
+            f"parentID={entry['docketEntryID']}", timeout=10).json()]
+        assert all(set(file) == captured.FILE_KEYS for file in files)
+        assert all(set(file["caseHeader"]) == captured.CASE_HEADER_KEYS for file in files)
+        unavailable = [file for file in files if not file["documentAvailable"]]
+        assert unavailable and all(isinstance(file["documentText"], list) for file in files if file["documentAvailable"])
+        hidden = http.get(f"{court.base_url}/publicaccessdocuments/{unavailable[0]['documentID']}/download", timeout=10)
+        assert hidden.status_code == 404
+        assert http.get(f"{court.base_url}/cases/{case_id}/parties", timeout=10).json()[0]["attorneys"] is not None
+        assert http.get(f"{court.base_url}/cases/{case_id}/lowercourts", timeout=10).json()[0]["lowerCourtName"]
+        absent = http.get(court.base_url + "/publicaccessdocuments/search?queryString=true", timeout=10)
+        assert absent.status_code == 404
+
+
+def test_admin_numbers_are_only_in_their_own_prefix_and_name_real_numbers_in_the_description():
+    with SimCourt(400, seed=2, shape="captured", first_year=2022, last_year=2024) as court, \
+            requests.Session() as http:
+        http.headers.update(HEADERS)
+        admin = [doc for doc in court.documents if " ADMIN - " in doc.case_number]
+        assert admin and all(re.match(r"\d{4}-(CA|SC)-\d{4}", doc.description) for doc in admin)
+        year = admin[0].case_number[:4]
+        regular = http.get(court.base_url + CASE_SEARCH.format(f"{year}-CA"), timeout=10,
+                           headers={"x-ctrack-paging-maxresults": "500"}).json()["resultItems"]
+        assert all(" ADMIN" not in item["rowMap"]["caseNumber"] for item in regular)
+        found = http.get(court.base_url + CASE_SEARCH.format(f"{year} CA ADMIN"), timeout=10).json()["resultItems"]
+        assert found and all("NON-CONFIDENTIAL OPINION" in item["rowMap"]["caseNumber"] for item in found)
+
+
+def test_the_opinion_search_pages_by_filed_date_with_headers_and_facets():
+    with SimCourt(600, seed=4, shape="captured", first_year=2023, last_year=2024) as court, \
+            requests.Session() as http:
+        http.headers.update(HEADERS)
+        url = (court.base_url + "/opinions/search?queryString=true&searchFields[0].operation=>="
+               "&searchFields[0].values[0]=01/01/2024&searchFields[0].indexFieldName=filedDate"
+               "&searchFields[1].operation=<=&searchFields[1].values[0]=12/31/2024"
+               "&searchFields[1].indexFieldName=filedDate&searchFilters[0].operation=="
+               "&searchFilters[0].indexFieldName=caseHeader.court&searchFilters[0].values[0]=Kentucky Court of Appeals")
+        page = http.get(url, timeout=10, headers={"x-ctrack-paging-maxresults": "100"})
+        body = page.json()
+        assert len(body["resultItems"]) == 25 and page.headers["x-ctrack-paging-moreresults"] == "true"
+        assert {header["property"] for header in body["headers"]} >= {"docketEntryType", "filedDate"}
+        court_facet = body["facets"][0]
+        assert court_facet["searchFacetName"] == "Court"
+        selected = [item for item in court_facet["searchFacetItems"] if item["selected"]]
+        assert selected[0]["count"] == int(page.headers["x-ctrack-paging-totalcount"])
+        for item in body["resultItems"]:
+            assert set(item["rowMap"]) == captured.OPINION_ROW_KEYS and item["id"] == item["rowMap"]["docketEntryID"]
+            assert item["rowMap"]["filedDate"].startswith("2024-")
+
+
+# ---------------------------------------------------------- pure decisions
+
+
+def test_a_case_is_walked_when_new_unwalked_or_open_never_twice_in_a_sweep():
+    assert needs_walk(None, {"closed": 1}, 1)
+    assert needs_walk({"walked_sweep": None, "closed": 1}, {"closed": 1}, 2)
+    assert not needs_walk({"walked_sweep": 2, "closed": 0}, {"closed": 0}, 2)
+    assert needs_walk({"walked_sweep": 1, "closed": 0}, {"closed": 0}, 2)
+    assert not needs_walk({"walked_sweep": 1, "closed": 1}, {"closed": 1}, 2)
+    assert needs_walk({"walked_sweep": 1, "closed": 1}, {"closed": 0}, 2)
+
+
+def test_auto_takes_the_document_search_only_when_its_rows_carry_documentid():
+    document_row = {"id": "a" * 64, "rowMap": {"documentID": "a" * 64}}
+    assert choose_strategy("auto", [document_row])[0] == "documents"
+    assert choose_strategy("auto", [captured.opinion_row()])[0] == "cases"
+    assert choose_strategy("auto", [document_row, captured.opinion_row()])[0] == "cases"
+    assert choose_strategy("auto", None)[0] == "cases" and choose_strategy("auto", [])[0] == "cases"
+    assert choose_strategy("documents", None)[0] == "documents"
+
+
+def test_an_update_sweeps_the_last_two_years_and_their_admin_shards():
+    assert plan_sweep(1990, 2026, incremental=True) == [
+        "2025 CA ADMIN", "2025 SC ADMIN", "2025-CA", "2025-SC", "2026 CA ADMIN", "2026 SC ADMIN", "2026-CA", "2026-SC"]
+    assert len(plan_sweep(1990, 2026, incremental=False)) == 4 * 37
+    windows = opinion_windows(dt.date(2024, 4, 1), dt.date(2024, 4, 16))
+    assert windows == [("04/01/2024", "04/07/2024"), ("04/08/2024", "04/14/2024"), ("04/15/2024", "04/16/2024")]
+
+
+# ------------------------------------------------------------- the walk
+
+
+@pytest.mark.parametrize("document_search", ["absent", "entries"])
+def test_auto_walks_the_cases_of_a_court_without_a_usable_document_search(make_context, document_search):
+    with SimCourt(120, seed=5, shape="captured", document_search=document_search, faults=False, late_docs=3,
+                  results_limit=12, max_page=6, first_year=2021, last_year=2024) as court:
+        ctx = make_context(court, PAGE_SIZE=6, CONVERGENCE_DELTA=1)
+        result = discover(ctx)
+        assert result.strategy == "cases" and result.converged and ctx.db.kv_get("discovery_strategy") == "cases"
+        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        entry_ids = {row[0] for row in ctx.db.conn.execute("SELECT docket_entry_id FROM docket_entries")}
+        assert not ids(ctx) & entry_ids and result.unavailable > 0
+        splits = ctx.db.conn.execute("SELECT COUNT(*) FROM discovery_shards WHERE state = 'split'").fetchone()[0]
+        assert splits > 0, "a case shard over the announced limit was split"
+        cases = ctx.db.conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
+        assert cases == len(set(doc.case_id for doc in court.documents))
+        assert ctx.db.conn.execute("SELECT COUNT(*) FROM parties").fetchone()[0] >= cases
+        assert ctx.db.conn.execute("SELECT COUNT(*) FROM lower_courts").fetchone()[0] == cases
+        assert ctx.db.conn.execute("SELECT COUNT(*) FROM docket_entries WHERE has_documents = 0").fetchone()[0] > 0
+        admin = ctx.db.conn.execute("SELECT case_number, related_case_numbers FROM documents "
+                                    "WHERE case_number LIKE '% ADMIN - %'").fetchall()
+        assert admin and all(re.fullmatch(r"\d{4}-(CA|SC)-\d{4}(, \d{4}-(CA|SC)-\d{4})*", row[1]) for row in admin)
+        titles = [row[0] for row in ctx.db.conn.execute("SELECT case_title FROM documents")]
+        assert all("\r" not in title and "\n" not in title for title in titles)
+        assert ctx.db.conn.execute("SELECT COUNT(*) FROM court_text").fetchone()[0] == len(court.documents)
+
+
+def test_the_walk_makes_no_request_the_data_does_not_need(make_context):
+    with SimCourt(90, seed=6, shape="captured", document_search="absent", faults=False, first_year=2023,
+                  last_year=2024) as court:
+        ctx = make_context(court, DISCOVERY="cases", CASE_DETAILS=False, MAX_SWEEPS=1)
+        discover(ctx)
+        cases = len(set(doc.case_id for doc in court.documents))
+        entries = len(set(doc.docket_entry_id for doc in court.documents))
+        assert court.endpoint_requests["docketentries"] == cases
+        assert court.endpoint_requests["entry_documents"] == entries      # never an entry without documents
+        assert court.endpoint_requests["parties"] == court.endpoint_requests["lowercourts"] == 0
+        assert court.endpoint_requests["case_search"] == len(plan_sweep(2023, 2024, incremental=False))
+
+
+def test_a_killed_walk_resumes_per_case_and_never_walks_a_case_twice_in_a_sweep(make_context):
+    with SimCourt(150, seed=7, shape="captured", document_search="absent", faults=False, first_year=2022,
+                  last_year=2024) as court:
+        ctx = make_context(court, DISCOVERY="cases", CASE_DETAILS=False, client_kwargs={"stop_after_cases": 20})
+        first = discover(ctx)
+        assert first.stopped and 0 < len(ids(ctx)) < 150
+        walked = dict(ctx.db.conn.execute("SELECT case_id, walked_sweep FROM cases WHERE walked_sweep IS NOT NULL"))
+        assert len(walked) == 20
+        ctx.client.stop_after_cases = None
+        ctx.client.endpoints.clear()
+        ctx.clock = ctx.client.clock = RecordingClock()
+        ctx.cfg = ctx.cfg.replace(MAX_SWEEPS=1)
+        before = court.endpoint_requests["docketentries"]
+        discover(ctx)
+        cases = len(set(doc.case_id for doc in court.documents))
+        assert court.endpoint_requests["docketentries"] - before == cases - 20
+        assert ids(ctx) == {doc.document_id for doc in court.documents}
+
+
+def test_once_converged_a_run_updates_only_what_can_change_unless_full_sweep(make_context):
+    with SimCourt(160, seed=8, shape="captured", document_search="absent", faults=False, first_year=2020,
+                  last_year=2026) as court:
+        ctx = make_context(court, CONVERGENCE_DELTA=1, CASE_DETAILS=False)
+        assert discover(ctx).converged and ctx.db.kv_get("archive_updated_at")
+        ctx.db.kv_set("opinions_checked_through", "2026-01-01")
+        # Documents the court added since (in open cases of the last two years): the update finds them.
+        open_case = ctx.db.conn.execute(
+            "SELECT case_id FROM cases WHERE closed = 0 AND substr(case_number, 1, 4) IN ('2025', '2026') "
+            "AND case_number NOT LIKE '% ADMIN%' LIMIT 1").fetchone()[0]
+        added = ctx.db.conn.execute("DELETE FROM documents WHERE case_id = ?", (open_case,)).rowcount
+        searches_before = court.endpoint_requests["case_search"]
+        update = discover(ctx)
+        assert added and update.incremental and update.converged and update.rows_new == added
+        asked = court.endpoint_requests["case_search"] - searches_before
+        assert asked == len(plan_sweep(2020, 2026, incremental=True)) < len(plan_sweep(2020, 2026, incremental=False))
+        assert court.endpoint_requests["opinion_search"] > 0 and update.opinion_rows > 0
+        assert ctx.db.kv_get("opinions_checked_through") == dt.date.today().isoformat()
+        ctx.cfg = ctx.cfg.replace(FULL_SWEEP=True, MAX_SWEEPS=1)
+        searches_before = court.endpoint_requests["case_search"]
+        full = discover(ctx)
+        assert not full.incremental
+        assert court.endpoint_requests["case_search"] - searches_before == len(plan_sweep(2020, 2026, incremental=False))
+
+
+# ------------------------------------------------------------- the probe
+
+
+@pytest.mark.parametrize("court_kwargs, strategy, exit_status", [
+    ({"shape": "inferred"}, "documents", 0),
+    ({"shape": "captured", "document_search": "absent"}, "cases", 0),
+    ({"shape": "captured", "document_search": "entries"}, "cases", 0),
+    ({"shape": "captured", "document_search": "absent", "renamed_fields": {"documentID": "documentId"}}, "cases", 1),
+    ({"shape": "captured", "renamed_fields": {"docketEntryID": "docketEntryId"}}, "documents", 0),
+])
+def test_the_probe_says_whether_the_pipeline_can_run(court_kwargs, strategy, exit_status, capsys, monkeypatch):
+    for name in [name for name in os.environ if name.startswith("KY_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("KY_PACING", "0")
+    with SimCourt(150, seed=1, faults=False, first_year=2024, last_year=2026, **court_kwargs) as court:
+        status = cli.main(["probe", "--api-base", court.base_url])
+        sent = sum(court.endpoint_requests.values())
+    out = capsys.readouterr().out
+    assert status == exit_status, out
+    assert f"strategy: {strategy}" in out and sent <= PROBE_MAX_REQUESTS
+    assert re.search(r"^endpoint\s+HTTP\s+ms\s+expected\s+present\s+missing\s+verdict", out, re.M)
+    if exit_status:
+        assert re.search(r"^entry_documents .* documentID +FAIL", out, re.M)
+
+
+def test_the_probe_of_an_unreachable_court_fails_without_raising():
+    cfg = load_config(env={"KY_PACING": "0", "KY_HTTP_TIMEOUT": "1"}, API_BASE="http://127.0.0.1:9/api/api/v1")
+    report = probe(cfg)
+    assert not report.ok and {row.verdict for row in report.rows if row.status is None} >= {"FAIL"}
+
+
+# ------------------------------------------------------- the coverage audit
+
+
+def test_the_audit_shows_what_the_court_announced_next_to_what_the_archive_holds(make_context):
+    from notebook_builder.cells.c10_database import coverage_gaps
+    from notebook_builder.cells.c90_verify import format_verify_report, verify
+    from notebook_builder.cells.c97_report import report_table
+    with SimCourt(120, seed=9, shape="captured", document_search="absent", faults=False, first_year=2023,
+                  last_year=2024) as court:
+        ctx = make_context(court, CASE_DETAILS=False, MAX_SWEEPS=1)
+        discover(ctx)
+        audit = {row["shard"]: dict(row) for row in ctx.db.coverage_audit()}
+        assert audit["2024-CA"]["announced"] == audit["2024-CA"]["cases"] > 0 and coverage_gaps(audit.values()) == []
+        assert "0 shards short" in report_table(ctx.db, ctx.cfg)
+        ctx.db.conn.execute("DELETE FROM cases WHERE case_id IN (SELECT case_id FROM cases WHERE shard = '2024-CA' LIMIT 2)")
+        gaps = coverage_gaps(ctx.db.coverage_audit())
+        assert gaps == [{"shard": "2024-CA", "announced": audit["2024-CA"]["announced"],
+                         "held": audit["2024-CA"]["announced"] - 2, "unit": "cases"}]
+        table = report_table(ctx.db, ctx.cfg)
+        assert "1 shards short" in table and f"gap: 2024-CA: {gaps[0]['held']} of {gaps[0]['announced']} cases" in table
+        result = verify(ctx)
+        assert result.passed and result.coverage_gaps == gaps        # a warning, not a failure
+        assert "warning: 1 shards hold fewer than the court announced (2024-CA" in format_verify_report(result)
+
+
+def test_a_drifted_court_is_counted_per_field_stores_nothing_guessed_and_never_converges(make_context):
+    with SimCourt(60, seed=10, shape="captured", document_search="absent", faults=False, first_year=2024,
+                  last_year=2025, renamed_fields={"documentID": "documentId", "hasDocuments": "hasDocs"}) as court:
+        ctx = make_context(court, CASE_DETAILS=False, MAX_SWEEPS=2)
+        result = discover(ctx)
+        assert ids(ctx) == set() and not result.converged and result.errors == 0
+        assert ctx.db.kv_get("discovery_converged_at") is None
+        # hasDocuments missing reads as "has documents", so every entry's files were asked: none named an id.
+        assert result.shape_problems["documentID"] >= len(court.documents)
+        assert ctx.db.conn.execute("SELECT COUNT(*) FROM docket_entries").fetchone()[0] > 0
+
+
+def _walk_in_a_child(workspace: str, base_url: str) -> None:
+    cfg = load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0"}, WORKSPACE=workspace, STORE=workspace + "-store",
+                      API_BASE=base_url, FIRST_YEAR=2022, LAST_YEAR=2024, DISCOVERY="cases", CASE_DETAILS=False,
+                      MAX_SWEEPS=1)
+    ctx = open_context(cfg)
+    discover(ctx)
+
+
+def test_a_sigkilled_walk_loses_no_walked_case_and_asks_again_only_the_case_in_flight(tmp_path):
+    import multiprocessing
+    import signal
+    import time
+    with SimCourt(300, seed=12, shape="captured", document_search="absent", faults=False, first_year=2022,
+                  last_year=2024) as court:
+        workspace = str(tmp_path / "w")
+        child = multiprocessing.get_context("fork").Process(target=_walk_in_a_child, args=(workspace, court.base_url))
+        child.start()
+        deadline = time.monotonic() + 30
+        while court.endpoint_requests["docketentries"] < 25 and time.monotonic() < deadline and child.is_alive():
+            time.sleep(0.002)
+        os.kill(child.pid, signal.SIGKILL)
+        child.join()
+        asked_before = court.endpoint_requests["docketentries"]
+        assert 25 <= asked_before < len({doc.case_id for doc in court.documents})
+        _walk_in_a_child(workspace, court.base_url)
+        cases = len({doc.case_id for doc in court.documents})
+        assert court.endpoint_requests["docketentries"] - cases <= 1, "only the case in flight is walked again"
+        ctx = open_context(load_config(env={"KY_PROGRESS": "0"}, WORKSPACE=workspace, STORE=workspace + "-store"))
+        ctx.open_database()
+        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        ctx.close()
+
+
+def test_probe_first_stops_the_run_before_any_stage_when_the_court_drifted(tmp_path, monkeypatch):
+    from notebook_builder.cells.c95_run import run_pipeline
+    monkeypatch.setenv("KY_PROGRESS", "0")
+    with SimCourt(60, seed=13, shape="captured", document_search="absent", faults=False, first_year=2024,
+                  last_year=2025, renamed_fields={"documentID": "documentId"}) as court:
+        cfg = load_config(env={"KY_PACING": "0", "KY_PROBE_FIRST": "1"}, WORKSPACE=str(tmp_path / "w"),
+                          STORE=str(tmp_path / "s"), API_BASE=court.base_url, FIRST_YEAR=2024, LAST_YEAR=2025)
+        report = run_pipeline(cfg, handle_signals=False)
+        asked = sum(court.endpoint_requests.values())
+    assert report.exit_status == 1 and "probe" in report.error and "discover" not in report.stages
+    assert asked <= PROBE_MAX_REQUESTS and report.verify is not None
