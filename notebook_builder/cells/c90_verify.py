@@ -23,7 +23,10 @@ Guarantees:
   archived, so the store keeps its last good snapshot.
 - Nothing is printed: `format_verify_report()` renders the result for the CLI.
 
-Knobs read: VERIFY_HASHES, MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS (queues and
+With AUDIT > 0, a sample of the store's PDFs and texts is re-hashed
+(c88_audit); any mismatch is a reason to FAIL.
+
+Knobs read: VERIFY_HASHES, AUDIT, MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS (queues and
 failure reasons), DRY_RUN (verify runs anyway: it is local and store only).
 """
 from __future__ import annotations
@@ -43,6 +46,7 @@ from .c20_store import pdf_store_name, text_store_name
 from .c10_database import PERMANENT_HTTP_STATUSES, Database
 from .c35_context import Context, atomic_write_text, write_status
 from .c40_restore import write_resume_archive
+from .c88_audit import AuditResult, audit_store
 
 log_verify = logging.getLogger("kycourt.verify")
 
@@ -73,6 +77,7 @@ class VerifyResult:
     store_pending: int = 0
     backlog_uploaded: int = 0
     stale_temps_removed: int = 0      # temp files of killed writes removed from the store
+    audit: AuditResult | None = None  # AUDIT > 0: the sample re-hashed (c88_audit)
 
 
 # ------------------------------------------------------------- decisions
@@ -117,6 +122,12 @@ def format_verify_report(result: VerifyResult) -> str:
     lines.append(f"  store: {result.referenced} referenced names, {len(result.missing_in_store)} missing, "
                  f"{result.hashed} hashed, {len(result.hash_mismatches)} mismatched, "
                  f"{result.store_pending} pending")
+    if result.audit is not None:
+        audit = result.audit
+        lines.append(f"  audit: {audit.sampled} of {audit.candidates} PDFs sampled ({audit.share:g}), "
+                     f"{audit.pdfs_hashed} PDFs and {audit.texts_hashed} texts re-hashed, {audit.md5_checked} "
+                     f"store md5s compared, {len(audit.mismatches)} mismatched, {audit.missing} missing, "
+                     f"{len(audit.errors)} unreadable")
     if result.archive:
         lines.append(f"  resume archive: {result.archive}")
     return "\n".join(lines)
@@ -162,6 +173,11 @@ def verify(ctx: Context) -> VerifyResult:
             present = sorted(name for name in names - set(result.missing_in_store)
                              if name.startswith("pdf_by_hash/"))
             _verify_hashes(ctx, present, result)
+        if ctx.cfg.AUDIT:
+            result.audit = audit_store(ctx, ctx.cfg.AUDIT)
+            if result.audit.mismatches:
+                result.reasons.append(f"audit: {len(result.audit.mismatches)} mismatches "
+                                      f"({'; '.join(result.audit.mismatches[:_VERIFY_SHOWN])})")
 
     result.checkpoint = ctx.push_checkpoint()
     if not result.checkpoint["uploaded"]:
