@@ -271,3 +271,16 @@ def test_cli_derive_runs_from_the_workspace_alone_and_twice_changes_nothing(tmp_
     assert cli.main(["derive", *flags]) == 0
     assert "derived=0" in capsys.readouterr().out
     assert (tmp_path / "store" / "ky_court.sqlite").is_file()    # the first derive was checkpointed
+
+
+def test_a_case_citation_broken_across_lines_is_found_with_its_span_in_the_original_text():
+    text = "Commonwealth v. Ullman, 2021-CA-0077-MR, 2022 \r\nWL 2182801, at *3 (Ky. App. June 17, 2022)."
+    result = extract_citations(text)
+    westlaw = [c for c in result.citations if c.kind == "case"]
+    assert [c.normalized for c in westlaw] == ["2022 WL 2182801"]
+    assert text[westlaw[0].start:westlaw[0].end] == "2022 \r\nWL 2182801" == westlaw[0].matched_text
+
+
+def test_without_a_caption_none_named_is_unknown_not_an_empty_list():
+    assert derive_fields(None, description="ORDER GRANTING MOTION").related_case_numbers is None
+    assert derive_fields(None, description="ORDER IN 2020-SC-0001 GRANTING").related_case_numbers == ["2020-SC-0001"]

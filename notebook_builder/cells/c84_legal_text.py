@@ -73,6 +73,7 @@ _MONTHS["SEPT"] = 9
 # Lines read as the caption: the header, parties, lower court and heading come well before this.
 _CAPTION_LINES = 90
 _HEADER_LINES = 40
+_UNHEADED_CAPTION_LINES = 15
 MOJIBAKE_MARKS = ("\ufffd", "\u00c3\u00a2", "\u00e2\u20ac", "\u00c2\u00a7")
 
 _APPELLATE_NUMBER = re.compile(
@@ -223,13 +224,16 @@ def _derive_into(fields: DerivedFields, text: str | None, description: str | Non
     if heading_index is not None or text:
         _lower_courts(fields, lines[:heading_index if heading_index is not None else _CAPTION_LINES])
     own = [normalize_case_number(case_number)] if normalize_case_number(case_number) else []
-    caption_own = [number for line in lines[:heading_index or 0] if _OWN_NUMBER_LINE.match(line)
+    # The caption: up to the heading; a document without one (a brief, a notice) its first lines.
+    caption = lines[:heading_index] if heading_index is not None else lines[:_UNHEADED_CAPTION_LINES]
+    caption_own = [number for line in caption if _OWN_NUMBER_LINE.match(line)
                    for number in appellate_numbers(line)]
     own = list(dict.fromkeys(own + description_numbers + caption_own))
     fields.case_numbers = own or None
-    if lines or description_line:
-        named = appellate_numbers(" \n".join(lines[:heading_index or 0]) + " \n" + (description_line or ""))
-        fields.related_case_numbers = [number for number in named if number not in own]
+    named = appellate_numbers(" \n".join(caption) + " \n" + (description_line or ""))
+    related = [number for number in named if number not in own]
+    # With a caption read, none named is an answer ([]); from a description alone it is not.
+    fields.related_case_numbers = related if (lines or related) else None
 
 
 def _agree(warn, what: str, values: Iterable[Any]) -> Any:
@@ -567,11 +571,26 @@ def extract_citations(text: str | None, *, own_case_numbers: Iterable[str] = (),
     return result
 
 
+def collapse_whitespace(text: str) -> tuple[str, list[int]]:
+    """(the text with each run of whitespace made one space, the offset in `text` of each of its
+    characters): eyecite reads `2022 \r\nWL 2182801` only as `2022 WL 2182801`."""
+    pieces, offsets = [], []
+    for match in re.finditer(r"\s+|\S+", text):
+        if match.group(0)[0].isspace():
+            pieces.append(" ")
+            offsets.append(match.start())
+        else:
+            pieces.append(match.group(0))
+            offsets.extend(range(match.start(), match.end()))
+    return "".join(pieces), offsets
+
+
 def _eyecite_citations(text: str, result: CitationResult) -> None:
     try:
         from eyecite import get_citations
         from eyecite import models
-        found = get_citations(text)
+        collapsed, offsets = collapse_whitespace(text)
+        found = get_citations(collapsed)
     except Exception as exc:   # eyecite trips on a text: its case law is lost, nothing else
         result.warnings.append(f"eyecite failed: {type(exc).__name__}: {exc}"[:200])
         return
@@ -587,6 +606,7 @@ def _eyecite_citations(text: str, result: CitationResult) -> None:
             continue
         try:
             start, end = citation.span()
+            start, end = offsets[start], offsets[end - 1] + 1   # back to the text as given
             normalized = citation.corrected_citation() if form in ("full", "short") else citation.matched_text()
             metadata = getattr(citation, "metadata", None)
             year = getattr(metadata, "year", None) if form == "full" else None
