@@ -284,3 +284,36 @@ def test_a_case_citation_broken_across_lines_is_found_with_its_span_in_the_origi
 def test_without_a_caption_none_named_is_unknown_not_an_empty_list():
     assert derive_fields(None, description="ORDER GRANTING MOTION").related_case_numbers is None
     assert derive_fields(None, description="ORDER IN 2020-SC-0001 GRANTING").related_case_numbers == ["2020-SC-0001"]
+
+
+def test_undecodable_text_bytes_are_a_warning_and_the_rest_is_still_derived(tmp_path):
+    ctx = make_context(tmp_path)
+    sha = add_extracted(ctx, "D1", "2021-CA-0077", "OPINION AFFIRMING BY JUDGE JONES", CITED)
+    ctx.path(f"text/{sha}.txt").write_bytes(CITED.encode("utf-8") + b"\xff\xfe broken \xc3")
+    result = derive(ctx)
+    row = ctx.db.derived("D1")
+    assert result.warnings.get("undecodable text") == 1
+    assert (row["judge"], row["rendered_date"], row["lower_court"]) == ("JONES", "2022-03-01", "OLDHAM CIRCUIT COURT")
+    assert row["text_sha256"] == hashlib.sha256(ctx.path(f"text/{sha}.txt").read_bytes()).hexdigest()
+    ctx.close()
+
+
+@pytest.mark.parametrize("text, normalized", [
+    ("As we said.  Id. at 5.", "Id."), ("Smith v. Jones, 545 S.W.3d ___ (Ky. 2018).", None),
+    ("See Phon, 545 S.W.3d at 304.", "545 S.W.3d at 304"), ("Phon, supra, at 290.", None),
+])
+def test_eyecite_runs_on_every_citation_shaped_text(text, normalized):
+    kinds = {(c.kind, c.normalized) for c in extract_citations(text).citations}
+    assert any(kind == "case" for kind, _ in kinds)
+    if normalized:
+        assert ("case", normalized) in kinds
+
+
+def test_a_text_with_nothing_citation_shaped_skips_eyecite(monkeypatch):
+    import eyecite
+    calls = []
+    monkeypatch.setattr(eyecite, "get_citations", lambda *a, **k: calls.append(a) or [])
+    extract_citations("KENTUCKY COURT OF APPEALS\nNO. 1990-CA-0001\n1. Proceedings parole discretion injustice.")
+    assert calls == []
+    extract_citations("Phon, 545 S.W.3d 284.")
+    assert len(calls) == 1

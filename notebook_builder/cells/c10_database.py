@@ -13,6 +13,13 @@ Guarantees:
   livelocks under a busy writer, see MEASURED.md), and records a monotonically
   increasing `checkpoint_seq` that restore uses to pick the newest state.
 
+- Schema version 5 adds what is derived of each document (`derived`,
+  `derived_case_numbers`, `citations`) and the provenance of each download
+  response (`download_events`); the derive queue (`derive_queue`) reads issue
+  13's `docket_entries` when that table exists, by the columns it finds.
+  `cites`/`cited_by`/`citations_of`/`derived`/`derived_facets` are the query
+  layer's reads of them.
+
 Knobs read: MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS, RETRY_HARD (through callers).
 """
 from __future__ import annotations
