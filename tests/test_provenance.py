@@ -150,3 +150,17 @@ def test_cli_verify_audit_flag_sets_the_share(tmp_path, capsys):
     assert cli.main(["verify", "--audit", "all", *flags]) == 0
     assert "audit: 4 of 4 PDFs sampled (1)" in capsys.readouterr().out
     assert cli.main(["verify", "--audit", "2", *flags]) == 2        # a share over 1: bad usage
+
+
+def test_manifest_lists_each_pdf_and_each_derived_text_with_the_hash_of_its_bytes(tmp_path):
+    from notebook_builder.cells.c88_audit import bagit_manifest
+    ctx, shas = archive(tmp_path, documents=2)
+    assert [name for _, name in ctx.db.manifest_rows()] == sorted(f"pdf_by_hash/{sha}.pdf" for sha in shas)
+    derive(ctx)
+    manifest = bagit_manifest(ctx.db.manifest_rows())
+    lines = manifest.splitlines()
+    assert len(lines) == 4
+    for line in lines:
+        digest, name = line.split("  ")
+        assert hashlib.sha256((tmp_path / "store" / name).read_bytes()).hexdigest() == digest
+    ctx.close()

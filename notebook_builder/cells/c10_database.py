@@ -821,6 +821,17 @@ class Database:
         return self.conn.execute("SELECT * FROM download_events WHERE document_id = ? ORDER BY event_id",
                                  (document_id,)).fetchall()
 
+    def manifest_rows(self) -> list[tuple[str, str]]:
+        """(sha256 of the bytes, store name) of every PDF the archive holds and of every text whose
+        hash derive recorded, sorted by name: the lines of a BagIt-style manifest."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT sha256, 'pdf_by_hash/' || sha256 || '.pdf' FROM documents "
+            "WHERE status IN ('downloaded', 'extracted') AND sha256 IS NOT NULL "
+            "UNION SELECT DISTINCT x.text_sha256, 'text/' || x.source_sha256 || '.txt' FROM derived x "
+            "JOIN documents d ON d.document_id = x.document_id AND d.sha256 = x.source_sha256 "
+            "WHERE d.status = 'extracted' AND x.text_sha256 IS NOT NULL").fetchall()
+        return sorted(((row[0], row[1]) for row in rows), key=lambda pair: pair[1])
+
     def audit_candidates(self) -> list[sqlite3.Row]:
         """Each distinct PDF the archive holds: sha256, size_bytes, whether a text was extracted,
         its extracted_chars, and the text's sha256 recorded when it was derived (or NULL)."""

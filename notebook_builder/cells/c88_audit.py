@@ -17,6 +17,9 @@ Guarantees:
   differs; a name the store cannot give is one of `errors`; a name missing
   from the store is counted in `missing` (verify reports missing names
   itself). Nothing is repaired or deleted: an audit only reads.
+- `bagit_manifest(Database.manifest_rows())` is the BagIt-style manifest
+  (`sha256  path` lines) of the PDFs and of the texts whose hash derive
+  recorded, for an export to carry.
 
 Knobs read: AUDIT (through verify).
 """
@@ -67,6 +70,12 @@ def audit_sample(candidates: Sequence[Any], share: float, seed: int) -> list[Any
     size = min(len(candidates), max(1, math.ceil(share * len(candidates))))
     chosen = set(random.Random(seed).sample(range(len(candidates)), size))
     return [candidate for index, candidate in enumerate(candidates) if index in chosen]
+
+
+def bagit_manifest(rows: Sequence[tuple[str, str]]) -> str:
+    """BagIt's `manifest-sha256.txt`: one `<sha256>  <path>` line per file (two spaces), for an
+    export to carry the hashes of what it holds (`Database.manifest_rows()` gives the rows)."""
+    return "".join(f"{sha256}  {name}\n" for sha256, name in rows)
 
 
 def file_digests(path: Path) -> tuple[str, str, int]:
