@@ -60,6 +60,7 @@ STORE_CELL_NUMBER = 20
 COLAB_MISSING_PACKAGES = (
     ("pypdf", "pypdf>=4.0"),
     ("pydrive2", "pydrive2>=1.15"),
+    ("eyecite", "eyecite>=2.6"),
 )
 
 NOTEBOOK_METADATA = {

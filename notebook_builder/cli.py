@@ -60,6 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="sync/verify alone: integrity, queues, exports, checkpoint")
     _workspace_flag(verify)
     _store_flag(verify)
+    verify.add_argument("--audit", nargs="?", const="", metavar="SHARE",
+                        help="re-hash a share (like 0.05, or all) of the store's PDFs and texts "
+                             "(KY_AUDIT; without SHARE: KY_AUDIT if set, else 0.01)")
+    derive = commands.add_parser("derive", help="derived fields and citations of every document, from the "
+                                                "database and the texts alone (idempotent)")
+    _workspace_flag(derive)
+    _store_flag(derive)
+    derive.add_argument("--redo", action="store_true", help="derive every document again, not only new ones")
     status = commands.add_parser("status", help="print the workspace's status JSON; changes nothing")
     _workspace_flag(status)
     report = commands.add_parser("report", help="coverage chart (status.png) and a table of counts")
@@ -108,8 +116,19 @@ def config_from_args(args: argparse.Namespace, env=None, **extra):
         BUDGET_SECONDS=getattr(args, "budget", None),
         DRY_RUN=getattr(args, "dry_run", None),
         RETRY_HARD=getattr(args, "retry_hard", None),
+        AUDIT=_audit_share(getattr(args, "audit", None), env),
         **extra,
     )
+
+
+def _audit_share(flag: str | None, env) -> str | None:
+    """`--audit SHARE` wins; a bare `--audit` takes KY_AUDIT when that asks for one, else 0.01."""
+    if flag is None:
+        return None
+    if flag:
+        return flag
+    configured = (os.environ if env is None else env).get("KY_AUDIT", "").strip()
+    return configured if configured not in ("", "0") else "0.01"
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -138,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.command in ("status", "verify", "report"):
+    if args.command in ("status", "verify", "report", "derive"):
         # These look at an archive; in a folder that holds none they would print zeros or create an
         # empty workspace and store. They say so instead, and write nothing.
         missing = _no_workspace(cfg)
@@ -152,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_report(cfg, args.output)
     if args.command == "probe":
         return _cmd_probe(cfg)
+    if args.command == "derive":
+        return _cmd_derive(cfg, redo=args.redo)
     return _cmd_run(cfg, verify_only=args.command == "verify")
 
 
@@ -223,6 +244,27 @@ def _cmd_probe(cfg) -> int:
     print(f"probe of {cfg.API_BASE}")
     print(report.table())
     return 0 if report.ok else 1
+def _cmd_derive(cfg, *, redo: bool) -> int:
+    """Restores nothing and asks the court nothing: the workspace's database and texts (a text
+    missing locally comes from the store), then a checkpoint to the store."""
+    from notebook_builder.cells.c00_config import StoreError
+    from notebook_builder.cells.c35_context import open_context
+    from notebook_builder.cells.c86_derive import derive
+    from notebook_builder.cells.c95_run import describe_stage
+    try:
+        ctx = open_context(cfg)
+    except StoreError as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        ctx.open_database()
+        result = derive(ctx, redo=redo)
+        if result.derived:
+            ctx.push_checkpoint()
+    finally:
+        ctx.close()
+    print(f"   derive  {result.seconds:7.1f}s  {describe_stage('derive', result)}")
+    return 0
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:

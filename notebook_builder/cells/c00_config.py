@@ -143,7 +143,7 @@ def _parse_range(text: str) -> tuple[float, float]:
     return (low, high)
 
 
-PHASE_NAMES = ("discover", "backfill", "download", "extract")
+PHASE_NAMES = ("discover", "backfill", "download", "extract", "derive")
 EXTRACT_ENGINES = ("pypdf", "pypdfium2")
 
 
@@ -154,6 +154,16 @@ def _parse_phases(text: str) -> tuple[str, ...]:
         raise ValueError(text)
     # Stages always run in pipeline order, whatever order the user typed.
     return tuple(phase for phase in PHASE_NAMES if phase in phases)
+
+
+def _parse_audit(text: str) -> float:
+    """The share of stored files an audit re-hashes: 0 (no audit) to 1; 'all' is 1."""
+    if text.strip().lower() == "all":
+        return 1.0
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise ValueError(text)
+    return value
 
 
 def _parse_engine(text: str) -> str:
@@ -215,7 +225,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("API_BASE", "KY_API_BASE", REAL_API_BASE, _parse_text, "an http(s) URL",
          "root of the C-Track Public Access API"),
     Knob("PHASES", "KY_PHASES", PHASE_NAMES, _parse_phases,
-         "a comma list of discover,backfill,download,extract", "stages this run performs"),
+         "a comma list of discover,backfill,download,extract,derive", "stages this run performs"),
     Knob("BUDGET_SECONDS", "KY_BUDGET", 36000.0, _parse_pos_float, "a positive number of seconds",
          "wall-clock budget of one run (Colab allows ~12 h)"),
     Knob("SHUTDOWN_SECONDS", "KY_SHUTDOWN", 900.0, _parse_nonneg_float, "a number of seconds >= 0",
@@ -275,6 +285,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("JOURNAL_SECONDS", "KY_JOURNAL_SECONDS", 60.0, _parse_pos_float, "a positive number of seconds",
          "between snapshots, the store's download journal is rewritten this often: a fresh runtime "
          "does not fetch again what the store already holds"),
+    Knob("DERIVE_BATCH", "KY_DERIVE_BATCH", 200, _parse_pos_int, "a positive integer",
+         "documents derived (fields, citations) per transaction"),
+    Knob("AUDIT", "KY_AUDIT", 0.0, _parse_audit, "0 (off), a share in (0, 1] like 0.01, or all",
+         "verify re-hashes this share of the store's PDFs and texts (a random sample; all: every one) "
+         "against their names, their recorded text hashes and, on Drive, Drive's md5"),
     Knob("HEARTBEAT_EVERY", "KY_HEARTBEAT_EVERY", 100, _parse_pos_int, "a positive integer",
          "status.json is rewritten every this many download attempts"),
     Knob("COURT_DOWN_SECONDS", "KY_COURT_DOWN_SECONDS", 300.0, _parse_pos_float,
@@ -347,6 +362,8 @@ class Config:
     SCANNED_CHARS_PER_PAGE: int
     CHECKPOINT_SECONDS: float
     JOURNAL_SECONDS: float
+    DERIVE_BATCH: int
+    AUDIT: float
     HEARTBEAT_EVERY: int
     COURT_DOWN_SECONDS: float
     COURT_DOWN_FAILURES: int

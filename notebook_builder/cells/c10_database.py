@@ -13,11 +13,19 @@ Guarantees:
   livelocks under a busy writer, see MEASURED.md), and records a monotonically
   increasing `checkpoint_seq` that restore uses to pick the newest state.
 
+- Schema version 5 adds what is derived of each document (`derived`,
+  `derived_case_numbers`, `citations`) and the provenance of each download
+  response (`download_events`); the derive queue (`derive_queue`) reads
+  `docket_entries` and the documents' own entry columns.
+  `cites`/`cited_by`/`citations_of`/`derived`/`derived_facets` are the query
+  layer's reads of them.
+
 Knobs read: MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS, RETRY_HARD (through callers).
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
@@ -220,9 +228,87 @@ ALTER TABLE documents ADD COLUMN related_case_numbers TEXT;
 CREATE INDEX IF NOT EXISTS documents_docket_entry ON documents(docket_entry_id);
 """
 
+# v5: what is known about each document beyond the court's metadata, and where its bytes came from.
+# `derived`: one row per document, re-derivable from the database and the texts (`method`,
+# `version`: a better extractor redoes them); list fields are JSON arrays; NULL is unknown.
+# `derived_case_numbers`: a document's own appellate case numbers (an ADMIN-numbered public opinion
+# has its real ones only in its caption and description), the key citations resolve by.
+# `citations`: every citation of a document's text, with its span in the text file.
+# `download_events`: one row per download response: when it was asked for, what the court answered
+# and the headers that identify the bytes.
+_SCHEMA_V5 = """
+CREATE TABLE IF NOT EXISTS derived (
+    document_id          TEXT PRIMARY KEY,
+    method               TEXT NOT NULL,
+    version              INTEGER NOT NULL,
+    source_sha256        TEXT,
+    source_description   TEXT,
+    text_sha256          TEXT,
+    text_chars           INTEGER,
+    kind                 TEXT,
+    publication_status   TEXT,
+    rendered_date        TEXT,
+    judge                TEXT,
+    judge_title          TEXT,
+    disposition          TEXT,
+    lower_court          TEXT,
+    lower_court_judge    TEXT,
+    lower_court_numbers  TEXT,
+    trial_court          TEXT,
+    trial_court_numbers  TEXT,
+    case_numbers         TEXT,
+    related_case_numbers TEXT,
+    citation_count       INTEGER,
+    warnings             TEXT,
+    derived_at           TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS derived_kind ON derived(kind);
+CREATE INDEX IF NOT EXISTS derived_judge ON derived(judge);
+
+CREATE TABLE IF NOT EXISTS derived_case_numbers (
+    document_id  TEXT NOT NULL,
+    case_number  TEXT NOT NULL,
+    PRIMARY KEY (document_id, case_number)
+);
+CREATE INDEX IF NOT EXISTS derived_case_numbers_number ON derived_case_numbers(case_number);
+
+CREATE TABLE IF NOT EXISTS citations (
+    citation_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id   TEXT NOT NULL,
+    start         INTEGER NOT NULL,
+    end           INTEGER NOT NULL,
+    kind          TEXT NOT NULL,
+    form          TEXT NOT NULL,
+    matched_text  TEXT NOT NULL,
+    normalized    TEXT NOT NULL,
+    case_number   TEXT,
+    year          TEXT,
+    court         TEXT,
+    extractor     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS citations_document ON citations(document_id);
+CREATE INDEX IF NOT EXISTS citations_case_number ON citations(case_number);
+CREATE INDEX IF NOT EXISTS citations_normalized ON citations(normalized);
+
+CREATE TABLE IF NOT EXISTS download_events (
+    event_id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id     TEXT NOT NULL,
+    requested_at    TEXT NOT NULL,
+    http_status     INTEGER,
+    content_length  TEXT,
+    etag            TEXT,
+    last_modified   TEXT,
+    content_type    TEXT
+);
+CREATE INDEX IF NOT EXISTS download_events_document ON download_events(document_id);
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 5: _SCHEMA_V5}
 SCHEMA_VERSION = max(MIGRATIONS)
+
+# The response headers that identify a download's bytes (download_events), in its column order.
+IDENTIFYING_HEADERS = ("Content-Length", "ETag", "Last-Modified", "Content-Type")
 
 DOCUMENT_METADATA_COLUMNS = (
     "case_number", "court", "case_title", "docket_entry_id", "description",
@@ -825,6 +911,160 @@ class Database:
         return self.conn.execute(
             "SELECT * FROM documents WHERE status = 'downloaded' AND extract_attempts >= ? "
             "ORDER BY document_id", (cfg.MAX_EXTRACT_ATTEMPTS,)).fetchall()
+
+    # -------------------------------------------------------------- derive
+
+    def _docket_entry_join(self) -> tuple[str, str, str]:
+        """(select columns, join clause, description expression): each document's entry type,
+        subtype and description, from its own columns (v3) or else its docket entry's row."""
+        select = ("COALESCE(d.entry_type, de.entry_type) AS entry_type, "
+                  "COALESCE(d.entry_subtype, de.subtype) AS entry_subtype")
+        join = "LEFT JOIN docket_entries de ON de.docket_entry_id = d.docket_entry_id"
+        return select, join, "COALESCE(d.description, de.description)"
+
+    def _derive_queue_sql(self, what: str, *, redo: bool) -> str:
+        select, join, description = self._docket_entry_join()
+        stale = "1" if redo else (
+            "(x.document_id IS NULL OR x.method != :method OR x.version < :version "
+            f"OR x.source_description IS NOT {description} "
+            "OR (d.status = 'extracted' AND x.source_sha256 IS NOT d.sha256))")
+        columns = ("COUNT(*)" if what == "count" else
+                   "d.rowid AS rowid, d.document_id, d.case_number, d.court, d.status, d.sha256, "
+                   f"d.extracted_chars, d.document_name, {description} AS description, {select}")
+        return (f"SELECT {columns} FROM documents d LEFT JOIN derived x ON x.document_id = d.document_id "
+                f"{join} WHERE {stale}")
+
+    def derive_queue(self, method: str, version: int, limit: int, after_rowid: int = 0, *,
+                     redo: bool = False) -> list[sqlite3.Row]:
+        """Documents whose derived row is missing or stale (older method or version, another
+        description, a text extracted since, or a new PDF): the next `limit` after `after_rowid`.
+        With `redo`, every document."""
+        return self.conn.execute(
+            self._derive_queue_sql("rows", redo=redo) + " AND d.rowid > :after ORDER BY d.rowid LIMIT :limit",
+            {"method": method, "version": version, "after": after_rowid, "limit": limit}).fetchall()
+
+    def derive_queue_size(self, method: str, version: int, *, redo: bool = False) -> int:
+        return self.conn.execute(self._derive_queue_sql("count", redo=redo),
+                                 {"method": method, "version": version}).fetchone()[0]
+
+    def save_derived(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Replaces, in one transaction, each entry's `derived` row (entry["row"]: its columns),
+        its citations (entry["citations"]: dicts of the citations columns) and its own case
+        numbers (entry["case_numbers"])."""
+        if not entries:
+            return
+        columns = list(entries[0]["row"])
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "document_id")
+        citation_columns = ("document_id", "start", "end", "kind", "form", "matched_text", "normalized",
+                            "case_number", "year", "court", "extractor")
+        with self.transaction():
+            self.conn.executemany(
+                f"INSERT INTO derived ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
+                f"ON CONFLICT(document_id) DO UPDATE SET {updates}",
+                [[entry["row"][c] for c in columns] for entry in entries])
+            ids = [(entry["row"]["document_id"],) for entry in entries]
+            self.conn.executemany("DELETE FROM citations WHERE document_id = ?", ids)
+            self.conn.executemany("DELETE FROM derived_case_numbers WHERE document_id = ?", ids)
+            self.conn.executemany(
+                f"INSERT INTO citations ({', '.join(citation_columns)}) "
+                f"VALUES ({', '.join('?' for _ in citation_columns)})",
+                [[citation.get(c) for c in citation_columns] for entry in entries
+                 for citation in entry.get("citations", ())])
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO derived_case_numbers(document_id, case_number) VALUES (?, ?)",
+                [(entry["row"]["document_id"], number) for entry in entries
+                 for number in entry.get("case_numbers", ())])
+
+    def derived(self, document_id: str) -> sqlite3.Row | None:
+        """The document's derived row (list fields are JSON text), or None."""
+        return self.conn.execute("SELECT * FROM derived WHERE document_id = ?", (document_id,)).fetchone()
+
+    def citations_of(self, document_id: str) -> list[sqlite3.Row]:
+        """Every citation of the document's text, in text order."""
+        return self.conn.execute("SELECT * FROM citations WHERE document_id = ? ORDER BY start, end, kind",
+                                 (document_id,)).fetchall()
+
+    def cites(self, document_id: str) -> list[sqlite3.Row]:
+        """The archive's opinions that this document cites (by an appellate case number in its
+        text): document_id, case_number, case_title, rendered_date and the cited case number."""
+        return self.conn.execute(
+            "SELECT DISTINCT n.document_id, d.case_number, d.case_title, x.rendered_date, "
+            "c.case_number AS cited_case_number FROM citations c "
+            "JOIN derived_case_numbers n ON n.case_number = c.case_number "
+            "JOIN documents d ON d.document_id = n.document_id "
+            "JOIN derived x ON x.document_id = n.document_id AND x.kind = 'opinion' "
+            "WHERE c.document_id = ? AND n.document_id != ? ORDER BY c.case_number, n.document_id",
+            (document_id, document_id)).fetchall()
+
+    def cited_by(self, document_id: str) -> list[sqlite3.Row]:
+        """The archive's documents whose texts cite one of this document's case numbers."""
+        return self.conn.execute(
+            "SELECT DISTINCT c.document_id, d.case_number, d.case_title, x.kind, x.rendered_date, "
+            "c.case_number AS cited_case_number FROM derived_case_numbers n "
+            "JOIN citations c ON c.case_number = n.case_number "
+            "JOIN documents d ON d.document_id = c.document_id "
+            "LEFT JOIN derived x ON x.document_id = c.document_id "
+            "WHERE n.document_id = ? AND c.document_id != ? ORDER BY c.document_id",
+            (document_id, document_id)).fetchall()
+
+    def derived_facets(self, top: int = 20) -> dict[str, list[tuple[Any, int]]]:
+        """Counts for the query layer's filters: kind, publication status, judge (the `top` most
+        frequent), rendered year. A NULL (unknown) is a value of its own."""
+        facets = {}
+        for name, expression, limit in (("kind", "kind", -1), ("publication_status", "publication_status", -1),
+                                        ("judge", "judge", top), ("year", "substr(rendered_date, 1, 4)", -1)):
+            facets[name] = [tuple(row) for row in self.conn.execute(
+                f"SELECT {expression} AS value, COUNT(*) AS n FROM derived GROUP BY value "
+                "ORDER BY n DESC, value LIMIT ?", (limit,))]
+        return facets
+
+    def derive_warning_counts(self) -> dict[str, int]:
+        """How many derived rows carry each kind of warning (the text before the first colon)."""
+        counts: dict[str, int] = {}
+        for (warnings,) in self.conn.execute("SELECT warnings FROM derived WHERE warnings IS NOT NULL "
+                                             "AND warnings != '[]'"):
+            for warning in json.loads(warnings):
+                key = str(warning).split(":", 1)[0]
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    # ----------------------------------------------------------- provenance
+
+    def record_download_event(self, document_id: str, *, requested_at: str, http_status: int | None,
+                              headers: Mapping[str, str] | None) -> None:
+        """One download response: when it was asked for, its status, the headers naming its bytes."""
+        headers = headers or {}
+        with self.transaction():
+            self.conn.execute(
+                "INSERT INTO download_events(document_id, requested_at, http_status, content_length, etag, "
+                "last_modified, content_type) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (document_id, requested_at, http_status, *(headers.get(name) for name in IDENTIFYING_HEADERS)))
+
+    def download_events(self, document_id: str) -> list[sqlite3.Row]:
+        return self.conn.execute("SELECT * FROM download_events WHERE document_id = ? ORDER BY event_id",
+                                 (document_id,)).fetchall()
+
+    def manifest_rows(self) -> list[tuple[str, str]]:
+        """(sha256 of the bytes, store name) of every PDF the archive holds and of every text whose
+        hash derive recorded, sorted by name: the lines of a BagIt-style manifest."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT sha256, 'pdf_by_hash/' || sha256 || '.pdf' FROM documents "
+            "WHERE status IN ('downloaded', 'extracted') AND sha256 IS NOT NULL "
+            "UNION SELECT DISTINCT x.text_sha256, 'text/' || x.source_sha256 || '.txt' FROM derived x "
+            "JOIN documents d ON d.document_id = x.document_id AND d.sha256 = x.source_sha256 "
+            "WHERE d.status = 'extracted' AND x.text_sha256 IS NOT NULL").fetchall()
+        return sorted(((row[0], row[1]) for row in rows), key=lambda pair: pair[1])
+
+    def audit_candidates(self) -> list[sqlite3.Row]:
+        """Each distinct PDF the archive holds: sha256, size_bytes, whether a text was extracted,
+        its extracted_chars, and the text's sha256 recorded when it was derived (or NULL)."""
+        return self.conn.execute(
+            "SELECT d.sha256, MAX(d.size_bytes) AS size_bytes, MAX(d.status = 'extracted') AS extracted, "
+            "MAX(CASE WHEN d.status = 'extracted' THEN d.extracted_chars END) AS extracted_chars, "
+            "MAX(x.text_sha256) AS text_sha256 FROM documents d "
+            "LEFT JOIN derived x ON x.document_id = d.document_id AND x.source_sha256 = d.sha256 "
+            "WHERE d.status IN ('downloaded', 'extracted') AND d.sha256 IS NOT NULL "
+            "GROUP BY d.sha256 ORDER BY d.sha256").fetchall()
 
     # -------------------------------------------------------- store backlog
 

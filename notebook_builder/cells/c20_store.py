@@ -192,6 +192,11 @@ class Store:
     def read_file(self, name: str) -> bytes:
         raise NotImplementedError
 
+    def md5(self, name: str) -> str | None:
+        """The MD5 the store itself records for `name` (Drive's md5Checksum), or None when the
+        store records none (a directory) or has no such name."""
+        return None
+
     def download_file(self, name: str, local_path: str | os.PathLike) -> None:
         raise NotImplementedError
 

@@ -26,6 +26,9 @@ Guarantees:
   nothing. The finisher is drained and joined on every exit path; a kill
   leaves its unfinished documents in memory (gone), as `.part` files, or as
   promoted files no row claims yet, never a row claiming a missing file.
+- Every response is a row of `download_events`: its request time, status and
+  the headers that identify the bytes (Content-Length, ETag, Last-Modified,
+  Content-Type), committed before the body is read.
 - Permanent answers (400, 401, 403, 404; 413 for a file over MAX_PDF_BYTES)
   fail the document at once, no backoff; the queue SQL never hands it out
   again unless RETRY_HARD (the run forgives failures once).
@@ -70,7 +73,7 @@ import requests
 import urllib3
 
 from .c00_config import (CourtUnreachable, PermanentFetchError, StopRequested, StoreError,
-                         TransientFetchError)
+                         TransientFetchError, utc_now)
 from .c20_store import pdf_store_name, sync_files
 from .c10_database import Database
 from .c30_client import CourtClient, classify_http_status, retry_after_seconds
@@ -350,9 +353,12 @@ def _download_fetch(ctx: Context, client: CourtClient, document_id: str) -> _Dow
     """One GET → a checked body (in memory, or a `tmp/<document_id>.part` not yet fsynced), or a
     Permanent/TransientFetchError."""
     cap = ctx.cfg.MAX_PDF_BYTES
+    requested_at = utc_now()
     response = client.download_response(document_id, pace=False)
     try:
         code = response.status_code
+        ctx.db.record_download_event(document_id, requested_at=requested_at, http_status=code,
+                                     headers=response.headers)
         verdict = classify_http_status(code)
         if verdict != "ok":
             _download_drain(response)

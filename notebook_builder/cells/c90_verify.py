@@ -24,7 +24,10 @@ Guarantees:
   archived, so the store keeps its last good snapshot.
 - Nothing is printed: `format_verify_report()` renders the result for the CLI.
 
-Knobs read: VERIFY_HASHES, MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS (queues and
+With AUDIT > 0, a sample of the store's PDFs and texts is re-hashed
+(c88_audit); any mismatch is a reason to FAIL.
+
+Knobs read: VERIFY_HASHES, AUDIT, MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS (queues and
 failure reasons), DRY_RUN (verify runs anyway: it is local and store only).
 """
 from __future__ import annotations
@@ -44,6 +47,7 @@ from .c20_store import pdf_store_name, text_store_name
 from .c10_database import PERMANENT_HTTP_STATUSES, Database, coverage_gaps
 from .c35_context import Context, atomic_write_text, write_status
 from .c40_restore import write_resume_archive
+from .c88_audit import AuditResult, audit_store
 
 log_verify = logging.getLogger("kycourt.verify")
 
@@ -76,6 +80,7 @@ class VerifyResult:
     backlog_uploaded: int = 0
     stale_temps_removed: int = 0      # temp files of killed writes removed from the store
     coverage_gaps: list[dict] = field(default_factory=list)   # shards holding fewer than announced (a warning)
+    audit: AuditResult | None = None  # AUDIT > 0: the sample re-hashed (c88_audit)
 
 
 # ------------------------------------------------------------- decisions
@@ -127,6 +132,12 @@ def format_verify_report(result: VerifyResult) -> str:
         shown = ", ".join(f"{gap['shard']} {gap['held']}/{gap['announced']} {gap['unit']}"
                           for gap in result.coverage_gaps[:_VERIFY_SHOWN])
         lines.append(f"  warning: {len(result.coverage_gaps)} shards hold fewer than the court announced ({shown})")
+    if result.audit is not None:
+        audit = result.audit
+        lines.append(f"  audit: {audit.sampled} of {audit.candidates} PDFs sampled ({audit.share:g}), "
+                     f"{audit.pdfs_hashed} PDFs and {audit.texts_hashed} texts re-hashed, {audit.md5_checked} "
+                     f"store md5s compared, {len(audit.mismatches)} mismatched, {audit.missing} missing, "
+                     f"{len(audit.errors)} unreadable")
     if result.archive:
         lines.append(f"  resume archive: {result.archive}")
     return "\n".join(lines)
@@ -179,6 +190,11 @@ def verify(ctx: Context) -> VerifyResult:
             present = sorted(name for name in names - set(result.missing_in_store)
                              if name.startswith("pdf_by_hash/"))
             _verify_hashes(ctx, present, result)
+        if ctx.cfg.AUDIT:
+            result.audit = audit_store(ctx, ctx.cfg.AUDIT)
+            if result.audit.mismatches:
+                result.reasons.append(f"audit: {len(result.audit.mismatches)} mismatches "
+                                      f"({'; '.join(result.audit.mismatches[:_VERIFY_SHOWN])})")
 
     result.checkpoint = ctx.push_checkpoint()
     if not result.checkpoint["uploaded"]:

@@ -187,6 +187,10 @@ class DriveStore(Store):
         entry = self._listed_entry(name)
         return None if entry is None else int(entry.get("fileSize", 0))
 
+    def md5(self, name: str) -> str | None:
+        entry = self._fresh_entry(name)
+        return None if entry is None else entry.get("md5Checksum")
+
     def read_file(self, name: str) -> bytes:
         with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
             target = Path(temp_dir) / "content"

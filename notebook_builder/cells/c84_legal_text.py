@@ -1,0 +1,635 @@
+"""Legal text: what a researcher asks of one document, read from its text and its docket entry.
+
+Pure functions, no I/O: the derive stage (c86) feeds them the database's
+fields and the extracted text; the benchmark feeds them the court's own
+captured texts.
+
+Guarantees:
+- `derive_fields()` returns a `DerivedFields` for any input, however bad (no
+  text, no caption, mojibake, a description without "BY"): a field it cannot
+  read with certainty is None, never a guess, and each doubt is one entry in
+  `warnings` (counted by the stage). Two sources that disagree (the text's
+  publication line and the docket subtype, the description's judge and the
+  caption's) give None and a warning, not a pick.
+- The fields, as the Kentucky courts write them (captures of 2024):
+  * kind: opinion / order / brief / other, from the docket entry type, the
+    description and, failing both, the caption's heading.
+  * publication_status: published / unpublished, from the header lines
+    (`TO BE PUBLISHED`, `NOT TO BE PUBLISHED`) before the court's name, or the
+    docket subtype / document name (`NOT TO BE PUBLISHED - OPINION ...`).
+  * rendered_date: ISO date of the header's `RENDERED: <MONTH D, YYYY>`.
+  * judge, judge_title: the author named in the description
+    (`BY JUSTICE LAMBERT`, `BY CHIEF JUSTICE X`, `BY JUDGE A. JONES`), or in the
+    caption (`OPINION OF THE COURT BY JUSTICE X`; `X, JUDGE:` after `BEFORE:`);
+    upper case, one space, initials as `A.`.
+  * disposition: the description without its case numbers, its kind words
+    (`OPINION OF THE COURT`, `OPINION AND ORDER`, `ORDER`) and its `BY ...`
+    clause: `REVERSING, REINSTATING, AND REMANDING`, `AFFIRMING`.
+  * lower_court, lower_court_judge, lower_court_numbers: from the caption's
+    `(ON) APPEAL FROM` / `ON REVIEW FROM` / `PETITION FOR REVIEW OF A DECISION
+    OF THE` block; trial_court, trial_court_numbers: the circuit, district or
+    family court the case began in (the lower court itself when it is one).
+  * case_numbers: this document's own appellate case numbers (the row's
+    case_number when well formed, the caption's `NO.` lines, the numbers that
+    open a description such as `2022-CA-1454, 1456, 1457 OPINION ...`);
+    related_case_numbers: every other Kentucky appellate number in the caption
+    or the description (a Supreme Court review's Court of Appeals numbers).
+    Numbers are normalized to `YYYY-CC-NNNN`.
+- `extract_citations()` lists every citation in a text with its span
+  (offsets into the text as given), normalized form and kind: case law through
+  eyecite (full, short, id, supra; optional: without eyecite none are found
+  and the result says so), Kentucky statutes (`KRS 533.030(2)`, `Ky. Rev.
+  Stat. § ...`), regulations (`418 KAR 1:050`), court rules (CR, RCr, SCR,
+  RAP, KRE, FCRPP), the constitution (`Ky. Const. § 110`) and Kentucky
+  appellate case numbers named in the body (`No. 2002-SC-0834-MR`), the
+  handle by which a citation resolves to a document of the archive.
+  Citations eyecite cannot parse are counted, not kept; an eyecite failure
+  on a text is a warning, never an exception. eyecite is run only on a text
+  that holds something citation-shaped (`_EYECITE_CANDIDATE`; it costs ~2 us
+  a character even where there is nothing to find).
+
+Knobs read: none.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+log_legal_text = logging.getLogger("kycourt.legal_text")
+# eyecite logs every overlap it cannot classify at WARNING; the counts say enough.
+logging.getLogger("eyecite").setLevel(logging.ERROR)
+
+LEGAL_TEXT_VERSION = 1
+KINDS = ("opinion", "order", "brief", "other")
+PUBLICATION_STATUSES = ("published", "unpublished")
+
+_MONTHS = {name: number for number, name in enumerate(
+    ("JANUARY", "FEBRUARY", "MARCH", "APRIL", "MAY", "JUNE", "JULY", "AUGUST", "SEPTEMBER",
+     "OCTOBER", "NOVEMBER", "DECEMBER"), start=1)}
+_MONTHS.update({name[:3]: number for name, number in list(_MONTHS.items())})
+_MONTHS["SEPT"] = 9
+
+# Lines read as the caption: the header, parties, lower court and heading come well before this.
+_CAPTION_LINES = 90
+_HEADER_LINES = 40
+_UNHEADED_CAPTION_LINES = 15
+MOJIBAKE_MARKS = ("\ufffd", "\u00c3\u00a2", "\u00e2\u20ac", "\u00c2\u00a7")
+
+_APPELLATE_NUMBER = re.compile(
+    r"(?<![\w-])((?:19|20)\d{2})\s*-\s*(CA|SC)\s*-\s*(\d{1,6})(?:-([A-Z]{2,3}))?(?![\w])")
+# "2022-CA-1454, 1456, 1457": a number followed by bare sequence numbers of the same year and court.
+_APPELLATE_SERIES = re.compile(
+    r"(?<![\w-])((?:19|20)\d{2})-(CA|SC)-(\d{1,6})((?:\s*(?:,|&|AND)\s*\d{3,6}(?![\w-]))+)")
+_TRIAL_NUMBER = re.compile(r"(?<![\w-])(\d{2,4}-[A-Z]{1,3}-\d{2,6})(?:-\d{3})?(?![\w])")
+_COURT_HEADING = re.compile(
+    r"^(SUPREME COURT OF KENTUCKY|COURT OF APPEALS|KENTUCKY COURT OF APPEALS|KENTUCKY SUPREME COURT|"
+    r"COMMONWEALTH OF KENTUCKY)$")
+_RENDERED = re.compile(
+    r"\bRENDERED:\s*([A-Z]{3,9})\.?\s+(\d{1,2})\s*,?\s*(\d{4})|\bRENDERED:\s*(\d{4})-(\d{2})-(\d{2})",
+    re.IGNORECASE)
+_JUDGE_TITLES = r"CHIEF\s+JUSTICE|CHIEF\s+JUDGE|SPECIAL\s+JUSTICE|SENIOR\s+JUDGE|SPECIAL\s+JUDGE|JUSTICE|JUDGE"
+_JUDGE_NAME = r"(?:[A-Z]\.\s*){0,2}[A-Z][A-Z'\u2019\-]+"
+_BY_JUDGE = re.compile(rf"\bBY\s+(?P<title>{_JUDGE_TITLES})\s+(?P<name>{_JUDGE_NAME})")
+_CAPTION_AUTHOR = re.compile(rf"^(?P<name>{_JUDGE_NAME}),\s+(?P<title>CHIEF\s+JUDGE|JUDGE|JUSTICE)\s*:")
+_KIND_PREFIX = re.compile(
+    r"^(?:(?:NOT\s+)?TO\s+BE\s+PUBLISHED\s*-\s*)?"
+    r"(?:(?:MEMORANDUM\s+)?OPINION(?:\s+OF\s+THE\s+COURT)?(?:\s+AND\s+ORDER)?|ORDER)\b")
+_LOWER_COURT = re.compile(
+    r"\b(?:ON\s+APPEAL\s+FROM|APPEAL\s+FROM|ON\s+REVIEW\s+FROM|ON\s+TRANSFER\s+FROM|"
+    r"PETITION\s+FOR\s+REVIEW\s+OF\s+A\s+DECISION\s+OF\s+THE)\s+(?P<court>.+)$")
+_COURT_NAME = re.compile(
+    r"^(?P<court>(?:[A-Z][A-Z.'\u2019\-]*\s+)*?(?:COURT\s+OF\s+APPEALS|CIRCUIT\s+COURT|DISTRICT\s+COURT|"
+    r"FAMILY\s+COURT|COURT|BOARD|COMMISSION|CABINET|AGENCY))\b")
+_TRIAL_COURT_LINE = re.compile(
+    r"(?P<court>[A-Z][A-Z.'\-]*(?:\s+[A-Z][A-Z.'\-]*)?\s+(?:CIRCUIT|DISTRICT|FAMILY)\s+COURT)\s*,?\s+"
+    r"(?:ACTION\s+|INDICTMENT\s+|CASE\s+)?NOS?\.")
+_HONORABLE = re.compile(r"^HONORABLE\s+(?P<judge>.+?),\s*(?:SPECIAL\s+|SENIOR\s+|CHIEF\s+)?JUDGE\b")
+_NUMBERS_LINE = re.compile(r"^(?:V\.\s*)?(?:ACTION\s+|INDICTMENT\s+|CASE\s+)?NOS?\.\s*(?P<rest>.*)$")
+_OWN_NUMBER_LINE = re.compile(r"^(?:AND\s+)?(?:NOS?\.\s*)?(?:(?:19|20)\d{2}-(?:CA|SC)-\d{1,6}(?:-[A-Z]{2,3})?"
+                              r"(?:\s*(?:,|&|AND)\s*)?)+$")
+_HEADING = re.compile(r"^(?:MEMORANDUM\s+)?OPINION(?:\s+OF\s+THE\s+COURT|\s+AND\s+ORDER)?\b|^ORDER\b")
+
+
+@dataclass
+class DerivedFields:
+    kind: str | None = None
+    publication_status: str | None = None
+    rendered_date: str | None = None
+    judge: str | None = None
+    judge_title: str | None = None
+    disposition: str | None = None
+    lower_court: str | None = None
+    lower_court_judge: str | None = None
+    lower_court_numbers: list[str] | None = None
+    trial_court: str | None = None
+    trial_court_numbers: list[str] | None = None
+    case_numbers: list[str] | None = None
+    related_case_numbers: list[str] | None = None
+    caption_end: int = 0            # offset in the text where the caption ends (0: none found)
+    warnings: list[str] = field(default_factory=list)
+
+
+FIELD_NAMES = ("kind", "publication_status", "rendered_date", "judge", "judge_title", "disposition",
+               "lower_court", "lower_court_judge", "lower_court_numbers", "trial_court",
+               "trial_court_numbers", "case_numbers", "related_case_numbers")
+
+
+# ------------------------------------------------------------------ numbers
+
+
+def normalize_case_number(text: str | None) -> str | None:
+    """`2019-CA-1234` for any spelling of a Kentucky appellate case number (`2019-CA-001234-MR`,
+    `2019 - CA - 1234`), None for anything else (an ADMIN number, a trial court number)."""
+    if not text:
+        return None
+    match = _APPELLATE_NUMBER.search(text.upper())
+    if not match or match.group(0).strip() != text.strip().upper():
+        return None
+    return _appellate(match.group(1), match.group(2), match.group(3))
+
+
+def _appellate(year: str, court: str, sequence: str) -> str:
+    return f"{year}-{court}-{int(sequence):04d}"
+
+
+def appellate_numbers(text: str) -> list[str]:
+    """Every Kentucky appellate case number in `text`, series expanded, normalized, in order, once."""
+    found: list[tuple[int, str]] = []
+    upper = text.upper()
+    for match in _APPELLATE_SERIES.finditer(upper):
+        year, court = match.group(1), match.group(2)
+        for sequence in re.findall(r"\d{3,6}", match.group(4)):
+            found.append((match.start(4), _appellate(year, court, sequence)))
+    for match in _APPELLATE_NUMBER.finditer(upper):
+        found.append((match.start(), _appellate(match.group(1), match.group(2), match.group(3))))
+    return list(dict.fromkeys(number for _, number in sorted(found)))
+
+
+def _trial_numbers(text: str) -> list[str]:
+    return list(dict.fromkeys(m.group(1) for m in _TRIAL_NUMBER.finditer(text.upper())
+                              if not _APPELLATE_NUMBER.fullmatch(m.group(1))))
+
+
+# --------------------------------------------------------------- the fields
+
+
+def derive_fields(text: str | None, *, description: str | None = None, entry_type: str | None = None,
+                  entry_subtype: str | None = None, document_name: str | None = None,
+                  case_number: str | None = None) -> DerivedFields:
+    """Every field of one document; see the module docstring. Never raises on bad input."""
+    fields = DerivedFields()
+    try:
+        _derive_into(fields, text, description, entry_type, entry_subtype, document_name, case_number)
+    except Exception as exc:  # a rule that trips on input nobody foresaw costs that document its fields
+        log_legal_text.debug("derive failed: %s", exc, exc_info=True)
+        return DerivedFields(warnings=[f"derive failed: {type(exc).__name__}: {exc}"[:200]])
+    return fields
+
+
+def _derive_into(fields: DerivedFields, text: str | None, description: str | None, entry_type: str | None,
+                 entry_subtype: str | None, document_name: str | None, case_number: str | None) -> None:
+    warn = fields.warnings.append
+    description_line, description_numbers = _description_parts(description)
+    lines, offsets = _caption_lines(text)
+    if text is not None and any(mark in text for mark in MOJIBAKE_MARKS):
+        warn("mojibake: replacement or double-encoded characters in the text")
+    if text is not None and not text.strip():
+        warn("no text")
+    heading_index = _heading_index(lines)
+    if text and text.strip() and heading_index is None:
+        warn("no caption: no opinion or order heading in the first lines")
+    if heading_index is not None:
+        fields.caption_end = offsets[heading_index] + len(lines[heading_index])
+    header = _header(lines)
+
+    fields.kind = _agree(warn, "kind", [_kind_of_type(entry_type), _kind_of_description(description_line)])
+    if fields.kind is None and description_line is None and entry_type is None:
+        fields.kind = _kind_of_caption(lines[:_CAPTION_LINES])
+
+    fields.publication_status = _agree(warn, "publication status", [
+        _status_of_header(header, warn), _status_of_label(entry_subtype), _status_of_label(document_name)])
+    fields.rendered_date = _rendered(lines[:_CAPTION_LINES], warn)
+
+    judge_description = _judge_of(description_line, warn) if description_line else None
+    judge_caption = _judge_of_caption(lines[:(heading_index + 3) if heading_index is not None else 0],
+                                      lines[:_CAPTION_LINES + 40])
+    judge = _agree(warn, "judge", [judge_description, judge_caption])
+    if judge:
+        fields.judge_title, fields.judge = judge
+    if description_line and not _BY_JUDGE.search(description_line) and " BY " in f" {description_line} ":
+        warn("description has BY but no judge")
+    fields.disposition = _disposition(description_line) or _disposition(_strip_status(entry_subtype))
+
+    if heading_index is not None or text:
+        _lower_courts(fields, lines[:heading_index if heading_index is not None else _CAPTION_LINES])
+    own = [normalize_case_number(case_number)] if normalize_case_number(case_number) else []
+    # The caption: up to the heading; a document without one (a brief, a notice) its first lines.
+    caption = lines[:heading_index] if heading_index is not None else lines[:_UNHEADED_CAPTION_LINES]
+    caption_own = [number for line in caption if _OWN_NUMBER_LINE.match(line)
+                   for number in appellate_numbers(line)]
+    own = list(dict.fromkeys(own + description_numbers + caption_own))
+    fields.case_numbers = own or None
+    named = appellate_numbers(" \n".join(caption) + " \n" + (description_line or ""))
+    related = [number for number in named if number not in own]
+    # With a caption read, none named is an answer ([]); from a description alone it is not.
+    fields.related_case_numbers = related if (lines or related) else None
+
+
+def _agree(warn, what: str, values: Iterable[Any]) -> Any:
+    """The one value the sources that know agree on; None (and a warning) when they disagree."""
+    known = list(dict.fromkeys(value for value in values if value is not None))
+    if len(known) > 1:
+        warn(f"{what} sources disagree: {' / '.join(map(str, known))}")
+        return None
+    return known[0] if known else None
+
+
+def _description_parts(description: str | None) -> tuple[str | None, list[str]]:
+    """(the description's first line without its leading case numbers, those numbers)."""
+    if not description or not description.strip():
+        return None, []
+    first = re.sub(r"\s+", " ", description.replace("\r\n", "\n").split("\n")[0]).strip().upper()
+    numbers: list[str] = []
+    leading = re.match(r"^((?:(?:19|20)\d{2}-(?:CA|SC)-\d{1,6}(?:-[A-Z]{2,3})?|\d{3,6})"
+                       r"(?:\s*(?:,|&|AND)\s*|\s+))+", first)
+    if leading and _APPELLATE_NUMBER.search(leading.group(0)):
+        numbers = appellate_numbers(leading.group(0))
+        first = first[leading.end():].strip()
+    return first or None, numbers
+
+
+def _caption_lines(text: str | None) -> tuple[list[str], list[int]]:
+    """The first lines of the text (page one and a little more), stripped, blank ones dropped,
+    with each line's offset in the text."""
+    if not text:
+        return [], []
+    lines, offsets = [], []
+    for match in re.finditer(r"[^\r\n\f]+", text[:20000]):
+        line = re.sub(r"\s+", " ", match.group(0)).strip()
+        if line:
+            lines.append(line)
+            offsets.append(match.start() + (len(match.group(0)) - len(match.group(0).lstrip())))
+        if len(lines) >= _CAPTION_LINES + 60:
+            break
+    return lines, offsets
+
+
+def _heading_index(lines: list[str]) -> int | None:
+    """The caption's opinion/order heading: the first such line after the parties (an APPELLEE,
+    RESPONDENT or MOVANT line, a `V.` line, or the court's name), else None."""
+    seen_parties = False
+    for index, line in enumerate(lines[:_CAPTION_LINES]):
+        upper = line.upper()
+        if re.search(r"\b(APPELLEES?|RESPONDENTS?|MOVANTS?|PETITIONERS?|IN RE:|IN SUPREME COURT|V\.|VS\.)",
+                     upper) or _COURT_HEADING.match(upper):
+            seen_parties = True
+            if not _HEADING.match(upper):
+                continue
+        if seen_parties and _HEADING.match(upper) and not upper.startswith("OPINIONS "):
+            return index
+    return None
+
+
+def _header(lines: list[str]) -> list[str]:
+    """The lines before the court's name (RENDERED, publication status, notices)."""
+    for index, line in enumerate(lines[:_HEADER_LINES]):
+        if _COURT_HEADING.match(line.upper()) or line.upper().startswith("SUPREME COURT OF KENTUCKY"):
+            return lines[:index]
+    return lines[:12]
+
+
+def _kind_of_type(entry_type: str | None) -> str | None:
+    if not entry_type or not entry_type.strip():
+        return None
+    upper = entry_type.upper()
+    if "OPINION" in upper:
+        return "opinion"
+    if "ORDER" in upper:
+        return "order"
+    if "BRIEF" in upper:
+        return "brief"
+    return None   # a type we do not know says nothing either way
+
+
+def _kind_of_description(line: str | None) -> str | None:
+    if not line:
+        return None
+    line = _strip_status(line) or ""
+    if re.match(r"^(?:MEMORANDUM\s+)?OPINION\b", line):
+        return "opinion"
+    if re.match(r"^(?:AMENDED\s+|SPECIAL\s+)?ORDER\b", line):
+        return "order"
+    if re.match(r"^(?:\w+\s+){0,3}BRIEF\b", line):
+        return "brief"
+    return "other"
+
+
+def _kind_of_caption(lines: list[str]) -> str | None:
+    for line in lines:
+        upper = line.upper()
+        if re.match(r"^(?:MEMORANDUM\s+)?OPINION(?:\s+OF\s+THE\s+COURT|\s+AND\s+ORDER)?\b", upper):
+            return "opinion"
+    return None
+
+
+def _strip_status(label: str | None) -> str | None:
+    if not label:
+        return None
+    return re.sub(r"^(?:NOT\s+)?TO\s+BE\s+PUBLISHED\s*-\s*", "", label.strip().upper()) or None
+
+
+def _status_of_header(header: list[str], warn) -> str | None:
+    found = set()
+    for line in header:
+        upper = line.upper().strip(" .")
+        if re.fullmatch(r"NOT\s+TO\s+BE\s+PUBLISHED(?:\s+OPINION)?", upper):
+            found.add("unpublished")
+        elif re.fullmatch(r"TO\s+BE\s+PUBLISHED", upper):
+            found.add("published")
+    if len(found) > 1:
+        warn("publication status: the header says both")
+        return None
+    return found.pop() if found else None
+
+
+def _status_of_label(label: str | None) -> str | None:
+    if not label:
+        return None
+    upper = label.strip().upper()
+    if upper.startswith("NOT TO BE PUBLISHED"):
+        return "unpublished"
+    if upper.startswith("TO BE PUBLISHED"):
+        return "published"
+    return None
+
+
+def _rendered(lines: list[str], warn) -> str | None:
+    for line in lines:
+        match = _RENDERED.search(line)
+        if not match:
+            continue
+        try:
+            if match.group(1):
+                month = _MONTHS.get(match.group(1).upper())
+                if month is None:
+                    warn(f"rendered date: unknown month {match.group(1)!r}")
+                    return None
+                day = _dt.date(int(match.group(3)), month, int(match.group(2)))
+            else:
+                day = _dt.date(int(match.group(4)), int(match.group(5)), int(match.group(6)))
+        except ValueError:
+            warn(f"rendered date: {match.group(0)!r} is not a date")
+            return None
+        return day.isoformat()
+    return None
+
+
+def _normalize_judge(title: str, name: str) -> tuple[str, str]:
+    name = re.sub(r"\.\s*", ". ", name.upper().replace("\u2019", "'")).strip()
+    return re.sub(r"\s+", " ", title.upper()), re.sub(r"\s+", " ", name)
+
+
+def _not_a_name(word: str) -> bool:
+    return word.endswith("ING") or word in ("AND", "THE", "OF", "IN", "PART", "ORDER", "OPINION")
+
+
+def _judge_of(line: str, warn) -> tuple[str, str] | None:
+    match = _BY_JUDGE.search(line)
+    if not match:
+        return None
+    name = match.group("name")
+    # "OPINION OF THE COURT BY JUSTICE REVERSING": the name left out, the disposition read as one.
+    if _not_a_name(name):
+        warn(f"judge: {name!r} after {match.group('title')} is not a name")
+        return None
+    return _normalize_judge(match.group("title"), name)
+
+
+def _judge_of_caption(heading_lines: list[str], lines: list[str]) -> tuple[str, str] | None:
+    for line in heading_lines:
+        match = _BY_JUDGE.search(line.upper())
+        if match and not _not_a_name(match.group("name")):
+            return _normalize_judge(match.group("title"), match.group("name"))
+    for index, line in enumerate(lines):
+        if line.upper().startswith("BEFORE:"):
+            for following in lines[index + 1:index + 4]:
+                match = _CAPTION_AUTHOR.match(following.upper())
+                if match:
+                    return _normalize_judge(match.group("title"), match.group("name"))
+            return None
+    return None
+
+
+def _disposition(line: str | None) -> str | None:
+    if not line:
+        return None
+    rest = _KIND_PREFIX.sub("", line.upper(), count=1)
+    # "BY JUSTICE REVERSING": a name left out; only "BY JUSTICE" goes, the disposition stays.
+    rest = _BY_JUDGE.sub(lambda m: f" {m.group('name')}" if _not_a_name(m.group("name")) else " ", rest)
+    rest = re.sub(rf"\bBY\s+(?:{_JUDGE_TITLES})\s*$", " ", rest)
+    rest = re.sub(r"\s+", " ", rest).strip(" ,.;:-")
+    if not rest or not re.search(r"\b[A-Z]+ING\b", rest) or rest in ("OTHER",):
+        return None
+    return rest
+
+
+def _lower_courts(fields: DerivedFields, lines: list[str]) -> None:
+    lower_court = lower_judge = None
+    lower_numbers: list[str] = []
+    trial_court = None
+    trial_numbers: list[str] = []
+    appellate_lower: list[str] = []
+    index = 0
+    while index < len(lines):
+        upper = lines[index].upper()
+        match = _LOWER_COURT.search(upper)
+        if match:
+            court = _COURT_NAME.match(match.group("court").strip())
+            name = court.group("court") if court else None
+            if name and lower_court not in (None, name):
+                fields.warnings.append(f"lower court: the caption names {lower_court} and {name}")
+                fields.lower_court = None
+                return
+            lower_court = name or lower_court
+            for following in lines[index + 1:index + 6]:
+                fupper = following.upper()
+                honorable = _HONORABLE.match(fupper)
+                if honorable:
+                    lower_judge = lower_judge or re.sub(r"\s+", " ", honorable.group("judge")).strip()
+                    continue
+                numbers = _NUMBERS_LINE.match(fupper)
+                continuation = re.match(r"^(?:&|AND|,)\s*\S", fupper) and (
+                    _APPELLATE_NUMBER.search(fupper) or _TRIAL_NUMBER.search(fupper))
+                if _TRIAL_COURT_LINE.search(fupper):
+                    break
+                if numbers or continuation:
+                    rest = numbers.group("rest") if numbers else fupper
+                    appellate_lower += appellate_numbers(rest)
+                    lower_numbers += appellate_numbers(rest) + _trial_numbers(rest)
+                    continue
+                if _LOWER_COURT.search(fupper) or _APPELLATE_NUMBER.search(fupper) is None:
+                    break
+        trial = _TRIAL_COURT_LINE.search(upper)
+        if trial:
+            trial_court = trial_court or re.sub(r"\s+", " ", trial.group("court"))
+            trial_numbers += _trial_numbers(upper[trial.end():])
+        index += 1
+    if lower_court is None:
+        if lines and any(re.search(r"\bIN SUPREME COURT\b|ORIGINAL ACTION", line.upper()) for line in lines):
+            fields.lower_court = None   # an original action: there is no lower court
+        return
+    fields.lower_court = lower_court
+    fields.lower_court_judge = lower_judge
+    fields.lower_court_numbers = list(dict.fromkeys(lower_numbers))
+    if trial_court is None and re.search(r"\b(CIRCUIT|DISTRICT|FAMILY) COURT$", lower_court):
+        trial_court, trial_numbers = lower_court, [n for n in lower_numbers if n not in appellate_lower]
+    fields.trial_court = trial_court
+    fields.trial_court_numbers = list(dict.fromkeys(trial_numbers)) if trial_court else None
+
+
+# ---------------------------------------------------------------- citations
+
+
+@dataclass(frozen=True)
+class Citation:
+    start: int
+    end: int
+    kind: str          # case, statute, regulation, rule, constitution, case_number, journal
+    form: str          # full, short, id, supra, reference
+    matched_text: str
+    normalized: str
+    case_number: str | None = None   # a Kentucky appellate number the citation names (resolution)
+    year: str | None = None
+    court: str | None = None
+
+
+@dataclass
+class CitationResult:
+    citations: list[Citation] = field(default_factory=list)
+    unparsed: int = 0                # what eyecite found but could not read
+    warnings: list[str] = field(default_factory=list)
+    extractor: str = ""
+
+
+@functools.lru_cache(maxsize=1)
+def eyecite_version() -> str | None:
+    """eyecite's version, or None when it is not installed (asked once: not imported here)."""
+    try:
+        import importlib.util
+        from importlib.metadata import version
+        if importlib.util.find_spec("eyecite") is None:
+            return None
+        return version("eyecite")
+    except Exception:   # installed without metadata
+        return None
+
+
+_KRS = re.compile(r"(?<![\w])KRS(?:\d{1,2})?\)?\s+(?:CHAPTER\s+)?(?P<section>\d{1,3}[A-Z]?(?:\.\d{3,4}[A-Z]?)?)"
+                  r"(?P<sub>(?:\([0-9A-Za-z.]{1,4}\))*)", re.IGNORECASE)
+_KY_REV_STAT = re.compile(r"Ky\.\s*Rev\.\s*Stat\.(?:\s*Ann\.)?\s*(?:[§\ufffd]\s*)?(?P<section>\d{1,3}[A-Z]?\.\d{3,4})"
+                          r"(?P<sub>(?:\([0-9A-Za-z]{1,4}\))*)")
+_KAR = re.compile(r"(?<![\w.])(?P<title>\d{1,3})\s+KAR(?:\d{1,2})?\s+(?P<section>\d{1,2}:\d{3})")
+_RULE = re.compile(r"(?<![\w\-.])(?P<rule>CR|RCr|RCR|SCR|RAP|KRE|FCRPP|JRAP)(?:\d{1,2})?\s+"
+                   r"(?P<number>\d{1,3}(?:\.\d{1,3})?)(?P<sub>(?:\([0-9A-Za-z.]{1,4}\))*)(?![\w])")
+_KY_CONST = re.compile(r"(?:KY\.|Ky\.|Kentucky)\s+CONST(?:\.|itution)?,?\s*(?:[§\ufffd]+|Sections?|Sec\.)\s*"
+                       r"(?P<section>\d{1,3})(?P<sub>(?:\([0-9A-Za-z]{1,4}\))*)", re.IGNORECASE)
+
+
+# eyecite costs ~2 us a character even where there is nothing to find (measured: 17 ms for an
+# 8,000-character text with no citation); it is run only on texts holding something citation-shaped:
+# a number, a reporter-like capitalized group, a number or a blank page (`545 S.W.3d 284`,
+# `648 S.W.3d at 89`, `2022 WL 2182801`, `545 S.W.3d ___`), Id., Ibid., supra, a section sign, or a
+# neutral citation (`2019-Ohio-123`).
+_EYECITE_CANDIDATE = re.compile(r"\d\s+[A-Z][\w.&'\s]{0,30}?\s+(?:\d|_{2,})|\b(?:[Ii]d|[Ii]bid)\.|\bsupra\b|§"
+                                r"|\d-[A-Z][a-z]+-\d")
+
+
+def extract_citations(text: str | None, *, own_case_numbers: Iterable[str] = (), body_start: int = 0,
+                      use_eyecite: bool = True) -> CitationResult:
+    """Every citation of `text` (see the module docstring), sorted by start; never raises."""
+    result = CitationResult()
+    if not text:
+        return result
+    version = eyecite_version() if use_eyecite else None
+    result.extractor = f"ky-rules-{LEGAL_TEXT_VERSION}" + (f"+eyecite-{version}" if version else "")
+    if use_eyecite and version is None:
+        result.warnings.append("eyecite not installed: case law citations not extracted")
+    if version and _EYECITE_CANDIDATE.search(text):
+        _eyecite_citations(text, result)
+    own = set(own_case_numbers)
+    for pattern, kind in ((_KRS, "statute"), (_KY_REV_STAT, "statute")):
+        for match in pattern.finditer(text):
+            result.citations.append(Citation(match.start(), match.end(), kind, "full", match.group(0),
+                                             f"KRS {match.group('section').upper()}{match.group('sub')}"))
+    for match in _KAR.finditer(text):
+        result.citations.append(Citation(match.start(), match.end(), "regulation", "full", match.group(0),
+                                         f"{match.group('title')} KAR {match.group('section')}"))
+    for match in _RULE.finditer(text):
+        rule = "RCr" if match.group("rule").upper() == "RCR" else match.group("rule")
+        result.citations.append(Citation(match.start(), match.end(), "rule", "full", match.group(0),
+                                         f"{rule} {match.group('number')}{match.group('sub')}"))
+    for match in _KY_CONST.finditer(text):
+        result.citations.append(Citation(match.start(), match.end(), "constitution", "full", match.group(0),
+                                         f"Ky. Const. § {match.group('section')}{match.group('sub')}"))
+    for match in _APPELLATE_NUMBER.finditer(text):
+        if match.start() < body_start:
+            continue
+        number = _appellate(match.group(1), match.group(2), match.group(3))
+        if number in own:
+            continue
+        result.citations.append(Citation(match.start(), match.end(), "case_number", "reference",
+                                         match.group(0), number, case_number=number))
+    result.citations.sort(key=lambda citation: (citation.start, citation.end, citation.kind))
+    return result
+
+
+def collapse_whitespace(text: str) -> tuple[str, list[int]]:
+    """(the text with each run of whitespace made one space, the offset in `text` of each of its
+    characters): eyecite reads `2022 \r\nWL 2182801` only as `2022 WL 2182801`."""
+    pieces, offsets = [], []
+    for match in re.finditer(r"\s+|\S+", text):
+        if match.group(0)[0].isspace():
+            pieces.append(" ")
+            offsets.append(match.start())
+        else:
+            pieces.append(match.group(0))
+            offsets.extend(range(match.start(), match.end()))
+    return "".join(pieces), offsets
+
+
+def _eyecite_citations(text: str, result: CitationResult) -> None:
+    try:
+        from eyecite import get_citations
+        from eyecite import models
+        collapsed, offsets = collapse_whitespace(text)
+        found = get_citations(collapsed)
+    except Exception as exc:   # eyecite trips on a text: its case law is lost, nothing else
+        result.warnings.append(f"eyecite failed: {type(exc).__name__}: {exc}"[:200])
+        return
+    forms = ((models.FullCaseCitation, "case", "full"), (models.ShortCaseCitation, "case", "short"),
+             (models.SupraCitation, "case", "supra"), (models.IdCitation, "case", "id"),
+             (models.FullLawCitation, "statute", "full"), (models.FullJournalCitation, "journal", "full"))
+    for citation in found:
+        for cls, kind, form in forms:
+            if isinstance(citation, cls):
+                break
+        else:
+            result.unparsed += 1
+            continue
+        try:
+            start, end = citation.span()
+            start, end = offsets[start], offsets[end - 1] + 1   # back to the text as given
+            normalized = citation.corrected_citation() if form in ("full", "short") else citation.matched_text()
+            metadata = getattr(citation, "metadata", None)
+            year = getattr(metadata, "year", None) if form == "full" else None
+            court = getattr(metadata, "court", None) if form == "full" else None
+        except Exception:   # a citation eyecite found but cannot describe
+            result.unparsed += 1
+            continue
+        result.citations.append(Citation(start, end, kind, form, text[start:end], str(normalized),
+                                         year=None if year is None else str(year),
+                                         court=None if court is None else str(court)))

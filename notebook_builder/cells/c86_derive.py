@@ -1,0 +1,161 @@
+"""Derive: the researcher's fields and the citations of every document, from the database and the texts alone.
+
+Guarantees:
+- Work comes from `Database.derive_queue` (no derived row, or one made by an
+  older method/version, from another description, before the text was
+  extracted, or from another PDF), DERIVE_BATCH rows at a time in rowid
+  order; each batch is one transaction. Running it again with nothing new
+  changes nothing (idempotent); `redo=True` (`kycourt-pipeline derive --redo`)
+  derives every document again.
+- A document's fields come from `c84_legal_text.derive_fields` over its
+  docket description (and, when issue 13's `docket_entries` table exists, its
+  entry type and subtype) and its text `text/<sha256>.txt` when it is
+  extracted; a text missing locally is fetched from the store; one found
+  nowhere leaves the text-borne fields NULL with a warning. Nothing is
+  guessed: unknown is NULL.
+- Each derived row records the method and version, the PDF hash and the
+  description it was derived from, and the sha256 and length of the text it
+  read (`text_sha256`: verify's audit re-hashes the store's text against it).
+- Citations (`c84_legal_text.extract_citations`) replace the document's rows
+  of `citations` in the same transaction; its own case numbers go to
+  `derived_case_numbers`, through which `Database.cites`/`cited_by` resolve
+  citations to the archive's documents at query time (so the order in which
+  documents are derived does not matter).
+- Bad input (undecodable bytes, no caption, mojibake, a description without
+  "BY", a text eyecite cannot parse) is a warning in the row's `warnings`
+  and a count in the result, never an exception. The stage stops between
+  batches when the clock says so.
+
+Knobs read: DERIVE_BATCH, DRY_RUN (a dry run derives nothing).
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+from .c00_config import utc_now
+from .c20_store import text_store_name
+from .c35_context import Context, progress
+from .c84_legal_text import (FIELD_NAMES, LEGAL_TEXT_VERSION, derive_fields, eyecite_version,
+                             extract_citations)
+
+log_derive = logging.getLogger("kycourt.derive")
+
+DERIVE_METHOD = "ky-rules"
+DERIVE_VERSION = LEGAL_TEXT_VERSION
+_DERIVE_LIST_FIELDS = ("lower_court_numbers", "trial_court_numbers", "case_numbers", "related_case_numbers")
+
+
+@dataclass
+class DeriveResult:
+    queued: int = 0
+    derived: int = 0
+    with_text: int = 0
+    texts_missing: int = 0
+    citations: int = 0
+    unparsed_citations: int = 0
+    fields: dict[str, int] = field(default_factory=dict)      # non-NULL values per field
+    warnings: dict[str, int] = field(default_factory=dict)    # per kind of warning
+    eyecite: str | None = None
+    stopped: bool = False
+    dry_run: bool = False
+    seconds: float = 0.0
+
+
+def derive(ctx: Context, *, redo: bool = False) -> DeriveResult:
+    """Derives every queued document; see the module docstring."""
+    started = time.monotonic()
+    cfg, db = ctx.cfg, ctx.open_database()
+    result = DeriveResult(eyecite=eyecite_version())
+    result.queued = db.derive_queue_size(DERIVE_METHOD, DERIVE_VERSION, redo=redo)
+    if cfg.DRY_RUN or result.queued == 0:
+        result.dry_run = cfg.DRY_RUN
+        return result
+    fields_seen: collections.Counter = collections.Counter()
+    warnings_seen: collections.Counter = collections.Counter()
+    after = 0
+    with progress(cfg, result.queued, "derive") as bar:
+        while True:
+            if ctx.clock.should_stop():
+                result.stopped = True
+                break
+            batch = db.derive_queue(DERIVE_METHOD, DERIVE_VERSION, cfg.DERIVE_BATCH, after, redo=redo)
+            if not batch:
+                break
+            entries = []
+            for row in batch:
+                entry = _derive_document(ctx, row, result)
+                for name in FIELD_NAMES:
+                    if entry["row"][name] is not None:
+                        fields_seen[name] += 1
+                for warning in json.loads(entry["row"]["warnings"]):
+                    warnings_seen[str(warning).split(":", 1)[0]] += 1
+                entries.append(entry)
+            db.save_derived(entries)
+            result.derived += len(entries)
+            after = batch[-1]["rowid"]
+            bar.update(len(entries))
+    result.fields = dict(sorted(fields_seen.items()))
+    result.warnings = dict(sorted(warnings_seen.items()))
+    result.seconds = round(time.monotonic() - started, 3)
+    log_derive.info("derive: %d documents (%d with text, %d texts missing), %d citations, %d unparsed; "
+                    "warnings %s", result.derived, result.with_text, result.texts_missing, result.citations,
+                    result.unparsed_citations, result.warnings or "none")
+    return result
+
+
+def _derive_document(ctx: Context, row, result: DeriveResult) -> dict:
+    text, text_sha256, warnings = _derive_read_text(ctx, row, result)
+    fields = derive_fields(text, description=row["description"], entry_type=row["entry_type"],
+                           entry_subtype=row["entry_subtype"], document_name=row["document_name"],
+                           case_number=row["case_number"])
+    warnings += fields.warnings
+    citations = extract_citations(text, own_case_numbers=fields.case_numbers or (), body_start=fields.caption_end)
+    warnings += citations.warnings
+    if citations.unparsed:
+        warnings.append(f"unparsed citations: {citations.unparsed}")
+    result.citations += len(citations.citations)
+    result.unparsed_citations += citations.unparsed
+    values = {name: getattr(fields, name) for name in FIELD_NAMES}
+    for name in _DERIVE_LIST_FIELDS:
+        if values[name] is not None:
+            values[name] = json.dumps(values[name])
+    document_id = row["document_id"]
+    return {
+        "row": {"document_id": document_id, "method": DERIVE_METHOD, "version": DERIVE_VERSION,
+                "source_sha256": row["sha256"] if text is not None else None,
+                "source_description": row["description"], "text_sha256": text_sha256,
+                "text_chars": None if text is None else len(text), **values,
+                "citation_count": len(citations.citations) if text is not None else None,
+                "warnings": json.dumps(warnings), "derived_at": utc_now()},
+        "citations": [{"document_id": document_id, "start": c.start, "end": c.end, "kind": c.kind,
+                       "form": c.form, "matched_text": c.matched_text, "normalized": c.normalized,
+                       "case_number": c.case_number, "year": c.year, "court": c.court,
+                       "extractor": citations.extractor} for c in citations.citations],
+        "case_numbers": fields.case_numbers or [],
+    }
+
+
+def _derive_read_text(ctx: Context, row, result: DeriveResult) -> tuple[str | None, str | None, list[str]]:
+    """(the text, the sha256 of its bytes, warnings) of an extracted document; (None, None, [])
+    for one not extracted."""
+    if row["status"] != "extracted" or not row["sha256"]:
+        return None, None, []
+    name = text_store_name(row["sha256"])
+    path = ctx.path(name)
+    if not path.is_file() and not ctx.mirror.fetch(name, path):
+        result.texts_missing += 1
+        return None, None, [f"text missing: {name} is neither in the workspace nor in the store"]
+    data = path.read_bytes()
+    warnings = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", "replace")
+        warnings.append(f"undecodable text: {exc.reason} at byte {exc.start}")
+    result.with_text += 1
+    return text, hashlib.sha256(data).hexdigest(), warnings
