@@ -366,25 +366,26 @@ class Context:
         return quota
 
 
-def open_store(cfg: Config) -> Store:
-    """The store CFG names: a directory, or Google Drive ('drive')."""
+def open_store(cfg: Config, *, sleep: Any = time.sleep) -> Store:
+    """The store CFG names: a directory, or Google Drive ('drive'), whose retries and pacing
+    wait through `sleep` (the run clock's: a stop ends the wait)."""
     if cfg.store_is_drive:
         from .drive_store import open_drive_store
-        return open_drive_store(cfg)
+        return open_drive_store(cfg, sleep=sleep)
     return LocalStore(cfg.STORE)
 
 
 def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | None = None) -> Context:
     """Creates the workspace layout and the store; the database is opened after restore."""
     workspace = Path(cfg.WORKSPACE)
-    store = store if store is not None else open_store(cfg)  # first: a bad store writes nothing
+    clock = clock or RunClock(cfg.BUDGET_SECONDS, cfg.SHUTDOWN_SECONDS)
+    store = store if store is not None else open_store(cfg, sleep=clock.sleep)  # first: a bad store writes nothing
     try:
         for folder in WORKSPACE_FOLDERS:
             (workspace / folder).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise_if_disk_full(exc, workspace)
         raise StoreError(f"cannot create workspace {workspace}: {exc.strerror}") from None
-    clock = clock or RunClock(cfg.BUDGET_SECONDS, cfg.SHUTDOWN_SECONDS)
     return Context(cfg=cfg, workspace=workspace, store=store, mirror=StoreMirror(store), clock=clock)
 
 

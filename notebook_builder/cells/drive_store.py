@@ -12,10 +12,19 @@ Guarantees, on top of the Store interface (c20_store):
   same bytes again (Drive's md5Checksum and fileSize) are a no-op, other
   bytes raise `IntegrityError`. Mutable names (`status.json`,
   `ky_court.sqlite`) are updated in place, as a new revision of the same file.
-- Uploads use Drive's resumable protocol (pydrive2 always sends
-  `MediaIoBaseUpload(resumable=True)`, 100 MiB chunks); the md5 Drive reports
-  for the stored file is checked against the local bytes. Downloads go to a
-  temporary file, are checked against Drive's md5, then `os.replace`d.
+- A file up to `multipart_limit` bytes (5 MiB, Google's advice) is stored in
+  one request (`uploadType=multipart`: metadata and bytes together); a larger
+  one with Drive's resumable protocol (a session, then 100 MiB chunks). The
+  md5 Drive reports for the stored file is checked against the local bytes.
+  Downloads go to a temporary file, are checked against Drive's md5 (a
+  truncated or torn download is retried like a dropped connection), then
+  `os.replace`d.
+- Writes are paced (`DriveWritePacer`): at most `writes_per_second` files a
+  second (Drive allows "about 2"), halved on every 403/429 rate-limit answer
+  and raised again a little after each write that passes, up to that rate.
+- An access token that has expired is refreshed before the request (pydrive2
+  would otherwise start an interactive login); a 401 on the way is refreshed
+  and retried by oauth2client.
 - Retries: 5xx, 408, 429, 403 rateLimitExceeded/userRateLimitExceeded and
   connection errors are retried up to `max_tries` times, sleeping
   `min(backoff_cap, backoff_base * 2**n)` before retry n+1. A write is retried
@@ -34,8 +43,18 @@ duplicate is made); a stale "present" (a file trashed by hand) is believed,
 which is acceptable because the pipeline never deletes from the store.
 One DriveStore is meant for one thread.
 
-CFG knobs read (by `open_drive_store` only): DRIVE_FOLDER, BACKOFF_BASE,
-BACKOFF_CAP, HTTP_TIMEOUT.
+Sleeps (backoff, pacing) go through `sleep`, the run clock's interruptible
+sleep in a run: a stop requested during a Drive outage ends the wait at once
+and the write fails as a StoreError (the mirror queues it).
+
+`connect_drive(api_root)` builds the same pydrive2 + googleapiclient stack
+against any Drive-compatible endpoint (the simulated Drive of
+notebook_builder.simdrive), offline: the discovery document is the one
+googleapiclient ships, its root URL replaced; credentials are a dummy OAuth2
+token refreshed at `<api_root>token`. For testing only.
+
+CFG knobs read (by `open_drive_store` only): DRIVE_FOLDER, DRIVE_API,
+DRIVE_WRITES_PER_SECOND, BACKOFF_BASE, BACKOFF_CAP, HTTP_TIMEOUT.
 """
 from __future__ import annotations
 
@@ -53,8 +72,13 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
+import threading
+
 import httplib2
 from googleapiclient.errors import HttpError
+from googleapiclient.http import MediaIoBaseUpload
+from oauth2client.client import AccessTokenRefreshError
+from pydrive2.auth import RefreshError
 from pydrive2.files import ApiRequestError
 
 from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
@@ -69,6 +93,12 @@ _DRIVE_TRANSPORT_ERRORS = (httplib2.HttpLib2Error, http.client.HTTPException, Co
                            TimeoutError, socket.gaierror, ssl.SSLError)
 _DRIVE_PAGE_SIZE = 1000          # the most Drive v2 files.list returns per page
 _DRIVE_HASH_BLOCK = 1024 * 1024
+_DRIVE_MULTIPART_LIMIT = 5 * 1024 * 1024   # Google: multipart for files of 5 MB or less
+_DRIVE_RESUMABLE_CHUNK = 100 * 1024 * 1024
+
+
+class _DriveTornDownload(ConnectionError):
+    """A download whose bytes do not match Drive's md5: retried like a dropped connection."""
 
 
 # ------------------------------------------------------ pure decisions
@@ -89,6 +119,52 @@ def _drive_verdict(status: int | None, reason: str, message: str) -> str:
     if status == 403 and reason in _DRIVE_RATE_LIMIT_REASONS:
         return "retry"
     return "fail"
+
+
+def _drive_is_rate_limit(status: int | None, reason: str) -> bool:
+    return status == 429 or (status == 403 and reason in _DRIVE_RATE_LIMIT_REASONS)
+
+
+class DriveWritePacer:
+    """A token bucket for Drive writes that slows down on rate limits and speeds up again.
+
+    `wait()` blocks (through `sleep`) until the next write may start, at most
+    `rate` writes a second, never more than `max_rate`. `limited()` halves the
+    rate (not below `min_rate`); `passed()` adds `max_rate / 20` back after a
+    write that went through: additive increase, multiplicative decrease, as
+    TCP does. Thread-safe. `now` and `sleep` are injectable for tests.
+    """
+
+    def __init__(self, max_rate: float, *, min_rate: float = 0.05, now: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Any] = time.sleep):
+        if max_rate <= 0:
+            raise ValueError(f"writes per second must be positive, not {max_rate}")
+        self.max_rate, self.min_rate = max_rate, min(min_rate, max_rate)
+        self.rate = max_rate
+        self._now, self._sleep = now, sleep
+        self._next = now()
+        self._lock = threading.Lock()
+        self.limited_count = 0
+
+    def wait(self) -> bool:
+        """Blocks until a write may start; False when the sleep was interrupted."""
+        with self._lock:
+            start = max(self._now(), self._next)
+            self._next = start + 1.0 / self.rate
+            delay = start - self._now()
+        if delay > 0:
+            return self._sleep(delay) is not False
+        return True
+
+    def limited(self) -> None:
+        with self._lock:
+            self.rate = max(self.min_rate, self.rate / 2)
+            self._next = max(self._next, self._now() + 1.0 / self.rate)
+            self.limited_count += 1
+
+    def passed(self) -> None:
+        with self._lock:
+            self.rate = min(self.max_rate, self.rate + self.max_rate / 20)
 
 
 def _drive_query_literal(text: str) -> str:
@@ -136,6 +212,8 @@ def _drive_failure(exc: BaseException) -> tuple[int | None, str, str] | None:
         while context is not None and not isinstance(context, HttpError):
             context = context.__context__
         return _drive_failure(context) if context is not None else None
+    if isinstance(exc, (RefreshError, AccessTokenRefreshError)):
+        return 401, "authError", f"the Drive token could not be refreshed: {exc}"
     if isinstance(exc, _DRIVE_TRANSPORT_ERRORS):
         return None, type(exc).__name__, str(exc)
     return None
@@ -162,7 +240,8 @@ class DriveStore(Store):
 
     def __init__(self, drive, folder_path: str = "ky_court", *, backoff_base: float = 1.0,
                  backoff_cap: float = 32.0, max_tries: int = 6,
-                 sleep: Callable[[float], Any] = time.sleep):
+                 sleep: Callable[[float], Any] = time.sleep, writes_per_second: float | None = None,
+                 multipart_limit: int = _DRIVE_MULTIPART_LIMIT):
         folder_path = folder_path.strip("/")
         try:
             check_store_name(folder_path)
@@ -175,6 +254,8 @@ class DriveStore(Store):
         self.description = f"Google Drive folder {folder_path}"
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         self.max_tries, self.sleep = max_tries, sleep
+        self.multipart_limit = multipart_limit
+        self.pacer = DriveWritePacer(writes_per_second, sleep=sleep) if writes_per_second else None
         self._folder_ids: dict[str, str | None] = {}        # Drive path -> id, None = known absent
         self._listings: dict[str, dict[str, dict]] = {}     # folder id -> title -> entry (complete listing)
 
@@ -203,13 +284,18 @@ class DriveStore(Store):
 
         def attempt() -> None:
             self.drive.CreateFile({"id": entry["id"]}).GetContentFile(str(temp))
-        try:
-            self._retrying(f"download {name}", attempt)
             if entry.get("md5Checksum"):
-                md5, _ = _drive_md5_of_file(temp)
+                md5, size = _drive_md5_of_file(temp)
                 if md5 != entry["md5Checksum"]:
-                    raise IntegrityError(f"{name} downloaded from Drive has md5 {md5}, "
-                                         f"Drive says {entry['md5Checksum']}")
+                    raise _DriveTornDownload(f"{name} downloaded from Drive has md5 {md5} ({size} bytes), "
+                                             f"Drive says {entry['md5Checksum']} ({entry.get('fileSize')} bytes)")
+        try:
+            try:
+                self._retrying(f"download {name}", attempt)
+            except StoreError as exc:
+                if "md5" in str(exc):     # torn every time: the bytes are not what Drive says
+                    raise IntegrityError(str(exc)) from None
+                raise
             os.replace(temp, target)
         finally:
             temp.unlink(missing_ok=True)
@@ -342,6 +428,7 @@ class DriveStore(Store):
         if found is not None or not create:
             return found and found["id"]
         log_drive.info("creating Drive folder %s in %s", title, parent_id)
+        self._pace()
         created = self.drive.CreateFile({"title": title, "mimeType": _DRIVE_FOLDER_MIME,
                                          "parents": [{"id": parent_id}]})
         created.Upload()
@@ -375,16 +462,21 @@ class DriveStore(Store):
             if existing is not None and content_addressed:
                 self._check_same(name, existing, md5, size)
                 return
-            if existing is None:
-                item = self.drive.CreateFile({"title": title, "parents": [{"id": folder_id}],
-                                              "mimeType": _drive_mime_type(title)})
-            else:
-                item = self.drive.CreateFile({"id": existing["id"],
-                                              "mimeType": existing.get("mimeType") or _drive_mime_type(title)})
+            mime_type = (existing or {}).get("mimeType") or _drive_mime_type(title)
+            self._pace()
             with open_source() as stream:
-                item.content = stream
-                item.Upload()
-            stored = _drive_entry(item)
+                media = MediaIoBaseUpload(stream, mime_type, resumable=size > self.multipart_limit,
+                                          chunksize=_DRIVE_RESUMABLE_CHUNK)
+                files = self._service().files()
+                if existing is None:
+                    request = files.insert(body={"title": title, "parents": [{"id": folder_id}],
+                                                 "mimeType": mime_type}, media_body=media)
+                else:
+                    request = files.update(fileId=existing["id"], body={"mimeType": mime_type},
+                                           media_body=media)
+                stored = _drive_entry(request.execute(http=self._http()))
+            if self.pacer is not None:
+                self.pacer.passed()
             self._remember(folder_id, title, stored)
             if stored.get("md5Checksum") and stored["md5Checksum"] != md5:
                 raise IntegrityError(f"Drive stored {name} with md5 {stored['md5Checksum']}, "
@@ -409,6 +501,7 @@ class DriveStore(Store):
         """`call()`, retried on transient Drive failures; named errors for the rest."""
         for attempt in range(self.max_tries):
             try:
+                self._refresh_if_expired()
                 return call()
             except Exception as exc:   # noqa: BLE001 - _drive_failure decides what is ours
                 failure = _drive_failure(exc)
@@ -425,20 +518,94 @@ class DriveStore(Store):
                     raise StoreError(f"Google Drive failed to {what} after {self.max_tries} tries: "
                                      f"{detail}") from None
                 delay = _drive_backoff_seconds(attempt, self.backoff_base, self.backoff_cap)
+                if _drive_is_rate_limit(status, reason) and self.pacer is not None:
+                    # The pacer slows every later write too; the retry waits its turn there.
+                    self.pacer.limited()
+                    delay = min(delay, 1.0 / self.pacer.rate)
                 log_drive.warning("Drive could not %s (%s); retry %d in %.1fs",
                                   what, detail, attempt + 1, delay)
-                self.sleep(delay)
+                if self.sleep(delay) is False:
+                    raise StoreError(f"stopped while waiting to retry: Google Drive could not {what}: "
+                                     f"{detail}") from None
         raise AssertionError("unreachable")
+
+    def _pace(self) -> None:
+        if self.pacer is not None and not self.pacer.wait():
+            raise StoreError("stopped while waiting for Drive's write rate")
+
+    # ------------------------------------------------------ HTTP plumbing
+
+    def _service(self):
+        """The googleapiclient Drive v2 service pydrive2 built (built now if it has not yet)."""
+        auth = self.drive.auth
+        if auth.service is None:
+            auth.Authorize()
+        return auth.service
+
+    def _http(self):
+        """This thread's authorized http object, the one pydrive2's own calls use."""
+        auth = self.drive.auth
+        if not getattr(auth.thread_local, "http", None):
+            auth.thread_local.http = auth.Get_Http_Object()
+        return auth.thread_local.http
+
+    def _refresh_if_expired(self) -> None:
+        """pydrive2 answers an expired token with an interactive login; we refresh it instead."""
+        auth = self.drive.auth
+        credentials = getattr(auth, "credentials", None)
+        if credentials is not None and credentials.access_token_expired:
+            log_drive.info("Drive access token expired; refreshing it")
+            credentials.refresh(auth._build_http())
+
+
+# ------------------------------------------------------------ connecting
+
+
+def connect_drive(api_root: str, *, access_token: str = "simdrive-token", http_timeout: float = 60.0):
+    """A real pydrive2 GoogleDrive speaking to the Drive-compatible endpoint at `api_root`.
+
+    For testing (the simulated Drive, or an independent check's own server):
+    the Drive v2 discovery document googleapiclient ships (never fetched) with
+    its root URL replaced, and dummy OAuth2 credentials whose refresh asks
+    `<api_root>token`, so an expiring token is exercised as in Colab.
+    """
+    import importlib.resources
+
+    from googleapiclient.discovery import build_from_document
+    from oauth2client.client import OAuth2Credentials
+    from pydrive2.auth import GoogleAuth
+    from pydrive2.drive import GoogleDrive
+
+    root = api_root.rstrip("/") + "/"
+    if not root.startswith(("http://", "https://")):
+        raise StoreError(f"invalid Drive API root {api_root!r}: expected an http(s) URL")
+    documents = importlib.resources.files("googleapiclient") / "discovery_cache" / "documents"
+    discovery = json.loads((documents / "drive.v2.json").read_text(encoding="utf-8"))
+    discovery["rootUrl"] = root
+    discovery["mtlsRootUrl"] = root
+    discovery["baseUrl"] = root + discovery["servicePath"]
+    gauth = GoogleAuth(settings_file=None, http_timeout=http_timeout)
+    gauth.credentials = OAuth2Credentials(access_token, "kycourt-test-client", "kycourt-test-secret",
+                                          "kycourt-test-refresh", None, root + "token", "kycourt-pipeline")
+    gauth.http = gauth.credentials.authorize(gauth._build_http())
+    gauth.service = build_from_document(discovery, http=gauth.http)
+    return GoogleDrive(gauth)
 
 
 # ------------------------------------------------------------ Colab auth
 
 
-def open_drive_store(cfg) -> DriveStore:
-    """The DriveStore for cfg.DRIVE_FOLDER, authenticated as the Colab user.
+def open_drive_store(cfg, *, sleep: Callable[[float], Any] = time.sleep) -> DriveStore:
+    """The DriveStore for cfg.DRIVE_FOLDER, authenticated as the Colab user (or, with
+    cfg.DRIVE_API set, at that test endpoint). `sleep`: the run clock's interruptible sleep.
 
-    Raises StoreError outside Colab, or when the user does not authorise.
+    Raises StoreError outside Colab without DRIVE_API, or when the user does not authorise.
     """
+    options = dict(backoff_base=cfg.BACKOFF_BASE, backoff_cap=cfg.BACKOFF_CAP, sleep=sleep,
+                   writes_per_second=cfg.DRIVE_WRITES_PER_SECOND)
+    api_root = cfg.DRIVE_API
+    if api_root:
+        return DriveStore(connect_drive(api_root, http_timeout=cfg.HTTP_TIMEOUT), cfg.DRIVE_FOLDER, **options)
     try:
         from google.colab import auth as colab_auth   # exists only inside Colab
     except ImportError:
@@ -456,5 +623,4 @@ def open_drive_store(cfg) -> DriveStore:
         gauth.credentials = GoogleCredentials.get_application_default()
     except Exception as exc:   # noqa: BLE001 - any auth failure is one clear message
         raise StoreError(f"Google Drive authentication failed: {exc}") from None
-    return DriveStore(GoogleDrive(gauth), cfg.DRIVE_FOLDER,
-                      backoff_base=cfg.BACKOFF_BASE, backoff_cap=cfg.BACKOFF_CAP)
+    return DriveStore(GoogleDrive(gauth), cfg.DRIVE_FOLDER, **options)
