@@ -181,6 +181,9 @@ class Store:
     # True when the methods may be called from several threads at once (content-addressed
     # uploads then run in parallel); a store that is not thread-safe keeps False.
     concurrent_uploads = False
+    # True when writes are slow (Drive: ~2 a second): content-addressed uploads are then queued in
+    # store_pending and made by a background uploader, behind the crawl (StoreMirror).
+    deferred_uploads = False
 
     def exists(self, name: str) -> bool:
         raise NotImplementedError
