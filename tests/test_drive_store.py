@@ -109,6 +109,9 @@ class ScriptedDrive:
         self.sleeps: list[float] = []
 
     def store(self, folder_path: str = "ky_court", **options) -> DriveStore:
+        # The scripted answers serve this thread only (pydrive2 gives each thread its own http):
+        # uploads stay in the caller's thread, not behind the crawl in the mirror's uploader.
+        options.setdefault("deferred_uploads", False)
         return DriveStore(self.drive, folder_path, sleep=self.sleeps.append, **options)
 
     @property

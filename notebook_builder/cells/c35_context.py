@@ -335,18 +335,18 @@ class StoreMirror:
             return {"uploaded": 0, "left": 0}
         self.stop_uploader()
         self.lagging = None
-        uploaded = self._drain(workspace, lambda: self.clock is not None and self.clock.interrupted)
+        uploaded = self._drain(self.db, workspace, lambda: self.clock is not None and self.clock.interrupted)
         return {"uploaded": uploaded, "left": self.db.store_pending_count()}
 
-    def _drain(self, workspace: Path, stopping) -> int:
+    def _drain(self, db: Database, workspace: Path, stopping) -> int:
         """Uploads the backlog in order until it is empty, a store fault, or `stopping()`."""
         uploaded = 0
         bar = None
-        pending = self.db.store_pending_count()
+        pending = db.store_pending_count()
         if self.show_progress and self.behind and pending:
             bar = progress_bar(pending, "mirror", "file")
         try:
-            for row in self.db.store_pending():
+            for row in db.store_pending():
                 if stopping():
                     break
                 local = Path(row["local_path"])
@@ -355,7 +355,7 @@ class StoreMirror:
                 if not local.exists():
                     log_context.warning("store backlog: %s is gone locally; dropping it from the backlog",
                                         row["name"])
-                    self.db.store_pending_done(row["name"])
+                    db.store_pending_done(row["name"])
                     continue
                 with self._lock:
                     try:
@@ -366,7 +366,7 @@ class StoreMirror:
                     except StoreError as exc:
                         self._note_lag(exc)
                         break
-                self.db.store_pending_done(row["name"])
+                db.store_pending_done(row["name"])
                 self._rate.note()
                 uploaded += 1
                 if bar is not None:
@@ -397,22 +397,28 @@ class StoreMirror:
         self._uploader = None
 
     def _uploader_loop(self) -> None:
-        workspace = Path(self.db.path).parent if hasattr(self.db, "path") else Path(".")
+        # A connection of its own: WAL lets it read while the stages write, and its commits wait
+        # their turn (busy_timeout) instead of meeting another thread's statement on a shared one.
+        db = Database.open(self.db.path)
+        workspace = Path(self.db.path).parent
 
         def stopping() -> bool:
             return self._uploader_stop.is_set() or (self.clock is not None and self.clock.interrupted)
-        while not stopping():
-            self._uploader_wake.clear()
-            try:
-                self._drain(workspace, stopping)
-            except Exception as exc:   # noqa: BLE001 - the uploader must never kill the run
-                log_context.warning("store uploader: %s", exc)
-            if self.lagging:           # a fault: try again in a while, not in a tight loop
-                self._uploader_wake.wait(_MIRROR_RETRY_SECONDS)
-                if not stopping():
-                    self.lagging = None
-            else:
-                self._uploader_wake.wait(1.0)
+        try:
+            while not stopping():
+                self._uploader_wake.clear()
+                try:
+                    self._drain(db, workspace, stopping)
+                except Exception as exc:   # noqa: BLE001 - the uploader must never kill the run
+                    log_context.warning("store uploader: %s", exc)
+                if self.lagging:           # a fault: try again in a while, not in a tight loop
+                    self._uploader_wake.wait(_MIRROR_RETRY_SECONDS)
+                    if not stopping():
+                        self.lagging = None
+                else:
+                    self._uploader_wake.wait(1.0)
+        finally:
+            db.close()
 
 
 @dataclass

@@ -152,6 +152,7 @@ def verify(ctx: Context) -> VerifyResult:
                               f"({'; '.join(result.row_problems[:_VERIFY_SHOWN])})")
     try:
         result.missing_in_store = _verify_missing_in_store(ctx, names)
+        _verify_requeue_missing(ctx, result.missing_in_store)
     except StoreError as exc:
         result.reasons.append(f"store cannot be listed: {exc}")
     else:
@@ -230,6 +231,14 @@ def _verify_csv(header: list[str], rows: Any) -> str:
     writer.writerow(header)
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+def _verify_requeue_missing(ctx: Context, missing: list[str]) -> None:
+    """A referenced name the store lost (a file trashed by hand) whose bytes the workspace still
+    holds goes back in the store backlog: this verify names it, the next run's catch-up restores it."""
+    for name in missing:
+        if ctx.path(name).is_file():
+            ctx.db.store_pending_add(name, str(ctx.path(name)), "missing from the store at verify")
 
 
 def _verify_missing_in_store(ctx: Context, names: set[str]) -> list[str]:

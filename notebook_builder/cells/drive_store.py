@@ -22,9 +22,9 @@ Guarantees, on top of the Store interface (c20_store):
 - Writes are paced (`DriveWritePacer`): at most `writes_per_second` files a
   second (Drive allows "about 2"), halved on every 403/429 rate-limit answer
   and raised again a little after each write that passes, up to that rate.
-- An access token that has expired is refreshed before the request (pydrive2
-  would otherwise start an interactive login); a 401 on the way is refreshed
-  and retried by oauth2client.
+- An access token that has expired is refreshed before the request
+  (`RefreshingAuth`: pydrive2 would start an interactive login); a 401 on the
+  way is refreshed and retried by oauth2client.
 - Retries: 5xx, 408, 429, 403 rateLimitExceeded/userRateLimitExceeded and
   connection errors are retried up to `max_tries` times, sleeping
   `min(backoff_cap, backoff_base * 2**n)` before retry n+1. A write is retried
@@ -78,7 +78,7 @@ import httplib2
 from googleapiclient.errors import HttpError
 from googleapiclient.http import MediaIoBaseUpload
 from oauth2client.client import AccessTokenRefreshError
-from pydrive2.auth import RefreshError
+from pydrive2.auth import GoogleAuth, RefreshError
 from pydrive2.files import ApiRequestError
 
 from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
@@ -245,7 +245,7 @@ class DriveStore(Store):
     def __init__(self, drive, folder_path: str = "ky_court", *, backoff_base: float = 1.0,
                  backoff_cap: float = 32.0, max_tries: int = 6,
                  sleep: Callable[[float], Any] = time.sleep, writes_per_second: float | None = None,
-                 multipart_limit: int = _DRIVE_MULTIPART_LIMIT):
+                 multipart_limit: int = _DRIVE_MULTIPART_LIMIT, deferred_uploads: bool = True):
         folder_path = folder_path.strip("/")
         try:
             check_store_name(folder_path)
@@ -259,6 +259,7 @@ class DriveStore(Store):
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         self.max_tries, self.sleep = max_tries, sleep
         self.multipart_limit = multipart_limit
+        self.deferred_uploads = deferred_uploads
         self.pacer = DriveWritePacer(writes_per_second, sleep=sleep) if writes_per_second else None
         self._folder_ids: dict[str, str | None] = {}        # Drive path -> id, None = known absent
         self._listings: dict[str, dict[str, dict]] = {}     # folder id -> title -> entry (complete listing)
@@ -505,7 +506,6 @@ class DriveStore(Store):
         """`call()`, retried on transient Drive failures; named errors for the rest."""
         for attempt in range(self.max_tries):
             try:
-                self._refresh_if_expired()
                 return call()
             except Exception as exc:   # noqa: BLE001 - _drive_failure decides what is ours
                 failure = _drive_failure(exc)
@@ -553,16 +553,27 @@ class DriveStore(Store):
             auth.thread_local.http = auth.Get_Http_Object()
         return auth.thread_local.http
 
-    def _refresh_if_expired(self) -> None:
-        """pydrive2 answers an expired token with an interactive login; we refresh it instead."""
-        auth = self.drive.auth
-        credentials = getattr(auth, "credentials", None)
-        if credentials is not None and credentials.access_token_expired:
-            log_drive.info("Drive access token expired; refreshing it")
-            credentials.refresh(auth._build_http())
+
 
 
 # ------------------------------------------------------------ connecting
+
+
+class RefreshingAuth(GoogleAuth):
+    """pydrive2's GoogleAuth, except that an expired access token is refreshed, never answered
+    with an interactive login (pydrive2 calls LocalWebserverAuth before any request once the
+    token's expiry has passed: an hour into a Colab run). A token that still does not work is
+    refreshed again by oauth2client on the 401; one that cannot be refreshed is a StoreError."""
+
+    @property
+    def access_token_expired(self) -> bool:
+        credentials = self.credentials
+        if credentials is None:
+            return True
+        if credentials.access_token_expired:
+            log_drive.info("Drive access token expired; refreshing it")
+            credentials.refresh(self._build_http())
+        return False
 
 
 def connect_drive(api_root: str, *, access_token: str = "simdrive-token", http_timeout: float = 60.0):
@@ -577,7 +588,6 @@ def connect_drive(api_root: str, *, access_token: str = "simdrive-token", http_t
 
     from googleapiclient.discovery import build_from_document
     from oauth2client.client import OAuth2Credentials
-    from pydrive2.auth import GoogleAuth
     from pydrive2.drive import GoogleDrive
 
     root = api_root.rstrip("/") + "/"
@@ -588,7 +598,7 @@ def connect_drive(api_root: str, *, access_token: str = "simdrive-token", http_t
     discovery["rootUrl"] = root
     discovery["mtlsRootUrl"] = root
     discovery["baseUrl"] = root + discovery["servicePath"]
-    gauth = GoogleAuth(settings_file=None, http_timeout=http_timeout)
+    gauth = RefreshingAuth(settings_file=None, http_timeout=http_timeout)
     gauth.credentials = OAuth2Credentials(access_token, "kycourt-test-client", "kycourt-test-secret",
                                           "kycourt-test-refresh", None, root + "token", "kycourt-pipeline")
     gauth.http = gauth.credentials.authorize(gauth._build_http())
@@ -616,14 +626,13 @@ def open_drive_store(cfg, *, sleep: Callable[[float], Any] = time.sleep) -> Driv
         raise StoreError("KY_STORE=drive works only inside Google Colab (google.colab.auth is "
                          "missing); elsewhere set KY_STORE to a directory") from None
     from oauth2client.client import GoogleCredentials
-    from pydrive2.auth import GoogleAuth
     from pydrive2.drive import GoogleDrive
     try:
         # Colab's pop-up; it leaves the user's credentials where the
         # application-default lookup of oauth2client (what pydrive2 speaks) finds them.
         colab_auth.authenticate_user()
         # settings_file=None: a stray settings.yaml in the working directory must not steer auth.
-        gauth = GoogleAuth(settings_file=None, http_timeout=cfg.HTTP_TIMEOUT)
+        gauth = RefreshingAuth(settings_file=None, http_timeout=cfg.HTTP_TIMEOUT)
         gauth.credentials = GoogleCredentials.get_application_default()
     except Exception as exc:   # noqa: BLE001 - any auth failure is one clear message
         raise StoreError(f"Google Drive authentication failed: {exc}") from None

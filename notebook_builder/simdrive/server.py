@@ -28,12 +28,14 @@ Guarantees:
   after which requests carrying it are 401 authError until the client gets
   a new one from `token` (any refresh token is accepted).
 - `fail_next(kind, count, methods)` scripts the next faults exactly:
-  'error' (503), 'drop', 'truncate' (a media download sends half its body
-  and closes), 'quota', 'rate'. Counters: `requests` (by kind: list, get,
+  'error' (503), 'drop' (closed before acting), 'lost' (acted, then closed
+  before the answer), 'truncate' (a media download sends half its body and
+  closes), 'quota', 'rate'. Counters: `requests` (by kind: list, get,
   media, insert, update, upload_chunk, about, token), `rejected` (by reason),
   `writes_accepted`.
 - Test hooks act as another client would: `add_file` (also with no bytes
-  held, a phantom, for scale), `trash`, `file_by_name`, `files_in`.
+  held, a phantom, for scale), `add_folder`, `trash`, `file_by_name`,
+  `folder_id`, `files_in`.
 """
 from __future__ import annotations
 
@@ -41,7 +43,9 @@ import datetime as _dt
 import email.parser
 import email.policy
 import hashlib
+import io
 import itertools
+import math
 import json
 import random
 import re
@@ -131,7 +135,7 @@ class SimDrive:
         self._sessions: dict[str, dict] = {}       # resumable upload id -> state
         self._ids = itertools.count(1)
         self._clock = itertools.count()
-        self._tokens: dict[str, float | None] = {INITIAL_TOKEN: self._expiry()}
+        self._tokens: dict[str, float] = {INITIAL_TOKEN: time.monotonic()}   # token -> issued at
         self._scripted: list[list] = []            # [kind, count, methods]
         self._rate_answers = 0
         self.requests: Counter = Counter()
@@ -182,7 +186,7 @@ class SimDrive:
 
     def fail_next(self, kind: str, count: int = 1, methods: tuple[str, ...] = ()) -> None:
         """The next `count` requests (of `methods`, e.g. ('insert', 'update'); all when empty) fail."""
-        if kind not in ("error", "drop", "truncate", "quota", "rate"):
+        if kind not in ("error", "drop", "lost", "truncate", "quota", "rate"):
             raise ValueError(kind)
         with self._lock:
             self._scripted.append([kind, count, tuple(methods)])
@@ -222,16 +226,24 @@ class SimDrive:
                 parent = matches[0]["id"]
             return dict(matches[0])
 
-    def files_in(self, folder_path: str) -> list[dict]:
-        """Every untrashed file directly in the folder at `folder_path`."""
+    def folder_id(self, folder_path: str) -> str | None:
+        """The id of the (oldest untrashed) folder at `folder_path` under My Drive, or None."""
         with self._lock:
             parent = "root"
             for part in folder_path.strip("/").split("/"):
                 found = [f for f in self._files.values() if f["title"] == part and f["mimeType"] == FOLDER_MIME
                          and any(p["id"] == parent for p in f["parents"]) and not f["labels"]["trashed"]]
                 if not found:
-                    return []
+                    return None
                 parent = found[0]["id"]
+            return parent
+
+    def files_in(self, folder_path: str) -> list[dict]:
+        """Every untrashed file directly in the folder at `folder_path`."""
+        with self._lock:
+            parent = self.folder_id(folder_path)
+            if parent is None:
+                return []
             return [dict(f) for f in self._files.values()
                     if any(p["id"] == parent for p in f["parents"]) and not f["labels"]["trashed"]
                     and f["mimeType"] != FOLDER_MIME]
@@ -246,9 +258,6 @@ class SimDrive:
             return sum(int(f.get("fileSize", 0)) for f in self._files.values())
 
     # ---------------------------------------------------------- records
-
-    def _expiry(self) -> float | None:
-        return None if self.token_seconds is None else time.monotonic() + self.token_seconds
 
     def _stamp(self) -> str:
         # Distinct, increasing timestamps: the creation order is the order Drive would report.
@@ -301,15 +310,14 @@ class SimDrive:
         with self._lock:
             if token not in self._tokens:
                 return False
-            expiry = self._tokens[token]
-            return expiry is None or time.monotonic() < expiry
+            return self.token_seconds is None or time.monotonic() - self._tokens[token] < self.token_seconds
 
     def _issue_token(self) -> dict:
         token = f"simdrive-{next(self._ids):07d}"
         with self._lock:
-            self._tokens[token] = self._expiry()
+            self._tokens[token] = time.monotonic()
         return {"access_token": token, "token_type": "Bearer",
-                "expires_in": int(self.token_seconds) if self.token_seconds else 3600}
+                "expires_in": max(1, math.ceil(self.token_seconds)) if self.token_seconds else 3600}
 
 
 class _Server(ThreadingHTTPServer):
@@ -411,6 +419,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._rate_limited()
             if handler is None:
                 return self._error(404, "notFound", f"no such endpoint {method} {path}")
+            if fault == "lost":                  # Drive acts, then the answer never arrives
+                drive.rejected["lost"] += 1
+                self.wfile = io.BytesIO()
+                handler(params, body)
+                raise _Dropped()
             handler(params, body, truncate=(fault == "truncate"))
         except _Dropped:
             self.close_connection = True
