@@ -229,3 +229,66 @@ def test_store_sleep_outlives_the_budget_but_not_a_signal():
     signalled = RunClock(3600.0)
     signalled.request_stop("SIGINT")
     assert store_sleep(signalled)(10.0) is False
+
+
+# ------------------------------------------------------------------------------ text packs
+
+
+def write_texts(tmp_path, count: int, start: int = 0) -> list[tuple[str, object]]:
+    items = []
+    for number in range(start, start + count):
+        path = tmp_path / f"{number}.txt"
+        path.write_text(f"opinion text {number} " * 20)
+        items.append((sha_name(number, "txt"), path))
+    return items
+
+
+def test_texts_go_in_one_pack_that_a_fresh_store_reads_by_name(sim, tmp_path):
+    store = drive_store(sim)
+    texts = write_texts(tmp_path, 5)
+    pdf = tmp_path / "one.pdf"
+    pdf.write_bytes(b"%PDF one")
+    inserts_before = sim.requests["insert"]
+    store.upload_files(texts + [(sha_name(1), pdf)])
+    assert [f["title"][:5] for f in sim.files_in(f"{FOLDER}/text")] == ["pack-"]
+    assert len(titles(sim, "pdf_by_hash")) == 1
+    assert sim.requests["insert"] - inserts_before == 3 + 2          # three folders, the PDF, the pack
+
+    fresh = drive_store(sim)
+    names = [name for name, _ in texts]
+    assert all(fresh.exists(name) for name in names)
+    assert set(names) <= set(fresh.list_dir("text"))
+    media_before = sim.requests["media"]
+    for name, path in texts:
+        assert fresh.read_file(name) == path.read_bytes()
+    assert sim.requests["media"] - media_before == 1                 # one pack download serves all
+    assert fresh.size(names[0]) == texts[0][1].stat().st_size
+
+    fresh.upload_files(texts)                                         # already held: nothing sent
+    assert len(sim.files_in(f"{FOLDER}/text")) == 1
+    texts[0][1].write_text("other bytes")
+    with pytest.raises(IntegrityError, match="refuses to overwrite"):
+        fresh.upload_files(texts[:2])
+
+
+def test_pack_whose_index_was_edited_away_is_read_for_its_index(sim, tmp_path):
+    store = drive_store(sim)
+    texts = write_texts(tmp_path, 3)
+    store.upload_files(texts)
+    pack = sim.files_in(f"{FOLDER}/text")[0]
+    sim._files[pack["id"]].pop("description")                         # another client cleared it
+    fresh = drive_store(sim)
+    assert fresh.read_file(texts[2][0]) == texts[2][1].read_bytes()
+
+
+def test_a_store_of_loose_texts_still_reads_and_mixes_with_packs(sim, tmp_path):
+    store = drive_store(sim)
+    loose = write_texts(tmp_path, 1)
+    store.upload_file(*loose[0])                                       # the old form: one file a text
+    assert [f["title"] for f in sim.files_in(f"{FOLDER}/text")] == [loose[0][0].split("/")[1]]
+    packed = write_texts(tmp_path, 3, start=10)
+    store.upload_files(loose + packed)                                # the loose one is not packed again
+    fresh = drive_store(sim)
+    for name, path in loose + packed:
+        assert fresh.read_file(name) == path.read_bytes()
+    assert len(sim.files_in(f"{FOLDER}/text")) == 2

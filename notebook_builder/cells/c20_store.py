@@ -184,6 +184,8 @@ class Store:
     # True when writes are slow (Drive: ~2 a second): content-addressed uploads are then queued in
     # store_pending and made by a background uploader, behind the crawl (StoreMirror).
     deferred_uploads = False
+    # More than 1 when `upload_files` stores up to that many texts as one file (Drive's text packs).
+    text_pack_members = 0
 
     def exists(self, name: str) -> bool:
         raise NotImplementedError

@@ -126,6 +126,7 @@ def progress_bar(total: int | None, desc: str, unit: str, *, disable: bool = Fal
 
 
 _MIRROR_RETRY_SECONDS = 30.0     # the background uploader's pause after a store fault
+_MIRROR_PACK_MIN = 16            # mid-run, fewer pending texts than this wait for more to pack
 _MIRROR_RATE_WINDOW = 120.0      # seconds of uploads the ETA's rate is taken over
 
 
@@ -137,10 +138,10 @@ class _MirrorRate:
         self._stamps: list[float] = []
         self._lock = threading.Lock()
 
-    def note(self) -> None:
+    def note(self, files: int = 1) -> None:
         with self._lock:
             now = self._now()
-            self._stamps.append(now)
+            self._stamps.extend([now] * files)
             while self._stamps and self._stamps[0] < now - _MIRROR_RATE_WINDOW:
                 self._stamps.pop(0)
 
@@ -338,39 +339,61 @@ class StoreMirror:
         uploaded = self._drain(self.db, workspace, lambda: self.clock is not None and self.clock.interrupted)
         return {"uploaded": uploaded, "left": self.db.store_pending_count()}
 
-    def _drain(self, db: Database, workspace: Path, stopping) -> int:
-        """Uploads the backlog in order until it is empty, a store fault, or `stopping()`."""
+    def _drain(self, db: Database, workspace: Path, stopping, *, final: bool = True) -> int:
+        """Uploads the backlog in order until it is empty, a store fault, or `stopping()`.
+
+        A store that packs texts (`text_pack_members` > 0: Drive) gets the pending texts in groups of
+        that many through `upload_files`, one store file each group; unless `final`, a group
+        smaller than _MIRROR_PACK_MIN waits for more texts (the uploader thread, mid-run)."""
         uploaded = 0
         bar = None
-        pending = db.store_pending_count()
-        if self.show_progress and self.behind and pending:
-            bar = progress_bar(pending, "mirror", "file")
+        rows = db.store_pending()
+        if self.show_progress and self.behind and rows:
+            bar = progress_bar(len(rows), "mirror", "file")
+        groups: list[list] = []
+        size = self.store.text_pack_members
+        if size > 1:
+            texts = [row for row in rows if row["name"].startswith("text/")]
+            rows = [row for row in rows if not row["name"].startswith("text/")]
+            groups = [texts[start:start + size] for start in range(0, len(texts), size)]
+            if groups and not final and len(groups[-1]) < _MIRROR_PACK_MIN:
+                groups.pop()
         try:
-            for row in db.store_pending():
+            for group in groups + [[row] for row in rows]:
                 if stopping():
                     break
-                local = Path(row["local_path"])
-                if not local.is_absolute():
-                    local = workspace / local
-                if not local.exists():
+                items = []
+                for row in group:
+                    local = Path(row["local_path"])
+                    if not local.is_absolute():
+                        local = workspace / local
+                    if local.exists():
+                        items.append((row["name"], local))
+                        continue
                     log_context.warning("store backlog: %s is gone locally; dropping it from the backlog",
                                         row["name"])
                     db.store_pending_done(row["name"])
+                if not items:
                     continue
                 with self._lock:
                     try:
-                        if not self.store.exists(row["name"]):
-                            self.store.upload_file(row["name"], local)
-                            with self._counts_lock:
-                                self.uploads += 1
+                        missing = [(name, local) for name, local in items if not self.store.exists(name)]
+                        if len(missing) == 1:
+                            self.store.upload_file(*missing[0])
+                        elif missing:
+                            self.store.upload_files(missing)
+                        with self._counts_lock:
+                            self.uploads += len(missing)
                     except StoreError as exc:
                         self._note_lag(exc)
                         break
-                db.store_pending_done(row["name"])
-                self._rate.note()
-                uploaded += 1
+                with db.transaction():
+                    for name, _ in items:
+                        db.store_pending_done(name)
+                self._rate.note(len(items))
+                uploaded += len(items)
                 if bar is not None:
-                    bar.update(1)
+                    bar.update(len(items))
         finally:
             if bar is not None:
                 bar.close()
@@ -408,7 +431,7 @@ class StoreMirror:
             while not stopping():
                 self._uploader_wake.clear()
                 try:
-                    self._drain(db, workspace, stopping)
+                    self._drain(db, workspace, stopping, final=False)
                 except Exception as exc:   # noqa: BLE001 - the uploader must never kill the run
                     log_context.warning("store uploader: %s", exc)
                 if self.lagging:           # a fault: try again in a while, not in a tight loop

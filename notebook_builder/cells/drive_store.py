@@ -97,6 +97,15 @@ _DRIVE_MULTIPART_LIMIT = 5 * 1024 * 1024   # Google: multipart for files of 5 MB
 _DRIVE_RESUMABLE_CHUNK = 100 * 1024 * 1024
 
 
+TEXT_PACK_PREFIX = "pack-"
+TEXT_PACK_SUFFIX = ".zip"
+TEXT_PACK_MEMBERS = 64               # texts a pack holds at most (its index fits in ~5.5 KB)
+_TEXT_PACK_MARK = "kycourt text pack v1:"
+_TEXT_PACK_FOLDER = "text"
+_TEXT_PACK_CACHE = 4                 # packs kept in memory after a download (neighbours are read together)
+_TEXT_PACK_DATE = (2020, 1, 1, 0, 0, 0)   # a fixed member date: the same texts make the same pack
+
+
 class _DriveTornDownload(ConnectionError):
     """A download whose bytes do not match Drive's md5: retried like a dropped connection."""
 
@@ -182,7 +191,7 @@ def _drive_pick(items: list[dict]) -> dict | None:
 
 def _drive_entry(item: Any) -> dict:
     """The few metadata fields we keep of a Drive file resource."""
-    keys = ("id", "title", "mimeType", "md5Checksum", "fileSize", "createdDate")
+    keys = ("id", "title", "mimeType", "md5Checksum", "fileSize", "createdDate", "description")
     return {key: item.get(key) for key in keys if item.get(key) is not None}
 
 
@@ -218,6 +227,41 @@ def _drive_failure(exc: BaseException) -> tuple[int | None, str, str] | None:
     if isinstance(exc, _DRIVE_TRANSPORT_ERRORS):
         return None, type(exc).__name__, str(exc)
     return None
+
+
+def text_pack_description(members: dict[str, tuple[int, str]]) -> str:
+    """The Drive description that indexes a text pack: `title:size:md5` of each member."""
+    return _TEXT_PACK_MARK + "".join(f" {title}:{size}:{md5}" for title, (size, md5) in sorted(members.items()))
+
+
+def text_pack_members(title: str, description: str | None) -> dict[str, tuple[int, str]] | None:
+    """member title -> (size, md5) from a pack's description; None when `title` is no pack or the
+    description is not a pack index (edited by hand: the pack is then read for its index)."""
+    if not (title.startswith(TEXT_PACK_PREFIX) and title.endswith(TEXT_PACK_SUFFIX)):
+        return None
+    if not description or not description.startswith(_TEXT_PACK_MARK):
+        return None
+    members = {}
+    for field in description[len(_TEXT_PACK_MARK):].split():
+        parts = field.split(":")
+        if len(parts) != 3 or not parts[1].isdigit():
+            return None
+        members[parts[0]] = (int(parts[1]), parts[2])
+    return members
+
+
+def build_text_pack(texts: list[tuple[str, bytes]]) -> tuple[bytes, dict[str, tuple[int, str]]]:
+    """(zip bytes, index) of a pack of texts (member title, bytes): deflated, deterministic."""
+    import zipfile
+    buffer = io.BytesIO()
+    members = {}
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as pack:
+        for title, data in sorted(texts):
+            info = zipfile.ZipInfo(title, date_time=_TEXT_PACK_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            pack.writestr(info, data)
+            members[title] = (len(data), hashlib.md5(data).hexdigest())
+    return buffer.getvalue(), members
 
 
 def _drive_md5_of_file(path: str | os.PathLike) -> tuple[str, int]:
@@ -263,6 +307,7 @@ class DriveStore(Store):
         self.pacer = DriveWritePacer(writes_per_second, sleep=sleep) if writes_per_second else None
         self._folder_ids: dict[str, str | None] = {}        # Drive path -> id, None = known absent
         self._listings: dict[str, dict[str, dict]] = {}     # folder id -> title -> entry (complete listing)
+        self._pack_cache: dict[str, bytes] = {}               # pack id -> zip bytes, oldest first
 
     # ---------------------------------------------------------- Store API
 
@@ -286,6 +331,14 @@ class DriveStore(Store):
         target = Path(local_path)
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(target.name + ".download")
+        if "pack" in entry:
+            data = self._packed_text(name, entry)
+            try:
+                temp.write_bytes(data)
+                os.replace(temp, target)
+            finally:
+                temp.unlink(missing_ok=True)
+            return
 
         def attempt() -> None:
             self.drive.CreateFile({"id": entry["id"]}).GetContentFile(str(temp))
@@ -311,6 +364,63 @@ class DriveStore(Store):
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
         md5, size = _drive_md5_of_file(local_path)
         self._store(name, lambda: open(local_path, "rb"), md5, size)
+
+    text_pack_members = TEXT_PACK_MEMBERS   # upload_files packs texts (StoreMirror groups them)
+
+    def upload_files(self, items: list[tuple[str, str | os.PathLike]]) -> None:
+        """As `upload_file` each, except that two or more texts (`text/<sha256>.txt`) go into packs
+        of up to TEXT_PACK_MEMBERS: one Drive file `text/pack-<sha256 of the zip>.zip` each, whose
+        description indexes its members (so a folder listing knows every packed name)."""
+        texts = [(name, path) for name, path in items if self._packable(name)]
+        for name, path in items:
+            if not self._packable(name) or len(texts) < 2:
+                self.upload_file(name, path)
+        if len(texts) < 2:
+            return
+        missing: list[tuple[str, bytes]] = []
+        for name, path in texts:
+            data = Path(path).read_bytes()
+            folder, title = self._split(name)
+            held = self._listed_entry(name)
+            if held is not None:
+                self._check_same(name, held, hashlib.md5(data).hexdigest(), len(data))
+                continue
+            missing.append((title, data))
+        for start in range(0, len(missing), TEXT_PACK_MEMBERS):
+            self._upload_pack(missing[start:start + TEXT_PACK_MEMBERS])
+
+    def _packable(self, name: str) -> bool:
+        folder, title = PurePosixPath(name).parent.as_posix(), PurePosixPath(name).name
+        return folder == _TEXT_PACK_FOLDER and title.endswith(".txt")
+
+    def _upload_pack(self, texts: list[tuple[str, bytes]]) -> None:
+        data, members = build_text_pack(texts)
+        pack_name = f"{_TEXT_PACK_FOLDER}/{TEXT_PACK_PREFIX}{hashlib.sha256(data).hexdigest()}{TEXT_PACK_SUFFIX}"
+        self._store(pack_name, lambda: io.BytesIO(data), hashlib.md5(data).hexdigest(), len(data),
+                    description=text_pack_description(members))
+        log_drive.debug("stored %d texts as %s", len(members), pack_name)
+
+    def _packed_text(self, name: str, entry: dict) -> bytes:
+        """The bytes of a packed text: its pack downloaded (or cached), the member checked."""
+        import zipfile
+        pack = self._pack_cache.pop(entry["pack"], None)
+        if pack is None:
+            with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
+                target = Path(temp_dir) / "pack.zip"
+                self.download_file(f"{_TEXT_PACK_FOLDER}/{entry['pack_title']}", target)
+                pack = target.read_bytes()
+        self._pack_cache[entry["pack"]] = pack
+        while len(self._pack_cache) > _TEXT_PACK_CACHE:
+            self._pack_cache.pop(next(iter(self._pack_cache)))
+        title = PurePosixPath(name).name
+        try:
+            with zipfile.ZipFile(io.BytesIO(pack)) as archive:
+                data = archive.read(title)
+        except (zipfile.BadZipFile, KeyError) as exc:
+            raise IntegrityError(f"{name}: its pack {entry['pack_title']} is unreadable ({exc})") from None
+        if hashlib.md5(data).hexdigest() != entry["md5Checksum"]:
+            raise IntegrityError(f"{name} in pack {entry['pack_title']} does not match the pack's index")
+        return data
 
     def list_dir(self, prefix: str = "") -> list[str]:
         """Files directly in folder `prefix`, sorted; always asks Drive and refreshes the listing."""
@@ -360,7 +470,12 @@ class DriveStore(Store):
         cached = self._listings.get(folder_id, {}).get(title)
         if cached is not None:
             return cached
-        return self._retrying(f"look up {name}", lambda: self._find_and_remember(folder_id, title))
+        found = self._retrying(f"look up {name}", lambda: self._find_and_remember(folder_id, title))
+        if found is None and folder == _TEXT_PACK_FOLDER and not title.startswith(TEXT_PACK_PREFIX):
+            # A packed text has no file of its own: its pack's index in the folder listing names it.
+            self._listings.pop(folder_id, None)
+            found = self._listing(folder_id).get(title)
+        return found
 
     def _listing(self, folder_id: str) -> dict[str, dict]:
         """Every file in the folder, title -> entry; one files.list per 1000 names, cached."""
@@ -375,9 +490,36 @@ class DriveStore(Store):
                 if item.get("mimeType") != _DRIVE_FOLDER_MIME:
                     by_title.setdefault(item["title"], []).append(_drive_entry(item))
         listing = {title: _drive_pick(items) for title, items in by_title.items()}
+        for entry in [entry for entry in listing.values() if entry["title"].startswith(TEXT_PACK_PREFIX)]:
+            self._index_pack(listing, entry)
         self._listings[folder_id] = listing
         log_drive.debug("listed Drive folder %s: %d files", folder_id, len(listing))
         return listing
+
+    def _index_pack(self, listing: dict[str, dict], pack: dict) -> None:
+        """Adds a text pack's members to its folder's listing (a loose file of a name wins)."""
+        members = text_pack_members(pack["title"], pack.get("description"))
+        if members is None and pack["title"].endswith(TEXT_PACK_SUFFIX):
+            members = self._read_pack_index(pack)
+        for title, (size, md5) in (members or {}).items():
+            if title not in listing:
+                listing[title] = {"title": title, "fileSize": str(size), "md5Checksum": md5,
+                                  "pack": pack["id"], "pack_title": pack["title"]}
+
+    def _read_pack_index(self, pack: dict) -> dict[str, tuple[int, str]] | None:
+        """The index of a pack whose description is gone: read from the pack itself."""
+        import zipfile
+        log_drive.warning("text pack %s has no index in its description; reading the pack", pack["title"])
+        try:
+            with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
+                target = Path(temp_dir) / "pack.zip"
+                self.download_file(f"{_TEXT_PACK_FOLDER}/{pack['title']}", target)
+                with zipfile.ZipFile(target) as archive:
+                    return {info.filename: (info.file_size, hashlib.md5(archive.read(info)).hexdigest())
+                            for info in archive.infolist()}
+        except (StoreError, zipfile.BadZipFile) as exc:
+            log_drive.warning("text pack %s is unreadable: %s", pack["title"], exc)
+            return None
 
     def _find(self, parent_id: str, title: str, *, folder: bool) -> dict | None:
         """One unretried files.list by title; the deterministic pick among duplicates."""
@@ -403,7 +545,8 @@ class DriveStore(Store):
         if listing is None:
             return
         if entry is None:
-            listing.pop(title, None)
+            if "pack" not in listing.get(title, {}):    # a packed name has no file of its own
+                listing.pop(title, None)
         else:
             listing[title] = entry
 
@@ -442,7 +585,8 @@ class DriveStore(Store):
 
     # -------------------------------------------------------------- writes
 
-    def _store(self, name: str, open_source: Callable[[], Any], md5: str, size: int) -> None:
+    def _store(self, name: str, open_source: Callable[[], Any], md5: str, size: int, *,
+               description: str | None = None) -> None:
         folder, title = self._split(name)
         content_addressed = is_content_addressed(name)
         if content_addressed:
@@ -474,8 +618,10 @@ class DriveStore(Store):
                                           chunksize=_DRIVE_RESUMABLE_CHUNK)
                 files = self._service().files()
                 if existing is None:
-                    request = files.insert(body={"title": title, "parents": [{"id": folder_id}],
-                                                 "mimeType": mime_type}, media_body=media)
+                    body = {"title": title, "parents": [{"id": folder_id}], "mimeType": mime_type}
+                    if description is not None:
+                        body["description"] = description
+                    request = files.insert(body=body, media_body=media)
                 else:
                     request = files.update(fileId=existing["id"], body={"mimeType": mime_type},
                                            media_body=media)
@@ -483,6 +629,8 @@ class DriveStore(Store):
             if self.pacer is not None:
                 self.pacer.passed()
             self._remember(folder_id, title, stored)
+            if description is not None and folder_id in self._listings:
+                self._index_pack(self._listings[folder_id], stored)
             if stored.get("md5Checksum") and stored["md5Checksum"] != md5:
                 raise IntegrityError(f"Drive stored {name} with md5 {stored['md5Checksum']}, "
                                      f"the local bytes have {md5}")
