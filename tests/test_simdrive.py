@@ -292,3 +292,37 @@ def test_a_store_of_loose_texts_still_reads_and_mixes_with_packs(sim, tmp_path):
     for name, path in loose + packed:
         assert fresh.read_file(name) == path.read_bytes()
     assert len(sim.files_in(f"{FOLDER}/text")) == 2
+
+
+# ------------------------------------------------------------------ the mirror behind the crawl
+
+
+def test_uploads_behind_the_crawl_are_durable_rows_a_later_mirror_finishes_after_a_kill(sim, tmp_path):
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c35_context import StoreMirror
+    workspace = tmp_path / "workspace"
+    items = []
+    for number in range(8):
+        path = workspace / sha_name(number)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"%PDF " + bytes([number]) * 50)
+        items.append((sha_name(number), path))
+    db = Database.open(workspace / "ky_court.sqlite")
+    mirror = StoreMirror(drive_store(sim, writes_per_second=20.0), clock=RunClock(3600.0))
+    mirror.attach(db)
+    with mirror._lock:                     # the uploader cannot reach Drive until the puts returned
+        assert mirror.put_many(items) == {name: False for name, _ in items}
+        assert db.store_pending_count() == 8 and sim.requests["insert"] == 0
+        mirror._uploader_stop.set()        # the runtime dies with the backlog in the database
+    mirror.stop_uploader()
+    db.close()
+    assert len(sim.files_in(f"{FOLDER}/pdf_by_hash")) < 8
+
+    db = Database.open(workspace / "ky_court.sqlite")
+    later = StoreMirror(drive_store(sim, writes_per_second=20.0), clock=RunClock(3600.0))
+    later.attach(db)
+    assert later.catch_up(workspace, wait=False)["left"] > 0        # a run's start: behind the crawl
+    assert later.catch_up(workspace)["left"] == 0                     # sync: waits for the rest
+    assert db.store_pending_count() == 0 and later.eta_seconds() == 0.0
+    assert titles(sim, "pdf_by_hash") == sorted(name.split("/")[1] for name, _ in items)
+    db.close()

@@ -329,11 +329,17 @@ class StoreMirror:
                                 self.store.description, kind, exc)
         self.lagging = f"{kind}: {exc}"
 
-    def catch_up(self, workspace: Path) -> dict[str, int]:
+    def catch_up(self, workspace: Path, *, wait: bool = True) -> dict[str, int]:
         """Uploads every queued name whose local file still exists; returns counts. The background
-        uploader is stopped first (this drains what it left); a signal stops the drain too."""
+        uploader is stopped first (this drains what it left); a signal stops the drain too.
+        `wait=False` (a run's start) with a store behind the crawl only starts the uploader."""
         if self.db is None:
             return {"uploaded": 0, "left": 0}
+        if not wait and self.behind:
+            left = self.db.store_pending_count()
+            if left:
+                self._start_uploader()
+            return {"uploaded": 0, "left": left}
         self.stop_uploader()
         self.lagging = None
         uploaded = self._drain(self.db, workspace, lambda: self.clock is not None and self.clock.interrupted)

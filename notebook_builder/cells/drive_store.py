@@ -371,6 +371,9 @@ class DriveStore(Store):
         """As `upload_file` each, except that two or more texts (`text/<sha256>.txt`) go into packs
         of up to TEXT_PACK_MEMBERS: one Drive file `text/pack-<sha256 of the zip>.zip` each, whose
         description indexes its members (so a folder listing knows every packed name)."""
+        if self.text_pack_members < 2:
+            super().upload_files(items)
+            return
         texts = [(name, path) for name, path in items if self._packable(name)]
         for name, path in items:
             if not self._packable(name) or len(texts) < 2:
@@ -386,8 +389,8 @@ class DriveStore(Store):
                 self._check_same(name, held, hashlib.md5(data).hexdigest(), len(data))
                 continue
             missing.append((title, data))
-        for start in range(0, len(missing), TEXT_PACK_MEMBERS):
-            self._upload_pack(missing[start:start + TEXT_PACK_MEMBERS])
+        for start in range(0, len(missing), self.text_pack_members):
+            self._upload_pack(missing[start:start + self.text_pack_members])
 
     def _packable(self, name: str) -> bool:
         folder, title = PurePosixPath(name).parent.as_posix(), PurePosixPath(name).name

@@ -10,7 +10,8 @@ Guarantees:
   parents`, `trashed = false|true`, `mimeType = '..'` and `mimeType != '..'`;
   titles compare case-insensitively, as Drive's do; anything else is 400
   invalidQuery. Pages of `maxResults` (default 100, at most 1000) with
-  `nextPageToken`, in creation order. files.get, `alt=media`, files.insert
+  `nextPageToken`, in creation order; the query runs once per listing (its
+  result is the cursor the page tokens walk), as Drive's listings behave. files.get, `alt=media`, files.insert
   (metadata only, multipart, resumable: a session then one or more PUT
   chunks answered 308 until complete), files.update (the same three ways),
   about.get. `'root'` is My Drive's id. Drive's habits are kept: several
@@ -77,13 +78,20 @@ def _unescape(literal: str) -> str:
 
 def parse_query(q: str):
     """A predicate over file records for Drive query `q` (the subset in the docstring)."""
+    return _parse_query(q)[0]
+
+
+def _parse_query(q: str):
+    """(predicate, the parent id the query requires or None): the parent narrows the search."""
     tests = []
+    parent_required = None
     for clause in (part.strip() for part in re.split(r"\s+and\s+", q.strip()) if part.strip()):
         if match := _CLAUSE_TITLE.match(clause):
             title = _unescape(match.group(1)).casefold()
             tests.append(lambda f, title=title: f["title"].casefold() == title)
         elif match := _CLAUSE_PARENT.match(clause):
             parent = _unescape(match.group(1))
+            parent_required = parent
             tests.append(lambda f, parent=parent: any(p["id"] == parent for p in f["parents"]))
         elif match := _CLAUSE_TRASHED.match(clause):
             trashed = match.group(1) == "true"
@@ -93,7 +101,7 @@ def parse_query(q: str):
             tests.append(lambda f, equal=equal, mime=mime: (f["mimeType"] == mime) == equal)
         else:
             raise QueryError(f"Invalid query clause {clause!r}")
-    return lambda record: all(test(record) for test in tests)
+    return (lambda record: all(test(record) for test in tests)), parent_required
 
 
 class _WriteBucket:
@@ -133,6 +141,8 @@ class SimDrive:
         self._files: dict[str, dict] = {}          # id -> record (insertion order = creation order)
         self._content: dict[str, bytes | None] = {}
         self._sessions: dict[str, dict] = {}       # resumable upload id -> state
+        self._children: dict[str, list[str]] = {}  # parent id -> child ids, in creation order
+        self._cursors: dict[str, list[str]] = {}   # a listing's page cursor -> the ids it found
         self._ids = itertools.count(1)
         self._clock = itertools.count()
         self._tokens: dict[str, float] = {INITIAL_TOKEN: time.monotonic()}   # token -> issued at
@@ -275,6 +285,8 @@ class SimDrive:
         if metadata.get("description") is not None:
             record["description"] = metadata["description"]
         self._files[file_id] = record
+        for parent in record["parents"]:
+            self._children.setdefault(parent["id"], []).append(file_id)
         return record
 
     def _set_content(self, record: dict, data: bytes | None, *, size: int | None = None,
@@ -508,20 +520,29 @@ class _Handler(BaseHTTPRequestHandler):
     def _list(self, params, body, **_) -> None:
         drive = self.server.drive
         try:
-            match = parse_query(params.get("q", ""))
+            match, parent = _parse_query(params.get("q", ""))
         except QueryError as exc:
             return self._error(400, "invalidQuery", str(exc), domain="global")
+        token = params.get("pageToken") or ""
         try:
             size = min(MAX_PAGE, max(1, int(params.get("maxResults") or DEFAULT_PAGE)))
-            start = int(params.get("pageToken") or 0)
+            cursor, _, offset = token.rpartition(":")
+            start = int(offset or 0)
         except ValueError:
             return self._error(400, "invalid", "Invalid Value", domain="global")
         with drive._lock:
-            found = [dict(f) for f in drive._files.values() if match(f)]
-        page = found[start:start + size]
+            found = drive._cursors.get(cursor) if token else None
+            if found is None:      # a first page (or a forgotten cursor): the query is run once
+                candidates = (drive._children.get(parent, []) if parent is not None else list(drive._files))
+                found = [file_id for file_id in candidates if match(drive._files[file_id])]
+                cursor = f"C{next(drive._ids):07d}"
+                drive._cursors[cursor] = found
+                while len(drive._cursors) > 64:
+                    drive._cursors.pop(next(iter(drive._cursors)))
+            page = [dict(drive._files[file_id]) for file_id in found[start:start + size]]
         document = {"kind": "drive#fileList", "items": page}
         if start + size < len(found):
-            document["nextPageToken"] = str(start + size)
+            document["nextPageToken"] = f"{cursor}:{start + size}"
         self._json(200, document)
 
     def _record(self, file_id: str) -> dict | None:
