@@ -121,7 +121,7 @@ def test_rate_limit_storm_5xx_drops_and_an_expiring_token_lose_nothing_and_a_fre
     report, status = run_until_done(cfg)
 
     assert report.exit_status == 0, report.summary()
-    assert status["store_pending"] == 0 and not status["store_lagging"]
+    assert status["store_pending"] == 0 and not status["store_lagging"] and status["store_eta_seconds"] == 0.0
     assert sim.rejected["userRateLimitExceeded"] + sim.rejected["429"] > 0
     assert sim.rejected["backendError"] > 0 and sim.rejected["dropped"] > 0
     assert sim.requests["token"] > 0
@@ -177,3 +177,28 @@ def test_file_trashed_by_hand_fails_verify_naming_it_then_the_next_run_restores_
     report, status = run(cfg)
     assert report.exit_status == 0, report.summary()
     assert drive_lags(sim, cfg) == []
+
+
+@pytest.mark.slow
+def test_demo_with_the_simulated_drive_passes_and_says_what_drive_answered(tmp_path):
+    import os
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "notebook_builder", "demo", "--docs", "40", "--store", "simdrive"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "KY_PROGRESS": "0"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "verify PASS" in done.stdout and "done: yes" in done.stdout
+    answered = [line for line in done.stdout.splitlines() if line.startswith("demo: simulated Drive answered")]
+    assert answered and int(answered[0].split("holds ")[1].split()[0]) > 0
+    assert not (tmp_path / "demo" / "store").exists()                 # the store was the simulated Drive
+
+
+def test_drive_api_knob_must_be_an_http_url():
+    from notebook_builder.cells.c00_config import ConfigError
+    assert load_config({"KY_DRIVE_API": "http://127.0.0.1:9/"}).DRIVE_API == "http://127.0.0.1:9/"
+    assert load_config({"KY_DRIVE_API": ""}).DRIVE_API is None
+    with pytest.raises(ConfigError, match="KY_DRIVE_API"):
+        load_config({"KY_DRIVE_API": "127.0.0.1:9"})
+    with pytest.raises(ConfigError, match="KY_DRIVE_WRITES"):
+        load_config({"KY_DRIVE_WRITES": "0"})

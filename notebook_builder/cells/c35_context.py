@@ -130,6 +130,16 @@ _MIRROR_PACK_MIN = 16            # mid-run, fewer pending texts than this wait f
 _MIRROR_RATE_WINDOW = 120.0      # seconds of uploads the ETA's rate is taken over
 
 
+def _pending_path(local_path: str | os.PathLike, workspace: Path) -> str:
+    """How a backlog row names its local file: relative to the workspace when inside it (what the
+    drain resolves against, whatever the current directory), else absolute."""
+    local, workspace = Path(local_path).absolute(), Path(workspace).absolute()
+    try:
+        return str(local.relative_to(workspace))
+    except ValueError:
+        return str(local)
+
+
 class _MirrorRate:
     """Uploads a second over the last couple of minutes, for the mirror's ETA."""
 
@@ -164,7 +174,6 @@ class StoreMirror:
         self.lagging: str | None = None   # why the store is behind, if it is
         self.uploads = 0       # content-addressed names uploaded (PDFs, texts, archives)
         self.skipped = 0
-        self.deferred = 0      # content-addressed puts left to the background uploader
         self.clock = clock
         self.show_progress = show_progress
         self._lock = threading.RLock()
@@ -266,8 +275,6 @@ class StoreMirror:
     def _defer(self, name: str, local_path: str | os.PathLike) -> bool:
         """Queues a content-addressed name for the background uploader; False: not held yet."""
         self._queue(name, local_path, "behind the crawl")
-        with self._counts_lock:
-            self.deferred += 1
         self._start_uploader()
         self._uploader_wake.set()
         return False
@@ -311,7 +318,7 @@ class StoreMirror:
 
     def _queue(self, name: str, local_path: str | os.PathLike, reason: str) -> None:
         if self.db is not None:
-            self.db.store_pending_add(name, str(local_path), reason)
+            self.db.store_pending_add(name, _pending_path(local_path, Path(self.db.path).parent), reason)
 
     def get_quota(self) -> dict | None:
         """The store's quota, or None; a failed read is logged, not taken as lag."""
@@ -342,20 +349,26 @@ class StoreMirror:
             return {"uploaded": 0, "left": left}
         self.stop_uploader()
         self.lagging = None
-        uploaded = self._drain(self.db, workspace, lambda: self.clock is not None and self.clock.interrupted)
+        pending = self.db.store_pending_count()
+        bar = progress_bar(pending, "mirror", "file") if self.show_progress and self.behind and pending else None
+        try:
+            uploaded = self._drain(self.db, workspace, lambda: self.clock is not None and self.clock.interrupted,
+                                   bar=bar)
+        finally:
+            if bar is not None:
+                bar.close()
         return {"uploaded": uploaded, "left": self.db.store_pending_count()}
 
-    def _drain(self, db: Database, workspace: Path, stopping, *, final: bool = True) -> int:
+    def _drain(self, db: Database, workspace: Path, stopping, *, final: bool = True, bar: tqdm | None = None) -> int:
         """Uploads the backlog in order until it is empty, a store fault, or `stopping()`.
 
         A store that packs texts (`text_pack_members` > 0: Drive) gets the pending texts in groups of
         that many through `upload_files`, one store file each group; unless `final`, a group
-        smaller than _MIRROR_PACK_MIN waits for more texts (the uploader thread, mid-run)."""
+        smaller than _MIRROR_PACK_MIN waits for more texts (the uploader thread, mid-run). `bar`
+        counts the files uploaded."""
         uploaded = 0
-        bar = None
+        workspace = Path(workspace).absolute()
         rows = db.store_pending()
-        if self.show_progress and self.behind and rows:
-            bar = progress_bar(len(rows), "mirror", "file")
         groups: list[list] = []
         size = self.store.text_pack_members
         if size > 1:
@@ -364,45 +377,41 @@ class StoreMirror:
             groups = [texts[start:start + size] for start in range(0, len(texts), size)]
             if groups and not final and len(groups[-1]) < _MIRROR_PACK_MIN:
                 groups.pop()
-        try:
-            for group in groups + [[row] for row in rows]:
-                if stopping():
-                    break
-                items = []
-                for row in group:
-                    local = Path(row["local_path"])
-                    if not local.is_absolute():
-                        local = workspace / local
-                    if local.exists():
-                        items.append((row["name"], local))
-                        continue
-                    log_context.warning("store backlog: %s is gone locally; dropping it from the backlog",
-                                        row["name"])
-                    db.store_pending_done(row["name"])
-                if not items:
+        for group in groups + [[row] for row in rows]:
+            if stopping():
+                break
+            items = []
+            for row in group:
+                local = Path(row["local_path"])
+                if not local.is_absolute():
+                    local = workspace / local
+                if local.exists():
+                    items.append((row["name"], local))
                     continue
-                with self._lock:
-                    try:
-                        missing = [(name, local) for name, local in items if not self.store.exists(name)]
-                        if len(missing) == 1:
-                            self.store.upload_file(*missing[0])
-                        elif missing:
-                            self.store.upload_files(missing)
-                        with self._counts_lock:
-                            self.uploads += len(missing)
-                    except StoreError as exc:
-                        self._note_lag(exc)
-                        break
-                with db.transaction():
-                    for name, _ in items:
-                        db.store_pending_done(name)
-                self._rate.note(len(items))
-                uploaded += len(items)
-                if bar is not None:
-                    bar.update(len(items))
-        finally:
+                log_context.warning("store backlog: %s is gone locally; dropping it from the backlog",
+                                    row["name"])
+                db.store_pending_done(row["name"])
+            if not items:
+                continue
+            with self._lock:
+                try:
+                    missing = [(name, local) for name, local in items if not self.store.exists(name)]
+                    if len(missing) == 1:
+                        self.store.upload_file(*missing[0])
+                    elif missing:
+                        self.store.upload_files(missing)
+                    with self._counts_lock:
+                        self.uploads += len(missing)
+                except StoreError as exc:
+                    self._note_lag(exc)
+                    break
+            with db.transaction():
+                for name, _ in items:
+                    db.store_pending_done(name)
+            self._rate.note(len(items))
+            uploaded += len(items)
             if bar is not None:
-                bar.close()
+                bar.update(len(items))
         return uploaded
 
     # ------------------------------------------------ background uploader
@@ -430,6 +439,9 @@ class StoreMirror:
         # their turn (busy_timeout) instead of meeting another thread's statement on a shared one.
         db = Database.open(self.db.path)
         workspace = Path(self.db.path).parent
+        # One bar for the thread's life: its total grows as the crawl queues more, its rate and
+        # remaining time are the mirror's own.
+        bar = progress_bar(0, "mirror", "file", disable=not self.show_progress)
 
         def stopping() -> bool:
             return self._uploader_stop.is_set() or (self.clock is not None and self.clock.interrupted)
@@ -437,7 +449,9 @@ class StoreMirror:
             while not stopping():
                 self._uploader_wake.clear()
                 try:
-                    self._drain(db, workspace, stopping, final=False)
+                    bar.total = bar.n + db.store_pending_count()
+                    bar.refresh()
+                    self._drain(db, workspace, stopping, final=False, bar=bar)
                 except Exception as exc:   # noqa: BLE001 - the uploader must never kill the run
                     log_context.warning("store uploader: %s", exc)
                 if self.lagging:           # a fault: try again in a while, not in a tight loop
@@ -447,6 +461,7 @@ class StoreMirror:
                 else:
                     self._uploader_wake.wait(1.0)
         finally:
+            bar.close()
             db.close()
 
 

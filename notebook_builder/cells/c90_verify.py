@@ -238,7 +238,7 @@ def _verify_requeue_missing(ctx: Context, missing: list[str]) -> None:
     holds goes back in the store backlog: this verify names it, the next run's catch-up restores it."""
     for name in missing:
         if ctx.path(name).is_file():
-            ctx.db.store_pending_add(name, str(ctx.path(name)), "missing from the store at verify")
+            ctx.db.store_pending_add(name, name, "missing from the store at verify")   # relative: the workspace
 
 
 def _verify_missing_in_store(ctx: Context, names: set[str]) -> list[str]:
