@@ -22,6 +22,15 @@ Guarantees, on top of the Store interface (c20_store):
 - Writes are paced (`DriveWritePacer`): at most `writes_per_second` files a
   second (Drive allows "about 2"), halved on every 403/429 rate-limit answer
   and raised again a little after each write that passes, up to that rate.
+- Texts are packed: `upload_files` stores two or more `text/<sha256>.txt` as
+  `text/pack-<sha256 of the zip>.zip` (up to TEXT_PACK_MEMBERS members named
+  `<sha256>.txt`), its Drive description the index (`title:size:md5` each),
+  so listing the text folder knows every packed name; `exists`, `size`,
+  `read_file`, `download_file` and `list_dir` answer for a packed text as
+  for a loose one (stores of loose texts, the older layout, read as before;
+  a pack whose description was lost is read for its index). A pack is a
+  content-addressed name like any other. `deferred_uploads`: the mirror
+  sends PDFs and texts from its background uploader, behind the crawl.
 - An access token that has expired is refreshed before the request
   (`RefreshingAuth`: pydrive2 would start an interactive login); a 401 on the
   way is refreshed and retried by oauth2client.
@@ -41,7 +50,8 @@ the Drive web page) after the listing are not seen until `refresh()` or
 (reads and writes always ask Drive before concluding a name is absent, so no
 duplicate is made); a stale "present" (a file trashed by hand) is believed,
 which is acceptable because the pipeline never deletes from the store.
-One DriveStore is meant for one thread.
+One DriveStore is meant for one thread at a time (StoreMirror's lock
+serializes the uploader thread and the stages).
 
 Sleeps (backoff, pacing) go through `sleep`, the run clock's interruptible
 sleep in a run: a stop requested during a Drive outage ends the wait at once
@@ -68,11 +78,11 @@ import os
 import socket
 import ssl
 import tempfile
+import threading
 import time
+import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
-
-import threading
 
 import httplib2
 from googleapiclient.errors import HttpError
@@ -95,7 +105,6 @@ _DRIVE_PAGE_SIZE = 1000          # the most Drive v2 files.list returns per page
 _DRIVE_HASH_BLOCK = 1024 * 1024
 _DRIVE_MULTIPART_LIMIT = 5 * 1024 * 1024   # Google: multipart for files of 5 MB or less
 _DRIVE_RESUMABLE_CHUNK = 100 * 1024 * 1024
-
 
 TEXT_PACK_PREFIX = "pack-"
 TEXT_PACK_SUFFIX = ".zip"
@@ -252,7 +261,6 @@ def text_pack_members(title: str, description: str | None) -> dict[str, tuple[in
 
 def build_text_pack(texts: list[tuple[str, bytes]]) -> tuple[bytes, dict[str, tuple[int, str]]]:
     """(zip bytes, index) of a pack of texts (member title, bytes): deflated, deterministic."""
-    import zipfile
     buffer = io.BytesIO()
     members = {}
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as pack:
@@ -405,7 +413,6 @@ class DriveStore(Store):
 
     def _packed_text(self, name: str, entry: dict) -> bytes:
         """The bytes of a packed text: its pack downloaded (or cached), the member checked."""
-        import zipfile
         pack = self._pack_cache.pop(entry["pack"], None)
         if pack is None:
             with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
@@ -511,7 +518,6 @@ class DriveStore(Store):
 
     def _read_pack_index(self, pack: dict) -> dict[str, tuple[int, str]] | None:
         """The index of a pack whose description is gone: read from the pack itself."""
-        import zipfile
         log_drive.warning("text pack %s has no index in its description; reading the pack", pack["title"])
         try:
             with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
