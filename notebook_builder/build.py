@@ -7,11 +7,18 @@ Guarantees:
   (`from .x import ...`, `from notebook_builder.cells.x import ...`, found
   with `ast`, multi-line forms included). In a notebook every cell shares one
   namespace, so those imports have nothing left to do.
-- Notebook order is the sorted `c*.py` modules, with `drive_store.py` right
-  after the store module (the last one numbered c20 or lower). New cells are
-  picked up by name; the builder needs no change.
-- Ahead of the modules, one bootstrap cell pip-installs what Colab lacks and,
-  in Colab only, authenticates Drive. It is the only code the builder writes.
+- Module order is `form.py` (the settings form), then the sorted `c*.py`
+  modules, with `drive_store.py` right after the store module (the last one
+  numbered c20 or lower). New cells are picked up by name; the builder needs
+  no change.
+- What a Colab user sees, top to bottom: a short introduction; the settings
+  form (the `form` module: fields only); the setup cell (installs what Colab
+  lacks and signs in to Drive; the only code the builder writes); the
+  library, one collapsed cell per module (Colab's `#@title ... {display-mode:
+  "form"}` hides the code; the module's docstring is kept in it for whoever
+  opens it); then the action cells: each module's `if __name__ == "__main__":`
+  block, lifted out of its library cell into a short visible cell of its own
+  (settings -> CFG, run the session, status and chart).
 - The output is deterministic: ids derived from module names, no outputs, no
   execution counts, fixed metadata, nbformat 4.5. Two builds are
   byte-identical, and `--check` exits 1 when the committed notebook is stale.
@@ -32,6 +39,7 @@ import ast
 import inspect
 import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +52,7 @@ CELLS_PACKAGE = "notebook_builder.cells"
 NOTEBOOK_PATH = REPO_ROOT / "ky_court_pipeline.ipynb"
 README_PATH = REPO_ROOT / "README.md"
 DRIVE_STORE_MODULE = "drive_store"
+FORM_MODULE = "form"
 STORE_CELL_NUMBER = 20
 
 # What Colab's image lacks, as (import name, pip requirement). The
@@ -59,18 +68,48 @@ NOTEBOOK_METADATA = {
 }
 
 TITLE_MARKDOWN = """\
-# Kentucky appellate courts: public record archive
+# Kentucky appellate courts: an archive of the public record
 
-Discovers, downloads, deduplicates and extracts the public documents of the
-Kentucky Supreme Court and Court of Appeals (C-Track Public Access), mirrored
-to the Drive folder `ky_court`. **Runtime > Run all**; when a session ends,
-run it again and it resumes where the last one stopped.
+This notebook builds a complete, verified copy of the public documents of the
+**Kentucky Supreme Court** and the **Kentucky Court of Appeals** (about 99,000
+PDFs from the courts' C-Track Public Access site): it finds every document,
+downloads each one once, politely, keeps each distinct PDF once under its
+SHA-256, turns it into text, and checks the whole archive.
 
-This notebook is generated from `notebook_builder/cells/` by
-`notebook_builder/build.py`. Do not edit it by hand: change the modules and
-rebuild."""
+**How to use it**
+
+1. Fill in the settings below (the defaults archive everything into the Google
+   Drive folder `ky_court`; a trial run can limit downloads and years).
+2. **Runtime > Run all**, and sign in to Google Drive when asked.
+3. A session runs for the budget (10 h by default; Colab stops runtimes after
+   about 12 h) and saves its state to Drive as it goes. When it ends or
+   disconnects, open the notebook again and **Run all**: it resumes where the
+   last session stopped. The archive is complete when the status says
+   `done: yes` and verify says `PASS`.
+
+What is in the Drive folder: `pdf_by_hash/` (the PDFs), `text/` (their text),
+`document_inventory.csv` (every document), `failed_inventory.csv` (what could
+not be had, and why), `status.json` and `status.png` (progress)."""
+
+LIBRARY_MARKDOWN = """\
+## The pipeline's code
+
+One collapsed cell per module of `notebook_builder/cells/` (double-click a
+title to see its code). Nothing here needs changing: this notebook is
+generated from those modules by `notebook_builder/build.py`, and every change
+is made there and tested."""
+
+RUN_MARKDOWN = """\
+## Run
+
+The settings become the configuration, one session runs (restore, discover,
+backfill, download, extract, verify) and prints what each stage did and what
+remains; then the status and the coverage chart. A session that does not end
+in PASS (verify FAIL, the court unreachable, an interrupt) stops **Run all**
+here with a message saying why; its state is saved either way."""
 
 BOOTSTRAP_SOURCE = f"""\
+#@title Setup: install what Colab lacks, sign in to Google Drive {{ display-mode: "form" }}
 # Colab only: install what its image lacks, then sign in to Google Drive.
 # Outside Colab this cell does nothing; install the project with pip instead.
 import importlib.util
@@ -116,6 +155,10 @@ class CellModule:
     docstring: str     # cleaned module docstring ("" if none)
     code: str          # source without docstring and intra-package imports
 
+    def split_main(self) -> tuple[str, str, str]:
+        """(library code, the `__main__` block's body dedented, its title) of this module's code."""
+        return split_main_block(self.code)
+
 
 # ------------------------------------------------------------ order
 
@@ -126,19 +169,21 @@ def _cell_number(name: str) -> int | None:
 
 
 def cell_module_paths(cells_dir: Path = CELLS_DIR) -> list[Path]:
-    """The cell modules in notebook order: sorted c*.py, drive_store after the store."""
+    """The cell modules in notebook order: form, sorted c*.py, drive_store after the store."""
     numbered = sorted(
         (path for path in cells_dir.glob("c*.py") if _cell_number(path.stem) is not None),
         key=lambda path: path.stem,
     )
+    form = cells_dir / f"{FORM_MODULE}.py"
+    first = [form] if form.exists() else []
     drive_store = cells_dir / f"{DRIVE_STORE_MODULE}.py"
     if not drive_store.exists():
-        return numbered
+        return first + numbered
     position = 0
     for index, path in enumerate(numbered):
         if _cell_number(path.stem) <= STORE_CELL_NUMBER:
             position = index + 1
-    return numbered[:position] + [drive_store] + numbered[position:]
+    return first + numbered[:position] + [drive_store] + numbered[position:]
 
 
 # ------------------------------------------------------ source surgery
@@ -302,20 +347,63 @@ def cell_id(module_name: str, kind: str) -> str:
     return f"{stem[:64 - len(kind) - 1]}-{kind}"
 
 
-def markdown_for(module: CellModule) -> str:
-    heading = f"## `{module.name}`"
-    return f"{heading}\n\n{module.docstring}" if module.docstring else heading
+def split_main_block(code: str) -> tuple[str, str, str]:
+    """(code without its top-level `if __name__ == "__main__":` block, the block's body dedented,
+    the block's title: the comment on its `if` line). No block: (code, "", "")."""
+    tree = ast.parse(code)
+    lines = code.split("\n")
+    for node in tree.body:
+        if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+                and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"
+                and not node.orelse):
+            header = lines[node.lineno - 1]
+            title = header.split("#", 1)[1].strip() if "#" in header else ""
+            body = textwrap.dedent("\n".join(lines[node.body[0].lineno - 1:node.end_lineno]))
+            rest = lines[:node.lineno - 1] + lines[node.end_lineno:]
+            return "\n".join(rest).strip("\n"), body.strip("\n"), title
+    return code, "", ""
+
+
+def _title_line(text: str) -> str:
+    """A Colab form title: the text (no braces, which end it), code hidden."""
+    return f'#@title {re.sub(r"[{}]", "", text).strip()} {{ display-mode: "form" }}'
+
+
+def _summary(module: CellModule) -> str:
+    first = module.docstring.split("\n\n", 1)[0].replace("\n", " ").strip()
+    return f"{module.name}: {first}" if first else module.name
+
+
+def library_source(module: CellModule, code: str) -> str:
+    """A collapsed library cell: its title, the module's docstring (for whoever opens it), the code."""
+    parts = [_title_line(_summary(module))]
+    if module.docstring and '"""' not in module.docstring and "\\" not in module.docstring:
+        parts.append(f'"""{module.docstring}\n"""')
+    parts.append(code)
+    return "\n".join(part for part in parts if part)
 
 
 def cell_sources(cells_dir: Path = CELLS_DIR) -> list[tuple[str, str, str]]:
-    """(id, cell_type, source) of every notebook cell, in order."""
-    cells = [
-        ("title-md", "markdown", TITLE_MARKDOWN),
-        ("bootstrap-code", "code", BOOTSTRAP_SOURCE),
-    ]
-    for module in load_cell_modules(cells_dir):
-        cells.append((cell_id(module.name, "md"), "markdown", markdown_for(module)))
-        cells.append((cell_id(module.name, "code"), "code", module.code))
+    """(id, cell_type, source) of every notebook cell, in order (see the module docstring)."""
+    modules = load_cell_modules(cells_dir)
+    cells = [("title-md", "markdown", TITLE_MARKDOWN)]
+    library, actions = [], []
+    for module in modules:
+        if module.name == FORM_MODULE:   # fields only: shown as the form it is, first
+            cells.append((cell_id(module.name, "code"), "code", module.code))
+            continue
+        code, main, title = module.split_main()
+        library.append((cell_id(module.name, "code"), "code", library_source(module, code)))
+        if main:
+            # Visible code: a short cell whose one or two lines say what runs.
+            actions.append((cell_id(module.name, "run"), "code",
+                            f"#@title {re.sub(r'[{}]', '', title or module.name).strip()}\n{main}"))
+    cells.append(("bootstrap-code", "code", BOOTSTRAP_SOURCE))
+    cells.append(("library-md", "markdown", LIBRARY_MARKDOWN))
+    cells += library
+    if actions:
+        cells.append(("run-md", "markdown", RUN_MARKDOWN))
+        cells += actions
     return cells
 
 

@@ -1,8 +1,11 @@
 """kycourt-pipeline: the notebook's stages from a shell (CONTRACT.md, "Command line").
 
-Flags override the environment, which overrides the defaults. Exit status:
+Flags override the environment, which overrides the defaults. Each command
+takes only the flags it uses (`status` reads the workspace alone; `verify`
+and `report` the workspace and the store; `run` everything). Exit status:
 0 verify PASS, 1 verify FAIL, 2 bad usage or configuration (one line on
-stderr, nothing written), 130 interrupted (state saved).
+stderr, nothing written), 3 the court could not be reached (state saved,
+verify ran), 130 interrupted (state saved).
 """
 from __future__ import annotations
 
@@ -23,16 +26,22 @@ from notebook_builder.cells.c00_config import ConfigError, load_config
 EXIT_USAGE = 2
 
 
-def _common_flags(parser: argparse.ArgumentParser) -> None:
+def _workspace_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", metavar="DIR", help="local working directory (KY_WORKSPACE)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _store_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="DIR|drive", help="durable mirror: a directory or 'drive' (KY_STORE)")
+
+
+def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", metavar="URL", help="C-Track API root (KY_API_BASE)")
     parser.add_argument("--phases", metavar="a,b", help="discover,backfill,download,extract (KY_PHASES)")
     parser.add_argument("--budget", metavar="SECONDS", help="wall-clock budget of the run (KY_BUDGET)")
     parser.add_argument("--dry-run", action="store_true", default=None, help="no network at all (KY_DRY=1)")
     parser.add_argument("--retry-hard", action="store_true", default=None,
                         help="retry permanent failures and exhausted documents (KY_RETRY_HARD=1)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,17 +50,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="Archive the Kentucky Supreme Court and Court of Appeals public record from "
                     "C-Track: restore, discover, backfill, download, extract, verify. Resumable; "
                     "every setting also has a KY_* environment variable (see README).",
-        epilog="exit status: 0 verify PASS, 1 verify FAIL, 2 bad usage or configuration, 130 interrupted")
+        epilog="exit status: 0 verify PASS, 1 verify FAIL, 2 bad usage or configuration, "
+               "3 the court could not be reached (state saved), 130 interrupted")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = commands.add_parser("run", help="restore, the phases in PHASES, then sync/verify")
-    _common_flags(run)
+    _workspace_flag(run)
+    _store_flag(run)
+    _run_flags(run)
     verify = commands.add_parser("verify", help="sync/verify alone: integrity, queues, exports, checkpoint")
-    _common_flags(verify)
+    _workspace_flag(verify)
+    _store_flag(verify)
     status = commands.add_parser("status", help="print the workspace's status JSON; changes nothing")
-    _common_flags(status)
+    _workspace_flag(status)
     report = commands.add_parser("report", help="coverage chart (status.png) and a table of counts")
-    _common_flags(report)
+    _workspace_flag(report)
+    _store_flag(report)
     report.add_argument("--output", metavar="PNG", help="where to write the chart (default: workspace/status.png)")
 
     demo = commands.add_parser("demo", help="the whole pipeline against the built-in simulated court")
@@ -116,12 +130,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.command in ("status", "verify", "report"):
+        # These look at an archive; in a folder that holds none they would print zeros or create an
+        # empty workspace and store. They say so instead, and write nothing.
+        missing = _no_workspace(cfg)
+        if missing:
+            print(f"kycourt-pipeline: {missing}", file=sys.stderr)
+            return EXIT_USAGE
     if args.command == "status":
         return _cmd_status(cfg)
     _setup_logging(args.verbose)
     if args.command == "report":
         return _cmd_report(cfg, args.output)
     return _cmd_run(cfg, verify_only=args.command == "verify")
+
+
+def _no_workspace(cfg) -> str | None:
+    """Why there is no archive to look at in cfg's workspace (None when there is one)."""
+    from notebook_builder.cells.c10_database import DB_FILENAME
+    workspace = Path(cfg.WORKSPACE)
+    if (workspace / DB_FILENAME).is_file() or (workspace / "status.json").is_file():
+        return None
+    hint = "give --workspace DIR (or KY_WORKSPACE), or start one with `kycourt-pipeline run`"
+    if not workspace.exists():
+        return f"no workspace at {workspace}: {hint}"
+    return f"{workspace} holds no archive (no {DB_FILENAME}): {hint}"
 
 
 def _cmd_run(cfg, *, verify_only: bool) -> int:
@@ -137,7 +170,7 @@ def _cmd_run(cfg, *, verify_only: bool) -> int:
 
 
 def _cmd_status(cfg) -> int:
-    """Reads the database read-only; a missing or empty workspace prints zeros."""
+    """Reads the database read-only; writes nothing."""
     from notebook_builder.cells.c10_database import DB_FILENAME, Database, connect, is_sqlite_file
     from notebook_builder.cells.c35_context import status_document
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
@@ -168,11 +201,7 @@ def _cmd_status(cfg) -> int:
 
 
 def _cmd_report(cfg, output: str | None) -> int:
-    try:
-        from notebook_builder.cells.c97_report import write_report
-    except ImportError:
-        print("kycourt-pipeline: report is not available in this version", file=sys.stderr)
-        return EXIT_USAGE
+    from notebook_builder.cells.c97_report import write_report
     print(write_report(cfg, output))
     return 0
 
@@ -233,13 +262,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             print(f"demo: simulated court with {args.docs} documents at {court.base_url}")
             store = f"simulated Drive at {drive.api_root}, folder {cfg.DRIVE_FOLDER}" if drive else cfg.STORE
             print(f"demo: workspace {cfg.WORKSPACE}, store {store}")
+            print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, stalled and torn bodies, "
+                  "HTML pages, 401/403/404, oversized and unreadable PDFs): the WARNING lines below are "
+                  "those simulated faults being handled")
             report = run_pipeline(cfg)
+            stats = court.stats()
             if drive is not None:
                 counts = ", ".join(f"{kind} {n}" for kind, n in sorted(drive.requests.items()))
-                print(f"demo: simulated Drive answered {sum(drive.requests.values())} requests ({counts}); "
-                      f"holds {len(drive.files_in(cfg.DRIVE_FOLDER + '/pdf_by_hash'))} PDFs")
+                drive_line = (f"demo: simulated Drive answered {sum(drive.requests.values())} requests "
+                              f"({counts}); holds {len(drive.files_in(cfg.DRIVE_FOLDER + '/pdf_by_hash'))} PDFs")
     print(report.summary())
+    print(f"demo: the simulated court answered {sum(stats['requests'].values())} requests and served "
+          f"{stats['faults_served']} simulated faults, {stats['early_requests']} requests came back "
+          f"before their Retry-After")
     if args.store == "simdrive":
+        print(drive_line)
         print(f"demo: {time.monotonic() - started:.1f}s in all; the simulated Drive lived in memory, "
               f"inspect {root}/workspace")
     else:

@@ -80,6 +80,7 @@ class TortureReport:
     failures: list[str] = field(default_factory=list)
     faults: Counter = field(default_factory=Counter)   # documents per planned fault
     store_temp_leftovers: int = 0         # .tmp-* files a kill left in the store (never listed)
+    reader_reads: int = 0                 # counts a concurrent reader made of the killed side's database
     seconds: float = 0.0
     clean_seconds: float = 0.0
 
@@ -99,10 +100,49 @@ class TortureReport:
             f"invariants checked: {self.invariants} held, {len(self.failures)} failed",
             f"runs to completion: {self.completion_runs} after the kills, {self.clean_runs} clean",
             f"store .tmp-* leftovers of killed uploads: {self.store_temp_leftovers}",
+            f"concurrent reader: {self.reader_reads} reads of the killed side's database",
             f"total time: {self.seconds:.1f}s (clean run {self.clean_seconds:.1f}s)",
         ]
         lines += [f"FAILED: {failure}" for failure in self.failures[:40]]
         return "\n".join(lines)
+
+
+class Reader(threading.Thread):
+    """A user watching progress from another process: a fresh connection, one count, close, every
+    `interval` seconds (as `watch sqlite3 ky_court.sqlite "select ..."` does). Errors other than a
+    missing table (before the first run creates it) or a busy database are recorded."""
+
+    def __init__(self, path: Path, interval: float = 0.1):
+        super().__init__(daemon=True, name="reader")
+        self.path, self.interval = path, interval
+        self.stop = threading.Event()
+        self.reads = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            if self.path.exists():
+                try:
+                    conn = sqlite3.connect(str(self.path), timeout=5)
+                    try:
+                        conn.execute("SELECT status, count(*) FROM documents GROUP BY 1").fetchall()
+                        self.reads += 1
+                    finally:
+                        conn.close()
+                except sqlite3.OperationalError as exc:
+                    if "no such table" not in str(exc) and "locked" not in str(exc):
+                        self.errors.append(str(exc))
+                except sqlite3.DatabaseError as exc:
+                    self.errors.append(str(exc))
+            self.stop.wait(self.interval)
+
+    def __enter__(self) -> "Reader":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.join()
 
 
 # ------------------------------------------------------------------ setup
@@ -379,7 +419,7 @@ def compare(report: TortureReport, killed: Path, clean: Path, court: SimCourt, s
 
 
 def torture(kills: int = 20, docs: int = 300, seed: int = 11, root: Path | None = None,
-            log=print) -> TortureReport:
+            log=print, reader: bool = True) -> TortureReport:
     started = time.monotonic()
     report = TortureReport()
     root = Path(root) if root is not None else Path(f"torture-{seed}")
@@ -406,6 +446,9 @@ def torture(kills: int = 20, docs: int = 300, seed: int = 11, root: Path | None 
         download_quota = max(1, kills // 4)
         windows = dict(KILL_WINDOW)
         rounds = 0
+        watcher = Reader(killed_root / "workspace" / "ky_court.sqlite")
+        if reader:
+            watcher.start()
         while report.kills < kills and rounds < 4 * kills:
             rounds += 1
             reach = reachable_stages(killed_root / "workspace", killed_root / "store", env)
@@ -425,6 +468,11 @@ def torture(kills: int = 20, docs: int = 300, seed: int = 11, root: Path | None 
                 windows[target] /= 2
             log(f"round {rounds:2d}: aimed at {target:8s} - SIGKILL in {stage}")
         report.completion_runs, final_status = run_to_completion(env, killed_root, "finish")
+        if reader:
+            watcher.stop.set()
+            watcher.join()
+            report.reader_reads = watcher.reads
+            report.failures += [f"concurrent reader: {error}" for error in watcher.errors[:5]]
         clean_thread.join()
         report.clean_runs, report.clean_seconds = clean_result["runs"], clean_result["seconds"]
         compare(report, killed_root, clean_root, clean_court,
@@ -440,9 +488,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=11, help="seed of the court and of the kill instants")
     parser.add_argument("--dir", default=None, help="working directory (default ./torture-<seed>; replaced)")
     parser.add_argument("--keep", action="store_true", help="keep the working directory afterwards")
+    parser.add_argument("--no-reader", action="store_true",
+                        help="no concurrent reader of the killed side's database (on by default)")
     args = parser.parse_args(argv)
     root = Path(args.dir or f"torture-{args.seed}")
-    report = torture(args.kills, args.docs, args.seed, root)
+    report = torture(args.kills, args.docs, args.seed, root, reader=not args.no_reader)
     print(report.figures())
     print("torture: PASS" if report.ok else "torture: FAIL")
     if report.ok and not args.keep:

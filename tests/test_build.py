@@ -62,8 +62,8 @@ def test_notebook_has_stable_ids_no_outputs_and_fixed_metadata():
     assert notebook.metadata == build.NOTEBOOK_METADATA
     ids = [cell.id for cell in notebook.cells]
     assert len(ids) == len(set(ids))
-    assert ids[:2] == ["title-md", "bootstrap-code"]
-    assert "c00-config-md" in ids and "c00-config-code" in ids
+    assert ids[:4] == ["title-md", "form-code", "bootstrap-code", "library-md"]
+    assert "c00-config-code" in ids and ids[-4:] == ["run-md", "c01-form-run", "c95-run-run", "c97-report-run"]
     for cell in code_cells(notebook):
         assert cell.outputs == [] and cell.execution_count is None and cell.metadata == {}
 
@@ -79,7 +79,11 @@ def test_cell_ids_are_valid_nbformat_ids_even_for_long_names():
 
 def test_output_passes_nbformat_validate(tmp_path):
     path = build.write_notebook(tmp_path / "nb.ipynb")
-    nbformat.validate(nbformat.read(path, as_version=nbformat.NO_CONVERT))
+    notebook = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    nbformat.validate(notebook)   # raises ValidationError on an invalid notebook
+    assert nbformat.validator.iter_validate(notebook) is not None and not list(
+        nbformat.validator.iter_validate(notebook))
+    assert len(notebook.cells) == len(build.cell_sources())
 
 
 # ---------------------------------------------------------------- check
@@ -121,8 +125,9 @@ def test_check_catches_a_whitespace_only_difference(tmp_path):
 
 
 def test_every_code_cell_compiles():
-    for cell in code_cells(build.build_notebook()):
-        compile(cell.source, f"<cell {cell.id}>", "exec")
+    cells = code_cells(build.build_notebook())
+    compiled = [compile(cell.source, f"<cell {cell.id}>", "exec") for cell in cells]  # SyntaxError fails
+    assert len(compiled) == len(cells) > 10
 
 
 def test_cells_follow_module_order_with_drive_store_after_the_store(tmp_path):
@@ -138,7 +143,7 @@ def test_cells_follow_module_order_with_drive_store_after_the_store(tmp_path):
     assert order == ["c00_config", "c10_database", "c20_store", "drive_store", "c25_extra", "c90_verify"]
     ids = [identifier for identifier, _, _ in build.cell_sources(cells_dir)]
     assert "init-code" not in " ".join(ids) and "__init__" not in " ".join(ids)
-    assert ids[-2:] == ["c90-verify-md", "c90-verify-code"]
+    assert ids[-1:] == ["c90-verify-code"]
 
 
 def test_a_new_cell_module_needs_no_builder_change(tmp_path):
@@ -147,9 +152,9 @@ def test_a_new_cell_module_needs_no_builder_change(tmp_path):
         "c42_new_stage": '"""A stage nobody told the builder about."""\nfrom .c00_config import A\n\nB = A\n',
     })
     sources = build.cell_sources(cells_dir)
-    assert ("c42-new-stage-code", "code", "B = A") in sources
-    assert ("c42-new-stage-md", "markdown",
-            "## `c42_new_stage`\n\nA stage nobody told the builder about.") in sources
+    assert ("c42-new-stage-code", "code",
+            '#@title c42_new_stage: A stage nobody told the builder about. { display-mode: "form" }\n'
+            '"""A stage nobody told the builder about.\n"""\nB = A') in sources
 
 
 def test_only_intra_package_imports_and_the_docstring_are_removed():
@@ -220,9 +225,25 @@ def test_committed_cells_keep_every_non_intra_import_and_drop_every_intra_one():
 def test_from_future_stays_the_first_statement_of_its_cell():
     for cell in code_cells(build.build_notebook()):
         body = ast.parse(cell.source).body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]   # the module's docstring may stand before it, as in a module
         for index, node in enumerate(body):
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
                 assert index == 0, cell.id
+
+
+def test_library_cells_are_collapsed_and_main_blocks_are_short_visible_cells():
+    notebook = build.build_notebook()
+    for cell in code_cells(notebook):
+        first = cell.source.splitlines()[0]
+        if cell.id.endswith("-run"):
+            assert first.startswith("#@title ") and "display-mode" not in first, cell.id
+            assert len(cell.source.splitlines()) <= 12, cell.id
+        else:
+            assert first.startswith("#@title ") and first.endswith('{ display-mode: "form" }'), cell.id
+            assert '__name__ == "__main__"' not in cell.source, cell.id
+    run = next(cell for cell in notebook.cells if cell.id == "c95-run-run")
+    assert "run_session(" in run.source
 
 
 @pytest.mark.parametrize("line, reason", [

@@ -1,4 +1,5 @@
 """CFG: defaults, env overrides, one clear error per bad value, nothing written."""
+import os
 import subprocess
 import sys
 
@@ -31,9 +32,37 @@ def test_env_overrides_are_parsed_to_their_types():
 
 
 def test_overrides_beat_the_environment():
-    cfg = load_config({"KY_BUDGET": "90"}, BUDGET_SECONDS="30", WORKSPACE=None)
-    assert cfg.BUDGET_SECONDS == 30.0
-    assert cfg.WORKSPACE == "ky_court_workspace"
+    cfg = load_config({"KY_BUDGET": "9000"}, BUDGET_SECONDS="3000", WORKSPACE=None)
+    assert cfg.BUDGET_SECONDS == 3000.0
+    assert cfg.WORKSPACE == os.path.abspath("ky_court_workspace")
+
+
+def test_relative_workspace_and_store_are_made_absolute_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config({"KY_WORKSPACE": "w", "KY_STORE": "~/s"})
+    assert cfg.WORKSPACE == str(tmp_path / "w")
+    assert cfg.STORE == os.path.join(os.path.expanduser("~"), "s")
+    assert load_config({"KY_STORE": "drive"}).STORE == "drive"
+
+
+@pytest.mark.parametrize("env", [{"KY_PHASES": ""}, {"KY_PHASES": " , "}, {"KY_API_BASE": "http://"},
+                                 {"KY_API_BASE": "https:///api"}, {"KY_API_BASE": "http://host:port/x"}],
+                         ids=["empty phases", "blank phases", "no host", "empty host", "bad port"])
+def test_configuration_that_would_silently_do_nothing_is_one_clear_error(env):
+    with pytest.raises(ConfigError) as caught:
+        load_config(env)
+    assert next(iter(env)) in str(caught.value)
+
+
+def test_a_shutdown_margin_longer_than_half_the_budget_is_scaled_with_a_warning(caplog):
+    cfg = load_config({}, BUDGET_SECONDS="600")
+    assert cfg.SHUTDOWN_SECONDS == 60.0
+    assert len(cfg.warnings) == 1 and "KY_SHUTDOWN=900" in cfg.warnings[0] and "600" in cfg.warnings[0]
+    assert cfg.warnings[0] in caplog.text
+    clock = RunClock(cfg.BUDGET_SECONDS, cfg.SHUTDOWN_SECONDS)
+    assert not clock.should_stop() and clock.remaining() > 500
+    untouched = load_config({"KY_BUDGET": "3600", "KY_SHUTDOWN": "900"})
+    assert untouched.SHUTDOWN_SECONDS == 900.0 and untouched.warnings == ()
 
 
 @pytest.mark.parametrize("variable,value", [
@@ -55,7 +84,8 @@ def test_every_knob_default_parses_from_its_own_env_form():
 
 
 @pytest.mark.parametrize("variable,value", [("KY_BUDGET", "abc"), ("KY_PHASES", "nope"),
-                                             ("KY_MAX_ATTEMPTS", "-3")])
+                                             ("KY_MAX_ATTEMPTS", "-3"), ("KY_PHASES", ""),
+                                             ("KY_API_BASE", "http://")])
 def test_cli_exits_2_with_one_line_and_writes_nothing(tmp_path, variable, value):
     workspace, store = tmp_path / "ws", tmp_path / "store"
     env = {"PATH": "/usr/bin:/bin", variable: value, "KY_WORKSPACE": str(workspace), "KY_STORE": str(store)}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from notebook_builder.cells.c30_client import CourtHealth
+
 from notebook_builder.cells.c00_config import DiskFullError, RunClock, load_config
 from notebook_builder.cells.c10_database import DOCUMENT_METADATA_COLUMNS
 from notebook_builder.cells.c20_store import LocalStore
@@ -360,8 +362,12 @@ class _ShortBodyResponse:
 class _ShortBodyClient:
     def __init__(self, data: bytes):
         self.data = data
+        self.health = CourtHealth(down_seconds=3600, down_failures=100)
 
     def pace_download(self):
+        pass
+
+    def backoff(self, attempts, retry_after, waiting_for):
         pass
 
     def download_response(self, document_id, *, pace=True):
@@ -422,6 +428,7 @@ class _InterruptingClient:
 
     def __init__(self, client, interrupt_at: int):
         self.client, self.interrupt_at, self.sent = client, interrupt_at, 0
+        self.health = client.health
 
     def pace_download(self):
         self.client.pace_download()

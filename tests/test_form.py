@@ -16,7 +16,8 @@ from notebook_builder import build
 from notebook_builder.cells.c00_config import ConfigError
 from notebook_builder.cells.c01_form import FORM_DEFAULTS, form_overrides
 
-FIELDS = ("phases", "budget_hours", "store", "drive_folder", "retry_hard", "dry_run")
+FIELDS = ("phases", "budget_hours", "store", "drive_folder", "download_limit", "first_year", "last_year",
+          "retry_hard", "dry_run")
 
 
 def notebook_cells() -> dict[str, str]:
@@ -32,15 +33,16 @@ def set_field(source: str, variable: str, value: object) -> str:
 
 
 def run_form(colab: bool, **fields: object):
-    """Runs the config cell, then the (edited) form cell; returns the CFG the form cell made."""
+    """Runs the (edited) form cell, the config cell, then the settings cell; returns the CFG made."""
     cells = notebook_cells()
-    form = cells["c01_form"]
+    form = cells["form"]
     for name, value in fields.items():
         form = set_field(form, f"FORM_{name.upper()}", value)
     namespace = {"__name__": "__main__"}
+    exec(compile(form, "form", "exec"), namespace)
     exec(compile(cells["c00_config"], "c00_config", "exec"), namespace)
-    namespace["in_colab"] = lambda: colab          # load_config and the form cell both ask it
-    exec(compile(form, "c01_form", "exec"), namespace)
+    namespace["in_colab"] = lambda: colab          # load_config and the settings cell both ask it
+    exec(compile(cells["c01_form"], "c01_form", "exec"), namespace)
     return namespace["CFG"]
 
 
@@ -54,16 +56,19 @@ def clean_environment(monkeypatch):
 # ------------------------------------------------------------ the cell
 
 
-def test_form_cell_comes_right_after_config_and_is_a_colab_form():
-    names = [module.name for module in build.load_cell_modules()]
-    assert names[:2] == ["c00_config", "c01_form"]
-    code = notebook_cells()["c01_form"]
-    assert code.splitlines()[0].startswith("#@title ")
-    assert "from .c00_config" not in code
+def test_the_form_is_the_first_code_cell_and_holds_only_fields():
+    notebook = build.build_notebook()
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert code[0].id == "form-code"
+    lines = code[0].source.splitlines()
+    assert lines[0] == '#@title Settings { display-mode: "form" }'
+    tree = ast.parse(code[0].source)
+    assert all(isinstance(node, ast.Assign) and node.targets[0].id.startswith("FORM_") for node in tree.body)
+    assert all(line.startswith(("#@markdown", "#@title")) or "#@param" in line for line in lines)
 
 
 def test_shipped_field_values_are_the_form_defaults():
-    tree = ast.parse(notebook_cells()["c01_form"])
+    tree = ast.parse(notebook_cells()["form"])
     shipped = {node.targets[0].id[len("FORM_"):].lower(): ast.literal_eval(node.value)
                for node in tree.body
                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
@@ -120,11 +125,12 @@ def test_outside_colab_a_changed_field_overrides_the_environment(monkeypatch, tm
 
 def test_outside_colab_with_nothing_set_the_store_is_the_default_directory():
     cfg = run_form(False)
-    assert cfg.STORE == "ky_court_store"
+    assert cfg.STORE == os.path.abspath("ky_court_store")
 
 
 @pytest.mark.parametrize("field, value", [
     ("budget_hours", 0), ("budget_hours", -1), ("phases", "download,typo"), ("dry_run", "maybe"),
+    ("download_limit", -5), ("download_limit", 2.5), ("first_year", 1200), ("last_year", "soon"),
 ])
 def test_a_bad_field_stops_the_cell_naming_the_field(field, value):
     with pytest.raises(Exception, match=f"FORM_{field.upper()}") as raised:
@@ -138,7 +144,8 @@ def test_a_bad_field_stops_the_cell_naming_the_field(field, value):
 def test_form_overrides_in_colab_applies_every_field():
     assert form_overrides(colab=True, **FORM_DEFAULTS) == {
         "PHASES": ("discover", "backfill", "download", "extract"), "BUDGET_SECONDS": 36000.0,
-        "STORE": "drive", "DRIVE_FOLDER": "ky_court", "RETRY_HARD": False, "DRY_RUN": False}
+        "STORE": "drive", "DRIVE_FOLDER": "ky_court", "DOWNLOAD_LIMIT": 0, "FIRST_YEAR": 1990,
+        "RETRY_HARD": False, "DRY_RUN": False}
 
 
 def test_form_overrides_outside_colab_keeps_only_changed_fields():
@@ -164,3 +171,18 @@ def test_form_overrides_strips_text_fields():
 def test_form_overrides_rejects_an_unknown_field():
     with pytest.raises(ConfigError, match="FORM_WORKERS"):
         form_overrides(colab=True, workers=3)
+
+
+def test_a_trial_run_limits_downloads_and_years():
+    cfg = run_form(True, download_limit=25, first_year=2020, last_year="2021")
+    assert (cfg.DOWNLOAD_LIMIT, cfg.FIRST_YEAR, cfg.LAST_YEAR) == (25, 2020, 2021)
+    assert run_form(True).LAST_YEAR is None          # empty: the current year
+
+
+def test_in_colab_a_store_on_the_runtime_disk_is_warned_about(capsys, tmp_path):
+    run_form(True, store=str(tmp_path / "store"))
+    assert "on this runtime's own disk" in capsys.readouterr().out
+    run_form(True)
+    assert "runtime's own disk" not in capsys.readouterr().out
+    run_form(False, store=str(tmp_path / "store"))     # outside Colab a local store is the normal case
+    assert "runtime's own disk" not in capsys.readouterr().out

@@ -77,7 +77,7 @@ def test_interrupting_the_run_cell_stops_cleanly_with_state_saved(tmp_path, monk
         code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
         manager, kernel = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
         try:
-            run_index = next(i for i, source in enumerate(code) if "RUN_REPORT = run_pipeline" in source)
+            run_index = next(i for i, source in enumerate(code) if "RUN_REPORT = run_session" in source)
             for source in code[:run_index]:
                 reply = kernel.execute_interactive(source, timeout=120, output_hook=lambda msg: None)
                 assert reply["content"]["status"] == "ok"
@@ -98,11 +98,15 @@ def test_interrupting_the_run_cell_stops_cleanly_with_state_saved(tmp_path, monk
                     continue
                 if message["msg_type"] == "stream":
                     outputs.append(message["content"]["text"])
+                if message["msg_type"] == "error":
+                    outputs.append(f"{message['content']['ename']}: {message['content']['evalue']}")
                 if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
                     break
             assert time.monotonic() - interrupted_at < 30
             text = "".join(outputs)
             assert "stopped early: SIGINT" in text
+            # "Run all" stops visibly at the run cell: the session did not end in PASS.
+            assert "SessionNotPassed: exit status 130: interrupted" in text
             saved = json.loads((tmp_path / "store" / "status.json").read_text())
             assert saved["phase"] == "verify" and saved["verify"] == "PASS"
             assert saved["done"] is False and saved["queues"]["download"] > 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -98,8 +99,20 @@ def court():
         yield court
 
 
-def test_store_refusing_uploads_lags_fails_verify_then_a_healthy_run_levels_it(court, tmp_path):
-    cfg = load_config(torture.pipeline_env(court, tmp_path))
+def fault_config(court, tmp_path, monkeypatch, relative: bool):
+    """The torture's configuration; `relative` gives the workspace and store as relative paths
+    (as the default workspace and the demo's are), from tmp_path as the current directory."""
+    env = torture.pipeline_env(court, tmp_path)
+    if relative:
+        monkeypatch.chdir(tmp_path)
+        env.update({"KY_WORKSPACE": "workspace", "KY_STORE": "store"})
+    return load_config(env)
+
+
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_store_refusing_uploads_lags_fails_verify_then_a_healthy_run_levels_it(court, tmp_path, monkeypatch,
+                                                                                relative):
+    cfg = fault_config(court, tmp_path, monkeypatch, relative)
     failing = FailingUploads(cfg.STORE, quota=5, outage=100_000)   # quota, then 5xx for the whole run
     report = run_pipeline(cfg, store=failing, handle_signals=False)
 
@@ -122,8 +135,9 @@ def test_store_refusing_uploads_lags_fails_verify_then_a_healthy_run_levels_it(c
     assert (Path(cfg.STORE) / "ky_court.sqlite").is_file()
 
 
-def test_store_that_recovers_mid_run_is_caught_up_by_the_same_run(court, tmp_path):
-    cfg = load_config(torture.pipeline_env(court, tmp_path))
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_store_that_recovers_mid_run_is_caught_up_by_the_same_run(court, tmp_path, monkeypatch, relative):
+    cfg = fault_config(court, tmp_path, monkeypatch, relative)
     failing = FailingUploads(cfg.STORE, quota=5, outage=15)
     report, status = run_until_done(cfg, lambda: failing)
     assert failing.refused == 20
@@ -131,6 +145,29 @@ def test_store_that_recovers_mid_run_is_caught_up_by_the_same_run(court, tmp_pat
     assert status["store_pending"] == 0
     assert store_is_level(cfg) == []
     assert expected_verdicts_hold(court, cfg) == []
+
+
+def test_a_backlog_recorded_relative_to_the_wrong_folder_heals(tmp_path, monkeypatch):
+    """Before paths were made absolute, a relative workspace `w` recorded `w/pdf_by_hash/...` and
+    resolved it against the workspace again (`w/w/...`): every such name was dropped as gone locally
+    and verify failed for good. catch_up now finds the file at its content-addressed place."""
+    from notebook_builder.cells.c35_context import StoreMirror
+    monkeypatch.chdir(tmp_path)
+    workspace = tmp_path / "w"
+    (workspace / "pdf_by_hash").mkdir(parents=True)
+    body = b"%PDF-1.4 healed"
+    sha = hashlib.sha256(body).hexdigest()
+    (workspace / "pdf_by_hash" / f"{sha}.pdf").write_bytes(body)
+    db = Database.open(workspace / "ky_court.sqlite")
+    db.store_pending_add(f"pdf_by_hash/{sha}.pdf", f"elsewhere/w/pdf_by_hash/{sha}.pdf", "store failed")
+    db.store_pending_add("status.json", "gone/status.json", "store failed")   # really gone: dropped
+    mirror = StoreMirror(LocalStore(tmp_path / "store"))
+    mirror.db = db
+    try:
+        assert mirror.catch_up(workspace) == {"uploaded": 1, "left": 0}
+    finally:
+        db.close()
+    assert (tmp_path / "store" / "pdf_by_hash" / f"{sha}.pdf").read_bytes() == body
 
 
 class DiskFills:

@@ -44,6 +44,7 @@ def test_five_sigkills_in_every_stage_end_where_an_uninterrupted_run_ends(tmp_pa
     assert report.kills == 5
     assert {"discover", "backfill", "download"} <= set(report.stages_hit), report.figures()
     assert report.invariants > 1000
+    assert report.reader_reads > 10    # a user watched the killed side's database throughout
 
 
 @pytest.mark.slow

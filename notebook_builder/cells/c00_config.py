@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import logging
 import os
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -53,6 +55,11 @@ class TransientFetchError(PipelineError):
         super().__init__(message)
         self.http_status = http_status
         self.retry_after = retry_after
+
+
+class CourtUnreachable(PipelineError):
+    """The court has given no usable answer for COURT_DOWN_SECONDS and COURT_DOWN_FAILURES requests
+    in a row: the run stops asking it, saves state, verifies and exits 3."""
 
 
 class ResultsLimitExceeded(PipelineError):
@@ -142,7 +149,8 @@ EXTRACT_ENGINES = ("pypdf", "pypdfium2")
 
 def _parse_phases(text: str) -> tuple[str, ...]:
     phases = tuple(part.strip().lower() for part in text.split(",") if part.strip())
-    if any(phase not in PHASE_NAMES for phase in phases):
+    # No phase at all would run nothing and still print PASS: `verify` is the command for that.
+    if not phases or any(phase not in PHASE_NAMES for phase in phases):
         raise ValueError(text)
     # Stages always run in pipeline order, whatever order the user typed.
     return tuple(phase for phase in PHASE_NAMES if phase in phases)
@@ -189,7 +197,11 @@ def in_colab() -> bool:
     return True
 
 
+log_config = logging.getLogger("kycourt.config")
+
 MIB = 1024 * 1024
+# A shutdown margin over half the budget is scaled to this share of it (with a warning).
+SHORT_BUDGET_MARGIN_SHARE = 0.1
 REAL_API_BASE = "https://appellatepublic.kycourts.net/api/api/v1"
 
 KNOBS: tuple[Knob, ...] = (
@@ -270,6 +282,13 @@ KNOBS: tuple[Knob, ...] = (
          "does not fetch again what the store already holds"),
     Knob("HEARTBEAT_EVERY", "KY_HEARTBEAT_EVERY", 100, _parse_pos_int, "a positive integer",
          "status.json is rewritten every this many download attempts"),
+    Knob("COURT_DOWN_SECONDS", "KY_COURT_DOWN_SECONDS", 300.0, _parse_pos_float,
+         "a positive number of seconds",
+         "circuit breaker: the court is unreachable once it has given no usable answer for this long "
+         "(and KY_COURT_DOWN_FAILURES requests in a row failed); the run then stops asking it and exits 3"),
+    Knob("COURT_DOWN_FAILURES", "KY_COURT_DOWN_FAILURES", 6, _parse_pos_int, "a positive integer",
+         "circuit breaker: failed requests in a row (refused, reset, timed out, 5xx, 429, a page that is not "
+         "the API's) needed, with KY_COURT_DOWN_SECONDS, before the court counts as unreachable"),
     Knob("HTTP_TIMEOUT", "KY_HTTP_TIMEOUT", 60.0, _parse_pos_float, "a positive number of seconds",
          "connect and read timeout of one request"),
     Knob("VERIFY_HASHES", "KY_VERIFY_HASHES", False, _parse_bool, "0 or 1",
@@ -320,12 +339,15 @@ class Config:
     CHECKPOINT_SECONDS: float
     JOURNAL_SECONDS: float
     HEARTBEAT_EVERY: int
+    COURT_DOWN_SECONDS: float
+    COURT_DOWN_FAILURES: int
     HTTP_TIMEOUT: float
     VERIFY_HASHES: bool
     QUOTA_WARN_FRACTION: float
     DRIVE_API: str | None = None
     DRIVE_WRITES_PER_SECOND: float = 2.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()   # adjustments load_config made and said (a scaled shutdown margin)
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -339,17 +361,51 @@ class Config:
         return self.STORE.strip().lower() == "drive"
 
 
-def _validate(values: dict[str, Any]) -> None:
-    """Checks that span knobs; each names the variable at fault."""
+def api_base_problem(base: str) -> str | None:
+    """Why `base` cannot be the API root (None when it can): a scheme other than http(s), no host,
+    or a port that is not a number; requests would only say so at the first request."""
+    try:
+        parts = urllib.parse.urlsplit(base)
+        port = parts.port
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in ("http", "https"):
+        return "the scheme is not http or https"
+    if not parts.hostname:
+        return "no host"
+    if port == 0:
+        return "port 0"
+    return None
+
+
+def _validate(values: dict[str, Any]) -> list[str]:
+    """Checks that span knobs; each names the variable at fault. Returns the warnings of
+    adjustments made instead of errors (a shutdown margin scaled to a short budget)."""
+    warnings: list[str] = []
     base = str(values["API_BASE"])
-    if not base.startswith(("http://", "https://")):
-        raise ConfigError("KY_API_BASE", base, "an http(s) URL")
+    problem = api_base_problem(base)
+    if problem:
+        raise ConfigError("KY_API_BASE", base, f"an http(s) URL with a host ({problem})")
+    budget, margin = values["BUDGET_SECONDS"], values["SHUTDOWN_SECONDS"]
+    if margin * 2 > budget:
+        # The margin is for syncing at the end; one as long as the budget leaves no time for work.
+        scaled = round(budget * SHORT_BUDGET_MARGIN_SHARE, 3)
+        warnings.append(f"KY_SHUTDOWN={margin:g} s is over half of the {budget:g} s budget: "
+                        f"using a shutdown margin of {scaled:g} s (a tenth of the budget) instead")
+        values["SHUTDOWN_SECONDS"] = scaled
     if values["LAST_YEAR"] is not None and values["LAST_YEAR"] < values["FIRST_YEAR"]:
         raise ConfigError("KY_LAST_YEAR", values["LAST_YEAR"], f"a year >= KY_FIRST_YEAR ({values['FIRST_YEAR']})")
     if values["BACKOFF_CAP"] < values["BACKOFF_BASE"]:
         raise ConfigError("KY_BACKOFF_CAP", values["BACKOFF_CAP"], f"seconds >= KY_BACKOFF_BASE ({values['BACKOFF_BASE']})")
     if not 0 < values["QUOTA_WARN_FRACTION"] <= 1:
         raise ConfigError("KY_QUOTA_WARN", values["QUOTA_WARN_FRACTION"], "a fraction in (0, 1]")
+    return warnings
+
+
+def _absolute_path(text: str) -> str:
+    """A directory knob made absolute once, here: every later join and every path the database
+    records (the store backlog) then means the same file whatever the current directory."""
+    return os.path.abspath(os.path.expanduser(text))
 
 
 def load_config(env: Mapping[str, str] | None = None, **overrides: Any) -> Config:
@@ -380,8 +436,13 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: Any) -> Confi
         if isinstance(value, str):  # flags and form fields arrive as text: validate like env
             value = _parse_knob(knob, value, knob.env or name)
         values[name] = value
-    _validate(values)
-    return Config(**values)
+    warnings = _validate(values)
+    values["WORKSPACE"] = _absolute_path(values["WORKSPACE"])
+    if values["STORE"].strip().lower() != "drive":
+        values["STORE"] = _absolute_path(values["STORE"])
+    for warning in warnings:
+        log_config.warning("%s", warning)
+    return Config(**values, warnings=tuple(warnings))
 
 
 def _parse_knob(knob: Knob, raw: str, label: str) -> Any:
@@ -443,7 +504,3 @@ class RunClock:
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-if __name__ == "__main__":  # the notebook: the one CFG, from the environment
-    CFG = load_config()

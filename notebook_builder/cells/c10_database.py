@@ -165,10 +165,16 @@ _REFRESH_DISCOVERED_SQL = (
     "WHERE document_id = ?")
 
 
+def database_uri(path: str | os.PathLike, **params: str) -> str:
+    """A `file:` URI for `path` (absolute, percent-encoded) with query parameters such as mode=ro."""
+    uri = Path(path).absolute().as_uri()
+    return uri + ("?" + "&".join(f"{key}={value}" for key, value in params.items()) if params else "")
+
+
 def connect(path: str | os.PathLike, *, readonly: bool = False) -> sqlite3.Connection:
     """One connection with the pipeline's pragmas; autocommit, explicit transactions."""
     if readonly:
-        conn = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True,
+        conn = sqlite3.connect(database_uri(path, mode="ro"), uri=True,
                                isolation_level=None, timeout=30, check_same_thread=False)
     else:
         conn = sqlite3.connect(str(path), isolation_level=None, timeout=30,
@@ -182,11 +188,30 @@ def connect(path: str | os.PathLike, *, readonly: bool = False) -> sqlite3.Conne
 
 
 def is_sqlite_file(path: str | os.PathLike) -> bool:
+    """Whether `path` holds an SQLite database, asked of SQLite itself on a read-only connection.
+
+    The file is never opened by hand: on Linux, closing any descriptor of a file drops every POSIX
+    lock this process holds on it, so a plain open()/close() of a database that another connection
+    of this process (the download finisher, the discovery writer) is using lets a concurrent reader
+    (a user's `sqlite3`) believe it is alone, checkpoint and delete the -wal and -shm files under a
+    live writer: lost commits, then "disk I/O error" or a malformed database (SQLite's "How To
+    Corrupt", 2.2). SQLite's own connections share one descriptor table per file and never do that.
+    A missing or empty file is no database.
+    """
     try:
-        with open(path, "rb") as handle:
-            return handle.read(16) == b"SQLite format 3\x00"
+        if Path(path).stat().st_size == 0:
+            return False
     except OSError:
         return False
+    try:
+        conn = sqlite3.connect(database_uri(path, mode="ro"), uri=True, timeout=30)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return "not a database" not in str(exc)   # locked or busy: a database all the same
+    return True
 
 
 class Database:
@@ -201,15 +226,21 @@ class Database:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Database":
+        # SQLite itself says whether the file is a database: the live file is never opened by hand
+        # (see is_sqlite_file), and SQLite writes nothing to a file whose header is not its own.
         path = Path(path)
-        if path.exists() and path.stat().st_size > 0 and not is_sqlite_file(path):
-            raise IntegrityError(f"{path} is not an SQLite database (bad header); "
-                                 "move it aside or delete it to start over")
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             db = cls(connect(path), path)
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc):
+                raise IntegrityError(f"{path} is not an SQLite database (bad header); "
+                                     "move it aside or delete it to start over") from None
+            raise IntegrityError(f"{path} cannot be opened as SQLite: {exc}") from None
+        try:
             db.migrate()
         except sqlite3.DatabaseError as exc:
+            db.close()
             raise IntegrityError(f"{path} cannot be opened as SQLite: {exc}") from None
         return db
 
@@ -448,6 +479,22 @@ class Database:
                 "WHERE document_id = ? AND status IN ('discovered', 'failed')",
                 (sha256, size_bytes, local_pdf, http_status, now, now, document_id)).rowcount > 0
 
+    def refund_download_attempts(self, attempts: Mapping[str, int], note: str) -> int:
+        """Gives back download attempts that an outage of the court spent (document id -> attempts),
+        so documents it exhausted are queued again; returns the attempts given back."""
+        given = 0
+        with self.transaction() as conn:
+            for document_id, count in attempts.items():
+                row = conn.execute("SELECT attempts FROM documents WHERE document_id = ? AND status = 'failed'",
+                                   (document_id,)).fetchone()
+                if row is None:
+                    continue
+                back = min(count, row["attempts"] or 0)
+                conn.execute("UPDATE documents SET attempts = attempts - ?, last_error = ?, updated_at = ? "
+                             "WHERE document_id = ?", (back, note[:500], utc_now(), document_id))
+                given += back
+        return given
+
     def mark_download_failed(self, document_id: str, *, http_status: int | None, error: str) -> None:
         with self.transaction():
             self.conn.execute(
@@ -618,7 +665,7 @@ class Database:
     def snapshot_problems(path: str | os.PathLike) -> list[str]:
         """`PRAGMA quick_check` of a snapshot file, read-only ([] when sound); never writes to it."""
         try:
-            conn = sqlite3.connect(f"file:{Path(path)}?mode=ro&immutable=1", uri=True)
+            conn = sqlite3.connect(database_uri(path, mode="ro", immutable="1"), uri=True)
             try:
                 problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
             finally:
@@ -729,7 +776,7 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
     if not is_sqlite_file(path):
         raise IntegrityError(f"{path} is not an SQLite database")
     try:
-        conn = sqlite3.connect(f"file:{Path(path)}?mode=ro&immutable=1", uri=True)
+        conn = sqlite3.connect(database_uri(path, mode="ro", immutable="1"), uri=True)
         try:
             rows = dict(conn.execute(
                 "SELECT key, value FROM kv WHERE key IN ('checkpoint_seq', 'checkpoint_at')").fetchall())

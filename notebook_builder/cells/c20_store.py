@@ -232,11 +232,12 @@ _STORE_TEMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEX
 
 def _store_create_temp(folder: str) -> tuple[int, str]:
     """A new `.tmp-<pid>-<n>` file in `folder` (O_EXCL: never an existing one): (descriptor, path).
-    Cheaper than tempfile.mkstemp's random names, which cost more than the write of a text."""
+    Cheaper than tempfile.mkstemp's random names, which cost more than the write of a text. Mode
+    0o666 less the umask, as any tool's files (mkstemp's 0o600 made every stored file private)."""
     while True:
         temp = os.path.join(folder, f".tmp-{os.getpid()}-{next(_store_temp_numbers)}")
         try:
-            return os.open(temp, _STORE_TEMP_FLAGS, 0o600), temp
+            return os.open(temp, _STORE_TEMP_FLAGS, 0o666), temp
         except FileExistsError:
             continue   # left by a killed process that had this pid
 

@@ -28,6 +28,15 @@ Guarantees:
   can make.)
 - `download_response()` makes one streamed GET and never retries: the
   download stage owns attempts, because they are persisted per document.
+- A circuit breaker (`CourtHealth`) watches every answer: once the court
+  has given no usable answer (a search page, a 400 on a window, a PDF, a
+  permanent 401/403/404) for COURT_DOWN_SECONDS and COURT_DOWN_FAILURES
+  requests in a row failed (refused, reset, timed out, 5xx, 429, HTML), the
+  next pacing pause or backoff raises `CourtUnreachable` before anything
+  is sent: the run stops asking, saves state and exits 3 instead of
+  spending its session in backoff.
+- A backoff of BACKOFF_LOG_SECONDS or more is logged (INFO) with what it
+  waits for, so a progress bar that stands still is explained.
 
 Why a small loop and not urllib3's `Retry` on an `HTTPAdapter`: the stages
 need outcomes urllib3 cannot classify. A 400 on search is not a failure but
@@ -38,20 +47,22 @@ dozen lines; it reuses urllib3's `Retry.parse_retry_after` for the header's
 two forms (seconds or an HTTP-date).
 
 Knobs read: API_BASE, PACING, PACING_SEARCH, PACING_DL, BACKOFF_BASE,
-BACKOFF_CAP, SEARCH_ATTEMPTS, HTTP_TIMEOUT.
+BACKOFF_CAP, SEARCH_ATTEMPTS, HTTP_TIMEOUT, COURT_DOWN_SECONDS, COURT_DOWN_FAILURES.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import random
+import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import requests
 from urllib3.util.retry import Retry
 
-from .c00_config import (Config, IntegrityError, ResultsLimitExceeded, RunClock, StopRequested,
-                         TransientFetchError)
+from .c00_config import (Config, CourtUnreachable, IntegrityError, ResultsLimitExceeded, RunClock,
+                         StopRequested, TransientFetchError)
 from .c10_database import PERMANENT_HTTP_STATUSES
 
 log_client = logging.getLogger("kycourt.client")
@@ -75,6 +86,9 @@ PAGING_TOTAL = "x-ctrack-paging-totalcount"
 PAGING_RESULTS = "x-ctrack-paging-resultcount"
 PAGING_MORE = "x-ctrack-paging-moreresults"
 PAGING_LIMIT = "x-ctrack-paging-resultslimit"
+
+# A wait this long or longer is said in the log (INFO): a progress bar alone would just stand still.
+BACKOFF_LOG_SECONDS = 5.0
 
 _TRANSIENT_EXCEPTIONS = (requests.ConnectionError, requests.Timeout,
                          requests.exceptions.ChunkedEncodingError,
@@ -186,6 +200,54 @@ def _client_int_header(headers: Mapping[str, str], name: str) -> int | None:
         return None
 
 
+class CourtHealth:
+    """The circuit breaker: has the court given any usable answer lately?
+
+    A usable answer is one that says the court is there: a search page, a 400 on a paging window,
+    a PDF, or a permanent 401/403/404. A failure is a request that got none (refused, reset, timed
+    out, 5xx, 429, a page that is not the API's). The court is unreachable once `down_failures`
+    requests in a row failed and `down_seconds` have passed since the last usable answer (or since
+    this tracker was made). Both are needed: one slow failure after a long quiet spell is not an
+    outage, and neither are a few quick failures. Download attempts spent during such an outage say
+    nothing about their documents: `outage_attempts` names them so the stage can give them back.
+    """
+
+    def __init__(self, down_seconds: float, down_failures: int,
+                 now: Callable[[], float] = time.monotonic):
+        self.down_seconds, self.down_failures = down_seconds, down_failures
+        self._now = now
+        self.last_usable = now()
+        self.failures_in_a_row = 0
+        self.last_failure: str | None = None
+        self.outage_attempts: collections.Counter = collections.Counter()   # document id -> attempts
+
+    def usable(self) -> None:
+        self.last_usable = self._now()
+        self.failures_in_a_row = 0
+        self.last_failure = None
+        self.outage_attempts.clear()
+
+    def failure(self, what: object, document_id: str | None = None) -> None:
+        self.failures_in_a_row += 1
+        self.last_failure = str(what)[:200]
+        if document_id is not None:
+            self.outage_attempts[document_id] += 1
+
+    def silent_seconds(self) -> float:
+        return self._now() - self.last_usable
+
+    def unreachable(self) -> bool:
+        return (self.failures_in_a_row >= self.down_failures
+                and self.silent_seconds() >= self.down_seconds)
+
+    def check(self, base: str) -> None:
+        """Raises CourtUnreachable when the breaker is open."""
+        if self.unreachable():
+            raise CourtUnreachable(
+                f"the court at {base} gave no usable answer for {self.silent_seconds():.0f} s "
+                f"({self.failures_in_a_row} failed requests in a row; last: {self.last_failure})")
+
+
 # ------------------------------------------------------------------ client
 
 
@@ -212,6 +274,7 @@ class CourtClient:
         self.results_limit: int | None = None   # as the court last announced it
         self.requests_sent = 0
         self.retries = 0
+        self.health = CourtHealth(cfg.COURT_DOWN_SECONDS, cfg.COURT_DOWN_FAILURES)
 
     def close(self) -> None:
         self.session.close()
@@ -228,6 +291,7 @@ class CourtClient:
         return self.base + ENDPOINTS[endpoint].format(**values)
 
     def _pace(self, window: tuple[float, float]) -> None:
+        self.health.check(self.base)
         if self.cfg.PACING <= 0:
             if self.clock.stop_event.is_set():
                 raise StopRequested(self.clock.stop_reason or "stop requested")
@@ -236,8 +300,14 @@ class CourtClient:
         if not self.clock.sleep(pause):
             raise StopRequested(self.clock.stop_reason or "stop requested")
 
-    def _backoff(self, attempts: int, retry_after: float | None) -> None:
+    def backoff(self, attempts: int, retry_after: float | None, waiting_for: str) -> None:
+        """The wait before retrying `waiting_for`; said in the log when it is long, refused (the
+        breaker's CourtUnreachable) when the court is down, cut short (StopRequested) by a stop."""
+        self.health.check(self.base)
         delay = backoff_seconds(attempts, self.cfg.BACKOFF_BASE, self.cfg.BACKOFF_CAP, retry_after)
+        if delay >= BACKOFF_LOG_SECONDS:
+            log_client.info("waiting %.0f s before %s (%s)", delay, waiting_for,
+                            "the court's Retry-After" if retry_after and retry_after >= delay else "backoff")
         if not self.clock.sleep(delay):
             raise StopRequested(self.clock.stop_reason or "stop requested")
 
@@ -271,6 +341,10 @@ class CourtClient:
                 outcome = self._search_outcome(prefix, start_index, response)
             except _TRANSIENT_EXCEPTIONS as exc:
                 outcome = TransientFetchError(f"{prefix}: {type(exc).__name__}: {exc}")
+            if isinstance(outcome, TransientFetchError):
+                self.health.failure(outcome)
+            else:
+                self.health.usable()
             if isinstance(outcome, SearchPage):
                 return outcome
             if isinstance(outcome, ResultsLimitExceeded):
@@ -289,7 +363,8 @@ class CourtClient:
             self.retries += 1
             log_client.info("search %s start %d: %s; retry %d of %d", prefix, start_index, outcome,
                             failures, self.cfg.SEARCH_ATTEMPTS - 1)
-            self._backoff(failures - 1, outcome.retry_after)
+            self.backoff(failures - 1, outcome.retry_after,
+                         f"search {prefix} start {start_index}, try {failures + 1} of {self.cfg.SEARCH_ATTEMPTS}")
 
     def _search_outcome(self, prefix: str, start_index: int,
                         response: requests.Response) -> SearchPage | Exception:

@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 
 from .c00_config import Config, DiskFullError, RunClock, StoreError, StoreQuotaExceeded, utc_now
 from .c10_database import DB_FILENAME, Database, checkpoint, journal_rows, record_store_checkpoint
-from .c20_store import LocalStore, Store, is_content_addressed
+from .c20_store import CONTENT_ADDRESSED_PREFIXES, LocalStore, Store, is_content_addressed
 
 log_context = logging.getLogger("kycourt.context")
 
@@ -128,16 +128,6 @@ def progress_bar(total: int | None, desc: str, unit: str, *, disable: bool = Fal
 _MIRROR_RETRY_SECONDS = 30.0     # the background uploader's pause after a store fault
 _MIRROR_PACK_MIN = 16            # mid-run, fewer pending texts than this wait for more to pack
 _MIRROR_RATE_WINDOW = 120.0      # seconds of uploads the ETA's rate is taken over
-
-
-def _pending_path(local_path: str | os.PathLike, workspace: Path) -> str:
-    """How a backlog row names its local file: relative to the workspace when inside it (what the
-    drain resolves against, whatever the current directory), else absolute."""
-    local, workspace = Path(local_path).absolute(), Path(workspace).absolute()
-    try:
-        return str(local.relative_to(workspace))
-    except ValueError:
-        return str(local)
 
 
 class _MirrorRate:
@@ -318,7 +308,7 @@ class StoreMirror:
 
     def _queue(self, name: str, local_path: str | os.PathLike, reason: str) -> None:
         if self.db is not None:
-            self.db.store_pending_add(name, _pending_path(local_path, Path(self.db.path).parent), reason)
+            self.db.store_pending_add(name, str(local_path), reason)
 
     def get_quota(self) -> dict | None:
         """The store's quota, or None; a failed read is logged, not taken as lag."""
@@ -382,10 +372,8 @@ class StoreMirror:
                 break
             items = []
             for row in group:
-                local = Path(row["local_path"])
-                if not local.is_absolute():
-                    local = workspace / local
-                if local.exists():
+                local = pending_local_file(row["name"], row["local_path"], workspace)
+                if local is not None:
                     items.append((row["name"], local))
                     continue
                 log_context.warning("store backlog: %s is gone locally; dropping it from the backlog",
@@ -465,6 +453,22 @@ class StoreMirror:
             db.close()
 
 
+def pending_local_file(name: str, recorded: str, workspace: Path) -> Path | None:
+    """The local file a store-backlog entry uploads, or None when it is gone.
+
+    The path as recorded; a relative one (a workspace given as a relative path, before paths were
+    made absolute at configuration) is tried against the current directory, where it was written,
+    and the workspace. A content-addressed name (pdf_by_hash/, text/) is also found at its own place
+    in the workspace, whatever path was recorded: that heals a backlog whose paths were recorded
+    relative to the wrong folder. Never the live database: other names are only taken as recorded.
+    """
+    path = Path(recorded)
+    candidates = [path] if path.is_absolute() else [Path.cwd() / path, workspace / path]
+    if name.startswith(CONTENT_ADDRESSED_PREFIXES):
+        candidates.append(workspace / name)
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
+
+
 @dataclass
 class Context:
     cfg: Config
@@ -479,6 +483,7 @@ class Context:
     notes: dict[str, Any] = field(default_factory=dict)
     checkpoint_lock: threading.Lock = field(default_factory=threading.Lock)
     journal_pushed: tuple[int, int] | None = None   # (checkpoint_seq, hash of the rows) last uploaded
+    court_unreachable: str | None = None            # the circuit breaker's message, once it opened
 
     def path(self, name: str) -> Path:
         return self.workspace / name
@@ -591,6 +596,15 @@ def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | N
 # ---------------------------------------------------------------- status
 
 
+def remaining_text(queues: dict[str, int], converged: bool) -> str | None:
+    """None when the archive is done; otherwise what remains, as `verify` and the summary say it:
+    'N to download, M to extract' (', discovery not converged' when it has not converged yet)."""
+    if converged and not queues.get("download") and not queues.get("extract"):
+        return None
+    text = f"{queues.get('download', 0)} to download, {queues.get('extract', 0)} to extract"
+    return text if converged else text + ", discovery not converged"
+
+
 def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str | None = None,
                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The status.json of CONTRACT.md, from the database (empty workspace: zeros)."""
@@ -602,15 +616,18 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         counts = db.status_counts()
         queues = db.queue_sizes(cfg)
         converged = db.kv_get("discovery_converged_at") is not None
+    done = bool(converged and queues["download"] == 0 and queues["extract"] == 0)
     document = {
         "updated_at": utc_now(),
         "phase": phase,
         "counts": counts,
         "queues": queues,
-        "done": bool(converged and queues["download"] == 0 and queues["extract"] == 0),
+        "done": done,
         "verify": verify,
         "documents": sum(counts.values()),
         "discovery_converged": converged,
+        # What is left, in words: nothing about the archive should need the counts decoded.
+        "remaining": remaining_text(queues, converged),
     }
     if db is not None:
         document["permanent_failures"] = db.permanent_failure_count()
@@ -625,6 +642,8 @@ def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> di
     extra["store_lagging"] = ctx.mirror.lagging
     if ctx.mirror.behind:
         extra["store_eta_seconds"] = ctx.mirror.eta_seconds()
+    if ctx.court_unreachable:
+        extra["court_unreachable"] = ctx.court_unreachable
     if ctx.quota is not None:
         extra["store_quota"] = ctx.quota
     document = status_document(ctx.db, ctx.cfg, phase=ctx.phase, verify=verify, extra=extra)

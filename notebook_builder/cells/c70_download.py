@@ -69,10 +69,11 @@ from pathlib import Path
 import requests
 import urllib3
 
-from .c00_config import PermanentFetchError, StopRequested, StoreError, TransientFetchError
+from .c00_config import (CourtUnreachable, PermanentFetchError, StopRequested, StoreError,
+                         TransientFetchError)
 from .c20_store import pdf_store_name, sync_files
 from .c10_database import Database
-from .c30_client import CourtClient, backoff_seconds, classify_http_status, retry_after_seconds
+from .c30_client import CourtClient, classify_http_status, retry_after_seconds
 from .c35_context import Context, progress, raise_if_disk_full, write_status
 
 log_download = logging.getLogger("kycourt.download")
@@ -122,6 +123,8 @@ class DownloadResult:
     exhausted: int = 0         # transient to the end: MAX_ATTEMPTS spent
     retries: int = 0           # transient failures followed by another attempt
     deferred: int = 0          # stopped with attempts left; still queued
+    refunded: int = 0          # attempts given back when the court turned out unreachable
+    court_unreachable: str | None = None   # the breaker's message, when it stopped the stage
     left: int = 0              # download queue when the stage ended
     stopped: str | None = None
     dry_run: bool = False
@@ -263,6 +266,12 @@ def download(ctx: Context) -> DownloadResult:
                 if result.stopped is not None or taken == 0:
                     break
                 finisher.wait()   # the next pass must not hand out a row that is still being finished
+    except CourtUnreachable as exc:
+        # The attempts spent since the court last answered say nothing about their documents.
+        result.stopped, result.court_unreachable = "court unreachable", str(exc)
+        result.refunded = db.refund_download_attempts(client.health.outage_attempts,
+                                                      f"court unreachable; attempts given back: {exc}")
+        log_download.warning("download stopped: %s; %d attempts given back", exc, result.refunded)
     finally:
         result.uploaded = ctx.mirror.uploads - uploads_before
         result.left = db.download_queue_size(cfg)
@@ -309,11 +318,13 @@ def _download_document(ctx: Context, client: CourtClient, finisher: "_DownloadFi
         try:
             fetched = _download_fetch(ctx, client, document_id)
         except PermanentFetchError as exc:
+            client.health.usable()   # the court answered: it is there, this document is not
             db.mark_download_failed(document_id, http_status=exc.http_status, error=f"permanent: {exc}")
             result.permanent_failures += 1
             log_download.debug("%s: permanent failure: %s", document_id, exc)
             return "permanent"
         except TransientFetchError as exc:
+            client.health.failure(exc, document_id)
             if attempts >= cfg.MAX_ATTEMPTS:
                 db.mark_download_failed(document_id, http_status=exc.http_status,
                                         error=f"transient, {attempts} attempts: {exc}")
@@ -323,12 +334,14 @@ def _download_document(ctx: Context, client: CourtClient, finisher: "_DownloadFi
             db.mark_download_failed(document_id, http_status=exc.http_status,
                                     error=f"transient, attempt {attempts} of {cfg.MAX_ATTEMPTS}: {exc}")
             result.retries += 1
-            delay = backoff_seconds(attempts, cfg.BACKOFF_BASE, cfg.BACKOFF_CAP, exc.retry_after)
-            log_download.debug("%s: %s; attempt %d of %d, next in %.2fs", document_id, exc, attempts,
-                               cfg.MAX_ATTEMPTS, delay)
-            if not clock.sleep(delay):
+            log_download.debug("%s: %s; attempt %d of %d", document_id, exc, attempts, cfg.MAX_ATTEMPTS)
+            try:
+                client.backoff(attempts, exc.retry_after,
+                               f"download {document_id[:12]}… attempt {attempts + 1} of {cfg.MAX_ATTEMPTS} ({exc})")
+            except StopRequested:
                 return "deferred"
             continue
+        client.health.usable()
         finisher.submit(fetched)
         return "fetched"
 

@@ -10,7 +10,8 @@ Guarantees:
   extract attempts are used up, with a `reason`) are written atomically to
   the workspace and mirrored to the store.
 - Every `pdf_by_hash/` and `text/` name the database refers to is in the
-  store; with VERIFY_HASHES each stored PDF is streamed through sha256 and
+  store (a missing one the workspace still holds is put in the store
+  backlog, so the next run uploads it); with VERIFY_HASHES each stored PDF is streamed through sha256 and
   must hash to its name (a text is named by its PDF's hash, so it can only
   be checked for presence). Rows claiming a PDF must carry sha256 and
   `local_pdf == pdf_by_hash/<sha256>.pdf`.
@@ -62,6 +63,7 @@ class VerifyResult:
     counts: dict[str, int] = field(default_factory=dict)
     queues: dict[str, int] = field(default_factory=dict)
     done: bool = False
+    remaining: str | None = None      # status.json's "remaining": what is left when not done
     referenced: int = 0                                       # store names the database refers to
     missing_in_store: list[str] = field(default_factory=list)
     hash_mismatches: list[str] = field(default_factory=list)
@@ -110,7 +112,10 @@ def referenced_store_names(rows: Any) -> tuple[set[str], list[str]]:
 def format_verify_report(result: VerifyResult) -> str:
     counts = ", ".join(f"{status} {count}" for status, count in result.counts.items())
     queues = ", ".join(f"{queue} {size}" for queue, size in result.queues.items())
-    lines = [f"verify {'PASS' if result.passed else 'FAIL'}"]
+    verdict = "PASS" if result.passed else "FAIL"
+    remaining = result.remaining if not result.done else None
+    # PASS is the archive's integrity; it must never read as "done" while work remains.
+    lines = [f"verify {verdict}" + (f" (not done: {remaining})" if remaining else "")]
     lines += [f"  - {reason}" for reason in result.reasons]
     lines.append(f"  documents: {sum(result.counts.values())} ({counts or 'none'})")
     lines.append(f"  queues: {queues or 'unknown'}; done: {'yes' if result.done else 'no'}")
@@ -152,13 +157,15 @@ def verify(ctx: Context) -> VerifyResult:
                               f"({'; '.join(result.row_problems[:_VERIFY_SHOWN])})")
     try:
         result.missing_in_store = _verify_missing_in_store(ctx, names)
-        _verify_requeue_missing(ctx, result.missing_in_store)
     except StoreError as exc:
         result.reasons.append(f"store cannot be listed: {exc}")
     else:
         if result.missing_in_store:
+            queued = _verify_queue_missing(ctx, db, result.missing_in_store)
             result.reasons.append(f"{len(result.missing_in_store)} referenced names missing from the store "
-                                  f"({', '.join(result.missing_in_store[:_VERIFY_SHOWN])})")
+                                  f"({', '.join(result.missing_in_store[:_VERIFY_SHOWN])})"
+                                  + (f"; {queued} of them queued from the workspace, the next run uploads "
+                                     "them" if queued else ""))
         if ctx.cfg.VERIFY_HASHES:
             present = sorted(name for name in names - set(result.missing_in_store)
                              if name.startswith("pdf_by_hash/"))
@@ -170,6 +177,7 @@ def verify(ctx: Context) -> VerifyResult:
     _verify_note_lag(ctx, result)
     status = _verify_write_status(ctx, result)
     result.done = bool(status.get("done"))
+    result.remaining = status.get("remaining")
 
     result.archive = write_resume_archive(ctx, Path(result.checkpoint["path"]))
     if not ctx.mirror.has(result.archive):
@@ -233,20 +241,25 @@ def _verify_csv(header: list[str], rows: Any) -> str:
     return buffer.getvalue()
 
 
-def _verify_requeue_missing(ctx: Context, missing: list[str]) -> None:
-    """A referenced name the store lost (a file trashed by hand) whose bytes the workspace still
-    holds goes back in the store backlog: this verify names it, the next run's catch-up restores it."""
-    for name in missing:
-        if ctx.path(name).is_file():
-            ctx.db.store_pending_add(name, name, "missing from the store at verify")   # relative: the workspace
-
-
 def _verify_missing_in_store(ctx: Context, names: set[str]) -> list[str]:
     # One listing per folder instead of one request per name (Drive: 100k names).
     present: set[str] = set()
     for folder in sorted({name.split("/", 1)[0] for name in names}):
         present.update(ctx.store.list_dir(folder))
     return sorted(names - present)
+
+
+def _verify_queue_missing(ctx: Context, db: Database, missing: list[str]) -> int:
+    """Puts the missing names whose files the workspace still holds in the store backlog (a backlog
+    an older version dropped, a store emptied by hand): verify still FAILs now, naming them, and the
+    next run's catch-up uploads them. Returns how many were queued."""
+    queued = 0
+    for name in missing:
+        local = ctx.path(name)
+        if local.is_file():
+            db.store_pending_add(name, str(local), "missing from the store at verify")
+            queued += 1
+    return queued
 
 
 def _verify_hashes(ctx: Context, names: list[str], result: VerifyResult) -> None:

@@ -9,8 +9,15 @@ Guarantees:
   once (nothing committed is lost; the next run resumes).
 - A full workspace disk (DiskFullError) stops the run with one message that
   names the disk; nothing torn is promoted, and the run exits 1.
+- When the court cannot be reached (the client's circuit breaker:
+  COURT_DOWN_SECONDS without a usable answer and COURT_DOWN_FAILURES failed
+  requests in a row), the stage that met it stops, the other stages that
+  need the court are skipped, the local ones (backfill, extract) still
+  run, state is saved and verify runs; one line says the court could not
+  be reached and what remains, and the exit status is 3.
 - `run_pipeline()` returns a `RunReport` whose `exit_status` follows
-  CONTRACT.md: 0 PASS, 1 FAIL, 130 interrupted.
+  CONTRACT.md: 0 PASS, 1 FAIL, 3 court unreachable, 130 interrupted. The
+  summary says in words what each stage did and what remains.
 
 In the notebook, this cell runs the whole job with the CFG of the first cell.
 Knobs read: PHASES, RETRY_HARD, DRY_RUN (the stages read their own).
@@ -26,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from .c00_config import Config, DiskFullError, PipelineError, RunClock, load_config
+from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, RunClock, load_config
 from .c20_store import Store
 from .c30_client import CourtClient
 from .c35_context import Checkpointer, Context, open_context, write_status
@@ -45,7 +52,9 @@ STAGES: dict[str, Callable[[Context], Any]] = {
     "download": download,
     "extract": extract,
 }
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# The stages that ask the court; the others work on what the workspace and the store hold.
+COURT_STAGES = frozenset({"discover", "download"})
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_COURT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 @dataclass
@@ -61,18 +70,71 @@ class RunReport:
     store: Store | None = field(default=None, repr=False, compare=False)
     cfg: Config | None = field(default=None, repr=False, compare=False)
 
+    court_unreachable: str | None = None   # the circuit breaker's message
+    skipped: list[str] = field(default_factory=list)   # stages not run because the court is unreachable
+
     def summary(self) -> str:
-        lines = []
+        lines = [f"config: {warning}" for warning in (self.cfg.warnings if self.cfg else ())]
         for name, result in self.stages.items():
             seconds = self.seconds.get(name, 0.0)
-            lines.append(f"{name:>9}  {seconds:7.1f}s  {_run_describe(result)}")
-        if self.stopped:
+            lines.append(f"{name:>9}  {seconds:7.1f}s  {describe_stage(name, result)}")
+        if self.court_unreachable:
+            remaining = self.verify.remaining if self.verify is not None else None
+            skipped = f"; skipped {', '.join(self.skipped)}" if self.skipped else ""
+            lines.append(f"court unreachable: {self.court_unreachable}{skipped}; "
+                         f"remains: {remaining or 'nothing'}; run again when the court answers")
+        if self.stopped and self.stopped != "court unreachable":
             lines.append(f"stopped early: {self.stopped}")
         if self.error:
             lines.append(f"error: {self.error}")
         if self.verify is not None:
             lines.append(format_verify_report(self.verify))
         return "\n".join(lines)
+
+
+def describe_stage(name: str, result: Any) -> str:
+    """What a stage did, in words (its result's counters, read by name)."""
+    if result is None:
+        return "not run"
+    if isinstance(result, str):
+        return result
+    get = lambda key, default=0: getattr(result, key, default)  # noqa: E731
+    if name == "restore":
+        replayed = get("replayed")
+        return get("message", "") + (f"; {replayed} downloads replayed from the journal" if replayed else "")
+    if name == "recover":
+        if not get("parts_removed") and not get("reverted") and not get("spent"):
+            return f"nothing to heal ({get('checked')} documents' PDFs checked)"
+        return (f"healed after a kill: {get('parts_removed')} unfinished downloads removed, "
+                f"{get('reverted')} documents queued again (their PDF was nowhere), "
+                f"{get('spent')} out of attempts")
+    if name == "discover":
+        text = (f"{get('sweeps')} sweeps, {get('pages')} search pages, {get('rows_new')} new documents "
+                f"({get('documents')} known); {'converged' if get('converged', False) else 'not converged'}")
+        if get("errors"):
+            text += f"; {get('errors')} shards failed (retried next sweep)"
+        return text + ("; stopped" if get("stopped", False) else "")
+    if name == "backfill":
+        if get("skipped", None):
+            return f"skipped: {get('skipped')}"
+        return (f"{get('files')} legacy files: {get('credited')} documents credited, {get('written')} new PDFs, "
+                f"{get('unmatched')} matching no document, {len(get('not_pdf', []))} not PDFs")
+    if name == "download":
+        if get("dry_run", False):
+            return f"dry run: {get('left')} documents queued, nothing fetched"
+        text = (f"{get('downloaded')} downloaded ({get('duplicates')} duplicate content), "
+                f"{get('permanent_failures')} failed for good, {get('exhausted')} out of attempts, "
+                f"{get('requests')} requests ({get('retries')} retries); {get('left')} left to download")
+        if get("refunded"):
+            text += f"; {get('refunded')} attempts given back (spent while the court was down)"
+        return text + (f"; stopped: {get('stopped', None)}" if get("stopped", None) else "")
+    if name == "extract":
+        text = (f"{get('extracted')} extracted ({get('reused')} reused a twin's text), {get('pages')} pages, "
+                f"{get('failed_attempts')} failed attempts ({get('exhausted')} out of attempts)")
+        return text + ("; stopped" if get("stopped", False) else "")
+    if name == "verify":
+        return "PASS" if get("passed", False) else f"FAIL ({len(get('reasons', []))} problems)"
+    return _run_describe(result)
 
 
 def _run_describe(result: Any) -> str:
@@ -126,13 +188,17 @@ def run_pipeline(cfg: Config, *, store: Store | None = None, clock: RunClock | N
             _run_session(ctx, report, verify_only=verify_only)
     finally:
         ctx.close()
+    passed = report.verify is not None and report.verify.passed
     if report.error:
         report.exit_status = EXIT_FAIL
     elif ctx.clock.interrupted:
         report.exit_status = EXIT_INTERRUPTED
+    elif not passed:
+        report.exit_status = EXIT_FAIL     # the archive's integrity comes first
+    elif report.court_unreachable:
+        report.exit_status = EXIT_COURT_UNREACHABLE
     else:
-        passed = report.verify is not None and report.verify.passed
-        report.exit_status = EXIT_PASS if passed else EXIT_FAIL
+        report.exit_status = EXIT_PASS
     return report
 
 
@@ -157,9 +223,12 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                 for phase in cfg.PHASES:
                     if ctx.clock.should_stop():
                         break
+                    if report.court_unreachable and phase in COURT_STAGES:
+                        report.skipped.append(phase)
+                        continue
                     ctx.phase = phase
                     write_status(ctx)
-                    _run_timed(report, phase, lambda: STAGES[phase](ctx))
+                    _run_court_stage(ctx, report, phase)
         if ctx.clock.stop_reason:
             report.stopped = ctx.clock.stop_reason
     except DiskFullError as exc:
@@ -179,6 +248,29 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
         log_run.error("%s", exc)
 
 
+def _run_court_stage(ctx: Context, report: RunReport, phase: str) -> None:
+    """Runs one phase; the circuit breaker opening inside it (raised, or said by the client's
+    health afterwards) marks the court unreachable for the rest of the run."""
+    try:
+        _run_timed(report, phase, lambda: STAGES[phase](ctx))
+    except CourtUnreachable as exc:
+        report.stages[phase] = f"stopped: {exc}"
+        _court_unreachable(ctx, report, str(exc))
+        return
+    health = getattr(ctx.client, "health", None)
+    if health is not None and health.unreachable() and not report.court_unreachable:
+        message = getattr(report.stages.get(phase), "court_unreachable", None)
+        _court_unreachable(ctx, report, message or f"no usable answer for {health.silent_seconds():.0f} s")
+
+
+def _court_unreachable(ctx: Context, report: RunReport, message: str) -> None:
+    if report.court_unreachable:
+        return
+    report.court_unreachable = ctx.court_unreachable = message
+    report.stopped = report.stopped or "court unreachable"
+    log_run.error("court unreachable: %s; the stages that need it stop, the rest of the run goes on", message)
+
+
 def _run_timed(report: RunReport, name: str, action: Callable[[], Any]) -> Any:
     started = time.monotonic()
     try:
@@ -189,8 +281,27 @@ def _run_timed(report: RunReport, name: str, action: Callable[[], Any]) -> Any:
     return result
 
 
-if __name__ == "__main__":  # the notebook's "Run all": one session with the first cell's CFG
+class SessionNotPassed(PipelineError):
+    """The notebook's run cell raises it when the session did not end in PASS, so that
+    "Run all" stops visibly there instead of drawing a chart of a failed run."""
+
+
+def run_session(cfg: Config) -> RunReport:
+    """The notebook's run cell: logging as the CLI sets it, one session, its summary; raises
+    SessionNotPassed on verify FAIL (exit 1), an unreachable court (exit 3) or an interrupt (130)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
-    RUN_REPORT = run_pipeline(globals().get("CFG") or load_config())
-    print(RUN_REPORT.summary())
+    # pypdf warns about every damaged PDF it reads; extraction_log and failed_inventory.csv say it.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    report = run_pipeline(cfg)
+    print(report.summary())
+    if report.exit_status != EXIT_PASS:
+        reason = {EXIT_COURT_UNREACHABLE: "the court could not be reached (state saved; run again later)",
+                  EXIT_INTERRUPTED: "interrupted (state saved; run again to resume)"}.get(
+                      report.exit_status, "verify FAIL or an error: see the summary above")
+        raise SessionNotPassed(f"exit status {report.exit_status}: {reason}")
+    return report
+
+
+if __name__ == "__main__":  # Run the session: restore, the phases, sync and verify
+    RUN_REPORT = run_session(globals().get("CFG") or load_config())

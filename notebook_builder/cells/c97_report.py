@@ -282,6 +282,6 @@ def status_cell_context(cfg: Config, run_report: Any = None) -> Context:
     return open_context(cfg, store=getattr(run_report, "store", None) if same else None)
 
 
-if __name__ == "__main__":  # the notebook's status cell: coverage of the workspace, after the run
+if __name__ == "__main__":  # Status and coverage chart of the archive, after the run
     REPORT_TEXT = show_report(status_cell_context(globals().get("CFG") or load_config(),
                                                   globals().get("RUN_REPORT")))

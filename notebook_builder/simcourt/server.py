@@ -34,9 +34,13 @@ Guarantees:
   406 to a request whose Accept does not name application/json, and at
   `search_fault_rate` misbehave: 503, 429, a reset, or a 200 whose JSON
   body is torn (fewer bytes than Content-Length).
+- `GET /__sim__/stats` (outside the API root) answers the court's own
+  counters as JSON: requests per endpoint, faults served (by kind), early
+  requests and requests in flight; `sim` prints the totals on exit.
 """
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import email.utils
 import json
@@ -51,9 +55,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from . import pdfs
-from .corpus import COURTS, FAULTS, PERMANENT_STATUS, Corpus, DocumentList, SimDocument
+from .corpus import COURTS, FAULTS, PERMANENT_STATUS, TRANSIENT_FAULTS, Corpus, DocumentList, SimDocument
 
 API_PATH = "/api/api/v1"
+STATS_PATH = "/__sim__/stats"   # the simulated court's own counters (JSON); no real court has it
 MIB = 1024 * 1024
 DEFAULT_OVERSIZE = 201 * MIB
 EPOCH_REQUESTS = 2          # search requests per perturbation epoch
@@ -89,6 +94,8 @@ class SimCourt:
         self.search_requests = 0
         self.entry_requests = 0          # a docket entry's document lists
         self.early_requests = 0          # requests that came back before their Retry-After
+        self.faults_served = collections.Counter()   # misbehaviours answered, by kind
+        self.in_flight = 0               # requests being answered right now
         self._retry_at: dict[object, float] = {}   # document index or "search" -> earliest retry
         self._retry_after_forms = 0
         self._orders: OrderedDict = OrderedDict()
@@ -134,6 +141,19 @@ class SimCourt:
         if doc is None:
             raise KeyError(document_id)
         return self.corpus.document(doc)
+
+    def stats(self) -> dict:
+        """What the court has served (`/__sim__/stats`, and `sim`'s totals on exit)."""
+        with self._lock:
+            return {"requests": {"search": self.search_requests, "download": self.download_requests,
+                                 "entry_documents": self.entry_requests},
+                    "faults_served": sum(self.faults_served.values()),
+                    "faults_by_kind": dict(sorted(self.faults_served.items())),
+                    "early_requests": self.early_requests, "in_flight": self.in_flight}
+
+    def _fault(self, kind: str) -> None:
+        with self._lock:
+            self.faults_served[kind] += 1
 
     def requests_for(self, document_id: str) -> int:
         return self._requests.get(self._index(document_id), 0)
@@ -353,8 +373,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, head: bool) -> None:
         court = self.server.court
+        with court._lock:
+            court.in_flight += 1
+        try:
+            self._answer(court, head)
+        finally:
+            with court._lock:
+                court.in_flight -= 1
+
+    def _answer(self, court: SimCourt, head: bool) -> None:
         url = urlsplit(self.path)
         path = url.path.rstrip("/")
+        if path == STATS_PATH:
+            return self._json(200, court.stats(), head)
         query = parse_qs(url.query, keep_blank_values=True)
         if not path.startswith(API_PATH):
             return self._json(404, {"message": "Not found"}, head)
@@ -446,6 +477,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _json_fault(self, court: SimCourt, roll_key: str, head: bool) -> bool:
         """At `search_fault_rate`, one misbehaviour of a JSON endpoint; True when it answered."""
         if court._too_early("search"):
+            court._fault("json 429 (early)")
             self._json(429, {"message": "Too many requests"}, head, court._retry_after("search"))
             return True
         if court.search_fault_rate <= 0:
@@ -454,6 +486,8 @@ class _Handler(BaseHTTPRequestHandler):
         if roll.random() >= court.search_fault_rate:
             return False
         kind = roll.random()
+        court._fault("json " + ("503" if kind < 0.5 else "429" if kind < 0.75 else
+                                "reset" if kind < 0.875 or head else "torn body"))
         if kind < 0.5:
             self._json(503, {"message": "Service Unavailable"}, head)
         elif kind < 0.75:
@@ -477,11 +511,14 @@ class _Handler(BaseHTTPRequestHandler):
         with court._lock:
             court.download_requests += 1
         if court._too_early(doc):
+            court._fault("rate_limited (early)")
             return self._json(429, {"message": "Too many requests"}, head, court._retry_after(doc))
         with court._lock:
             attempt = court._requests[doc] = court._requests.get(doc, 0) + 1
         fault = court.corpus.fault(doc)
         failing = attempt <= court.corpus.doc_transient[doc]
+        if fault != "ok" and (failing or fault not in TRANSIENT_FAULTS):
+            court._fault(fault)
         if fault in PERMANENT_STATUS:
             return self._json(PERMANENT_STATUS[fault], {"message": {
                 401: "Authorization has been denied for this request.",
@@ -595,9 +632,11 @@ def serve(port: int = 8765, docs: int = 300, seed: int = 1, **options) -> None:
     court = SimCourt(docs, seed, **options)
     base_url = court.start(port=port)
     print(base_url, flush=True)
+    print(f"stats: {base_url.rsplit(API_PATH, 1)[0]}{STATS_PATH}", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:
         court.stop()
+        print("totals: " + json.dumps(court.stats(), sort_keys=True), flush=True)
