@@ -57,6 +57,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from notebook_builder.simcourt.server import _Server as LoopbackServer
+
 FOLDER_MIME = "application/vnd.google-apps.folder"
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -332,40 +334,10 @@ class SimDrive:
                 "expires_in": max(1, math.ceil(self.token_seconds)) if self.token_seconds else 3600}
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
+class _Server(LoopbackServer):
+    """The simulated court's loopback server (keep-alive, TCP_NODELAY, connections closed on stop)."""
+
     drive: SimDrive
-
-    def __init__(self, *args, **kwargs):
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(*args, **kwargs)
-
-    def get_request(self):
-        connection, address = super().get_request()
-        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self._connections_lock:
-            self._connections.add(connection)
-        return connection, address
-
-    def shutdown_request(self, request):
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        with self._connections_lock:
-            connections, self._connections = list(self._connections), set()
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def handle_error(self, request, client_address) -> None:
-        pass   # a client hanging up (or a dropped connection we made) is no server error
 
 
 class _Dropped(Exception):
