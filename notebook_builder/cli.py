@@ -10,6 +10,7 @@ verify ran), 130 interrupted (state saved).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -86,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--docs", type=int, default=400, help="documents in the simulated court (default 400)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the simulated court (default 7)")
     demo.add_argument("--fresh", action="store_true", help="delete the demo directory first")
+    demo.add_argument("--store", choices=("dir", "simdrive"), default="dir",
+                      help="dir: store/ inside the demo directory (default); simdrive: the simulated "
+                           "Google Drive on 127.0.0.1, through the real pydrive2 stack")
     demo.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
     sim = commands.add_parser("sim", help="serve the simulated court in the foreground")
@@ -306,26 +310,44 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             # A stalled body (the court stops sending for 2 s) ends in a read timeout after 1 s.
             "KY_HTTP_TIMEOUT": "1",
         })
-        try:
-            cfg = load_config(env)
-        except ConfigError as exc:
-            print(f"kycourt-pipeline: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if ignored:
-            print(f"demo: ignoring {', '.join(ignored)} (the demo sets its own configuration)")
-        print(f"demo: simulated court with {args.docs} documents at {court.base_url}")
-        print(f"demo: workspace {cfg.WORKSPACE}, store {cfg.STORE}")
-        print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, stalled and torn bodies, "
-              "HTML pages, 401/403/404, oversized and unreadable PDFs): the WARNING lines below are "
-              "those simulated faults being handled")
-        report = run_pipeline(cfg)
-        stats = court.stats()
+        with contextlib.ExitStack() as stack:
+            drive = None
+            if args.store == "simdrive":
+                from notebook_builder.simdrive import SimDrive
+                # Writes limited as Drive does, faster (20 a second) so the demo stays short.
+                drive = stack.enter_context(SimDrive(write_rate=20.0, write_burst=5.0, seed=args.seed))
+                env.update({"KY_STORE": "drive", "KY_DRIVE_API": drive.api_root, "KY_DRIVE_WRITES": "20",
+                            "KY_DRIVE_FOLDER": "ky_court_demo"})
+            try:
+                cfg = load_config(env)
+            except ConfigError as exc:
+                print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            if ignored:
+                print(f"demo: ignoring {', '.join(ignored)} (the demo sets its own configuration)")
+            print(f"demo: simulated court with {args.docs} documents at {court.base_url}")
+            store = f"simulated Drive at {drive.api_root}, folder {cfg.DRIVE_FOLDER}" if drive else cfg.STORE
+            print(f"demo: workspace {cfg.WORKSPACE}, store {store}")
+            print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, stalled and torn bodies, "
+                  "HTML pages, 401/403/404, oversized and unreadable PDFs): the WARNING lines below are "
+                  "those simulated faults being handled")
+            report = run_pipeline(cfg)
+            stats = court.stats()
+            if drive is not None:
+                counts = ", ".join(f"{kind} {n}" for kind, n in sorted(drive.requests.items()))
+                drive_line = (f"demo: simulated Drive answered {sum(drive.requests.values())} requests "
+                              f"({counts}); holds {len(drive.files_in(cfg.DRIVE_FOLDER + '/pdf_by_hash'))} PDFs")
     print(report.summary())
     print(f"demo: the simulated court answered {sum(stats['requests'].values())} requests and served "
           f"{stats['faults_served']} simulated faults, {stats['early_requests']} requests came back "
           f"before their Retry-After")
-    print(f"demo: {time.monotonic() - started:.1f}s in all; inspect {root}/store "
-          f"(document_inventory.csv, failed_inventory.csv, pdf_by_hash/, text/)")
+    if args.store == "simdrive":
+        print(drive_line)
+        print(f"demo: {time.monotonic() - started:.1f}s in all; the simulated Drive lived in memory, "
+              f"inspect {root}/workspace")
+    else:
+        print(f"demo: {time.monotonic() - started:.1f}s in all; inspect {root}/store "
+              f"(document_inventory.csv, failed_inventory.csv, pdf_by_hash/, text/)")
     return report.exit_status
 
 

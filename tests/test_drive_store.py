@@ -64,9 +64,27 @@ def error(status: int, reason: str, message: str = "") -> tuple[dict, str]:
 
 
 def upload(stored: dict) -> list[tuple[dict, str]]:
-    """A resumable upload: the session URI, then the one chunk's answer with the file resource."""
+    """A multipart upload (a small file): one request, answered with the file resource."""
+    return [answer(stored)]
+
+
+def resumable_upload(stored: dict) -> list[tuple[dict, str]]:
+    """A resumable upload (a large file): the session URI, then the one chunk's answer."""
     return [({"status": "200", "location": "https://www.googleapis.com/upload/session/1"}, ""),
             answer(stored)]
+
+
+def multipart_metadata(drive: "ScriptedDrive", index: int) -> dict:
+    """The JSON metadata part of the multipart request `index`."""
+    import email.parser
+    import email.policy
+    _uri, _method, body, headers = drive.http.request_sequence[index]
+    content_type = headers.get("content-type") or headers.get(b"content-type")
+    content_type = content_type.decode() if isinstance(content_type, bytes) else content_type
+    body = body.encode("latin-1") if isinstance(body, str) else body
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
+    return json.loads(next(message.iter_parts()).get_content())
 
 
 def media(data: bytes) -> tuple[dict, bytes]:
@@ -91,6 +109,9 @@ class ScriptedDrive:
         self.sleeps: list[float] = []
 
     def store(self, folder_path: str = "ky_court", **options) -> DriveStore:
+        # The scripted answers serve this thread only (pydrive2 gives each thread its own http):
+        # uploads stay in the caller's thread, not behind the crawl in the mirror's uploader.
+        options.setdefault("deferred_uploads", False)
         return DriveStore(self.drive, folder_path, sleep=self.sleeps.append, **options)
 
     @property
@@ -159,8 +180,8 @@ def test_missing_subfolder_is_created_once_and_cached():
     assert drive.sent[2][:2] == ("POST", "/drive/v2/files")
     assert drive.body(2) == {"title": "pdf_by_hash", "mimeType": FOLDER, "parents": [{"id": "ROOT"}]}
     assert drive.sent[3][:2] == ("POST", "/upload/drive/v2/files")
-    assert drive.sent[3][2]["uploadType"] == "resumable"
-    assert drive.body(3)["parents"] == [{"id": "PDFS"}]
+    assert drive.sent[3][2]["uploadType"] == "multipart"       # one request for a small file
+    assert multipart_metadata(drive, 3)["parents"] == [{"id": "PDFS"}]
     assert drive.all_answers_used()
 
 
@@ -258,7 +279,7 @@ def test_duplicate_titles_pick_the_oldest_and_an_upload_updates_it():
     assert drive.sent[2][1] == "/drive/v2/files/OLDEST"
     method, path, params = drive.sent[4]
     assert (method, path) == ("PUT", "/upload/drive/v2/files/OLDEST")   # files.update, not files.insert
-    assert params["uploadType"] == "resumable"
+    assert params["uploadType"] == "multipart"
     assert not any(m == "POST" for m, _, _ in drive.sent)
     assert drive.all_answers_used()
 
@@ -296,7 +317,6 @@ def test_insert_that_failed_after_drive_stored_it_is_not_repeated(tmp_path):
     drive = ScriptedDrive([
         ROOT_FOUND, PDF_FOLDER_FOUND,
         listing(),
-        ({"status": "200", "location": "https://www.googleapis.com/upload/session/1"}, ""),
         error(503, "backendError"),                            # Drive kept the bytes, the answer was lost
         listing(file("P", f"{SHA}.pdf", b"%PDF bytes")),       # the retry's fresh lookup finds them
     ])
@@ -306,12 +326,23 @@ def test_insert_that_failed_after_drive_stored_it_is_not_repeated(tmp_path):
     assert drive.all_answers_used()
 
 
-def test_empty_text_is_uploaded_without_a_content_range():
-    # A scanned PDF's text is empty; "bytes 0--1/0" would be an invalid request.
+def test_empty_text_is_uploaded_in_one_multipart_request():
     drive = ScriptedDrive([ROOT_FOUND, listing(folder("TEXT", "text")), listing(),
                            *upload(file("T", f"{SHA}.txt", b""))])
     drive.store().write_bytes(f"text/{SHA}.txt", b"")
+    assert drive.sent[-1][:2] == ("POST", "/upload/drive/v2/files")
+    assert drive.sent[-1][2]["uploadType"] == "multipart"
+    assert multipart_metadata(drive, 3)["mimeType"] == "text/plain"
+    assert drive.all_answers_used()
+
+
+def test_empty_file_over_the_multipart_limit_is_resumable_without_a_content_range():
+    # With the limit at 0 every file is resumable: an empty one must not send "bytes 0--1/0".
+    drive = ScriptedDrive([ROOT_FOUND, listing(folder("TEXT", "text")), listing(),
+                           *resumable_upload(file("T", f"{SHA}.txt", b""))])
+    drive.store(multipart_limit=-1).write_bytes(f"text/{SHA}.txt", b"")
     uri, method, _body, headers = drive.http.request_sequence[-1]
+    assert drive.sent[3][2]["uploadType"] == "resumable"
     assert method == "PUT" and headers[b"Content-Length"] == b"0"
     assert b"Content-Range" not in headers
     assert drive.body(3)["mimeType"] == "text/plain"
@@ -324,19 +355,21 @@ def test_upload_whose_stored_md5_differs_is_an_integrity_error():
         drive.store().write_bytes("status.json", b"{}")
 
 
-def test_download_is_checked_and_replaces_the_target(tmp_path):
+def test_download_is_checked_a_torn_one_retried_and_the_target_replaced(tmp_path):
     target = tmp_path / "restore" / "ky_court.sqlite"
+    good = b"SQLite format 3\x00"
     drive = ScriptedDrive([
-        ROOT_FOUND, listing(file("DB", "ky_court.sqlite", b"SQLite format 3\x00")), media(b"SQLite format 3\x00"),
-        listing(file("DB", "ky_court.sqlite", b"SQLite format 3\x00")), media(b"torn"),
+        ROOT_FOUND, listing(file("DB", "ky_court.sqlite", good)), media(b"SQLite"), media(good),
+        listing(file("DB", "ky_court.sqlite", good)), media(b"torn"), media(b"torn again"),
     ])
-    store = drive.store()
-    store.download_file("ky_court.sqlite", target)
-    assert target.read_bytes() == b"SQLite format 3\x00"
-    with pytest.raises(IntegrityError, match="md5"):
+    store = drive.store(max_tries=2)
+    store.download_file("ky_court.sqlite", target)                 # the torn first answer is retried
+    assert target.read_bytes() == good and drive.sleeps == [1.0]
+    with pytest.raises(IntegrityError, match="md5"):               # torn on every try
         store.download_file("ky_court.sqlite", target)
-    assert target.read_bytes() == b"SQLite format 3\x00"          # the good copy is untouched
+    assert target.read_bytes() == good                             # the good copy is untouched
     assert sorted(p.name for p in target.parent.iterdir()) == ["ky_court.sqlite"]
+    assert drive.all_answers_used()
 
 
 # ------------------------------------------------------------------ retries

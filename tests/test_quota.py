@@ -17,7 +17,7 @@ import pytest
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c35_context import open_context, write_status
 from test_drive_store import (PDF_FOLDER_FOUND, ROOT_FOUND, ScriptedDrive, answer, error, file, listing,
-                              upload)
+                              multipart_metadata, upload)
 
 GIB = 1024 ** 3
 QUOTA_FULL = error(403, "storageQuotaExceeded", "The user's Drive storage quota has been exceeded.")
@@ -127,11 +127,11 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
     caught_up = write_status(later)
     assert caught_up["store_lagging"] is None and caught_up["store_pending"] == 0
     assert working.all_answers_used()
-    assert working.body(3)["parents"] == [{"id": "PDFS"}]            # the PDF went to pdf_by_hash/
+    assert multipart_metadata(working, 3)["parents"] == [{"id": "PDFS"}]   # the PDF went to pdf_by_hash/
 
 
 def test_once_the_quota_is_exhausted_later_uploads_are_queued_without_asking_drive(make_context):
-    drive = ScriptedDrive([ROOT_FOUND, PDF_FOLDER_FOUND, listing(), listing(), QUOTA_FULL])
+    drive = ScriptedDrive([ROOT_FOUND, PDF_FOLDER_FOUND, listing(), QUOTA_FULL])   # the one multipart upload: refused
     ctx = make_context(drive)
     assert ctx.mirror.put(PDF_NAME, local_pdf(ctx)) is False
     other = ctx.path(f"text/{SHA}.txt")

@@ -189,6 +189,15 @@ def _parse_text(text: str) -> str:
     return text.strip()
 
 
+def _parse_optional_url(text: str) -> str | None:
+    text = text.strip()
+    if not text:
+        return None
+    if not text.startswith(("http://", "https://")):
+        raise ValueError(text)
+    return text
+
+
 def _parse_year(text: str) -> int:
     year = int(text)
     if not 1900 <= year <= 2100:
@@ -222,6 +231,12 @@ KNOBS: tuple[Knob, ...] = (
          "durable mirror; 'drive' uses Google Drive through pydrive2 (the default in Colab)"),
     Knob("DRIVE_FOLDER", "KY_DRIVE_FOLDER", "ky_court", _parse_text, "a Drive folder path like ky_court",
          "the Drive folder the store lives in when STORE=drive"),
+    Knob("DRIVE_API", "KY_DRIVE_API", None, _parse_optional_url, "an http(s) URL, or empty for Google's",
+         "for testing: the root of a Drive-compatible API (the simulated Drive) that STORE=drive uses "
+         "instead of Google's, with dummy credentials; no Colab needed"),
+    Knob("DRIVE_WRITES_PER_SECOND", "KY_DRIVE_WRITES", 2.0, _parse_pos_float, "a positive number",
+         "Drive writes a second at most (Drive allows about 2); halved on each rate-limit answer, "
+         "then raised again"),
     Knob("API_BASE", "KY_API_BASE", REAL_API_BASE, _parse_text, "an http(s) URL",
          "root of the C-Track Public Access API"),
     Knob("PHASES", "KY_PHASES", PHASE_NAMES, _parse_phases,
@@ -375,6 +390,8 @@ class Config:
     COURT_TEXT: bool
     FULL_SWEEP: bool
     PROBE_FIRST: bool
+    DRIVE_API: str | None
+    DRIVE_WRITES_PER_SECOND: float
     extra: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()   # adjustments load_config made and said (a scaled shutdown margin)
 

@@ -181,6 +181,11 @@ class Store:
     # True when the methods may be called from several threads at once (content-addressed
     # uploads then run in parallel); a store that is not thread-safe keeps False.
     concurrent_uploads = False
+    # True when writes are slow (Drive: ~2 a second): content-addressed uploads are then queued in
+    # store_pending and made by a background uploader, behind the crawl (StoreMirror).
+    deferred_uploads = False
+    # More than 1 when `upload_files` stores up to that many texts as one file (Drive's text packs).
+    text_pack_members = 0
 
     def exists(self, name: str) -> bool:
         raise NotImplementedError

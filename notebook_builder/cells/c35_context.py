@@ -9,6 +9,14 @@ Guarantees:
   going on local state: the name is queued in `store_pending`, the mirror is
   marked lagging, and `catch_up()` (every run, at start and at sync) brings
   the store level.
+- Behind the crawl (a store with `deferred_uploads`, Google Drive): a
+  content-addressed put is only a durable `store_pending` row (the crawl
+  never waits for Drive's ~2 writes a second); a background uploader thread
+  drains the backlog in order, paced by the store, and stops on a signal
+  with the rest still pending, so a later run (or a killed one's successor)
+  goes on from there. `catch_up()` stops that thread and drains the rest
+  itself. Its progress is a tqdm bar `mirror` and, in status.json,
+  `store_pending` with `store_eta_seconds`.
 - `write_status()` writes status.json (CONTRACT.md) atomically to the
   workspace and mirrors it; `done` comes from the same queue functions the
   stages use.
@@ -22,7 +30,8 @@ Guarantees:
   "Since" is by checkpoint_seq, stamped on each row in its own commit, not
   by clock.
 
-Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, CHECKPOINT_SECONDS, JOURNAL_SECONDS, QUOTA_WARN_FRACTION.
+Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, CHECKPOINT_SECONDS, JOURNAL_SECONDS, QUOTA_WARN_FRACTION,
+PROGRESS.
 """
 from __future__ import annotations
 
@@ -41,7 +50,7 @@ from tqdm.auto import tqdm
 
 from .c00_config import Config, DiskFullError, RunClock, StoreError, StoreQuotaExceeded, utc_now
 from .c10_database import DB_FILENAME, Database, checkpoint, journal_rows, record_store_checkpoint
-from .c20_store import CONTENT_ADDRESSED_PREFIXES, LocalStore, Store
+from .c20_store import CONTENT_ADDRESSED_PREFIXES, LocalStore, Store, is_content_addressed
 
 log_context = logging.getLogger("kycourt.context")
 
@@ -109,24 +118,74 @@ def raise_if_disk_full(exc: OSError, path: Path | str) -> None:
 
 def progress(cfg: Config, total: int | None, desc: str, unit: str = "doc") -> tqdm:
     """A progress bar that renders in Colab and in a terminal (tqdm.auto); none when not PROGRESS."""
-    return tqdm(total=total, desc=desc, unit=unit, mininterval=1.0, dynamic_ncols=True,
-                disable=not cfg.PROGRESS)
+    return progress_bar(total, desc, unit, disable=not cfg.PROGRESS)
+
+
+def progress_bar(total: int | None, desc: str, unit: str, *, disable: bool = False) -> tqdm:
+    return tqdm(total=total, desc=desc, unit=unit, mininterval=1.0, dynamic_ncols=True, disable=disable)
+
+
+_MIRROR_RETRY_SECONDS = 30.0     # the background uploader's pause after a store fault
+_MIRROR_PACK_MIN = 16            # mid-run, fewer pending texts than this wait for more to pack
+_MIRROR_RATE_WINDOW = 120.0      # seconds of uploads the ETA's rate is taken over
+
+
+class _MirrorRate:
+    """Uploads a second over the last couple of minutes, for the mirror's ETA."""
+
+    def __init__(self, now=time.monotonic):
+        self._now = now
+        self._stamps: list[float] = []
+        self._lock = threading.Lock()
+
+    def note(self, files: int = 1) -> None:
+        with self._lock:
+            now = self._now()
+            self._stamps.extend([now] * files)
+            while self._stamps and self._stamps[0] < now - _MIRROR_RATE_WINDOW:
+                self._stamps.pop(0)
+
+    def eta(self, pending: int) -> float | None:
+        if pending == 0:
+            return 0.0
+        with self._lock:
+            if len(self._stamps) < 2 or self._stamps[-1] <= self._stamps[0]:
+                return None
+            rate = (len(self._stamps) - 1) / (self._stamps[-1] - self._stamps[0])
+        return round(pending / rate, 1)
 
 
 class StoreMirror:
     """Mirrors workspace files into the store, degrading on store faults."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, *, clock: RunClock | None = None, show_progress: bool = False):
         self.store = store
         self.db: Database | None = None
         self.lagging: str | None = None   # why the store is behind, if it is
         self.uploads = 0       # content-addressed names uploaded (PDFs, texts, archives)
         self.skipped = 0
+        self.clock = clock
+        self.show_progress = show_progress
         self._lock = threading.RLock()
         self._counts_lock = threading.Lock()
+        self._uploader: threading.Thread | None = None
+        self._uploader_stop = threading.Event()
+        self._uploader_wake = threading.Event()
+        self._rate = _MirrorRate()
 
     def attach(self, db: Database) -> None:
         self.db = db
+
+    @property
+    def behind(self) -> bool:
+        """Content-addressed uploads run behind the crawl (the store is slow to write to)."""
+        return bool(getattr(self.store, "deferred_uploads", False)) and self.db is not None
+
+    def eta_seconds(self) -> float | None:
+        """Seconds the backlog needs at the rate uploads went lately; None when unknown."""
+        if self.db is None:
+            return None
+        return self._rate.eta(self.db.store_pending_count())
 
     def has(self, name: str) -> bool:
         with self._lock:
@@ -149,6 +208,8 @@ class StoreMirror:
         # A content-addressed upload to a store that takes concurrent calls runs unlocked, so one
         # thread's upload never holds up another's (the checkpointer's, a fetch for the extract
         # workers); everything else is serialized.
+        if not mutable and self.behind and is_content_addressed(name):
+            return self._defer(name, local_path)
         concurrent = not mutable and self.store.concurrent_uploads
         with contextlib.nullcontext() if concurrent else self._lock:
             if not mutable:
@@ -171,8 +232,10 @@ class StoreMirror:
         """`put` of several content-addressed files, uploaded together (`Store.upload_files`: a
         LocalStore makes them durable with one flush). Returns name -> held by the store afterwards.
         Should the group fail, each is put on its own, so each gets its own outcome (or queue row)."""
+        if self.behind:
+            return {name: self.put(name, local_path) for name, local_path in items}
         if type(self.store).upload_files is Store.upload_files:
-            # No group upload (Drive): one put each, so the lock is never held across many uploads.
+            # No group upload: one put each, so the lock is never held across many uploads.
             return {name: self.put(name, local_path) for name, local_path in items}
         held: dict[str, bool] = {}
         missing: list[tuple[str, str | os.PathLike]] = []
@@ -198,6 +261,13 @@ class StoreMirror:
                 self.uploads += len(missing)
             held.update((name, True) for name, _ in missing)
             return held
+
+    def _defer(self, name: str, local_path: str | os.PathLike) -> bool:
+        """Queues a content-addressed name for the background uploader; False: not held yet."""
+        self._queue(name, local_path, "behind the crawl")
+        self._start_uploader()
+        self._uploader_wake.set()
+        return False
 
     def _held_or_queued(self, name: str, local_path: str | os.PathLike) -> bool | None:
         """A content-addressed name before its upload: True when the store has it already, False
@@ -256,30 +326,131 @@ class StoreMirror:
                                 self.store.description, kind, exc)
         self.lagging = f"{kind}: {exc}"
 
-    def catch_up(self, workspace: Path) -> dict[str, int]:
-        """Uploads every queued name whose local file still exists; returns counts."""
+    def catch_up(self, workspace: Path, *, wait: bool = True) -> dict[str, int]:
+        """Uploads every queued name whose local file still exists; returns counts. The background
+        uploader is stopped first (this drains what it left); a signal stops the drain too.
+        `wait=False` (a run's start) with a store behind the crawl only starts the uploader."""
         if self.db is None:
             return {"uploaded": 0, "left": 0}
-        uploaded = 0
+        if not wait and self.behind:
+            left = self.db.store_pending_count()
+            if left:
+                self._start_uploader()
+            return {"uploaded": 0, "left": left}
+        self.stop_uploader()
         self.lagging = None
-        for row in self.db.store_pending():
-            local = pending_local_file(row["name"], row["local_path"], workspace)
-            if local is None:
-                log_context.warning("store backlog: %s is gone locally; dropping it from the backlog", row["name"])
-                self.db.store_pending_done(row["name"])
+        pending = self.db.store_pending_count()
+        bar = progress_bar(pending, "mirror", "file") if self.show_progress and self.behind and pending else None
+        try:
+            uploaded = self._drain(self.db, workspace, lambda: self.clock is not None and self.clock.interrupted,
+                                   bar=bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        return {"uploaded": uploaded, "left": self.db.store_pending_count()}
+
+    def _drain(self, db: Database, workspace: Path, stopping, *, final: bool = True, bar: tqdm | None = None) -> int:
+        """Uploads the backlog in order until it is empty, a store fault, or `stopping()`.
+
+        A store that packs texts (`text_pack_members` > 0: Drive) gets the pending texts in groups of
+        that many through `upload_files`, one store file each group; unless `final`, a group
+        smaller than _MIRROR_PACK_MIN waits for more texts (the uploader thread, mid-run). `bar`
+        counts the files uploaded."""
+        uploaded = 0
+        workspace = Path(workspace).absolute()
+        rows = db.store_pending()
+        groups: list[list] = []
+        size = self.store.text_pack_members
+        if size > 1:
+            texts = [row for row in rows if row["name"].startswith("text/")]
+            rows = [row for row in rows if not row["name"].startswith("text/")]
+            groups = [texts[start:start + size] for start in range(0, len(texts), size)]
+            if groups and not final and len(groups[-1]) < _MIRROR_PACK_MIN:
+                groups.pop()
+        for group in groups + [[row] for row in rows]:
+            if stopping():
+                break
+            items = []
+            for row in group:
+                local = pending_local_file(row["name"], row["local_path"], workspace)
+                if local is not None:
+                    items.append((row["name"], local))
+                    continue
+                log_context.warning("store backlog: %s is gone locally; dropping it from the backlog",
+                                    row["name"])
+                db.store_pending_done(row["name"])
+            if not items:
                 continue
             with self._lock:
                 try:
-                    if not self.store.exists(row["name"]):
-                        self.store.upload_file(row["name"], local)
-                        with self._counts_lock:
-                            self.uploads += 1
+                    missing = [(name, local) for name, local in items if not self.store.exists(name)]
+                    if len(missing) == 1:
+                        self.store.upload_file(*missing[0])
+                    elif missing:
+                        self.store.upload_files(missing)
+                    with self._counts_lock:
+                        self.uploads += len(missing)
                 except StoreError as exc:
                     self._note_lag(exc)
                     break
-            self.db.store_pending_done(row["name"])
-            uploaded += 1
-        return {"uploaded": uploaded, "left": self.db.store_pending_count()}
+            with db.transaction():
+                for name, _ in items:
+                    db.store_pending_done(name)
+            self._rate.note(len(items))
+            uploaded += len(items)
+            if bar is not None:
+                bar.update(len(items))
+        return uploaded
+
+    # ------------------------------------------------ background uploader
+
+    def _start_uploader(self) -> None:
+        with self._counts_lock:
+            if self._uploader is not None and self._uploader.is_alive():
+                return
+            self._uploader_stop.clear()
+            self._uploader = threading.Thread(target=self._uploader_loop, name="store-uploader", daemon=True)
+            self._uploader.start()
+
+    def stop_uploader(self) -> None:
+        """Stops the background uploader after the file in flight; the rest stays pending."""
+        thread = self._uploader
+        if thread is None:
+            return
+        self._uploader_stop.set()
+        self._uploader_wake.set()
+        thread.join()
+        self._uploader = None
+
+    def _uploader_loop(self) -> None:
+        # A connection of its own: WAL lets it read while the stages write, and its commits wait
+        # their turn (busy_timeout) instead of meeting another thread's statement on a shared one.
+        db = Database.open(self.db.path)
+        workspace = Path(self.db.path).parent
+        # One bar for the thread's life: its total grows as the crawl queues more, its rate and
+        # remaining time are the mirror's own.
+        bar = progress_bar(0, "mirror", "file", disable=not self.show_progress)
+
+        def stopping() -> bool:
+            return self._uploader_stop.is_set() or (self.clock is not None and self.clock.interrupted)
+        try:
+            while not stopping():
+                self._uploader_wake.clear()
+                try:
+                    bar.total = bar.n + db.store_pending_count()
+                    bar.refresh()
+                    self._drain(db, workspace, stopping, final=False, bar=bar)
+                except Exception as exc:   # noqa: BLE001 - the uploader must never kill the run
+                    log_context.warning("store uploader: %s", exc)
+                if self.lagging:           # a fault: try again in a while, not in a tight loop
+                    self._uploader_wake.wait(_MIRROR_RETRY_SECONDS)
+                    if not stopping():
+                        self.lagging = None
+                else:
+                    self._uploader_wake.wait(1.0)
+        finally:
+            bar.close()
+            db.close()
 
 
 def pending_local_file(name: str, recorded: str, workspace: Path) -> Path | None:
@@ -328,6 +499,7 @@ class Context:
         return self.db
 
     def close(self) -> None:
+        self.mirror.stop_uploader()
         if self.client is not None and hasattr(self.client, "close"):
             self.client.close()
             self.client = None
@@ -381,26 +553,44 @@ class Context:
         return quota
 
 
-def open_store(cfg: Config) -> Store:
-    """The store CFG names: a directory, or Google Drive ('drive')."""
+def open_store(cfg: Config, *, sleep: Any = time.sleep) -> Store:
+    """The store CFG names: a directory, or Google Drive ('drive'), whose retries and pacing
+    wait through `sleep` (the run clock's: a stop ends the wait)."""
     if cfg.store_is_drive:
         from .drive_store import open_drive_store
-        return open_drive_store(cfg)
+        return open_drive_store(cfg, sleep=sleep)
     return LocalStore(cfg.STORE)
+
+
+def store_sleep(clock: RunClock):
+    """The store's sleep (retry backoff, pacing): a signal ends it at once (returns False), the
+    budget's end does not (verify still mirrors the checkpoint then, patiently)."""
+    def sleep(seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if clock.interrupted:
+                return False
+            if clock.stop_event.is_set():      # the budget: the event no longer waits
+                time.sleep(min(left, 0.25))
+            else:
+                clock.stop_event.wait(left)
+        return not clock.interrupted
+    return sleep
 
 
 def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | None = None) -> Context:
     """Creates the workspace layout and the store; the database is opened after restore."""
     workspace = Path(cfg.WORKSPACE)
-    store = store if store is not None else open_store(cfg)  # first: a bad store writes nothing
+    clock = clock or RunClock(cfg.BUDGET_SECONDS, cfg.SHUTDOWN_SECONDS)
+    store = store if store is not None else open_store(cfg, sleep=store_sleep(clock))  # first: a bad store writes nothing
     try:
         for folder in WORKSPACE_FOLDERS:
             (workspace / folder).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise_if_disk_full(exc, workspace)
         raise StoreError(f"cannot create workspace {workspace}: {exc.strerror}") from None
-    clock = clock or RunClock(cfg.BUDGET_SECONDS, cfg.SHUTDOWN_SECONDS)
-    return Context(cfg=cfg, workspace=workspace, store=store, mirror=StoreMirror(store), clock=clock)
+    mirror = StoreMirror(store, clock=clock, show_progress=cfg.PROGRESS)
+    return Context(cfg=cfg, workspace=workspace, store=store, mirror=mirror, clock=clock)
 
 
 # ---------------------------------------------------------------- status
@@ -453,6 +643,8 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
 def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> dict[str, Any]:
     extra = dict(extra)
     extra["store_lagging"] = ctx.mirror.lagging
+    if ctx.mirror.behind:
+        extra["store_eta_seconds"] = ctx.mirror.eta_seconds()
     if ctx.court_unreachable:
         extra["court_unreachable"] = ctx.court_unreachable
     if ctx.quota is not None:

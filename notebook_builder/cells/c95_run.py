@@ -214,7 +214,7 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
         _run_timed(report, "restore", lambda: restore(ctx))
         ctx.open_database()
         ctx.refresh_quota()
-        backlog = ctx.mirror.catch_up(ctx.workspace)
+        backlog = ctx.mirror.catch_up(ctx.workspace, wait=False)   # a slow store catches up behind the crawl
         if backlog["uploaded"]:
             log_run.info("store caught up: %d names uploaded, %d left", backlog["uploaded"], backlog["left"])
         if not verify_only:

@@ -1,0 +1,204 @@
+"""The whole pipeline with Google Drive as the store: the simulated Drive, the real pydrive2 stack.
+
+KY_STORE=drive and KY_DRIVE_API point the run at notebook_builder.simdrive on
+127.0.0.1; the simulated court is the torture court. Each test ends with the
+store level (every name the database refers to held once, with the bytes its
+hash names) and the court's planned verdicts, after the faults of the issue:
+a rate-limit storm with 5xx, dropped connections and an expiring token; the
+quota filling in the middle of a group; a file trashed by hand.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c90_verify import referenced_store_names
+from notebook_builder.cells.c95_run import run_pipeline
+from notebook_builder.cells.drive_store import text_pack_members
+from notebook_builder.simdrive import SimDrive
+
+from test_torture import torture
+
+DOCS = 30
+FOLDER = "ky_court"
+
+
+@pytest.fixture
+def court():
+    with torture.make_court(DOCS, seed=5) as court:
+        yield court
+
+
+@pytest.fixture
+def sim():
+    with SimDrive(seed=5) as drive:
+        yield drive
+
+
+def drive_env(court, sim, tmp_path, **extra) -> dict:
+    env = torture.pipeline_env(court, tmp_path)
+    env.update({"KY_STORE": "drive", "KY_DRIVE_API": sim.api_root, "KY_DRIVE_FOLDER": FOLDER,
+                "KY_DRIVE_WRITES": "400", "KY_HTTP_TIMEOUT": "5"})
+    env.update(extra)
+    return env
+
+
+def run(cfg):
+    report = run_pipeline(cfg, handle_signals=False)
+    status = json.loads((Path(cfg.WORKSPACE) / "status.json").read_text())
+    return report, status
+
+
+def run_until_done(cfg, runs: int = 4):
+    for _ in range(runs):
+        report, status = run(cfg)
+        if report.exit_status == 0 and status["done"]:
+            break
+    return report, status
+
+
+def drive_lags(sim: SimDrive, cfg) -> list[str]:
+    """Referenced names the simulated Drive lacks, holds twice, or holds with other bytes."""
+    db = Database.open(Path(cfg.WORKSPACE) / "ky_court.sqlite")
+    try:
+        names, problems = referenced_store_names(db.documents_claiming_files())
+    finally:
+        db.close()
+    assert not problems
+    lags = []
+    for folder in ("pdf_by_hash", "text"):
+        held = sim.files_in(f"{FOLDER}/{folder}")
+        counts = Counter(f["title"] for f in held)
+        lags += [f"{folder}/{title} x{n}" for title, n in counts.items() if n > 1]
+        contents = {f["title"]: sim.content(f["id"]) for f in held}
+        for pack in held:                        # a text pack's members, read from the zip itself
+            if text_pack_members(pack["title"], pack.get("description")) is not None:
+                with zipfile.ZipFile(io.BytesIO(sim.content(pack["id"]))) as archive:
+                    for member in archive.namelist():
+                        if member in contents:
+                            lags.append(f"{folder}/{member} loose and packed")
+                        contents[member] = archive.read(member)
+        for name in sorted(n for n in names if n.startswith(folder + "/")):
+            data = contents.get(name.split("/", 1)[1])
+            if data is None:
+                lags.append(f"{name} missing")
+            elif folder == "pdf_by_hash" and hashlib.sha256(data).hexdigest() != name.split("/")[1][:-4]:
+                lags.append(f"{name} other bytes")
+            elif folder == "text" and (Path(cfg.WORKSPACE) / name).is_file() \
+                    and (Path(cfg.WORKSPACE) / name).read_bytes() != data:
+                lags.append(f"{name} other bytes")
+    return lags
+
+
+def text_files_per_text(sim: SimDrive, cfg) -> float:
+    texts = sum(1 for name in referenced(cfg) if name.startswith("text/"))
+    return len(sim.files_in(f"{FOLDER}/text")) / max(1, texts)
+
+
+def referenced(cfg) -> set[str]:
+    db = Database.open(Path(cfg.WORKSPACE) / "ky_court.sqlite")
+    try:
+        return referenced_store_names(db.documents_claiming_files())[0]
+    finally:
+        db.close()
+
+
+@pytest.mark.slow
+def test_rate_limit_storm_5xx_drops_and_an_expiring_token_lose_nothing_and_a_fresh_runtime_restores(
+        court, sim, tmp_path):
+    sim.write_rate, sim._bucket.burst = 20.0, 2.0      # the pacer starts at 400 a second: a storm
+    sim.error_rate, sim.drop_rate, sim.token_seconds = 0.03, 0.02, 0.5
+    cfg = load_config(drive_env(court, sim, tmp_path))
+    report, status = run_until_done(cfg)
+
+    assert report.exit_status == 0, report.summary()
+    assert status["store_pending"] == 0 and not status["store_lagging"] and status["store_eta_seconds"] == 0.0
+    assert sim.rejected["userRateLimitExceeded"] + sim.rejected["429"] > 0
+    assert sim.rejected["backendError"] > 0 and sim.rejected["dropped"] > 0
+    assert sim.requests["token"] > 0
+    assert drive_lags(sim, cfg) == []
+    assert text_files_per_text(sim, cfg) < 0.5                  # texts travel in packs
+    assert torture.wrong_verdicts(court, tmp_path) == []
+
+    # A fresh runtime: the workspace is gone; the run restores from Drive and asks the court for no PDF.
+    shutil.rmtree(tmp_path / "workspace")
+    downloads_before = court.download_requests
+    report, status = run(cfg)
+    assert report.stages["restore"].restored, report.summary()
+    assert report.exit_status == 0, report.summary()
+    assert report.stages["download"].downloaded == 0
+    assert court.download_requests == downloads_before
+    assert drive_lags(sim, cfg) == []
+
+
+@pytest.mark.slow
+def test_quota_full_mid_group_lags_names_what_then_a_freed_drive_levels(court, sim, tmp_path):
+    cfg = load_config(drive_env(court, sim, tmp_path))
+    sim.quota_bytes = sum(len(court.pdf_bytes(doc.document_id) or b"") for doc in court.documents[:DOCS // 3])
+    report, status = run(cfg)
+
+    assert report.exit_status == 1 and not report.verify.passed
+    lag = [reason for reason in report.verify.reasons if reason.startswith("store lags:")]
+    assert lag and "quota exceeded" in lag[0], report.verify.reasons
+    assert status["store_lagging"].startswith("quota exceeded") and status["store_pending"] > 0
+    assert sim.rejected["storageQuotaExceeded"] > 0
+    assert 0 < len(sim.files_in(f"{FOLDER}/pdf_by_hash"))        # some of the group made it, not all
+    assert drive_lags(sim, cfg)
+
+    sim.quota_bytes = None
+    report, status = run_until_done(cfg)
+    assert report.exit_status == 0, report.summary()
+    assert status["store_pending"] == 0
+    assert drive_lags(sim, cfg) == []
+    assert torture.wrong_verdicts(court, tmp_path) == []
+
+
+@pytest.mark.slow
+def test_file_trashed_by_hand_fails_verify_naming_it_then_the_next_run_restores_it(court, sim, tmp_path):
+    cfg = load_config(drive_env(court, sim, tmp_path))
+    report, _ = run_until_done(cfg)
+    assert report.exit_status == 0, report.summary()
+    victim = sorted(sim.files_in(f"{FOLDER}/pdf_by_hash"), key=lambda f: f["title"])[0]
+    sim.trash(victim["id"])
+
+    report = run_pipeline(cfg, handle_signals=False, verify_only=True)
+    assert report.exit_status == 1
+    assert any(f"pdf_by_hash/{victim['title']}" in reason for reason in report.verify.reasons), \
+        report.verify.reasons
+    report, status = run(cfg)
+    assert report.exit_status == 0, report.summary()
+    assert drive_lags(sim, cfg) == []
+
+
+@pytest.mark.slow
+def test_demo_with_the_simulated_drive_passes_and_says_what_drive_answered(tmp_path):
+    import os
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "notebook_builder", "demo", "--docs", "40", "--store", "simdrive"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "KY_PROGRESS": "0"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "verify PASS" in done.stdout and "done: yes" in done.stdout
+    answered = [line for line in done.stdout.splitlines() if line.startswith("demo: simulated Drive answered")]
+    assert answered and int(answered[0].split("holds ")[1].split()[0]) > 0
+    assert not (tmp_path / "demo" / "store").exists()                 # the store was the simulated Drive
+
+
+def test_drive_api_knob_must_be_an_http_url():
+    from notebook_builder.cells.c00_config import ConfigError
+    assert load_config({"KY_DRIVE_API": "http://127.0.0.1:9/"}).DRIVE_API == "http://127.0.0.1:9/"
+    assert load_config({"KY_DRIVE_API": ""}).DRIVE_API is None
+    with pytest.raises(ConfigError, match="KY_DRIVE_API"):
+        load_config({"KY_DRIVE_API": "127.0.0.1:9"})
+    with pytest.raises(ConfigError, match="KY_DRIVE_WRITES"):
+        load_config({"KY_DRIVE_WRITES": "0"})
