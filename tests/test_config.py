@@ -14,7 +14,7 @@ def test_defaults_match_the_original_pipeline():
     assert cfg.PACING_SEARCH == (0.3, 0.7) and cfg.PACING_DL == (0.3, 0.5)
     assert cfg.MAX_ATTEMPTS == 4 and cfg.MAX_EXTRACT_ATTEMPTS == 3
     assert cfg.MAX_PDF_BYTES == 200 * 1024 * 1024
-    assert cfg.PHASES == ("discover", "backfill", "download", "extract")
+    assert cfg.PHASES == ("discover", "backfill", "download", "extract", "ocr")
     assert (cfg.BACKOFF_BASE, cfg.BACKOFF_CAP) == (5.0, 60.0)
     assert cfg.RETRY_HARD is False and cfg.DRY_RUN is False and cfg.LIVE is False
     assert cfg.DOWNLOAD_BATCH == 50 and cfg.EXTRACT_BATCH == 500
@@ -39,7 +39,7 @@ def test_overrides_beat_the_environment():
 @pytest.mark.parametrize("variable,value", [
     ("KY_BUDGET", "abc"), ("KY_BUDGET", "-5"), ("KY_PHASES", "discover,teleport"),
     ("KY_MAX_ATTEMPTS", "-1"), ("KY_DOWNLOAD_BATCH", "0"), ("KY_PACING_DL", "0.5"),
-    ("KY_RETRY_HARD", "maybe"), ("KY_API_BASE", "ftp://x"), ("KY_EXTRACT_ENGINE", "ocr"),
+    ("KY_RETRY_HARD", "maybe"), ("KY_API_BASE", "ftp://x"), ("KY_EXTRACT_ENGINES", "ocr"), ("KY_EXTRACT_ENGINES", "pypdf,pypdf"), ("KY_OCR_ENGINE", "gocr"),
     ("KY_BACKOFF_BASE", "nan"), ("KY_PROGRESS", "quiet"),
 ])
 def test_bad_value_names_the_variable_and_the_accepted_form(variable, value):

@@ -66,7 +66,7 @@ def test_a_version_1_database_gains_downloaded_at_and_keeps_its_rows(tmp_path, m
         old.upsert_discovered([_doc(0)])
         old.close()
     db = Database.open(path)
-    assert db.kv_get("schema_version") == "2"
+    assert db.kv_get("schema_version") == str(c10_database.SCHEMA_VERSION)
     row = db.get_document(_doc(0)["document_id"])
     assert row["status"] == "discovered" and row["downloaded_at"] is None
     assert db.mark_downloaded(_doc(0)["document_id"], sha256="a" * 64, size_bytes=1, local_pdf="x")
