@@ -95,8 +95,8 @@ log_extract = logging.getLogger("kycourt.extract")
 
 # ---------------------------------------------------------------- engines
 
-# An engine is f(pdf_path) -> one entry per page: (text, has_images), or the text alone (no images
-# known). It raises ExtractionFailure with a named verdict when it knows why it cannot read the PDF;
+# An engine is f(pdf_path) -> one entry per page: (text, has_images[, text objects, characters they
+# gave]), or the text alone (no images known). It raises ExtractionFailure with a named verdict when it knows why it cannot read the PDF;
 # any other exception is classified by `classify_extract_error`.
 
 
@@ -139,6 +139,40 @@ def _extract_pages_pypdf(pdf_path: str) -> list[tuple[str, bool]]:
     return pages
 
 
+def _pdfium_page_objects(count: Callable[[], int], get: Callable[[int], object], depth: int = 0) -> tuple[bool, int]:
+    """(some object is an image, how many are text) of a page, or of a form XObject on it (3 deep).
+    Raw C calls: pypdfium2's get_objects wraps every object in Python (30% more time here)."""
+    import pypdfium2.raw as pdfium_c
+    has_images, texts = False, 0
+    for index in range(count()):
+        handle = get(index)
+        kind = pdfium_c.FPDFPageObj_GetType(handle)
+        if kind == pdfium_c.FPDF_PAGEOBJ_TEXT:
+            texts += 1
+        elif kind == pdfium_c.FPDF_PAGEOBJ_IMAGE:
+            has_images = True
+        elif kind == pdfium_c.FPDF_PAGEOBJ_FORM and depth < 3:
+            images_in_form, texts_in_form = _pdfium_page_objects(
+                lambda form=handle: pdfium_c.FPDFFormObj_CountObjects(form),
+                lambda at, form=handle: pdfium_c.FPDFFormObj_GetObject(form, at), depth + 1)
+            has_images, texts = has_images or images_in_form, texts + texts_in_form
+    return has_images, texts
+
+
+def _pdfium_has_visible_annotations(page_handle) -> bool:
+    """The page has an annotation other than links and popups (a form field, a stamp, a comment):
+    flattening a page of many links costs 5x its text and adds nothing."""
+    import pypdfium2.raw as pdfium_c
+    for index in range(pdfium_c.FPDFPage_GetAnnotCount(page_handle)):
+        annotation = pdfium_c.FPDFPage_GetAnnot(page_handle, index)
+        try:
+            if pdfium_c.FPDFAnnot_GetSubtype(annotation) not in (pdfium_c.FPDF_ANNOT_LINK, pdfium_c.FPDF_ANNOT_POPUP):
+                return True
+        finally:
+            pdfium_c.FPDFPage_CloseAnnot(annotation)
+    return False
+
+
 def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
     import pypdfium2
     import pypdfium2.raw as pdfium_c
@@ -152,12 +186,23 @@ def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
         pages = []
         for index in range(len(document)):
             page = document[index]
+            if _pdfium_has_visible_annotations(page.raw):
+                # Filled-in form fields and other visible annotations are text of the page (poppler
+                # reads them too): flatten them into its content (in memory only) and read it again.
+                if pdfium_c.FPDFPage_Flatten(page.raw, pdfium_c.FLAT_NORMALDISPLAY) == pdfium_c.FLATTEN_SUCCESS:
+                    page.close()
+                    page = document[index]
             text_page = page.get_textpage()
             try:
-                text = text_page.get_text_bounded().replace("\r\n", "\n")
-                has_images = next(iter(page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,), max_depth=3)),
-                                  None) is not None
-                pages.append((text, has_images))
+                # get_text_range keeps pdfium's line breaks; get_text_bounded drops some, running the
+                # last word of a line into the first of the next (measured on bench/realpdfs.py).
+                text = text_page.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+                has_images, text_objects = _pdfium_page_objects(
+                    lambda: pdfium_c.FPDFPage_CountObjects(page.raw),
+                    lambda index: pdfium_c.FPDFPage_GetObject(page.raw, index))
+                # Text objects that gave no characters: pdfium could not decode their font (a CID
+                # font that is not embedded, with a predefined CMap); the share decoded caps quality.
+                pages.append((text, has_images, text_objects, text_page.count_chars()))
             finally:
                 text_page.close()
                 page.close()
@@ -235,6 +280,9 @@ def is_likely_scanned(pages_needing_ocr: int) -> bool:
 
 
 _QUALITY_MIN_TOKENS = 20
+# Scripts written without spaces between words (CJK, kana, Thai, Hangul).
+_UNSPACED = "\u0e00-\u0e7f\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+_UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
 _WORD_TOKEN = re.compile(r"(?:[^\W\d_]{1,20})(?:['\u2019-][^\W\d_]{1,20})*")
 _NUMBER_TOKEN = re.compile(r"[$\u00a7#]?\d[\d,.:/-]*[a-z]{0,2}")
 _TOKEN_EDGES = "\"'()[]{}<>,.;:!?*\u201c\u201d\u2018\u2019\u00ab\u00bb"
@@ -246,6 +294,10 @@ def _word_like(token: str) -> bool | None:
         return None   # punctuation alone: neither word nor noise
     if _NUMBER_TOKEN.fullmatch(core):
         return True
+    if _UNSPACED_RUN.fullmatch(core):
+        return True   # a script written without spaces: a run of its characters is words
+    if len(core) >= 4 and len(core) % 2 == 0 and core[::2] == core[1::2]:
+        return False  # every letter twice: fake-bold text drawn twice, read twice
     if not _WORD_TOKEN.fullmatch(core):
         return False
     letters = core.replace("'", "").replace("\u2019", "").replace("-", "")
@@ -270,8 +322,7 @@ def text_quality(text: str) -> float | None:
     return round(max(0.0, share - 2 * bad / max(1, len(text))), 4)
 
 
-# Scripts written without spaces between words (CJK, kana, Thai): each character is a token.
-_UNSPACED = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+# In scripts without spaces each character is a token.
 _WORDS = re.compile(f"[{_UNSPACED}]|[^\\W{_UNSPACED}]+")
 
 
@@ -379,6 +430,14 @@ def _extract_run_engine(engine: str, pdf_path: str) -> tuple:
                  for text, entry in zip(page_texts, entries)]
         text = join_page_texts(page_texts)
         quality = text_quality(text)
+        # An engine that counts text objects and the characters they gave (pdfium): when under
+        # half of them decoded, most of the text is missing, however good the rest looks.
+        counted = [entry[2:4] for entry in entries if not isinstance(entry, str) and len(entry) >= 4]
+        objects = sum(count for count, _ in counted)
+        if objects >= _QUALITY_MIN_TOKENS:
+            decoded = sum(chars for _, chars in counted) / objects
+            if decoded < 0.5:
+                quality = round(min(decoded, quality if quality is not None else 1.0), 4)
         # A broken ToUnicode map can yield lone surrogates, which UTF-8 cannot hold: '?' each.
         return ("ok", facts, len(text), text.encode("utf-8", "replace"), quality)
     except MemoryError:
