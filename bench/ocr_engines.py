@@ -64,7 +64,7 @@ def main() -> None:
         pdf.write_bytes(opinion_pdf(seed=seed, case_number=f"2021-SC-{seed:06d}", court="Supreme Court",
                                     title=f"Appellant {seed} v. Commonwealth", description="Opinion",
                                     filed="2021-05-01", creation_date="20240101000000Z"))
-        for number, (text, _) in enumerate(EXTRACT_ENGINE_FUNCTIONS["pypdfium2"](str(pdf))):
+        for number, (text, *_) in enumerate(EXTRACT_ENGINE_FUNCTIONS["pypdfium2"](str(pdf))):
             if len(truths) < args.pages:
                 truths.append(text)
                 _IMAGES.append(render_page(str(pdf), number, args.dpi))

@@ -252,3 +252,40 @@ def test_a_10000_page_pdf_over_the_time_limit_goes_to_the_next_engine(make_ctx, 
     timeout_seconds = ctx.db.conn.execute("SELECT seconds FROM extraction_log WHERE outcome = 'timeout'").fetchone()[0]
     assert timeout_seconds >= 4.0 and result.extracted == 2
 
+
+
+def filled_form_pdf(value: str) -> bytes:
+    """One page reading 'Name:' and a text field filled with `value` (its appearance stream only)."""
+    from notebook_builder.simcourt.pdfs import _assemble
+    content = b"BT /F1 12 Tf 72 720 Td (Name:) Tj ET"
+    appearance = b"BT /F1 12 Tf 2 6 Td (" + value.encode("latin-1") + b") Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [5 0 R] /DA (/F1 12 Tf 0 g) >> >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+        b"/Contents 7 0 R /Annots [5 0 R] >>",
+        b"<< /Type /Annot /Subtype /Widget /FT /Tx /T (name) /V (" + value.encode("latin-1") + b") "
+        b"/Rect [120 712 320 732] /P 4 0 R /F 4 /DA (/F1 12 Tf 0 g) /AP << /N 6 0 R >> >>",
+        b"<< /Type /XObject /Subtype /Form /BBox [0 0 200 20] /Resources << /Font << /F1 3 0 R >> >> "
+        b"/Length %d >>\nstream\n" % len(appearance) + appearance + b"\nendstream",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+    ]
+    return _assemble(objects, CREATED)
+
+
+def test_a_filled_in_form_field_is_text_of_its_page(tmp_path):
+    path = tmp_path / "form.pdf"
+    path.write_bytes(filled_form_pdf("Jane Q. Appellant"))
+    [(text, _, _, _)] = c80_extract._extract_pages_pypdfium2(str(path))
+    assert "Name:" in text and "Jane Q. Appellant" in text
+
+
+def test_text_objects_that_do_not_decode_send_the_pdf_to_the_next_engine(monkeypatch, tmp_path):
+    # 40 text objects on the page, 3 characters decoded: most of the text is missing, however clean.
+    def undecoded(pdf_path):
+        return [("The court affirms the judgment below in every respect today " * 3, False, 400, 30)]
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "undecoded", undecoded)
+    verdict, facts, chars, data, quality = c80_extract._extract_run_engine("undecoded", str(tmp_path / "x.pdf"))
+    assert verdict == "ok" and quality == pytest.approx(30 / 400)
+    assert text_quality(data.decode()) > 0.9       # the text alone looked fine

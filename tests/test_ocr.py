@@ -26,7 +26,7 @@ def scanned(data: bytes, tmp_path, dpi: int = 150) -> tuple[bytes, list[str]]:
     """`data` printed and scanned: each page an image only (Pillow's PDF writer), and the true texts."""
     source = tmp_path / "source.pdf"
     source.write_bytes(data)
-    truths = [text for text, _ in EXTRACT_ENGINE_FUNCTIONS["pypdfium2"](str(source))]
+    truths = [entry[0] for entry in EXTRACT_ENGINE_FUNCTIONS["pypdfium2"](str(source))]
     images = [render_page(str(source), index, dpi).convert("L") for index in range(len(truths))]
     out = io.BytesIO()
     images[0].save(out, "PDF", resolution=dpi, save_all=True, append_images=images[1:])
@@ -114,3 +114,17 @@ def test_an_image_only_pdf_is_recognised_and_its_text_merged(ctx, tmp_path):
     assert (ctx.workspace / "text" / f"{sha_mixed}.ocr.txt").read_text().split("\f")[:pages_of_text] == \
         layer[:pages_of_text]
     assert ocr(ctx).pages == 0     # done once
+
+
+def test_verify_requires_the_ocr_text_in_the_store(ctx, tmp_path):
+    needs_engine(ctx.cfg)
+    from notebook_builder.cells.c90_verify import verify
+    scan, _ = scanned(opinion(10), tmp_path)
+    sha = add_document(ctx, "scan", scan)
+    ctx.store.write_bytes(f"pdf_by_hash/{sha}.pdf", scan)     # downloaded: the store holds the PDF
+    extract(ctx)
+    ocr(ctx)
+    assert verify(ctx).passed, verify(ctx).reasons
+    (ctx.store.root / "text" / f"{sha}.ocr.txt").unlink()     # the store lost it
+    result = verify(ctx)
+    assert not result.passed and f"text/{sha}.ocr.txt" in result.missing_in_store

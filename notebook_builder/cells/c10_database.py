@@ -486,7 +486,7 @@ class Database:
     def documents_claiming_files(self) -> Iterator[sqlite3.Row]:
         """Rows whose status says a PDF is on disk (for recover() and verify)."""
         yield from self.conn.execute(
-            "SELECT document_id, status, sha256, local_pdf, size_bytes FROM documents "
+            "SELECT document_id, status, sha256, local_pdf, size_bytes, extracted_by_ocr FROM documents "
             "WHERE status IN ('downloaded', 'extracted')")
 
     def revert_to_discovered(self, document_ids: Sequence[str], reason: str) -> int:

@@ -42,15 +42,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .c20_store import pdf_store_name, text_store_name
+from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
 from .c35_context import Context, progress, raise_if_disk_full
 
 log_ocr = logging.getLogger("kycourt.ocr")
-
-
-def ocr_text_store_name(sha256: str) -> str:
-    """The text of the PDF whose hash is `sha256` with its OCR'd pages merged in."""
-    return f"text/{sha256}.ocr.txt"
 
 
 # ---------------------------------------------------------------- engines
