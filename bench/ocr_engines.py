@@ -44,7 +44,7 @@ def word_recall(truth: str, found: str) -> float:
 def _recognise(args):
     engine, index = args
     started = time.perf_counter()
-    text = OCR_ENGINES[engine](_IMAGES[index])
+    text = OCR_ENGINES[engine](_IMAGES[index], 600)
     return index, text, time.perf_counter() - started
 
 
@@ -75,9 +75,9 @@ def main() -> None:
         if missing:
             print(f"{engine:>10}: not measured: {missing}")
             continue
-        OCR_ENGINES[engine](_IMAGES[0])   # warm-up (model load) outside the timing
+        OCR_ENGINES[engine](_IMAGES[0], 600)   # warm-up (model load) outside the timing
         started = time.perf_counter()
-        serial = [OCR_ENGINES[engine](image) for image in _IMAGES[:3]]
+        serial = [OCR_ENGINES[engine](image, 600) for image in _IMAGES[:3]]
         serial_seconds = (time.perf_counter() - started) / 3
         del serial
         mp = multiprocessing.get_context("fork")

@@ -175,6 +175,9 @@ def main() -> None:
         print("five worst files by agreement:")
         for score, name, scanned in sorted(agreements)[:5]:
             print(f"    {score:.3f}  {name}{'  (likely_scanned)' if scanned else ''}")
+        others = [f"{name} {score:.2f}" for score, name, _ in sorted(agreements)[5:] if score < 0.8]
+        if others:
+            print(f"also under 0.8: {'; '.join(others)}")
         ctx.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)

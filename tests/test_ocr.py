@@ -128,3 +128,36 @@ def test_verify_requires_the_ocr_text_in_the_store(ctx, tmp_path):
     (ctx.store.root / "text" / f"{sha}.ocr.txt").unlink()     # the store lost it
     result = verify(ctx)
     assert not result.passed and f"text/{sha}.ocr.txt" in result.missing_in_store
+
+
+def test_an_ocr_worker_that_dies_fails_only_its_pdf(ctx, tmp_path, monkeypatch):
+    import os
+    import signal
+    from notebook_builder.cells import c85_ocr
+    first, _ = scanned(opinion(10), tmp_path)
+    second = concatenated(first, first)     # other bytes, the same scan twice
+    add_document(ctx, "first", first)
+    sha_second = add_document(ctx, "second", second)
+    extract(ctx)
+
+    def engine(image, timeout):             # dies on the one-page PDF's page, reads the others
+        if image.info.get("pdf") == hashlib.sha256(first).hexdigest():
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return "recognised words"
+    monkeypatch.setattr(c85_ocr, "ocr_engine_available", lambda engine: None)
+    monkeypatch.setitem(c85_ocr.OCR_ENGINES, "tesseract", engine)
+    original_render = c85_ocr.render_page
+
+    def render(pdf_path, index, dpi):
+        image = original_render(pdf_path, index, 30)
+        image.info["pdf"] = os.path.basename(pdf_path)[:-4]
+        return image
+    monkeypatch.setattr(c85_ocr, "render_page", render)
+
+    result = ocr(ctx)
+
+    assert (result.failed, result.pdfs, result.pages) == (1, 1, 2)
+    assert ctx.db.get_document("first")["extracted_by_ocr"] == 0          # tried, failed, left the queue
+    assert (ctx.db.get_document("second")["extracted_by_ocr"], ctx.db.get_document("second")["ocr_pages"]) == (1, 2)
+    assert (ctx.workspace / "text" / f"{sha_second}.ocr.txt").read_text() == "recognised words\frecognised words"
+    assert ocr(ctx).pages == 0

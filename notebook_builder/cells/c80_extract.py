@@ -910,19 +910,19 @@ def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, b
     cfg = ctx.cfg
     entries, others, pages = [], [], []
     for sha_rows, outcome, attempts in finished:
-        needing = sum(page_needs_ocr(chars, has_images, cfg.SCANNED_CHARS_PER_PAGE)
-                      for chars, has_images in outcome.page_facts)
+        flags = [page_needs_ocr(chars, has_images, cfg.SCANNED_CHARS_PER_PAGE)
+                 for chars, has_images in outcome.page_facts]
+        needing = sum(flags)
         result.pages_needing_ocr += needing
         result.kept_by[outcome.engine] = result.kept_by.get(outcome.engine, 0) + 1
-        pages.extend((outcome.key, number, chars, int(has_images),
-                      int(page_needs_ocr(chars, has_images, cfg.SCANNED_CHARS_PER_PAGE)), outcome.engine)
-                     for number, (chars, has_images) in enumerate(outcome.page_facts, start=1))
+        pages.extend((outcome.key, number, chars, int(has_images), int(needs), outcome.engine)
+                     for number, ((chars, has_images), needs) in enumerate(zip(outcome.page_facts, flags), start=1))
         # Attempts before the kept one first, so the log reads in the order they ran.
         others.extend(_extract_attempt_entries(sha_rows, attempts, outcome))
         entries.extend(
             {"document_id": row["document_id"], "sha256": outcome.key, "attempt": row["extract_attempts"] + 1,
              "engine": outcome.engine, "pages": outcome.pages, "chars": outcome.chars,
-             "seconds": round(sum(attempt.seconds for attempt in attempts), 4), "quality": outcome.quality,
+             "seconds": outcome.seconds, "quality": outcome.quality,
              "pages_needing_ocr": needing, "likely_scanned": is_likely_scanned(needing)}
             for row in sha_rows)
     ctx.db.record_extracted(entries, attempts=others, pages=pages)

@@ -66,15 +66,16 @@ def render_page(pdf_path: str, page_index: int, dpi: int):
         document.close()
 
 
-def _ocr_tesseract(image) -> str:
+def _ocr_tesseract(image, timeout: float = 0) -> str:
     import pytesseract
-    return pytesseract.image_to_string(image, lang="eng")
+    # pytesseract kills the tesseract process past `timeout` (RuntimeError): a page never hangs a worker.
+    return pytesseract.image_to_string(image, lang="eng", timeout=timeout)
 
 
 _RAPIDOCR = []
 
 
-def _ocr_rapidocr(image) -> str:
+def _ocr_rapidocr(image, timeout: float = 0) -> str:
     import numpy
     if not _RAPIDOCR:
         from rapidocr_onnxruntime import RapidOCR
@@ -85,6 +86,7 @@ def _ocr_rapidocr(image) -> str:
     return "\n".join(item[1] for item in lines)
 
 
+# name -> f(PIL image, timeout seconds) -> text. Forked workers see what the parent put here.
 OCR_ENGINES: dict[str, Callable] = {"tesseract": _ocr_tesseract, "rapidocr": _ocr_rapidocr}
 
 
@@ -120,9 +122,9 @@ def _ocr_worker_init() -> None:
     os.environ["OMP_THREAD_LIMIT"] = "1"           # Tesseract: one thread; the pool gives the parallelism
 
 
-def _ocr_page(engine: str, pdf_path: str, page_number: int, dpi: int) -> tuple[int, str, float]:
+def _ocr_page(engine: str, pdf_path: str, page_number: int, dpi: int, timeout: float) -> tuple[int, str, float]:
     started = time.monotonic()
-    text = OCR_ENGINES[engine](render_page(pdf_path, page_number - 1, dpi))
+    text = OCR_ENGINES[engine](render_page(pdf_path, page_number - 1, dpi), timeout)
     return page_number, text, time.monotonic() - started
 
 
@@ -208,7 +210,8 @@ def _ocr_document(ctx: Context, executor, sha: str, pages: list[int]) -> dict[in
     pdf_path = os.path.join(ctx.workspace, pdf_store_name(sha))
     if not os.path.isfile(pdf_path) and not ctx.mirror.fetch(pdf_store_name(sha), pdf_path):
         raise _OcrFailure("PDF missing in the workspace and not in the store")
-    futures = [executor.submit(_ocr_page, cfg.OCR_ENGINE, pdf_path, number, cfg.OCR_DPI) for number in pages]
+    futures = [executor.submit(_ocr_page, cfg.OCR_ENGINE, pdf_path, number, cfg.OCR_DPI, cfg.EXTRACT_TIMEOUT)
+               for number in pages]
     recognised = {}
     deadline = time.monotonic() + cfg.EXTRACT_TIMEOUT * max(1, len(pages)) / max(1, cfg.WORKERS)
     try:
