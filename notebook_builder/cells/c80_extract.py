@@ -139,23 +139,26 @@ def _extract_pages_pypdf(pdf_path: str) -> list[tuple[str, bool]]:
     return pages
 
 
-def _pdfium_page_objects(count: Callable[[], int], get: Callable[[int], object], depth: int = 0) -> tuple[bool, int]:
-    """(some object is an image, how many are text) of a page, or of a form XObject on it (3 deep).
-    Raw C calls: pypdfium2's get_objects wraps every object in Python (30% more time here)."""
+def _pdfium_page_objects(page_handle) -> tuple[bool, int]:
+    """(some object is an image, how many are text) of a page, form XObjects on it included (3 deep).
+    Raw C calls with their names bound once: pypdfium2's get_objects wraps every object in Python."""
     import pypdfium2.raw as pdfium_c
+    get_type, text_kind, image_kind, form_kind = (pdfium_c.FPDFPageObj_GetType, pdfium_c.FPDF_PAGEOBJ_TEXT,
+                                                  pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM)
     has_images, texts = False, 0
-    for index in range(count()):
-        handle = get(index)
-        kind = pdfium_c.FPDFPageObj_GetType(handle)
-        if kind == pdfium_c.FPDF_PAGEOBJ_TEXT:
-            texts += 1
-        elif kind == pdfium_c.FPDF_PAGEOBJ_IMAGE:
-            has_images = True
-        elif kind == pdfium_c.FPDF_PAGEOBJ_FORM and depth < 3:
-            images_in_form, texts_in_form = _pdfium_page_objects(
-                lambda form=handle: pdfium_c.FPDFFormObj_CountObjects(form),
-                lambda at, form=handle: pdfium_c.FPDFFormObj_GetObject(form, at), depth + 1)
-            has_images, texts = has_images or images_in_form, texts + texts_in_form
+    # (count, get, container, depth) of each object list still to look through
+    pending = [(pdfium_c.FPDFPage_CountObjects, pdfium_c.FPDFPage_GetObject, page_handle, 0)]
+    while pending:
+        count, get, container, depth = pending.pop()
+        for index in range(count(container)):
+            handle = get(container, index)
+            kind = get_type(handle)
+            if kind == text_kind:
+                texts += 1
+            elif kind == image_kind:
+                has_images = True
+            elif kind == form_kind and depth < 3:
+                pending.append((pdfium_c.FPDFFormObj_CountObjects, pdfium_c.FPDFFormObj_GetObject, handle, depth + 1))
     return has_images, texts
 
 
@@ -197,9 +200,7 @@ def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
                 # get_text_range keeps pdfium's line breaks; get_text_bounded drops some, running the
                 # last word of a line into the first of the next (measured on bench/realpdfs.py).
                 text = text_page.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
-                has_images, text_objects = _pdfium_page_objects(
-                    lambda: pdfium_c.FPDFPage_CountObjects(page.raw),
-                    lambda index: pdfium_c.FPDFPage_GetObject(page.raw, index))
+                has_images, text_objects = _pdfium_page_objects(page.raw)
                 # Text objects that gave no characters: pdfium could not decode their font (a CID
                 # font that is not embedded, with a predefined CMap); the share decoded caps quality.
                 pages.append((text, has_images, text_objects, text_page.count_chars()))
@@ -218,6 +219,20 @@ EXTRACT_ENGINE_FUNCTIONS: dict[str, Callable[[str], list]] = {
 # The package each built-in engine needs: checked before any attempt is spent, so
 # a missing install is one ConfigError, not every document's attempts used up.
 _EXTRACT_ENGINE_PACKAGES = {"pypdf": "pypdf", "pypdfium2": "pypdfium2"}
+
+
+# Modules the built-in engines load on first use, imported in the supervisor before it forks: each
+# worker (and each replacement) then has them for free instead of spending 0.1-0.3 s of CPU on
+# imports (pypdf's crypto provider is loaded by the first encrypted PDF).
+_EXTRACT_PRELOAD = {"pypdf": ("pypdf", "pypdf._crypt_providers"), "pypdfium2": ("pypdfium2", "pypdfium2.raw")}
+
+
+def _extract_preload(engines: Iterable[str]) -> None:
+    import importlib
+    for engine in engines:
+        for module in _EXTRACT_PRELOAD.get(engine, ()):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
 
 
 def _extract_check_engine(engine: str) -> None:
@@ -512,6 +527,7 @@ class ExtractWorkerPool:
         self.engines = (engines,) if isinstance(engines, str) else tuple(engines)
         for engine in self.engines:
             _extract_check_engine(engine)
+        _extract_preload(self.engines)
         self.engine = self.engines[0]      # of a task that names none
         self.memory_mib = memory_mib
         self.timeout = timeout
