@@ -23,6 +23,7 @@ import argparse
 import collections
 import hashlib
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -55,6 +56,12 @@ def pdftotext(path: Path) -> str | None:
     except subprocess.TimeoutExpired:
         return None
     return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+
+
+def cpu_seconds() -> float:
+    """CPU of this process and of its children that ended (the stage's workers, once it closed its pool)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def serial_pypdf(paths: list[Path]) -> tuple[int, float]:
@@ -111,13 +118,18 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="kycourt-realpdfs-"))
     try:
         from notebook_builder.cells.c80_extract import extract
-        rates, ratios = [], []
+        rates, ratios, cpu_ratios = [], [], []
+        load_before = os.getloadavg()[0]
         for round_number in range(max(1, args.repeats)):
+            cpu_before = cpu_seconds()
             serial_pages, serial_seconds = serial_pypdf(paths)
+            serial_cpu = cpu_seconds() - cpu_before
             ctx, by_id = fresh_workspace(root / f"round{round_number}", paths, args.workers)
-            started = time.perf_counter()
+            started, cpu_before = time.perf_counter(), cpu_seconds()
             result = extract(ctx)
-            stage_seconds = time.perf_counter() - started
+            stage_seconds, stage_cpu = time.perf_counter() - started, cpu_seconds() - cpu_before
+            # The wall ratio had each side had its cores to itself: the stage's CPU spread over its workers.
+            cpu_ratios.append((serial_cpu / serial_pages) / (stage_cpu / args.workers / result.pages))
             stage_rate, serial_rate = result.pages / stage_seconds, serial_pages / serial_seconds
             rates.append((stage_rate, serial_rate))
             ratios.append(stage_rate / serial_rate)
@@ -151,6 +163,9 @@ def main() -> None:
               f"median {statistics.median(r for r, _ in rates):.0f} pages/s; serial pypdf loop ({serial_pages} pages): "
               f"median {statistics.median(r for _, r in rates):.0f} pages/s; ratio median "
               f"{statistics.median(ratios):.1f}x (rounds: {', '.join(f'{r:.1f}x' for r in ratios)}; goal >= 10x)")
+        print(f"    load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (other work shares the "
+              f"cores); from CPU seconds, the ratio with {args.workers} free cores: median "
+              f"{statistics.median(cpu_ratios):.1f}x")
         print(f"extracted {result.extracted}, failed {result.failed_attempts} (permanent {result.permanent}), "
               f"fallbacks to a next engine {result.fallbacks}, kept by {result.kept_by}, "
               f"pages needing OCR {result.pages_needing_ocr} "

@@ -100,6 +100,8 @@ def test_a_page_needs_ocr_when_it_shows_an_image_and_has_no_text_layer():
     assert not page_needs_ocr(20, True, 20)          # an image with a text layer: born digital, or OCR'd
     assert not page_needs_ocr(3, False, 20)          # a born-digital page with little text is not a scan
     assert not page_needs_ocr(0, False, 20)          # a blank page
+    assert not page_needs_ocr(5, True, 20, image_cover=0.02)   # a seal or a logo on a form
+    assert page_needs_ocr(5, True, 20, image_cover=0.9)
     assert page_needs_ocr(0, True, 0)                # threshold 0 still means "no text at all"
     assert is_likely_scanned(1) and not is_likely_scanned(0)
 

@@ -277,7 +277,7 @@ def filled_form_pdf(value: str) -> bytes:
 def test_a_filled_in_form_field_is_text_of_its_page(tmp_path):
     path = tmp_path / "form.pdf"
     path.write_bytes(filled_form_pdf("Jane Q. Appellant"))
-    [(text, _, _, _)] = c80_extract._extract_pages_pypdfium2(str(path))
+    [(text, *_)] = c80_extract._extract_pages_pypdfium2(str(path))
     assert "Name:" in text and "Jane Q. Appellant" in text
 
 
@@ -289,3 +289,28 @@ def test_text_objects_that_do_not_decode_send_the_pdf_to_the_next_engine(monkeyp
     verdict, facts, chars, data, quality = c80_extract._extract_run_engine("undecoded", str(tmp_path / "x.pdf"))
     assert verdict == "ok" and quality == pytest.approx(30 / 400)
     assert text_quality(data.decode()) > 0.9       # the text alone looked fine
+
+
+def logo_page_pdf() -> bytes:
+    """A born-digital one-page form: 'Filed' and a small seal image (an inch square) in a corner."""
+    from notebook_builder.simcourt.pdfs import _stream
+    seal = _stream(bytes(range(256)) * 16, b" /Type /XObject /Subtype /Image /Width 64 /Height 64"
+                                           b" /ColorSpace /DeviceGray /BitsPerComponent 8")
+    content = b"q 72 0 0 72 36 700 cm /Im1 Do Q BT /F1 12 Tf 120 720 Td (Filed) Tj ET"
+    return _document([content], CREATED, resources=b"<< /Font << /F1 3 0 R >> /XObject << /Im1 4 0 R >> >>",
+                     extra_objects=[seal])
+
+
+def test_a_page_with_a_small_image_and_little_text_is_not_a_scan(make_ctx):
+    ctx = make_ctx()
+    add_document(ctx, "form", logo_page_pdf())
+    add_document(ctx, "scan", pdfs.image_only_pdf(seed=1, creation_date=CREATED))
+
+    extract(ctx)
+
+    facts = {r["sha256"]: (r["has_images"], r["needs_ocr"], r["image_cover"])
+             for r in ctx.db.conn.execute("SELECT * FROM pages")}
+    form, scan = facts[row(ctx, "form")["sha256"]], facts[row(ctx, "scan")["sha256"]]
+    assert form[:2] == (1, 0) and form[2] == pytest.approx(72 * 72 / (612 * 792), abs=1e-3)
+    assert scan[:2] == (1, 1) and scan[2] > 0.7
+    assert (row(ctx, "form")["likely_scanned"], row(ctx, "scan")["likely_scanned"]) == (0, 1)

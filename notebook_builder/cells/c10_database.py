@@ -139,7 +139,8 @@ ALTER TABLE documents ADD COLUMN download_checkpoint INTEGER;
 """
 
 # v4: what extraction learnt. Per page of each PDF (by sha256): its text layer's non-blank
-# characters, whether it shows an image, the engine that read it, and the characters OCR gave it.
+# characters, whether it shows an image and the share of the page images cover (where the engine
+# measures it), whether it needs OCR, the engine that read it, and the characters OCR gave it.
 # Per document: the pages that need OCR (an image and no text layer), the kept text's quality
 # score, a permanent extraction failure's reason (encrypted, empty, too large, unparseable), and
 # whether (and on how many pages) OCR text was merged in. Per attempt: the text's quality.
@@ -149,6 +150,7 @@ CREATE TABLE IF NOT EXISTS pages (
     page        INTEGER NOT NULL,
     chars       INTEGER NOT NULL,
     has_images  INTEGER NOT NULL,
+    image_cover REAL,
     needs_ocr   INTEGER NOT NULL DEFAULT 0,
     engine      TEXT,
     ocr_chars   INTEGER,
@@ -587,15 +589,16 @@ class Database:
     def record_extracted(self, entries: list[dict], *, attempts: Sequence[dict] = (),
                          pages: Sequence[tuple] = ()) -> None:
         """In one transaction: the chains' other `attempts` (`log_extraction_attempts`), the facts of
-        `pages` ((sha256, page, chars, has_images, needs_ocr, engine)), and for each entry (document_id, sha256,
+        `pages` ((sha256, page, chars, has_images, image_cover, needs_ocr, engine)), and for each entry (document_id, sha256,
         attempt, engine, pages, chars, seconds, likely_scanned; optional quality, pages_needing_ocr,
         extracted_by_ocr, ocr_pages) its `ok` log row and the document `extracted`."""
         now = utc_now()
         with self.transaction():
             self.log_extraction_attempts(list(attempts))
             self.conn.executemany(
-                "INSERT INTO pages(sha256, page, chars, has_images, needs_ocr, engine) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(sha256, page) DO UPDATE SET chars = excluded.chars, has_images = excluded.has_images, "
+                "INSERT INTO pages(sha256, page, chars, has_images, image_cover, needs_ocr, engine) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sha256, page) DO UPDATE SET chars = excluded.chars, "
+                "has_images = excluded.has_images, image_cover = excluded.image_cover, "
                 "needs_ocr = excluded.needs_ocr, engine = excluded.engine", pages)
             self.log_extraction_attempts([{**entry, "outcome": "ok", "error": None} for entry in entries])
             self.conn.executemany(

@@ -46,9 +46,11 @@ Guarantees:
   the workers need). Pages are separated by a form feed; a PDF with no text
   layer is `extracted` with an empty file and 0 chars.
 - Per page, the `pages` table holds the kept engine's facts (chars, has
-  images, needs_ocr). A page needs OCR when it shows an image and has fewer
-  than SCANNED_CHARS_PER_PAGE non-blank characters (no text layer); a
-  born-digital page with little text and no image does not.
+  images, image_cover: the share of the page its images cover, as pdfium
+  measures it; needs_ocr). A page needs OCR when it shows an image (covering
+  at least SCAN_IMAGE_COVER of it, where measured) and has fewer than
+  SCANNED_CHARS_PER_PAGE non-blank characters (no text layer); a
+  born-digital page with little text and no image, or only a logo, does not.
   `documents.pages_needing_ocr` counts them and `likely_scanned` is "some page
   needs OCR"; the `ocr` stage (c85_ocr) acts on them. `text_quality` of the
   kept text is recorded; `text_agreement(a, b)` (word Jaccard) compares two
@@ -96,7 +98,7 @@ log_extract = logging.getLogger("kycourt.extract")
 # ---------------------------------------------------------------- engines
 
 # An engine is f(pdf_path) -> one entry per page: (text, has_images[, text objects, characters they
-# gave]), or the text alone (no images known). It raises ExtractionFailure with a named verdict when it knows why it cannot read the PDF;
+# gave, share of the page its images cover]), or the text alone (no images known). It raises ExtractionFailure with a named verdict when it knows why it cannot read the PDF;
 # any other exception is classified by `classify_extract_error`.
 
 
@@ -139,17 +141,27 @@ def _extract_pages_pypdf(pdf_path: str) -> list[tuple[str, bool]]:
     return pages
 
 
-def _pdfium_page_objects(page_handle) -> tuple[bool, int]:
-    """(some object is an image, how many are text) of a page, form XObjects on it included (3 deep).
-    Raw C calls with their names bound once: pypdfium2's get_objects wraps every object in Python."""
+def _pdfium_page_objects(page_handle) -> tuple[float, int, bool]:
+    """(the area its images cover, how many objects are text, some object is an image) of a page,
+    form XObjects on it included (3 deep; an image in a form counts with the form's bounds). Raw C
+    calls with their names bound once: pypdfium2's get_objects wraps every object in Python."""
+    import ctypes
     import pypdfium2.raw as pdfium_c
     get_type, text_kind, image_kind, form_kind = (pdfium_c.FPDFPageObj_GetType, pdfium_c.FPDF_PAGEOBJ_TEXT,
                                                   pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM)
-    has_images, texts = False, 0
-    # (count, get, container, depth) of each object list still to look through
-    pending = [(pdfium_c.FPDFPage_CountObjects, pdfium_c.FPDFPage_GetObject, page_handle, 0)]
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+
+    def area(handle) -> float:
+        if not pdfium_c.FPDFPageObj_GetBounds(handle, left, bottom, right, top):
+            return 0.0
+        return max(0.0, right.value - left.value) * max(0.0, top.value - bottom.value)
+
+    covered, texts, has_images = 0.0, 0, False
+    # (count, get, container, depth, the top-level form it is in) of each object list to look through
+    pending = [(pdfium_c.FPDFPage_CountObjects, pdfium_c.FPDFPage_GetObject, page_handle, 0, None)]
+    counted_forms = set()
     while pending:
-        count, get, container, depth = pending.pop()
+        count, get, container, depth, outer = pending.pop()
         for index in range(count(container)):
             handle = get(container, index)
             kind = get_type(handle)
@@ -157,9 +169,15 @@ def _pdfium_page_objects(page_handle) -> tuple[bool, int]:
                 texts += 1
             elif kind == image_kind:
                 has_images = True
+                if outer is None:
+                    covered += area(handle)
+                elif id(outer) not in counted_forms:
+                    counted_forms.add(id(outer))
+                    covered += area(outer)
             elif kind == form_kind and depth < 3:
-                pending.append((pdfium_c.FPDFFormObj_CountObjects, pdfium_c.FPDFFormObj_GetObject, handle, depth + 1))
-    return has_images, texts
+                pending.append((pdfium_c.FPDFFormObj_CountObjects, pdfium_c.FPDFFormObj_GetObject, handle,
+                                depth + 1, handle if outer is None else outer))
+    return covered, texts, has_images
 
 
 def _pdfium_has_visible_annotations(page_handle) -> bool:
@@ -200,10 +218,12 @@ def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
                 # get_text_range keeps pdfium's line breaks; get_text_bounded drops some, running the
                 # last word of a line into the first of the next (measured on bench/realpdfs.py).
                 text = text_page.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
-                has_images, text_objects = _pdfium_page_objects(page.raw)
+                covered, text_objects, has_images = _pdfium_page_objects(page.raw)
+                width, height = page.get_size()
+                cover = round(min(1.0, covered / (width * height)), 4) if width * height > 0 else None
                 # Text objects that gave no characters: pdfium could not decode their font (a CID
                 # font that is not embedded, with a predefined CMap); the share decoded caps quality.
-                pages.append((text, has_images, text_objects, text_page.count_chars()))
+                pages.append((text, has_images, text_objects, text_page.count_chars(), cover))
             finally:
                 text_page.close()
                 page.close()
@@ -283,10 +303,16 @@ def page_text_chars(text: str) -> int:
     return sum(1 for char in text if not char.isspace())
 
 
-def page_needs_ocr(chars: int, has_images: bool, chars_per_page: int) -> bool:
+# A scan's image covers most of its page (strips of one add up); a logo or a seal does not.
+SCAN_IMAGE_COVER = 0.25
+
+
+def page_needs_ocr(chars: int, has_images: bool, chars_per_page: int, image_cover: float | None = None) -> bool:
     """A page that shows an image and has (next to) no text layer: a scan. A born-digital page
-    with little text and no image is not one."""
-    return bool(has_images) and chars < max(1, chars_per_page)
+    with little text and no image, or only a small one (images covering under SCAN_IMAGE_COVER
+    of the page, when the engine measured it), is not one."""
+    return (bool(has_images) and chars < max(1, chars_per_page)
+            and (image_cover is None or image_cover >= SCAN_IMAGE_COVER))
 
 
 def is_likely_scanned(pages_needing_ocr: int) -> bool:
@@ -441,7 +467,8 @@ def _extract_run_engine(engine: str, pdf_path: str) -> tuple:
     try:
         entries = EXTRACT_ENGINE_FUNCTIONS[engine](pdf_path)
         page_texts = [entry if isinstance(entry, str) else entry[0] for entry in entries]
-        facts = [(page_text_chars(text), False if isinstance(entry, str) else bool(entry[1]))
+        facts = [(page_text_chars(text), False if isinstance(entry, str) else bool(entry[1]),
+                  entry[4] if not isinstance(entry, str) and len(entry) >= 5 else None)
                  for text, entry in zip(page_texts, entries)]
         text = join_page_texts(page_texts)
         quality = text_quality(text)
@@ -490,7 +517,7 @@ class _ExtractSlot:
 @dataclass(frozen=True)
 class ExtractOutcome:
     """What became of one engine's attempt at one PDF: outcome `ok` (its UTF-8 text in `data`, one
-    (chars, has_images) per page in `page_facts`, its `quality`), a permanent verdict (encrypted,
+    (chars, has_images, image cover or None) per page in `page_facts`, its `quality`), a permanent verdict (encrypted,
     empty, too large, unparseable), or error, timeout, crash."""
     key: str
     outcome: str
@@ -926,13 +953,14 @@ def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, b
     cfg = ctx.cfg
     entries, others, pages = [], [], []
     for sha_rows, outcome, attempts in finished:
-        flags = [page_needs_ocr(chars, has_images, cfg.SCANNED_CHARS_PER_PAGE)
-                 for chars, has_images in outcome.page_facts]
+        flags = [page_needs_ocr(chars, has_images, cfg.SCANNED_CHARS_PER_PAGE, cover)
+                 for chars, has_images, cover in outcome.page_facts]
         needing = sum(flags)
         result.pages_needing_ocr += needing
         result.kept_by[outcome.engine] = result.kept_by.get(outcome.engine, 0) + 1
-        pages.extend((outcome.key, number, chars, int(has_images), int(needs), outcome.engine)
-                     for number, ((chars, has_images), needs) in enumerate(zip(outcome.page_facts, flags), start=1))
+        pages.extend((outcome.key, number, chars, int(has_images), cover, int(needs), outcome.engine)
+                     for number, ((chars, has_images, cover), needs)
+                     in enumerate(zip(outcome.page_facts, flags), start=1))
         # Attempts before the kept one first, so the log reads in the order they ran.
         others.extend(_extract_attempt_entries(sha_rows, attempts, outcome))
         entries.extend(
