@@ -23,9 +23,14 @@ Guarantees:
 - Verdicts no engine can change (`encrypted`: a user password is needed,
   `empty`, `too large`, `unparseable`; `extraction_step` decides) fail the
   document once, permanently: its attempts are all spent (it leaves the queue
-  of CONTRACT.md) and `documents.extract_failure` names the reason. Only
-  transient failures (a worker that died, every engine timing out, an OS
-  error) keep attempts for a later pass. An empty user password is tried.
+  of CONTRACT.md) and `documents.extract_failure` names the reason (a worker
+  that died on bytes another engine gave such a verdict died of them). Only
+  transient failures (a lone crash, a timeout, an OS error) keep attempts for
+  a later pass. An empty user (and, through pypdf, owner) password is tried.
+- The pdfium engine reads text with line breaks kept (get_text_range),
+  flattens visible annotations (filled-in form fields, stamps) into a page's
+  text first, and caps the quality of a text whose text objects mostly gave
+  no characters (a font it cannot decode) at the share that did.
 - A worker gets EXTRACT_TIMEOUT seconds per engine per PDF; a hung worker is
   killed and replaced (verdict `timeout`), a worker that dies (segfault in
   native code, os._exit, OOM kill) is replaced (verdict `crash`); either way
@@ -33,7 +38,7 @@ Guarantees:
   is capped (RLIMIT_AS) at what it was forked with plus EXTRACT_MEMORY_MB: an
   inflate bomb raises MemoryError (`too large`) or kills only that worker.
 - A worker only reads and parses: it sends the UTF-8 text, its quality and
-  one (non-blank chars, has images) per page back over its pipe. The stage's
+  one (non-blank chars, has images, image cover) per page back over its pipe. The stage's
   saver thread writes the texts of _EXTRACT_COMMIT_EVERY
   PDFs to `text/<sha256>.txt` atomically (temp name, rename) and mirrors
   them to the store as one group (`StoreMirror.put_many`: a LocalStore makes
@@ -64,7 +69,7 @@ Guarantees:
 Workers are forked (`multiprocessing.get_context("fork")`): in a notebook the
 functions live in `__main__`, which spawn and forkserver cannot import.
 `EXTRACT_ENGINE_FUNCTIONS` maps an engine name to `f(pdf_path) -> one (text,
-has_images) or text per page`; a forked worker sees whatever the parent put
+has_images[, text objects, chars, image cover]) or text per page`; a forked worker sees whatever the parent put
 there (tests add faults). The pool is the design bench/extract.py measured:
 long-lived forked workers, one pipe and one time limit each; a chain's next
 engine is one more task for it.
