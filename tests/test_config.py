@@ -87,3 +87,9 @@ def test_progress_bars_follow_the_progress_knob():
         assert bar.disable
     with progress(load_config({}), 10, "shown") as bar:
         assert not bar.disable
+
+
+def test_the_old_single_engine_knob_is_refused_with_its_new_name():
+    with pytest.raises(ConfigError, match="KY_EXTRACT_ENGINES instead"):
+        load_config(env={"KY_EXTRACT_ENGINE": "pypdf"})
+    assert load_config(env={"KY_EXTRACT_ENGINES": "pypdf"}).EXTRACT_ENGINES == ("pypdf",)

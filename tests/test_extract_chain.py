@@ -135,6 +135,7 @@ def test_engine_errors_are_classified_by_what_they_say():
     assert classify_extract_error(LimitReachedError("Limit reached while decompressing")) == "too large"
     assert classify_extract_error(MemoryError()) == "too large"
     assert classify_extract_error(OSError("input/output error")) == "error"
+    assert classify_extract_error(RuntimeError("Failed to load document (PDFium: File access error).")) == "error"
     assert classify_extract_error(KeyError("/Root")) == "unparseable"
 
 

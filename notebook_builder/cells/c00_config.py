@@ -386,6 +386,10 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: Any) -> Confi
         if raw is not None:
             value = _parse_knob(knob, raw, knob.env)
         values[knob.name] = value
+    if env.get("KY_EXTRACT_ENGINE") is not None and env.get("KY_EXTRACT_ENGINES") is None:
+        # The one engine became a chain: say so rather than ignore what the user set.
+        raise ConfigError("KY_EXTRACT_ENGINE", env["KY_EXTRACT_ENGINE"],
+                          "KY_EXTRACT_ENGINES instead (engines tried in order, e.g. pypdfium2,pypdf)")
     for name, value in overrides.items():
         if value is None:
             continue

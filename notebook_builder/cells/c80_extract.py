@@ -285,14 +285,14 @@ def classify_extract_error(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return "too large"
     name, message = type(exc).__name__, str(exc).lower()
+    if "file access error" in message or isinstance(exc, OSError):
+        return "error"   # the file could not be read this time: no verdict on its bytes
     if name in ("FileNotDecryptedError", "WrongPasswordError") or "password" in message or "decrypt" in message:
         return "encrypted"
     if name == "EmptyFileError" or "empty file" in message or "cannot read an empty" in message:
         return "empty"
     if name == "LimitReachedError" or "limit reached" in message:
         return "too large"
-    if isinstance(exc, OSError) and not isinstance(exc, (UnicodeError,)):
-        return "error"
     return "unparseable"   # the parser gave up on these bytes: it will again
 
 
@@ -488,7 +488,7 @@ def _extract_run_engine(engine: str, pdf_path: str) -> tuple:
         # A broken ToUnicode map can yield lone surrogates, which UTF-8 cannot hold: '?' each.
         return ("ok", facts, len(text), text.encode("utf-8", "replace"), quality)
     except MemoryError:
-        return ("too large", f"MemoryError: over the worker's memory cap")
+        return ("too large", "MemoryError: over the worker's memory cap")
     except Exception as exc:  # any parser fault is this engine's verdict on this PDF
         return (classify_extract_error(exc), f"{type(exc).__name__}: {exc}"[:500])
 
