@@ -126,7 +126,7 @@ def pool_map(corpus, workers: int) -> tuple[int, float, dict[str, str]]:
 def stage(corpus, root: Path, engine: str, workers: int) -> tuple[int, float, dict[str, str]]:
     """The extract stage into `root` (a new folder: nothing is deleted while the bench measures)."""
     env = {"KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"), "KY_PROGRESS": "0"}
-    cfg = load_config(env=env).replace(WORKERS=workers, EXTRACT_ENGINE=engine)
+    cfg = load_config(env=env).replace(WORKERS=workers, EXTRACT_ENGINES=(engine,))
     ctx = open_context(cfg)
     db = ctx.open_database()
     db.upsert_discovered([{"document_id": document_id} for document_id, _, _ in corpus])

@@ -59,6 +59,8 @@ STORE_CELL_NUMBER = 20
 # requirements match pyproject.toml's (tests/test_build.py keeps them level).
 COLAB_MISSING_PACKAGES = (
     ("pypdf", "pypdf>=4.0"),
+    ("pypdfium2", "pypdfium2>=4.0"),
+    ("pytesseract", "pytesseract>=0.3"),
     ("pydrive2", "pydrive2>=1.15"),
     ("eyecite", "eyecite>=2.6"),
 )
@@ -136,6 +138,9 @@ if _running_in_colab():
     if _missing_requirements:
         subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *_missing_requirements])
         importlib.invalidate_caches()
+    import shutil
+    if shutil.which("tesseract") is None:   # the ocr stage's engine (Colab runs as root); skipped if this fails
+        subprocess.call("apt-get update -qq && apt-get install -y -qq tesseract-ocr", shell=True)
     from google.colab import auth as _colab_auth
 
     _colab_auth.authenticate_user()"""

@@ -37,7 +37,7 @@ def _store_flag(parser: argparse.ArgumentParser) -> None:
 
 def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", metavar="URL", help="C-Track API root (KY_API_BASE)")
-    parser.add_argument("--phases", metavar="a,b", help="discover,backfill,download,extract (KY_PHASES)")
+    parser.add_argument("--phases", metavar="a,b", help="discover,backfill,download,extract,ocr (KY_PHASES)")
     parser.add_argument("--budget", metavar="SECONDS", help="wall-clock budget of the run (KY_BUDGET)")
     parser.add_argument("--dry-run", action="store_true", default=None, help="no network at all (KY_DRY=1)")
     parser.add_argument("--retry-hard", action="store_true", default=None,

@@ -228,6 +228,8 @@ def observe_stage(workspace: Path, spawned_ns: int) -> str:
     if _mtime_ns(workspace / "status.json") < spawned_ns:
         return "restore" if any(workspace.glob(".restore-*")) else "startup"
     phase = read_status(workspace).get("phase", "startup")
+    if phase == "ocr":
+        phase = "extract"   # the ocr stage consumes extracted documents: a kill there is one in extract's wake
     if phase == "extract" and (_mtime_ns(workspace / "document_inventory.csv") >= spawned_ns
                                or (workspace / ".document_inventory.csv.tmp").exists()):
         return "verify"   # verify writes no phase until its end; its inventories say it began

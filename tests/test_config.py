@@ -15,7 +15,7 @@ def test_defaults_match_the_original_pipeline():
     assert cfg.PACING_SEARCH == (0.3, 0.7) and cfg.PACING_DL == (0.3, 0.5)
     assert cfg.MAX_ATTEMPTS == 4 and cfg.MAX_EXTRACT_ATTEMPTS == 3
     assert cfg.MAX_PDF_BYTES == 200 * 1024 * 1024
-    assert cfg.PHASES == ("discover", "backfill", "download", "extract", "derive")  # derive: issue 18
+    assert cfg.PHASES == ("discover", "backfill", "download", "extract", "ocr", "derive")
     assert (cfg.BACKOFF_BASE, cfg.BACKOFF_CAP) == (5.0, 60.0)
     assert cfg.RETRY_HARD is False and cfg.DRY_RUN is False and cfg.LIVE is False
     assert cfg.DOWNLOAD_BATCH == 50 and cfg.EXTRACT_BATCH == 500
@@ -68,7 +68,7 @@ def test_a_shutdown_margin_longer_than_half_the_budget_is_scaled_with_a_warning(
 @pytest.mark.parametrize("variable,value", [
     ("KY_BUDGET", "abc"), ("KY_BUDGET", "-5"), ("KY_PHASES", "discover,teleport"),
     ("KY_MAX_ATTEMPTS", "-1"), ("KY_DOWNLOAD_BATCH", "0"), ("KY_PACING_DL", "0.5"),
-    ("KY_RETRY_HARD", "maybe"), ("KY_API_BASE", "ftp://x"), ("KY_EXTRACT_ENGINE", "ocr"),
+    ("KY_RETRY_HARD", "maybe"), ("KY_API_BASE", "ftp://x"), ("KY_EXTRACT_ENGINES", "ocr"), ("KY_EXTRACT_ENGINES", "pypdf,pypdf"), ("KY_OCR_ENGINE", "gocr"),
     ("KY_BACKOFF_BASE", "nan"), ("KY_PROGRESS", "quiet"),
 ])
 def test_bad_value_names_the_variable_and_the_accepted_form(variable, value):
@@ -117,3 +117,9 @@ def test_progress_bars_follow_the_progress_knob():
         assert bar.disable
     with progress(load_config({}), 10, "shown") as bar:
         assert not bar.disable
+
+
+def test_the_old_single_engine_knob_is_refused_with_its_new_name():
+    with pytest.raises(ConfigError, match="KY_EXTRACT_ENGINES instead"):
+        load_config(env={"KY_EXTRACT_ENGINE": "pypdf"})
+    assert load_config(env={"KY_EXTRACT_ENGINES": "pypdf"}).EXTRACT_ENGINES == ("pypdf",)

@@ -83,8 +83,8 @@ def test_every_document_the_court_served_is_in_the_table_once_with_the_right_ver
             assert row["size_bytes"] == len(good)
         if doc.expected_status == "extracted":
             assert (row["extracted_chars"] == 0) == doc.expected_text_chars_zero
-            if doc.expected_text_chars_zero:
-                assert row["likely_scanned"] == 1
+            # A scan (a page showing an image, no text layer) is likely_scanned; a blank PDF is not.
+            assert row["likely_scanned"] == (doc.fault == "image_only"), doc.fault
         if doc.fault in ("http_401", "http_403", "http_404", "oversized", "lying_length"):
             assert court.requests_for(doc_id) == 1, doc.fault  # permanent: asked once, ever
     db.close()
@@ -99,7 +99,11 @@ def test_store_holds_each_pdf_and_text_once_under_its_hash(finished_run):
     assert set(pdfs) == good_hashes
     for sha, path in pdfs.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
-    texts = {p.stem for p in (store / "text").iterdir()}
+    texts = {p.stem for p in (store / "text").iterdir() if not p.name.endswith(".ocr.txt")}
+    scans = {hashlib.sha256(court.pdf_bytes(d.document_id)).hexdigest()
+             for d in court.documents if d.fault == "image_only" and d.expected_status == "extracted"}
+    # OCR's merged text, for the scans only (when the OCR engine is installed here)
+    assert {p.name[:-len(".ocr.txt")] for p in (store / "text").glob("*.ocr.txt")} <= scans
     extracted = {hashlib.sha256(court.pdf_bytes(d.document_id)).hexdigest()
                  for d in court.documents if d.expected_status == "extracted"}
     assert texts == extracted
@@ -149,8 +153,10 @@ def test_every_attempt_is_counted_and_logged_and_retry_after_was_waited_for(fini
                     or row["extract_attempts"] != 1 or logged[0]["chars"] != row["extracted_chars"]):
                 wrong.append((doc.fault, "extraction log", [tuple(log) for log in logged]))
         elif doc.fault == "unparseable":
-            attempts = cfg.MAX_EXTRACT_ATTEMPTS
-            if ([log["outcome"] for log in logged] != ["error"] * attempts or row["extract_attempts"] != attempts):
+            # Every engine's verdict once, in one attempt; then all attempts are spent, the reason named.
+            if ([(log["engine"], log["outcome"], log["attempt"]) for log in logged]
+                    != [(engine, "unparseable", 1) for engine in cfg.EXTRACT_ENGINES]
+                    or row["extract_attempts"] != cfg.MAX_EXTRACT_ATTEMPTS or row["extract_failure"] != "unparseable"):
                 wrong.append((doc.fault, "extraction log", [tuple(log) for log in logged]))
         elif logged:
             wrong.append((doc.fault, "never downloaded, yet logged", len(logged)))

@@ -20,7 +20,7 @@ from notebook_builder.cells import c80_extract
 from notebook_builder.cells.c00_config import ConfigError, DiskFullError, StoreError, load_config
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_likely_scanned,
-                                                join_page_texts)
+                                                join_page_texts, page_needs_ocr)
 from notebook_builder.simcourt import pdfs
 
 CREATED = "20240101000000Z"
@@ -40,7 +40,10 @@ def make_ctx(tmp_path):
     def make(**knobs):
         env = {"KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
                "KY_PROGRESS": "0"}
-        cfg = load_config(env=env).replace(**{"WORKERS": 2, "EXTRACT_TIMEOUT": 20.0, **knobs})
+        # One engine unless a test says otherwise: these tests pin the pool and the pass; the chain's
+        # own tests are in test_extract_chain.py.
+        cfg = load_config(env=env).replace(**{"WORKERS": 2, "EXTRACT_TIMEOUT": 20.0, "EXTRACT_ENGINES": ("pypdf",),
+                                              **knobs})
         ctx = open_context(cfg)
         ctx.open_database()
         contexts.append(ctx)
@@ -92,11 +95,15 @@ def call_recording_engine(calls_file: Path, behaviour=None):
 # ---------------------------------------------------------------- decisions
 
 
-def test_scanned_means_too_few_chars_per_page_or_no_pages():
-    assert is_likely_scanned(0, 0, 20)
-    assert is_likely_scanned(2, 39, 20)
-    assert not is_likely_scanned(2, 40, 20)
-    assert not is_likely_scanned(1, 0, 0)
+def test_a_page_needs_ocr_when_it_shows_an_image_and_has_no_text_layer():
+    assert page_needs_ocr(0, True, 20) and page_needs_ocr(19, True, 20)
+    assert not page_needs_ocr(20, True, 20)          # an image with a text layer: born digital, or OCR'd
+    assert not page_needs_ocr(3, False, 20)          # a born-digital page with little text is not a scan
+    assert not page_needs_ocr(0, False, 20)          # a blank page
+    assert not page_needs_ocr(5, True, 20, image_cover=0.02)   # a seal or a logo on a form
+    assert page_needs_ocr(5, True, 20, image_cover=0.9)
+    assert page_needs_ocr(0, True, 0)                # threshold 0 still means "no text at all"
+    assert is_likely_scanned(1) and not is_likely_scanned(0)
 
 
 def test_page_texts_join_with_form_feeds_and_blank_pages_give_an_empty_text():
@@ -135,7 +142,7 @@ def test_opinion_text_holds_its_case_number_locally_and_in_the_store(make_ctx):
     assert extract(ctx).attempted == 0
 
 
-def test_pdf_without_text_layer_is_extracted_with_zero_chars_and_likely_scanned(make_ctx):
+def test_pdf_without_text_layer_is_extracted_with_zero_chars_and_only_the_scan_likely_scanned(make_ctx):
     ctx = make_ctx()
     scan = add_document(ctx, "scan", pdfs.image_only_pdf(seed=1, creation_date=CREATED))
     blank = add_document(ctx, "blank", pdfs.blank_pdf(seed=2, creation_date=CREATED))
@@ -148,24 +155,26 @@ def test_pdf_without_text_layer_is_extracted_with_zero_chars_and_likely_scanned(
         assert document["status"] == "extracted"
         assert document["pages"] >= 1
         assert document["extracted_chars"] == 0
-        assert document["likely_scanned"] == 1
+        # The scan's page shows an image and has no text layer; the blank page shows nothing.
+        assert (document["likely_scanned"], document["pages_needing_ocr"]) == ((1, 1) if sha == scan else (0, 0))
         assert text_of(ctx, sha) == ""
         assert ctx.store.read_file(f"text/{sha}.txt") == b""
 
 
-def test_unparseable_pdf_is_retried_in_the_run_until_its_attempts_are_spent(make_ctx):
+def test_an_unparseable_pdf_is_classified_once_and_leaves_the_queue(make_ctx):
     ctx = make_ctx()
     add_document(ctx, "broken", pdfs.unparseable_pdf(seed=3))
     add_document(ctx, "good", opinion(7)[1])
 
     result = extract(ctx)
 
-    assert result.failed_attempts == ctx.cfg.MAX_EXTRACT_ATTEMPTS == 3
-    assert result.exhausted == 1
+    # No engine will read these bytes on another try: one attempt, and every attempt spent.
+    assert (result.failed_attempts, result.permanent, result.exhausted) == (1, 1, 1)
     document = row(ctx, "broken")
-    assert (document["status"], document["extract_attempts"]) == ("downloaded", 3)
-    assert document["last_error"].startswith("extract error:")
-    assert [(r["attempt"], r["outcome"]) for r in log_rows(ctx, "broken")] == [(1, "error"), (2, "error"), (3, "error")]
+    assert (document["status"], document["extract_attempts"]) == ("downloaded", ctx.cfg.MAX_EXTRACT_ATTEMPTS)
+    assert document["extract_failure"] == "unparseable"
+    assert document["last_error"].startswith("extract unparseable:")
+    assert [(r["attempt"], r["outcome"]) for r in log_rows(ctx, "broken")] == [(1, "unparseable")]
     assert ctx.db.extract_queue_size(ctx.cfg) == 0
     assert [r["document_id"] for r in ctx.db.extraction_failures(ctx.cfg)] == ["broken"]
     assert extract(ctx).attempted == 0  # a later run does not try it again
@@ -265,8 +274,8 @@ def test_a_sha256_in_several_batches_is_extracted_once_and_batches_follow_withou
     in_flight = []      # at each outcome: that PDF and those still out with the worker
     original_run = c80_extract.ExtractWorkerPool.run
 
-    def run(pool, tasks, should_stop=lambda: False):
-        for outcome in original_run(pool, tasks, should_stop):
+    def run(pool, tasks, should_stop=lambda: False, followups=None):
+        for outcome in original_run(pool, tasks, should_stop, followups):
             in_flight.append({outcome.key} | {key for slot in pool._slots for key, *_ in slot.tasks})
             yield outcome
     monkeypatch.setattr(c80_extract.ExtractWorkerPool, "run", run)
@@ -324,7 +333,7 @@ def test_a_pdf_missing_locally_and_in_the_store_is_a_failed_attempt(make_ctx):
 
 
 def test_pypdfium2_engine_gives_the_same_case_number_text(make_ctx, tmp_path):
-    ctx = make_ctx(EXTRACT_ENGINE="pypdfium2")
+    ctx = make_ctx(EXTRACT_ENGINES=("pypdfium2",))
     documents = {}
     for number in range(1, 4):
         case_number, data = opinion(number)
@@ -336,7 +345,8 @@ def test_pypdfium2_engine_gives_the_same_case_number_text(make_ctx, tmp_path):
     for sha, (case_number, data) in documents.items():
         text = text_of(ctx, sha)
         assert case_number in text
-        pypdf_text = join_page_texts(c80_extract._extract_pages_pypdf(str(ctx.workspace / f"pdf_by_hash/{sha}.pdf")))
+        pypdf_text = join_page_texts([text for text, _ in c80_extract._extract_pages_pypdf(
+            str(ctx.workspace / f"pdf_by_hash/{sha}.pdf"))])
         assert text.split() == pypdf_text.split()
         assert "\r" not in text
 
@@ -411,7 +421,7 @@ NOTEBOOK_DRIVER = textwrap.dedent("""
     EXTRACT_ENGINE_FUNCTIONS["notebook"] = notebook_engine
 
     cfg = load_config(env={"KY_WORKSPACE": sys.argv[2] + "/ws", "KY_STORE": sys.argv[2] + "/store",
-                           "KY_PROGRESS": "0"}).replace(EXTRACT_ENGINE="notebook", WORKERS=2)
+                           "KY_PROGRESS": "0"}).replace(EXTRACT_ENGINES=("notebook",), WORKERS=2)
     ctx = open_context(cfg)
     db = ctx.open_database()
     for document_id in ("a", "b", "crash"):
@@ -457,7 +467,7 @@ def test_a_store_outage_leaves_the_text_queued_for_the_store_and_the_document_ex
 
 
 def test_an_engine_that_is_not_installed_is_a_config_error_before_any_attempt(make_ctx, monkeypatch):
-    ctx = make_ctx(EXTRACT_ENGINE="pypdfium2")
+    ctx = make_ctx(EXTRACT_ENGINES=("pypdfium2",))
     add_document(ctx, "doc", opinion(1)[1])
     monkeypatch.setitem(c80_extract._EXTRACT_ENGINE_PACKAGES, "pypdfium2", "pypdfium2_not_installed")
 
@@ -476,7 +486,7 @@ def test_a_saved_group_is_committed_once_even_when_settled_again(make_ctx):
     with ThreadPoolExecutor(1) as saver, c80_extract.progress(ctx.cfg, 1, "test") as bar:
         extract_pass = c80_extract._ExtractPass(ctx, saver, result, bar)
         extract_pass.waiting[sha] = [row(ctx, "doc")]
-        extract_pass.finished.append((extract_pass.waiting[sha], outcome))
+        extract_pass.finished.append((extract_pass.waiting[sha], outcome, [outcome]))
         extract_pass.hand_over()
         extract_pass.settle()
         extract_pass.settle()     # as the pass's `finally` would

@@ -143,8 +143,9 @@ def _parse_range(text: str) -> tuple[float, float]:
     return (low, high)
 
 
-PHASE_NAMES = ("discover", "backfill", "download", "extract", "derive")
+PHASE_NAMES = ("discover", "backfill", "download", "extract", "ocr", "derive")
 EXTRACT_ENGINES = ("pypdf", "pypdfium2")
+OCR_ENGINE_NAMES = ("tesseract", "rapidocr")
 
 
 def _parse_phases(text: str) -> tuple[str, ...]:
@@ -160,15 +161,20 @@ def _parse_audit(text: str) -> float:
     """The share of stored files an audit re-hashes: 0 (no audit) to 1; 'all' is 1."""
     if text.strip().lower() == "all":
         return 1.0
-    value = float(text)
-    if not 0 <= value <= 1:
+    return _parse_fraction(text)
+
+
+def _parse_engines(text: str) -> tuple[str, ...]:
+    """A non-empty comma list of distinct text engines, in the order they are tried."""
+    engines = tuple(part.strip().lower() for part in text.split(",") if part.strip())
+    if not engines or len(set(engines)) != len(engines) or any(e not in EXTRACT_ENGINES for e in engines):
         raise ValueError(text)
-    return value
+    return engines
 
 
-def _parse_engine(text: str) -> str:
+def _parse_ocr_engine(text: str) -> str:
     engine = text.strip().lower()
-    if engine not in EXTRACT_ENGINES:
+    if engine not in OCR_ENGINE_NAMES:
         raise ValueError(text)
     return engine
 
@@ -181,6 +187,13 @@ def _parse_discovery(text: str) -> str:
     if strategy not in DISCOVERY_STRATEGIES:
         raise ValueError(text)
     return strategy
+
+
+def _parse_fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise ValueError(text)
+    return value
 
 
 def _parse_text(text: str) -> str:
@@ -240,7 +253,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("API_BASE", "KY_API_BASE", REAL_API_BASE, _parse_text, "an http(s) URL",
          "root of the C-Track Public Access API"),
     Knob("PHASES", "KY_PHASES", PHASE_NAMES, _parse_phases,
-         "a comma list of discover,backfill,download,extract,derive", "stages this run performs"),
+         "a comma list of discover,backfill,download,extract,ocr,derive", "stages this run performs"),
     Knob("BUDGET_SECONDS", "KY_BUDGET", 36000.0, _parse_pos_float, "a positive number of seconds",
          "wall-clock budget of one run (Colab allows ~12 h)"),
     Knob("SHUTDOWN_SECONDS", "KY_SHUTDOWN", 900.0, _parse_nonneg_float, "a number of seconds >= 0",
@@ -289,12 +302,24 @@ KNOBS: tuple[Knob, ...] = (
          "documents taken from the extract queue at a time"),
     Knob("WORKERS", "KY_WORKERS", max(1, os.cpu_count() or 1), _parse_pos_int, "a positive integer",
          "text extraction worker processes"),
-    Knob("EXTRACT_ENGINE", "KY_EXTRACT_ENGINE", "pypdf", _parse_engine, "pypdf or pypdfium2",
-         "PDF text engine"),
+    Knob("EXTRACT_ENGINES", "KY_EXTRACT_ENGINES", ("pypdfium2", "pypdf"), _parse_engines,
+         "a comma list of pypdfium2,pypdf", "PDF text engines, tried in this order: the next one when "
+         "one fails, times out, crashes or gives text of low quality"),
     Knob("EXTRACT_TIMEOUT", "KY_EXTRACT_TIMEOUT", 120.0, _parse_pos_float, "a positive number of seconds",
-         "time limit of one PDF's extraction; a hang counts as a failed attempt"),
+         "time limit of one engine on one PDF; then the next engine is tried"),
+    Knob("EXTRACT_MEMORY_MB", "KY_EXTRACT_MEMORY_MB", 2048, _parse_pos_int, "a positive number of MiB",
+         "address space an extract worker may add to what it was forked with (RLIMIT_AS); a PDF "
+         "that needs more fails as `too large`"),
+    Knob("MIN_TEXT_QUALITY", "KY_MIN_TEXT_QUALITY", 0.5, _parse_fraction, "a fraction like 0.5",
+         "text scoring lower (share of word-like tokens, less replacement and control characters) "
+         "goes to the next engine"),
     Knob("SCANNED_CHARS_PER_PAGE", "KY_SCANNED_CHARS_PER_PAGE", 20, _parse_nonneg_int, "an integer >= 0",
-         "fewer characters per page than this marks a PDF likely_scanned"),
+         "a page that shows an image and has fewer non-blank characters than this has no text layer: "
+         "it needs OCR and marks its PDF likely_scanned"),
+    Knob("OCR_ENGINE", "KY_OCR_ENGINE", "tesseract", _parse_ocr_engine, "tesseract or rapidocr",
+         "OCR engine of the ocr stage (the stage is skipped, saying why, when it is not installed)"),
+    Knob("OCR_DPI", "KY_OCR_DPI", 300, _parse_pos_int, "a positive integer",
+         "resolution pages are rendered at for OCR"),
     Knob("CHECKPOINT_SECONDS", "KY_CHECKPOINT_SECONDS", 600.0, _parse_pos_float, "a positive number of seconds",
          "database snapshot to the store this often while work commits"),
     Knob("JOURNAL_SECONDS", "KY_JOURNAL_SECONDS", 60.0, _parse_pos_float, "a positive number of seconds",
@@ -372,9 +397,13 @@ class Config:
     DOWNLOAD_LIMIT: int
     EXTRACT_BATCH: int
     WORKERS: int
-    EXTRACT_ENGINE: str
+    EXTRACT_ENGINES: tuple[str, ...]
     EXTRACT_TIMEOUT: float
+    EXTRACT_MEMORY_MB: int
+    MIN_TEXT_QUALITY: float
     SCANNED_CHARS_PER_PAGE: int
+    OCR_ENGINE: str
+    OCR_DPI: int
     CHECKPOINT_SECONDS: float
     JOURNAL_SECONDS: float
     DERIVE_BATCH: int
@@ -473,6 +502,10 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: Any) -> Confi
         if raw is not None:
             value = _parse_knob(knob, raw, knob.env)
         values[knob.name] = value
+    if env.get("KY_EXTRACT_ENGINE") is not None and env.get("KY_EXTRACT_ENGINES") is None:
+        # The one engine became a chain: say so rather than ignore what the user set.
+        raise ConfigError("KY_EXTRACT_ENGINE", env["KY_EXTRACT_ENGINE"],
+                          "KY_EXTRACT_ENGINES instead (engines tried in order, e.g. pypdfium2,pypdf)")
     for name, value in overrides.items():
         if value is None:
             continue

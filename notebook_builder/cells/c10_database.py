@@ -228,6 +228,32 @@ ALTER TABLE documents ADD COLUMN related_case_numbers TEXT;
 CREATE INDEX IF NOT EXISTS documents_docket_entry ON documents(docket_entry_id);
 """
 
+# v4: what extraction learnt. Per page of each PDF (by sha256): its text layer's non-blank
+# characters, whether it shows an image and the share of the page images cover (where the engine
+# measures it), whether it needs OCR, the engine that read it, and the characters OCR gave it.
+# Per document: the pages that need OCR (an image and no text layer), the kept text's quality
+# score, a permanent extraction failure's reason (encrypted, empty, too large, unparseable), and
+# whether (and on how many pages) OCR text was merged in. Per attempt: the text's quality.
+_SCHEMA_V4 = """
+CREATE TABLE IF NOT EXISTS pages (
+    sha256      TEXT NOT NULL,
+    page        INTEGER NOT NULL,
+    chars       INTEGER NOT NULL,
+    has_images  INTEGER NOT NULL,
+    image_cover REAL,
+    needs_ocr   INTEGER NOT NULL DEFAULT 0,
+    engine      TEXT,
+    ocr_chars   INTEGER,
+    PRIMARY KEY (sha256, page)
+);
+ALTER TABLE documents ADD COLUMN pages_needing_ocr INTEGER;
+ALTER TABLE documents ADD COLUMN text_quality REAL;
+ALTER TABLE documents ADD COLUMN extract_failure TEXT;
+ALTER TABLE documents ADD COLUMN extracted_by_ocr INTEGER;
+ALTER TABLE documents ADD COLUMN ocr_pages INTEGER;
+ALTER TABLE extraction_log ADD COLUMN quality REAL;
+"""
+
 # v5: what is known about each document beyond the court's metadata, and where its bytes came from.
 # `derived`: one row per document, re-derivable from the database and the texts (`method`,
 # `version`: a better extractor redoes them); list fields are JSON arrays; NULL is unknown.
@@ -304,7 +330,7 @@ CREATE INDEX IF NOT EXISTS download_events_document ON download_events(document_
 """
 
 # Forward migrations: version -> SQL. Append only; never edit a released step.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 5: _SCHEMA_V5}
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 # The response headers that identify a download's bytes (download_events), in its column order.
@@ -330,6 +356,10 @@ DOCKET_ENTRY_COLUMNS = ("docket_entry_id", "case_id", "entry_type", "subtype", "
 # row's commit are serialized by SQLite's write lock). Clock-free.
 _CURRENT_CHECKPOINT_SQL = "COALESCE((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'checkpoint_seq'), 0)"
 _DOWNLOAD_CHECKPOINT_SET = f"download_checkpoint = {_CURRENT_CHECKPOINT_SQL}"
+
+# What a document reusing an extracted twin's text takes from it.
+_TWIN_COLUMNS = ("document_id, pages, extracted_chars, likely_scanned, pages_needing_ocr, text_quality, "
+                 "extracted_by_ocr, ocr_pages")
 
 _DISCOVERED_COLUMNS = ("document_id",) + DOCUMENT_METADATA_COLUMNS
 _INSERT_DISCOVERED_SQL = (
@@ -785,7 +815,7 @@ class Database:
     def documents_claiming_files(self) -> Iterator[sqlite3.Row]:
         """Rows whose status says a PDF is on disk (for recover() and verify)."""
         yield from self.conn.execute(
-            "SELECT document_id, status, sha256, local_pdf, size_bytes FROM documents "
+            "SELECT document_id, status, sha256, local_pdf, size_bytes, extracted_by_ocr FROM documents "
             "WHERE status IN ('downloaded', 'extracted')")
 
     def revert_to_discovered(self, document_ids: Sequence[str], reason: str) -> int:
@@ -793,6 +823,8 @@ class Database:
             cursor = self.conn.executemany(
                 "UPDATE documents SET status = 'discovered', sha256 = NULL, size_bytes = NULL, "
                 "local_pdf = NULL, pages = NULL, extracted_chars = NULL, likely_scanned = NULL, "
+                "pages_needing_ocr = NULL, text_quality = NULL, extract_failure = NULL, extracted_by_ocr = NULL, "
+                "ocr_pages = NULL, "
                 "attempts = 0, extract_attempts = 0, http_status = NULL, downloaded_at = NULL, "
                 "download_checkpoint = NULL, "
                 "last_error = ?, updated_at = ? WHERE document_id = ?",
@@ -849,12 +881,15 @@ class Database:
                 "WHERE document_id = ? AND status = 'downloaded'",
                 (pages, extracted_chars, int(likely_scanned), utc_now(), document_id))
 
-    def mark_extract_failed(self, document_id: str, error: str) -> None:
+    def mark_extract_failed(self, document_id: str, error: str, *, reason: str | None = None,
+                            spend_all: int | None = None) -> None:
+        """One failed extraction attempt; a permanent one (`reason`) spends them all (`spend_all`:
+        MAX_EXTRACT_ATTEMPTS), so the document leaves the queue of CONTRACT.md with its reason."""
         with self.transaction():
             self.conn.execute(
-                "UPDATE documents SET extract_attempts = extract_attempts + 1, last_error = ?, "
-                "updated_at = ? WHERE document_id = ? AND status = 'downloaded'",
-                (error[:500], utc_now(), document_id))
+                "UPDATE documents SET extract_attempts = MAX(extract_attempts + 1, COALESCE(?, 0)), "
+                "last_error = ?, extract_failure = ?, updated_at = ? WHERE document_id = ? AND status = 'downloaded'",
+                (spend_all, error[:500], reason, utc_now(), document_id))
 
     def log_extraction(self, document_id: str, *, sha256: str | None, attempt: int, engine: str,
                        outcome: str, pages: int | None, chars: int | None, seconds: float,
@@ -866,21 +901,44 @@ class Database:
                 (document_id, sha256, attempt, engine, outcome, pages, chars, seconds,
                  None if error is None else error[:500], utc_now()))
 
-    def record_extracted(self, entries: list[dict]) -> None:
-        """`log_extraction` (outcome ok) and `mark_extracted` of many documents in one transaction:
-        entries of document_id, sha256, attempt, engine, pages, chars, seconds, likely_scanned."""
+    def log_extraction_attempts(self, entries: list[dict]) -> None:
+        """Many extraction_log rows: document_id, sha256, attempt, engine, outcome, pages, chars,
+        seconds, error, quality."""
         now = utc_now()
         with self.transaction():
             self.conn.executemany(
                 "INSERT INTO extraction_log(document_id, sha256, attempt, engine, outcome, pages, chars, "
-                "seconds, error, logged_at) VALUES (:document_id, :sha256, :attempt, :engine, 'ok', :pages, "
-                ":chars, :seconds, NULL, :now)", [{**entry, "now": now} for entry in entries])
+                "seconds, error, quality, logged_at) VALUES (:document_id, :sha256, :attempt, :engine, :outcome, "
+                ":pages, :chars, :seconds, :error, :quality, :now)",
+                [{**entry, "error": None if entry.get("error") is None else str(entry["error"])[:500],
+                  "quality": entry.get("quality"), "now": now} for entry in entries])
+
+    def record_extracted(self, entries: list[dict], *, attempts: Sequence[dict] = (),
+                         pages: Sequence[tuple] = ()) -> None:
+        """In one transaction: the chains' other `attempts` (`log_extraction_attempts`), the facts of
+        `pages` ((sha256, page, chars, has_images, image_cover, needs_ocr, engine)), and for each entry (document_id, sha256,
+        attempt, engine, pages, chars, seconds, likely_scanned; optional quality, pages_needing_ocr,
+        extracted_by_ocr, ocr_pages) its `ok` log row and the document `extracted`."""
+        now = utc_now()
+        with self.transaction():
+            self.log_extraction_attempts(list(attempts))
+            self.conn.executemany(
+                "INSERT INTO pages(sha256, page, chars, has_images, image_cover, needs_ocr, engine) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sha256, page) DO UPDATE SET chars = excluded.chars, "
+                "has_images = excluded.has_images, image_cover = excluded.image_cover, "
+                "needs_ocr = excluded.needs_ocr, engine = excluded.engine", pages)
+            self.log_extraction_attempts([{**entry, "outcome": "ok", "error": None} for entry in entries])
             self.conn.executemany(
                 "UPDATE documents SET status = 'extracted', pages = :pages, extracted_chars = :chars, "
-                "likely_scanned = :likely_scanned, extract_attempts = extract_attempts + 1, updated_at = :now "
+                "likely_scanned = :likely_scanned, pages_needing_ocr = :pages_needing_ocr, "
+                "text_quality = :quality, extracted_by_ocr = :extracted_by_ocr, ocr_pages = :ocr_pages, "
+                "extract_failure = NULL, extract_attempts = extract_attempts + 1, updated_at = :now "
                 "WHERE document_id = :document_id AND status = 'downloaded'",
                 [{"document_id": entry["document_id"], "pages": entry["pages"], "chars": entry["chars"],
-                  "likely_scanned": int(entry["likely_scanned"]), "now": now} for entry in entries])
+                  "likely_scanned": int(entry["likely_scanned"]), "quality": entry.get("quality"),
+                  "pages_needing_ocr": entry.get("pages_needing_ocr"),
+                  "extracted_by_ocr": entry.get("extracted_by_ocr"), "ocr_pages": entry.get("ocr_pages"),
+                  "now": now} for entry in entries])
 
     def extracted_twin(self, sha256: str) -> sqlite3.Row | None:
         """An `extracted` document holding this sha256 (pages, extracted_chars, likely_scanned), if any.
@@ -888,7 +946,7 @@ class Database:
         Its commit came after its text file was written, so that file can be trusted.
         """
         return self.conn.execute(
-            "SELECT document_id, pages, extracted_chars, likely_scanned FROM documents "
+            f"SELECT {_TWIN_COLUMNS} FROM documents "
             "WHERE sha256 = ? AND status = 'extracted' AND pages IS NOT NULL LIMIT 1",
             (sha256,)).fetchone()
 
@@ -900,11 +958,40 @@ class Database:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
             for row in self.conn.execute(
-                    "SELECT sha256, document_id, pages, extracted_chars, likely_scanned FROM documents "
+                    f"SELECT sha256, {_TWIN_COLUMNS} FROM documents "
                     f"WHERE sha256 IN ({', '.join('?' * len(chunk))}) AND status = 'extracted' "
                     "AND pages IS NOT NULL", chunk):
                 twins.setdefault(row["sha256"], row)
         return twins
+
+    # ----------------------------------------------------------------- ocr
+
+    def ocr_queue(self) -> list[tuple[str, list[int]]]:
+        """(sha256, its page numbers needing OCR) of each PDF an `extracted` document holds that OCR
+        has not handled yet, in the order the documents were discovered."""
+        shas = [row[0] for row in self.conn.execute(
+            "SELECT sha256 FROM documents WHERE status = 'extracted' AND pages_needing_ocr > 0 "
+            "AND extracted_by_ocr IS NULL AND sha256 IS NOT NULL GROUP BY sha256 ORDER BY MIN(rowid)")]
+        queue = []
+        for sha in shas:
+            pages = [row[0] for row in self.conn.execute(
+                "SELECT page FROM pages WHERE sha256 = ? AND needs_ocr = 1 ORDER BY page", (sha,))]
+            queue.append((sha, pages))
+        return queue
+
+    def page_count(self, sha256: str) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM pages WHERE sha256 = ?", (sha256,)).fetchone()[0]
+
+    def record_ocr(self, sha256: str, ocr_chars: Mapping[int, int], *, failed: bool = False) -> int:
+        """OCR's outcome for every document holding `sha256`: the characters it gave each page, and
+        `extracted_by_ocr` 1 with `ocr_pages` (or 0 when it failed). Returns the documents changed."""
+        with self.transaction():
+            self.conn.executemany("UPDATE pages SET ocr_chars = ? WHERE sha256 = ? AND page = ?",
+                                  [(chars, sha256, page) for page, chars in ocr_chars.items()])
+            return self.conn.execute(
+                "UPDATE documents SET extracted_by_ocr = ?, ocr_pages = ?, updated_at = ? "
+                "WHERE sha256 = ? AND status = 'extracted'",
+                (0 if failed else 1, 0 if failed else len(ocr_chars), utc_now(), sha256)).rowcount
 
     def extraction_failures(self, cfg: Config) -> list[sqlite3.Row]:
         """Downloaded documents whose extraction attempts are used up."""

@@ -170,6 +170,11 @@ def text_store_name(sha256: str) -> str:
     return f"text/{sha256}.txt"
 
 
+def ocr_text_store_name(sha256: str) -> str:
+    """The text of the PDF whose hash is `sha256` with the pages OCR recognised merged in."""
+    return f"text/{sha256}.ocr.txt"
+
+
 def is_content_addressed(name: str) -> bool:
     return name.startswith(CONTENT_ADDRESSED_PREFIXES)
 

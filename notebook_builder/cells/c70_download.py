@@ -10,8 +10,9 @@ Guarantees:
   is read (an oversized file's connection is closed unread) and enforced
   again while streaming, for servers that lie or send no length.
 - The body is hashed (SHA-256) as it is read and checked against
-  Content-Length (short: transient "truncated") and the `%PDF-` magic (else
-  transient "not a PDF"). A body up to _DOWNLOAD_IN_MEMORY bytes is held in
+  Content-Length (short: transient "truncated") and the `%PDF-` magic, which
+  may occur anywhere in the first 1024 bytes as readers accept (else transient
+  "not a PDF"); the stored bytes are the bytes served. A body up to _DOWNLOAD_IN_MEMORY bytes is held in
   memory; a larger one is written to `tmp/<document_id>.part` as it streams.
   One background finisher thread, fed through a bounded queue while the
   next GET runs, takes what is waiting as a group: writes the held bodies to
@@ -82,6 +83,14 @@ from .c35_context import Context, progress, raise_if_disk_full, write_status
 log_download = logging.getLogger("kycourt.download")
 
 PDF_MAGIC = b"%PDF-"
+# Readers (poppler, pdfium, pypdf) accept the magic anywhere in the first 1024 bytes: a body
+# that begins `\r\n%PDF`, `%%EOF\r\n%PDF` or other junk before the header is a PDF.
+PDF_MAGIC_WINDOW = 1024
+
+
+def is_pdf_head(head: bytes) -> bool:
+    """A body whose first bytes are `head` is a PDF: `%PDF-` occurs in its first PDF_MAGIC_WINDOW bytes."""
+    return PDF_MAGIC in head[:PDF_MAGIC_WINDOW]
 _DOWNLOAD_CHUNK = 256 * 1024
 # An error answer at most this long is read, so its keep-alive connection can be reused.
 _DOWNLOAD_DRAIN_LIMIT = 64 * 1024
@@ -410,8 +419,8 @@ def _download_stream(response: requests.Response, part: Path, cap: int) -> tuple
     """Reads the body, hashing as it goes. Returns (sha256, size, body): the body itself when it
     is at most _DOWNLOAD_IN_MEMORY bytes, else None and the body is in `part`.
 
-    Stops reading at once when the body passes `cap` (permanent 413) or does not
-    begin with the PDF magic (transient: an HTML page behind a 200). The fsync is
+    Stops reading at once when the body passes `cap` (permanent 413) or its first
+    PDF_MAGIC_WINDOW bytes hold no PDF magic (transient: an HTML page behind a 200). The fsync is
     the finisher's, off the request path.
     """
     digest = hashlib.sha256()
@@ -433,9 +442,9 @@ def _download_stream(response: requests.Response, part: Path, cap: int) -> tuple
             if size > cap:
                 raise PermanentFetchError(f"body over MAX_PDF_BYTES ({cap}) although Content-Length "
                                           "did not say so", http_status=413)
-            if len(head) < len(PDF_MAGIC):
-                head = (head + chunk)[:len(PDF_MAGIC)]
-                if not PDF_MAGIC.startswith(head):
+            if len(head) < PDF_MAGIC_WINDOW and not is_pdf_head(head):
+                head = (head + chunk)[:PDF_MAGIC_WINDOW]
+                if len(head) >= PDF_MAGIC_WINDOW and not is_pdf_head(head):
                     raise _download_not_a_pdf(response, head)
             digest.update(chunk)
             if handle is None and size > _DOWNLOAD_IN_MEMORY:
@@ -446,7 +455,7 @@ def _download_stream(response: requests.Response, part: Path, cap: int) -> tuple
                 held.append(chunk)
             else:
                 handle.write(chunk)
-        if head != PDF_MAGIC:
+        if not is_pdf_head(head):
             raise _download_not_a_pdf(response, head)
         if handle is not None:
             handle.close()
@@ -462,7 +471,8 @@ def _download_stream(response: requests.Response, part: Path, cap: int) -> tuple
 
 def _download_not_a_pdf(response: requests.Response, head: bytes) -> TransientFetchError:
     kind = response.headers.get("Content-Type", "no Content-Type")
-    return TransientFetchError(f"not a PDF: {kind}, body begins {head!r}", http_status=response.status_code)
+    return TransientFetchError(f"not a PDF: {kind}, no %PDF- in its first {PDF_MAGIC_WINDOW} bytes; "
+                              f"body begins {head[:32]!r}", http_status=response.status_code)
 
 
 # ----------------------------------------------------------------- finisher

@@ -12,12 +12,34 @@ Guarantees:
   document whose sha256 is on its way joins it). A document whose sha256
   another `extracted` document already holds reuses that text (its file was
   written before that commit) instead of extracting.
-- A worker gets EXTRACT_TIMEOUT seconds per PDF; a hung worker is killed and
-  replaced (outcome `timeout`), a worker that dies (segfault, os._exit, OOM
-  kill) is replaced (outcome `crash`); either is a failed attempt of that one
-  PDF and the batch goes on.
-- A worker only reads and parses: it sends the UTF-8 text back over its
-  pipe. The stage's saver thread writes the texts of _EXTRACT_COMMIT_EVERY
+- An engine chain (EXTRACT_ENGINES, default pypdfium2 then pypdf): each PDF
+  goes to the first engine; the next one is tried when it fails, times out,
+  crashes, or gives text whose `text_quality` (share of word-like tokens, less
+  replacement and control characters) is under MIN_TEXT_QUALITY. Good text is
+  kept at once; with no engine left the best text read is kept. Every
+  engine's attempt is a row of `extraction_log` (engine, verdict, seconds,
+  quality; verdicts: ok, low quality, encrypted, empty, too large,
+  unparseable, timeout, crash, error), all under the document's one attempt.
+- Verdicts no engine can change (`encrypted`: a user password is needed,
+  `empty`, `too large`, `unparseable`; `extraction_step` decides) fail the
+  document once, permanently: its attempts are all spent (it leaves the queue
+  of CONTRACT.md) and `documents.extract_failure` names the reason (a worker
+  that died on bytes another engine gave such a verdict died of them). Only
+  transient failures (a lone crash, a timeout, an OS error) keep attempts for
+  a later pass. An empty user (and, through pypdf, owner) password is tried.
+- The pdfium engine reads text with line breaks kept (get_text_range),
+  flattens visible annotations (filled-in form fields, stamps) into a page's
+  text first, and caps the quality of a text whose text objects mostly gave
+  no characters (a font it cannot decode) at the share that did.
+- A worker gets EXTRACT_TIMEOUT seconds per engine per PDF; a hung worker is
+  killed and replaced (verdict `timeout`), a worker that dies (segfault in
+  native code, os._exit, OOM kill) is replaced (verdict `crash`); either way
+  the next engine is tried and the batch goes on. Each worker's address space
+  is capped (RLIMIT_AS) at what it was forked with plus EXTRACT_MEMORY_MB: an
+  inflate bomb raises MemoryError (`too large`) or kills only that worker.
+- A worker only reads and parses: it sends the UTF-8 text, its quality and
+  one (non-blank chars, has images, image cover) per page back over its pipe. The stage's
+  saver thread writes the texts of _EXTRACT_COMMIT_EVERY
   PDFs to `text/<sha256>.txt` atomically (temp name, rename) and mirrors
   them to the store as one group (`StoreMirror.put_many`: a LocalStore makes
   the group durable with one flush), while the workers go on; then the
@@ -28,8 +50,16 @@ Guarantees:
   one per PDF (an fsync each cost 0.3-1.2 ms of CPU here, a share of what
   the workers need). Pages are separated by a form feed; a PDF with no text
   layer is `extracted` with an empty file and 0 chars.
-- `likely_scanned` is `chars / pages < SCANNED_CHARS_PER_PAGE` (0 pages:
-  scanned). Every attempt is a row of `extraction_log` (ok/error/timeout/crash).
+- Per page, the `pages` table holds the kept engine's facts (chars, has
+  images, image_cover: the share of the page its images cover, as pdfium
+  measures it; needs_ocr). A page needs OCR when it shows an image (covering
+  at least SCAN_IMAGE_COVER of it, where measured) and has fewer than
+  SCANNED_CHARS_PER_PAGE non-blank characters (no text layer); a
+  born-digital page with little text and no image, or only a logo, does not.
+  `documents.pages_needing_ocr` counts them and `likely_scanned` is "some page
+  needs OCR"; the `ocr` stage (c85_ocr) acts on them. `text_quality` of the
+  kept text is recorded; `text_agreement(a, b)` (word Jaccard) compares two
+  texts of a document, e.g. ours with the court's documentText.
   After MAX_EXTRACT_ATTEMPTS failures a document leaves the queue; verify
   lists it from `Database.extraction_failures`.
 - A PDF missing from the workspace is fetched from the store first. A full
@@ -38,11 +68,14 @@ Guarantees:
 
 Workers are forked (`multiprocessing.get_context("fork")`): in a notebook the
 functions live in `__main__`, which spawn and forkserver cannot import.
-`EXTRACT_ENGINE_FUNCTIONS` maps an engine name to `f(pdf_path) -> list of page
-texts`; a forked worker sees whatever the parent put there (tests add faults).
+`EXTRACT_ENGINE_FUNCTIONS` maps an engine name to `f(pdf_path) -> one (text,
+has_images[, text objects, chars, image cover]) or text per page`; a forked worker sees whatever the parent put
+there (tests add faults). The pool is the design bench/extract.py measured:
+long-lived forked workers, one pipe and one time limit each; a chain's next
+engine is one more task for it.
 
-Knobs read: WORKERS, EXTRACT_BATCH, EXTRACT_ENGINE, EXTRACT_TIMEOUT,
-MAX_EXTRACT_ATTEMPTS, SCANNED_CHARS_PER_PAGE.
+Knobs read: WORKERS, EXTRACT_BATCH, EXTRACT_ENGINES, EXTRACT_TIMEOUT,
+EXTRACT_MEMORY_MB, MIN_TEXT_QUALITY, MAX_EXTRACT_ATTEMPTS, SCANNED_CHARS_PER_PAGE.
 """
 from __future__ import annotations
 
@@ -52,6 +85,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import re
 import selectors
 import signal
 import time
@@ -68,32 +102,142 @@ log_extract = logging.getLogger("kycourt.extract")
 
 # ---------------------------------------------------------------- engines
 
+# An engine is f(pdf_path) -> one entry per page: (text, has_images[, text objects, characters they
+# gave, share of the page its images cover]), or the text alone (no images known). It raises ExtractionFailure with a named verdict when it knows why it cannot read the PDF;
+# any other exception is classified by `classify_extract_error`.
 
-def _extract_pages_pypdf(pdf_path: str) -> list[str]:
+
+class ExtractionFailure(Exception):
+    """An engine's named verdict on a PDF it cannot read: encrypted, empty, unparseable, too large."""
+
+    def __init__(self, verdict: str, message: str):
+        super().__init__(message)
+        self.verdict = verdict
+
+
+def _pypdf_has_images(resources, depth: int = 0) -> bool:
+    """The page's resources name an image XObject (looked for in form XObjects too, 3 deep)."""
+    try:
+        xobjects = resources.get("/XObject") if resources is not None else None
+        if xobjects is None:
+            return False
+        xobjects = xobjects.get_object()
+        for name in xobjects:
+            xobject = xobjects[name].get_object()
+            subtype = xobject.get("/Subtype")
+            if subtype == "/Image":
+                return True
+            if subtype == "/Form" and depth < 3 and _pypdf_has_images(xobject.get("/Resources"), depth + 1):
+                return True
+    except Exception:   # a broken resource dictionary: no image known, the text still counts
+        return False
+    return False
+
+
+def _extract_pages_pypdf(pdf_path: str) -> list[tuple[str, bool]]:
     import pypdf
     reader = pypdf.PdfReader(pdf_path)
-    return [page.extract_text() or "" for page in reader.pages]
+    if reader.is_encrypted and not reader.decrypt(""):
+        raise ExtractionFailure("encrypted", "a user password is needed (the empty one does not open it)")
+    pages = []
+    for page in reader.pages:
+        resources = page.get("/Resources")
+        pages.append((page.extract_text() or "", _pypdf_has_images(resources.get_object() if resources else None)))
+    return pages
 
 
-def _extract_pages_pypdfium2(pdf_path: str) -> list[str]:
+def _pdfium_page_objects(page_handle) -> tuple[float, int, bool]:
+    """(the area its images cover, how many objects are text, some object is an image) of a page,
+    form XObjects on it included (3 deep; an image in a form counts with the form's bounds). Raw C
+    calls with their names bound once: pypdfium2's get_objects wraps every object in Python."""
+    import ctypes
+    import pypdfium2.raw as pdfium_c
+    get_type, text_kind, image_kind, form_kind = (pdfium_c.FPDFPageObj_GetType, pdfium_c.FPDF_PAGEOBJ_TEXT,
+                                                  pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM)
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+
+    def area(handle) -> float:
+        if not pdfium_c.FPDFPageObj_GetBounds(handle, left, bottom, right, top):
+            return 0.0
+        return max(0.0, right.value - left.value) * max(0.0, top.value - bottom.value)
+
+    covered, texts, has_images = 0.0, 0, False
+    # (count, get, container, depth, the top-level form it is in) of each object list to look through
+    pending = [(pdfium_c.FPDFPage_CountObjects, pdfium_c.FPDFPage_GetObject, page_handle, 0, None)]
+    counted_forms = set()
+    while pending:
+        count, get, container, depth, outer = pending.pop()
+        for index in range(count(container)):
+            handle = get(container, index)
+            kind = get_type(handle)
+            if kind == text_kind:
+                texts += 1
+            elif kind == image_kind:
+                has_images = True
+                if outer is None:
+                    covered += area(handle)
+                elif id(outer) not in counted_forms:
+                    counted_forms.add(id(outer))
+                    covered += area(outer)
+            elif kind == form_kind and depth < 3:
+                pending.append((pdfium_c.FPDFFormObj_CountObjects, pdfium_c.FPDFFormObj_GetObject, handle,
+                                depth + 1, handle if outer is None else outer))
+    return covered, texts, has_images
+
+
+def _pdfium_has_visible_annotations(page_handle) -> bool:
+    """The page has an annotation other than links and popups (a form field, a stamp, a comment):
+    flattening a page of many links costs 5x its text and adds nothing."""
+    import pypdfium2.raw as pdfium_c
+    for index in range(pdfium_c.FPDFPage_GetAnnotCount(page_handle)):
+        annotation = pdfium_c.FPDFPage_GetAnnot(page_handle, index)
+        try:
+            if pdfium_c.FPDFAnnot_GetSubtype(annotation) not in (pdfium_c.FPDF_ANNOT_LINK, pdfium_c.FPDF_ANNOT_POPUP):
+                return True
+        finally:
+            pdfium_c.FPDFPage_CloseAnnot(annotation)
+    return False
+
+
+def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
     import pypdfium2
-    document = pypdfium2.PdfDocument(pdf_path)
+    import pypdfium2.raw as pdfium_c
     try:
-        texts = []
+        document = pypdfium2.PdfDocument(pdf_path)   # tries the empty user password itself
+    except pypdfium2.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise ExtractionFailure("encrypted", f"a user password is needed ({exc})") from None
+        raise
+    try:
+        pages = []
         for index in range(len(document)):
             page = document[index]
+            if _pdfium_has_visible_annotations(page.raw):
+                # Filled-in form fields and other visible annotations are text of the page (poppler
+                # reads them too): flatten them into its content (in memory only) and read it again.
+                if pdfium_c.FPDFPage_Flatten(page.raw, pdfium_c.FLAT_NORMALDISPLAY) == pdfium_c.FLATTEN_SUCCESS:
+                    page.close()
+                    page = document[index]
             text_page = page.get_textpage()
             try:
-                texts.append(text_page.get_text_bounded().replace("\r\n", "\n"))
+                # get_text_range keeps pdfium's line breaks; get_text_bounded drops some, running the
+                # last word of a line into the first of the next (measured on bench/realpdfs.py).
+                text = text_page.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+                covered, text_objects, has_images = _pdfium_page_objects(page.raw)
+                width, height = page.get_size()
+                cover = round(min(1.0, covered / (width * height)), 4) if width * height > 0 else None
+                # Text objects that gave no characters: pdfium could not decode their font (a CID
+                # font that is not embedded, with a predefined CMap); the share decoded caps quality.
+                pages.append((text, has_images, text_objects, text_page.count_chars(), cover))
             finally:
                 text_page.close()
                 page.close()
-        return texts
+        return pages
     finally:
         document.close()
 
 
-EXTRACT_ENGINE_FUNCTIONS: dict[str, Callable[[str], list[str]]] = {
+EXTRACT_ENGINE_FUNCTIONS: dict[str, Callable[[str], list]] = {
     "pypdf": _extract_pages_pypdf,
     "pypdfium2": _extract_pages_pypdfium2,
 }
@@ -102,16 +246,54 @@ EXTRACT_ENGINE_FUNCTIONS: dict[str, Callable[[str], list[str]]] = {
 _EXTRACT_ENGINE_PACKAGES = {"pypdf": "pypdf", "pypdfium2": "pypdfium2"}
 
 
+# Modules the built-in engines load on first use, imported in the supervisor before it forks: each
+# worker (and each replacement) then has them for free instead of spending 0.1-0.3 s of CPU on
+# imports (pypdf's crypto provider is loaded by the first encrypted PDF).
+_EXTRACT_PRELOAD = {"pypdf": ("pypdf", "pypdf._crypt_providers"), "pypdfium2": ("pypdfium2", "pypdfium2.raw")}
+
+
+def _extract_preload(engines: Iterable[str]) -> None:
+    import importlib
+    for engine in engines:
+        for module in _EXTRACT_PRELOAD.get(engine, ()):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
+
+
 def _extract_check_engine(engine: str) -> None:
     import importlib.util
     if engine not in EXTRACT_ENGINE_FUNCTIONS:
-        raise ConfigError("KY_EXTRACT_ENGINE", engine, " or ".join(EXTRACT_ENGINE_FUNCTIONS))
+        raise ConfigError("KY_EXTRACT_ENGINES", engine, " or ".join(EXTRACT_ENGINE_FUNCTIONS))
     package = _EXTRACT_ENGINE_PACKAGES.get(engine)
     if package and importlib.util.find_spec(package) is None:
-        raise ConfigError("KY_EXTRACT_ENGINE", engine, f"an installed engine (pip install {package})")
+        raise ConfigError("KY_EXTRACT_ENGINES", engine, f"an installed engine (pip install {package})")
 
 
 # -------------------------------------------------------------- decisions
+
+# Verdicts no engine can change for these bytes: classified once, the document leaves the queue.
+PERMANENT_VERDICTS = ("encrypted", "empty", "too large", "unparseable")   # in the order a reason is named
+# Verdicts that may change: a worker that died (OOM, a signal), a timeout, an OS error reading the file.
+TRANSIENT_VERDICTS = ("timeout", "crash", "error")
+
+
+def classify_extract_error(exc: BaseException) -> str:
+    """The verdict of an engine's exception: permanent (encrypted, empty, too large, unparseable)
+    or `error` (an OS error: the file could not be read this time)."""
+    if isinstance(exc, ExtractionFailure):
+        return exc.verdict
+    if isinstance(exc, MemoryError):
+        return "too large"
+    name, message = type(exc).__name__, str(exc).lower()
+    if "file access error" in message or isinstance(exc, OSError):
+        return "error"   # the file could not be read this time: no verdict on its bytes
+    if name in ("FileNotDecryptedError", "WrongPasswordError") or "password" in message or "decrypt" in message:
+        return "encrypted"
+    if name == "EmptyFileError" or "empty file" in message or "cannot read an empty" in message:
+        return "empty"
+    if name == "LimitReachedError" or "limit reached" in message:
+        return "too large"
+    return "unparseable"   # the parser gave up on these bytes: it will again
 
 
 def join_page_texts(page_texts: list[str]) -> str:
@@ -121,9 +303,130 @@ def join_page_texts(page_texts: list[str]) -> str:
     return "\f".join(page_texts)
 
 
-def is_likely_scanned(pages: int, chars: int, chars_per_page: int) -> bool:
-    """Too little text per page for a born-digital PDF (no pages at all counts as scanned)."""
-    return pages <= 0 or chars / pages < chars_per_page
+def page_text_chars(text: str) -> int:
+    """Characters of a page's text layer that are not blank."""
+    return sum(1 for char in text if not char.isspace())
+
+
+# A scan's image covers most of its page (strips of one add up); a logo or a seal does not.
+SCAN_IMAGE_COVER = 0.25
+
+
+def page_needs_ocr(chars: int, has_images: bool, chars_per_page: int, image_cover: float | None = None) -> bool:
+    """A page that shows an image and has (next to) no text layer: a scan. A born-digital page
+    with little text and no image, or only a small one (images covering under SCAN_IMAGE_COVER
+    of the page, when the engine measured it), is not one."""
+    return (bool(has_images) and chars < max(1, chars_per_page)
+            and (image_cover is None or image_cover >= SCAN_IMAGE_COVER))
+
+
+def is_likely_scanned(pages_needing_ocr: int) -> bool:
+    """Some page of the PDF has images and no text layer."""
+    return pages_needing_ocr > 0
+
+
+_QUALITY_MIN_TOKENS = 20
+# Scripts written without spaces between words (CJK, kana, Thai, Hangul).
+_UNSPACED = "\u0e00-\u0e7f\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+_UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
+_WORD_TOKEN = re.compile(r"(?:[^\W\d_]{1,20})(?:['\u2019-][^\W\d_]{1,20})*")
+_NUMBER_TOKEN = re.compile(r"[$\u00a7#]?\d[\d,.:/-]*[a-z]{0,2}")
+_TOKEN_EDGES = "\"'()[]{}<>,.;:!?*\u201c\u201d\u2018\u2019\u00ab\u00bb"
+
+
+def _word_like(token: str) -> bool | None:
+    core = token.strip(_TOKEN_EDGES)
+    if not core:
+        return None   # punctuation alone: neither word nor noise
+    if _NUMBER_TOKEN.fullmatch(core):
+        return True
+    if _UNSPACED_RUN.fullmatch(core):
+        return True   # a script written without spaces: a run of its characters is words
+    if len(core) >= 4 and len(core) % 2 == 0 and core[::2] == core[1::2]:
+        return False  # every letter twice: fake-bold text drawn twice, read twice
+    if not _WORD_TOKEN.fullmatch(core):
+        return False
+    letters = core.replace("'", "").replace("\u2019", "").replace("-", "")
+    # The case shapes of words: lower, Capitalized, UPPER (mixed case inside a token is a glyph mess)
+    return letters.islower() or letters.isupper() or (letters[0].isupper() and letters[1:].islower())
+
+
+def text_quality(text: str) -> float | None:
+    """How much `text` looks like language, 0..1: the share of its tokens that look like words or
+    numbers (lower, Capitalized or UPPER letters of at most 20 in a row, so words run together
+    count against it), less twice the share of replacement and control characters. None when it
+    has too few tokens to judge (a short page is not bad text)."""
+    tokens = text.split()
+    if len(tokens) < _QUALITY_MIN_TOKENS:
+        return None
+    judged = [verdict for verdict in map(_word_like, tokens) if verdict is not None]
+    if len(judged) < _QUALITY_MIN_TOKENS:
+        return None
+    share = sum(judged) / len(judged)
+    bad = sum(1 for char in text if char == "\ufffd" or (ord(char) < 32 and char not in "\n\r\t\f")
+              or 0x7f <= ord(char) < 0xa0)
+    return round(max(0.0, share - 2 * bad / max(1, len(text))), 4)
+
+
+# In scripts without spaces each character is a token.
+_WORDS = re.compile(f"[{_UNSPACED}]|[^\\W{_UNSPACED}]+")
+
+
+def text_words(text: str) -> set[str]:
+    """The distinct words of `text`, case-folded (a character each in scripts without spaces)."""
+    return set(_WORDS.findall(text.lower()))
+
+
+def text_agreement(a: str, b: str) -> float:
+    """Word Jaccard of two texts of one document (e.g. ours and the court's documentText, or
+    pdftotext's): |shared words| / |words of either| (`text_words`); 1.0 when both have none."""
+    words_a, words_b = text_words(a), text_words(b)
+    if not words_a and not words_b:
+        return 1.0
+    return round(len(words_a & words_b) / len(words_a | words_b), 4)
+
+
+@dataclass(frozen=True)
+class ExtractStep:
+    """What to do after an engine's attempt: `next` engine, `keep` attempt number `index`, or
+    `fail` (`permanent` or not) with `reason`."""
+    action: str
+    engine: str | None = None
+    index: int = -1
+    reason: str = ""
+    permanent: bool = False
+
+
+def extraction_step(attempts: list[tuple[str, str, float | None]], engines: tuple[str, ...],
+                    min_quality: float) -> ExtractStep:
+    """The chain's decision after `attempts` ((engine, verdict, quality) so far, in order).
+
+    Good text (verdict ok, quality unknown or >= min_quality) is kept at once. Otherwise the next
+    untried engine is tried, whatever the failure (another parser may read what one cannot).
+    With none left: the best ok text is kept even if its quality is low (it is all there is);
+    failing that, the PDF fails, permanently when every engine gave a permanent verdict or died
+    (at least one verdict being permanent; the reason named in the order of PERMANENT_VERDICTS),
+    else transiently (a timeout, a lone crash, an OS error: retried in a later pass).
+    """
+    engine, verdict, quality = attempts[-1]
+    if verdict == "ok" and (quality is None or quality >= min_quality):
+        return ExtractStep("keep", engine, len(attempts) - 1)
+    tried = {attempt[0] for attempt in attempts}
+    left = [candidate for candidate in engines if candidate not in tried]
+    if left:
+        return ExtractStep("next", left[0])
+    readable = [index for index, attempt in enumerate(attempts) if attempt[1] == "ok"]
+    if readable:
+        best = max(readable, key=lambda index: attempts[index][2] if attempts[index][2] is not None else 1.0)
+        return ExtractStep("keep", attempts[best][0], best)
+    verdicts = [attempt[1] for attempt in attempts]
+    # A worker that died on bytes another engine called hopeless died of them (a parser aborting
+    # at the memory cap on an inflate bomb): that is no reason to parse them again.
+    transient = [verdict for verdict in verdicts if verdict not in PERMANENT_VERDICTS
+                 and not (verdict == "crash" and set(verdicts) & set(PERMANENT_VERDICTS))]
+    if transient:
+        return ExtractStep("fail", reason=transient[0], permanent=False)
+    return ExtractStep("fail", reason=next(v for v in PERMANENT_VERDICTS if v in verdicts), permanent=True)
 
 
 # ---------------------------------------------------------------- workers
@@ -145,12 +448,57 @@ def _extract_write_text(path: str, data: bytes) -> None:
         raise
 
 
-def _extract_worker_main(connection, engine: str) -> None:
-    """A worker's loop: pdf_path in; ('ok', pages, chars, utf8_text, finished_at) or
-    ('error', message, finished_at) out (finished_at: time.monotonic(), one clock for all processes)."""
+def _extract_cap_memory(extra_mib: int | None) -> None:
+    """RLIMIT_AS = the address space the worker was forked with + extra_mib: a PDF that inflates
+    past it raises MemoryError (verdict `too large`) or kills only this worker."""
+    if not extra_mib:
+        return
+    try:
+        import resource
+        with open("/proc/self/statm") as handle:
+            mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = mapped + extra_mib * 1024 * 1024
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (OSError, ValueError, ImportError) as exc:   # not Linux: no cap, said once per worker
+        log_extract.debug("extract worker: no memory cap (%s)", exc)
+
+
+def _extract_run_engine(engine: str, pdf_path: str) -> tuple:
+    """One engine on one PDF, in the worker: ('ok', page facts, chars, utf8 text, quality) or
+    (verdict, message)."""
+    try:
+        entries = EXTRACT_ENGINE_FUNCTIONS[engine](pdf_path)
+        page_texts = [entry if isinstance(entry, str) else entry[0] for entry in entries]
+        facts = [(page_text_chars(text), False if isinstance(entry, str) else bool(entry[1]),
+                  entry[4] if not isinstance(entry, str) and len(entry) >= 5 else None)
+                 for text, entry in zip(page_texts, entries)]
+        text = join_page_texts(page_texts)
+        quality = text_quality(text)
+        # An engine that counts text objects and the characters they gave (pdfium): when under
+        # half of them decoded, most of the text is missing, however good the rest looks.
+        counted = [entry[2:4] for entry in entries if not isinstance(entry, str) and len(entry) >= 4]
+        objects = sum(count for count, _ in counted)
+        if objects >= _QUALITY_MIN_TOKENS:
+            decoded = sum(chars for _, chars in counted) / objects
+            if decoded < 0.5:
+                quality = round(min(decoded, quality if quality is not None else 1.0), 4)
+        # A broken ToUnicode map can yield lone surrogates, which UTF-8 cannot hold: '?' each.
+        return ("ok", facts, len(text), text.encode("utf-8", "replace"), quality)
+    except MemoryError:
+        return ("too large", "MemoryError: over the worker's memory cap")
+    except Exception as exc:  # any parser fault is this engine's verdict on this PDF
+        return (classify_extract_error(exc), f"{type(exc).__name__}: {exc}"[:500])
+
+
+def _extract_worker_main(connection, memory_mib: int | None = None) -> None:
+    """A worker's loop: (pdf_path, engine) in; the engine's reply plus finished_at out
+    (finished_at: time.monotonic(), one clock for all processes)."""
     # Ctrl-C in a terminal reaches the whole process group; the supervisor decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    extract_pages = EXTRACT_ENGINE_FUNCTIONS[engine]
+    _extract_cap_memory(memory_mib)
     while True:
         try:
             task = connection.recv()
@@ -158,27 +506,24 @@ def _extract_worker_main(connection, engine: str) -> None:
             return
         if task is None:
             return
-        try:
-            page_texts = extract_pages(task)
-            text = join_page_texts(page_texts)
-            # A broken ToUnicode map can yield lone surrogates, which UTF-8 cannot hold: '?' each.
-            reply = ("ok", len(page_texts), len(text), text.encode("utf-8", "replace"), time.monotonic())
-        except Exception as exc:  # any parser fault is this PDF's failed attempt
-            reply = ("error", f"{type(exc).__name__}: {exc}"[:500], time.monotonic())
-        connection.send(reply)
+        pdf_path, engine = task
+        reply = _extract_run_engine(engine, pdf_path)
+        connection.send(reply + (time.monotonic(),))
 
 
 @dataclass
 class _ExtractSlot:
     process: multiprocessing.process.BaseProcess
     connection: multiprocessing.connection.Connection
-    tasks: collections.deque = field(default_factory=collections.deque)  # (key, path, sent at): unanswered
+    tasks: collections.deque = field(default_factory=collections.deque)  # (key, path, engine, sent at): unanswered
     started: float = 0.0   # when the worker could begin the head task
 
 
 @dataclass(frozen=True)
 class ExtractOutcome:
-    """What became of one PDF: outcome is ok (with its UTF-8 text in `data`), error, timeout or crash."""
+    """What became of one engine's attempt at one PDF: outcome `ok` (its UTF-8 text in `data`, one
+    (chars, has_images, image cover or None) per page in `page_facts`, its `quality`), a permanent verdict (encrypted,
+    empty, too large, unparseable), or error, timeout, crash."""
     key: str
     outcome: str
     pages: int | None = None
@@ -186,6 +531,9 @@ class ExtractOutcome:
     data: bytes | None = None
     error: str | None = None
     seconds: float = 0.0
+    engine: str = ""
+    page_facts: tuple = ()
+    quality: float | None = None
 
 
 class ExtractWorkerPool:
@@ -206,9 +554,14 @@ class ExtractWorkerPool:
     of the supervisor's CPU, taken from the workers' cores).
     """
 
-    def __init__(self, workers: int, engine: str, timeout: float, depth: int = 2):
-        _extract_check_engine(engine)
-        self.engine = engine
+    def __init__(self, workers: int, engines: str | tuple[str, ...], timeout: float, depth: int = 2,
+                 memory_mib: int | None = None):
+        self.engines = (engines,) if isinstance(engines, str) else tuple(engines)
+        for engine in self.engines:
+            _extract_check_engine(engine)
+        _extract_preload(self.engines)
+        self.engine = self.engines[0]      # of a task that names none
+        self.memory_mib = memory_mib
         self.timeout = timeout
         self.depth = max(1, depth)
         self.replaced = 0
@@ -218,7 +571,7 @@ class ExtractWorkerPool:
 
     def _start_slot(self) -> _ExtractSlot:
         parent_end, child_end = self._mp.Pipe(duplex=True)
-        process = self._mp.Process(target=_extract_worker_main, args=(child_end, self.engine),
+        process = self._mp.Process(target=_extract_worker_main, args=(child_end, self.memory_mib),
                                    name="kycourt-extract-worker", daemon=True)
         process.start()
         child_end.close()
@@ -242,23 +595,25 @@ class ExtractWorkerPool:
         it never began (all but the head, which is the one that failed) go back to `unsent`."""
         if slot.tasks:
             slot.tasks.popleft()
-            unsent.extendleft((key, path) for key, path, _ in reversed(slot.tasks))
+            unsent.extendleft(task[:3] for task in reversed(slot.tasks))
         self._retire(slot)
         fresh = self._slots[self._slots.index(slot)] = self._start_slot()
         self.replaced += 1
         return fresh
 
-    def run(self, tasks: Iterable[tuple[str, str]],
-            should_stop: Callable[[], bool] = lambda: False) -> Iterator[ExtractOutcome]:
-        """Yields one outcome per task (key, pdf_path) as they finish.
+    def run(self, tasks: Iterable[tuple], should_stop: Callable[[], bool] = lambda: False,
+            followups: collections.deque | None = None) -> Iterator[ExtractOutcome]:
+        """Yields one outcome per task (key, pdf_path[, engine]) as they finish.
 
         `tasks` is read lazily, as workers have room, so the caller may produce
-        them while earlier ones run. Once `should_stop()` is true no new task is
-        taken or sent (one taken as the stop came is dropped unsent); those
-        already sent finish.
+        them while earlier ones run. `followups` (a deque the caller may append
+        to while it handles an outcome: the next engine of a chain) is served
+        before `tasks`. Once `should_stop()` is true no new task is taken or sent
+        (one taken as the stop came is dropped unsent); those already sent finish.
         """
         source = iter(tasks)
         unsent: collections.deque = collections.deque()   # tasks a replaced worker never began
+        followups = collections.deque() if followups is None else followups
         exhausted = stopping = False
         while True:
             for index in range(len(self._slots)):
@@ -266,6 +621,8 @@ class ExtractWorkerPool:
                     stopping = should_stop()            # before making a task: a stop costs no more work
                     if stopping:
                         break
+                    if followups:
+                        unsent.appendleft(followups.popleft())
                     if not unsent:
                         if exhausted:
                             break
@@ -301,43 +658,46 @@ class ExtractWorkerPool:
                         yield self._collect(slot, True, unsent)
                         continue
                     elapsed = round(now - slot.started, 4)
-                    key = slot.tasks[0][0]
+                    key, engine = slot.tasks[0][0], slot.tasks[0][2]
                     self._replace(slot, unsent)
-                    yield ExtractOutcome(key, "timeout", seconds=elapsed,
+                    yield ExtractOutcome(key, "timeout", seconds=elapsed, engine=engine,
                                          error=f"no result within {self.timeout:g} s; worker killed")
 
-    def _send(self, slot: _ExtractSlot, task: tuple[str, str], unsent: collections.deque) -> None:
+    def _send(self, slot: _ExtractSlot, task: tuple, unsent: collections.deque) -> None:
         sent_at = time.monotonic()
         if not slot.tasks:
             if not slot.process.is_alive():
                 # It ended while idle, before the selector said so: never blame this task for that.
                 slot = self._replace(slot, unsent)
             slot.started = sent_at
-        slot.tasks.append((task[0], task[1], sent_at))
+        key, path = task[0], task[1]
+        engine = task[2] if len(task) > 2 else self.engine
+        slot.tasks.append((key, path, engine, sent_at))
         try:
-            slot.connection.send(task[1])
+            slot.connection.send((path, engine))
         except OSError:
             pass  # the worker is gone: its exit sentinel wakes the supervisor, which reports the crash
 
     def _collect(self, slot: _ExtractSlot, readable: bool, unsent: collections.deque) -> ExtractOutcome:
         """The head task's outcome: the worker's answer, or its crash (its pipe ended, or it exited)."""
-        key = slot.tasks[0][0]
+        key, engine = slot.tasks[0][0], slot.tasks[0][2]
         try:
             # Only the exit sentinel woke us: the worker may still have answered before it died.
             reply = slot.connection.recv() if readable or slot.connection.poll() else None
         except (EOFError, OSError):
             reply = None
         if reply is None:
-            return self._crashed(slot, key, round(time.monotonic() - slot.started, 4), unsent)
+            return self._crashed(slot, key, engine, round(time.monotonic() - slot.started, 4), unsent)
         slot.tasks.popleft()
         elapsed = round(max(0.0, reply[-1] - slot.started), 4)
         # The next task began when this answer left, or when it was sent, whichever came later.
-        slot.started = max(reply[-1], slot.tasks[0][2]) if slot.tasks else reply[-1]
+        slot.started = max(reply[-1], slot.tasks[0][3]) if slot.tasks else reply[-1]
         if reply[0] == "ok":
-            return ExtractOutcome(key, "ok", pages=reply[1], chars=reply[2], data=reply[3], seconds=elapsed)
-        return ExtractOutcome(key, reply[0], error=reply[1], seconds=elapsed)
+            return ExtractOutcome(key, "ok", pages=len(reply[1]), chars=reply[2], data=reply[3], seconds=elapsed,
+                                  engine=engine, page_facts=tuple(reply[1]), quality=reply[4])
+        return ExtractOutcome(key, reply[0], error=reply[1], seconds=elapsed, engine=engine)
 
-    def _crashed(self, slot: _ExtractSlot, key: str, elapsed: float,
+    def _crashed(self, slot: _ExtractSlot, key: str, engine: str, elapsed: float,
                  unsent: collections.deque) -> ExtractOutcome:
         slot.process.join(5)
         code = slot.process.exitcode
@@ -349,7 +709,7 @@ class ExtractWorkerPool:
         else:
             cause = f"exited with status {code}"
         self._replace(slot, unsent)
-        return ExtractOutcome(key, "crash", error=f"extract worker {cause}", seconds=elapsed)
+        return ExtractOutcome(key, "crash", error=f"extract worker {cause}", seconds=elapsed, engine=engine)
 
     def close(self) -> None:
         for slot in self._slots:
@@ -385,24 +745,29 @@ class ExtractResult:
     pages: int = 0            # pages of the PDFs extracted (each sha256 once)
     chars: int = 0
     seconds: float = 0.0
-    engine: str = ""
+    engine: str = ""          # the chain, comma-separated
     pdfs: int = 0             # distinct PDFs handed to the workers
     reused: int = 0           # documents that reused an extracted twin's text
     stopped: bool = False     # the clock asked to stop before the queue was done
+    permanent: int = 0        # documents failed with a verdict no engine changes (left the queue)
+    fallbacks: int = 0        # engine attempts after the first of a PDF (failure, timeout, crash, low quality)
+    kept_by: dict = field(default_factory=dict)     # engine -> PDFs whose text it gave
+    pages_needing_ocr: int = 0
 
 
 def extract(ctx: Context) -> ExtractResult:
     """Runs the extract queue to its end (or until the clock says stop)."""
     cfg, db = ctx.cfg, ctx.open_database()
     started = time.monotonic()
-    result = ExtractResult(engine=cfg.EXTRACT_ENGINE)
+    result = ExtractResult(engine=",".join(cfg.EXTRACT_ENGINES))
     queued = db.extract_queue_size(cfg)
     if queued == 0 or cfg.DRY_RUN:  # a dry run touches neither the PDFs nor the store
         return result
     (ctx.workspace / "text").mkdir(parents=True, exist_ok=True)
     bar = progress(cfg, queued, "extract")
     try:
-        with ExtractWorkerPool(cfg.WORKERS, cfg.EXTRACT_ENGINE, cfg.EXTRACT_TIMEOUT) as pool, \
+        with ExtractWorkerPool(cfg.WORKERS, cfg.EXTRACT_ENGINES, cfg.EXTRACT_TIMEOUT,
+                               memory_mib=cfg.EXTRACT_MEMORY_MB) as pool, \
                 ThreadPoolExecutor(1, thread_name_prefix="extract-saver") as saver:
             for number in range(1, cfg.MAX_EXTRACT_ATTEMPTS + 1):
                 if number > 1:
@@ -453,22 +818,37 @@ class _ExtractPass:
         self.saving: _ExtractSaving | None = None   # a group the saver thread has, not yet committed
         self.handed_out = False                # every queued PDF is with the workers: the pass's tail
         self.committed: set[str] = set()       # sha256 committed `extracted` in this pass
-        self.failed: dict[str, ExtractOutcome] = {}   # sha256 whose PDF failed in this pass
+        self.failed: dict[str, _ExtractFailure] = {}   # sha256 whose PDF failed in this pass
         self.text_folder = os.path.join(ctx.workspace, "text")
+        self.chains: dict[str, tuple[str, list[ExtractOutcome]]] = {}   # sha256 -> (path, attempts so far)
+        self.followups: collections.deque = collections.deque()        # (sha256, path, next engine)
 
     def run(self, pool: ExtractWorkerPool) -> None:
-        ctx, result = self.ctx, self.result
+        ctx, cfg, result = self.ctx, self.ctx.cfg, self.result
         try:
-            for outcome in pool.run(self.tasks(), should_stop=ctx.clock.should_stop):
-                if outcome.outcome != "ok":
-                    sha_rows = self.waiting.pop(outcome.key)
-                    self.failed[outcome.key] = outcome
-                    log_extract.warning("extract %s (%s): %s %s", outcome.key[:12], sha_rows[0]["document_id"],
-                                        outcome.outcome, outcome.error)
-                    _extract_record_failure(ctx, sha_rows, outcome.outcome, outcome.error, outcome.seconds,
-                                            result, self.bar)
+            for outcome in pool.run(self.tasks(), should_stop=ctx.clock.should_stop, followups=self.followups):
+                path, attempts = self.chains[outcome.key]
+                attempts.append(outcome)
+                step = extraction_step([(a.engine, a.outcome, a.quality) for a in attempts], cfg.EXTRACT_ENGINES,
+                                       cfg.MIN_TEXT_QUALITY)
+                if step.action == "next":
+                    log_extract.info("extract %s: %s gave %s%s; trying %s", outcome.key[:12], outcome.engine,
+                                     outcome.outcome, f" (quality {outcome.quality})" if outcome.outcome == "ok"
+                                     else f" ({outcome.error})", step.engine)
+                    result.fallbacks += 1
+                    self.followups.append((outcome.key, path, step.engine))
                     continue
-                self.finished.append((self.waiting[outcome.key], outcome))
+                del self.chains[outcome.key]
+                if step.action == "fail":
+                    sha_rows = self.waiting.pop(outcome.key)
+                    failure = self.failed[outcome.key] = _ExtractFailure(step.reason, step.permanent, attempts)
+                    log_extract.warning("extract %s (%s): %s%s after %s", outcome.key[:12], sha_rows[0]["document_id"],
+                                        step.reason, " (permanent)" if step.permanent else "",
+                                        "; ".join(f"{a.engine} {a.outcome}: {a.error}" for a in attempts))
+                    _extract_record_failure(ctx, sha_rows, failure, result, self.bar)
+                    continue
+                kept = attempts[step.index]
+                self.finished.append((self.waiting[outcome.key], kept, attempts))
                 # In the tail, a smaller group whenever the saver is free: the last group's save and
                 # commit would otherwise run alone after the last PDF, on idle cores.
                 if len(self.finished) >= _EXTRACT_COMMIT_EVERY or (
@@ -495,35 +875,35 @@ class _ExtractPass:
             for row in rows:
                 sha = row["sha256"]
                 if not sha:
-                    _extract_record_failure(ctx, [row], "error", "no sha256 recorded for a downloaded document",
-                                            0.0, result, bar)
+                    _extract_record_failure(ctx, [row], _ExtractFailure.of(
+                        "error", "no sha256 recorded for a downloaded document"), result, bar)
                     continue
                 if sha in self.waiting:
                     self.waiting[sha].append(row)
                     continue
                 if sha in self.failed:        # the same PDF, one attempt per pass: its outcome again
-                    failure = self.failed[sha]
-                    _extract_record_failure(ctx, [row], failure.outcome, failure.error, 0.0, result, bar)
+                    _extract_record_failure(ctx, [row], self.failed[sha], result, bar, again=True)
                     continue
                 twin = twins.get(sha) or (ctx.db.extracted_twin(sha) if sha in self.committed else None)
                 if twin is not None and _extract_reuse_twin(ctx, sha, row, twin, result, bar):
                     continue
                 pdf_path, problem = _extract_local_pdf(ctx, sha, row)
                 if problem is not None:
-                    _extract_record_failure(ctx, [row], "error", problem, 0.0, result, bar)
+                    _extract_record_failure(ctx, [row], _ExtractFailure.of("error", problem), result, bar)
                     continue
                 self.waiting[sha] = [row]
+                self.chains[sha] = (pdf_path, [])
                 result.pdfs += 1
-                yield sha, pdf_path
+                yield sha, pdf_path, cfg.EXTRACT_ENGINES[0]
             log_extract.info("extract: a batch of %d documents handed out; so far %d extracted, %d failed "
                              "attempts, %d pages (%s, %d workers)", len(rows), result.extracted,
-                             result.failed_attempts, result.pages, cfg.EXTRACT_ENGINE, cfg.WORKERS)
+                             result.failed_attempts, result.pages, ",".join(cfg.EXTRACT_ENGINES), cfg.WORKERS)
 
     def hand_over(self) -> None:
         """Commits the group being saved (once saved), then hands the finished ones to the saver thread."""
         self.settle()
         if self.finished:
-            outcomes = [outcome for _, outcome in self.finished]
+            outcomes = [outcome for _, outcome, _ in self.finished]
             self.saving = _ExtractSaving(self.finished, self.saver.submit(self._save, outcomes))
             self.finished = []
 
@@ -536,7 +916,7 @@ class _ExtractPass:
         saving.settled = True    # before anything can raise: a second settle (the `finally`) is a no-op
         saving.future.result()
         _extract_commit_saved(self.ctx, saving.finished, self.result, self.bar)
-        for _, outcome in saving.finished:
+        for _, outcome, _ in saving.finished:
             self.waiting.pop(outcome.key, None)
             self.committed.add(outcome.key)
 
@@ -556,21 +936,50 @@ class _ExtractPass:
             raise
 
 
+def _extract_attempt_entries(rows: list, attempts: list[ExtractOutcome], kept: ExtractOutcome | None) -> list[dict]:
+    """extraction_log rows of a chain's attempts other than the kept one, for each document of the PDF:
+    a low-quality text that was not kept is `low quality`."""
+    entries = []
+    for attempt in attempts:
+        if attempt is kept:
+            continue
+        outcome = "low quality" if attempt.outcome == "ok" else attempt.outcome
+        error = f"text quality {attempt.quality}" if attempt.outcome == "ok" else attempt.error
+        entries.extend({"document_id": row["document_id"], "sha256": attempt.key,
+                        "attempt": row["extract_attempts"] + 1, "engine": attempt.engine, "outcome": outcome,
+                        "pages": attempt.pages, "chars": attempt.chars, "seconds": attempt.seconds,
+                        "error": error, "quality": attempt.quality} for row in rows)
+    return entries
+
+
 def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, bar) -> None:
     if not finished:
         return
     cfg = ctx.cfg
-    ctx.db.record_extracted([
-        {"document_id": row["document_id"], "sha256": outcome.key, "attempt": row["extract_attempts"] + 1,
-         "engine": cfg.EXTRACT_ENGINE, "pages": outcome.pages, "chars": outcome.chars,
-         "seconds": outcome.seconds,
-         "likely_scanned": is_likely_scanned(outcome.pages, outcome.chars, cfg.SCANNED_CHARS_PER_PAGE)}
-        for sha_rows, outcome in finished for row in sha_rows])
-    documents = sum(len(sha_rows) for sha_rows, _ in finished)
+    entries, others, pages = [], [], []
+    for sha_rows, outcome, attempts in finished:
+        flags = [page_needs_ocr(chars, has_images, cfg.SCANNED_CHARS_PER_PAGE, cover)
+                 for chars, has_images, cover in outcome.page_facts]
+        needing = sum(flags)
+        result.pages_needing_ocr += needing
+        result.kept_by[outcome.engine] = result.kept_by.get(outcome.engine, 0) + 1
+        pages.extend((outcome.key, number, chars, int(has_images), cover, int(needs), outcome.engine)
+                     for number, ((chars, has_images, cover), needs)
+                     in enumerate(zip(outcome.page_facts, flags), start=1))
+        # Attempts before the kept one first, so the log reads in the order they ran.
+        others.extend(_extract_attempt_entries(sha_rows, attempts, outcome))
+        entries.extend(
+            {"document_id": row["document_id"], "sha256": outcome.key, "attempt": row["extract_attempts"] + 1,
+             "engine": outcome.engine, "pages": outcome.pages, "chars": outcome.chars,
+             "seconds": outcome.seconds, "quality": outcome.quality,
+             "pages_needing_ocr": needing, "likely_scanned": is_likely_scanned(needing)}
+            for row in sha_rows)
+    ctx.db.record_extracted(entries, attempts=others, pages=pages)
+    documents = sum(len(sha_rows) for sha_rows, _, _ in finished)
     result.attempted += documents
     result.extracted += documents
-    result.pages += sum(outcome.pages for _, outcome in finished)
-    result.chars += sum(outcome.chars for _, outcome in finished)
+    result.pages += sum(outcome.pages for _, outcome, _ in finished)
+    result.chars += sum(outcome.chars for _, outcome, _ in finished)
     bar.update(documents)
 
 
@@ -582,7 +991,9 @@ def _extract_reuse_twin(ctx: Context, sha: str, row, twin, result: ExtractResult
     ctx.mirror.put(text_store_name(sha), text_path)
     ctx.db.record_extracted([{"document_id": row["document_id"], "sha256": sha, "attempt": row["extract_attempts"] + 1,
                               "engine": f"reused:{twin['document_id']}", "pages": twin["pages"],
-                              "chars": twin["extracted_chars"], "seconds": 0.0,
+                              "chars": twin["extracted_chars"], "seconds": 0.0, "quality": twin["text_quality"],
+                              "pages_needing_ocr": twin["pages_needing_ocr"],
+                              "extracted_by_ocr": twin["extracted_by_ocr"], "ocr_pages": twin["ocr_pages"],
                               "likely_scanned": bool(twin["likely_scanned"])}])
     result.attempted += 1
     result.extracted += 1
@@ -604,16 +1015,47 @@ def _extract_local_pdf(ctx: Context, sha: str, row) -> tuple[str | None, str | N
     return path, None
 
 
-def _extract_record_failure(ctx: Context, rows: list, outcome: str, error: str, seconds: float,
-                            result: ExtractResult, bar) -> None:
-    db = ctx.db
+@dataclass(frozen=True)
+class _ExtractFailure:
+    """A PDF's failed chain: its reason (a verdict), whether it is permanent, and the attempts."""
+    reason: str
+    permanent: bool
+    attempts: tuple | list = ()
+    message: str = ""
+
+    @classmethod
+    def of(cls, reason: str, message: str) -> "_ExtractFailure":
+        return cls(reason, False, (), message)
+
+    def error(self) -> str:
+        if self.message:
+            return self.message
+        return "; ".join(f"{attempt.engine} {attempt.outcome}: {attempt.error}" for attempt in self.attempts)
+
+
+def _extract_record_failure(ctx: Context, rows: list, failure: _ExtractFailure, result: ExtractResult, bar,
+                            again: bool = False) -> None:
+    """Each engine's attempt to extraction_log, then the documents' failed attempt: a permanent
+    verdict spends every attempt (the document leaves the queue with its reason), a transient one
+    spends one. `again`: a twin of a PDF that failed earlier in this pass (not parsed again)."""
+    db, cfg = ctx.db, ctx.cfg
+    if failure.attempts and not again:
+        entries = _extract_attempt_entries(rows, list(failure.attempts), None)
+    else:
+        entries = [{"document_id": row["document_id"], "sha256": row["sha256"], "attempt": row["extract_attempts"] + 1,
+                    "engine": ",".join(cfg.EXTRACT_ENGINES), "outcome": failure.reason, "pages": None, "chars": None,
+                    "seconds": 0.0, "error": failure.error(), "quality": None} for row in rows]
     with db.transaction():
+        db.log_extraction_attempts(entries)
         for row in rows:
-            db.log_extraction(row["document_id"], sha256=row["sha256"], attempt=row["extract_attempts"] + 1,
-                              engine=ctx.cfg.EXTRACT_ENGINE, outcome=outcome, pages=None, chars=None,
-                              seconds=seconds, error=error)
-            db.mark_extract_failed(row["document_id"], f"extract {outcome}: {error}")
+            db.mark_extract_failed(row["document_id"], f"extract {failure.reason}: {failure.error()}",
+                                   reason=failure.reason if failure.permanent else None,
+                                   spend_all=cfg.MAX_EXTRACT_ATTEMPTS if failure.permanent else None)
     result.attempted += len(rows)
     result.failed_attempts += len(rows)
-    result.exhausted += sum(row["extract_attempts"] + 1 >= ctx.cfg.MAX_EXTRACT_ATTEMPTS for row in rows)
+    if failure.permanent:
+        result.permanent += len(rows)
+        result.exhausted += len(rows)
+    else:
+        result.exhausted += sum(row["extract_attempts"] + 1 >= cfg.MAX_EXTRACT_ATTEMPTS for row in rows)
     bar.update(len(rows))

@@ -9,7 +9,8 @@ Guarantees:
   and `failed_inventory.csv` (failed documents and downloaded ones whose
   extract attempts are used up, with a `reason`) are written atomically to
   the workspace and mirrored to the store.
-- Every `pdf_by_hash/` and `text/` name the database refers to is in the
+- Every `pdf_by_hash/` and `text/` name the database refers to (a document
+  with `extracted_by_ocr` refers to `text/<sha256>.ocr.txt` too) is in the
   store (a missing one the workspace still holds is put in the store
   backlog, so the next run uploads it); with VERIFY_HASHES each stored PDF is streamed through sha256 and
   must hash to its name (a text is named by its PDF's hash, so it can only
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, StoreError
-from .c20_store import pdf_store_name, text_store_name
+from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
 from .c10_database import PERMANENT_HTTP_STATUSES, Database, coverage_gaps
 from .c35_context import Context, atomic_write_text, write_status
 from .c40_restore import write_resume_archive
@@ -112,6 +113,8 @@ def referenced_store_names(rows: Any) -> tuple[set[str], list[str]]:
         names.add(expected)
         if row["status"] == "extracted":
             names.add(text_store_name(sha))
+            if row["extracted_by_ocr"]:
+                names.add(ocr_text_store_name(sha))
     return names, problems
 
 

@@ -46,6 +46,7 @@ from .c55_probe import probe
 from .c60_backfill import backfill
 from .c70_download import download, recover
 from .c80_extract import extract
+from .c85_ocr import ocr
 from .c86_derive import derive
 from .c90_verify import format_verify_report, verify
 
@@ -56,6 +57,7 @@ STAGES: dict[str, Callable[[Context], Any]] = {
     "backfill": backfill,
     "download": download,
     "extract": extract,
+    "ocr": ocr,
     "derive": derive,
 }
 # The stages that ask the court; the others work on what the workspace and the store hold.
