@@ -92,7 +92,7 @@ def test_in_colab_the_unchanged_form_wins_over_the_environment(monkeypatch):
     assert cfg.BUDGET_SECONDS == 36000.0
     assert cfg.STORE == "drive" and cfg.DRIVE_FOLDER == "ky_court"
     assert cfg.RETRY_HARD is False
-    assert cfg.PHASES == ("discover", "backfill", "download", "extract")
+    assert cfg.PHASES == ("discover", "backfill", "download", "extract", "index")
 
 
 def test_colab_form_can_point_the_store_at_a_directory(tmp_path):
@@ -137,7 +137,7 @@ def test_a_bad_field_stops_the_cell_naming_the_field(field, value):
 
 def test_form_overrides_in_colab_applies_every_field():
     assert form_overrides(colab=True, **FORM_DEFAULTS) == {
-        "PHASES": ("discover", "backfill", "download", "extract"), "BUDGET_SECONDS": 36000.0,
+        "PHASES": ("discover", "backfill", "download", "extract", "index"), "BUDGET_SECONDS": 36000.0,
         "STORE": "drive", "DRIVE_FOLDER": "ky_court", "RETRY_HARD": False, "DRY_RUN": False}
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from .c00_config import KNOB_BY_NAME, PHASE_NAMES, ConfigError, in_colab, load_config
 
-FORM_PHASES = "discover,backfill,download,extract"  #@param {type:"string"}
+FORM_PHASES = "discover,backfill,download,extract,index"  #@param {type:"string"}
 FORM_BUDGET_HOURS = 10  #@param {type:"number"}
 FORM_STORE = "drive"  #@param ["drive", "/content/ky_court_store"] {allow-input: true}
 FORM_DRIVE_FOLDER = "ky_court"  #@param {type:"string"}

@@ -43,6 +43,7 @@ from .c20_store import pdf_store_name, text_store_name
 from .c10_database import PERMANENT_HTTP_STATUSES, Database
 from .c35_context import Context, atomic_write_text, write_status
 from .c40_restore import write_resume_archive
+from .c87_index import index_coverage
 
 log_verify = logging.getLogger("kycourt.verify")
 
@@ -73,6 +74,7 @@ class VerifyResult:
     store_pending: int = 0
     backlog_uploaded: int = 0
     stale_temps_removed: int = 0      # temp files of killed writes removed from the store
+    index: Any = None                 # IndexCoverage of the search index (ky_search.sqlite)
 
 
 # ------------------------------------------------------------- decisions
@@ -117,6 +119,8 @@ def format_verify_report(result: VerifyResult) -> str:
     lines.append(f"  store: {result.referenced} referenced names, {len(result.missing_in_store)} missing, "
                  f"{result.hashed} hashed, {len(result.hash_mismatches)} mismatched, "
                  f"{result.store_pending} pending")
+    if result.index is not None:
+        lines.append(f"  search index: {result.index.describe()}")
     if result.archive:
         lines.append(f"  resume archive: {result.archive}")
     return "\n".join(lines)
@@ -163,6 +167,8 @@ def verify(ctx: Context) -> VerifyResult:
                              if name.startswith("pdf_by_hash/"))
             _verify_hashes(ctx, present, result)
 
+    _verify_index(ctx, db, result)
+
     result.checkpoint = ctx.push_checkpoint()
     if not result.checkpoint["uploaded"]:
         result.reasons.append(f"checkpoint not uploaded as the store's ky_court.sqlite ({ctx.mirror.lagging})")
@@ -177,6 +183,20 @@ def verify(ctx: Context) -> VerifyResult:
     if result.passed and result.reasons:
         _verify_write_status(ctx, result)   # the archive upload itself lagged: status says FAIL
     return result
+
+
+def _verify_index(ctx: Context, db: Database, result: VerifyResult) -> None:
+    """The search index must cover every extracted document once a session built it (the index
+    phase ran, or an index exists and PHASES has index), unless the run stopped early."""
+    result.index = coverage = index_coverage(ctx.workspace, db.conn)
+    expected = "index" in ctx.cfg.PHASES and (coverage.exists or ctx.notes.get("index_built"))
+    if not expected or ctx.clock.stop_reason:
+        return
+    if not coverage.exists:
+        result.reasons.append(f"search index missing: {coverage.problem}")
+    elif coverage.behind:
+        result.reasons.append(f"search index does not cover the archive: {coverage.describe()} "
+                              "(kycourt-pipeline index brings it up to date)")
 
 
 def _verify_remove_stale_temps(ctx: Context) -> int:

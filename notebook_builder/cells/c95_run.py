@@ -35,6 +35,7 @@ from .c50_discover import discover
 from .c60_backfill import backfill
 from .c70_download import download, recover
 from .c80_extract import extract
+from .c87_index import index
 from .c90_verify import format_verify_report, verify
 
 log_run = logging.getLogger("kycourt.run")
@@ -44,6 +45,7 @@ STAGES: dict[str, Callable[[Context], Any]] = {
     "backfill": backfill,
     "download": download,
     "extract": extract,
+    "index": index,
 }
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
