@@ -273,6 +273,7 @@ def _run_query_command(args: argparse.Namespace) -> int:
     from notebook_builder import query
     from notebook_builder.cells.c10_database import SearchQueryError
     from notebook_builder.cells.c87_index import IndexMissingError
+    from notebook_builder.cells.c98_search import ServeError
     try:
         cfg = load_config(WORKSPACE=args.workspace, STORE=args.store)
     except ConfigError as exc:
@@ -297,7 +298,7 @@ def _run_query_command(args: argparse.Namespace) -> int:
     except query.NotFound as exc:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return 1
-    except (query.QueryError, SearchQueryError, IndexMissingError) as exc:
+    except (query.QueryError, SearchQueryError, IndexMissingError, ServeError) as exc:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -347,8 +348,8 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(cfg, port: int) -> int:
-    from notebook_builder import query
-    process, url = query.start_serve(cfg, port)
+    from notebook_builder.cells.c98_search import start_serve
+    process, url = start_serve(cfg, port)
     print(f"serving the archive read-only at {url}/ (Ctrl-C stops it)")
     try:
         return process.wait()

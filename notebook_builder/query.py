@@ -1,9 +1,8 @@
-"""The query layer of the command line: show one document, export the archive, serve it read-only.
+"""The query layer of the command line: show one document, export the archive.
 
 Guarantees:
-- Nothing here writes to ky_court.sqlite or ky_search.sqlite: the state is
-  opened read-only; `serve` publishes one-file copies of both (made with the
-  online backup API) through Datasette with every database immutable.
+- Nothing here writes to ky_court.sqlite or ky_search.sqlite: both are
+  opened read-only.
 - `show_document()` gathers everything known about a document id, a sha256
   or a case number: its `documents` row, the rows of every table that names
   it (extraction_log today; cases, docket entries, derived fields and
@@ -17,10 +16,8 @@ Guarantees:
   bytes, the counts) and `manifest-sha256.txt` (BagIt-style `sha256  path`
   lines). Every file is written under a temp name and renamed. The same
   state exports to the same bytes.
-- `serve()` refuses a port that is in use, binds 127.0.0.1 only, and sets
-  Datasette's metadata: titles, column descriptions, facets (court, year,
-  status), canned queries ("documents of a case", "failures by reason",
-  "search").
+- `serve` lives in the notebook's search cell (c98_search.py), which Colab
+  needs too.
 
 Knobs read: WORKSPACE, STORE (through load_config in the CLI).
 """
@@ -28,24 +25,18 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import json
 import logging
 import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from notebook_builder.cells.c00_config import Config, PipelineError, StoreError
-from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SearchDatabase,
-                                                 backup_database, connect, documents_matching,
-                                                 is_sqlite_file, iter_document_records, rows_where,
-                                                 tables_with_column)
+from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SearchDatabase, connect,
+                                                 documents_matching, is_sqlite_file, iter_document_records,
+                                                 rows_where, tables_with_column)
 from notebook_builder.cells.c20_store import pdf_store_name, text_store_name
-from notebook_builder.cells.c87_index import court_code_of, year_of
+from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
 
 log_query = logging.getLogger("kycourt.query")
 
@@ -204,33 +195,6 @@ def format_show(report: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- export
 
 EXPORT_FORMATS = ("jsonl", "csv", "parquet")
-# (name, type, description): the one record per document, in this order.
-EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
-    ("document_id", "string", "the court's document id (64 hex digits)"),
-    ("case_number", "string", "the case number, e.g. 2019-CA-0012"),
-    ("court", "string", "the court's name"),
-    ("court_code", "string", "CA (Court of Appeals) or SC (Supreme Court)"),
-    ("year", "int64", "the case number's year (else the filed date's)"),
-    ("case_title", "string", "the case's short title, on one line"),
-    ("case_type", "string", "the case type, when known"),
-    ("case_id", "string", "the court's case id"),
-    ("docket_entry_id", "string", "the docket entry the document belongs to"),
-    ("docket_entry_type", "string", "the docket entry's type, when known"),
-    ("description", "string", "the docket entry's description, e.g. OPINION AFFIRMING"),
-    ("document_name", "string", "the file name the court gives the document"),
-    ("filed_date", "string", "when the document was filed (ISO 8601)"),
-    ("publication_status", "string", "TO BE PUBLISHED / NOT TO BE PUBLISHED, when known"),
-    ("judge", "string", "the authoring judge, when known"),
-    ("status", "string", "discovered, downloaded, extracted or failed"),
-    ("http_status", "int64", "the court's last HTTP status for the download"),
-    ("sha256", "string", "SHA-256 of the PDF; the store holds it as pdf_by_hash/<sha256>.pdf"),
-    ("size_bytes", "int64", "size of the PDF in bytes"),
-    ("pages", "int64", "pages of the PDF"),
-    ("extracted_chars", "int64", "characters of extracted text (0: no text layer)"),
-    ("likely_scanned", "bool", "too few characters per page: probably a scan"),
-    ("pdf", "string", "the PDF's name in the store"),
-    ("text", "string", "the extracted text (null when not extracted, or its file is unavailable)"),
-)
 _EXPORT_DATA_FILE = "documents.{fmt}"
 _EXPORT_BATCH = 1000
 
@@ -374,138 +338,3 @@ def _export_parquet(path: Path, records: Iterator[dict[str, Any]]) -> None:
             writer.write_table(pa.Table.from_pylist(batch, schema=schema))
     finally:
         writer.close()
-
-
-# ----------------------------------------------------------------- serve
-
-SERVE_HOST = "127.0.0.1"
-SERVE_DIR = "serve"
-
-
-def port_in_use(port: int, host: str = SERVE_HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
-def datasette_metadata() -> dict[str, Any]:
-    """Datasette's metadata for the two databases: titles, descriptions, facets, canned queries."""
-    columns = {name: text for name, _, text in EXPORT_FIELDS if name not in ("pdf", "text", "year", "court_code")}
-    columns.update({
-        "attempts": "download attempts so far", "last_error": "the last download or extraction error",
-        "local_pdf": "the PDF's name in the workspace and store", "extract_attempts": "text extraction attempts",
-        "discovered_at": "when discovery first saw the document", "updated_at": "when the row last changed",
-        "shard": "the discovery shard (YYYY-CC) that found it",
-    })
-    search_columns = {name: text for name, _, text in EXPORT_FIELDS if name in (
-        "document_id", "case_number", "court", "court_code", "year", "case_title", "case_type",
-        "docket_entry_type", "description", "publication_status", "judge", "filed_date", "document_name",
-        "pages", "sha256")}
-    search_columns.update({"text_chars": "characters of indexed text", "doc_rowid": "the row in docs_fts",
-                           "source_key": "digest of what was indexed (incremental builds)"})
-    return {
-        "title": "Kentucky appellate courts: public record archive",
-        "description": "The Kentucky Supreme Court's and Court of Appeals' documents from C-Track "
-                       "Public Access, read-only.",
-        "databases": {
-            "ky_court": {
-                "title": "Archive state (ky_court.sqlite)",
-                "tables": {
-                    "documents": {"title": "Documents", "description": "one row per court document",
-                                  "sort_desc": "filed_date", "facets": ["court", "status"], "columns": columns},
-                    "extraction_log": {"title": "Extraction attempts", "facets": ["outcome", "engine"]},
-                },
-                "queries": {
-                    "documents_of_a_case": {
-                        "title": "Documents of a case",
-                        "description": "every document of one case number, e.g. 2019-CA-0012",
-                        "sql": "SELECT document_id, filed_date, description, status, pages, sha256 "
-                               "FROM documents WHERE case_number = :case_number ORDER BY filed_date, document_id"},
-                    "failures_by_reason": {
-                        "title": "Failures by reason",
-                        "sql": "SELECT CASE WHEN status = 'downloaded' THEN 'extraction failed' "
-                               "WHEN http_status IN (400, 401, 403, 404, 413) THEN 'permanent http ' || http_status "
-                               "ELSE 'transient or exhausted' END AS reason, COUNT(*) AS documents, "
-                               "MIN(last_error) AS example_error FROM documents "
-                               "WHERE status = 'failed' OR (status = 'downloaded' AND extract_attempts > 0) "
-                               "GROUP BY reason ORDER BY documents DESC"},
-                },
-            },
-            "ky_search": {
-                "title": "Full-text search (ky_search.sqlite)",
-                "tables": {
-                    "docs": {"title": "Indexed documents", "fts_table": "docs_fts", "fts_pk": "doc_rowid",
-                             "facets": ["court", "year", "publication_status"], "columns": search_columns},
-                },
-                "queries": {
-                    "search": {
-                        "title": "Search",
-                        "description": 'FTS5 syntax: words, "a phrase", NEAR(a b, 5), prefix*, AND/OR/NOT',
-                        "sql": "SELECT d.case_number, d.filed_date, d.case_title, d.description, d.document_id, "
-                               "snippet(docs_fts, 2, '<b>', '</b>', ' … ', 16) AS snippet, docs_fts.rank AS score "
-                               "FROM docs_fts JOIN docs d ON d.doc_rowid = docs_fts.rowid "
-                               "WHERE docs_fts MATCH :q ORDER BY docs_fts.rank LIMIT 50"},
-                },
-            },
-        },
-    }
-
-
-def prepare_serve(cfg: Config) -> tuple[list[Path], Path]:
-    """One-file copies of the databases and the metadata file under workspace/serve/."""
-    workspace = Path(cfg.WORKSPACE)
-    state = workspace / DB_FILENAME
-    if not is_sqlite_file(state):
-        raise QueryError(f"no archive database at {state}: run `kycourt-pipeline run` first (or pass --workspace)")
-    folder = workspace / SERVE_DIR
-    databases = [backup_database(state, folder / DB_FILENAME)]
-    search = workspace / SEARCH_DB_FILENAME
-    if is_sqlite_file(search):
-        databases.append(backup_database(search, folder / SEARCH_DB_FILENAME))
-    else:
-        log_query.warning("no search index at %s: serving the archive without it", search)
-    metadata = folder / "metadata.json"
-    metadata.write_text(json.dumps(datasette_metadata(), indent=2) + "\n", encoding="utf-8")
-    return databases, metadata
-
-
-def serve_command(databases: list[Path], metadata: Path, port: int) -> list[str]:
-    command = [sys.executable, "-m", "datasette", "serve", "--host", SERVE_HOST, "--port", str(port),
-               "--metadata", str(metadata), "--setting", "sql_time_limit_ms", "5000",
-               "--setting", "default_page_size", "50"]
-    for database in databases:
-        command += ["--immutable", str(database)]
-    return command
-
-
-def start_serve(cfg: Config, port: int) -> tuple[subprocess.Popen, str]:
-    """Starts Datasette in the background; returns (process, base URL) once it answers."""
-    try:
-        import datasette  # noqa: F401
-    except ImportError:
-        raise QueryError("serve needs Datasette: pip install 'kycourt-colab[serve]'") from None
-    if not 0 < port < 65536:
-        raise QueryError(f"--port {port} is not a TCP port (1-65535)")
-    if port_in_use(port):
-        raise QueryError(f"port {port} on {SERVE_HOST} is in use: choose another with --port")
-    databases, metadata = prepare_serve(cfg)
-    process = subprocess.Popen(serve_command(databases, metadata, port), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT)
-    url = f"http://{SERVE_HOST}:{port}"
-    deadline = time.monotonic() + 30
-    import urllib.request
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            output = process.stdout.read().decode("utf-8", "replace") if process.stdout else ""
-            raise QueryError(f"Datasette exited with status {process.returncode}: {output.strip()[-500:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/-/versions.json", timeout=1):
-                return process, url
-        except OSError:
-            time.sleep(0.2)
-    process.terminate()
-    raise QueryError(f"Datasette did not answer on {url} within 30 s")
-

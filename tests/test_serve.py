@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from notebook_builder import query
+from notebook_builder.cells import c98_search as query
 from notebook_builder.cli import main
 
 from archive_fixture import build_archive, document_id

@@ -55,6 +55,34 @@ INDEX_BATCH = 200             # documents written per transaction
 INDEX_OPTIMIZE_MIN = 1000     # a build that indexed at least this many texts (and a tenth of the
                               # index) merges its segments: queries after a full build are faster
 INDEX_COURT_CODES = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
+# (name, type, description) of the archive's fields: the export's records, in this order, and the
+# column descriptions Datasette shows.
+EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("document_id", "string", "the court's document id (64 hex digits)"),
+    ("case_number", "string", "the case number, e.g. 2019-CA-0012"),
+    ("court", "string", "the court's name"),
+    ("court_code", "string", "CA (Court of Appeals) or SC (Supreme Court)"),
+    ("year", "int64", "the case number's year (else the filed date's)"),
+    ("case_title", "string", "the case's short title, on one line"),
+    ("case_type", "string", "the case type, when known"),
+    ("case_id", "string", "the court's case id"),
+    ("docket_entry_id", "string", "the docket entry the document belongs to"),
+    ("docket_entry_type", "string", "the docket entry's type, when known"),
+    ("description", "string", "the docket entry's description, e.g. OPINION AFFIRMING"),
+    ("document_name", "string", "the file name the court gives the document"),
+    ("filed_date", "string", "when the document was filed (ISO 8601)"),
+    ("publication_status", "string", "TO BE PUBLISHED / NOT TO BE PUBLISHED, when known"),
+    ("judge", "string", "the authoring judge, when known"),
+    ("status", "string", "discovered, downloaded, extracted or failed"),
+    ("http_status", "int64", "the court's last HTTP status for the download"),
+    ("sha256", "string", "SHA-256 of the PDF; the store holds it as pdf_by_hash/<sha256>.pdf"),
+    ("size_bytes", "int64", "size of the PDF in bytes"),
+    ("pages", "int64", "pages of the PDF"),
+    ("extracted_chars", "int64", "characters of extracted text (0: no text layer)"),
+    ("likely_scanned", "bool", "too few characters per page: probably a scan"),
+    ("pdf", "string", "the PDF's name in the store"),
+    ("text", "string", "the extracted text (null when not extracted, or its file is unavailable)"),
+)
 BUILD_HINT = "build it with `kycourt-pipeline index` (or a run whose phases include index)"
 
 
