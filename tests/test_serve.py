@@ -59,7 +59,7 @@ def test_serve_search_finds_a_hit_with_its_snippet(server):
     _, url = server
     _, hits = get_json(f"{url}/ky_search/search.json?q=suppression&_shape=array")
     assert [hit["document_id"] for hit in hits] == [document_id(3), document_id(0)]
-    assert "<b>Suppression</b>" in hits[0]["snippet"]
+    assert "[Suppression]" in hits[0]["snippet"] and hits[0]["filed"] == "2021-11-30"
     _, table = get_json(f"{url}/ky_search/docs.json?_search=warrant&_shape=array")
     assert {row["document_id"] for row in table} == {document_id(0), document_id(4)}
 

@@ -133,10 +133,9 @@ def datasette_metadata() -> dict[str, Any]:
         "discovered_at": "when discovery first saw the document", "updated_at": "when the row last changed",
         "shard": "the discovery shard (YYYY-CC) that found it",
     })
-    search_columns = {name: described[name] for name in (
-        "document_id", "case_number", "court", "court_code", "year", "case_title", "case_type",
-        "docket_entry_type", "description", "publication_status", "judge", "filed_date", "document_name",
-        "pages", "sha256")}
+    # The index's own columns only (the rest are described on the documents table): a table page
+    # lists every description above its rows.
+    search_columns = {name: described[name] for name in ("court_code", "year", "publication_status", "judge")}
     search_columns.update({"text_chars": "characters of indexed text", "doc_rowid": "the row in docs_fts",
                            "source_key": "digest of what was indexed (incremental builds)"})
     return {
@@ -177,8 +176,10 @@ def datasette_metadata() -> dict[str, Any]:
                     "search": {
                         "title": "Search",
                         "description": 'FTS5 syntax: words, "a phrase", NEAR(a b, 5), prefix*, AND/OR/NOT',
-                        "sql": "SELECT d.case_number, d.filed_date, d.case_title, d.description, d.document_id, "
-                               "snippet(docs_fts, 2, '<b>', '</b>', ' … ', 16) AS snippet, docs_fts.rank AS score "
+                        # Datasette escapes HTML, so the matched words are marked [like this].
+                        "sql": "SELECT d.case_number, substr(d.filed_date, 1, 10) AS filed, d.case_title, "
+                               "snippet(docs_fts, 2, '[', ']', ' … ', 16) AS snippet, d.description, "
+                               "round(docs_fts.rank, 4) AS score, d.document_id "
                                "FROM docs_fts JOIN docs d ON d.doc_rowid = docs_fts.rowid "
                                "WHERE docs_fts MATCH :q ORDER BY docs_fts.rank LIMIT 50"},
                 },
