@@ -284,3 +284,24 @@ def test_the_index_does_not_grow_the_state_snapshot(tmp_path, archive):
 def test_readonly_open_of_a_missing_file_is_an_integrity_error(tmp_path):
     with pytest.raises(IntegrityError):
         SearchDatabase.open(tmp_path / "nothing.sqlite", readonly=True)
+
+
+def test_a_new_year_or_court_moves_the_document_to_its_rowid_range_keeping_its_text(archive):
+    run_index(archive)
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        with db.transaction():   # the court corrected a case number: another year and court
+            db.conn.execute("UPDATE documents SET case_number = '2022-SC-0999', court = 'Kentucky Supreme Court' "
+                            "WHERE document_id = ?", (document_id(0),))
+    finally:
+        db.close()
+    for path in Path(archive.WORKSPACE, "text").glob("*.txt"):
+        path.unlink()
+    shutil.rmtree(Path(archive.STORE) / "text")
+    moved = run_index(archive)
+    assert (moved.indexed, moved.refreshed, moved.missing_texts) == (0, 1, 0)
+    assert search_archive(archive.WORKSPACE, "suppression", year=2019) == []
+    hits = search_archive(archive.WORKSPACE, "suppression", year=2022, court="SC")
+    assert [hit["document_id"] for hit in hits] == [document_id(0)] and "[suppression]" in hits[0]["snippet"]
+    assert search_archive(archive.WORKSPACE, "suppression", year=2022, court="CA") == []
+    assert index_coverage(archive.WORKSPACE).behind == 0

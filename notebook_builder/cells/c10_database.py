@@ -796,6 +796,25 @@ SEARCH_MIGRATIONS: dict[int, str] = {1: _SEARCH_SCHEMA_V1}
 SEARCH_SCHEMA_VERSION = max(SEARCH_MIGRATIONS)
 
 
+# doc_rowid = bucket << SEARCH_BUCKET_BITS | sequence, the bucket being year * 4 + court (0 unknown,
+# 1 CA, 2 SC): the documents of one year, or of one court in one year, are one range of rowids.
+SEARCH_BUCKET_BITS = 24
+_SEARCH_COURT_SLOTS = {None: 0, "CA": 1, "SC": 2}
+
+
+def search_bucket(year: int | None, court_code: str | None) -> int:
+    return (year or 0) * 4 + _SEARCH_COURT_SLOTS.get(court_code, 3)
+
+
+def search_bucket_range(year: int, court_code: str | None = None) -> tuple[int, int]:
+    """The doc_rowids of one year's documents (of one court, if given)."""
+    if court_code:
+        first = last = search_bucket(year, court_code)
+    else:
+        first, last = year * 4, year * 4 + 3
+    return first << SEARCH_BUCKET_BITS, ((last + 1) << SEARCH_BUCKET_BITS) - 1
+
+
 class SearchQueryError(ValueError):
     """The FTS5 query cannot be parsed (exit status 2 in the CLI)."""
 
@@ -817,6 +836,8 @@ class SearchDatabase:
             raise IntegrityError(f"{path} does not exist")
         try:
             db = cls(connect(path, readonly=readonly), path)
+            # Posting lists of common words span many pages: a 64 MiB cache keeps them between queries.
+            db.conn.execute("PRAGMA cache_size = -65536")
             version = db.schema_version()
             if version > SEARCH_SCHEMA_VERSION:
                 db.close()
@@ -875,7 +896,10 @@ class SearchDatabase:
                     deletes: Sequence[int] = ()) -> None:
         """In one transaction: deletes the given doc_rowids, then writes each (fields, body).
 
-        A body of None keeps the indexed text (a metadata change only); the row must exist then.
+        A document's doc_rowid lies in the bucket of its year and court (`search_bucket`), so a
+        year or court filter is a rowid range FTS5 seeks to. A body of None keeps the indexed text
+        (a metadata change only; the row must exist): when the year or court changed, the text
+        is moved to the new bucket from the index itself.
         """
         now = utc_now()
         columns = SEARCH_FIELDS
@@ -885,26 +909,44 @@ class SearchDatabase:
                 self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (rowid,))
                 self.conn.execute("DELETE FROM docs WHERE doc_rowid = ?", (rowid,))
             for fields, body in upserts:
-                values = [fields.get(column) for column in columns] + [now]
-                row = self.conn.execute(
-                    f"INSERT INTO docs({', '.join(columns)}, indexed_at) "
-                    f"VALUES ({', '.join('?' * (len(columns) + 1))}) "
-                    f"ON CONFLICT(document_id) DO UPDATE SET "
-                    f"{', '.join(f'{c} = excluded.{c}' for c in columns[1:])}, indexed_at = excluded.indexed_at "
-                    "RETURNING doc_rowid", values).fetchone()
-                rowid = row[0]
-                if body is None:
-                    self.conn.execute("UPDATE docs_fts SET case_title = ?, description = ? WHERE rowid = ?",
-                                      (fields.get("case_title"), fields.get("description"), rowid))
-                else:
+                bucket = search_bucket(fields.get("year"), fields.get("court_code"))
+                old = self.conn.execute("SELECT doc_rowid FROM docs WHERE document_id = ?",
+                                        (fields["document_id"],)).fetchone()
+                if old is not None and old[0] >> SEARCH_BUCKET_BITS == bucket:
+                    rowid = old[0]
+                    if body is None:
+                        self._write_fields(rowid, fields, now)
+                        self.conn.execute("UPDATE docs_fts SET case_title = ?, description = ? WHERE rowid = ?",
+                                          (fields.get("case_title"), fields.get("description"), rowid))
+                        continue
                     self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (rowid,))
-                    self.conn.execute("INSERT INTO docs_fts(rowid, case_title, description, body) "
-                                      "VALUES (?, ?, ?, ?)",
-                                      (rowid, fields.get("case_title"), fields.get("description"), body))
+                else:
+                    if old is not None:
+                        if body is None:
+                            found = self.conn.execute("SELECT body FROM docs_fts WHERE rowid = ?",
+                                                      (old[0],)).fetchone()
+                            body = found[0] if found else ""
+                        self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (old[0],))
+                        self.conn.execute("DELETE FROM docs WHERE doc_rowid = ?", (old[0],))
+                    rowid = self.conn.execute(
+                        "SELECT COALESCE(MAX(doc_rowid) + 1, :low) FROM docs WHERE doc_rowid BETWEEN :low AND :high",
+                        {"low": bucket << SEARCH_BUCKET_BITS,
+                         "high": ((bucket + 1) << SEARCH_BUCKET_BITS) - 1}).fetchone()[0]
+                self._write_fields(rowid, fields, now)
+                self.conn.execute("INSERT INTO docs_fts(rowid, case_title, description, body) VALUES (?, ?, ?, ?)",
+                                  (rowid, fields.get("case_title"), fields.get("description"), body))
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+
+    def _write_fields(self, rowid: int, fields: dict[str, Any], now: str) -> None:
+        columns = SEARCH_FIELDS
+        self.conn.execute(
+            f"INSERT INTO docs(doc_rowid, {', '.join(columns)}, indexed_at) "
+            f"VALUES ({', '.join('?' * (len(columns) + 2))}) ON CONFLICT(doc_rowid) DO UPDATE SET "
+            f"{', '.join(f'{c} = excluded.{c}' for c in columns)}, indexed_at = excluded.indexed_at",
+            [rowid] + [fields.get(column) for column in columns] + [now])
 
     def optimize(self) -> None:
         """Merges the FTS5 segments into one b-tree (faster queries after a large build)."""
@@ -926,22 +968,25 @@ class SearchDatabase:
         Raises SearchQueryError when FTS5 cannot parse `query`.
         """
         where, params = ["docs_fts MATCH :query"], {"query": query, "limit": limit}
-        if court_code:
-            where.append("d.court_code = :court_code")
+        joined = []
+        if year is not None:     # a year (and court) is a range of rowids: FTS5 seeks to it
+            low, high = search_bucket_range(year, court_code)
+            where.append("docs_fts.rowid BETWEEN :low AND :high")
+            params.update(low=low, high=high)
+        elif court_code:
+            joined.append("d.court_code = :court_code")
             params["court_code"] = court_code
         if court_like:
-            where.append("d.court LIKE :court_like")
+            joined.append("d.court LIKE :court_like")
             params["court_like"] = f"%{court_like}%"
-        if year is not None:
-            where.append("d.year = :year")
-            params["year"] = year
         if kind:
-            where.append("(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)")
+            joined.append("(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)")
             params["kind"] = f"{kind}%"
-        if len(where) == 1:
-            ranked_sql = ("SELECT rowid AS doc_rowid, rank FROM docs_fts WHERE docs_fts MATCH :query "
+        if not joined:
+            ranked_sql = (f"SELECT rowid AS doc_rowid, rank FROM docs_fts WHERE {' AND '.join(where)} "
                           "ORDER BY rank LIMIT :limit")
         else:
+            where += joined
             ranked_sql = (f"SELECT d.doc_rowid, docs_fts.rank FROM docs_fts JOIN docs d "
                           f"ON d.doc_rowid = docs_fts.rowid WHERE {' AND '.join(where)} "
                           f"ORDER BY docs_fts.rank LIMIT :limit")

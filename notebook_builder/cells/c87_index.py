@@ -33,7 +33,6 @@ Knobs read: WORKSPACE, PROGRESS (the store through the context).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -43,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .c00_config import IntegrityError, PipelineError
-from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, Database, SearchDatabase, SearchQueryError,
+from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, Database, SearchDatabase, SearchQueryError,
                            backup_database, connect, extracted_keys, is_sqlite_file,
                            iter_document_records)
 from .c20_store import text_store_name
@@ -151,10 +150,12 @@ def _one_line(text: str | None) -> str | None:
     return None if text is None else " ".join(text.split())
 
 
+_INDEX_KEY_FIELDS = tuple(name for name in SEARCH_FIELDS if name != "source_key")
+
+
 def source_key(fields: dict[str, Any]) -> str:
     """A stable digest of what the index holds of a document (its text by sha256, and its fields)."""
-    payload = json.dumps([fields.get(name) for name in sorted(fields) if name != "source_key"],
-                         default=str, separators=(",", ":"))
+    payload = repr(tuple(fields.get(name) for name in _INDEX_KEY_FIELDS))
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=12).hexdigest()
 
 
