@@ -315,8 +315,13 @@ def _query_store(cfg):
 
 
 def _cmd_index(cfg) -> int:
+    from notebook_builder.cells.c10_database import DB_FILENAME, is_sqlite_file
     from notebook_builder.cells.c35_context import open_context
     from notebook_builder.cells.c87_index import index
+    from notebook_builder.query import QueryError
+    if not is_sqlite_file(Path(cfg.WORKSPACE) / DB_FILENAME):   # index never creates an archive
+        raise QueryError(f"no archive database at {Path(cfg.WORKSPACE) / DB_FILENAME}: run "
+                         "`kycourt-pipeline run` first (or pass --workspace)")
     ctx = open_context(cfg)
     try:
         result = index(ctx)

@@ -212,3 +212,16 @@ def test_export_leaves_the_state_database_untouched(capsys, tmp_path, archive):
     before = sqlite3.connect(path).execute("SELECT COUNT(*), MAX(updated_at) FROM documents").fetchone()
     cli(capsys, "export", "--out", str(tmp_path / "e"), *flags(archive))
     assert sqlite3.connect(path).execute("SELECT COUNT(*), MAX(updated_at) FROM documents").fetchone() == before
+
+
+def test_index_without_an_archive_exits_2_and_creates_nothing(capsys, tmp_path):
+    status, _, err = cli(capsys, "index", "--workspace", str(tmp_path / "none"), "--store", str(tmp_path / "s"))
+    assert status == 2 and "no archive database" in err
+    assert not (tmp_path / "none").exists()
+
+
+def test_index_command_builds_then_has_nothing_to_do(capsys, archive):
+    status, out, _ = cli(capsys, "index", *flags(archive))
+    assert status == 0 and out.startswith(f"index: {len(DOCUMENTS) - 1} texts indexed") and "mirrored" in out
+    status, out, _ = cli(capsys, "index", *flags(archive))
+    assert status == 0 and out.startswith("index: 0 texts indexed") and "mirrored" not in out
