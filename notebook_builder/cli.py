@@ -258,6 +258,9 @@ def _add_query_commands(commands) -> None:
     search.add_argument("--type", dest="kind", metavar="TYPE",
                         help="docket entry type or description prefix, e.g. OPINION or ORDER")
     search.add_argument("--limit", type=int, default=20, help="hits at most (default 20)")
+    search.add_argument("--rank-all", action="store_true",
+                        help="rank every match (by default a query matching more than 20,000 documents is "
+                             "ranked among the 20,000 most recent matches)")
     search.add_argument("--json", action="store_true", help="print JSON")
     export = commands.add_parser("export", help="the archive as a dataset: one record per document, with text")
     _query_flags(export)
@@ -338,13 +341,17 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c87_index import format_hits, index_coverage, query_hint, search_archive
     try:
         hits = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
-                              limit=args.limit)
+                              limit=args.limit, rank_all=args.rank_all)
     except SearchQueryError as exc:
         raise SearchQueryError(f"malformed query {args.query!r}: {exc}; {query_hint(args.query)}") from None
     coverage = index_coverage(cfg.WORKSPACE)
     if coverage.behind:
         print(f"kycourt-pipeline: the search index is behind the archive ({coverage.describe()}): "
               f"run `kycourt-pipeline index` to bring it up to date", file=sys.stderr)
+    if hits and hits[0]["rank_capped"]:
+        print(f"kycourt-pipeline: more than {hits[0]['ranked_among']} documents match; ranked among the "
+              f"{hits[0]['ranked_among']} most recent (--rank-all ranks every match, or narrow the query)",
+              file=sys.stderr)
     if args.json:
         print(json.dumps({"query": args.query, "count": len(hits), "hits": hits}, indent=2, default=str))
     else:

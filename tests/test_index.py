@@ -305,3 +305,19 @@ def test_a_new_year_or_court_moves_the_document_to_its_rowid_range_keeping_its_t
     assert [hit["document_id"] for hit in hits] == [document_id(0)] and "[suppression]" in hits[0]["snippet"]
     assert search_archive(archive.WORKSPACE, "suppression", year=2022, court="CA") == []
     assert index_coverage(archive.WORKSPACE).behind == 0
+
+
+def test_a_query_matching_more_than_the_cap_is_ranked_among_the_most_recent_matches(archive):
+    run_index(archive)
+    sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
+    try:
+        every = sdb.search("the OR a", rank_cap=None)
+        capped = sdb.search("the OR a", rank_cap=2)
+        narrow = sdb.search("suppression", rank_cap=2)
+    finally:
+        sdb.close()
+    assert len(every) == 5 and not every[0]["rank_capped"] and every[0]["ranked_among"] == 5
+    # The two most recent (2021) documents only, and the hits say so.
+    assert {hit["document_id"] for hit in capped} == {document_id(3), document_id(4)}
+    assert all(hit["rank_capped"] and hit["ranked_among"] == 2 for hit in capped)
+    assert len(narrow) == 2 and narrow[0]["rank_capped"]        # exactly the cap: said to be capped

@@ -225,3 +225,20 @@ def test_index_command_builds_then_has_nothing_to_do(capsys, archive):
     assert status == 0 and out.startswith(f"index: {len(DOCUMENTS) - 1} texts indexed") and "mirrored" in out
     status, out, _ = cli(capsys, "index", *flags(archive))
     assert status == 0 and out.startswith("index: 0 texts indexed") and "mirrored" not in out
+
+
+def test_a_state_database_of_an_older_schema_is_read_as_it_is(capsys, tmp_path, archive):
+    path = Path(archive.WORKSPACE) / DB_FILENAME
+    conn = sqlite3.connect(path)     # schema version 1: no downloaded_at, no download_checkpoint
+    conn.execute("ALTER TABLE documents DROP COLUMN downloaded_at")
+    conn.execute("ALTER TABLE documents DROP COLUMN download_checkpoint")
+    conn.execute("UPDATE kv SET value = '1' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    status, out, _ = cli(capsys, "show", document_id(0), *flags(archive), "--json")
+    assert status == 0 and json.loads(out)["documents"][0]["download"]["downloaded_at"] is None
+    assert cli(capsys, "export", "--out", str(tmp_path / "old"), *flags(archive))[0] == 0
+    status, out, err = cli(capsys, "search", "suppression", *flags(archive))
+    assert status == 2 and "no search index" in err
+    # Reading never migrates: the file is still version 1 afterwards.
+    assert sqlite3.connect(path).execute("SELECT value FROM kv WHERE key = 'schema_version'").fetchone() == ("1",)

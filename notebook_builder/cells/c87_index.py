@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .c00_config import IntegrityError, PipelineError
-from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, Database, SearchDatabase, SearchQueryError,
-                           backup_database, connect, extracted_keys, is_sqlite_file,
+from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, SEARCH_RANK_CAP, Database,
+                           SearchDatabase, SearchQueryError, backup_database, connect, extracted_keys, is_sqlite_file,
                            iter_document_records)
 from .c20_store import text_store_name
 from .c35_context import Context, progress
@@ -406,8 +406,11 @@ def open_search_index(workspace: str | os.PathLike) -> SearchDatabase:
 
 def search_archive(workspace: str | os.PathLike, query: str, *, court: str | None = None,
                    year: int | None = None, kind: str | None = None, limit: int = 20,
-                   sdb: SearchDatabase | None = None) -> list[dict[str, Any]]:
-    """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type."""
+                   rank_all: bool = False, sdb: SearchDatabase | None = None) -> list[dict[str, Any]]:
+    """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type.
+
+    A query matching more than SEARCH_RANK_CAP documents is ranked among the most recent
+    SEARCH_RANK_CAP of them (hits say `rank_capped`) unless `rank_all`."""
     if not query or not query.strip():
         raise SearchQueryError("the query is empty")
     if limit <= 0:
@@ -415,7 +418,8 @@ def search_archive(workspace: str | os.PathLike, query: str, *, court: str | Non
     own = sdb is None
     sdb = sdb or open_search_index(workspace)
     try:
-        return sdb.search(query, year=year, kind=kind, limit=limit, **court_filter(court))
+        return sdb.search(query, year=year, kind=kind, limit=limit, rank_cap=None if rank_all else SEARCH_RANK_CAP,
+                          **court_filter(court))
     finally:
         if own:
             sdb.close()
