@@ -138,7 +138,8 @@ def build_corpus(workspace: Path, docs: int, seed: int = 17) -> int:
         (text_dir / f"{sha}.txt").write_bytes(text)
         total += len(text)
         document_id = hashlib.sha256(f"bench-document-{number}".encode()).hexdigest()
-        rows.append((document_id, case_number, "Kentucky Supreme Court" if court == "SC" else "Kentucky Court of Appeals",
+        court_name = "Kentucky Supreme Court" if court == "SC" else "Kentucky Court of Appeals"
+        rows.append((document_id, case_number, court_name,
                      title, hashlib.sha256(f"entry-{number}".encode()).hexdigest(), description,
                      f"{year}-{1 + number % 12:02d}-{1 + number % 28:02d}T00:00:00.000-04:00", "extracted", 1, 200,
                      sha, len(text) // 3, f"pdf_by_hash/{sha}.pdf", 1 + len(text) // 3000, len(text), 0, 1,
@@ -226,8 +227,9 @@ def main() -> int:
     first = [values[0] for values in timings.values()]
     warm = [value for values in timings.values() for value in values[1:]]
 
+    indexed_word = timings["suppression"][1:]
     grep_started = time.monotonic()        # baseline: what a user had, a scan of every text
-    grep_hits = sum(1 for path in (workspace / "text").glob("*.txt") if b"restitution" in path.read_bytes().lower())
+    grep_hits = sum(1 for path in (workspace / "text").glob("*.txt") if b"suppression" in path.read_bytes().lower())
     grep_seconds = time.monotonic() - grep_started
 
     state = Database.open(workspace / DB_FILENAME)
@@ -262,8 +264,8 @@ def main() -> int:
         print(f"  {1000 * statistics.median(values[1:]):7.1f} ms  {hits_of[key]:>3} hits  {key}"
               f"{'  (ranked among the 20,000 most recent matches)' if capped_of[key] else ''}")
     print(f"  {1000 * statistics.median(exact):7.1f} ms  commonwealth with every match ranked (--rank-all)")
-    print(f"grep-style scan of every text for one word: {grep_seconds:.1f} s ({grep_hits} documents); "
-          f"the indexed query is {grep_seconds / statistics.median(timings['restitution' + str({'year': 2015})][1:]):.0f}x faster")
+    print(f"grep-style scan of every text for 'suppression': {grep_seconds:.1f} s ({grep_hits} documents); "
+          f"the index answers it {grep_seconds / statistics.median(indexed_word):.0f}x faster")
     print(f"show (20 document ids, 5 case numbers): p50 {1000 * statistics.median(show_times):.1f} ms, "
           f"p95 {1000 * percentile(show_times, 0.95):.1f} ms")
     print(f"total {time.monotonic() - started:.0f} s")

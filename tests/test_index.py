@@ -125,7 +125,8 @@ def test_a_second_run_indexes_only_what_changed(archive):
 def test_optional_tables_fill_case_type_entry_type_publication_and_judge(archive):
     db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
     try:
-        case_id, entry_id = db.get_document(document_id(3))["case_id"], db.get_document(document_id(3))["docket_entry_id"]
+        row = db.get_document(document_id(3))
+        case_id, entry_id = row["case_id"], row["docket_entry_id"]
         with db.transaction():
             db.conn.execute("CREATE TABLE cases (case_id TEXT PRIMARY KEY, case_type TEXT)")
             db.conn.execute("INSERT INTO cases VALUES (?, 'Matter of Right Appeal')", (case_id,))

@@ -135,7 +135,8 @@ def _check_manifest(out: Path, data_name: str) -> dict:
     assert manifest["records"] == len(DOCUMENTS)
     assert manifest["counts"]["with_text"] == len(DOCUMENTS) - 1 and manifest["counts"]["without_text"] == 1
     for entry in manifest["files"]:
-        assert entry["sha256"] == _sha256(out / entry["path"]) and entry["bytes"] == (out / entry["path"]).stat().st_size
+        path = out / entry["path"]
+        assert entry["sha256"] == _sha256(path) and entry["bytes"] == path.stat().st_size
     assert [entry["path"] for entry in manifest["files"]] == [data_name, "schema.json"]
     bagit = (out / "manifest-sha256.txt").read_text().splitlines()
     assert bagit == [f"{_sha256(out / name)}  {name}" for name in (data_name, "schema.json", "manifest.json")]

@@ -13,6 +13,13 @@ Guarantees:
   livelocks under a busy writer, see MEASURED.md), and records a monotonically
   increasing `checkpoint_seq` that restore uses to pick the newest state.
 
+- The search index is a database of its own (`SearchDatabase`,
+  ky_search.sqlite, its own `search_schema_version`): FTS5 over the texts,
+  the filter columns in `docs`, rows placed in (year, court) rowid ranges.
+  The query layer's reads of ky_court.sqlite (`iter_document_records`,
+  `documents_matching`, `rows_where`) join the optional tables other
+  features add (cases, docket_entries, derived) only when they exist.
+
 Knobs read: MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS, RETRY_HARD (through callers).
 """
 from __future__ import annotations

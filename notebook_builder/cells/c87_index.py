@@ -43,8 +43,8 @@ from typing import Any, Iterable
 
 from .c00_config import IntegrityError, PipelineError
 from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, SEARCH_RANK_CAP, Database,
-                           SearchDatabase, SearchQueryError, backup_database, connect, extracted_keys, is_sqlite_file,
-                           iter_document_records)
+                           SearchDatabase, SearchQueryError, backup_database, connect, extracted_keys,
+                           is_sqlite_file, iter_document_records)
 from .c20_store import text_store_name
 from .c35_context import Context, progress
 

@@ -82,7 +82,8 @@ def hits_html(hits: list[dict[str, Any]], store: Any = None) -> str:
                 link = None
         pdf_cell = f'<a href="{html.escape(link)}" target="_blank">PDF</a>' if link else html.escape(pdf)
         snippet = html.escape(hit.get("snippet") or "").replace("[", "<mark>").replace("]", "</mark>")
-        cells = [str(number), html.escape(hit.get("case_number") or ""), html.escape((hit.get("filed_date") or "")[:10]),
+        cells = [str(number), html.escape(hit.get("case_number") or ""),
+                 html.escape((hit.get("filed_date") or "")[:10]),
                  html.escape(hit.get("case_title") or ""), html.escape(hit.get("description") or ""), snippet,
                  pdf_cell, f'<code>{html.escape(hit["document_id"][:12])}…</code>']
         rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
