@@ -14,6 +14,10 @@ Guarantees:
   must hash to its name (a text is named by its PDF's hash, so it can only
   be checked for presence). Rows claiming a PDF must carry sha256 and
   `local_pdf == pdf_by_hash/<sha256>.pdf`.
+- The search index (ky_search.sqlite) is compared with the extracted
+  documents and reported; when PHASES has `index` and a session built the
+  index (or one exists), it must cover every extracted document with its
+  current text, unless the run stopped early (budget, signal).
 - The checkpoint is pushed as the store's `ky_court.sqlite`, status.json is
   written with the verdict, and a resume archive is written and uploaded.
 - PASS requires a sound database, consistent rows, every referenced store
@@ -24,7 +28,7 @@ Guarantees:
 - Nothing is printed: `format_verify_report()` renders the result for the CLI.
 
 Knobs read: VERIFY_HASHES, MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS (queues and
-failure reasons), DRY_RUN (verify runs anyway: it is local and store only).
+failure reasons), PHASES (the index check), DRY_RUN (verify runs anyway: it is local and store only).
 """
 from __future__ import annotations
 
