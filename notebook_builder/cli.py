@@ -338,14 +338,14 @@ def _cmd_index(cfg) -> int:
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c10_database import SearchQueryError
-    from notebook_builder.cells.c87_index import format_hits, index_coverage, query_hint, search_archive
+    from notebook_builder.cells.c87_index import format_hits, index_behind, query_hint, search_archive
     try:
         hits = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
                               limit=args.limit, rank_all=args.rank_all)
     except SearchQueryError as exc:
         raise SearchQueryError(f"malformed query {args.query!r}: {exc}; {query_hint(args.query)}") from None
-    coverage = index_coverage(cfg.WORKSPACE)
-    if coverage.behind:
+    coverage = index_behind(cfg.WORKSPACE)
+    if coverage is not None:
         print(f"kycourt-pipeline: the search index is behind the archive ({coverage.describe()}): "
               f"run `kycourt-pipeline index` to bring it up to date", file=sys.stderr)
     if hits and hits[0]["rank_capped"]:

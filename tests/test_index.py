@@ -13,7 +13,7 @@ from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME
                                                  SearchQueryError, checkpoint)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c87_index import (IndexMissingError, court_code_of, court_filter, index,
+from notebook_builder.cells.c87_index import (IndexMissingError, court_code_of, court_filter, index, index_behind,
                                               index_coverage, plan_index, search_archive, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 
@@ -322,3 +322,19 @@ def test_a_query_matching_more_than_the_cap_is_ranked_among_the_most_recent_matc
     assert {hit["document_id"] for hit in capped} == {document_id(3), document_id(4)}
     assert all(hit["rank_capped"] and hit["ranked_among"] == 2 for hit in capped)
     assert len(narrow) == 2 and narrow[0]["rank_capped"]        # exactly the cap: said to be capped
+
+
+def test_index_behind_is_none_when_level_and_the_coverage_when_not(archive):
+    run_index(archive)
+    assert index_behind(archive.WORKSPACE) is None
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        with db.transaction():
+            db.conn.execute("UPDATE documents SET status = 'downloaded', updated_at = 'later' WHERE document_id = ?",
+                            (document_id(1),))
+    finally:
+        db.close()
+    behind = index_behind(archive.WORKSPACE)
+    assert behind is not None and behind.extra == 1
+    run_index(archive)
+    assert index_behind(archive.WORKSPACE) is None

@@ -1134,6 +1134,14 @@ def iter_document_records(conn: sqlite3.Connection, where: str = "1",
     yield from conn.execute(document_records_sql(conn, where=where), params)
 
 
+def extracted_fingerprint(conn: sqlite3.Connection) -> str:
+    """Count and newest update of the extracted documents: changes whenever one is added, removed
+    or given another text (each of those writes updated_at). A cheap "is the index current?"."""
+    count, newest = conn.execute(
+        "SELECT COUNT(*), MAX(updated_at) FROM documents WHERE status = 'extracted'").fetchone()
+    return f"{count}/{newest}"
+
+
 def extracted_keys(conn: sqlite3.Connection) -> dict[str, str]:
     """document_id -> sha256 of every extracted document (what the index must cover)."""
     return dict(conn.execute("SELECT document_id, sha256 FROM documents WHERE status = 'extracted'").fetchall())

@@ -43,7 +43,7 @@ from typing import Any, Iterable
 
 from .c00_config import IntegrityError, PipelineError
 from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, SEARCH_RANK_CAP, Database,
-                           SearchDatabase, SearchQueryError, backup_database, connect, extracted_keys,
+                           SearchDatabase, SearchQueryError, backup_database, connect, extracted_fingerprint, extracted_keys,
                            is_sqlite_file, iter_document_records)
 from .c20_store import text_store_name
 from .c35_context import Context, progress
@@ -274,6 +274,7 @@ def _index_restore(ctx: Context, path: Path) -> bool:
 
 
 def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: IndexResult) -> bool:
+    fingerprint = extracted_fingerprint(db.conn)
     wanted = {record["document_id"]: search_fields(record)
               for record in iter_document_records(db.conn, "d.status = 'extracted'")}
     texts, fields_only, deletes = plan_index(wanted, sdb.indexed())
@@ -309,6 +310,8 @@ def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: Ind
     if should_optimize(result.indexed, sdb.indexed_count()):
         sdb.optimize()
         result.optimized = True
+    if not (result.stopped or result.missing_texts):
+        sdb.kv_set("state_fingerprint", fingerprint)    # the state this index is level with
     return bool(result.indexed or result.refreshed or result.removed)
 
 
@@ -391,6 +394,28 @@ def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection 
             coverage.outdated += 1
     coverage.extra = sum(1 for document_id in indexed if document_id not in wanted)
     return coverage
+
+
+def index_behind(workspace: str | os.PathLike) -> IndexCoverage | None:
+    """None when the index is level with the state (a cheap check of the extracted documents'
+    count and newest update against what the last index run saw), else the full coverage."""
+    workspace = Path(workspace)
+    try:
+        sdb = SearchDatabase.open(workspace / SEARCH_DB_FILENAME, readonly=True)
+        try:
+            seen = sdb.kv_get("state_fingerprint")
+        finally:
+            sdb.close()
+        state = connect(workspace / DB_FILENAME, readonly=True)
+        try:
+            if seen is not None and seen == extracted_fingerprint(state):
+                return None
+        finally:
+            state.close()
+    except (IntegrityError, sqlite3.DatabaseError):
+        pass
+    coverage = index_coverage(workspace)
+    return coverage if coverage.behind or not coverage.exists else None
 
 
 def open_search_index(workspace: str | os.PathLike) -> SearchDatabase:
