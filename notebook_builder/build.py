@@ -401,9 +401,10 @@ def cell_sources(cells_dir: Path = CELLS_DIR) -> list[tuple[str, str, str]]:
         code, main, title = module.split_main()
         library.append((cell_id(module.name, "code"), "code", library_source(module, code)))
         if main:
-            # Visible code: a short cell whose one or two lines say what runs.
-            actions.append((cell_id(module.name, "run"), "code",
-                            f"#@title {re.sub(r'[{}]', '', title or module.name).strip()}\n{main}"))
+            # Visible code, a short cell whose lines say what runs; a title that names its own Colab
+            # options (a form: `{ display-mode: "form" }`) keeps them.
+            shown = title if "{" in title else re.sub(r"[{}]", "", title or module.name).strip()
+            actions.append((cell_id(module.name, "run"), "code", f"#@title {shown}\n{main}"))
     cells.append(("bootstrap-code", "code", BOOTSTRAP_SOURCE))
     cells.append(("library-md", "markdown", LIBRARY_MARKDOWN))
     cells += library

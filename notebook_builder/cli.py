@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rows as ctrack-api.md infers them, or as real captures show them (default inferred)")
     sim.add_argument("--document-search", choices=("present", "absent", "entries"), default="present",
                      help="the inferred document search: present, absent (404) or answering docket entries")
+    _add_query_commands(commands)
     return parser
 
 
@@ -148,6 +149,8 @@ def _setup_logging(verbose: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in QUERY_COMMANDS:
+        return _run_query_command(args)
     try:
         if args.command == "sim":
             return _cmd_sim(args)
@@ -349,6 +352,147 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f"demo: {time.monotonic() - started:.1f}s in all; inspect {root}/store "
               f"(document_inventory.csv, failed_inventory.csv, pdf_by_hash/, text/)")
     return report.exit_status
+
+
+# ------------------------------------------------------------ the query layer: index, show,
+# search, export, serve (notebook_builder/query.py, cells/c87_index.py). Exit status: 0 done,
+# 1 nothing matched (show), 2 bad usage, a malformed query, a missing index or a busy port.
+
+QUERY_COMMANDS = ("index", "show", "search", "export", "serve")
+
+
+def _query_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", metavar="DIR", help="local working directory (KY_WORKSPACE)")
+    parser.add_argument("--store", metavar="DIR|drive", help="durable mirror: a directory or 'drive' (KY_STORE)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _add_query_commands(commands) -> None:
+    index = commands.add_parser("index", help="build or bring up to date the full-text index (ky_search.sqlite)")
+    _query_flags(index)
+    show = commands.add_parser("show", help="everything known about a document id, a sha256 or a case number")
+    _query_flags(show)
+    show.add_argument("id", metavar="ID", help="a document id, a PDF's sha256, or a case number")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    search = commands.add_parser("search", help="full-text search of the extracted texts (FTS5 syntax, bm25)")
+    _query_flags(search)
+    search.add_argument("query", metavar="QUERY", help='FTS5 query: words, "a phrase", NEAR(a b), prefix*, OR, NOT')
+    search.add_argument("--court", help="CA or SC (or part of the court's name)")
+    search.add_argument("--year", type=int, help="the case number's year")
+    search.add_argument("--type", dest="kind", metavar="TYPE",
+                        help="docket entry type or description prefix, e.g. OPINION or ORDER")
+    search.add_argument("--limit", type=int, default=20, help="hits at most (default 20)")
+    search.add_argument("--rank-all", action="store_true",
+                        help="rank every match (by default a query matching more than 20,000 documents is "
+                             "ranked among the 20,000 most recent matches)")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    export = commands.add_parser("export", help="the archive as a dataset: one record per document, with text")
+    _query_flags(export)
+    export.add_argument("--format", dest="fmt", choices=("jsonl", "csv", "parquet"), default="jsonl",
+                        help="jsonl (default), csv or parquet (needs pyarrow)")
+    export.add_argument("--out", metavar="DIR", required=True, help="output folder")
+    serve = commands.add_parser("serve", help="a read-only browser and JSON API (Datasette) on 127.0.0.1")
+    _query_flags(serve)
+    serve.add_argument("--port", type=int, default=8001, help="TCP port on 127.0.0.1 (default 8001)")
+
+
+def _run_query_command(args: argparse.Namespace) -> int:
+    from notebook_builder import query
+    from notebook_builder.cells.c10_database import SearchQueryError
+    from notebook_builder.cells.c87_index import IndexMissingError
+    from notebook_builder.cells.c98_search import ServeError
+    try:
+        cfg = load_config(WORKSPACE=args.workspace, STORE=args.store)
+    except ConfigError as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _setup_logging(args.verbose)
+    try:
+        if args.command == "index":
+            return _cmd_index(cfg)
+        if args.command == "show":
+            report = query.show_document(cfg, args.id, store=_query_store(cfg))
+            print(json.dumps(report, indent=2, default=str) if args.json else query.format_show(report))
+            return 0
+        if args.command == "search":
+            return _cmd_search(cfg, args)
+        if args.command == "export":
+            manifest = query.export_archive(cfg, args.out, args.fmt, store=_query_store(cfg))
+            print(f"exported {manifest['records']} documents to {args.out} "
+                  f"({', '.join(entry['path'] for entry in manifest['files'])}, manifest.json, manifest-sha256.txt)")
+            return 0
+        return _cmd_serve(cfg, args.port)
+    except query.NotFound as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return 1
+    except (query.QueryError, SearchQueryError, IndexMissingError, ServeError) as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _query_store(cfg):
+    """The store for reads (file sizes, texts the workspace lacks); None when it cannot be opened."""
+    from notebook_builder.cells.c00_config import StoreError
+    from notebook_builder.cells.c35_context import open_store
+    try:
+        return open_store(cfg)
+    except (StoreError, ImportError, OSError) as exc:
+        logging.getLogger("kycourt.cli").warning("store %s unavailable: %s", cfg.STORE, exc)
+        return None
+
+
+def _cmd_index(cfg) -> int:
+    from notebook_builder.cells.c10_database import DB_FILENAME, is_sqlite_file
+    from notebook_builder.cells.c35_context import open_context
+    from notebook_builder.cells.c87_index import index
+    from notebook_builder.query import QueryError
+    if not is_sqlite_file(Path(cfg.WORKSPACE) / DB_FILENAME):   # index never creates an archive
+        raise QueryError(f"no archive database at {Path(cfg.WORKSPACE) / DB_FILENAME}: run "
+                         "`kycourt-pipeline run` first (or pass --workspace)")
+    ctx = open_context(cfg)
+    try:
+        result = index(ctx)
+    finally:
+        ctx.close()
+    print(f"index: {result.indexed} texts indexed, {result.refreshed} refreshed, {result.removed} removed, "
+          f"{result.missing_texts} texts missing; {result.total} documents in the index"
+          f"{'; mirrored to the store' if result.pushed else ''}")
+    return 0
+
+
+def _cmd_search(cfg, args: argparse.Namespace) -> int:
+    from notebook_builder.cells.c10_database import SearchQueryError
+    from notebook_builder.cells.c87_index import format_hits, index_behind, query_hint, search_archive
+    try:
+        hits = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
+                              limit=args.limit, rank_all=args.rank_all)
+    except SearchQueryError as exc:
+        raise SearchQueryError(f"malformed query {args.query!r}: {exc}; {query_hint(args.query)}") from None
+    coverage = index_behind(cfg.WORKSPACE)
+    if coverage is not None:
+        print(f"kycourt-pipeline: the search index is behind the archive ({coverage.describe()}): "
+              f"run `kycourt-pipeline index` to bring it up to date", file=sys.stderr)
+    if hits and hits[0]["rank_capped"]:
+        print(f"kycourt-pipeline: more than {hits[0]['ranked_among']} documents match; ranked among the "
+              f"{hits[0]['ranked_among']} most recent (--rank-all ranks every match, or narrow the query)",
+              file=sys.stderr)
+    if args.json:
+        print(json.dumps({"query": args.query, "count": len(hits), "hits": hits}, indent=2, default=str))
+    else:
+        print(format_hits(hits) if hits else f"no hits for {args.query!r}")
+    return 0
+
+
+def _cmd_serve(cfg, port: int) -> int:
+    from notebook_builder.cells.c98_search import start_serve
+    process, url = start_serve(cfg, port)
+    print(f"serving the archive read-only at {url}/ (Ctrl-C stops it)")
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        process.terminate()
+        process.wait()
+        return 0
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def test_notebook_has_stable_ids_no_outputs_and_fixed_metadata():
     assert len(ids) == len(set(ids))
     assert ids[:4] == ["title-md", "form-code", "bootstrap-code", "library-md"]
     assert "c00-config-code" in ids and ids[ids.index("run-md") + 1] == "c01-form-run"
-    assert ids[-2:] == ["c95-run-run", "c97-report-run"]
+    assert ids[-3:] == ["c95-run-run", "c97-report-run", "c98-search-run"]
     for cell in code_cells(notebook):
         assert cell.outputs == [] and cell.execution_count is None and cell.metadata == {}
 
@@ -237,7 +237,10 @@ def test_library_cells_are_collapsed_and_main_blocks_are_short_visible_cells():
     notebook = build.build_notebook()
     for cell in code_cells(notebook):
         first = cell.source.splitlines()[0]
-        if cell.id.endswith("-run"):
+        if cell.id == "c98-search-run":        # a form of its own: the fields show, the code hides
+            assert first == '#@title Search the archive { display-mode: "form" }'
+            assert "FORM_SEARCH_QUERY = " in cell.source
+        elif cell.id.endswith("-run"):
             assert first.startswith("#@title ") and "display-mode" not in first, cell.id
             assert len(cell.source.splitlines()) <= 12, cell.id
         else:

@@ -15,7 +15,7 @@ def test_defaults_match_the_original_pipeline():
     assert cfg.PACING_SEARCH == (0.3, 0.7) and cfg.PACING_DL == (0.3, 0.5)
     assert cfg.MAX_ATTEMPTS == 4 and cfg.MAX_EXTRACT_ATTEMPTS == 3
     assert cfg.MAX_PDF_BYTES == 200 * 1024 * 1024
-    assert cfg.PHASES == ("discover", "backfill", "download", "extract", "ocr", "derive")
+    assert cfg.PHASES == ("discover", "backfill", "download", "extract", "ocr", "derive", "index")
     assert (cfg.BACKOFF_BASE, cfg.BACKOFF_CAP) == (5.0, 60.0)
     assert cfg.RETRY_HARD is False and cfg.DRY_RUN is False and cfg.LIVE is False
     assert cfg.DOWNLOAD_BATCH == 50 and cfg.EXTRACT_BATCH == 500

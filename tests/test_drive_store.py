@@ -458,3 +458,11 @@ def test_open_drive_store_outside_colab_is_a_clear_store_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "google.colab", None)     # import google.colab -> ImportError
     with pytest.raises(StoreError, match="only inside Google Colab"):
         open_drive_store(load_config(env={}))
+
+
+def test_web_link_is_the_drive_viewer_page_of_the_listed_file():
+    drive = ScriptedDrive([ROOT_FOUND, PDF_FOLDER_FOUND, listing(file("FILE1", f"{SHA}.pdf", b"x"))])
+    store = drive.store()
+    assert store.web_link(PDF_NAME) == "https://drive.google.com/file/d/FILE1/view"
+    assert store.web_link(f"pdf_by_hash/{'b' * 64}.pdf") is None     # the cached listing: no request
+    assert drive.all_answers_used()

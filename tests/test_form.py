@@ -97,7 +97,7 @@ def test_in_colab_the_unchanged_form_wins_over_the_environment(monkeypatch):
     assert cfg.BUDGET_SECONDS == 36000.0
     assert cfg.STORE == "drive" and cfg.DRIVE_FOLDER == "ky_court"
     assert cfg.RETRY_HARD is False
-    assert cfg.PHASES == ("discover", "backfill", "download", "extract", "ocr", "derive")
+    assert cfg.PHASES == ("discover", "backfill", "download", "extract", "ocr", "derive", "index")
 
 
 def test_colab_form_can_point_the_store_at_a_directory(tmp_path):
@@ -143,7 +143,7 @@ def test_a_bad_field_stops_the_cell_naming_the_field(field, value):
 
 def test_form_overrides_in_colab_applies_every_field():
     assert form_overrides(colab=True, **FORM_DEFAULTS) == {
-        "PHASES": ("discover", "backfill", "download", "extract", "ocr", "derive"), "BUDGET_SECONDS": 36000.0,
+        "PHASES": ("discover", "backfill", "download", "extract", "ocr", "derive", "index"), "BUDGET_SECONDS": 36000.0,
         "STORE": "drive", "DRIVE_FOLDER": "ky_court", "DOWNLOAD_LIMIT": 0, "FIRST_YEAR": 1990,
         "RETRY_HARD": False, "DRY_RUN": False, "PROBE_FIRST": False}
 

@@ -49,6 +49,7 @@ def test_run_all_ends_in_pass_and_again_is_a_no_op(tmp_path, monkeypatch):
         first = _run_all(NOTEBOOK, tmp_path)
         requests = court.download_requests
         assert "PASS" in _outputs_text(first)
+        assert "hits for 'opinion'" in _outputs_text(first)    # the search cell, over the index just built
         status = json.loads((tmp_path / "store" / "status.json").read_text())
         assert status["done"] is True and status["verify"] == "PASS"
         assert status["counts"]["extracted"] > 0

@@ -143,7 +143,7 @@ def _parse_range(text: str) -> tuple[float, float]:
     return (low, high)
 
 
-PHASE_NAMES = ("discover", "backfill", "download", "extract", "ocr", "derive")
+PHASE_NAMES = ("discover", "backfill", "download", "extract", "ocr", "derive", "index")
 EXTRACT_ENGINES = ("pypdf", "pypdfium2")
 OCR_ENGINE_NAMES = ("tesseract", "rapidocr")
 
@@ -253,7 +253,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("API_BASE", "KY_API_BASE", REAL_API_BASE, _parse_text, "an http(s) URL",
          "root of the C-Track Public Access API"),
     Knob("PHASES", "KY_PHASES", PHASE_NAMES, _parse_phases,
-         "a comma list of discover,backfill,download,extract,ocr,derive", "stages this run performs"),
+         "a comma list of discover,backfill,download,extract,ocr,derive,index", "stages this run performs"),
     Knob("BUDGET_SECONDS", "KY_BUDGET", 36000.0, _parse_pos_float, "a positive number of seconds",
          "wall-clock budget of one run (Colab allows ~12 h)"),
     Knob("SHUTDOWN_SECONDS", "KY_SHUTDOWN", 900.0, _parse_nonneg_float, "a number of seconds >= 0",

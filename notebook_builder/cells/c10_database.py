@@ -19,6 +19,12 @@ Guarantees:
   `docket_entries` and the documents' own entry columns.
   `cites`/`cited_by`/`citations_of`/`derived`/`derived_facets` are the query
   layer's reads of them.
+- The search index is a database of its own (`SearchDatabase`,
+  ky_search.sqlite, its own `search_schema_version`): FTS5 over the texts,
+  the filter columns in `docs`, rows placed in (year, court) rowid ranges.
+  The query layer's reads of ky_court.sqlite (`iter_document_records`,
+  `documents_matching`, `rows_where`) join the optional tables other
+  features add (cases, docket_entries, derived) only when they exist.
 
 Knobs read: MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS, RETRY_HARD (through callers).
 """
@@ -1323,3 +1329,429 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
         raise IntegrityError(f"{path} records checkpoint_seq {rows.get('checkpoint_seq')!r}, "
                              "not a number") from None
     return sequence, str(rows.get("checkpoint_at") or "")
+
+
+# ------------------------------------------- the search index (ky_search.sqlite) and the query layer
+#
+# The index lives in a database of its own, next to ky_court.sqlite, so the state snapshot that
+# every checkpoint pushes stays as small as it was; it has its own schema version (kv
+# `search_schema_version`). `docs` holds one row per indexed document, its filter and facet
+# columns; `docs_fts` (FTS5, porter stemming over unicode61) holds the searchable text, with
+# rowid = docs.doc_rowid. The text is stored in the index so snippets and highlights come out of
+# SQL (and out of Datasette).
+
+SEARCH_DB_FILENAME = "ky_search.sqlite"
+# Filter and facet columns of `docs`, in order; the index stage fills them from the state database.
+SEARCH_FIELDS = (
+    "document_id", "sha256", "case_number", "court", "court_code", "year", "case_title",
+    "case_type", "docket_entry_type", "description", "publication_status", "judge", "filed_date",
+    "document_name", "pages", "text_chars", "source_key",
+)
+_SEARCH_SCHEMA_V1 = """
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS docs (
+    doc_rowid          INTEGER PRIMARY KEY,
+    document_id        TEXT NOT NULL UNIQUE,
+    sha256             TEXT NOT NULL,
+    case_number        TEXT,
+    court              TEXT,
+    court_code         TEXT,
+    year               INTEGER,
+    case_title         TEXT,
+    case_type          TEXT,
+    docket_entry_type  TEXT,
+    description        TEXT,
+    publication_status TEXT,
+    judge              TEXT,
+    filed_date         TEXT,
+    document_name      TEXT,
+    pages              INTEGER,
+    text_chars         INTEGER,
+    source_key         TEXT NOT NULL,
+    indexed_at         TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS docs_court_year ON docs(court_code, year);
+CREATE INDEX IF NOT EXISTS docs_year ON docs(year);
+CREATE INDEX IF NOT EXISTS docs_case_number ON docs(case_number);
+CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
+    case_title, description, body, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+INSERT INTO docs_fts(docs_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 1.0)');
+"""
+SEARCH_MIGRATIONS: dict[int, str] = {1: _SEARCH_SCHEMA_V1}
+SEARCH_SCHEMA_VERSION = max(SEARCH_MIGRATIONS)
+
+
+# doc_rowid = bucket << SEARCH_BUCKET_BITS | sequence, the bucket being year * 4 + court (0 unknown,
+# 1 CA, 2 SC): the documents of one year, or of one court in one year, are one range of rowids.
+SEARCH_BUCKET_BITS = 24
+_SEARCH_COURT_SLOTS = {None: 0, "CA": 1, "SC": 2}
+
+
+def search_bucket(year: int | None, court_code: str | None) -> int:
+    return (year or 0) * 4 + _SEARCH_COURT_SLOTS.get(court_code, 3)
+
+
+def search_bucket_range(year: int, court_code: str | None = None) -> tuple[int, int]:
+    """The doc_rowids of one year's documents (of one court, if given)."""
+    if court_code:
+        first = last = search_bucket(year, court_code)
+    else:
+        first, last = year * 4, year * 4 + 3
+    return first << SEARCH_BUCKET_BITS, ((last + 1) << SEARCH_BUCKET_BITS) - 1
+
+
+# A query matching more documents than this is ranked among this many of the most recent
+# matches: bm25 over every match of a word in every document costs ~0.13 s at full scale.
+SEARCH_RANK_CAP = 20000
+
+
+class SearchQueryError(ValueError):
+    """The FTS5 query cannot be parsed (exit status 2 in the CLI)."""
+
+
+class SearchDatabase:
+    """The search index: every statement on ky_search.sqlite."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self.conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, readonly: bool = False) -> "SearchDatabase":
+        """Opens (and, writable, creates or migrates) the index; IntegrityError names what is wrong."""
+        path = Path(path)
+        if path.exists() and path.stat().st_size > 0 and not is_sqlite_file(path):
+            raise IntegrityError(f"{path} is not an SQLite database (bad header)")
+        if readonly and not path.is_file():
+            raise IntegrityError(f"{path} does not exist")
+        try:
+            db = cls(connect(path, readonly=readonly), path)
+            # Posting lists of common words span many pages: a 64 MiB cache keeps them between queries.
+            db.conn.execute("PRAGMA cache_size = -65536")
+            version = db.schema_version()
+            if version > SEARCH_SCHEMA_VERSION:
+                db.close()
+                raise IntegrityError(f"{path} has search schema version {version}, newer than this "
+                                     f"code's {SEARCH_SCHEMA_VERSION}: upgrade kycourt-colab")
+            if not readonly:
+                db.migrate()
+            elif version < SEARCH_SCHEMA_VERSION:
+                db.close()
+                raise IntegrityError(f"{path} has search schema version {version}, older than "
+                                     f"{SEARCH_SCHEMA_VERSION}: rebuild it (kycourt-pipeline index)")
+        except sqlite3.DatabaseError as exc:
+            raise IntegrityError(f"{path} cannot be opened as SQLite: {exc}") from None
+        return db
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def schema_version(self) -> int:
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'kv'").fetchone():
+            return 0
+        row = self.conn.execute("SELECT value FROM kv WHERE key = 'search_schema_version'").fetchone()
+        return int(row[0]) if row and str(row[0]).isdigit() else 0
+
+    def migrate(self) -> None:
+        current = self.schema_version()
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for version in sorted(v for v in SEARCH_MIGRATIONS if v > current):
+                for statement in _split_sql(SEARCH_MIGRATIONS[version]):
+                    self.conn.execute(statement)
+                self.conn.execute("INSERT INTO kv(key, value) VALUES ('search_schema_version', ?) "
+                                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(version),))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def kv_get(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return default if row is None else row[0]
+
+    def kv_set(self, key: str, value: Any) -> None:
+        self.conn.execute("INSERT INTO kv(key, value) VALUES (?, ?) "
+                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, str(value)))
+
+    def indexed(self) -> dict[str, tuple[int, str, str]]:
+        """document_id -> (doc_rowid, sha256, source_key) of every indexed document."""
+        return {row[0]: (row[1], row[2], row[3]) for row in self.conn.execute(
+            "SELECT document_id, doc_rowid, sha256, source_key FROM docs")}
+
+    def indexed_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+
+    def write_batch(self, *, upserts: Sequence[tuple[dict[str, Any], str | None]] = (),
+                    deletes: Sequence[int] = ()) -> None:
+        """In one transaction: deletes the given doc_rowids, then writes each (fields, body).
+
+        A document's doc_rowid lies in the bucket of its year and court (`search_bucket`), so a
+        year or court filter is a rowid range FTS5 seeks to. A body of None keeps the indexed text
+        (a metadata change only; the row must exist): when the year or court changed, the text
+        is moved to the new bucket from the index itself.
+        """
+        now = utc_now()
+        columns = SEARCH_FIELDS
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for rowid in deletes:
+                self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (rowid,))
+                self.conn.execute("DELETE FROM docs WHERE doc_rowid = ?", (rowid,))
+            for fields, body in upserts:
+                bucket = search_bucket(fields.get("year"), fields.get("court_code"))
+                old = self.conn.execute("SELECT doc_rowid FROM docs WHERE document_id = ?",
+                                        (fields["document_id"],)).fetchone()
+                if old is not None and old[0] >> SEARCH_BUCKET_BITS == bucket:
+                    rowid = old[0]
+                    if body is None:
+                        self._write_fields(rowid, fields, now)
+                        self.conn.execute("UPDATE docs_fts SET case_title = ?, description = ? WHERE rowid = ?",
+                                          (fields.get("case_title"), fields.get("description"), rowid))
+                        continue
+                    self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (rowid,))
+                else:
+                    if old is not None:
+                        if body is None:
+                            found = self.conn.execute("SELECT body FROM docs_fts WHERE rowid = ?",
+                                                      (old[0],)).fetchone()
+                            body = found[0] if found else ""
+                        self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (old[0],))
+                        self.conn.execute("DELETE FROM docs WHERE doc_rowid = ?", (old[0],))
+                    rowid = self.conn.execute(
+                        "SELECT COALESCE(MAX(doc_rowid) + 1, :low) FROM docs WHERE doc_rowid BETWEEN :low AND :high",
+                        {"low": bucket << SEARCH_BUCKET_BITS,
+                         "high": ((bucket + 1) << SEARCH_BUCKET_BITS) - 1}).fetchone()[0]
+                self._write_fields(rowid, fields, now)
+                self.conn.execute("INSERT INTO docs_fts(rowid, case_title, description, body) VALUES (?, ?, ?, ?)",
+                                  (rowid, fields.get("case_title"), fields.get("description"), body))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def _write_fields(self, rowid: int, fields: dict[str, Any], now: str) -> None:
+        columns = SEARCH_FIELDS
+        self.conn.execute(
+            f"INSERT INTO docs(doc_rowid, {', '.join(columns)}, indexed_at) "
+            f"VALUES ({', '.join('?' * (len(columns) + 2))}) ON CONFLICT(doc_rowid) DO UPDATE SET "
+            f"{', '.join(f'{c} = excluded.{c}' for c in columns)}, indexed_at = excluded.indexed_at",
+            [rowid] + [fields.get(column) for column in columns] + [now])
+
+    def optimize(self) -> None:
+        """Merges the FTS5 segments into one b-tree (faster queries after a large build)."""
+        self.conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
+
+    def integrity_problems(self) -> list[str]:
+        try:
+            self.conn.execute("INSERT INTO docs_fts(docs_fts, rank) VALUES ('integrity-check', 1)")
+        except sqlite3.DatabaseError as exc:
+            return [str(exc)]
+        return []
+
+    def search(self, query: str, *, court_code: str | None = None, court_like: str | None = None,
+               year: int | None = None, kind: str | None = None, limit: int = 20,
+               rank_cap: int | None = SEARCH_RANK_CAP, snippet_tokens: int = 16) -> list[dict[str, Any]]:
+        """Ranked hits (bm25: title x10, description x4, text x1) with a highlighted snippet.
+
+        bm25 costs about a microsecond per matching document, so a query that matches more than
+        `rank_cap` documents is ranked among the `rank_cap` most recent matches (the highest
+        rowids: the latest years); each hit says `ranked_among` and `rank_capped`. None ranks
+        every match. Snippets are made for the hits only. Raises SearchQueryError when FTS5
+        cannot parse `query`.
+        """
+        where, params = ["docs_fts MATCH :query"], {"query": query, "limit": limit, "cap": rank_cap or -1}
+        joined = []
+        if year is not None:     # a year (and court) is a range of rowids: FTS5 seeks to it
+            low, high = search_bucket_range(year, court_code)
+            where.append("docs_fts.rowid BETWEEN :low AND :high")
+            params.update(low=low, high=high)
+        elif court_code:
+            joined.append("d.court_code = :court_code")
+            params["court_code"] = court_code
+        if court_like:
+            joined.append("d.court LIKE :court_like")
+            params["court_like"] = f"%{court_like}%"
+        if kind:
+            joined.append("(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)")
+            params["kind"] = f"{kind}%"
+        if joined:
+            source = (f"SELECT d.doc_rowid AS doc_rowid, docs_fts.rank AS score FROM docs_fts JOIN docs d "
+                      f"ON d.doc_rowid = docs_fts.rowid WHERE {' AND '.join(where + joined)}")
+        else:
+            source = f"SELECT rowid AS doc_rowid, rank AS score FROM docs_fts WHERE {' AND '.join(where)}"
+        if rank_cap:
+            source += " ORDER BY docs_fts.rowid DESC LIMIT :cap"
+        ranked_sql = (f"SELECT doc_rowid, score, COUNT(*) OVER () AS considered FROM ({source}) "
+                      "ORDER BY score LIMIT :limit")
+        try:
+            ranked = self.conn.execute(ranked_sql, params).fetchall()
+            if not ranked:
+                return []
+            order = {row[0]: index for index, row in enumerate(ranked)}
+            scores = {row[0]: row[1] for row in ranked}
+            considered = ranked[0][2]
+            hits = self.conn.execute(
+                f"SELECT d.*, highlight(docs_fts, 0, '[', ']') AS title_highlighted, "
+                f"snippet(docs_fts, 2, '[', ']', ' … ', {int(snippet_tokens)}) AS snippet "
+                f"FROM docs_fts JOIN docs d ON d.doc_rowid = docs_fts.rowid "
+                f"WHERE docs_fts MATCH :query AND docs_fts.rowid IN ({', '.join(map(str, order))})",
+                {"query": query}).fetchall()
+        except sqlite3.OperationalError as exc:
+            message = str(exc)
+            if "fts5" in message or "no such column" in message or "unterminated" in message:
+                raise SearchQueryError(message) from None
+            raise
+        hits = sorted(hits, key=lambda row: order[row["doc_rowid"]])
+        capped = bool(rank_cap) and considered >= rank_cap
+        return [_SearchHit(row, scores[row["doc_rowid"]], considered, capped) for row in hits]
+
+    def get(self, document_id: str) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM docs WHERE document_id = ?", (document_id,)).fetchone()
+
+    def facet(self, column: str) -> list[tuple[Any, int]]:
+        if column not in SEARCH_FIELDS:
+            raise ValueError(column)
+        return [tuple(row) for row in self.conn.execute(
+            f"SELECT {column}, COUNT(*) FROM docs GROUP BY {column} ORDER BY COUNT(*) DESC, {column}")]
+
+
+class _SearchHit(dict):
+    """A search hit: the docs row's fields, the snippet, `score` (bm25: lower is better), and how
+    many matches the ranking considered (`ranked_among`; `rank_capped` when there were more)."""
+
+    def __init__(self, row: sqlite3.Row, score: float, considered: int, capped: bool):
+        super().__init__({key: row[key] for key in row.keys()})
+        self.update(score=score, ranked_among=considered, rank_capped=capped)
+
+
+def backup_database(source_path: str | os.PathLike, target_path: str | os.PathLike) -> Path:
+    """A consistent one-file copy of a database (online backup API in one step, rollback journal),
+    written under a temp name and renamed; the source's readers and writer are not disturbed."""
+    target_path = Path(target_path)
+    target_path.parent.mkdir(parents=True, exist_ok=True)
+    temp_path = target_path.with_name(target_path.name + ".tmp")
+    temp_path.unlink(missing_ok=True)
+    source = sqlite3.connect(f"file:{Path(source_path)}?mode=ro", uri=True, timeout=30)
+    try:
+        target = sqlite3.connect(str(temp_path))
+        try:
+            source.backup(target, pages=-1)
+            target.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            target.close()
+    finally:
+        source.close()
+    os.replace(temp_path, target_path)
+    return target_path
+
+
+# ----------------------------------------------- reads of ky_court.sqlite for the query layer
+
+# Tables that other parts of the project may add to ky_court.sqlite: how a document reaches their
+# rows (candidate (documents column, table column) pairs, the first pair that exists is used) and
+# the search fields they can fill (candidate columns, first existing wins). Absent: null.
+OPTIONAL_SOURCES: tuple[tuple[str, tuple[tuple[str, str], ...], dict[str, tuple[str, ...]]], ...] = (
+    ("cases", (("case_id", "case_id"), ("case_id", "id"), ("case_number", "case_number")),
+     {"case_type": ("case_type", "type")}),
+    ("docket_entries", (("docket_entry_id", "docket_entry_id"), ("docket_entry_id", "entry_id"),
+                        ("docket_entry_id", "id")),
+     {"docket_entry_type": ("entry_type", "docket_entry_type", "type")}),
+    ("derived", (("document_id", "document_id"),),
+     {"publication_status": ("publication_status",), "judge": ("judge", "authoring_judge")}),
+)
+
+
+def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> list[str]:
+    """The columns of `table` ([] when there is no such table)."""
+    return [row[1] for row in conn.execute(f"PRAGMA {schema}.table_info({_quote_name(table)})")]
+
+
+def _quote_name(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def optional_field_sql(conn: sqlite3.Connection, field_name: str, *, alias: str = "d",
+                       schema: str = "main") -> str:
+    """SQL for one optional search field of the document `alias`: a column of `documents` if it has
+    one, else a scalar subquery into the first OPTIONAL_SOURCES table that has it, else NULL."""
+    candidates = []
+    document_columns = set(table_columns(conn, "documents", schema))
+    if field_name in document_columns:
+        candidates.append(f"{alias}.{field_name}")
+    for table, joins, fields in OPTIONAL_SOURCES:
+        if field_name not in fields:
+            continue
+        columns = set(table_columns(conn, table, schema))
+        column = next((c for c in fields[field_name] if c in columns), None)
+        join = next(((mine, theirs) for mine, theirs in joins
+                     if mine in document_columns and theirs in columns), None)
+        if column and join:
+            candidates.append(f"(SELECT t.{_quote_name(column)} FROM {schema}.{_quote_name(table)} t "
+                              f"WHERE t.{_quote_name(join[1])} = {alias}.{join[0]} LIMIT 1)")
+    if not candidates:
+        return "NULL"
+    return candidates[0] if len(candidates) == 1 else f"COALESCE({', '.join(candidates)})"
+
+
+OPTIONAL_FIELDS = ("case_type", "docket_entry_type", "publication_status", "judge")
+
+
+def document_records_sql(conn: sqlite3.Connection, *, where: str = "1", schema: str = "main") -> str:
+    """SELECT of every documents column plus the optional fields (case_type, docket_entry_type,
+    publication_status, judge; null where nothing in the database knows them), by document_id."""
+    optional = ", ".join(f"{optional_field_sql(conn, name, schema=schema)} AS {name}"
+                         for name in OPTIONAL_FIELDS
+                         if name not in table_columns(conn, "documents", schema))
+    return (f"SELECT d.*{', ' + optional if optional else ''} FROM {schema}.documents d "
+            f"WHERE {where} ORDER BY d.document_id")
+
+
+def iter_document_records(conn: sqlite3.Connection, where: str = "1",
+                          params: Sequence[Any] | Mapping[str, Any] = ()) -> Iterator[sqlite3.Row]:
+    yield from conn.execute(document_records_sql(conn, where=where), params)
+
+
+def extracted_fingerprint(conn: sqlite3.Connection) -> str:
+    """Count and newest update of the extracted documents: changes whenever one is added, removed
+    or given another text (each of those writes updated_at). A cheap "is the index current?"."""
+    count, newest = conn.execute(
+        "SELECT COUNT(*), MAX(updated_at) FROM documents WHERE status = 'extracted'").fetchone()
+    return f"{count}/{newest}"
+
+
+def extracted_keys(conn: sqlite3.Connection) -> dict[str, str]:
+    """document_id -> sha256 of every extracted document (what the index must cover)."""
+    return dict(conn.execute("SELECT document_id, sha256 FROM documents WHERE status = 'extracted'").fetchall())
+
+
+def tables_with_column(conn: sqlite3.Connection, column: str) -> list[str]:
+    """Every table of the database that has `column` (the show command's related rows)."""
+    tables = [row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    return [table for table in tables if column in table_columns(conn, table)]
+
+
+def rows_where(conn: sqlite3.Connection, table: str, column: str, value: Any,
+               limit: int = 1000) -> list[dict[str, Any]]:
+    order = "rowid" if table != "documents" else "document_id"
+    try:
+        rows = conn.execute(f"SELECT * FROM {_quote_name(table)} WHERE {_quote_name(column)} = ? "
+                            f"ORDER BY {order} LIMIT ?", (value, limit)).fetchall()
+    except sqlite3.OperationalError:    # a WITHOUT ROWID table
+        rows = conn.execute(f"SELECT * FROM {_quote_name(table)} WHERE {_quote_name(column)} = ? LIMIT ?",
+                            (value, limit)).fetchall()
+    return [dict(row) for row in rows]
+
+
+def documents_matching(conn: sqlite3.Connection, identifier: str) -> tuple[str, list[dict[str, Any]]]:
+    """(what matched: 'document_id' | 'sha256' | 'case_number' | '', the document rows) of an ID."""
+    for column in ("document_id", "sha256", "case_number"):
+        rows = rows_where(conn, "documents", column, identifier)
+        if rows:
+            return column, rows
+    rows = [dict(row) for row in conn.execute(
+        "SELECT * FROM documents WHERE case_number = ? COLLATE NOCASE ORDER BY document_id LIMIT 1000",
+        (identifier.strip(),))]
+    return ("case_number", rows) if rows else ("", [])

@@ -234,6 +234,10 @@ class Store:
         """Removes temp files a killed write left behind (never a name); returns how many."""
         return 0
 
+    def web_link(self, name: str) -> str | None:
+        """A link a browser opens to see the stored file (search hits, show), or None."""
+        return None
+
 
 _store_temp_numbers = itertools.count()
 _STORE_TEMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -283,6 +287,9 @@ class LocalStore(Store):
 
     def exists(self, name: str) -> bool:
         return os.path.isfile(self._target(name))
+
+    def web_link(self, name: str) -> str | None:
+        return Path(self._target(name)).resolve().as_uri()
 
     def size(self, name: str) -> int | None:
         try:

@@ -16,6 +16,10 @@ Guarantees:
   must hash to its name (a text is named by its PDF's hash, so it can only
   be checked for presence). Rows claiming a PDF must carry sha256 and
   `local_pdf == pdf_by_hash/<sha256>.pdf`.
+- The search index (ky_search.sqlite) is compared with the extracted
+  documents and reported; when PHASES has `index` and a session built the
+  index (or one exists), it must cover every extracted document with its
+  current text, unless the run stopped early (budget, signal).
 - The checkpoint is pushed as the store's `ky_court.sqlite`, status.json is
   written with the verdict, and a resume archive is written and uploaded.
 - PASS requires a sound database, consistent rows, every referenced store
@@ -29,7 +33,7 @@ With AUDIT > 0, a sample of the store's PDFs and texts is re-hashed
 (c88_audit); any mismatch is a reason to FAIL.
 
 Knobs read: VERIFY_HASHES, AUDIT, MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS (queues and
-failure reasons), DRY_RUN (verify runs anyway: it is local and store only).
+failure reasons), PHASES (the index check), DRY_RUN (verify runs anyway: it is local and store only).
 """
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ from .c10_database import PERMANENT_HTTP_STATUSES, Database, coverage_gaps
 from .c35_context import Context, atomic_write_text, write_status
 from .c40_restore import write_resume_archive
 from .c88_audit import AuditResult, audit_store
+from .c87_index import index_coverage
 
 log_verify = logging.getLogger("kycourt.verify")
 
@@ -82,6 +87,7 @@ class VerifyResult:
     stale_temps_removed: int = 0      # temp files of killed writes removed from the store
     coverage_gaps: list[dict] = field(default_factory=list)   # shards holding fewer than announced (a warning)
     audit: AuditResult | None = None  # AUDIT > 0: the sample re-hashed (c88_audit)
+    index: Any = None                 # IndexCoverage of the search index (ky_search.sqlite)
 
 
 # ------------------------------------------------------------- decisions
@@ -141,6 +147,8 @@ def format_verify_report(result: VerifyResult) -> str:
                      f"{audit.pdfs_hashed} PDFs and {audit.texts_hashed} texts re-hashed, {audit.md5_checked} "
                      f"store md5s compared, {len(audit.mismatches)} mismatched, {audit.missing} missing, "
                      f"{len(audit.errors)} unreadable")
+    if result.index is not None:
+        lines.append(f"  search index: {result.index.describe()}")
     if result.archive:
         lines.append(f"  resume archive: {result.archive}")
     return "\n".join(lines)
@@ -199,6 +207,8 @@ def verify(ctx: Context) -> VerifyResult:
                 result.reasons.append(f"audit: {len(result.audit.mismatches)} mismatches "
                                       f"({'; '.join(result.audit.mismatches[:_VERIFY_SHOWN])})")
 
+    _verify_index(ctx, db, result)
+
     result.checkpoint = ctx.push_checkpoint()
     if not result.checkpoint["uploaded"]:
         result.reasons.append(f"checkpoint not uploaded as the store's ky_court.sqlite ({ctx.mirror.lagging})")
@@ -214,6 +224,20 @@ def verify(ctx: Context) -> VerifyResult:
     if result.passed and result.reasons:
         _verify_write_status(ctx, result)   # the archive upload itself lagged: status says FAIL
     return result
+
+
+def _verify_index(ctx: Context, db: Database, result: VerifyResult) -> None:
+    """The search index must cover every extracted document once a session built it (the index
+    phase ran, or an index exists and PHASES has index), unless the run stopped early."""
+    result.index = coverage = index_coverage(ctx.workspace, db.conn)
+    expected = "index" in ctx.cfg.PHASES and (coverage.exists or ctx.notes.get("index_built"))
+    if not expected or ctx.clock.stop_reason:
+        return
+    if not coverage.exists:
+        result.reasons.append(f"search index missing: {coverage.problem}")
+    elif coverage.behind:
+        result.reasons.append(f"search index does not cover the archive: {coverage.describe()} "
+                              "(kycourt-pipeline index brings it up to date)")
 
 
 def _verify_remove_stale_temps(ctx: Context) -> int:

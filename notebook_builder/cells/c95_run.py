@@ -48,6 +48,7 @@ from .c70_download import download, recover
 from .c80_extract import extract
 from .c85_ocr import ocr
 from .c86_derive import derive
+from .c87_index import index
 from .c90_verify import format_verify_report, verify
 
 log_run = logging.getLogger("kycourt.run")
@@ -59,6 +60,7 @@ STAGES: dict[str, Callable[[Context], Any]] = {
     "extract": extract,
     "ocr": ocr,
     "derive": derive,
+    "index": index,
 }
 # The stages that ask the court; the others work on what the workspace and the store hold.
 COURT_STAGES = frozenset({"discover", "download"})

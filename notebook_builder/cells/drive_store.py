@@ -330,6 +330,11 @@ class DriveStore(Store):
         entry = self._fresh_entry(name)
         return None if entry is None else entry.get("md5Checksum")
 
+    def web_link(self, name: str) -> str | None:
+        """The Drive viewer's page of the file (from the folder's cached listing)."""
+        entry = self._listed_entry(name)
+        return None if not entry or not entry.get("id") else f"https://drive.google.com/file/d/{entry['id']}/view"
+
     def read_file(self, name: str) -> bytes:
         with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
             target = Path(temp_dir) / "content"

@@ -12,7 +12,7 @@ Colab a field left at its shipped value defers to the KY_* environment.
 FORM_STORE = "drive"  #@param ["drive", "/content/ky_court_store"] {allow-input: true}
 FORM_DRIVE_FOLDER = "ky_court"  #@param {type:"string"}
 #@markdown **What to do this session.** The budget is wall-clock hours (Colab allows about 12).
-FORM_PHASES = "discover,backfill,download,extract,ocr,derive"  #@param {type:"string"}
+FORM_PHASES = "discover,backfill,download,extract,ocr,derive,index"  #@param {type:"string"}
 FORM_BUDGET_HOURS = 10  #@param {type:"number"}
 #@markdown **A trial run.** Download at most this many documents (0: no limit), of case years in this
 #@markdown range (an empty last year means the current year).

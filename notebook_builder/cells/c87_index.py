@@ -1,0 +1,466 @@
+"""Index: the full-text search index of every extracted text (`ky_search.sqlite`), kept level.
+
+Guarantees:
+- `index(ctx)` brings the workspace's `ky_search.sqlite` level with the state
+  database, incrementally: a document newly extracted, or whose text changed
+  (another sha256), is indexed with its text; one whose metadata changed
+  (title, court, the optional fields) gets its fields rewritten without its
+  text being read again; one no longer extracted leaves the index. What is
+  indexed and unchanged is not touched.
+- Filter and facet columns: court (and its code CA/SC), year, case number,
+  case type, docket entry type, description, publication status, judge,
+  filed date, from `documents` and, when other parts of the project have
+  added them, the `cases`, `docket_entries` and `derived` tables (found by
+  name and column at run time; null when absent). Ranking is FTS5's bm25
+  (title x10, description x4, text x1).
+- A fresh runtime (no index in the workspace) takes the store's copy first,
+  checked (quick_check, schema version), and catches up from there; with
+  none, the index is built from the texts (the workspace's, else fetched
+  from the store). A text that neither holds is counted and left for a
+  later run, never a crash. A damaged index is moved aside and rebuilt: it
+  is derived data.
+- The stage runs last, so the index is mirrored to the store (a consistent
+  one-file copy, `ky_search.sqlite`) once per session, when it changed or
+  the store lacks it; never at checkpoints: the state snapshot that every
+  checkpoint pushes does not grow.
+- `index_coverage()` tells verify and the CLI which extracted documents the
+  index lacks or holds with another text; `search_archive()` is the query of
+  the CLI, the notebook and the benchmark; a query FTS5 cannot parse raises
+  `SearchQueryError`, a missing or outdated index `IndexMissingError`.
+
+Knobs read: WORKSPACE, PROGRESS (the store through the context).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from .c00_config import IntegrityError, PipelineError
+from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, SEARCH_RANK_CAP, Database,
+                           SearchDatabase, SearchQueryError, backup_database, connect, extracted_fingerprint, extracted_keys,
+                           is_sqlite_file, iter_document_records, search_bucket)
+from .c20_store import text_store_name
+from .c35_context import Context, progress
+
+log_index = logging.getLogger("kycourt.index")
+
+INDEX_BATCH = 200             # documents written per transaction
+INDEX_OPTIMIZE_MIN = 1000     # a build that indexed at least this many texts (and a tenth of the
+                              # index) merges its segments: queries after a full build are faster
+INDEX_COURT_CODES = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
+# (name, type, description) of the archive's fields: the export's records, in this order, and the
+# column descriptions Datasette shows.
+EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("document_id", "string", "the court's document id (64 hex digits)"),
+    ("case_number", "string", "the case number, e.g. 2019-CA-0012"),
+    ("court", "string", "the court's name"),
+    ("court_code", "string", "CA (Court of Appeals) or SC (Supreme Court)"),
+    ("year", "int64", "the case number's year (else the filed date's)"),
+    ("case_title", "string", "the case's short title, on one line"),
+    ("case_type", "string", "the case type, when known"),
+    ("case_id", "string", "the court's case id"),
+    ("docket_entry_id", "string", "the docket entry the document belongs to"),
+    ("docket_entry_type", "string", "the docket entry's type, when known"),
+    ("description", "string", "the docket entry's description, e.g. OPINION AFFIRMING"),
+    ("document_name", "string", "the file name the court gives the document"),
+    ("filed_date", "string", "when the document was filed (ISO 8601)"),
+    ("publication_status", "string", "TO BE PUBLISHED / NOT TO BE PUBLISHED, when known"),
+    ("judge", "string", "the authoring judge, when known"),
+    ("status", "string", "discovered, downloaded, extracted or failed"),
+    ("http_status", "int64", "the court's last HTTP status for the download"),
+    ("sha256", "string", "SHA-256 of the PDF; the store holds it as pdf_by_hash/<sha256>.pdf"),
+    ("size_bytes", "int64", "size of the PDF in bytes"),
+    ("pages", "int64", "pages of the PDF"),
+    ("extracted_chars", "int64", "characters of extracted text (0: no text layer)"),
+    ("likely_scanned", "bool", "too few characters per page: probably a scan"),
+    ("pdf", "string", "the PDF's name in the store"),
+    ("text", "string", "the extracted text (null when not extracted, or its file is unavailable)"),
+)
+BUILD_HINT = "build it with `kycourt-pipeline index` (or a run whose phases include index)"
+
+
+class IndexMissingError(PipelineError):
+    """There is no usable search index in the workspace (the message says how to build one)."""
+
+
+@dataclass
+class IndexResult:
+    indexed: int = 0          # texts (re)indexed
+    refreshed: int = 0        # metadata-only rewrites
+    removed: int = 0          # documents no longer extracted
+    missing_texts: int = 0    # extracted documents whose text neither workspace nor store holds
+    total: int = 0            # documents in the index afterwards
+    text_bytes: int = 0       # bytes of text read
+    restored_from_store: bool = False
+    rebuilt: bool = False     # a damaged or outdated index was set aside
+    optimized: bool = False
+    pushed: bool = False      # mirrored to the store
+    stopped: bool = False
+
+
+# ------------------------------------------------------------- decisions
+
+
+def court_code_of(case_number: str | None, court: str | None) -> str | None:
+    """CA or SC, from the case number ("2019-CA-0012", "2024 CA ADMIN - ...") or the court's name."""
+    code = (case_number or "")[5:7].upper()
+    if code in INDEX_COURT_CODES:
+        return code
+    name = (court or "").lower()
+    if "appeals" in name:
+        return "CA"
+    if "supreme" in name:
+        return "SC"
+    return None
+
+
+def year_of(case_number: str | None, filed_date: str | None) -> int | None:
+    """The case number's year, else the filed date's."""
+    for text in (case_number, filed_date):
+        head = (text or "")[:4]
+        if head.isdigit() and 1900 <= int(head) <= 2100:
+            return int(head)
+    return None
+
+
+def search_fields(record: Any) -> dict[str, Any]:
+    """The `docs` row of one state-database record (documents + optional fields)."""
+    fields = {
+        "document_id": record["document_id"], "sha256": record["sha256"],
+        "case_number": record["case_number"], "court": record["court"],
+        "court_code": court_code_of(record["case_number"], record["court"]),
+        "year": year_of(record["case_number"], record["filed_date"]),
+        "case_title": _one_line(record["case_title"]), "case_type": record["case_type"],
+        "docket_entry_type": record["docket_entry_type"], "description": record["description"],
+        "publication_status": record["publication_status"], "judge": record["judge"],
+        "filed_date": record["filed_date"], "document_name": record["document_name"],
+        "pages": record["pages"], "text_chars": record["extracted_chars"],
+    }
+    fields["source_key"] = source_key(fields)
+    return fields
+
+
+def _one_line(text: str | None) -> str | None:
+    return None if text is None else " ".join(text.split())
+
+
+_INDEX_KEY_FIELDS = tuple(name for name in SEARCH_FIELDS if name != "source_key")
+
+
+def source_key(fields: dict[str, Any]) -> str:
+    """A stable digest of what the index holds of a document (its text by sha256, and its fields)."""
+    payload = repr(tuple(fields.get(name) for name in _INDEX_KEY_FIELDS))
+    return hashlib.blake2b(payload.encode("utf-8"), digest_size=12).hexdigest()
+
+
+def plan_index(wanted: dict[str, dict[str, Any]], indexed: dict[str, tuple[int, str, str]]
+               ) -> tuple[list[str], list[str], list[int]]:
+    """(document ids whose text to index, ids whose fields only to rewrite, doc_rowids to delete)."""
+    texts, fields_only = [], []
+    for document_id, fields in wanted.items():
+        have = indexed.get(document_id)
+        if have is None or have[1] != fields["sha256"]:
+            texts.append(document_id)
+        elif have[2] != fields["source_key"]:
+            fields_only.append(document_id)
+    deletes = [have[0] for document_id, have in indexed.items() if document_id not in wanted]
+    return sorted(texts), sorted(fields_only), sorted(deletes)
+
+
+def should_optimize(indexed_now: int, total: int) -> bool:
+    return indexed_now >= INDEX_OPTIMIZE_MIN and indexed_now * 10 >= total
+
+
+def court_filter(value: str | None) -> dict[str, str]:
+    """search() arguments of a --court value: CA/SC (or 'appeals'/'supreme'), else part of the name."""
+    if not value or not value.strip():
+        return {}
+    text = value.strip()
+    if text.upper() in INDEX_COURT_CODES:
+        return {"court_code": text.upper()}
+    lowered = text.lower()
+    if lowered in ("appeals", "court of appeals", "coa"):
+        return {"court_code": "CA"}
+    if lowered in ("supreme", "supreme court"):
+        return {"court_code": "SC"}
+    return {"court_like": text}
+
+
+_INDEX_BAREWORD = re.compile(r"^[\w\s\"*()^:+]*$", re.UNICODE)
+
+
+def query_hint(query: str) -> str:
+    """What to tell a user whose query FTS5 could not parse."""
+    if not _INDEX_BAREWORD.match(query):
+        return ('put words with punctuation in double quotes, e.g. "2019-CA-0012" or "v." ; '
+                'operators are AND, OR, NOT, NEAR(a b, 5), "a phrase", prefix*')
+    return 'check the quotes and parentheses; operators are AND, OR, NOT, NEAR(a b, 5), "a phrase", prefix*'
+
+
+# ----------------------------------------------------------------- stage
+
+
+def index(ctx: Context) -> IndexResult:
+    """Brings ky_search.sqlite level with the extracted documents; mirrors it to the store."""
+    result = IndexResult()
+    db = ctx.open_database()
+    path = ctx.path(SEARCH_DB_FILENAME)
+    if not path.exists():
+        result.restored_from_store = _index_restore(ctx, path)
+    sdb = _index_open(path, result)
+    try:
+        changed = _index_catch_up(ctx, db, sdb, result)
+        result.total = sdb.indexed_count()
+        if changed:
+            sdb.kv_set("generation", int(sdb.kv_get("generation", "0")) + 1)
+        if changed or not ctx.mirror.has(SEARCH_DB_FILENAME):
+            result.pushed = _index_push(ctx, path)
+    finally:
+        sdb.close()
+    ctx.notes["index_built"] = not result.stopped
+    log_index.info("index: %d texts indexed (%.1f MB), %d refreshed, %d removed, %d texts missing; "
+                   "%d documents in the index", result.indexed, result.text_bytes / 1e6, result.refreshed,
+                   result.removed, result.missing_texts, result.total)
+    return result
+
+
+def _index_open(path: Path, result: IndexResult) -> SearchDatabase:
+    try:
+        return SearchDatabase.open(path)
+    except IntegrityError as exc:
+        aside = _index_move_aside(path)
+        log_index.warning("search index unusable (%s); moved to %s, rebuilding it from the texts", exc, aside.name)
+        result.rebuilt = True
+        return SearchDatabase.open(path)
+
+
+def _index_move_aside(path: Path) -> Path:
+    number = 1
+    while (aside := path.with_name(f"{path.name}.damaged-{number}")).exists():
+        number += 1
+    os.replace(path, aside)
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    return aside
+
+
+def _index_restore(ctx: Context, path: Path) -> bool:
+    """The store's copy of the index into the workspace, if it has a sound one."""
+    if not ctx.mirror.has(SEARCH_DB_FILENAME):
+        return False
+    temp = ctx.path("tmp") / f"{SEARCH_DB_FILENAME}.restore"
+    if not ctx.mirror.fetch(SEARCH_DB_FILENAME, temp):
+        return False
+    problems = Database.snapshot_problems(temp) if is_sqlite_file(temp) else ["not an SQLite database"]
+    if not problems:
+        try:
+            SearchDatabase.open(temp, readonly=True).close()
+        except IntegrityError as exc:
+            problems = [str(exc)]
+    if problems:
+        log_index.warning("the store's %s is not usable (%s); building the index from the texts",
+                          SEARCH_DB_FILENAME, "; ".join(problems[:2]))
+        temp.unlink(missing_ok=True)
+        return False
+    os.replace(temp, path)
+    log_index.info("search index restored from the store; catching up")
+    return True
+
+
+def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: IndexResult) -> bool:
+    fingerprint = extracted_fingerprint(db.conn)
+    wanted = {record["document_id"]: search_fields(record)
+              for record in iter_document_records(db.conn, "d.status = 'extracted'")}
+    texts, fields_only, deletes = plan_index(wanted, sdb.indexed())
+    # Rowids ascend within each (year, court) bucket; FTS5 flushes its pending terms whenever a
+    # rowid goes down, so texts are written bucket by bucket (measured: builds 1.6x faster).
+    texts.sort(key=lambda i: (search_bucket(wanted[i]["year"], wanted[i]["court_code"]), i))
+    if deletes:
+        sdb.write_batch(deletes=deletes)
+        result.removed = len(deletes)
+    for start in range(0, len(fields_only), INDEX_BATCH):
+        sdb.write_batch(upserts=[(wanted[i], None) for i in fields_only[start:start + INDEX_BATCH]])
+    result.refreshed = len(fields_only)
+    bar = progress(ctx.cfg, len(texts), "index")
+    try:
+        for start in range(0, len(texts), INDEX_BATCH):
+            if ctx.clock.should_stop():
+                result.stopped = True
+                break
+            batch = []
+            for document_id in texts[start:start + INDEX_BATCH]:
+                body = _index_read_text(ctx, wanted[document_id]["sha256"])
+                if body is None:
+                    result.missing_texts += 1
+                    continue
+                result.text_bytes += len(body)
+                batch.append((wanted[document_id], body.decode("utf-8", "replace")))
+            if batch:
+                sdb.write_batch(upserts=batch)
+                result.indexed += len(batch)
+            bar.update(min(INDEX_BATCH, len(texts) - start))
+    finally:
+        bar.close()
+    if result.missing_texts:
+        log_index.warning("index: %d extracted documents have no text in the workspace or the store; "
+                          "a later run indexes them", result.missing_texts)
+    if should_optimize(result.indexed, sdb.indexed_count()):
+        sdb.optimize()
+        result.optimized = True
+    if not (result.stopped or result.missing_texts):
+        sdb.kv_set("state_fingerprint", fingerprint)    # the state this index is level with
+    return bool(result.indexed or result.refreshed or result.removed)
+
+
+def _index_read_text(ctx: Context, sha256: str) -> bytes | None:
+    local = ctx.path("text") / f"{sha256}.txt"
+    try:
+        return local.read_bytes()
+    except FileNotFoundError:
+        pass
+    if ctx.mirror.fetch(text_store_name(sha256), local):
+        try:
+            return local.read_bytes()
+        except FileNotFoundError:
+            return None
+    return None
+
+
+def _index_push(ctx: Context, path: Path) -> bool:
+    copy = backup_database(path, ctx.path("checkpoint") / SEARCH_DB_FILENAME)
+    return ctx.mirror.put(SEARCH_DB_FILENAME, copy, mutable=True)
+
+
+# -------------------------------------------------------- coverage, query
+
+
+@dataclass
+class IndexCoverage:
+    exists: bool
+    extracted: int = 0
+    indexed: int = 0
+    missing: int = 0          # extracted documents the index lacks
+    outdated: int = 0         # indexed with another text than the state's
+    extra: int = 0            # indexed documents no longer extracted
+    problem: str | None = None
+
+    @property
+    def behind(self) -> int:
+        return self.missing + self.outdated + self.extra
+
+    def describe(self) -> str:
+        if not self.exists:
+            return f"no search index ({self.problem or 'not built'})"
+        text = f"{self.indexed} documents indexed of {self.extracted} extracted"
+        if self.behind:
+            text += f"; behind by {self.behind} ({self.missing} missing, {self.outdated} outdated, {self.extra} extra)"
+        return text
+
+
+def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection | None = None) -> IndexCoverage:
+    """How the workspace's index compares with the extracted documents of its state database."""
+    workspace = Path(workspace)
+    path = workspace / SEARCH_DB_FILENAME
+    if not path.is_file():
+        return IndexCoverage(exists=False, problem=f"{path} does not exist")
+    own = state_conn is None
+    if own:
+        state_path = workspace / DB_FILENAME
+        if not is_sqlite_file(state_path):
+            return IndexCoverage(exists=True, problem=f"{state_path} is not a database")
+        state_conn = connect(state_path, readonly=True)
+    try:
+        wanted = extracted_keys(state_conn)
+    finally:
+        if own:
+            state_conn.close()
+    try:
+        sdb = SearchDatabase.open(path, readonly=True)
+    except IntegrityError as exc:
+        return IndexCoverage(exists=False, extracted=len(wanted), problem=str(exc))
+    try:
+        indexed = {document_id: sha for document_id, (_, sha, _) in sdb.indexed().items()}
+    finally:
+        sdb.close()
+    coverage = IndexCoverage(exists=True, extracted=len(wanted), indexed=len(indexed))
+    for document_id, sha in wanted.items():
+        have = indexed.get(document_id)
+        if have is None:
+            coverage.missing += 1
+        elif have != sha:
+            coverage.outdated += 1
+    coverage.extra = sum(1 for document_id in indexed if document_id not in wanted)
+    return coverage
+
+
+def index_behind(workspace: str | os.PathLike) -> IndexCoverage | None:
+    """None when the index is level with the state (a cheap check of the extracted documents'
+    count and newest update against what the last index run saw), else the full coverage."""
+    workspace = Path(workspace)
+    try:
+        sdb = SearchDatabase.open(workspace / SEARCH_DB_FILENAME, readonly=True)
+        try:
+            seen = sdb.kv_get("state_fingerprint")
+        finally:
+            sdb.close()
+        state = connect(workspace / DB_FILENAME, readonly=True)
+        try:
+            if seen is not None and seen == extracted_fingerprint(state):
+                return None
+        finally:
+            state.close()
+    except (IntegrityError, sqlite3.DatabaseError):
+        pass
+    coverage = index_coverage(workspace)
+    return coverage if coverage.behind or not coverage.exists else None
+
+
+def open_search_index(workspace: str | os.PathLike) -> SearchDatabase:
+    """The workspace's index, read-only; IndexMissingError says how to build it."""
+    path = Path(workspace) / SEARCH_DB_FILENAME
+    if not path.is_file():
+        raise IndexMissingError(f"no search index at {path}: {BUILD_HINT}")
+    try:
+        return SearchDatabase.open(path, readonly=True)
+    except IntegrityError as exc:
+        raise IndexMissingError(f"search index unusable ({exc}): {BUILD_HINT}") from None
+
+
+def search_archive(workspace: str | os.PathLike, query: str, *, court: str | None = None,
+                   year: int | None = None, kind: str | None = None, limit: int = 20,
+                   rank_all: bool = False, sdb: SearchDatabase | None = None) -> list[dict[str, Any]]:
+    """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type.
+
+    A query matching more than SEARCH_RANK_CAP documents is ranked among the most recent
+    SEARCH_RANK_CAP of them (hits say `rank_capped`) unless `rank_all`."""
+    if not query or not query.strip():
+        raise SearchQueryError("the query is empty")
+    if limit <= 0:
+        raise SearchQueryError(f"limit must be positive, not {limit}")
+    own = sdb is None
+    sdb = sdb or open_search_index(workspace)
+    try:
+        return sdb.search(query, year=year, kind=kind, limit=limit, rank_cap=None if rank_all else SEARCH_RANK_CAP,
+                          **court_filter(court))
+    finally:
+        if own:
+            sdb.close()
+
+
+def format_hits(hits: Iterable[dict[str, Any]]) -> str:
+    """Hits as the CLI prints them: rank, case number, date, title, document id, snippet."""
+    lines = []
+    for number, hit in enumerate(hits, 1):
+        date = (hit.get("filed_date") or "")[:10]
+        lines.append(f"{number:>3}. {hit.get('case_number') or '?'}  {date}  {hit.get('case_title') or ''}")
+        lines.append(f"     {hit.get('description') or ''} · {hit['document_id']} · score {hit['score']:.2f}")
+        snippet = " ".join((hit.get("snippet") or "").split())
+        if snippet:
+            lines.append(f"     {snippet}")
+    return "\n".join(lines)

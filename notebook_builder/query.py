@@ -1,0 +1,340 @@
+"""The query layer of the command line: show one document, export the archive.
+
+Guarantees:
+- Nothing here writes to ky_court.sqlite or ky_search.sqlite: both are
+  opened read-only.
+- `show_document()` gathers everything known about a document id, a sha256
+  or a case number: its `documents` row, the rows of every table that names
+  it (extraction_log today; cases, docket entries, derived fields and
+  whatever else when those tables exist), the download outcome, the files
+  in the workspace and in the store, its entry in the search index and a
+  preview of its text. An ID that matches nothing raises `NotFound`.
+- `export_archive()` writes one record per document (ordered by
+  document_id) with its metadata and text as JSON Lines, CSV (every field
+  quoted, so texts with newlines survive) or Parquet (pyarrow, an optional
+  extra), plus `schema.json`, `manifest.json` (each file's sha256 and
+  bytes, the counts) and `manifest-sha256.txt` (BagIt-style `sha256  path`
+  lines). Every file is written under a temp name and renamed. The same
+  state exports to the same bytes.
+- `serve` lives in the notebook's search cell (c98_search.py), which Colab
+  needs too.
+
+Knobs read: WORKSPACE, STORE (through load_config in the CLI).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from notebook_builder.cells.c00_config import Config, PipelineError, StoreError
+from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SearchDatabase, connect,
+                                                 documents_matching, is_sqlite_file, iter_document_records,
+                                                 rows_where, tables_with_column)
+from notebook_builder.cells.c20_store import pdf_store_name, text_store_name
+from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
+
+log_query = logging.getLogger("kycourt.query")
+
+PREVIEW_CHARS = 600
+
+
+class NotFound(PipelineError):
+    """An ID that matches no document (exit status 1)."""
+
+
+class QueryError(PipelineError):
+    """Bad input to show, export or serve (exit status 2): the message says what is wrong."""
+
+
+def open_state(workspace: str | os.PathLike):
+    path = Path(workspace) / DB_FILENAME
+    if not is_sqlite_file(path):
+        raise QueryError(f"no archive database at {path}: run `kycourt-pipeline run` first "
+                         "(or pass --workspace)")
+    return connect(path, readonly=True)
+
+
+# ------------------------------------------------------------------ show
+
+
+def show_document(cfg: Config, identifier: str, *, store: Any = None) -> dict[str, Any]:
+    """Everything known about a document id, a sha256 or a case number."""
+    workspace = Path(cfg.WORKSPACE)
+    conn = open_state(workspace)
+    try:
+        matched_by, rows = documents_matching(conn, identifier.strip())
+        if not rows:
+            raise NotFound(f"no document id, sha256 or case number matches {identifier!r} "
+                           f"in {workspace / DB_FILENAME}")
+        related_tables = {column: [t for t in tables_with_column(conn, column) if t != "documents"]
+                          for column in ("document_id", "docket_entry_id", "case_id")}
+        search = _show_open_index(workspace)
+        documents = []
+        for row in rows:
+            entry: dict[str, Any] = {"document": row}
+            entry["download"] = {"status": row["status"], "attempts": row["attempts"],
+                                 "http_status": row["http_status"], "last_error": row["last_error"],
+                                 "downloaded_at": row.get("downloaded_at")}
+            for column, label in (("document_id", "related"), ("docket_entry_id", "docket_entry"),
+                                  ("case_id", "case")):
+                if row.get(column) is None:
+                    continue
+                found = {table: rows_where(conn, table, column, row[column], limit=200)
+                         for table in related_tables[column]}
+                entry[label] = {table: hits for table, hits in found.items() if hits}
+            entry["files"] = _show_files(workspace, row, store)
+            entry["index"] = _show_index_entry(search, row)
+            entry["text_preview"] = _show_preview(workspace, row, store)
+            documents.append(entry)
+        if search is not None:
+            search.close()
+        return {"id": identifier, "matched_by": matched_by, "count": len(documents), "documents": documents}
+    finally:
+        conn.close()
+
+
+def _show_open_index(workspace: Path) -> SearchDatabase | None:
+    try:
+        return SearchDatabase.open(workspace / SEARCH_DB_FILENAME, readonly=True)
+    except Exception:   # no index, or an unusable one: show says so per document
+        return None
+
+
+def _show_index_entry(search: SearchDatabase | None, row: dict) -> dict[str, Any]:
+    if search is None:
+        return {"indexed": False, "note": "no search index in the workspace"}
+    indexed = search.get(row["document_id"])
+    if indexed is None:
+        return {"indexed": False}
+    return {"indexed": True, "current": indexed["sha256"] == row["sha256"], "indexed_at": indexed["indexed_at"],
+            "year": indexed["year"], "court_code": indexed["court_code"]}
+
+
+def _show_files(workspace: Path, row: dict, store: Any) -> dict[str, Any]:
+    sha = row.get("sha256")
+    if not sha:
+        return {}
+    files = {}
+    for kind, name in (("pdf", pdf_store_name(sha)), ("text", text_store_name(sha))):
+        local = workspace / name
+        info: dict[str, Any] = {"name": name, "workspace_bytes": local.stat().st_size if local.is_file() else None}
+        if store is not None:
+            try:
+                info["store_bytes"] = store.size(name)
+                link = getattr(store, "web_link", None)
+                if info["store_bytes"] is not None and link is not None:
+                    info["store_link"] = link(name)
+            except (StoreError, OSError) as exc:
+                info["store_error"] = str(exc)
+        files[kind] = info
+    return files
+
+
+def _show_preview(workspace: Path, row: dict, store: Any) -> str | None:
+    sha = row.get("sha256")
+    if not sha or row.get("status") != "extracted":
+        return None
+    local = workspace / text_store_name(sha)
+    try:
+        with open(local, "rb") as handle:
+            data = handle.read(PREVIEW_CHARS * 4)
+    except FileNotFoundError:
+        if store is None:
+            return None
+        try:
+            data = store.read_file(text_store_name(sha))[:PREVIEW_CHARS * 4]
+        except (StoreError, OSError):
+            return None
+    return data.decode("utf-8", "replace")[:PREVIEW_CHARS]
+
+
+def format_show(report: dict[str, Any]) -> str:
+    """The human form of show's report."""
+    lines = [f"{report['count']} document(s) matched by {report['matched_by']}: {report['id']}"]
+    for entry in report["documents"]:
+        document = entry["document"]
+        lines.append("")
+        lines.append(f"== {document['document_id']}")
+        for key, value in document.items():
+            if value is not None:
+                lines.append(f"  {key:<20} {value}")
+        for label in ("case", "docket_entry", "related"):
+            for table, rows in (entry.get(label) or {}).items():
+                lines.append(f"  -- {table} ({len(rows)} row{'s' if len(rows) != 1 else ''})")
+                for row in rows[:20]:
+                    lines.append("     " + ", ".join(f"{k}={v}" for k, v in row.items() if v is not None))
+        for kind, info in (entry.get("files") or {}).items():
+            where = []
+            where.append(f"workspace {info['workspace_bytes']} bytes" if info.get("workspace_bytes") is not None
+                         else "not in the workspace")
+            if "store_error" in info:
+                where.append(f"store unavailable ({info['store_error']})")
+            elif "store_bytes" in info:
+                where.append(f"store {info['store_bytes']} bytes" if info["store_bytes"] is not None
+                             else "NOT in the store")
+            if info.get("store_link"):
+                where.append(info["store_link"])
+            lines.append(f"  {kind:<5} {info['name']}: {'; '.join(where)}")
+        index = entry.get("index") or {}
+        if index.get("indexed"):
+            state = "indexed" if index.get("current") else "indexed with an outdated text (run kycourt-pipeline index)"
+        else:
+            state = f"not indexed ({index['note']})" if index.get("note") else "not indexed"
+        lines.append(f"  index {state}")
+        if entry.get("text_preview"):
+            lines.append("  text preview:")
+            lines.extend("    " + line for line in entry["text_preview"].splitlines()[:12])
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- export
+
+EXPORT_FORMATS = ("jsonl", "csv", "parquet")
+_EXPORT_DATA_FILE = "documents.{fmt}"
+_EXPORT_BATCH = 1000
+
+
+def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | None = None
+                   ) -> Iterator[dict[str, Any]]:
+    """One record per document, by document_id, with EXPORT_FIELDS."""
+    workspace = Path(cfg.WORKSPACE)
+    conn = open_state(workspace)
+    try:
+        for row in iter_document_records(conn):
+            record = {name: None for name, _, _ in EXPORT_FIELDS}
+            for name in record:
+                if name in row.keys():
+                    record[name] = row[name]
+            record["case_title"] = None if row["case_title"] is None else " ".join(row["case_title"].split())
+            record["court_code"] = court_code_of(row["case_number"], row["court"])
+            record["year"] = year_of(row["case_number"], row["filed_date"])
+            record["likely_scanned"] = None if row["likely_scanned"] is None else bool(row["likely_scanned"])
+            record["pdf"] = pdf_store_name(row["sha256"]) if row["sha256"] and row["status"] in (
+                "downloaded", "extracted") else None
+            if row["status"] == "extracted" and row["sha256"]:
+                record["text"] = _export_text(workspace, row["sha256"], store)
+            if counts is not None:
+                counts["documents"] = counts.get("documents", 0) + 1
+                key = "with_text" if record["text"] is not None else "without_text"
+                counts[key] = counts.get(key, 0) + 1
+                counts[f"status_{row['status']}"] = counts.get(f"status_{row['status']}", 0) + 1
+            yield record
+    finally:
+        conn.close()
+
+
+def _export_text(workspace: Path, sha: str, store: Any) -> str | None:
+    local = workspace / text_store_name(sha)
+    try:
+        return local.read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        pass
+    if store is None:
+        return None
+    try:
+        return store.read_file(text_store_name(sha)).decode("utf-8", "replace")
+    except (StoreError, OSError):
+        return None
+
+
+def export_archive(cfg: Config, out_dir: str | os.PathLike, fmt: str, *, store: Any = None) -> dict[str, Any]:
+    """Writes the dataset to `out_dir`; returns the manifest."""
+    if fmt not in EXPORT_FORMATS:
+        raise QueryError(f"--format {fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
+    writer = {"jsonl": _export_jsonl, "csv": _export_csv, "parquet": _export_parquet}[fmt]
+    if fmt == "parquet":
+        _export_require_pyarrow()
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise QueryError(f"cannot create --out {out}: {exc.strerror}") from None
+    state = open_state(cfg.WORKSPACE)
+    try:
+        sequence = state.execute("SELECT value FROM kv WHERE key = 'checkpoint_seq'").fetchone()
+    finally:
+        state.close()
+    counts: dict[str, int] = {}
+    data_name = _EXPORT_DATA_FILE.format(fmt=fmt)
+    _export_atomic(out / data_name, lambda path: writer(path, export_records(cfg, store=store, counts=counts)))
+    schema = {"name": "kycourt-documents", "format": fmt, "primary_key": "document_id",
+              "order": "document_id ascending",
+              "fields": [{"name": name, "type": kind, "description": text} for name, kind, text in EXPORT_FIELDS]}
+    _export_atomic(out / "schema.json", lambda path: path.write_text(
+        json.dumps(schema, indent=2) + "\n", encoding="utf-8"))
+    files = [{"path": name, "bytes": (out / name).stat().st_size, "sha256": _export_sha256(out / name)}
+             for name in (data_name, "schema.json")]
+    manifest = {"dataset": "kycourt-documents", "format": fmt, "records": counts.get("documents", 0),
+                "counts": dict(sorted(counts.items())), "files": files,
+                "source_checkpoint_seq": int(sequence[0]) if sequence else 0}
+    _export_atomic(out / "manifest.json", lambda path: path.write_text(
+        json.dumps(manifest, indent=2) + "\n", encoding="utf-8"))
+    bagit = "".join(f"{entry['sha256']}  {entry['path']}\n" for entry in files)
+    bagit += f"{_export_sha256(out / 'manifest.json')}  manifest.json\n"
+    _export_atomic(out / "manifest-sha256.txt", lambda path: path.write_text(bagit, encoding="utf-8"))
+    return manifest
+
+
+def _export_atomic(target: Path, write: Callable[[Path], Any]) -> None:
+    temp = target.with_name(f".{target.name}.tmp")
+    try:
+        write(temp)
+        os.replace(temp, target)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def _export_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _export_jsonl(path: Path, records: Iterator[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def _export_csv(path: Path, records: Iterator[dict[str, Any]]) -> None:
+    names = [name for name, _, _ in EXPORT_FIELDS]
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        writer.writerow(names)
+        for record in records:
+            writer.writerow(["" if record[name] is None else
+                             ("true" if record[name] is True else "false" if record[name] is False else record[name])
+                             for name in names])
+
+
+def _export_require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise QueryError("--format parquet needs pyarrow: pip install 'kycourt-colab[parquet]'") from None
+
+
+def _export_parquet(path: Path, records: Iterator[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    types = {"string": pa.string(), "int64": pa.int64(), "bool": pa.bool_()}
+    schema = pa.schema([pa.field(name, types[kind]) for name, kind, _ in EXPORT_FIELDS])
+    writer = pq.ParquetWriter(str(path), schema, compression="zstd")
+    try:
+        batch: list[dict[str, Any]] = []
+        for record in records:
+            batch.append(record)
+            if len(batch) >= _EXPORT_BATCH:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                batch = []
+        if batch:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+    finally:
+        writer.close()

@@ -1,0 +1,342 @@
+"""The search index (ky_search.sqlite): incremental build, filters, ranking, restore, verify."""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from notebook_builder.cells.c00_config import IntegrityError
+from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, Database, SearchDatabase,
+                                                 SearchQueryError, checkpoint)
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c87_index import (IndexMissingError, court_code_of, court_filter, index, index_behind,
+                                              index_coverage, plan_index, search_archive, year_of)
+from notebook_builder.cells.c90_verify import format_verify_report, verify
+
+from archive_fixture import DOCUMENTS, add_text, build_archive, document_id, make_config
+
+
+def run_index(cfg):
+    ctx = open_context(cfg)
+    try:
+        return index(ctx)
+    finally:
+        ctx.close()
+
+
+@pytest.fixture
+def archive(tmp_path):
+    return build_archive(tmp_path)
+
+
+# ------------------------------------------------------------- decisions
+
+
+def test_court_and_year_come_from_the_case_number_then_the_court_name_and_date():
+    assert court_code_of("2019-CA-0012", None) == "CA"
+    assert court_code_of("2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002", None) == "CA"
+    assert court_code_of(None, "Kentucky Supreme Court") == "SC"
+    assert court_code_of("ADMIN 7", "somewhere") is None
+    assert year_of("2019-CA-0012", "2020-01-01") == 2019
+    assert year_of("ADMIN", "2020-01-01T00:00:00") == 2020
+    assert year_of(None, None) is None
+
+
+def test_court_filter_accepts_codes_and_names():
+    assert court_filter("ca") == {"court_code": "CA"}
+    assert court_filter("Supreme") == {"court_code": "SC"}
+    assert court_filter("Family") == {"court_like": "Family"}
+    assert court_filter("  ") == {}
+
+
+def test_plan_index_separates_new_texts_field_changes_and_removals():
+    wanted = {"a": {"sha256": "1", "source_key": "k1"}, "b": {"sha256": "2", "source_key": "k2"},
+              "c": {"sha256": "3", "source_key": "k3"}}
+    indexed = {"a": (1, "1", "k1"), "b": (2, "2", "old"), "c": (3, "old sha", "k3"), "gone": (4, "9", "k9")}
+    assert plan_index(wanted, indexed) == (["c"], ["b"], [4])
+
+
+# ----------------------------------------------------------------- build
+
+
+def test_index_covers_every_extracted_text_and_ranks_with_bm25(archive):
+    result = run_index(archive)
+    assert result.indexed == len(DOCUMENTS) and result.total == len(DOCUMENTS) and result.pushed
+    hits = search_archive(archive.WORKSPACE, "suppression")
+    # Three mentions in a short text outrank one in a longer text.
+    assert [hit["document_id"] for hit in hits] == [document_id(3), document_id(0)]
+    assert "[Suppression]" in hits[0]["snippet"] and hits[0]["score"] < hits[1]["score"]
+    # A word in the title outranks the same word in the text (title weight 10).
+    warrant = search_archive(archive.WORKSPACE, "warrant")
+    assert warrant[0]["document_id"] == document_id(4) and warrant[0]["case_number"] == "2021-CA-0450"
+    # Porter stemming: "suspend" finds "suspended"; phrases and NEAR work.
+    assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, "suspend")] == [document_id(2)]
+    assert len(search_archive(archive.WORKSPACE, '"search warrant"')) == 1
+    assert len(search_archive(archive.WORKSPACE, "NEAR(ineffective counsel, 3)")) == 1
+    assert index_coverage(archive.WORKSPACE).behind == 0
+
+
+def test_filters_by_court_year_and_type(archive):
+    run_index(archive)
+    assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "suppression OR warrant",
+                                                         court="SC")} == {document_id(3)}
+    assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "suppression OR warrant",
+                                                         year=2019)} == {document_id(0)}
+    assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "the", kind="order")} == {
+        document_id(1)}
+    assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "warrant", kind="opinion",
+                                                         court="Appeals", year=2021)} == {document_id(4)}
+    assert len(search_archive(archive.WORKSPACE, "the", limit=2)) == 2
+
+
+def test_a_second_run_indexes_only_what_changed(archive):
+    run_index(archive)
+    again = run_index(archive)
+    assert (again.indexed, again.refreshed, again.removed, again.pushed) == (0, 0, 0, False)
+
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    store = LocalStore(archive.STORE)
+    try:
+        add_text(archive, db, store, 1, "A new text: rehearing granted on reconsideration.", revision=1)
+        with db.transaction():   # a metadata change only: the new title must reach the index
+            db.conn.execute("UPDATE documents SET case_title = 'SMYTHE VS. COMMONWEALTH' WHERE document_id = ?",
+                            (document_id(0),))
+            db.conn.execute("UPDATE documents SET status = 'downloaded' WHERE document_id = ?", (document_id(2),))
+    finally:
+        db.close()
+    # The metadata-only change must not read its text again: no other text is left anywhere.
+    for path in Path(archive.WORKSPACE, "text").glob("*.txt"):
+        if "rehearing granted" not in path.read_text():
+            path.unlink()
+    shutil.rmtree(Path(archive.STORE) / "text")
+    changed = run_index(archive)
+    assert (changed.indexed, changed.refreshed, changed.removed, changed.missing_texts) == (1, 1, 1, 0)
+    assert changed.pushed and changed.total == len(DOCUMENTS) - 1
+    assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, "reconsideration")] == [document_id(1)]
+    assert search_archive(archive.WORKSPACE, "petition") == []          # the old text is gone
+    assert search_archive(archive.WORKSPACE, "smythe")[0]["document_id"] == document_id(0)
+    assert search_archive(archive.WORKSPACE, "suspended") == []         # no longer extracted
+
+
+def test_optional_tables_fill_case_type_entry_type_publication_and_judge(archive):
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        row = db.get_document(document_id(3))
+        case_id, entry_id = row["case_id"], row["docket_entry_id"]
+        with db.transaction():
+            # The case walk's tables (v3) and derive's (v5), as those stages fill them.
+            db.conn.execute("INSERT INTO cases (case_id, case_type) VALUES (?, 'Matter of Right Appeal')",
+                            (case_id,))
+            db.conn.execute("INSERT INTO docket_entries (docket_entry_id, entry_type) VALUES (?, 'Opinion')",
+                            (entry_id,))
+            db.conn.execute("INSERT INTO derived (document_id, method, version, publication_status, judge, "
+                            "derived_at) VALUES (?, 'test', 1, 'TO BE PUBLISHED', 'VANMETER', '2026-01-01')",
+                            (document_id(3),))
+    finally:
+        db.close()
+    run_index(archive)
+    sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
+    try:
+        row = sdb.get(document_id(3))
+        assert (row["case_type"], row["docket_entry_type"], row["publication_status"], row["judge"]) == (
+            "Matter of Right Appeal", "Opinion", "TO BE PUBLISHED", "VANMETER")
+        assert sdb.get(document_id(0))["judge"] is None
+        assert ("TO BE PUBLISHED", 1) in sdb.facet("publication_status")
+    finally:
+        sdb.close()
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        with db.transaction():   # a better derivation later: the index follows, without re-reading texts
+            db.conn.execute("UPDATE derived SET judge = 'MINTON'")
+    finally:
+        db.close()
+    assert run_index(archive).refreshed == 1
+    assert search_archive(archive.WORKSPACE, "suppression", court="SC")[0]["judge"] == "MINTON"
+
+
+# ---------------------------------------------------- restore, bad input
+
+
+def test_a_fresh_runtime_restores_the_index_from_the_store(tmp_path, archive):
+    run_index(archive)
+    fresh = make_config(tmp_path / "fresh", KY_STORE=archive.STORE)
+    Path(fresh.WORKSPACE).mkdir(parents=True)
+    shutil.copy(Path(archive.WORKSPACE) / DB_FILENAME, Path(fresh.WORKSPACE) / DB_FILENAME)
+    restored = run_index(fresh)
+    assert restored.restored_from_store and restored.indexed == 0 and restored.total == len(DOCUMENTS)
+    assert len(search_archive(fresh.WORKSPACE, "suppression")) == 2
+
+
+def test_without_a_store_copy_the_index_is_built_from_the_stores_texts(tmp_path, archive):
+    fresh = make_config(tmp_path / "fresh", KY_STORE=archive.STORE)
+    Path(fresh.WORKSPACE).mkdir(parents=True)
+    shutil.copy(Path(archive.WORKSPACE) / DB_FILENAME, Path(fresh.WORKSPACE) / DB_FILENAME)
+    built = run_index(fresh)        # the workspace has no texts: each is fetched from the store
+    assert not built.restored_from_store and built.indexed == len(DOCUMENTS) and built.missing_texts == 0
+
+
+def test_a_text_nobody_holds_is_counted_and_left_for_later(tmp_path):
+    cfg = build_archive(tmp_path, upload=False)
+    victim = next(Path(cfg.WORKSPACE, "text").glob("*.txt"))
+    victim.unlink()
+    result = run_index(cfg)
+    assert result.missing_texts == 1 and result.indexed == len(DOCUMENTS) - 1
+    assert index_coverage(cfg.WORKSPACE).missing == 1
+
+
+def test_a_damaged_index_is_set_aside_and_rebuilt(archive):
+    path = Path(archive.WORKSPACE) / SEARCH_DB_FILENAME
+    path.write_bytes(b"this is not a database at all")
+    result = run_index(archive)
+    assert result.rebuilt and result.indexed == len(DOCUMENTS)
+    assert (path.parent / f"{SEARCH_DB_FILENAME}.damaged-1").read_bytes() == b"this is not a database at all"
+
+
+def test_an_index_from_a_newer_schema_is_refused_by_readers_and_rebuilt_by_the_stage(archive):
+    run_index(archive)
+    path = Path(archive.WORKSPACE) / SEARCH_DB_FILENAME
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE kv SET value = '99' WHERE key = 'search_schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(IndexMissingError, match="version 99, newer"):
+        search_archive(archive.WORKSPACE, "suppression")
+    assert run_index(archive).rebuilt
+    assert len(search_archive(archive.WORKSPACE, "suppression")) == 2
+
+
+def test_an_index_from_before_the_schema_is_migrated(archive):
+    path = Path(archive.WORKSPACE) / SEARCH_DB_FILENAME
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT)")   # version 0: no tables yet
+    conn.commit()
+    conn.close()
+    with pytest.raises(IndexMissingError, match="older"):
+        search_archive(archive.WORKSPACE, "suppression")
+    result = run_index(archive)
+    assert not result.rebuilt and result.indexed == len(DOCUMENTS)
+
+
+@pytest.mark.parametrize("query", ['"unterminated', "suppression AND", "(warrant", "2019-CA-0012", "col:x"])
+def test_a_malformed_query_is_a_search_query_error(archive, query):
+    run_index(archive)
+    with pytest.raises(SearchQueryError):
+        search_archive(archive.WORKSPACE, query)
+
+
+def test_a_missing_index_says_how_to_build_it(archive):
+    with pytest.raises(IndexMissingError, match="kycourt-pipeline index"):
+        search_archive(archive.WORKSPACE, "anything")
+
+
+# ------------------------------------------------ verify, state snapshot
+
+
+def test_verify_requires_the_index_to_cover_every_extracted_document(archive):
+    run_index(archive)
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        add_text(archive, db, LocalStore(archive.STORE), 1, "A later text.", revision=1)
+    finally:
+        db.close()
+    ctx = open_context(archive)
+    try:
+        result = verify(ctx)
+    finally:
+        ctx.close()
+    assert not result.passed and result.index.outdated == 1
+    assert any(reason.startswith("search index does not cover the archive") for reason in result.reasons)
+    assert "search index: 5 documents indexed of 5 extracted; behind by 1" in format_verify_report(result)
+    run_index(archive)
+    ctx = open_context(archive)
+    try:
+        result = verify(ctx)
+    finally:
+        ctx.close()
+    assert result.passed, result.reasons
+
+
+def test_without_the_index_phase_verify_only_reports_the_index(archive):
+    cfg = archive.replace(PHASES=("download", "extract"))
+    run_index(cfg)
+    db = Database.open(Path(cfg.WORKSPACE) / DB_FILENAME)
+    try:
+        add_text(cfg, db, LocalStore(cfg.STORE), 1, "A later text.", revision=1)
+    finally:
+        db.close()
+    ctx = open_context(cfg)
+    try:
+        result = verify(ctx)
+    finally:
+        ctx.close()
+    assert result.passed and result.index.behind == 1
+
+
+def test_the_index_does_not_grow_the_state_snapshot(tmp_path, archive):
+    before = checkpoint(Path(archive.WORKSPACE) / DB_FILENAME, tmp_path / "before.sqlite")
+    run_index(archive)
+    after = checkpoint(Path(archive.WORKSPACE) / DB_FILENAME, tmp_path / "after.sqlite")
+    assert os.path.getsize(after["path"]) == os.path.getsize(before["path"])
+    assert (Path(archive.STORE) / SEARCH_DB_FILENAME).is_file()
+
+
+def test_readonly_open_of_a_missing_file_is_an_integrity_error(tmp_path):
+    with pytest.raises(IntegrityError):
+        SearchDatabase.open(tmp_path / "nothing.sqlite", readonly=True)
+
+
+def test_a_new_year_or_court_moves_the_document_to_its_rowid_range_keeping_its_text(archive):
+    run_index(archive)
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        with db.transaction():   # the court corrected a case number: another year and court
+            db.conn.execute("UPDATE documents SET case_number = '2022-SC-0999', court = 'Kentucky Supreme Court' "
+                            "WHERE document_id = ?", (document_id(0),))
+    finally:
+        db.close()
+    for path in Path(archive.WORKSPACE, "text").glob("*.txt"):
+        path.unlink()
+    shutil.rmtree(Path(archive.STORE) / "text")
+    moved = run_index(archive)
+    assert (moved.indexed, moved.refreshed, moved.missing_texts) == (0, 1, 0)
+    assert search_archive(archive.WORKSPACE, "suppression", year=2019) == []
+    hits = search_archive(archive.WORKSPACE, "suppression", year=2022, court="SC")
+    assert [hit["document_id"] for hit in hits] == [document_id(0)] and "[suppression]" in hits[0]["snippet"]
+    assert search_archive(archive.WORKSPACE, "suppression", year=2022, court="CA") == []
+    assert index_coverage(archive.WORKSPACE).behind == 0
+
+
+def test_a_query_matching_more_than_the_cap_is_ranked_among_the_most_recent_matches(archive):
+    run_index(archive)
+    sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
+    try:
+        every = sdb.search("the OR a", rank_cap=None)
+        capped = sdb.search("the OR a", rank_cap=2)
+        narrow = sdb.search("suppression", rank_cap=2)
+    finally:
+        sdb.close()
+    assert len(every) == 5 and not every[0]["rank_capped"] and every[0]["ranked_among"] == 5
+    # The two most recent (2021) documents only, and the hits say so.
+    assert {hit["document_id"] for hit in capped} == {document_id(3), document_id(4)}
+    assert all(hit["rank_capped"] and hit["ranked_among"] == 2 for hit in capped)
+    assert len(narrow) == 2 and narrow[0]["rank_capped"]        # exactly the cap: said to be capped
+
+
+def test_index_behind_is_none_when_level_and_the_coverage_when_not(archive):
+    run_index(archive)
+    assert index_behind(archive.WORKSPACE) is None
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        with db.transaction():
+            db.conn.execute("UPDATE documents SET status = 'downloaded', updated_at = 'later' WHERE document_id = ?",
+                            (document_id(1),))
+    finally:
+        db.close()
+    behind = index_behind(archive.WORKSPACE)
+    assert behind is not None and behind.extra == 1
+    run_index(archive)
+    assert index_behind(archive.WORKSPACE) is None
