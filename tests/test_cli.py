@@ -105,7 +105,7 @@ def test_demo_runs_the_whole_pipeline_to_pass_whatever_ky_variables_the_user_exp
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ignoring KY_DRY, KY_PHASES, KY_STORE, KY_WORKERS" in done.stdout
-    for stage in ("restore", "discover", "backfill", "download", "extract", "verify"):
+    for stage in ("restore", "discover", "backfill", "download", "extract", "ocr", "derive", "index", "verify"):
         lines = [line for line in done.stdout.splitlines() if line.split()[:1] == [stage]]
         assert lines, stage
         assert "=" not in lines[0], f"internal counters in the summary: {lines[0]}"

@@ -142,6 +142,34 @@ def describe_stage(name: str, result: Any) -> str:
         text = (f"{get('extracted')} extracted ({get('reused')} reused a twin's text), {get('pages')} pages, "
                 f"{get('failed_attempts')} failed attempts ({get('exhausted')} out of attempts)")
         return text + ("; stopped" if get("stopped", False) else "")
+    if name == "ocr":
+        if get("skipped", None):
+            return f"skipped: {get('skipped')}"
+        text = (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}), "
+                f"{get('documents')} documents now carry OCR text, {get('failed')} PDFs failed")
+        return text + ("; stopped" if get("stopped", False) else "")
+    if name == "derive":
+        if get("dry_run", False):
+            return f"dry run: {get('queued')} documents to derive"
+        warnings = sum(get("warnings", {}).values())
+        text = (f"{get('derived')} documents derived ({get('with_text')} with a text), "
+                f"{get('citations')} citations, {warnings} warnings")
+        if get("texts_missing"):
+            text += f"; {get('texts_missing')} texts missing from workspace and store"
+        if not get("eyecite", None) and get("with_text"):
+            text += "; case-law citations skipped (eyecite is not installed)"
+        return text + ("; stopped" if get("stopped", False) else "")
+    if name == "index":
+        text = (f"{get('indexed')} texts indexed, {get('refreshed')} refreshed, {get('removed')} removed; "
+                f"{get('total')} documents searchable")
+        if get("missing_texts"):
+            text += f"; {get('missing_texts')} texts missing (indexed by a later run)"
+        if get("restored_from_store", False):
+            text += "; restored from the store"
+        return text + ("; stopped" if get("stopped", False) else "")
+    if name == "probe":
+        verdict = "the pipeline can run" if get("ok", False) else "the pipeline cannot run"
+        return f"{get('requests')} requests, strategy {get('strategy')}: {verdict}"
     if name == "verify":
         return "PASS" if get("passed", False) else f"FAIL ({len(get('reasons', []))} problems)"
     return _run_describe(result)
