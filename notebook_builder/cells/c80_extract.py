@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import faulthandler
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -498,6 +499,10 @@ def _extract_worker_main(connection, memory_mib: int | None = None) -> None:
     (finished_at: time.monotonic(), one clock for all processes)."""
     # Ctrl-C in a terminal reaches the whole process group; the supervisor decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A PDF that aborts an engine's native code kills this worker on purpose (the supervisor tries
+    # the next engine); a faulthandler inherited from the parent (pytest, python -X faulthandler)
+    # would print a page of traceback for each such expected death.
+    faulthandler.disable()
     _extract_cap_memory(memory_mib)
     while True:
         try:
