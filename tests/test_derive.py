@@ -266,9 +266,9 @@ def test_cli_derive_runs_from_the_workspace_alone_and_twice_changes_nothing(tmp_
     ctx.close()
     flags = ["--workspace", str(tmp_path / "ws"), "--store", str(tmp_path / "store")]
     assert cli.main(["derive", *flags]) == 0
-    assert "derived=1" in capsys.readouterr().out
+    assert "1 documents derived" in capsys.readouterr().out
     assert cli.main(["derive", *flags]) == 0
-    assert "derived=0" in capsys.readouterr().out
+    assert "0 documents derived" in capsys.readouterr().out
     assert (tmp_path / "store" / "ky_court.sqlite").is_file()    # the first derive was checkpointed
 
 

@@ -63,6 +63,12 @@ def test_the_pipeline_archives_every_document_whatever_the_court_shape(tmp_path,
         if strategy == "cases":
             assert db.conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0] == len({d.case_id for d in court.documents})
             assert db.conn.execute("SELECT COUNT(*) FROM court_text").fetchone()[0] == len(expected)
+            # Every extracted document with a court text has its agreement with it recorded; the
+            # court's text is its PDF's, so ours agrees.
+            compared = [row[0] for row in db.conn.execute(
+                "SELECT d.court_text_agreement FROM documents d JOIN court_text ct USING (document_id) "
+                "WHERE d.status = 'extracted' AND ct.chars > 0")]
+            assert compared and all(agreement is not None and agreement >= 0.9 for agreement in compared)
     finally:
         db.close()
     status = json.loads((tmp_path / "store" / "status.json").read_text())

@@ -335,8 +335,15 @@ CREATE TABLE IF NOT EXISTS download_events (
 CREATE INDEX IF NOT EXISTS download_events_document ON download_events(document_id);
 """
 
+# v6: where the court's own text of a document is known (`court_text`), how far the extracted
+# text agrees with it (word Jaccard, c80's text_agreement): a free cross-check of extraction.
+_SCHEMA_V6 = """
+ALTER TABLE documents ADD COLUMN court_text_agreement REAL;
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5}
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
+                              6: _SCHEMA_V6}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 # The response headers that identify a download's bytes (download_events), in its column order.
@@ -1039,6 +1046,21 @@ class Database:
     def derive_queue_size(self, method: str, version: int, *, redo: bool = False) -> int:
         return self.conn.execute(self._derive_queue_sql("count", redo=redo),
                                  {"method": method, "version": version}).fetchone()[0]
+
+    def court_text_agreement_queue(self, limit: int, after_rowid: int = 0) -> list[sqlite3.Row]:
+        """Extracted documents whose court text is known and whose agreement is not recorded yet:
+        (rowid, document_id, sha256 of the PDF, court_sha256 of the court's text)."""
+        return self.conn.execute(
+            "SELECT d.rowid AS rowid, d.document_id, d.sha256, ct.sha256 AS court_sha256 FROM documents d "
+            "JOIN court_text ct ON ct.document_id = d.document_id "
+            "WHERE d.status = 'extracted' AND d.sha256 IS NOT NULL AND d.court_text_agreement IS NULL "
+            "AND ct.chars > 0 AND d.rowid > ? ORDER BY d.rowid LIMIT ?", (after_rowid, limit)).fetchall()
+
+    def record_court_text_agreement(self, agreements: Sequence[tuple[float, str]]) -> None:
+        """(agreement, document_id) pairs."""
+        with self.transaction():
+            self.conn.executemany("UPDATE documents SET court_text_agreement = ? WHERE document_id = ?",
+                                  agreements)
 
     def save_derived(self, entries: Sequence[Mapping[str, Any]]) -> None:
         """Replaces, in one transaction, each entry's `derived` row (entry["row"]: its columns),

@@ -58,7 +58,10 @@ Guarantees:
   born-digital page with little text and no image, or only a logo, does not.
   `documents.pages_needing_ocr` counts them and `likely_scanned` is "some page
   needs OCR"; the `ocr` stage (c85_ocr) acts on them. `text_quality` of the
-  kept text is recorded; `text_agreement(a, b)` (word Jaccard) compares two
+  kept text is recorded; where the court's own text of a document is known
+  (`court_text`, kept by discovery), the agreement of ours with it is
+  recorded in `documents.court_text_agreement` after each run of the stage;
+  `text_agreement(a, b)` (word Jaccard) compares two
   texts of a document, e.g. ours with the court's documentText.
   After MAX_EXTRACT_ATTEMPTS failures a document leaves the queue; verify
   lists it from `Database.extraction_failures`.
@@ -758,6 +761,7 @@ class ExtractResult:
     fallbacks: int = 0        # engine attempts after the first of a PDF (failure, timeout, crash, low quality)
     kept_by: dict = field(default_factory=dict)     # engine -> PDFs whose text it gave
     pages_needing_ocr: int = 0
+    court_text_checked: int = 0   # agreements with the court's own text recorded
 
 
 def extract(ctx: Context) -> ExtractResult:
@@ -767,6 +771,8 @@ def extract(ctx: Context) -> ExtractResult:
     result = ExtractResult(engine=",".join(cfg.EXTRACT_ENGINES))
     queued = db.extract_queue_size(cfg)
     if queued == 0 or cfg.DRY_RUN:  # a dry run touches neither the PDFs nor the store
+        if not cfg.DRY_RUN:
+            result.court_text_checked = court_text_agreements(ctx)   # court texts found since
         return result
     (ctx.workspace / "text").mkdir(parents=True, exist_ok=True)
     bar = progress(cfg, queued, "extract")
@@ -787,8 +793,33 @@ def extract(ctx: Context) -> ExtractResult:
                     break
     finally:
         bar.close()
-        result.seconds = round(time.monotonic() - started, 3)
+    if not result.stopped:
+        result.court_text_checked = court_text_agreements(ctx)
+    result.seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def court_text_agreements(ctx: Context, batch: int = 500) -> int:
+    """Records, for each extracted document whose court text (`court_text/<sha256>.txt`, the
+    court's own documentText) the workspace holds, the word agreement of our text with it; returns
+    how many were recorded. A document whose files are not local is left for a later run."""
+    db, recorded, after = ctx.db, 0, 0
+    while not ctx.clock.should_stop():
+        rows = db.court_text_agreement_queue(batch, after)
+        if not rows:
+            break
+        agreements = []
+        for row in rows:
+            ours, theirs = ctx.path(text_store_name(row["sha256"])), ctx.path(f"court_text/{row['court_sha256']}.txt")
+            if ours.is_file() and theirs.is_file():
+                agreements.append((text_agreement(ours.read_text("utf-8", "replace"),
+                                                  theirs.read_text("utf-8", "replace")), row["document_id"]))
+        db.record_court_text_agreement(agreements)
+        recorded += len(agreements)
+        after = rows[-1]["rowid"]
+    if recorded:
+        log_extract.info("court text: agreement of %d extracted texts with the court's own recorded", recorded)
+    return recorded
 
 
 # Outcomes committed per transaction: one commit per PDF costs the supervisor

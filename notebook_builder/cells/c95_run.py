@@ -141,6 +141,8 @@ def describe_stage(name: str, result: Any) -> str:
     if name == "extract":
         text = (f"{get('extracted')} extracted ({get('reused')} reused a twin's text), {get('pages')} pages, "
                 f"{get('failed_attempts')} failed attempts ({get('exhausted')} out of attempts)")
+        if get("court_text_checked"):
+            text += f"; {get('court_text_checked')} compared with the court's own text"
         return text + ("; stopped" if get("stopped", False) else "")
     if name == "ocr":
         if get("skipped", None):

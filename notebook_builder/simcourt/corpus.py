@@ -36,6 +36,8 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import pdfs
+
 COURTS = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
 COURT_CODES = ("CA", "SC")          # sorted, so shard order is case-number order
 CASES_PER_YEAR = {"SC": (500, 1100), "CA": (1300, 3500)}
@@ -84,7 +86,6 @@ _CASE_TYPES = {"CA": ("Appeal", "Appeal", "Original Action", "Motion for Interlo
                       "Bar Discipline", "Workers' Compensation")}
 
 COURT_LEVELS = {"CA": "Court of Appeals", "SC": "Supreme Court"}
-COURT_TEXT_NAMES = {"CA": "Commonwealth of Kentucky \r\nCourt of Appeals", "SC": "Supreme Court of Kentucky"}
 CAPTURED_CASE_TYPES = ("CIVIL", "CRIMINAL", "FAMILY", "WORKERS COMPENSATION", "REGULATION", "WRIT")
 CAPTURED_OPEN_STATUSES = ("CASE OPENED", "BRIEFING", "PETITION FOR REHEARING", "SUBMITTED")
 BARE_ENTRY_DESCRIPTIONS = ("NOTICE OF APPEARANCE FILED", "BRIEFING SCHEDULE SET", "RECORD ON APPEAL RECEIVED")
@@ -527,20 +528,24 @@ class Corpus:
                  "docketEntryDescription": BARE_ENTRY_DESCRIPTIONS[k], "submittedBy": None,
                  "customFields": {}, "opinion": False, "hasDocuments": False} for k in range(count)]
 
+    def opinion_fields(self, source: int) -> dict:
+        """The arguments of `pdfs.opinion_pdf` / `opinion_pages` for the PDF the court serves for
+        document `source` (a duplicate's original): one place, so the court's text is its PDF's."""
+        document = self.document(source)
+        day = _dt.date.fromordinal(self.doc_filed[source])
+        return {"seed": f"{self.seed}:{source}", "case_number": document.case_number, "court": document.court,
+                "title": document.case_title, "description": document.description,
+                "filed": f"{day:%B} {day.day}, {day.year}".upper()}
+
     def court_pages(self, doc: int) -> list[str]:
-        """The court's own text of a document, one string a page, `\r\n` line ends (lossy: U+FFFD)."""
-        fault = self.fault(self.duplicate_of.get(doc, doc))
-        if fault in ("image_only", "no_text"):
+        """The court's own text of a document, one string a page, as the real court keeps it: the text
+        of the PDF it serves, with `\r\n` line ends and a trailing space on each line."""
+        source = self.duplicate_of.get(doc, doc)
+        fault = self.fault(source)
+        if fault in ("image_only", "no_text", "unparseable") or fault in PERMANENT_STATUS \
+                or fault in ("always_503", "oversized", "lying_length"):
             return [""]
-        case = self.doc_case[doc]
-        key = self.case_keys[case]
-        day = _dt.date.fromordinal(self.doc_filed[doc])
-        published = "NOT TO BE PUBLISHED" if "NOT TO BE" in self.entry_kind(self.doc_entry[doc])[1] else "TO BE PUBLISHED"
-        first = (f"RENDERED:  {day:%B} {day.day}, {day.year} \r\n".upper() + f"{published} \r\n \r\n"
-                 f"{COURT_TEXT_NAMES[key[5:7]]} \r\n \r\nNO. {key} \r\n \r\n"
-                 f"{self.captured_title(case).replace(chr(13) + chr(10), ' ')} \r\n \r\n{self.description(doc)} \r\n")
-        pages = 1 + int(hex_id(self.seed, "document", doc)[:2], 16) % 3
-        return [first] + [f"The court\ufffds reasoning, page {page + 1} of {key}. \r\n" for page in range(1, pages)]
+        return [" \r\n".join(lines) + " \r\n" for lines in pdfs.opinion_pages(**self.opinion_fields(source))]
 
     def entry_file(self, doc: int) -> dict:
         """An element of `/publicaccessdocuments?filter=...`, as captured."""

@@ -107,6 +107,15 @@ LINES_PER_PAGE = 48
 def opinion_pdf(*, seed: int | str, case_number: str, court: str, title: str,
                 description: str, filed: str, creation_date: str) -> bytes:
     """A 1-5 page opinion whose first lines carry the case number and title."""
+    pages = opinion_pages(seed=seed, case_number=case_number, court=court, title=title,
+                          description=description, filed=filed)
+    return _document([_text_page(chunk) for chunk in pages], creation_date)
+
+
+def opinion_pages(*, seed: int | str, case_number: str, court: str, title: str,
+                  description: str, filed: str) -> list[list[str]]:
+    """The lines of each page of `opinion_pdf` with the same arguments (the court's own
+    documentText of the document is made from them)."""
     rng = random.Random(f"pdf:{seed}")
     pages = rng.choice((1, 1, 2, 2, 3, 4, 5))
     lines = [court.upper(), f"NO. {case_number}", title, "", description, f"RENDERED: {filed}", ""]
@@ -122,8 +131,7 @@ def opinion_pdf(*, seed: int | str, case_number: str, court: str, title: str,
         lines.append("")
         paragraph_number += 1
     lines = lines[:target] + ["", rng.choice(_CLOSINGS), f"Case {case_number}"]
-    chunks = [lines[i:i + LINES_PER_PAGE] for i in range(0, len(lines), LINES_PER_PAGE)]
-    return _document([_text_page(chunk) for chunk in chunks], creation_date)
+    return [lines[i:i + LINES_PER_PAGE] for i in range(0, len(lines), LINES_PER_PAGE)]
 
 
 def image_only_pdf(*, seed: int | str, creation_date: str) -> bytes:

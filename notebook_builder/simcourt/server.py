@@ -291,13 +291,7 @@ class SimCourt:
         elif fault == "unparseable":
             data = pdfs.unparseable_pdf(seed=f"{self.seed}:{source}")
         else:
-            document = corpus.document(source)
-            day = _dt.date.fromordinal(filed)
-            data = pdfs.opinion_pdf(seed=f"{self.seed}:{source}", case_number=document.case_number,
-                                    court=document.court, title=document.case_title,
-                                    description=document.description,
-                                    filed=f"{day:%B} {day.day}, {day.year}".upper(),
-                                    creation_date=creation)
+            data = pdfs.opinion_pdf(**corpus.opinion_fields(source), creation_date=creation)
         with self._lock:
             self._pdf_cache[source] = data
             while len(self._pdf_cache) > PDF_CACHE_SIZE:
