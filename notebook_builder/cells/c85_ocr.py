@@ -117,8 +117,10 @@ def merge_ocr_text(text: str, pages: int, recognised: dict[int, str]) -> str:
 
 
 def _ocr_worker_init() -> None:
+    import faulthandler
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the supervisor decides
+    faulthandler.disable()   # a worker that dies on a page is expected and handled; no traceback dump
     os.environ["OMP_THREAD_LIMIT"] = "1"           # Tesseract: one thread; the pool gives the parallelism
 
 
