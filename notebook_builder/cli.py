@@ -380,7 +380,8 @@ def _add_query_commands(commands) -> None:
     search.add_argument("--court", help="CA or SC (or part of the court's name)")
     search.add_argument("--year", type=int, help="the case number's year")
     search.add_argument("--type", dest="kind", metavar="TYPE",
-                        help="docket entry type or description prefix, e.g. OPINION or ORDER")
+                        help="the document's kind as derived (opinion, order, brief, other), or a docket "
+                             "entry type or description prefix, e.g. OPINION or ORDER")
     search.add_argument("--limit", type=int, default=20, help="hits at most (default 20)")
     search.add_argument("--rank-all", action="store_true",
                         help="rank every match (by default a query matching more than 20,000 documents is "

@@ -133,8 +133,8 @@ def test_optional_tables_fill_case_type_entry_type_publication_and_judge(archive
                             (case_id,))
             db.conn.execute("INSERT INTO docket_entries (docket_entry_id, entry_type) VALUES (?, 'Opinion')",
                             (entry_id,))
-            db.conn.execute("INSERT INTO derived (document_id, method, version, publication_status, judge, "
-                            "derived_at) VALUES (?, 'test', 1, 'TO BE PUBLISHED', 'VANMETER', '2026-01-01')",
+            db.conn.execute("INSERT INTO derived (document_id, method, version, kind, publication_status, judge, "
+                            "derived_at) VALUES (?, 'test', 1, 'opinion', 'TO BE PUBLISHED', 'VANMETER', '2026-01-01')",
                             (document_id(3),))
     finally:
         db.close()
@@ -146,6 +146,7 @@ def test_optional_tables_fill_case_type_entry_type_publication_and_judge(archive
             "Matter of Right Appeal", "Opinion", "TO BE PUBLISHED", "VANMETER")
         assert sdb.get(document_id(0))["judge"] is None
         assert ("TO BE PUBLISHED", 1) in sdb.facet("publication_status")
+        assert sdb.get(document_id(3))["kind"] == "opinion" and ("opinion", 1) in sdb.facet("kind")
     finally:
         sdb.close()
     db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
@@ -156,6 +157,20 @@ def test_optional_tables_fill_case_type_entry_type_publication_and_judge(archive
         db.close()
     assert run_index(archive).refreshed == 1
     assert search_archive(archive.WORKSPACE, "suppression", court="SC")[0]["judge"] == "MINTON"
+    # A derived kind wins over the description's words; without one, the description's prefix decides.
+    assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "suppression", kind="OPINION")} == {
+        document_id(0), document_id(3)}
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        with db.transaction():
+            db.conn.execute("UPDATE derived SET kind = 'order'")   # "OPINION REVERSING ..." read as an order
+    finally:
+        db.close()
+    run_index(archive)
+    assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, "suppression", kind="opinion")] == [
+        document_id(0)]
+    assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, "suppression", kind="order")] == [
+        document_id(3)]
 
 
 # ---------------------------------------------------- restore, bad input

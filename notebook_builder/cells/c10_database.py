@@ -1367,7 +1367,7 @@ SEARCH_DB_FILENAME = "ky_search.sqlite"
 SEARCH_FIELDS = (
     "document_id", "sha256", "case_number", "court", "court_code", "year", "case_title",
     "case_type", "docket_entry_type", "description", "publication_status", "judge", "filed_date",
-    "document_name", "pages", "text_chars", "source_key",
+    "document_name", "pages", "text_chars", "kind", "source_key",
 )
 _SEARCH_SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT);
@@ -1400,7 +1400,12 @@ CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
 );
 INSERT INTO docs_fts(docs_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 1.0)');
 """
-SEARCH_MIGRATIONS: dict[int, str] = {1: _SEARCH_SCHEMA_V1}
+# v2: the document's kind (opinion, order, brief, other) as derive found it: a filter and a facet.
+_SEARCH_SCHEMA_V2 = """
+ALTER TABLE docs ADD COLUMN kind TEXT;
+CREATE INDEX IF NOT EXISTS docs_kind ON docs(kind);
+"""
+SEARCH_MIGRATIONS: dict[int, str] = {1: _SEARCH_SCHEMA_V1, 2: _SEARCH_SCHEMA_V2}
 SEARCH_SCHEMA_VERSION = max(SEARCH_MIGRATIONS)
 
 
@@ -1595,9 +1600,10 @@ class SearchDatabase:
         if court_like:
             joined.append("d.court LIKE :court_like")
             params["court_like"] = f"%{court_like}%"
-        if kind:
-            joined.append("(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)")
-            params["kind"] = f"{kind}%"
+        if kind:   # the derived kind (opinion, order, ...) where known, else the docket entry's words
+            joined.append("(d.kind = lower(:kind_exact) OR (d.kind IS NULL AND "
+                          "(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)))")
+            params.update(kind=f"{kind}%", kind_exact=kind)
         if joined:
             source = (f"SELECT d.doc_rowid AS doc_rowid, docs_fts.rank AS score FROM docs_fts JOIN docs d "
                       f"ON d.doc_rowid = docs_fts.rowid WHERE {' AND '.join(where + joined)}")
@@ -1681,7 +1687,7 @@ OPTIONAL_SOURCES: tuple[tuple[str, tuple[tuple[str, str], ...], dict[str, tuple[
                         ("docket_entry_id", "id")),
      {"docket_entry_type": ("entry_type", "docket_entry_type", "type")}),
     ("derived", (("document_id", "document_id"),),
-     {"publication_status": ("publication_status",), "judge": ("judge", "authoring_judge")}),
+     {"publication_status": ("publication_status",), "judge": ("judge", "authoring_judge"), "kind": ("kind",)}),
 )
 
 
@@ -1717,7 +1723,7 @@ def optional_field_sql(conn: sqlite3.Connection, field_name: str, *, alias: str 
     return candidates[0] if len(candidates) == 1 else f"COALESCE({', '.join(candidates)})"
 
 
-OPTIONAL_FIELDS = ("case_type", "docket_entry_type", "publication_status", "judge")
+OPTIONAL_FIELDS = ("case_type", "docket_entry_type", "publication_status", "judge", "kind")
 
 
 def document_records_sql(conn: sqlite3.Connection, *, where: str = "1", schema: str = "main") -> str:

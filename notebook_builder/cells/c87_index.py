@@ -72,6 +72,7 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("filed_date", "string", "when the document was filed (ISO 8601)"),
     ("publication_status", "string", "TO BE PUBLISHED / NOT TO BE PUBLISHED, when known"),
     ("judge", "string", "the authoring judge, when known"),
+    ("kind", "string", "opinion, order, brief or other, as derive found it; null when unknown"),
     ("status", "string", "discovered, downloaded, extracted or failed"),
     ("http_status", "int64", "the court's last HTTP status for the download"),
     ("sha256", "string", "SHA-256 of the PDF; the store holds it as pdf_by_hash/<sha256>.pdf"),
@@ -140,7 +141,7 @@ def search_fields(record: Any) -> dict[str, Any]:
         "docket_entry_type": record["docket_entry_type"], "description": record["description"],
         "publication_status": record["publication_status"], "judge": record["judge"],
         "filed_date": record["filed_date"], "document_name": record["document_name"],
-        "pages": record["pages"], "text_chars": record["extracted_chars"],
+        "pages": record["pages"], "text_chars": record["extracted_chars"], "kind": record["kind"],
     }
     fields["source_key"] = source_key(fields)
     return fields

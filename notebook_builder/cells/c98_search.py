@@ -129,7 +129,7 @@ def datasette_metadata() -> dict[str, Any]:
     })
     # The index's own columns only (the rest are described on the documents table): a table page
     # lists every description above its rows.
-    search_columns = {name: described[name] for name in ("court_code", "year", "publication_status", "judge")}
+    search_columns = {name: described[name] for name in ("court_code", "year", "kind", "publication_status", "judge")}
     search_columns.update({"text_chars": "characters of indexed text", "doc_rowid": "the row in docs_fts",
                            "source_key": "digest of what was indexed (incremental builds)"})
     return {
@@ -164,7 +164,7 @@ def datasette_metadata() -> dict[str, Any]:
                 "title": "Full-text search (ky_search.sqlite)",
                 "tables": {
                     "docs": {"title": "Indexed documents", "fts_table": "docs_fts", "fts_pk": "doc_rowid",
-                             "facets": ["court", "year", "publication_status"], "columns": search_columns},
+                             "facets": ["court", "year", "kind", "publication_status"], "columns": search_columns},
                 },
                 "queries": {
                     "search": {
