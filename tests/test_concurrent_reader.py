@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -148,3 +149,25 @@ def test_a_reader_every_100ms_through_interrupted_runs_changes_nothing(tmp_path)
     assert max(served) == 1, f"{sum(1 for n in served if n > 1)} documents fetched more than once"
     assert sum(served) == docs
     assert torture.read_status(read_root / "workspace")["verify"] == "PASS"
+
+
+def test_a_write_waits_for_another_threads_read_on_the_same_connection(tmp_path):
+    """The finisher thread queues store uploads on the connection the main thread reads with. A read
+    still stepping holds an old WAL snapshot, and SQLite refuses the write at once
+    (SQLITE_BUSY_SNAPSHOT, "database is locked", no busy wait): the write waits for the read."""
+    path = tmp_path / DB_FILENAME
+    db = Database.open(path)
+    try:
+        db.upsert_discovered([{"document_id": f"{n:064x}"} for n in range(50)])
+        reading = db.conn.execute("SELECT document_id FROM documents")
+        reading.fetchone()                                   # a read in progress on this connection
+        other = sqlite3.connect(str(path), isolation_level=None, timeout=5)
+        other.execute("INSERT INTO kv(key, value) VALUES ('elsewhere', '1')")   # a commit since its snapshot
+        other.close()
+        finisher = threading.Timer(0.2, reading.fetchall)     # the read finishes a moment later
+        finisher.start()
+        db.store_pending_add("pdf_by_hash/" + "a" * 64 + ".pdf", "/x.pdf", "behind the crawl")
+        finisher.join()
+        assert [row["name"] for row in db.store_pending()] == ["pdf_by_hash/" + "a" * 64 + ".pdf"]
+    finally:
+        db.close()

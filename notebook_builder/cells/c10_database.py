@@ -398,6 +398,11 @@ _UPSERT_ENTRY_SQL = (
     + ", updated_at = excluded.updated_at")
 
 
+# How long a write waits for another thread's read on the same connection to finish (see
+# Database._begin_immediate); a read takes milliseconds.
+_BEGIN_SNAPSHOT_WAIT_SECONDS = 30.0
+
+
 def database_uri(path: str | os.PathLike, **params: str) -> str:
     """A `file:` URI for `path` (absolute, percent-encoded) with query parameters such as mode=ro."""
     uri = Path(path).absolute().as_uri()
@@ -500,13 +505,37 @@ class Database:
             if self.conn.in_transaction:
                 yield self.conn
                 return
-            self.conn.execute("BEGIN IMMEDIATE")
+            self._begin_immediate()
             try:
                 yield self.conn
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
+
+    def _begin_immediate(self) -> None:
+        """BEGIN IMMEDIATE, waiting out SQLITE_BUSY_SNAPSHOT.
+
+        Threads share this connection (the download finisher queues store uploads on it while the
+        main thread reads). A read statement still stepping in another thread holds an old WAL
+        snapshot, and SQLite then refuses a write at once, without its busy handler ("database is
+        locked", SQLITE_BUSY_SNAPSHOT): measured, 0.000 s. Nothing has happened yet, so BEGIN is
+        tried again until that read is done. A busy database (another connection writing) has
+        already been waited for by busy_timeout and raises as before.
+        """
+        deadline, pause = time.monotonic() + _BEGIN_SNAPSHOT_WAIT_SECONDS, 0.001
+        while True:
+            started = time.monotonic()
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                snapshot = getattr(exc, "sqlite_errorname", None) == "SQLITE_BUSY_SNAPSHOT" or (
+                    "locked" in str(exc) and time.monotonic() - started < 0.5)
+                if not snapshot or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(0.05, pause * 2)
 
     def integrity_check(self) -> list[str]:
         rows = self.conn.execute("PRAGMA integrity_check").fetchall()
