@@ -88,7 +88,7 @@ import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .c00_config import (IntegrityError, PermanentFetchError, ResultsLimitExceeded, StopRequested,
                          TransientFetchError, utc_now)
@@ -250,6 +250,23 @@ def raw_row_fingerprint(item, shard: str) -> int:
     except KeyError:
         values = tuple(row_map.get(key) for key in _DISCOVER_RAW_KEYS)
     return hash((*values, shard))
+
+
+def run_shard_queue(pending: list[str], bar, work: Callable[[str], str]) -> bool:
+    """Works the pending shards in order (`work(shard)` -> done, error, split, stopped): a split
+    shard's children join the queue in their sorted place. True when a stop ended it."""
+    while pending:
+        shard = pending.pop(0)
+        outcome = work(shard)
+        if outcome == "stopped":
+            return True
+        if outcome == "split":
+            children = split_shard(shard)
+            pending[:] = sorted(pending + children)
+            bar.total += len(children)
+            bar.refresh()
+        bar.update(1)
+    return False
 
 
 def is_converged(*, complete: bool, errors: int, rows_new: int, delta: int) -> bool:
@@ -553,21 +570,9 @@ class _CaseWalk:
         pending = db.pending_shards(sweep)
         started = time.monotonic()
         walked_before = result.cases_walked
-        stopped = False
         with progress(ctx.cfg, sum(states.values()), f"case walk sweep {sweep}", unit="shard") as bar:
             bar.update(sum(states.values()) - states.get("pending", 0))
-            while pending:
-                shard = pending.pop(0)
-                outcome = self._walk_shard(sweep, shard)
-                if outcome == "stopped":
-                    stopped = True
-                    break
-                if outcome == "split":
-                    children = split_shard(shard)
-                    pending = sorted(pending + children)
-                    bar.total += len(children)
-                    bar.refresh()
-                bar.update(1)
+            stopped = run_shard_queue(pending, bar, lambda shard: self._walk_shard(sweep, shard))
         summary = db.finish_sweep(sweep, time.monotonic() - started, complete=not stopped)
         log_discover.info("case walk sweep %d %s: %d shards, %d search pages, %d cases seen, %d walked, "
                           "%d new documents, %d errors, %.1f s", sweep, "stopped" if stopped else "complete",
@@ -830,23 +835,12 @@ def _discover_sweep(ctx: Context, db: Database, client: CourtClient, sweep: int,
     pending = db.pending_shards(sweep)
     repages_before = result.repages
     started = time.monotonic()
-    stopped = False
     writer = DiscoveryWriter(db, sweep)
     try:
         with writer, progress(ctx.cfg, sum(states.values()), f"discover sweep {sweep}", unit="shard") as bar:
             bar.update(sum(states.values()) - states.get("pending", 0))
-            while pending:
-                shard = pending.pop(0)
-                outcome = _discover_shard(ctx, db, client, writer, shard, result, known, walk)
-                if outcome == "stopped":
-                    stopped = True
-                    break
-                if outcome == "split":
-                    children = split_shard(shard)
-                    pending = sorted(pending + children)
-                    bar.total += len(children)
-                    bar.refresh()
-                bar.update(1)
+            stopped = run_shard_queue(
+                pending, bar, lambda shard: _discover_shard(ctx, db, client, writer, shard, result, known, walk))
     finally:
         result.rows_new += writer.rows_new
     summary = db.finish_sweep(sweep, time.monotonic() - started, complete=not stopped)
