@@ -221,7 +221,7 @@ def _cmd_status(cfg) -> int:
             saved = {}
     db = None
     if db_path.is_file() and is_sqlite_file(db_path):
-        db = Database(connect(db_path, readonly=True), db_path)
+        db = Database.open_readonly(db_path)
     extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": db is not None}
     try:
         document = status_document(db, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),

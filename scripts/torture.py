@@ -246,7 +246,7 @@ def reachable_stages(workspace: Path, store: Path, env: dict[str, str]) -> set[s
     db_path = workspace / "ky_court.sqlite"
     if not (db_path.is_file() and is_sqlite_file(db_path)):
         return stages | {"backfill", "download", "extract"}
-    db = Database(connect(db_path, readonly=True), db_path)
+    db = Database.open_readonly(db_path)
     try:
         queues = db.queue_sizes(load_config(env))
         converged = db.kv_get("discovery_converged_at") is not None

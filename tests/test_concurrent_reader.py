@@ -151,23 +151,42 @@ def test_a_reader_every_100ms_through_interrupted_runs_changes_nothing(tmp_path)
     assert torture.read_status(read_root / "workspace")["verify"] == "PASS"
 
 
-def test_a_write_waits_for_another_threads_read_on_the_same_connection(tmp_path):
-    """The finisher thread queues store uploads on the connection the main thread reads with. A read
-    still stepping holds an old WAL snapshot, and SQLite refuses the write at once
-    (SQLITE_BUSY_SNAPSHOT, "database is locked", no busy wait): the write waits for the read."""
+def test_threads_read_and_write_on_connections_of_their_own(tmp_path):
+    """The download finisher queues store uploads, the uploader and checkpointer write, while the
+    main thread reads. On one shared connection a read still stepping made another thread's write
+    fail ("database is locked", SQLITE_BUSY_SNAPSHOT, or "no more rows available"); each thread now
+    has a connection of its own, and a worker's closes as the worker ends."""
     path = tmp_path / DB_FILENAME
     db = Database.open(path)
     try:
-        db.upsert_discovered([{"document_id": f"{n:064x}"} for n in range(50)])
-        reading = db.conn.execute("SELECT document_id FROM documents")
-        reading.fetchone()                                   # a read in progress on this connection
-        other = sqlite3.connect(str(path), isolation_level=None, timeout=5)
-        other.execute("INSERT INTO kv(key, value) VALUES ('elsewhere', '1')")   # a commit since its snapshot
-        other.close()
-        finisher = threading.Timer(0.2, reading.fetchall)     # the read finishes a moment later
-        finisher.start()
-        db.store_pending_add("pdf_by_hash/" + "a" * 64 + ".pdf", "/x.pdf", "behind the crawl")
-        finisher.join()
-        assert [row["name"] for row in db.store_pending()] == ["pdf_by_hash/" + "a" * 64 + ".pdf"]
+        db.upsert_discovered([{"document_id": f"{n:064x}"} for n in range(500)])
+        errors: list[BaseException] = []
+        seen: list[int] = []
+
+        def writer(number: int) -> None:
+            try:
+                seen.append(id(db.conn))
+                for count in range(150):
+                    db.store_pending_add(f"pdf_by_hash/{number}-{count}.pdf", "/x.pdf", "behind the crawl")
+                    other = sqlite3.connect(str(path), isolation_level=None, timeout=5)
+                    other.execute("INSERT INTO kv(key, value) VALUES ('elsewhere', ?) "
+                                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (count,))
+                    other.close()                            # a commit from outside, too
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(number,)) for number in range(2)]
+        for thread in threads:
+            thread.start()
+        rows = 0
+        while any(thread.is_alive() for thread in threads):
+            for _ in db.conn.execute("SELECT document_id FROM documents"):   # reads step meanwhile
+                rows += 1
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert len(set(seen + [id(db.conn)])) == 3           # one connection per thread
+        assert len(db.store_pending()) == 300 and rows >= 500
+        assert db._connections == [db.conn]                  # the workers' closed as they ended
     finally:
         db.close()

@@ -36,6 +36,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -398,10 +399,6 @@ _UPSERT_ENTRY_SQL = (
     + ", updated_at = excluded.updated_at")
 
 
-# How long a write waits for another thread's read on the same connection to finish (see
-# Database._begin_immediate); a read takes milliseconds.
-_BEGIN_SNAPSHOT_WAIT_SECONDS = 30.0
-
 
 def database_uri(path: str | os.PathLike, **params: str) -> str:
     """A `file:` URI for `path` (absolute, percent-encoded) with query parameters such as mode=ro."""
@@ -452,13 +449,54 @@ def is_sqlite_file(path: str | os.PathLike) -> bool:
     return True
 
 
-class Database:
-    """A thin layer over one sqlite3 connection; every statement of the pipeline."""
+class _ThreadConnection:
+    """One thread's connection to a Database; closed when the thread ends (its thread-local slot
+    held the last reference), so worker threads leave no connection behind."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path):
+    def __init__(self, db: "Database", conn: sqlite3.Connection):
         self.conn = conn
-        self.path = path
-        self._lock = threading.RLock()
+        self._db = weakref.ref(db)
+        with db._connections_lock:
+            db._connections.append(conn)
+
+    def __del__(self) -> None:
+        db = self._db()
+        if db is not None:
+            with db._connections_lock:
+                if self.conn in db._connections:
+                    db._connections.remove(self.conn)
+        self.conn.close()
+
+
+class Database:
+    """Every statement of the pipeline, over one sqlite3 connection per thread.
+
+    Threads never share a connection: the download finisher, the discovery writer, the store
+    uploader and the checkpointer each get their own on first use (`conn`), as SQLite means them to
+    be used. A shared one failed under load: a read still stepping in one thread holds a WAL
+    snapshot that makes another thread's write fail at once ("database is locked",
+    SQLITE_BUSY_SNAPSHOT), and statements interleaved on one connection fail with "no more rows
+    available". Several connections of one process are safe with POSIX locks: SQLite shares one
+    lock table per file among them. Writers of this process take turns on a lock, so none spends
+    its busy_timeout waiting for another; another process's writer is waited for by busy_timeout.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, readonly: bool = False):
+        self.path = Path(path)
+        self.readonly = readonly
+        self._lock = threading.RLock()              # one write transaction of this process at a time
+        self._connections: list[sqlite3.Connection] = []     # every open one, for close()
+        self._connections_lock = threading.Lock()
+        self._local = threading.local()
+        self._local.holder = _ThreadConnection(self, conn)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
+        holder = getattr(self._local, "holder", None)
+        if holder is None:
+            holder = self._local.holder = _ThreadConnection(self, connect(self.path, readonly=self.readonly))
+        return holder.conn
 
     # ------------------------------------------------------------ lifecycle
 
@@ -482,8 +520,16 @@ class Database:
             raise IntegrityError(f"{path} cannot be opened as SQLite: {exc}") from None
         return db
 
+    @classmethod
+    def open_readonly(cls, path: str | os.PathLike) -> "Database":
+        """A reader's view (reports, the CLI's queries): never writes, never migrates."""
+        return cls(connect(path, readonly=True), Path(path), readonly=True)
+
     def close(self) -> None:
-        self.conn.close()
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
 
     def migrate(self) -> int:
         with self.transaction():
@@ -500,42 +546,20 @@ class Database:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on any exception (re-entrant)."""
+        """BEGIN IMMEDIATE … COMMIT on this thread's connection, or ROLLBACK on any exception
+        (re-entrant within a thread)."""
+        conn = self.conn
+        if conn.in_transaction:
+            yield conn
+            return
         with self._lock:
-            if self.conn.in_transaction:
-                yield self.conn
-                return
-            self._begin_immediate()
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self.conn
+                yield conn
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
-
-    def _begin_immediate(self) -> None:
-        """BEGIN IMMEDIATE, waiting out SQLITE_BUSY_SNAPSHOT.
-
-        Threads share this connection (the download finisher queues store uploads on it while the
-        main thread reads). A read statement still stepping in another thread holds an old WAL
-        snapshot, and SQLite then refuses a write at once, without its busy handler ("database is
-        locked", SQLITE_BUSY_SNAPSHOT): measured, 0.000 s. Nothing has happened yet, so BEGIN is
-        tried again until that read is done. A busy database (another connection writing) has
-        already been waited for by busy_timeout and raises as before.
-        """
-        deadline, pause = time.monotonic() + _BEGIN_SNAPSHOT_WAIT_SECONDS, 0.001
-        while True:
-            started = time.monotonic()
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                snapshot = getattr(exc, "sqlite_errorname", None) == "SQLITE_BUSY_SNAPSHOT" or (
-                    "locked" in str(exc) and time.monotonic() - started < 0.5)
-                if not snapshot or time.monotonic() >= deadline:
-                    raise
-            time.sleep(pause)
-            pause = min(0.05, pause * 2)
+            conn.execute("COMMIT")
 
     def integrity_check(self) -> list[str]:
         rows = self.conn.execute("PRAGMA integrity_check").fetchall()
@@ -1690,7 +1714,7 @@ def backup_database(source_path: str | os.PathLike, target_path: str | os.PathLi
     target_path.parent.mkdir(parents=True, exist_ok=True)
     temp_path = target_path.with_name(target_path.name + ".tmp")
     temp_path.unlink(missing_ok=True)
-    source = sqlite3.connect(f"file:{Path(source_path)}?mode=ro", uri=True, timeout=30)
+    source = sqlite3.connect(database_uri(source_path, mode="ro"), uri=True, timeout=30)
     try:
         target = sqlite3.connect(str(temp_path))
         try:

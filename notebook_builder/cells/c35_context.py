@@ -423,9 +423,7 @@ class StoreMirror:
         self._uploader = None
 
     def _uploader_loop(self) -> None:
-        # A connection of its own: WAL lets it read while the stages write, and its commits wait
-        # their turn (busy_timeout) instead of meeting another thread's statement on a shared one.
-        db = Database.open(self.db.path)
+        db = self.db                       # on a connection of this thread's own (Database.conn)
         workspace = Path(self.db.path).parent
         # One bar for the thread's life: its total grows as the crawl queues more, its rate and
         # remaining time are the mirror's own.
@@ -450,7 +448,6 @@ class StoreMirror:
                     self._uploader_wake.wait(1.0)
         finally:
             bar.close()
-            db.close()
 
 
 def pending_local_file(name: str, recorded: str, workspace: Path) -> Path | None:

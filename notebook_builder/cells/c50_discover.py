@@ -321,7 +321,6 @@ class DiscoveryWriter:
         self._held_since = 0.0
         self._pool: ThreadPoolExecutor | None = None
         self._in_flight: Future | None = None
-        self._conn: Database | None = None     # the writer thread's own connection
         self._failed = False
 
     def submit(self, batch: DiscoveryBatch) -> None:
@@ -357,9 +356,7 @@ class DiscoveryWriter:
 
     def _write(self, held: list[DiscoveryBatch]) -> int:
         """One transaction: each batch's rows, then its progress or outcome (in the writer thread)."""
-        if self._conn is None:
-            self._conn = Database.open(self.db.path)
-        db = self._conn
+        db = self.db                 # on the writer thread's own connection (Database.conn)
         rows_new = 0
         with db.transaction():
             for batch in held:
@@ -380,17 +377,9 @@ class DiscoveryWriter:
             self.commit()
             self._wait()
         finally:
-            if self._pool is not None:
-                # Queued behind any commit still running (one thread, in order), so the
-                # connection it opens is closed after it, on its own thread.
-                self._pool.submit(self._close_connection)
+            if self._pool is not None:   # its thread's connection closes as the thread ends
                 self._pool.shutdown(wait=True)
                 self._pool = None
-
-    def _close_connection(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
     def __enter__(self) -> "DiscoveryWriter":
         return self

@@ -76,7 +76,6 @@ import urllib3
 from .c00_config import (CourtUnreachable, PermanentFetchError, StopRequested, StoreError,
                          TransientFetchError, utc_now)
 from .c20_store import pdf_store_name, sync_files
-from .c10_database import Database
 from .c30_client import CourtClient, classify_http_status, retry_after_seconds
 from .c35_context import Context, progress, raise_if_disk_full, write_status
 
@@ -501,18 +500,15 @@ class _DownloadFinisher:
         self.error: BaseException | None = None
         self._queue: queue.Queue = queue.Queue()
         self._slots = threading.BoundedSemaphore(_DOWNLOAD_UNFINISHED)
-        self._db: Database | None = None
         self._thread = threading.Thread(target=self._loop, name="download-finisher", daemon=True)
 
     def __enter__(self) -> "_DownloadFinisher":
-        self._db = Database.open(self.ctx.db_path)
         self._thread.start()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self._queue.put(None)              # behind everything handed in: finish it all, then stop
         self._thread.join()
-        self._db.close()
         if exc_type is None:
             self.check()
         elif self.error is not None and self.error is not exc:
@@ -589,9 +585,10 @@ class _DownloadFinisher:
             raise_if_disk_full(exc, ctx.path("pdf_by_hash"))
             raise
         ctx.mirror.put_many([(name, ctx.path(name)) for name in sorted(names)])
-        with self._db.transaction():
+        db = ctx.db                        # on the finisher thread's own connection
+        with db.transaction():
             for fetched in parts:
-                self._db.mark_downloaded(fetched.document_id, sha256=fetched.sha256,
+                db.mark_downloaded(fetched.document_id, sha256=fetched.sha256,
                                          size_bytes=fetched.size_bytes,
                                          local_pdf=pdf_store_name(fetched.sha256), http_status=200)
         for fetched in parts:

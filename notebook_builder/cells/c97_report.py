@@ -240,7 +240,7 @@ def coverage_audit_lines(db: Database) -> list[str]:
 def _report_open_readonly(db_path: Path) -> Database | None:
     if not (db_path.is_file() and is_sqlite_file(db_path)):
         return None
-    return Database(connect(db_path, readonly=True), db_path)
+    return Database.open_readonly(db_path)
 
 
 def _report_mirror(mirror: StoreMirror, png: Path) -> str:
