@@ -427,7 +427,7 @@ def is_sqlite_file(path: str | os.PathLike) -> bool:
 
     The file is never opened by hand: on Linux, closing any descriptor of a file drops every POSIX
     lock this process holds on it, so a plain open()/close() of a database that another connection
-    of this process (the download finisher, the discovery writer) is using lets a concurrent reader
+    of this process (the store uploader, the checkpointer) is using lets a concurrent reader
     (a user's `sqlite3`) believe it is alone, checkpoint and delete the -wal and -shm files under a
     live writer: lost commits, then "disk I/O error" or a malformed database (SQLite's "How To
     Corrupt", 2.2). SQLite's own connections share one descriptor table per file and never do that.
@@ -471,8 +471,8 @@ class _ThreadConnection:
 class Database:
     """Every statement of the pipeline, over one sqlite3 connection per thread.
 
-    Threads never share a connection: the download finisher, the discovery writer, the store
-    uploader and the checkpointer each get their own on first use (`conn`), as SQLite means them to
+    Threads never share a connection: the store uploader, the checkpointer and the extract saver
+    each get their own on first use (`conn`), as SQLite means them to
     be used. A shared one failed under load: a read still stepping in one thread holds a WAL
     snapshot that makes another thread's write fail at once ("database is locked",
     SQLITE_BUSY_SNAPSHOT), and statements interleaved on one connection fail with "no more rows
