@@ -584,26 +584,28 @@ class Database:
     def _queue_params(cfg: Config) -> dict[str, int]:
         return {"max_attempts": cfg.MAX_ATTEMPTS, "max_extract_attempts": cfg.MAX_EXTRACT_ATTEMPTS}
 
+    def _queue(self, where: str, cfg: Config, limit: int, after_rowid: int) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            f"SELECT rowid, * FROM documents WHERE ({where}) AND rowid > :after ORDER BY rowid LIMIT :limit",
+            {**self._queue_params(cfg), "after": after_rowid, "limit": limit}).fetchall()
+
+    def _queue_size(self, where: str, cfg: Config) -> int:
+        return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {where}",
+                                 self._queue_params(cfg)).fetchone()[0]
+
     def download_queue(self, cfg: Config, limit: int, after_rowid: int = 0) -> list[sqlite3.Row]:
         """The next `limit` documents to fetch, in rowid order after `after_rowid`."""
-        return self.conn.execute(
-            f"SELECT rowid, * FROM documents WHERE ({DOWNLOAD_QUEUE_SQL}) AND rowid > :after "
-            "ORDER BY rowid LIMIT :limit",
-            {**self._queue_params(cfg), "after": after_rowid, "limit": limit}).fetchall()
+        return self._queue(DOWNLOAD_QUEUE_SQL, cfg, limit, after_rowid)
 
     def download_queue_size(self, cfg: Config) -> int:
-        return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {DOWNLOAD_QUEUE_SQL}",
-                                 self._queue_params(cfg)).fetchone()[0]
+        return self._queue_size(DOWNLOAD_QUEUE_SQL, cfg)
 
     def extract_queue(self, cfg: Config, limit: int, after_rowid: int = 0) -> list[sqlite3.Row]:
-        return self.conn.execute(
-            f"SELECT rowid, * FROM documents WHERE ({EXTRACT_QUEUE_SQL}) AND rowid > :after "
-            "ORDER BY rowid LIMIT :limit",
-            {**self._queue_params(cfg), "after": after_rowid, "limit": limit}).fetchall()
+        """The next `limit` documents to extract, in rowid order after `after_rowid`."""
+        return self._queue(EXTRACT_QUEUE_SQL, cfg, limit, after_rowid)
 
     def extract_queue_size(self, cfg: Config) -> int:
-        return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {EXTRACT_QUEUE_SQL}",
-                                 self._queue_params(cfg)).fetchone()[0]
+        return self._queue_size(EXTRACT_QUEUE_SQL, cfg)
 
     def queue_sizes(self, cfg: Config) -> dict[str, int]:
         return {"download": self.download_queue_size(cfg), "extract": self.extract_queue_size(cfg)}
@@ -1573,7 +1575,6 @@ class SearchDatabase:
         is moved to the new bucket from the index itself.
         """
         now = utc_now()
-        columns = SEARCH_FIELDS
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             for rowid in deletes:
