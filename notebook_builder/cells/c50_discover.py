@@ -85,7 +85,7 @@ import operator
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .c00_config import (IntegrityError, PermanentFetchError, ResultsLimitExceeded, StopRequested,
                          TransientFetchError, utc_now)
@@ -216,6 +216,52 @@ def needs_split(total_count: int, results_limit: int | None) -> bool:
 def needs_repage(distinct_seen: int, total_count: int, repages: int, max_repages: int) -> bool:
     """After a whole pass over a shard: page it again while its distinct ids fall short of its total."""
     return distinct_seen < total_count and repages < max_repages
+
+
+class ShardPaging:
+    """The pages of one shard's search, pass after pass (the case walk's and the document search's).
+
+    `pages()` yields each page the court sends, after checking it: over the court's results
+    limit raises ResultsLimitExceeded (the shard is split), an empty first page of a top-level
+    shard that held documents raises CourtTrapError, "more" with nothing sent raises
+    TransientFetchError, a stop raises StopRequested. When a pass ends with fewer distinct ids
+    (`distinct()`, counted by the caller as it reads the items) than the court's total, the shard
+    is paged again, at most DISCOVER_MAX_REPAGES extra passes. `page` is the last page fetched.
+    """
+
+    def __init__(self, ctx: Context, db: Database, search: Callable[[str, int, int], SearchPage], shard: str,
+                 noun: str, distinct: Callable[[], int], result: "DiscoverResult"):
+        self.ctx, self.db, self.search, self.shard, self.noun = ctx, db, search, shard, noun
+        self.distinct, self.result = distinct, result
+        self.page: SearchPage | None = None
+        self.repages = 0
+
+    def pages(self) -> Iterator[SearchPage]:
+        shard, noun = self.shard, self.noun
+        start = 1
+        while True:
+            if self.ctx.clock.should_stop():
+                raise StopRequested(self.ctx.clock.stop_reason or "stop requested")
+            page = self.page = self.search(shard, start, self.ctx.cfg.PAGE_SIZE)
+            if needs_split(page.total_count, page.results_limit):
+                raise ResultsLimitExceeded(f"{shard}: {page.total_count} {noun}, limit {page.results_limit}")
+            if (start == 1 and page.total_count == 0 and shard == top_level_shard(shard)
+                    and self.db.shard_has_documents(shard)):
+                raise CourtTrapError(f"{shard}: the court reports no {noun} in a shard that held documents before "
+                                     "(the x-ctrack-excludeselflinks trap?)")
+            yield page
+            if page.more and not (self.repages and self.distinct() >= page.total_count):
+                if page.result_count <= 0:
+                    raise TransientFetchError(f"{shard}: the court announced more {noun} at {start} but sent none")
+                start += page.result_count
+                continue
+            if not needs_repage(self.distinct(), page.total_count, self.repages, DISCOVER_MAX_REPAGES):
+                return
+            self.repages += 1
+            self.result.repages += 1
+            log_discover.debug("shard %s: %d distinct of %d after pass %d; paging it again",
+                               shard, self.distinct(), page.total_count, self.repages)
+            start = 1
 
 
 def top_level_shard(shard: str) -> str:
@@ -551,22 +597,12 @@ class _CaseWalk:
         ctx, db, client, result = self.ctx, self.db, self.client, self.result
         top = top_level_shard(shard)
         cases: dict[str, dict] = {}
-        pages = repages = 0
-        start = 1
-        page: SearchPage | None = None
+        pages = 0
+        paging = ShardPaging(ctx, db, client.search_cases, shard, "cases", lambda: len(cases), result)
         try:
-            while True:
-                if ctx.clock.should_stop():
-                    return "stopped"
-                page = client.search_cases(shard, start, ctx.cfg.PAGE_SIZE)
+            for page in paging.pages():
                 pages += 1
                 result.pages += 1
-                if needs_split(page.total_count, page.results_limit):
-                    raise ResultsLimitExceeded(f"{shard}: {page.total_count} cases, limit {page.results_limit}")
-                if (start == 1 and page.total_count == 0 and shard == top
-                        and db.shard_has_documents(shard)):
-                    raise CourtTrapError(f"{shard}: the court reports no cases in a shard that held documents "
-                                         "(the x-ctrack-excludeselflinks trap?)")
                 for item in page.raw_items:
                     try:
                         case = normalize_case_search_row(item)
@@ -576,16 +612,7 @@ class _CaseWalk:
                     case["shard"] = top
                     cases[case["case_id"]] = case
                 result.rows_seen += page.raw_count
-                if page.more and not (repages and len(cases) >= page.total_count):
-                    if page.result_count <= 0:
-                        raise TransientFetchError(f"{shard}: the court announced more cases at {start} but sent none")
-                    start += page.result_count
-                    continue
-                if not needs_repage(len(cases), page.total_count, repages, DISCOVER_MAX_REPAGES):
-                    break
-                repages += 1
-                result.repages += 1
-                start = 1
+            page = paging.page
             previous = db.cases_to_walk(sweep, list(cases))
             rows_new = errors = 0
             last_error = None
@@ -605,7 +632,7 @@ class _CaseWalk:
             return "stopped"
         except ResultsLimitExceeded as exc:
             children = split_shard(shard)
-            total = page.total_count if page is not None else None
+            total = paging.page.total_count if paging.page is not None else None
             if not children:
                 db.finish_shard(sweep, shard, state="error", total_count=total, pages=pages,
                                 error=f"cannot split further: {exc}"[:500])
@@ -614,7 +641,7 @@ class _CaseWalk:
             db.finish_shard(sweep, shard, state="split", total_count=total, pages=pages, children=children)
             return "split"
         except TransientFetchError as exc:
-            db.finish_shard(sweep, shard, state="error", total_count=page.total_count if page else None,
+            db.finish_shard(sweep, shard, state="error", total_count=paging.page.total_count if paging.page else None,
                             pages=pages, error=str(exc)[:500])
             result.errors += 1
             log_discover.warning("sweep %d shard %s: %s", sweep, shard, exc)
@@ -847,24 +874,13 @@ def _discover_shard(ctx: Context, db: Database, client: CourtClient, writer: Dis
 def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer: DiscoveryWriter,
                          batch: DiscoveryBatch, result: DiscoverResult, known: dict[str, int]) -> str:
     """The paging of `_discover_shard`; fills `batch`, its outcome included."""
-    cfg = ctx.cfg
     shard = batch.shard
+    warned = False             # said once a shard: rows without documentID
     top = top_level_shard(shard)
     seen: set[str] = set()     # distinct document ids over every pass of this shard
-    repages = 0
-    start = 1
-    page: SearchPage | None = None
+    paging = ShardPaging(ctx, db, client.search_documents, shard, "documents", lambda: len(seen), result)
     try:
-        while True:
-            if ctx.clock.should_stop():
-                return "stopped"
-            page = client.search_documents(shard, start, cfg.PAGE_SIZE)
-            if needs_split(page.total_count, page.results_limit):
-                raise ResultsLimitExceeded(f"{shard}: {page.total_count} results, limit {page.results_limit}")
-            if (start == 1 and page.total_count == 0 and shard == top
-                    and db.shard_has_documents(shard)):
-                raise CourtTrapError(f"{shard}: the court reports no documents in a shard that held some "
-                                     "(the x-ctrack-excludeselflinks trap?)")
+        for page in paging.pages():
             rows_seen = 0
             for item in page.raw_items:
                 document_id = document_id_of(item)
@@ -885,7 +901,8 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
                     row["shard"] = top
                     row["related_case_numbers"] = related_case_numbers(row["description"])
                     batch.rows.append(row)
-            if batch.without_id and start == 1:
+            if batch.without_id and not warned:
+                warned = True
                 log_discover.warning("shard %s: rows without documentID; resolved through their docket "
                                      "entries' file lists", shard)
             batch.pages += 1
@@ -894,24 +911,11 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
             result.rows_seen += rows_seen
             if len(batch.rows) >= DISCOVER_FLUSH_ROWS:
                 writer.submit(batch.take_progress())
-            if page.more and not (repages and len(seen) >= page.total_count):
-                if page.result_count <= 0:
-                    raise TransientFetchError(f"{shard}: the court announced more results at {start} "
-                                              "but sent none")
-                start += page.result_count
-                continue
-            if not needs_repage(len(seen), page.total_count, repages, DISCOVER_MAX_REPAGES):
-                break
-            repages += 1
-            result.repages += 1
-            log_discover.debug("shard %s: %d distinct of %d after pass %d; paging it again",
-                               shard, len(seen), page.total_count, repages)
-            start = 1
     except StopRequested:
         return "stopped"
     except ResultsLimitExceeded as exc:
         children = split_shard(shard)
-        batch.total_count = page.total_count if page is not None else None
+        batch.total_count = paging.page.total_count if paging.page is not None else None
         if not children:
             batch.state, batch.error = "error", f"cannot split further: {exc}"[:500]
             return "error"
@@ -919,10 +923,11 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
         return "split"
     except TransientFetchError as exc:
         batch.state, batch.error = "error", str(exc)[:500]
-        batch.total_count = page.total_count if page is not None else None
+        batch.total_count = paging.page.total_count if paging.page is not None else None
         return "error"
+    page = paging.page
     if len(seen) < page.total_count:
         log_discover.info("shard %s: %d distinct documents of %d after %d passes", shard, len(seen),
-                          page.total_count, repages + 1)
+                          page.total_count, paging.repages + 1)
     batch.state, batch.total_count = "done", page.total_count
     return "done"
