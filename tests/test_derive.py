@@ -282,7 +282,10 @@ def test_a_case_citation_broken_across_lines_is_found_with_its_span_in_the_origi
 
 def test_without_a_caption_none_named_is_unknown_not_an_empty_list():
     assert derive_fields(None, description="ORDER GRANTING MOTION").related_case_numbers is None
-    assert derive_fields(None, description="ORDER IN 2020-SC-0001 GRANTING").related_case_numbers == ["2020-SC-0001"]
+    assert derive_fields(None, description="ORDER IN 2020-SC-0001 GRANTING",
+                         case_number="2021-CA-0077").related_case_numbers == ["2020-SC-0001"]
+    # Without the document's own number a named one may be its own: which are related is unknown.
+    assert derive_fields(None, description="ORDER IN 2020-SC-0001 GRANTING").related_case_numbers is None
 
 
 def test_undecodable_text_bytes_are_a_warning_and_the_rest_is_still_derived(tmp_path):
