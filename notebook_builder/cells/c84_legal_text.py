@@ -13,28 +13,38 @@ Guarantees:
   caption's) give None and a warning, not a pick.
 - The fields, as the Kentucky courts write them (captures of 2024):
   * kind: opinion / order / brief / other, from the docket entry type, the
-    description and, failing both, the caption's heading.
+    description and, failing both, the caption's heading (an order with the
+    opinion it modifies attached is an order).
   * publication_status: published / unpublished, from the header lines
     (`TO BE PUBLISHED`, `NOT TO BE PUBLISHED`) before the court's name, or the
     docket subtype / document name (`NOT TO BE PUBLISHED - OPINION ...`).
-  * rendered_date: ISO date of the header's `RENDERED: <MONTH D, YYYY>`.
+  * rendered_date: ISO date of the header's `RENDERED: <MONTH D, YYYY>` (above the
+    caption or right under its heading; one further down is another paper's).
   * judge, judge_title: the author named in the description
     (`BY JUSTICE LAMBERT`, `BY CHIEF JUSTICE X`, `BY JUDGE A. JONES`), or in the
-    caption (`OPINION OF THE COURT BY JUSTICE X`; `X, JUDGE:` after `BEFORE:`);
+    caption (`OPINION OF THE COURT BY JUSTICE X`; `X, JUDGE:` after `BEFORE:`, on
+    the panel's line or the next);
     upper case, one space, initials as `A.`.
   * disposition: the description without its case numbers, its kind words
     (`OPINION OF THE COURT`, `OPINION AND ORDER`, `ORDER`) and its `BY ...`
-    clause: `REVERSING, REINSTATING, AND REMANDING`, `AFFIRMING`.
+    clause: `REVERSING, REINSTATING, AND REMANDING`, `AFFIRMING`; without docket
+    words for it, the caption's line under its heading.
   * lower_court, lower_court_judge, lower_court_numbers: from the caption's
     `(ON) APPEAL FROM` / `ON REVIEW FROM` / `PETITION FOR REVIEW OF A DECISION
     OF THE` block; trial_court, trial_court_numbers: the circuit, district or
     family court the case began in (the lower court itself when it is one).
+    A court named without a number has numbers None (unknown), not []; appeals
+    consolidated from several judges have lower_court_judge None and a warning.
   * case_numbers: this document's own appellate case numbers (the row's
     case_number when well formed, the caption's `NO.` lines, the numbers that
     open a description such as `2022-CA-1454, 1456, 1457 OPINION ...`);
     related_case_numbers: every other Kentucky appellate number in the caption
-    or the description (a Supreme Court review's Court of Appeals numbers).
+    or the description (a Supreme Court review's Court of Appeals numbers); None
+    while the document's own numbers are unknown (they cannot be told apart).
     Numbers are normalized to `YYYY-CC-NNNN`.
+  * A caption joined into one line (a web copy, a scan's OCR: `... APPELLEE
+    OPINION AFFIRMING ** ** ...`) is split at its heading and read the same way;
+    its own numbers are those of the first number's court not read as below.
 - `extract_citations()` lists every citation in a text with its span
   (offsets into the text as given), normalized form and kind: case law through
   eyecite (full, short, id, supra; optional: without eyecite none are found
@@ -125,7 +135,7 @@ _OF_THE = re.compile(r"^(?:V\.?\s+)?OF\s+THE\s+(?P<rest>.+)$")
 _SAME_LINE = re.compile(
     r"^\s*,?\s*(?:VS?\.?\s+)?(?:HONORABLE\s+(?P<judge>[A-Z][A-Z.,'\u2019\- ]*?),\s*(?:SPECIAL\s+|SENIOR\s+|CHIEF\s+)?"
     r"JUDGE\b[,.]?\s*)?(?P<label>(?:(?:ACTION|INDICTMENT|CASE|CLAIM)\s+)?(?:NOS?\s?\.|NUMBERS?\b)\s*)?")
-_NUMBER_TOKEN = re.compile(r"(?:19|20)\d{2}-(?:CA|SC)-\d")
+_APPELLATE_NUMBER_START = re.compile(r"(?:19|20)\d{2}-(?:CA|SC)-\d")
 # A Workers' Compensation Board claim as the Court of Appeals' caption numbers it.
 _BOARD_NUMBER = re.compile(r"WC-\d{2}-\d{4,6}")
 _HONORABLE = re.compile(r"^(?:V\.?\s+)?HONORABLE\s+(?P<judge>.+?),\s*(?:SPECIAL\s+|SENIOR\s+|CHIEF\s+)?JUDGE\b")
@@ -656,7 +666,7 @@ def _same_line_details(rest: str) -> tuple[str | None, list[str]]:
     match = _SAME_LINE.match(rest)
     judge = re.sub(r"\s+", " ", match.group("judge")).strip() if match and match.group("judge") else None
     after = rest[match.end():] if match else rest
-    if match and (match.group("label") or match.group("judge")) or _NUMBER_TOKEN.match(after.strip()):
+    if match and (match.group("label") or match.group("judge")) or _APPELLATE_NUMBER_START.match(after.strip()):
         return judge, _leading_numbers(after)
     return judge, []
 
