@@ -73,7 +73,7 @@ log_legal_text = logging.getLogger("kycourt.legal_text")
 # eyecite logs every overlap it cannot classify at WARNING; the counts say enough.
 logging.getLogger("eyecite").setLevel(logging.ERROR)
 
-LEGAL_TEXT_VERSION = 1
+LEGAL_TEXT_VERSION = 2   # 2: one-line captions, caption dispositions, unknown (not empty) numbers
 KINDS = ("opinion", "order", "brief", "other")
 PUBLICATION_STATUSES = ("published", "unpublished")
 
