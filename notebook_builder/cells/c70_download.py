@@ -17,7 +17,7 @@ Guarantees:
   One background finisher thread, fed through a bounded queue while the
   next GET runs, takes what is waiting as a group: writes the held bodies to
   `tmp/<document_id>.part`, makes the group's parts durable with one flush
-  (`sync_files`), promotes them with os.replace to `pdf_by_hash/<sha256>.pdf`,
+  and promotes them to `pdf_by_hash/<sha256>.pdf` (c05 `durable_rename`),
   mirrors them to the store as a group, and only then marks the rows
   `downloaded` (on its own database connection). So the request path touches
   the disk only for large files: on ext4 a file created while another
@@ -35,7 +35,8 @@ Guarantees:
   again unless RETRY_HARD (the run forgives failures once).
 - Transient ones (5xx, 408, 429, resets, timeouts, a torn body, a 200 that
   is not a PDF) are retried inline, one document at a time, after
-  `min(BACKOFF_CAP, BACKOFF_BASE * 2**attempts)` seconds (a longer
+  `retry_delay` seconds (BACKOFF_BASE after the first failed attempt,
+  doubling up to BACKOFF_CAP, as the searches count; a longer
   Retry-After wins), slept on the run clock; each failure is committed as
   `failed` with its http_status and error, which leaves the row in the queue
   until MAX_ATTEMPTS attempts are spent.
@@ -63,7 +64,6 @@ import collections
 import contextlib
 import hashlib
 import logging
-import os
 import queue
 import threading
 import time
@@ -75,9 +75,11 @@ import urllib3
 
 from .c00_config import (CourtUnreachable, PermanentFetchError, StopRequested, StoreError,
                          TransientFetchError, utc_now)
-from .c20_store import pdf_store_name, sync_files
+from .c05_durable import durable_rename, raise_if_disk_full, write_temp_file
+from .c20_store import pdf_store_name
 from .c30_client import CourtClient, classify_http_status, retry_after_seconds
-from .c35_context import Context, progress, raise_if_disk_full, write_status
+from .c34_mirror import progress
+from .c35_context import Context, write_status
 
 log_download = logging.getLogger("kycourt.download")
 
@@ -481,7 +483,7 @@ class _DownloadFinisher:
     """One background thread finishing fetched documents, in order, while the next GET runs.
 
     Finishing: a body whose hash is held already is dropped; the others are written (if held in
-    memory), made durable together (`sync_files`: one flush for the group), promoted (os.replace
+    memory), made durable together and promoted (`durable_rename`: one flush for the group; os.replace
     to pdf_by_hash/<sha>.pdf), and the group mirrored to the store (`StoreMirror.put_many`);
     then the rows are committed as `downloaded`, on the finisher's own database connection, so the main thread's
     reads never run inside its transactions. What is waiting when the finisher comes round is
@@ -570,17 +572,15 @@ class _DownloadFinisher:
             if name not in names and not (target.is_file() and target.stat().st_size == fetched.size_bytes):
                 promote.append(fetched)
             names.add(name)
-        # The group is made durable together: its parts written, then one flush for all of them
-        # (`sync_files`), then promoted; then mirrored as one group (a LocalStore's one flush).
-        # An fsync each cost 0.3-1.2 ms of CPU here; the group's flush a fraction of that per file.
+        # The group is made durable together: its parts written, then one flush for all of them,
+        # then promoted, then each folder synced once (`durable_rename`); then mirrored as one
+        # group (a LocalStore's one flush). An fsync each cost 0.3-1.2 ms of CPU here; the
+        # group's flush a fraction of that per file.
         try:
             for fetched in promote:
                 if fetched.body is not None:
-                    with open(fetched.part, "wb") as handle:
-                        handle.write(fetched.body)
-            sync_files(fetched.part for fetched in promote)
-            for fetched in promote:
-                os.replace(fetched.part, ctx.path(pdf_store_name(fetched.sha256)))
+                    write_temp_file(fetched.part, fetched.body, sync=False)
+            durable_rename([(fetched.part, ctx.path(pdf_store_name(fetched.sha256))) for fetched in promote])
         except OSError as exc:
             raise_if_disk_full(exc, ctx.path("pdf_by_hash"))
             raise
