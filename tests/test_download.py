@@ -216,8 +216,8 @@ def test_transient_errors_back_off_exponentially_up_to_the_cap(fresh_court, tmp_
     always = fresh_court.documents_with("always_503")[0]
     row, sleeps = _download_alone(fresh_court, tmp_path, always, KY_MAX_ATTEMPTS="5")
     assert (row["status"], row["http_status"], row["attempts"]) == ("failed", 503, 5)
-    # min(cap, base * 2**attempts) after attempts 1..4; none after the last.
-    assert sleeps == pytest.approx([0.02, 0.04, 0.05, 0.05])
+    # retry_delay: base after the first failed attempt, doubling up to the cap; none after the last.
+    assert sleeps == pytest.approx([0.01, 0.02, 0.04, 0.05])
     assert fresh_court.requests_for(always.document_id) == 5
 
 
