@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from notebook_builder.cells.c00_config import IntegrityError, StoreError, load_config
-from notebook_builder.cells.c10_database import DB_FILENAME, Database, checkpoint, snapshot_sequence
+from notebook_builder.cells.c10_database import (DB_FILENAME, KV_STORE_CHECKPOINT_SEQ, Database, checkpoint,
+                                                 record_store_checkpoint, snapshot_sequence)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context, write_status
 from notebook_builder.cells.c36_checkpoint import (Checkpointer, is_resume_archive_name, push_checkpoint, push_journal,
@@ -564,3 +565,17 @@ def test_between_snapshots_the_checkpointer_keeps_the_journal_current(tmp_path):
     assert [json.loads(line)["sha256"] for line in journal.read_text().splitlines()] == [sha]
     assert snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0] == sequence   # no snapshot meanwhile
     ctx.close()
+
+
+def test_the_store_checkpoint_note_never_moves_backwards_whoever_writes_it(tmp_path):
+    # Restore (Database.record_store_checkpoint) and the checkpointer (record_store_checkpoint on a
+    # path) share one guarded write: an older snapshot's number never replaces a newer one.
+    db = Database.open(tmp_path / DB_FILENAME)
+    db.record_store_checkpoint(7)
+    db.record_store_checkpoint(5)
+    assert db.kv_get(KV_STORE_CHECKPOINT_SEQ) == "7"
+    record_store_checkpoint(tmp_path / DB_FILENAME, 6)
+    assert db.kv_get(KV_STORE_CHECKPOINT_SEQ) == "7"
+    db.record_store_checkpoint(9)
+    assert db.kv_get(KV_STORE_CHECKPOINT_SEQ) == "9"
+    db.close()
