@@ -16,7 +16,8 @@ from notebook_builder.cells.c30_client import CourtHealth
 from notebook_builder.cells.c00_config import DiskFullError, RunClock, load_config
 from notebook_builder.cells.c10_database import DOCUMENT_METADATA_COLUMNS
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c35_context import Checkpointer, open_context
+from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c36_checkpoint import Checkpointer
 from notebook_builder.cells.c70_download import download, recover
 from notebook_builder.simcourt import FAULTS, TRANSIENT_FAULTS, SimCourt
 from support import RecordingClock
@@ -215,8 +216,8 @@ def test_transient_errors_back_off_exponentially_up_to_the_cap(fresh_court, tmp_
     always = fresh_court.documents_with("always_503")[0]
     row, sleeps = _download_alone(fresh_court, tmp_path, always, KY_MAX_ATTEMPTS="5")
     assert (row["status"], row["http_status"], row["attempts"]) == ("failed", 503, 5)
-    # min(cap, base * 2**attempts) after attempts 1..4; none after the last.
-    assert sleeps == pytest.approx([0.02, 0.04, 0.05, 0.05])
+    # retry_delay: base after the first failed attempt, doubling up to the cap; none after the last.
+    assert sleeps == pytest.approx([0.01, 0.02, 0.04, 0.05])
     assert fresh_court.requests_for(always.document_id) == 5
 
 
@@ -329,9 +330,9 @@ def test_a_full_disk_removes_the_parts_and_stops_promptly_with_no_false_claim(fr
 
     def no_space(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
-    from notebook_builder.cells import c20_store
+    from notebook_builder.cells import c05_durable
     monkeypatch.setattr(os, "fsync", no_space)
-    monkeypatch.setattr(c20_store, "_store_syncfs", no_space)     # a group's one flush fails alike
+    monkeypatch.setattr(c05_durable, "_syncfs", no_space)     # a group's one flush fails alike
     with pytest.raises(DiskFullError):
         download(ctx)
     monkeypatch.undo()
