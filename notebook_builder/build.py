@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
+import json
 import re
 import sys
-import json
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -377,7 +378,6 @@ def _knob_module(name: str):
     """A cell module of the package (the README table and the form are made from c00_config.KNOBS)."""
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
-    import importlib
     return importlib.import_module(f"{CELLS_PACKAGE}.{name}")
 
 

@@ -938,15 +938,6 @@ class Database:
 
     # ------------------------------------------------------------- extract
 
-    def mark_extracted(self, document_id: str, *, pages: int, extracted_chars: int,
-                       likely_scanned: bool) -> None:
-        with self.transaction():
-            self.conn.execute(
-                "UPDATE documents SET status = 'extracted', pages = ?, extracted_chars = ?, "
-                "likely_scanned = ?, extract_attempts = extract_attempts + 1, updated_at = ? "
-                "WHERE document_id = ? AND status = 'downloaded'",
-                (pages, extracted_chars, int(likely_scanned), utc_now(), document_id))
-
     def mark_extract_failed(self, document_id: str, error: str, *, reason: str | None = None,
                             spend_all: int | None = None) -> None:
         """One failed extraction attempt; a permanent one (`reason`) spends them all (`spend_all`:

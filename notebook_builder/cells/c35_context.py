@@ -477,7 +477,6 @@ class Context:
     client: Any = None
     phase: str = "start"
     quota: dict | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
     checkpoint_lock: threading.Lock = field(default_factory=threading.Lock)
     journal_pushed: tuple[int, int] | None = None   # (checkpoint_seq, hash of the rows) last uploaded
     court_unreachable: str | None = None            # the circuit breaker's message, once it opened
@@ -516,7 +515,6 @@ class Context:
                 # The download journal follows the newest snapshot the store holds: after a failed
                 # upload it keeps following the one before, so no download falls between the two.
                 record_store_checkpoint(self.db_path, info["checkpoint_seq"])
-        self.notes["last_checkpoint"] = info
         self.refresh_quota()
         return info
 

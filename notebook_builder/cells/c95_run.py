@@ -288,7 +288,9 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
             return
     ctx.phase = "verify"
     try:
-        report.verify = _run_timed(report, "verify", lambda: verify(ctx))
+        indexed = report.stages.get("index")
+        index_built = indexed is not None and not isinstance(indexed, str) and not indexed.stopped
+        report.verify = _run_timed(report, "verify", lambda: verify(ctx, index_built=index_built))
     except DiskFullError as exc:
         report.stopped = report.error = str(exc)
         log_run.error("%s", exc)
@@ -298,7 +300,10 @@ def _run_court_stage(ctx: Context, report: RunReport, phase: str) -> None:
     """Runs one phase; the circuit breaker opening inside it (raised, or said by the client's
     health afterwards) marks the court unreachable for the rest of the run."""
     try:
-        _run_timed(report, phase, lambda: STAGES[phase](ctx))
+        if phase == "download":   # the recovery this session ran before the phases (none in a dry run)
+            _run_timed(report, phase, lambda: download(ctx, report.stages.get("recover")))
+        else:
+            _run_timed(report, phase, lambda: STAGES[phase](ctx))
     except CourtUnreachable as exc:
         report.stages[phase] = f"stopped: {exc}"
         _court_unreachable(ctx, report, str(exc))
