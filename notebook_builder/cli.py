@@ -201,7 +201,7 @@ def _cmd_run(cfg, *, verify_only: bool) -> int:
 
 def _cmd_status(cfg) -> int:
     """Reads the database read-only; writes nothing."""
-    from notebook_builder.cells.c10_database import DB_FILENAME, Database, connect, is_sqlite_file
+    from notebook_builder.cells.c10_database import DB_FILENAME, Database, is_sqlite_file
     from notebook_builder.cells.c35_context import status_document
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
     saved_path = Path(cfg.WORKSPACE) / "status.json"

@@ -677,11 +677,6 @@ class Database:
 
     # ------------------------------------------------------------ case walk
 
-    def upsert_cases(self, cases: Sequence[Mapping[str, Any]]) -> None:
-        now = utc_now()
-        with self.transaction():
-            self.conn.executemany(_UPSERT_CASE_SQL, ([case.get(c) for c in CASE_COLUMNS] + [now] for case in cases))
-
     def cases_to_walk(self, sweep: int, case_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
         """case_id -> (walked_sweep, closed) of the given cases the table holds."""
         found: dict[str, sqlite3.Row] = {}
@@ -740,12 +735,6 @@ class Database:
                 f"SELECT DISTINCT docket_entry_id FROM documents WHERE docket_entry_id IN ({', '.join('?' * len(chunk))})",
                 chunk))
         return known
-
-    def upsert_docket_entries(self, entries: Sequence[Mapping[str, Any]]) -> None:
-        now = utc_now()
-        with self.transaction():
-            self.conn.executemany(_UPSERT_ENTRY_SQL, ([entry.get(c) for c in DOCKET_ENTRY_COLUMNS] + [now]
-                                                      for entry in entries))
 
     def coverage_audit(self) -> list[sqlite3.Row]:
         """Per top-level shard of the latest sweep that paged it: what the court announced
@@ -947,16 +936,6 @@ class Database:
                 "UPDATE documents SET extract_attempts = MAX(extract_attempts + 1, COALESCE(?, 0)), "
                 "last_error = ?, extract_failure = ?, updated_at = ? WHERE document_id = ? AND status = 'downloaded'",
                 (spend_all, error[:500], reason, utc_now(), document_id))
-
-    def log_extraction(self, document_id: str, *, sha256: str | None, attempt: int, engine: str,
-                       outcome: str, pages: int | None, chars: int | None, seconds: float,
-                       error: str | None) -> None:
-        with self.transaction():
-            self.conn.execute(
-                "INSERT INTO extraction_log(document_id, sha256, attempt, engine, outcome, pages, chars, "
-                "seconds, error, logged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (document_id, sha256, attempt, engine, outcome, pages, chars, seconds,
-                 None if error is None else error[:500], utc_now()))
 
     def log_extraction_attempts(self, entries: list[dict]) -> None:
         """Many extraction_log rows: document_id, sha256, attempt, engine, outcome, pages, chars,
@@ -1564,7 +1543,6 @@ class SearchDatabase:
         is moved to the new bucket from the index itself.
         """
         now = utc_now()
-        columns = SEARCH_FIELDS
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             for rowid in deletes:
@@ -1613,13 +1591,6 @@ class SearchDatabase:
     def optimize(self) -> None:
         """Merges the FTS5 segments into one b-tree (faster queries after a large build)."""
         self.conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
-
-    def integrity_problems(self) -> list[str]:
-        try:
-            self.conn.execute("INSERT INTO docs_fts(docs_fts, rank) VALUES ('integrity-check', 1)")
-        except sqlite3.DatabaseError as exc:
-            return [str(exc)]
-        return []
 
     def search(self, query: str, *, court_code: str | None = None, court_like: str | None = None,
                year: int | None = None, kind: str | None = None, limit: int = 20,

@@ -210,9 +210,6 @@ class Store:
     def download_file(self, name: str, local_path: str | os.PathLike) -> None:
         raise NotImplementedError
 
-    def write_bytes(self, name: str, data: bytes) -> None:
-        raise NotImplementedError
-
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
         raise NotImplementedError
 
@@ -313,15 +310,6 @@ class LocalStore(Store):
         temp = target.with_name(target.name + ".download")
         shutil.copyfile(source, temp)
         os.replace(temp, target)
-
-    def write_bytes(self, name: str, data: bytes) -> None:
-        target = self._target(name)
-        if is_content_addressed(name) and os.path.isfile(target):
-            with open(target, "rb") as handle:
-                if handle.read() == data:
-                    return
-            raise IntegrityError(f"store refuses to overwrite {name} with different bytes")
-        self._promote(self._write_temp(target, lambda handle: handle.write(data), durable=True), target)
 
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
         group = getattr(self._staging, "group", None)
