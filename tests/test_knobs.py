@@ -112,3 +112,13 @@ def test_check_reports_a_stale_form(tmp_path, monkeypatch, capsys):
     assert "form.py is stale" in capsys.readouterr().err
     assert build.write_form(form) is True and build.write_form(form) is False
     assert build.main(["--check", "--output", str(notebook)]) == 0
+
+
+def test_in_colab_the_knobs_colab_defaults_apply(monkeypatch):
+    from notebook_builder.cells import c00_config
+    monkeypatch.setattr(c00_config, "in_colab", lambda: True)
+    cfg = load_config({})
+    assert (cfg.WORKSPACE, cfg.STORE) == ("/content/ky_court_workspace", "drive")
+    assert load_config({"KY_STORE": "/data/store"}).STORE == "/data/store"   # the environment still wins
+    monkeypatch.setattr(c00_config, "in_colab", lambda: False)
+    assert load_config({}).STORE.endswith("ky_court_store")

@@ -128,6 +128,7 @@ class Knob:
     help: str
     flag: Flag | None = None
     form: FormField | None = None
+    colab_default: Any = None   # the default inside Colab, when it differs
 
     @property
     def type(self) -> str:
@@ -276,10 +277,10 @@ REAL_API_BASE = "https://appellatepublic.kycourts.net/api/api/v1"
 KNOBS: tuple[Knob, ...] = (
     Knob("WORKSPACE", "KY_WORKSPACE", "ky_court_workspace", _parse_text, "a directory path",
          "local, throwaway working directory (database, PDFs, text)",
-         flag=Flag("--workspace", "DIR", "local working directory")),
+         flag=Flag("--workspace", "DIR", "local working directory"), colab_default="/content/ky_court_workspace"),
     Knob("STORE", "KY_STORE", "ky_court_store", _parse_text, "a directory path or 'drive'",
          "durable mirror; 'drive' uses Google Drive through pydrive2 (the default in Colab)",
-         flag=Flag("--store", "DIR|drive", "durable mirror: a directory or 'drive'"),
+         flag=Flag("--store", "DIR|drive", "durable mirror: a directory or 'drive'"), colab_default="drive",
          form=FormField("store", param='["drive", "/content/ky_court_store"] {allow-input: true}', shipped="drive",
                         intro="**Where the archive goes.** `drive` keeps everything in your Google Drive folder "
                               "below, so a new session resumes where the last one stopped. A `/content/...` folder "
@@ -514,12 +515,9 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: Any) -> Confi
     """
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
+    colab = in_colab()
     for knob in KNOBS:
-        value = knob.default
-        if knob.name == "STORE" and in_colab():
-            value = "drive"
-        if knob.name == "WORKSPACE" and in_colab():
-            value = "/content/ky_court_workspace"
+        value = knob.colab_default if colab and knob.colab_default is not None else knob.default
         raw = env.get(knob.env) if knob.env else None
         if raw is not None:
             value = _parse_knob(knob, raw, knob.env)
