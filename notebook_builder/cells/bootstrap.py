@@ -45,7 +45,8 @@ def running_in_colab() -> bool:
 
 def missing_requirements(find_spec: Callable = importlib.util.find_spec) -> list[str]:
     """The pip requirements of COLAB_MISSING_PACKAGES whose module cannot be found."""
-    return [requirement for import_name, requirement in COLAB_MISSING_PACKAGES if find_spec(import_name) is None]
+    return [requirement for import_name, requirement in COLAB_MISSING_PACKAGES
+            if find_spec(import_name) is None]
 
 
 def colab_setup(*, find_spec: Callable = importlib.util.find_spec, which: Callable = shutil.which,

@@ -277,14 +277,17 @@ REAL_API_BASE = "https://appellatepublic.kycourts.net/api/api/v1"
 KNOBS: tuple[Knob, ...] = (
     Knob("WORKSPACE", "KY_WORKSPACE", "ky_court_workspace", _parse_text, "a directory path",
          "local, throwaway working directory (database, PDFs, text)",
-         flag=Flag("--workspace", "DIR", "local working directory"), colab_default="/content/ky_court_workspace"),
+         flag=Flag("--workspace", "DIR", "local working directory"),
+         colab_default="/content/ky_court_workspace"),
     Knob("STORE", "KY_STORE", "ky_court_store", _parse_text, "a directory path or 'drive'",
          "durable mirror; 'drive' uses Google Drive through pydrive2 (the default in Colab)",
          flag=Flag("--store", "DIR|drive", "durable mirror: a directory or 'drive'"), colab_default="drive",
-         form=FormField("store", param='["drive", "/content/ky_court_store"] {allow-input: true}', shipped="drive",
-                        intro="**Where the archive goes.** `drive` keeps everything in your Google Drive folder "
-                              "below, so a new session resumes where the last one stopped. A `/content/...` folder "
-                              "is this runtime's own disk: Colab deletes it when the runtime ends.")),
+         form=FormField("store", param='["drive", "/content/ky_court_store"] {allow-input: true}',
+                        shipped="drive",
+                        intro="**Where the archive goes.** `drive` keeps everything in your Google Drive "
+                              "folder below, so a new session resumes where the last one stopped. A "
+                              "`/content/...` folder is this runtime's own disk: Colab deletes it when the "
+                              "runtime ends.")),
     Knob("DRIVE_FOLDER", "KY_DRIVE_FOLDER", "ky_court", _parse_text, "a Drive folder path like ky_court",
          "the Drive folder the store lives in when STORE=drive",
          form=FormField("drive_folder")),
@@ -391,7 +394,8 @@ KNOBS: tuple[Knob, ...] = (
          "verify re-hashes this share of the store's PDFs and texts (a random sample; all: every one) "
          "against their names, their recorded text hashes and, on Drive, Drive's md5",
          flag=Flag("--audit", "SHARE", "re-hash a share (like 0.05, or all) of the store's PDFs and texts "
-                                  "(KY_AUDIT; without SHARE: KY_AUDIT if set, else 0.01)", nargs="?", const="")),
+                                  "(KY_AUDIT; without SHARE: KY_AUDIT if set, else 0.01)",
+                   nargs="?", const="")),
     Knob("HEARTBEAT_EVERY", "KY_HEARTBEAT_EVERY", 100, _parse_pos_int, "a positive integer",
          "status.json is rewritten every this many download attempts"),
     Knob("COURT_DOWN_SECONDS", "KY_COURT_DOWN_SECONDS", 300.0, _parse_pos_float,
