@@ -324,7 +324,8 @@ def fresh_runtime(workspace: Path) -> None:
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
-            entry.unlink()
+            # The concurrent Reader's last close removes ky_court.sqlite-wal/-shm while this runs.
+            entry.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------- comparison
