@@ -106,7 +106,7 @@ def serial(corpus, engine: str) -> tuple[int, float, dict[str, str]]:
     for _, sha, path in corpus:
         page_texts = extract_pages(str(path))
         pages += len(page_texts)
-        texts[sha] = join_page_texts(page_texts)
+        texts[sha] = join_page_texts([page[0] for page in page_texts])   # (text, has images, ...) a page
     return pages, time.perf_counter() - started, texts
 
 
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{rate:.0f} ({ratio:.2f}x)" for rate, ratio in zip(rates, ratios)))
     print("CPU ms per page (this process and its reaped workers; load-independent): "
           + ", ".join(f"{label} {statistics.median(values):.2f}" for label, values in cpu.items()))
-    print("  of which this process (the stage's supervisor, saver and database): "
+    print("  of which this process (the stage's supervisor: dispatch, text files, database): "
           + ", ".join(f"{label} {statistics.median(values):.2f}" for label, values in supervisor_cpu.items()
                       if label.startswith("stage")))
     print(f"file create (CPU ms per new file, before the rounds and after each): "

@@ -1,42 +1,47 @@
 """Builds ky_court_pipeline.ipynb from the modules in notebook_builder/cells/.
 
 Guarantees:
-- The notebook is the modules: for each cell module, in notebook order, a
-  markdown cell made from its docstring, then a code cell holding its source
-  with only the module docstring and the intra-package import lines removed
-  (`from .x import ...`, `from notebook_builder.cells.x import ...`, found
-  with `ast`, multi-line forms included). In a notebook every cell shares one
-  namespace, so those imports have nothing left to do.
-- Module order is `form.py` (the settings form), then the sorted `c*.py`
-  modules, with `drive_store.py` right after the store module (the last one
-  numbered c20 or lower). New cells are picked up by name; the builder needs
-  no change.
+- The notebook is the modules: for each cell module, in notebook order, its
+  source with only the module docstring and the intra-package import lines
+  (`from .x import ...`, multi-line forms included, found with `ast`) removed.
+  In a notebook every cell shares one namespace, so those imports have
+  nothing left to do.
+- Module order is `form.py` (the settings form) and `bootstrap.py` (setup),
+  then the sorted `c*.py` modules, with `drive_store.py` right after the
+  store module (the last one numbered c20 or lower). New cells are picked up
+  by name; the builder needs no change.
 - What a Colab user sees, top to bottom: a short introduction; the settings
-  form (the `form` module: fields only); the setup cell (installs what Colab
-  lacks and signs in to Drive; the only code the builder writes); the
-  library, one collapsed cell per module (Colab's `#@title ... {display-mode:
-  "form"}` hides the code; the module's docstring is kept in it for whoever
-  opens it); then the action cells: each module's `if __name__ == "__main__":`
-  block, lifted out of its library cell into a short visible cell of its own
-  (settings -> CFG, run the session, status and chart).
+  form; the setup cell (installs what Colab lacks and signs in to Drive);
+  the library, one collapsed cell per module (Colab's `#@title ...
+  {display-mode: "form"}` hides the code; the module's docstring is kept in
+  it for whoever opens it); then the action cells: each module's
+  `if __name__ == "__main__":` block, lifted out of its library cell into a
+  short visible cell of its own (settings -> CFG, run the session, status
+  and chart). The form and the setup cell are their modules' code as written.
+- `form.py` is generated too, from the `form=` fields of c00_config.KNOBS;
+  `build.py` rewrites it before the notebook, and the README's knob table
+  from KNOBS with `--update-readme`.
 - The output is deterministic: ids derived from module names, no outputs, no
   execution counts, fixed metadata, nbformat 4.5. Two builds are
-  byte-identical, and `--check` exits 1 when the committed notebook is stale.
-- A source the notebook could not run (an aliased module import such as
+  byte-identical, and `--check` exits 1 when the committed notebook (or
+  form.py) is stale.
+- A source the notebook could not run (a module import such as
   `from . import c10_database`, an import of a module that is not a cell, a
   top-level import of a later cell) stops the build with `BuildError`.
 
 Usage:
-    python notebook_builder/build.py                 # writes ky_court_pipeline.ipynb
-    python notebook_builder/build.py --check         # exit 1 if it is stale
+    python notebook_builder/build.py                 # writes form.py and ky_court_pipeline.ipynb
+    python notebook_builder/build.py --check         # exit 1 if either is stale
     python notebook_builder/build.py --readme-table  # prints the README's knob table
+    python notebook_builder/build.py --update-readme # rewrites that table in README.md
     python -m notebook_builder.build --output PATH
 """
 from __future__ import annotations
 
 import argparse
 import ast
-import inspect
+import importlib
+import json
 import re
 import sys
 import textwrap
@@ -52,18 +57,10 @@ CELLS_PACKAGE = "notebook_builder.cells"
 NOTEBOOK_PATH = REPO_ROOT / "ky_court_pipeline.ipynb"
 README_PATH = REPO_ROOT / "README.md"
 DRIVE_STORE_MODULE = "drive_store"
-FORM_MODULE = "form"
+# Shown first, each its own code as written: the settings form, then the setup cell.
+FIRST_MODULES = ("form", "bootstrap")
+FORM_PATH = CELLS_DIR / "form.py"
 STORE_CELL_NUMBER = 20
-
-# What Colab's image lacks, as (import name, pip requirement). The
-# requirements match pyproject.toml's (tests/test_build.py keeps them level).
-COLAB_MISSING_PACKAGES = (
-    ("pypdf", "pypdf>=4.0"),
-    ("pypdfium2", "pypdfium2>=4.0"),
-    ("pytesseract", "pytesseract>=0.3"),
-    ("pydrive2", "pydrive2>=1.15"),
-    ("eyecite", "eyecite>=2.6"),
-)
 
 NOTEBOOK_METADATA = {
     "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
@@ -111,42 +108,6 @@ remains; then the status and the coverage chart. A session that does not end
 in PASS (verify FAIL, the court unreachable, an interrupt) stops **Run all**
 here with a message saying why; its state is saved either way."""
 
-BOOTSTRAP_SOURCE = f"""\
-#@title Setup: install what Colab lacks, sign in to Google Drive {{ display-mode: "form" }}
-# Colab only: install what its image lacks, then sign in to Google Drive.
-# Outside Colab this cell does nothing; install the project with pip instead.
-import importlib.util
-import subprocess
-import sys
-
-
-def _running_in_colab() -> bool:
-    if "google.colab" in sys.modules:
-        return True
-    try:
-        return importlib.util.find_spec("google.colab") is not None
-    except ModuleNotFoundError:
-        return False
-
-
-if _running_in_colab():
-    _missing_requirements = [
-        requirement
-        for import_name, requirement in {COLAB_MISSING_PACKAGES!r}
-        if importlib.util.find_spec(import_name) is None
-    ]
-    if _missing_requirements:
-        subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *_missing_requirements])
-        importlib.invalidate_caches()
-    import shutil
-    if shutil.which("tesseract") is None:   # the ocr stage's engine (Colab runs as root); skipped if this fails
-        subprocess.call("apt-get update -qq && apt-get install -y -qq tesseract-ocr", shell=True)
-    from google.colab import auth as _colab_auth
-
-    _colab_auth.authenticate_user()"""
-
-REMOVED = None  # marks a removed line in transform_source
-
 STALE_MESSAGE = "{path} is stale: run python notebook_builder/build.py"
 
 
@@ -161,10 +122,6 @@ class CellModule:
     docstring: str     # cleaned module docstring ("" if none)
     code: str          # source without docstring and intra-package imports
 
-    def split_main(self) -> tuple[str, str, str]:
-        """(library code, the `__main__` block's body dedented, its title) of this module's code."""
-        return split_main_block(self.code)
-
 
 # ------------------------------------------------------------ order
 
@@ -175,13 +132,12 @@ def _cell_number(name: str) -> int | None:
 
 
 def cell_module_paths(cells_dir: Path = CELLS_DIR) -> list[Path]:
-    """The cell modules in notebook order: form, sorted c*.py, drive_store after the store."""
+    """The cell modules in notebook order: form, bootstrap, sorted c*.py, drive_store after the store."""
     numbered = sorted(
         (path for path in cells_dir.glob("c*.py") if _cell_number(path.stem) is not None),
         key=lambda path: path.stem,
     )
-    form = cells_dir / f"{FORM_MODULE}.py"
-    first = [form] if form.exists() else []
+    first = [cells_dir / f"{name}.py" for name in FIRST_MODULES if (cells_dir / f"{name}.py").exists()]
     drive_store = cells_dir / f"{DRIVE_STORE_MODULE}.py"
     if not drive_store.exists():
         return first + numbered
@@ -196,36 +152,28 @@ def cell_module_paths(cells_dir: Path = CELLS_DIR) -> list[Path]:
 
 
 def _intra_package_target(node: ast.stmt) -> str | None:
-    """The cell module an import statement reaches into, or None if it is not intra-package.
+    """The cell module an import statement takes names from, or None if it is not intra-package.
 
-    Raises BuildError for intra-package forms that leave nothing usable once
-    removed (importing a module object) or that reach outside cells/.
+    Raises BuildError for the forms the notebook could not run: a module
+    object (`from . import x`, `import notebook_builder.cells.x`) or a
+    relative import from outside cells/.
     """
     if isinstance(node, ast.Import):
-        for alias in node.names:
-            if alias.name == CELLS_PACKAGE or alias.name.startswith(CELLS_PACKAGE + "."):
-                raise BuildError(f"line {node.lineno}: 'import {alias.name}' binds a module, "
-                                 f"which the notebook does not have; use 'from .module import name'")
+        if any(alias.name.startswith(CELLS_PACKAGE) for alias in node.names):
+            raise BuildError(f"line {node.lineno}: 'import {node.names[0].name}' binds a module, "
+                             f"which the notebook does not have; use 'from .module import name'")
         return None
     if not isinstance(node, ast.ImportFrom):
         return None
     module = node.module or ""
     if node.level == 0:
-        if module == CELLS_PACKAGE:
-            raise BuildError(f"line {node.lineno}: 'from {CELLS_PACKAGE} import ...' binds modules, "
-                             f"which the notebook does not have; use 'from .module import name'")
-        if module.startswith(CELLS_PACKAGE + "."):
-            return module[len(CELLS_PACKAGE) + 1:]
-        return None
+        return module[len(CELLS_PACKAGE) + 1:] if module.startswith(CELLS_PACKAGE + ".") else None
     if node.level > 1:
         raise BuildError(f"line {node.lineno}: relative import from outside cells/ "
                          f"({'.' * node.level}{module}) cannot run in the notebook")
     if not module:
         raise BuildError(f"line {node.lineno}: 'from . import ...' binds modules, which the "
                          f"notebook does not have; use 'from .module import name'")
-    if "." in module:
-        raise BuildError(f"line {node.lineno}: 'from .{module} import ...' names a sub-package; "
-                         f"cells are flat modules")
     return module
 
 
@@ -263,16 +211,12 @@ def transform_source(source: str, module_name: str = "<cell>",
     """
     tree = ast.parse(source, filename=f"{module_name}.py")
     lines = re.split(r"\r\n|\r|\n", source)  # the line breaks ast counts, no others
-    # line index (0-based) -> replacement lines; a span's later lines map to []
+    # line index (0-based) -> its replacement lines ([] removes it)
     replacements: dict[int, list[str]] = {}
 
-    docstring = ""
-    first = tree.body[0] if tree.body else None
-    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-            and isinstance(first.value.value, str)):
-        docstring = inspect.cleandoc(first.value.value)
-        for index in range(first.lineno - 1, first.end_lineno):
-            replacements[index] = []
+    docstring = ast.get_docstring(tree) or ""
+    if docstring:
+        replacements.update((index, []) for index in range(tree.body[0].lineno - 1, tree.body[0].end_lineno))
 
     top_level = set(map(id, tree.body))
     for statements in _statement_lists(tree):
@@ -284,52 +228,26 @@ def transform_source(source: str, module_name: str = "<cell>",
                 raise BuildError(f"{module_name}.py {error}") from None
             if target is None:
                 continue
-            if known_modules is not None:
-                if target in other_modules:
-                    raise BuildError(f"{module_name}.py line {node.lineno}: imports from {target!r}, "
-                                     f"which is not a notebook cell (cells are c*.py and drive_store.py)")
-                if (id(node) in top_level and position is not None
-                        and known_modules.get(target, -1) >= position):
-                    raise BuildError(f"{module_name}.py line {node.lineno}: imports from {target!r} at "
-                                     f"module level, but that cell comes later in the notebook")
+            if target in other_modules:
+                raise BuildError(f"{module_name}.py line {node.lineno}: imports from {target!r}, "
+                                 f"which is not a notebook cell (cells are c*.py and drive_store.py)")
+            if (known_modules is not None and id(node) in top_level and position is not None
+                    and known_modules.get(target, -1) >= position):
+                raise BuildError(f"{module_name}.py line {node.lineno}: imports from {target!r} at "
+                                 f"module level, but that cell comes later in the notebook")
             _check_own_lines(lines, node, module_name)
             removable.append(node)
         for node in removable:
-            indent = lines[node.lineno - 1][:len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip())]
+            indent = " " * node.col_offset
             # `from .x import a as b` still has to bind b in the shared namespace.
-            kept = [f"{indent}{alias.asname} = {alias.name}"
-                    for alias in node.names if alias.asname and alias.asname != alias.name]
+            kept = [f"{indent}{alias.asname} = {alias.name}" for alias in node.names if alias.asname]
             if not kept and len(removable) == len(statements) and node is removable[0]:
                 kept = [f"{indent}pass"]  # a block must keep one statement
+            replacements.update((index, []) for index in range(node.lineno - 1, node.end_lineno))
             replacements[node.lineno - 1] = kept
-            for index in range(node.lineno, node.end_lineno):
-                replacements[index] = []
 
-    # Lines become text or REMOVED; then each run of blank and REMOVED lines
-    # around a removal keeps as many blank lines as its longest blank stretch.
-    # Such a run lies between statements, so it is never inside a literal.
-    marked: list[str | None] = []
-    for index, line in enumerate(lines):
-        if index in replacements:
-            marked.extend(replacements[index] or [REMOVED])
-        else:
-            marked.append(line)
-    output: list[str] = []
-    run: list[str | None] = []
-    for item in marked + ["end"]:
-        if item is REMOVED or (item is not None and not item.strip()):
-            run.append(item)
-            continue
-        if REMOVED in run:
-            stretches = "".join("b" if blank is not REMOVED else " " for blank in run).split()
-            output.extend([""] * max(map(len, stretches), default=0))
-        else:
-            output.extend(run)
-        run = []
-        output.append(item)
-    output.pop()  # the "end" sentinel
-    code = "\n".join(output).strip("\n")
-    return docstring, code
+    output = [new for index, line in enumerate(lines) for new in replacements.get(index, [line])]
+    return docstring, "\n".join(output).strip("\n")
 
 
 def load_cell_modules(cells_dir: Path = CELLS_DIR) -> list[CellModule]:
@@ -391,21 +309,19 @@ def library_source(module: CellModule, code: str) -> str:
 
 def cell_sources(cells_dir: Path = CELLS_DIR) -> list[tuple[str, str, str]]:
     """(id, cell_type, source) of every notebook cell, in order (see the module docstring)."""
-    modules = load_cell_modules(cells_dir)
     cells = [("title-md", "markdown", TITLE_MARKDOWN)]
     library, actions = [], []
-    for module in modules:
-        if module.name == FORM_MODULE:   # fields only: shown as the form it is, first
+    for module in load_cell_modules(cells_dir):
+        if module.name in FIRST_MODULES:   # the form and the setup cell: as written, first
             cells.append((cell_id(module.name, "code"), "code", module.code))
             continue
-        code, main, title = module.split_main()
+        code, main, title = split_main_block(module.code)
         library.append((cell_id(module.name, "code"), "code", library_source(module, code)))
         if main:
             # Visible code, a short cell whose lines say what runs; a title that names its own Colab
             # options (a form: `{ display-mode: "form" }`) keeps them.
             shown = title if "{" in title else re.sub(r"[{}]", "", title or module.name).strip()
             actions.append((cell_id(module.name, "run"), "code", f"#@title {shown}\n{main}"))
-    cells.append(("bootstrap-code", "code", BOOTSTRAP_SOURCE))
     cells.append(("library-md", "markdown", LIBRARY_MARKDOWN))
     cells += library
     if actions:
@@ -443,15 +359,52 @@ def is_stale(path: Path = NOTEBOOK_PATH, cells_dir: Path = CELLS_DIR) -> bool:
     return not path.exists() or path.read_bytes() != notebook_text(cells_dir).encode("utf-8")
 
 
+# ---------------------------------------------------------- the form
+
+FORM_HEADER = '''"""Settings: the form a Colab user fills in before **Runtime > Run all** (GENERATED by
+`python notebook_builder/build.py` from the `form=` fields of c00_config.KNOBS: edit them there).
+Colab shows the `#@param` lines as a form; c01_form makes CFG of them. Outside Colab a field left at
+its shipped value defers to the KY_* environment.
+"""
+#@title Settings { display-mode: "form" }'''
+FORM_LINE_WIDTH = 104
+
+
+def _knob_module(name: str):
+    """A cell module of the package (the README table and the form are made from c00_config.KNOBS)."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    return importlib.import_module(f"{CELLS_PACKAGE}.{name}")
+
+
+def form_source() -> str:
+    """form.py as it must be: each form field of KNOBS, in order, under its #@markdown intro."""
+    form = _knob_module("c01_form")
+    lines = [FORM_HEADER]
+    for field, knob in form.FORM_KNOBS.items():
+        if knob.form.intro:
+            lines += textwrap.wrap(knob.form.intro, FORM_LINE_WIDTH, initial_indent="#@markdown ",
+                                   subsequent_indent="#@markdown ")
+        shipped = form.FORM_DEFAULTS[field]
+        literal = json.dumps(shipped) if isinstance(shipped, str) else repr(shipped)
+        lines.append(f"FORM_{field.upper()} = {literal}  #@param {form.form_param(knob.form, shipped)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_form(path: Path = FORM_PATH) -> bool:
+    """Rewrites form.py from KNOBS; True if it changed."""
+    text = form_source()
+    if Path(path).exists() and Path(path).read_text(encoding="utf-8") == text:
+        return False
+    Path(path).write_text(text, encoding="utf-8")
+    return True
+
+
 # ------------------------------------------------------ README knob table
 
 # Defaults that differ by machine or runtime, shown in words so the README
 # table is the same everywhere it is generated.
-DISPLAY_DEFAULTS = {
-    "WORKSPACE": "`ky_court_workspace` (Colab: `/content/ky_court_workspace`)",
-    "STORE": "`ky_court_store` (Colab: `drive`)",
-    "WORKERS": "the CPU count",
-}
+DISPLAY_DEFAULTS = {"WORKERS": "the CPU count"}
 README_TABLE_BEGIN = "<!-- knob table: generated by python notebook_builder/build.py --readme-table -->"
 README_TABLE_END = "<!-- end of knob table -->"
 
@@ -474,14 +427,13 @@ def _table_cell(text: str) -> str:
 
 def knob_table() -> str:
     """The README's table of every knob in c00_config.KNOBS, as markdown."""
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
-    from notebook_builder.cells.c00_config import KNOBS
-
+    KNOBS = _knob_module("c00_config").KNOBS
     rows = ["| knob | env variable | default | accepted | meaning |",
             "| --- | --- | --- | --- | --- |"]
     for knob in KNOBS:
         default = DISPLAY_DEFAULTS.get(knob.name, f"`{_env_form(knob.default)}`")
+        if knob.colab_default is not None:
+            default += f" (Colab: `{_env_form(knob.colab_default)}`)"
         if knob.name == "MAX_PDF_BYTES":
             default += f" ({knob.default // (1024 * 1024)} MiB)"
         rows.append("| " + " | ".join(_table_cell(text) for text in (
@@ -538,11 +490,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{README_PATH.name}: knob table {'updated' if changed else 'already current'}")
             return 0
         if args.check:
+            if FORM_PATH.read_text(encoding="utf-8") != form_source():
+                print(STALE_MESSAGE.format(path=FORM_PATH.name), file=sys.stderr)
+                return 1
             if is_stale(args.output):
                 print(STALE_MESSAGE.format(path=args.output.name), file=sys.stderr)
                 return 1
             print(f"{args.output.name} is up to date")
             return 0
+        if write_form():
+            print(f"wrote {FORM_PATH}")
         write_notebook(args.output)
     except BuildError as error:
         print(f"build.py: {error}", file=sys.stderr)

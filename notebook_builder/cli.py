@@ -21,27 +21,34 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from notebook_builder.cells.c00_config import ConfigError, load_config
+from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, load_config
 
 EXIT_USAGE = 2
 
 
-def _workspace_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", metavar="DIR", help="local working directory (KY_WORKSPACE)")
+def _knob_flags(parser: argparse.ArgumentParser, *names: str) -> None:
+    """The flags of these knobs (each declared with its knob in c00_config.KNOBS); a flag's value
+    lands under the knob's name, so `config_from_args` passes every flag given to `load_config`."""
+    for name in names:
+        knob = KNOB_BY_NAME[name]
+        flag = knob.flag
+        help_text = flag.help
+        if knob.env and knob.env not in help_text:
+            help_text += f" ({knob.env}=1)" if flag.metavar is None else f" ({knob.env})"
+        if flag.metavar is None:   # a switch: given means True, absent leaves the environment's value
+            parser.add_argument(flag.name, dest=knob.name, action="store_true", default=None, help=help_text)
+        else:
+            parser.add_argument(flag.name, dest=knob.name, metavar=flag.metavar, nargs=flag.nargs,
+                                const=flag.const, help=help_text)
+
+
+def _verbose_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
-def _store_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", metavar="DIR|drive", help="durable mirror: a directory or 'drive' (KY_STORE)")
-
-
-def _run_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--api-base", metavar="URL", help="C-Track API root (KY_API_BASE)")
-    parser.add_argument("--phases", metavar="a,b", help="discover,backfill,download,extract,ocr (KY_PHASES)")
-    parser.add_argument("--budget", metavar="SECONDS", help="wall-clock budget of the run (KY_BUDGET)")
-    parser.add_argument("--dry-run", action="store_true", default=None, help="no network at all (KY_DRY=1)")
-    parser.add_argument("--retry-hard", action="store_true", default=None,
-                        help="retry permanent failures and exhausted documents (KY_RETRY_HARD=1)")
+def _workspace_flag(parser: argparse.ArgumentParser) -> None:
+    _knob_flags(parser, "WORKSPACE")
+    _verbose_flag(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,30 +63,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="restore, the phases in PHASES, then sync/verify")
     _workspace_flag(run)
-    _store_flag(run)
-    _run_flags(run)
+    _knob_flags(run, "STORE", "API_BASE", "PHASES", "BUDGET_SECONDS", "DRY_RUN", "RETRY_HARD")
     verify = commands.add_parser("verify", help="sync/verify alone: integrity, queues, exports, checkpoint")
     _workspace_flag(verify)
-    _store_flag(verify)
-    verify.add_argument("--audit", nargs="?", const="", metavar="SHARE",
-                        help="re-hash a share (like 0.05, or all) of the store's PDFs and texts "
-                             "(KY_AUDIT; without SHARE: KY_AUDIT if set, else 0.01)")
+    _knob_flags(verify, "STORE", "AUDIT")
     derive = commands.add_parser("derive", help="derived fields and citations of every document, from the "
                                                 "database and the texts alone (idempotent)")
     _workspace_flag(derive)
-    _store_flag(derive)
+    _knob_flags(derive, "STORE")
     derive.add_argument("--redo", action="store_true", help="derive every document again, not only new ones")
     status = commands.add_parser("status", help="print the workspace's status JSON; changes nothing")
     _workspace_flag(status)
     report = commands.add_parser("report", help="coverage chart (status.png) and a table of counts")
     _workspace_flag(report)
-    _store_flag(report)
+    _knob_flags(report, "STORE")
     report.add_argument("--output", metavar="PNG", help="where to write the chart (default: workspace/status.png)")
 
     probe = commands.add_parser("probe", help="at most 10 requests to API_BASE: can the pipeline run against it?")
-    probe.add_argument("--api-base", metavar="URL", help="C-Track API root (KY_API_BASE)")
-    probe.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    probe.add_argument("--discovery", metavar="auto|documents|cases", help="strategy to probe for (KY_DISCOVERY)")
+    _knob_flags(probe, "API_BASE")
+    _verbose_flag(probe)
+    _knob_flags(probe, "DISCOVERY")
 
     demo = commands.add_parser("demo", help="the whole pipeline against the built-in simulated court")
     demo.add_argument("--workspace", metavar="DIR", default="demo",
@@ -112,18 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace, env=None, **extra):
-    return load_config(
-        env,
-        WORKSPACE=getattr(args, "workspace", None),
-        STORE=getattr(args, "store", None),
-        API_BASE=getattr(args, "api_base", None),
-        PHASES=getattr(args, "phases", None),
-        BUDGET_SECONDS=getattr(args, "budget", None),
-        DRY_RUN=getattr(args, "dry_run", None),
-        RETRY_HARD=getattr(args, "retry_hard", None),
-        AUDIT=_audit_share(getattr(args, "audit", None), env),
-        **extra,
-    )
+    """CFG from the command's knob flags (those it was not given are None: the environment's)."""
+    overrides = {knob.name: getattr(args, knob.name, None) for knob in KNOBS if knob.flag}
+    overrides["AUDIT"] = _audit_share(overrides["AUDIT"], env)
+    return load_config(env, **{**overrides, **extra})
 
 
 def _audit_share(flag: str | None, env) -> str | None:
@@ -157,10 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             _setup_logging(args.verbose)
             return _cmd_demo(args)
-        if args.command == "probe":
-            cfg = config_from_args(args, DISCOVERY=args.discovery)
-        else:
-            cfg = config_from_args(args)
+        cfg = config_from_args(args)
     except ConfigError as exc:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -363,9 +355,8 @@ QUERY_COMMANDS = ("index", "show", "search", "export", "serve")
 
 
 def _query_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", metavar="DIR", help="local working directory (KY_WORKSPACE)")
-    parser.add_argument("--store", metavar="DIR|drive", help="durable mirror: a directory or 'drive' (KY_STORE)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    _knob_flags(parser, "WORKSPACE", "STORE")
+    _verbose_flag(parser)
 
 
 def _add_query_commands(commands) -> None:
@@ -404,7 +395,7 @@ def _run_query_command(args: argparse.Namespace) -> int:
     from notebook_builder.cells.c87_index import IndexMissingError
     from notebook_builder.cells.c98_search import ServeError
     try:
-        cfg = load_config(WORKSPACE=args.workspace, STORE=args.store)
+        cfg = config_from_args(args)
     except ConfigError as exc:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -438,7 +429,7 @@ def _query_store(cfg):
     from notebook_builder.cells.c35_context import open_store
     try:
         return open_store(cfg)
-    except (StoreError, ImportError, OSError) as exc:
+    except (StoreError, OSError) as exc:
         logging.getLogger("kycourt.cli").warning("store %s unavailable: %s", cfg.STORE, exc)
         return None
 

@@ -15,6 +15,8 @@ from notebook_builder.cells.c84_legal_text import (appellate_numbers, derive_fie
                                                    normalize_case_number)
 from notebook_builder.cells.c86_derive import DERIVE_METHOD, DERIVE_VERSION, derive
 
+from support import mark_extracted
+
 CAPTURED = Path(__file__).resolve().parent.parent / "bench" / "data" / "ky_captured_opinions.json"
 
 
@@ -190,7 +192,7 @@ def add_extracted(ctx, document_id: str, case_number: str, description: str | No
     ctx.mirror.put(name, path)
     if in_store_only:
         path.unlink()
-    ctx.db.mark_extracted(document_id, pages=1, extracted_chars=len(text), likely_scanned=False)
+    mark_extracted(ctx.db, document_id, pages=1, extracted_chars=len(text), likely_scanned=False)
     return sha
 
 

@@ -6,7 +6,6 @@ import errno
 import hashlib
 import json
 import os
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c36_checkpoint import Checkpointer
 from notebook_builder.cells.c70_download import download, recover
 from notebook_builder.simcourt import FAULTS, TRANSIENT_FAULTS, SimCourt
-from support import RecordingClock
+from support import RecordingClock, mark_extracted
 
 MAX_PDF_BYTES = 1024 * 1024
 OVERSIZE_BYTES = 16 * 1024 * 1024
@@ -310,7 +309,7 @@ def test_recover_removes_parts_and_reverts_rows_whose_pdf_is_nowhere(fresh_court
     for row in (nowhere, extracted_nowhere):
         ctx.path(row["local_pdf"]).unlink()
         (store_root / row["local_pdf"]).unlink()
-    ctx.db.mark_extracted(extracted_nowhere["document_id"], pages=1, extracted_chars=10, likely_scanned=False)
+    mark_extracted(ctx.db, extracted_nowhere["document_id"], pages=1, extracted_chars=10, likely_scanned=False)
     result = recover(ctx)
     assert (result.parts_removed, result.reverted, result.store_only) == (1, 2, 1)
     statuses = [ctx.db.get_document(d.document_id)["status"] for d in ok]

@@ -25,6 +25,8 @@ from notebook_builder.cells.c00_config import (IntegrityError, StoreError, Store
                                                retry_delay)
 from notebook_builder.cells.drive_store import DriveStore, _drive_verdict, open_drive_store
 
+from support import put_bytes
+
 FOLDER = "application/vnd.google-apps.folder"
 SHA = "a" * 64
 PDF_NAME = f"pdf_by_hash/{SHA}.pdf"
@@ -170,8 +172,8 @@ def test_missing_subfolder_is_created_once_and_cached():
         *upload(file("F2", f"{'b' * 64}.pdf", b"two")),      # nor for the second: our writes keep it current
     ])
     store = drive.store()
-    store.write_bytes(PDF_NAME, b"one")
-    store.write_bytes(f"pdf_by_hash/{'b' * 64}.pdf", b"two")
+    put_bytes(store, PDF_NAME, b"one")
+    put_bytes(store, f"pdf_by_hash/{'b' * 64}.pdf", b"two")
 
     assert drive.queries() == [
         "title = 'ky_court' and 'root' in parents and trashed = false",
@@ -274,7 +276,7 @@ def test_duplicate_titles_pick_the_oldest_and_an_upload_updates_it():
     ])
     store = drive.store()
     assert store.read_file("status.json") == b'{"v": 1}'
-    store.write_bytes("status.json", b'{"v": 4}')
+    put_bytes(store, "status.json", b'{"v": 4}')
 
     assert drive.sent[2][1] == "/drive/v2/files/OLDEST"
     method, path, params = drive.sent[4]
@@ -288,7 +290,7 @@ def test_content_addressed_name_with_other_bytes_is_refused():
     drive = ScriptedDrive([ROOT_FOUND, PDF_FOLDER_FOUND, listing(file("P", f"{SHA}.pdf", b"old"))])
     store = drive.store()
     with pytest.raises(IntegrityError, match="refuses to overwrite"):
-        store.write_bytes(PDF_NAME, b"new")
+        put_bytes(store, PDF_NAME, b"new")
     assert drive.all_answers_used()                            # no upload was attempted
 
 
@@ -296,8 +298,8 @@ def test_content_addressed_name_with_same_bytes_is_a_noop_from_the_listing():
     drive = ScriptedDrive([ROOT_FOUND, PDF_FOLDER_FOUND, listing(file("P", f"{SHA}.pdf", b"same"))])
     store = drive.store()
     assert store.exists(PDF_NAME)
-    store.write_bytes(PDF_NAME, b"same")
-    store.write_bytes(PDF_NAME, b"same")
+    put_bytes(store, PDF_NAME, b"same")
+    put_bytes(store, PDF_NAME, b"same")
     assert len(drive.sent) == 3                                # the listing only
     assert drive.all_answers_used()
 
@@ -329,7 +331,7 @@ def test_insert_that_failed_after_drive_stored_it_is_not_repeated(tmp_path):
 def test_empty_text_is_uploaded_in_one_multipart_request():
     drive = ScriptedDrive([ROOT_FOUND, listing(folder("TEXT", "text")), listing(),
                            *upload(file("T", f"{SHA}.txt", b""))])
-    drive.store().write_bytes(f"text/{SHA}.txt", b"")
+    put_bytes(drive.store(), f"text/{SHA}.txt", b"")
     assert drive.sent[-1][:2] == ("POST", "/upload/drive/v2/files")
     assert drive.sent[-1][2]["uploadType"] == "multipart"
     assert multipart_metadata(drive, 3)["mimeType"] == "text/plain"
@@ -340,7 +342,7 @@ def test_empty_file_over_the_multipart_limit_is_resumable_without_a_content_rang
     # With the limit at 0 every file is resumable: an empty one must not send "bytes 0--1/0".
     drive = ScriptedDrive([ROOT_FOUND, listing(folder("TEXT", "text")), listing(),
                            *resumable_upload(file("T", f"{SHA}.txt", b""))])
-    drive.store(multipart_limit=-1).write_bytes(f"text/{SHA}.txt", b"")
+    put_bytes(drive.store(multipart_limit=-1), f"text/{SHA}.txt", b"")
     uri, method, _body, headers = drive.http.request_sequence[-1]
     assert drive.sent[3][2]["uploadType"] == "resumable"
     assert method == "PUT" and headers[b"Content-Length"] == b"0"
@@ -352,7 +354,7 @@ def test_empty_file_over_the_multipart_limit_is_resumable_without_a_content_rang
 def test_upload_whose_stored_md5_differs_is_an_integrity_error():
     drive = ScriptedDrive([ROOT_FOUND, listing(), *upload(file("S", "status.json", b"torn"))])
     with pytest.raises(IntegrityError, match="md5"):
-        drive.store().write_bytes("status.json", b"{}")
+        put_bytes(drive.store(), "status.json", b"{}")
 
 
 def test_download_is_checked_a_torn_one_retried_and_the_target_replaced(tmp_path):
@@ -413,7 +415,7 @@ def test_403_storage_quota_raises_quota_exceeded_without_retry():
                            error(403, "storageQuotaExceeded", "The user's Drive storage quota has been exceeded."),
                            *upload(file("never", "status.json", b"{}"))])
     with pytest.raises(StoreQuotaExceeded, match="storageQuotaExceeded"):
-        drive.store().write_bytes("status.json", b"{}")
+        put_bytes(drive.store(), "status.json", b"{}")
     assert drive.sleeps == []
     assert len(drive.sent) == 3                                  # the upload start, and nothing after
 

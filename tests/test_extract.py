@@ -23,6 +23,8 @@ from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_l
                                                 join_page_texts, page_needs_ocr)
 from notebook_builder.simcourt import pdfs
 
+from support import put_bytes
+
 CREATED = "20240101000000Z"
 
 
@@ -62,7 +64,7 @@ def add_document(ctx, document_id: str, data: bytes, *, case_number: str = "2021
     if local:
         (ctx.workspace / name).write_bytes(data)
     if in_store:
-        ctx.store.write_bytes(name, data)
+        put_bytes(ctx.store, name, data)
     ctx.db.upsert_discovered([{"document_id": document_id, "case_number": case_number}])
     ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
     return sha

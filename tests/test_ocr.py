@@ -13,6 +13,8 @@ from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract
 from notebook_builder.cells.c85_ocr import merge_ocr_text, ocr, ocr_engine_available, render_page
 from notebook_builder.simcourt import pdfs
 
+from support import put_bytes
+
 CREATED = "20240101000000Z"
 
 
@@ -121,7 +123,7 @@ def test_verify_requires_the_ocr_text_in_the_store(ctx, tmp_path):
     from notebook_builder.cells.c90_verify import verify
     scan, _ = scanned(opinion(10), tmp_path)
     sha = add_document(ctx, "scan", scan)
-    ctx.store.write_bytes(f"pdf_by_hash/{sha}.pdf", scan)     # downloaded: the store holds the PDF
+    put_bytes(ctx.store, f"pdf_by_hash/{sha}.pdf", scan)     # downloaded: the store holds the PDF
     extract(ctx)
     ocr(ctx)
     assert verify(ctx).passed, verify(ctx).reasons

@@ -14,7 +14,7 @@ from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c88_audit import audit_sample, audit_store
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.simcourt import SimCourt
-from support import RecordingClock
+from support import RecordingClock, mark_extracted
 
 
 def test_every_download_response_is_an_event_with_its_identifying_headers(tmp_path):
@@ -76,7 +76,7 @@ def archive(tmp_path: Path, store=None, documents: int = 4, **env: str):
             ctx.mirror.put(name, ctx.path(name))
         db.record_download_attempt(document_id)
         db.mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf), local_pdf=f"pdf_by_hash/{sha}.pdf")
-        db.mark_extracted(document_id, pages=1, extracted_chars=len(text), likely_scanned=False)
+        mark_extracted(db, document_id, pages=1, extracted_chars=len(text), likely_scanned=False)
         shas.append(sha)
     return ctx, shas
 

@@ -17,6 +17,8 @@ from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c97_report import (coverage_rows, draw_coverage_chart, report_table, show_report,
                                                write_report)
 
+from support import mark_extracted
+
 COURT_NAMES = {"SC": "Kentucky Supreme Court", "CA": "Kentucky Court of Appeals"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -44,7 +46,7 @@ def build_workspace(workspace: Path, seed: int = 3) -> list[tuple[str, str, str]
             sha = f"{int(document_id[3:]):064x}"
             db.mark_downloaded(document_id, sha256=sha, size_bytes=100, local_pdf=f"pdf_by_hash/{sha}.pdf")
         if status == "extracted":
-            db.mark_extracted(document_id, pages=2, extracted_chars=900, likely_scanned=False)
+            mark_extracted(db, document_id, pages=2, extracted_chars=900, likely_scanned=False)
         if status == "failed":
             db.mark_download_failed(document_id, http_status=404, error="not found")
     db.close()

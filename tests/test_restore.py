@@ -21,6 +21,8 @@ from notebook_builder.cells.c36_checkpoint import (Checkpointer, is_resume_archi
                                                    write_resume_archive)
 from notebook_builder.cells.c40_restore import restore, resume_member_problem, stale_workspace_entries
 
+from support import put_bytes
+
 
 def make_context(tmp_path: Path, workspace: str = "ws"):
     cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / workspace), "KY_STORE": str(tmp_path / "store"),
@@ -417,7 +419,7 @@ def download_into_store(ctx, document_id: str, *, in_store: bool = True) -> str:
     data = f"%PDF-1.4 {document_id}".encode()
     sha = hashlib.sha256(data).hexdigest()
     if in_store:
-        ctx.store.write_bytes(f"pdf_by_hash/{sha}.pdf", data)
+        put_bytes(ctx.store, f"pdf_by_hash/{sha}.pdf", data)
     assert ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
     return sha
 
@@ -457,12 +459,12 @@ def test_a_journal_older_than_the_snapshot_or_with_bad_lines_replays_nothing_fal
     source.close()
     good = {"document_id": "D0001", "sha256": "b" * 64, "size_bytes": 3, "local_pdf": "../../etc/x", "attempts": 1}
     store = LocalStore(tmp_path / "store")
-    store.write_bytes("pdf_by_hash/" + "b" * 64 + ".pdf", b"pdf")
-    store.write_bytes("pdf_by_hash/" + "c" * 64 + ".pdf", b"pdf")
+    put_bytes(store, "pdf_by_hash/" + "b" * 64 + ".pdf", b"pdf")
+    put_bytes(store, "pdf_by_hash/" + "c" * 64 + ".pdf", b"pdf")
     lines = [json.dumps(good), "{torn", json.dumps({**good, "document_id": "D0002", "sha256": "C" * 64}),
              json.dumps({**good, "document_id": "D0002", "size_bytes": -1})]
-    store.write_bytes(f"journal/downloads-after-{sequence}.jsonl", "\n".join(lines).encode())
-    store.write_bytes(f"journal/downloads-after-{sequence - 1}.jsonl",
+    put_bytes(store, f"journal/downloads-after-{sequence}.jsonl", "\n".join(lines).encode())
+    put_bytes(store, f"journal/downloads-after-{sequence - 1}.jsonl",
                       json.dumps({**good, "document_id": "D0002", "sha256": "c" * 64}).encode())
 
     ctx = fresh_runtime(tmp_path)
@@ -540,7 +542,7 @@ def test_a_backup_credited_after_the_snapshot_is_in_the_journal(tmp_path):
     push_checkpoint(source)
     data = b"%PDF-1.4 a legacy backup"
     sha = hashlib.sha256(data).hexdigest()
-    source.store.write_bytes(f"pdf_by_hash/{sha}.pdf", data)
+    put_bytes(source.store, f"pdf_by_hash/{sha}.pdf", data)
     assert source.db.credit_backup("D0001", sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
     assert push_journal(source) == 1
     source.close()

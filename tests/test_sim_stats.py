@@ -24,8 +24,14 @@ def test_sim_stats_endpoint_counts_requests_and_faults():
             urllib.request.urlopen(request, timeout=10)
         except urllib.error.HTTPError as exc:
             assert exc.code == 404
-        with urllib.request.urlopen(root + STATS_PATH, timeout=10) as answer:
-            stats = json.load(answer)
+        # The 404 reaches us before its handler thread counts itself out of in_flight: wait for it.
+        deadline = time.monotonic() + 5
+        while True:
+            with urllib.request.urlopen(root + STATS_PATH, timeout=10) as answer:
+                stats = json.load(answer)
+            if stats["in_flight"] <= 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
     assert stats["requests"]["download"] == 1
     assert stats["faults_served"] == 1 and stats["faults_by_kind"] == {"http_404": 1}
     assert stats["in_flight"] == 1     # the stats request itself

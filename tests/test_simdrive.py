@@ -21,6 +21,8 @@ from notebook_builder.cells.c35_context import open_context, store_sleep
 from notebook_builder.cells.drive_store import DriveStore, DriveWritePacer, connect_drive
 from notebook_builder.simdrive import SimDrive, parse_query
 
+from support import put_bytes
+
 FOLDER = "ky_court"
 
 
@@ -86,14 +88,14 @@ def test_pacer_halves_on_rate_limits_and_climbs_back_additively():
 
 def test_a_small_file_is_one_request_a_large_one_resumable_in_chunks(sim):
     store = drive_store(sim, multipart_limit=1000)
-    store.write_bytes("status.json", b"{}")                           # makes the root folder
+    put_bytes(store, "status.json", b"{}")                           # makes the root folder
     before = sum(sim.requests.values())
     for number in range(10):
-        store.write_bytes(sha_name(number), b"%PDF small " + bytes([number]))
+        put_bytes(store, sha_name(number), b"%PDF small " + bytes([number]))
     # one folder lookup (absent) and its creation, then exactly one request per PDF
     assert sum(sim.requests.values()) - before == 2 + 10
     big = bytes(range(256)) * 20
-    store.write_bytes("ky_court.sqlite", big)
+    put_bytes(store, "ky_court.sqlite", big)
     assert sim.requests["upload_chunk"] == 1                          # the resumable session's chunk
     assert store.read_file("ky_court.sqlite") == big
     assert len(titles(sim, "pdf_by_hash")) == 10
@@ -101,7 +103,7 @@ def test_a_small_file_is_one_request_a_large_one_resumable_in_chunks(sim):
 
 def test_folder_of_more_than_1000_files_is_listed_across_pages(sim):
     store = drive_store(sim)
-    store.write_bytes("status.json", b"{}")
+    put_bytes(store, "status.json", b"{}")
     folder = sim.add_folder(sim.folder_id(FOLDER), "pdf_by_hash")
     names = [sha_name(number) for number in range(1234)]
     for name in names:
@@ -121,7 +123,7 @@ def test_rate_limit_storm_slows_the_pacer_and_loses_nothing(sim):
     store = drive_store(sim, writes_per_second=200.0, max_tries=12)
     names = [sha_name(number) for number in range(20)]
     for name in names:
-        store.write_bytes(name, name.encode())
+        put_bytes(store, name, name.encode())
     assert sim.rejected["userRateLimitExceeded"] > 0 and sim.rejected["429"] > 0
     assert store.pacer.limited_count > 0 and store.pacer.rate < 200.0
     assert titles(sim, "pdf_by_hash") == sorted(name.split("/")[1] for name in names)   # each once
@@ -129,15 +131,15 @@ def test_rate_limit_storm_slows_the_pacer_and_loses_nothing(sim):
 
 def test_5xx_dropped_and_lost_answers_leave_exactly_one_copy(sim):
     store = drive_store(sim)
-    store.write_bytes("status.json", b"{}")
+    put_bytes(store, "status.json", b"{}")
     sim.fail_next("error", 1, ("insert",))
     sim.fail_next("drop", 1, ("insert",))
     sim.fail_next("lost", 1, ("insert",))            # Drive stored it; the answer never came
-    store.write_bytes(sha_name(1), b"%PDF one")
+    put_bytes(store, sha_name(1), b"%PDF one")
     assert sim.rejected["backendError"] == 1 and sim.rejected["dropped"] == 1 and sim.rejected["lost"] == 1
     assert titles(sim, "pdf_by_hash") == [sha_name(1).split("/")[1]]
     sim.fail_next("lost", 1, ("update",))
-    store.write_bytes("status.json", b'{"v": 2}')     # an update whose answer is lost is still one file
+    put_bytes(store, "status.json", b'{"v": 2}')     # an update whose answer is lost is still one file
     assert titles(sim, "") == ["status.json"]
     assert store.read_file("status.json") == b'{"v": 2}'
 
@@ -145,7 +147,7 @@ def test_5xx_dropped_and_lost_answers_leave_exactly_one_copy(sim):
 def test_truncated_media_download_is_retried_and_checked(sim, tmp_path):
     store = drive_store(sim)
     data = b"%PDF " + bytes(range(256)) * 40
-    store.write_bytes(sha_name(2), data)
+    put_bytes(store, sha_name(2), data)
     sim.fail_next("truncate", 2)
     target = tmp_path / "copy.pdf"
     store.download_file(sha_name(2), target)
@@ -158,14 +160,14 @@ def test_truncated_media_download_is_retried_and_checked(sim, tmp_path):
 
 def test_quota_full_is_quota_exceeded_at_once_and_about_reports_it(sim):
     store = drive_store(sim)
-    store.write_bytes(sha_name(1), b"x" * 100)
+    put_bytes(store, sha_name(1), b"x" * 100)
     sim.quota_bytes = 150
     with pytest.raises(StoreQuotaExceeded, match="storageQuotaExceeded"):
-        store.write_bytes(sha_name(2), b"y" * 100)
+        put_bytes(store, sha_name(2), b"y" * 100)
     assert store.quota() == {"used": 100, "total": 150}
     assert titles(sim, "pdf_by_hash") == [sha_name(1).split("/")[1]]
     sim.quota_bytes = None
-    store.write_bytes(sha_name(2), b"y" * 100)                        # freed: the same store goes on
+    put_bytes(store, sha_name(2), b"y" * 100)                        # freed: the same store goes on
     assert len(titles(sim, "pdf_by_hash")) == 2
 
 
@@ -173,7 +175,7 @@ def test_token_expiring_mid_run_is_refreshed_without_a_login(sim):
     sim.token_seconds = 0.2
     store = drive_store(sim)
     for number in range(6):
-        store.write_bytes(sha_name(number), b"%PDF " + bytes([number]))
+        put_bytes(store, sha_name(number), b"%PDF " + bytes([number]))
         time.sleep(0.1)
     assert sim.requests["token"] >= 2                                 # refreshed at the token endpoint
     assert len(titles(sim, "pdf_by_hash")) == 6
@@ -181,22 +183,22 @@ def test_token_expiring_mid_run_is_refreshed_without_a_login(sim):
 
 def test_duplicate_title_from_another_client_reads_and_updates_the_oldest(sim):
     store = drive_store(sim)
-    store.write_bytes("status.json", b'{"ours": 1}')
+    put_bytes(store, "status.json", b'{"ours": 1}')
     root = sim.folder_id(FOLDER)
     sim.add_file(root, "status.json", b'{"theirs": 1}')              # newer: another session made it
     fresh = drive_store(sim)
     assert fresh.read_file("status.json") == b'{"ours": 1}'
-    fresh.write_bytes("status.json", b'{"ours": 2}')
+    put_bytes(fresh, "status.json", b'{"ours": 2}')
     copies = sorted((f["createdDate"], sim.content(f["id"])) for f in sim.files_in(FOLDER))
     assert [content for _, content in copies] == [b'{"ours": 2}', b'{"theirs": 1}']
 
 
 def test_file_trashed_by_hand_is_absent_from_a_fresh_listing_and_stored_again(sim):
     store = drive_store(sim)
-    store.write_bytes(sha_name(3), b"%PDF three")
+    put_bytes(store, sha_name(3), b"%PDF three")
     sim.trash(sim.file_by_name(f"{FOLDER}/{sha_name(3)}")["id"])
     assert store.list_dir("pdf_by_hash") == []                        # list_dir always asks Drive
-    store.write_bytes(sha_name(3), b"%PDF three")
+    put_bytes(store, sha_name(3), b"%PDF three")
     assert titles(sim, "pdf_by_hash") == [sha_name(3).split("/")[1]]
 
 
@@ -209,7 +211,7 @@ def test_a_signal_during_a_drive_outage_ends_the_retry_wait(sim):
 
     def write():
         try:
-            store.write_bytes("status.json", b"{}")
+            put_bytes(store, "status.json", b"{}")
         except StoreError as exc:
             outcome.append(exc)
     writer = threading.Thread(target=write)
@@ -232,7 +234,7 @@ def test_a_sigterm_during_a_drive_outage_stops_a_run_contexts_store_within_secon
     ctx = open_context(cfg, clock=RunClock(3600.0))
     sim.error_rate = 1.0
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        write = pool.submit(ctx.store.write_bytes, "status.json", b"{}")
+        write = pool.submit(put_bytes, ctx.store, "status.json", b"{}")
         while sim.requests["list"] == 0:
             time.sleep(0.01)
         time.sleep(0.2)                                               # into the 60 s wait

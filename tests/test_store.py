@@ -6,11 +6,13 @@ import pytest
 from notebook_builder.cells.c00_config import IntegrityError, StoreError, StoreQuotaExceeded
 from notebook_builder.cells.c20_store import LocalStore
 
+from support import put_bytes
+
 
 def test_write_read_list_and_exists(tmp_path):
     store = LocalStore(tmp_path / "s")
-    store.write_bytes("pdf_by_hash/ab.pdf", b"%PDF-1")
-    store.write_bytes("status.json", b"{}")
+    put_bytes(store, "pdf_by_hash/ab.pdf", b"%PDF-1")
+    put_bytes(store, "status.json", b"{}")
     assert store.exists("pdf_by_hash/ab.pdf") and not store.exists("pdf_by_hash/cd.pdf")
     assert store.read_file("pdf_by_hash/ab.pdf") == b"%PDF-1"
     assert store.size("status.json") == 2 and store.size("nope") is None
@@ -28,28 +30,28 @@ def test_content_addressed_name_refuses_other_bytes_but_accepts_same(tmp_path):
     with pytest.raises(IntegrityError):
         store.upload_file("text/aa.txt", local)
     with pytest.raises(IntegrityError):
-        store.write_bytes("pdf_by_hash/zz.pdf", b"a") or store.write_bytes("pdf_by_hash/zz.pdf", b"b")
+        put_bytes(store, "pdf_by_hash/zz.pdf", b"a") or put_bytes(store, "pdf_by_hash/zz.pdf", b"b")
     assert store.read_file("text/aa.txt") == b"one"
-    store.write_bytes("status.json", b"1")
-    store.write_bytes("status.json", b"2")  # mutable names may change
+    put_bytes(store, "status.json", b"1")
+    put_bytes(store, "status.json", b"2")  # mutable names may change
     assert store.read_file("status.json") == b"2"
 
 
 @pytest.mark.parametrize("name", ["/etc/passwd", "../x", "a/../../b", "", "a//b"])
 def test_names_outside_the_store_are_refused(tmp_path, name):
     with pytest.raises(StoreError):
-        LocalStore(tmp_path).write_bytes(name, b"x")
+        put_bytes(LocalStore(tmp_path), name, b"x")
 
 
 def test_failed_write_leaves_old_bytes_and_no_temp(tmp_path, monkeypatch):
     store = LocalStore(tmp_path)
-    store.write_bytes("status.json", b"old")
+    put_bytes(store, "status.json", b"old")
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(StoreQuotaExceeded):
-        store.write_bytes("status.json", b"new")
+        put_bytes(store, "status.json", b"new")
     assert store.read_file("status.json") == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
 
@@ -66,7 +68,7 @@ def test_read_only_store_directory_gives_a_clear_error(tmp_path, monkeypatch):
         monkeypatch.setattr(c20_store, "_store_create_temp", read_only)
     try:
         with pytest.raises(StoreError, match="cannot write status.json") as caught:
-            store.write_bytes("status.json", b"x")
+            put_bytes(store, "status.json", b"x")
         assert not isinstance(caught.value, StoreQuotaExceeded)
     finally:
         root.chmod(0o700)
@@ -156,8 +158,8 @@ def test_syncfs_is_found_on_linux_and_syncs_real_files(tmp_path):
 
 def test_stale_temps_of_killed_writes_are_removed_and_nothing_else(tmp_path):
     store = LocalStore(tmp_path / "s")
-    store.write_bytes("pdf_by_hash/ab.pdf", b"%PDF-1")
-    store.write_bytes("status.json", b"{}")
+    put_bytes(store, "pdf_by_hash/ab.pdf", b"%PDF-1")
+    put_bytes(store, "status.json", b"{}")
     old = [tmp_path / "s" / "pdf_by_hash" / ".tmp-killed1", tmp_path / "s" / ".tmp-killed2"]
     fresh = tmp_path / "s" / "text" / ".tmp-in-progress"
     fresh.parent.mkdir()
@@ -201,6 +203,6 @@ def test_a_new_folder_is_made_durable_in_its_parent_before_a_name_in_it_is(tmp_p
         synced.extend(folders)
         real(folders)
     monkeypatch.setattr(c05_durable, "sync_folders", record)
-    store.write_bytes("text/deeper/ab.txt", b"x")
+    put_bytes(store, "text/deeper/ab.txt", b"x")
     assert {str(tmp_path / "s"), str(tmp_path / "s" / "text")} <= set(synced)
     assert store.read_file("text/deeper/ab.txt") == b"x"

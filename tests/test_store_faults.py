@@ -50,10 +50,6 @@ class FailingUploads(LocalStore):
         self._refuse(name)
         super().upload_file(name, local_path)
 
-    def write_bytes(self, name, data):
-        self._refuse(name)
-        super().write_bytes(name, data)
-
 
 def store_is_level(cfg) -> list[str]:
     """Names the database refers to that the store lacks, or whose bytes are not the workspace's."""

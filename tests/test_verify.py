@@ -17,6 +17,8 @@ from notebook_builder.cells.c36_checkpoint import is_resume_archive_name
 from notebook_builder.cells.c90_verify import (
     DOCUMENT_INVENTORY, FAILED_INVENTORY, VerifyResult, failure_reason, format_verify_report, verify)
 
+from support import mark_extracted
+
 
 def make_context(tmp_path: Path, store=None, **env: str):
     cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store"),
@@ -37,7 +39,7 @@ def add_pdf(ctx, document_id: str, *, extracted: bool) -> str:
         text = f"text/{sha}.txt"
         ctx.path(text).write_text(f"text of {document_id}")
         ctx.mirror.put(text, ctx.path(text))
-        ctx.db.mark_extracted(document_id, pages=1, extracted_chars=12, likely_scanned=False)
+        mark_extracted(ctx.db, document_id, pages=1, extracted_chars=12, likely_scanned=False)
     return sha
 
 

@@ -9,8 +9,13 @@ Guarantees:
   and catch the same classes.
 
 Precedence: explicit overrides (CLI flags, notebook form fields) > the
-environment > the defaults below. `KNOBS` lists them all; the README's
-table is generated from it.
+environment > the defaults below.
+
+`KNOBS` declares each knob once: its name, default, parser (which validates
+and, by its return annotation, types it), accepted form, help, environment
+variable, CLI flag and form field. `Config`'s fields, cli.py's flags, the
+notebook's form (build.py writes cells/form.py) and the README's table are
+all made from it; adding a knob is one `Knob(...)` entry.
 """
 from __future__ import annotations
 
@@ -90,69 +95,102 @@ class StopRequested(PipelineError):
 
 
 @dataclass(frozen=True)
+class Flag:
+    """The command-line flag of a knob; cli.py gives it to the commands that take the knob."""
+    name: str                    # e.g. "--budget"
+    metavar: str | None          # None: a switch (store_true) that sets the knob to True
+    help: str                    # "(KY_X)" or "(KY_X=1)" is added unless the text names the variable
+    nargs: str | None = None     # "?": the value may be left out, giving `const`
+    const: Any = None
+
+
+@dataclass(frozen=True)
+class FormField:
+    """A field of the notebook's settings form. build.py writes the `form` cell from these (the
+    fields in KNOBS order); c01_form turns the fields into overrides of their knobs."""
+    name: str                    # FORM_<NAME> in the form cell
+    intro: str = ""              # #@markdown text shown above the field
+    param: str | None = None     # Colab's #@param spec; None: {type:...} of the shipped value
+    shipped: Any = None          # value the built form holds; None: the knob's default (env form)
+    scale: float = 1.0           # the knob's value is the field's times this (hours -> seconds)
+    accepted: str | None = None  # the accepted form in the field's own unit (default: the knob's)
+
+
+@dataclass(frozen=True)
 class Knob:
+    """One knob, declared once: `Config`'s field (typed by what `parse` returns), the environment
+    variable, the CLI flag and the form field, if any, and the README's row are made from it."""
     name: str            # attribute of Config
     env: str | None      # environment variable, None if not overridable
     default: Any
     parse: Callable[[str], Any]
     accepted: str        # the accepted form, for errors and the README
     help: str
+    flag: Flag | None = None
+    form: FormField | None = None
+    colab_default: Any = None   # the default inside Colab, when it differs
+
+    @property
+    def type(self) -> str:
+        """The type of the knob's value: the return annotation of its parser."""
+        return self.parse.__annotations__["return"]
+
+
+def _valid(text: str, value: Any, ok: bool) -> Any:
+    """`value` when `ok`, else ValueError naming the text it was read from (every parser's end)."""
+    if not ok:
+        raise ValueError(text)
+    return value
 
 
 def _parse_bool(text: str) -> bool:
     value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(text)
+    return _valid(text, value in ("1", "true", "yes", "on"),
+                  value in ("1", "true", "yes", "on", "0", "false", "no", "off", ""))
+
+
+def _parse_number(text: str, convert: Callable[[str], Any], *, positive: bool) -> Any:
+    """`text` as a finite number >= 0 (> 0 when `positive`), else ValueError."""
+    value = convert(text.strip())
+    return _valid(text, value, value >= 0 and value != float("inf") and not (positive and value == 0))
 
 
 def _parse_nonneg_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0 or value == float("inf"):
-        raise ValueError(text)
-    return value
+    return _parse_number(text, float, positive=False)
 
 
 def _parse_pos_float(text: str) -> float:
-    value = _parse_nonneg_float(text)
-    if value == 0:
-        raise ValueError(text)
-    return value
+    return _parse_number(text, float, positive=True)
 
 
 def _parse_nonneg_int(text: str) -> int:
-    value = int(text.strip())
-    if value < 0:
-        raise ValueError(text)
-    return value
+    return _parse_number(text, int, positive=False)
 
 
 def _parse_pos_int(text: str) -> int:
-    value = _parse_nonneg_int(text)
-    if value == 0:
-        raise ValueError(text)
-    return value
+    return _parse_number(text, int, positive=True)
 
 
 def _parse_range(text: str) -> tuple[float, float]:
     low, high = (float(part) for part in text.split(","))
-    if not (0 <= low <= high < float("inf")):
-        raise ValueError(text)
-    return (low, high)
+    return _valid(text, (low, high), 0 <= low <= high < float("inf"))
 
 
 PHASE_NAMES = ("discover", "backfill", "download", "extract", "ocr", "derive", "index")
 EXTRACT_ENGINES = ("pypdf", "pypdfium2")
 OCR_ENGINE_NAMES = ("tesseract", "rapidocr")
+DISCOVERY_STRATEGIES = ("auto", "documents", "cases")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A comma list's names, lower case, blanks dropped."""
+    return tuple(part.strip().lower() for part in text.split(",") if part.strip())
 
 
 def _parse_phases(text: str) -> tuple[str, ...]:
-    phases = tuple(part.strip().lower() for part in text.split(",") if part.strip())
+    phases = _names(text)
     # No phase at all would run nothing and still print PASS: `verify` is the command for that.
-    if not phases or any(phase not in PHASE_NAMES for phase in phases):
-        raise ValueError(text)
+    _valid(text, phases, bool(phases) and all(phase in PHASE_NAMES for phase in phases))
     # Stages always run in pipeline order, whatever order the user typed.
     return tuple(phase for phase in PHASE_NAMES if phase in phases)
 
@@ -166,56 +204,36 @@ def _parse_audit(text: str) -> float:
 
 def _parse_engines(text: str) -> tuple[str, ...]:
     """A non-empty comma list of distinct text engines, in the order they are tried."""
-    engines = tuple(part.strip().lower() for part in text.split(",") if part.strip())
-    if not engines or len(set(engines)) != len(engines) or any(e not in EXTRACT_ENGINES for e in engines):
-        raise ValueError(text)
-    return engines
+    engines = _names(text)
+    return _valid(text, engines, bool(engines) and len(set(engines)) == len(engines)
+                  and all(engine in EXTRACT_ENGINES for engine in engines))
 
 
 def _parse_ocr_engine(text: str) -> str:
-    engine = text.strip().lower()
-    if engine not in OCR_ENGINE_NAMES:
-        raise ValueError(text)
-    return engine
-
-
-DISCOVERY_STRATEGIES = ("auto", "documents", "cases")
+    return _valid(text, text.strip().lower(), text.strip().lower() in OCR_ENGINE_NAMES)
 
 
 def _parse_discovery(text: str) -> str:
-    strategy = text.strip().lower()
-    if strategy not in DISCOVERY_STRATEGIES:
-        raise ValueError(text)
-    return strategy
+    return _valid(text, text.strip().lower(), text.strip().lower() in DISCOVERY_STRATEGIES)
 
 
 def _parse_fraction(text: str) -> float:
     value = float(text)
-    if not 0 <= value <= 1:
-        raise ValueError(text)
-    return value
+    return _valid(text, value, 0 <= value <= 1)
 
 
 def _parse_text(text: str) -> str:
-    if not text.strip():
-        raise ValueError(text)
-    return text.strip()
+    return _valid(text, text.strip(), bool(text.strip()))
 
 
 def _parse_optional_url(text: str) -> str | None:
-    text = text.strip()
-    if not text:
-        return None
-    if not text.startswith(("http://", "https://")):
-        raise ValueError(text)
-    return text
+    url = text.strip()
+    return _valid(text, url, url.startswith(("http://", "https://"))) if url else None
 
 
 def _parse_year(text: str) -> int:
     year = int(text)
-    if not 1900 <= year <= 2100:
-        raise ValueError(text)
-    return year
+    return _valid(text, year, 1900 <= year <= 2100)
 
 
 def _parse_optional_year(text: str) -> int | None:
@@ -239,11 +257,21 @@ REAL_API_BASE = "https://appellatepublic.kycourts.net/api/api/v1"
 
 KNOBS: tuple[Knob, ...] = (
     Knob("WORKSPACE", "KY_WORKSPACE", "ky_court_workspace", _parse_text, "a directory path",
-         "local, throwaway working directory (database, PDFs, text)"),
+         "local, throwaway working directory (database, PDFs, text)",
+         flag=Flag("--workspace", "DIR", "local working directory"),
+         colab_default="/content/ky_court_workspace"),
     Knob("STORE", "KY_STORE", "ky_court_store", _parse_text, "a directory path or 'drive'",
-         "durable mirror; 'drive' uses Google Drive through pydrive2 (the default in Colab)"),
+         "durable mirror; 'drive' uses Google Drive through pydrive2 (the default in Colab)",
+         flag=Flag("--store", "DIR|drive", "durable mirror: a directory or 'drive'"), colab_default="drive",
+         form=FormField("store", param='["drive", "/content/ky_court_store"] {allow-input: true}',
+                        shipped="drive",
+                        intro="**Where the archive goes.** `drive` keeps everything in your Google Drive "
+                              "folder below, so a new session resumes where the last one stopped. A "
+                              "`/content/...` folder is this runtime's own disk: Colab deletes it when the "
+                              "runtime ends.")),
     Knob("DRIVE_FOLDER", "KY_DRIVE_FOLDER", "ky_court", _parse_text, "a Drive folder path like ky_court",
-         "the Drive folder the store lives in when STORE=drive"),
+         "the Drive folder the store lives in when STORE=drive",
+         form=FormField("drive_folder")),
     Knob("DRIVE_API", "KY_DRIVE_API", None, _parse_optional_url, "an http(s) URL, or empty for Google's",
          "for testing: the root of a Drive-compatible API (the simulated Drive) that STORE=drive uses "
          "instead of Google's, with dummy credentials; no Colab needed"),
@@ -251,11 +279,18 @@ KNOBS: tuple[Knob, ...] = (
          "Drive writes a second at most (Drive allows about 2); halved on each rate-limit answer, "
          "then raised again"),
     Knob("API_BASE", "KY_API_BASE", REAL_API_BASE, _parse_text, "an http(s) URL",
-         "root of the C-Track Public Access API"),
+         "root of the C-Track Public Access API",
+         flag=Flag("--api-base", "URL", "C-Track API root")),
     Knob("PHASES", "KY_PHASES", PHASE_NAMES, _parse_phases,
-         "a comma list of discover,backfill,download,extract,ocr,derive,index", "stages this run performs"),
+         "a comma list of discover,backfill,download,extract,ocr,derive,index", "stages this run performs",
+         flag=Flag("--phases", "a,b", "discover,backfill,download,extract,ocr"),
+         form=FormField("phases", intro="**What to do this session.** The budget is wall-clock hours (Colab "
+                                        "allows about 12).")),
     Knob("BUDGET_SECONDS", "KY_BUDGET", 36000.0, _parse_pos_float, "a positive number of seconds",
-         "wall-clock budget of one run (Colab allows ~12 h)"),
+         "wall-clock budget of one run (Colab allows ~12 h)",
+         flag=Flag("--budget", "SECONDS", "wall-clock budget of the run"),
+         form=FormField("budget_hours", param='{type:"number"}', scale=3600.0,
+                        accepted="a positive number of hours")),
     Knob("SHUTDOWN_SECONDS", "KY_SHUTDOWN", 900.0, _parse_nonneg_float, "a number of seconds >= 0",
          "stop starting new work this long before the budget ends, to sync"),
     Knob("PACING", "KY_PACING", 1.0, _parse_nonneg_float, "a number >= 0 (0 turns pacing off)",
@@ -276,18 +311,29 @@ KNOBS: tuple[Knob, ...] = (
          "size cap; a larger file is a permanent failure (413)"),
     Knob("MAX_EXTRACT_ATTEMPTS", "KY_MAX_EXTRACT_ATTEMPTS", 3, _parse_pos_int, "a positive integer",
          "text extraction attempts per document"),
-    Knob("RETRY_HARD", "KY_RETRY_HARD", False, _parse_bool, "0 or 1",
-         "retry permanent failures and exhausted documents too"),
-    Knob("DRY_RUN", "KY_DRY", False, _parse_bool, "0 or 1",
-         "no network at all: report the queues and verify"),
     Knob("PROGRESS", "KY_PROGRESS", True, _parse_bool, "0 or 1",
          "progress bars (tqdm) for backfill, discover, download and extract"),
     Knob("LIVE", "KY_LIVE", False, _parse_bool, "0 or 1",
          "enables the live smoke tests against the real court (10 requests at most)"),
+    Knob("DOWNLOAD_LIMIT", "KY_DOWNLOAD_LIMIT", 0, _parse_nonneg_int, "an integer >= 0 (0: no limit)",
+         "documents one run downloads at most (a trial run, or a sample at full scale)",
+         form=FormField("download_limit", intro="**A trial run.** Download at most this many documents "
+                                                "(0: no limit), of case years in this range (an empty last "
+                                                "year means the current year).")),
     Knob("FIRST_YEAR", "KY_FIRST_YEAR", 1990, _parse_year, "a year like 1990",
-         "first year of case numbers to discover"),
+         "first year of case numbers to discover",
+         form=FormField("first_year")),
     Knob("LAST_YEAR", "KY_LAST_YEAR", None, _parse_optional_year, "a year, or empty for the current year",
-         "last year of case numbers to discover"),
+         "last year of case numbers to discover",
+         form=FormField("last_year")),
+    Knob("RETRY_HARD", "KY_RETRY_HARD", False, _parse_bool, "0 or 1",
+         "retry permanent failures and exhausted documents too",
+         flag=Flag("--retry-hard", None, "retry permanent failures and exhausted documents"),
+         form=FormField("retry_hard", intro="**Repairs.** Retry documents that failed for good; or ask nothing "
+                                            "of the court (a dry run).")),
+    Knob("DRY_RUN", "KY_DRY", False, _parse_bool, "0 or 1",
+         "no network at all: report the queues and verify",
+         flag=Flag("--dry-run", None, "no network at all"), form=FormField("dry_run")),
     Knob("PAGE_SIZE", "KY_PAGE_SIZE", 500, _parse_pos_int, "a positive integer",
          "x-ctrack-paging-maxresults asked for (the server may cap it)"),
     Knob("CONVERGENCE_DELTA", "KY_CONVERGENCE_DELTA", 10, _parse_pos_int, "a positive integer",
@@ -296,8 +342,6 @@ KNOBS: tuple[Knob, ...] = (
          "discovery sweeps at most per run"),
     Knob("DOWNLOAD_BATCH", "KY_DOWNLOAD_BATCH", 50, _parse_pos_int, "a positive integer",
          "documents taken from the download queue at a time"),
-    Knob("DOWNLOAD_LIMIT", "KY_DOWNLOAD_LIMIT", 0, _parse_nonneg_int, "an integer >= 0 (0: no limit)",
-         "documents one run downloads at most (a trial run, or a sample at full scale)"),
     Knob("EXTRACT_BATCH", "KY_EXTRACT_BATCH", 500, _parse_pos_int, "a positive integer",
          "documents taken from the extract queue at a time"),
     Knob("WORKERS", "KY_WORKERS", max(1, os.cpu_count() or 1), _parse_pos_int, "a positive integer",
@@ -329,7 +373,10 @@ KNOBS: tuple[Knob, ...] = (
          "documents derived (fields, citations) per transaction"),
     Knob("AUDIT", "KY_AUDIT", 0.0, _parse_audit, "0 (off), a share in (0, 1] like 0.01, or all",
          "verify re-hashes this share of the store's PDFs and texts (a random sample; all: every one) "
-         "against their names, their recorded text hashes and, on Drive, Drive's md5"),
+         "against their names, their recorded text hashes and, on Drive, Drive's md5",
+         flag=Flag("--audit", "SHARE", "re-hash a share (like 0.05, or all) of the store's PDFs and texts "
+                                  "(KY_AUDIT; without SHARE: KY_AUDIT if set, else 0.01)",
+                   nargs="?", const="")),
     Knob("HEARTBEAT_EVERY", "KY_HEARTBEAT_EVERY", 100, _parse_pos_int, "a positive integer",
          "status.json is rewritten every this many download attempts"),
     Knob("COURT_DOWN_SECONDS", "KY_COURT_DOWN_SECONDS", 300.0, _parse_pos_float,
@@ -348,7 +395,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("DISCOVERY", "KY_DISCOVERY", "auto", _parse_discovery, "auto, documents or cases",
          "how documents are enumerated: the document search, the case walk (case search, docket "
          "entries, each entry's files), or auto: one probe picks the document search if its rows "
-         "carry documentID, else the case walk (the choice is kept in the database)"),
+         "carry documentID, else the case walk (the choice is kept in the database)",
+         flag=Flag("--discovery", "auto|documents|cases", "strategy to probe for")),
     Knob("CASE_DETAILS", "KY_CASE_DETAILS", True, _parse_bool, "0 or 1",
          "the case walk also fetches each case's parties (with attorneys) and lower courts, one "
          "request each"),
@@ -358,82 +406,42 @@ KNOBS: tuple[Knob, ...] = (
          "once discovery has converged, sweep every year again instead of the incremental update "
          "(current and previous year, opinions filed since the last sweep)"),
     Knob("PROBE_FIRST", "KY_PROBE_FIRST", False, _parse_bool, "0 or 1",
-         "probe the court (at most 10 requests) before the stages; a failed probe stops the run"),
+         "probe the court (at most 10 requests) before the stages; a failed probe stops the run",
+         form=FormField("probe_first", intro="**Probe first.** Ask the court at most 10 requests, print what "
+                                          "each endpoint answered, and stop before any stage when the pipeline "
+                                          "cannot run against it.")),
 )
 
 KNOB_BY_NAME = {knob.name: knob for knob in KNOBS}
 
 
-@dataclass(frozen=True)
-class Config:
-    """Every knob, validated. Build with `load_config`, change with `.replace()`."""
+def _config_replace(self, **changes: Any) -> "Config":
+    return dataclasses.replace(self, **changes)
 
-    WORKSPACE: str
-    STORE: str
-    DRIVE_FOLDER: str
-    API_BASE: str
-    PHASES: tuple[str, ...]
-    BUDGET_SECONDS: float
-    SHUTDOWN_SECONDS: float
-    PACING: float
-    PACING_SEARCH: tuple[float, float]
-    PACING_DL: tuple[float, float]
-    BACKOFF_BASE: float
-    BACKOFF_CAP: float
-    MAX_ATTEMPTS: int
-    SEARCH_ATTEMPTS: int
-    MAX_PDF_BYTES: int
-    MAX_EXTRACT_ATTEMPTS: int
-    RETRY_HARD: bool
-    DRY_RUN: bool
-    PROGRESS: bool
-    LIVE: bool
-    FIRST_YEAR: int
-    LAST_YEAR: int | None
-    PAGE_SIZE: int
-    CONVERGENCE_DELTA: int
-    MAX_SWEEPS: int
-    DOWNLOAD_BATCH: int
-    DOWNLOAD_LIMIT: int
-    EXTRACT_BATCH: int
-    WORKERS: int
-    EXTRACT_ENGINES: tuple[str, ...]
-    EXTRACT_TIMEOUT: float
-    EXTRACT_MEMORY_MB: int
-    MIN_TEXT_QUALITY: float
-    SCANNED_CHARS_PER_PAGE: int
-    OCR_ENGINE: str
-    OCR_DPI: int
-    CHECKPOINT_SECONDS: float
-    JOURNAL_SECONDS: float
-    DERIVE_BATCH: int
-    AUDIT: float
-    HEARTBEAT_EVERY: int
-    COURT_DOWN_SECONDS: float
-    COURT_DOWN_FAILURES: int
-    HTTP_TIMEOUT: float
-    VERIFY_HASHES: bool
-    QUOTA_WARN_FRACTION: float
-    DISCOVERY: str
-    CASE_DETAILS: bool
-    COURT_TEXT: bool
-    FULL_SWEEP: bool
-    PROBE_FIRST: bool
-    DRIVE_API: str | None
-    DRIVE_WRITES_PER_SECOND: float
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()   # adjustments load_config made and said (a scaled shutdown margin)
 
-    def replace(self, **changes: Any) -> "Config":
-        return dataclasses.replace(self, **changes)
+def _config_last_year(self) -> int:
+    return self.LAST_YEAR or _dt.date.today().year
 
-    @property
-    def last_year(self) -> int:
-        return self.LAST_YEAR or _dt.date.today().year
 
-    @property
-    def store_is_drive(self) -> bool:
-        return self.STORE.strip().lower() == "drive"
+def _config_store_is_drive(self) -> bool:
+    return self.STORE.strip().lower() == "drive"
+
+
+# Every knob, validated: one field per knob of KNOBS, in its order, typed by the knob's parser.
+# Build with `load_config`, change with `.replace()`.
+Config = dataclasses.make_dataclass(
+    "Config",
+    [(knob.name, knob.type) for knob in KNOBS] + [
+        ("extra", "Mapping[str, Any]", field(default_factory=dict)),
+        # adjustments load_config made and said (a scaled shutdown margin)
+        ("warnings", "tuple[str, ...]", field(default=())),
+    ],
+    frozen=True,
+    namespace={"__module__": __name__,
+               "__doc__": "Every knob, validated. Build with `load_config`, change with `.replace()`.",
+               "replace": _config_replace, "last_year": property(_config_last_year),
+               "store_is_drive": property(_config_store_is_drive)},
+)
 
 
 def api_base_problem(base: str) -> str | None:
@@ -492,12 +500,9 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: Any) -> Confi
     """
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
+    colab = in_colab()
     for knob in KNOBS:
-        value = knob.default
-        if knob.name == "STORE" and in_colab():
-            value = "drive"
-        if knob.name == "WORKSPACE" and in_colab():
-            value = "/content/ky_court_workspace"
+        value = knob.colab_default if colab and knob.colab_default is not None else knob.default
         raw = env.get(knob.env) if knob.env else None
         if raw is not None:
             value = _parse_knob(knob, raw, knob.env)

@@ -22,66 +22,89 @@ Guarantees:
   the court at most 10 requests and prints its table, and the run stops
   before any stage when the pipeline cannot run against the court.
 
-Knobs set: PHASES, BUDGET_SECONDS, STORE, DRIVE_FOLDER, DOWNLOAD_LIMIT,
-FIRST_YEAR, LAST_YEAR, RETRY_HARD, DRY_RUN, PROBE_FIRST.
+Knobs set: every knob with a `form=` field in c00_config.KNOBS (today PHASES,
+BUDGET_SECONDS, STORE, DRIVE_FOLDER, DOWNLOAD_LIMIT, FIRST_YEAR, LAST_YEAR,
+RETRY_HARD, DRY_RUN, PROBE_FIRST); build.py writes the `form` cell from the
+same fields, so a field is declared once, with its knob.
 """
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Mapping
 
-from .c00_config import KNOB_BY_NAME, PHASE_NAMES, Config, ConfigError, in_colab, load_config
-from .form import (FORM_BUDGET_HOURS, FORM_DOWNLOAD_LIMIT, FORM_DRIVE_FOLDER, FORM_DRY_RUN,
-                   FORM_FIRST_YEAR, FORM_LAST_YEAR, FORM_PHASES, FORM_PROBE_FIRST, FORM_RETRY_HARD,
-                   FORM_STORE)
+from .c00_config import KNOBS, Config, ConfigError, FormField, Knob, in_colab, load_config
 
-# The shipped value of each field (what the lines above hold in the built
-# notebook), and the knob it sets.
-FORM_DEFAULTS: dict[str, Any] = {
-    "phases": ",".join(PHASE_NAMES),
-    "budget_hours": KNOB_BY_NAME["BUDGET_SECONDS"].default / 3600,
-    "store": "drive",
-    "drive_folder": KNOB_BY_NAME["DRIVE_FOLDER"].default,
-    "download_limit": KNOB_BY_NAME["DOWNLOAD_LIMIT"].default,
-    "first_year": KNOB_BY_NAME["FIRST_YEAR"].default,
-    "last_year": "",
-    "retry_hard": KNOB_BY_NAME["RETRY_HARD"].default,
-    "dry_run": KNOB_BY_NAME["DRY_RUN"].default,
-    "probe_first": KNOB_BY_NAME["PROBE_FIRST"].default,
-}
-_FORM_KNOBS = {
-    "phases": "PHASES", "budget_hours": "BUDGET_SECONDS", "store": "STORE",
-    "drive_folder": "DRIVE_FOLDER", "download_limit": "DOWNLOAD_LIMIT", "first_year": "FIRST_YEAR",
-    "last_year": "LAST_YEAR", "retry_hard": "RETRY_HARD", "dry_run": "DRY_RUN",
-    "probe_first": "PROBE_FIRST",
-}
+# Each form field and the knob it sets, in the form's order.
+FORM_KNOBS: dict[str, Knob] = {knob.form.name: knob for knob in KNOBS if knob.form is not None}
+
+
+def form_shipped_value(knob: Knob) -> Any:
+    """The value a field holds in the built notebook: its own, else its knob's default in the field's
+    unit and env form (a comma list, empty for None, a whole number of hours as an int)."""
+    spec = knob.form
+    if spec.shipped is not None:
+        return spec.shipped
+    value = knob.default
+    if value is None:
+        return ""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    if spec.scale != 1:
+        value = value / spec.scale
+        return int(value) if float(value).is_integer() else value
+    return value
+
+
+def form_param(spec: FormField, shipped: Any) -> str:
+    """Colab's #@param spec of a field: its own, else the type of its shipped value."""
+    if spec.param is not None:
+        return spec.param
+    kind = {bool: "boolean", int: "integer", float: "number"}.get(type(shipped), "string")
+    return f'{{type:"{kind}"}}'
+
+
+def _field_kind(field: str) -> str:
+    knob = FORM_KNOBS[field]
+    match = re.search(r'type:"(\w+)"', form_param(knob.form, FORM_DEFAULTS[field]))
+    return match.group(1) if match else "string"
+
+
+# The shipped value of each field (what the form cell holds in the built notebook).
+FORM_DEFAULTS: dict[str, Any] = {field: form_shipped_value(knob) for field, knob in FORM_KNOBS.items()}
+
+
+def form_fields(namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The form's fields by name from the namespace the form cell ran in (its FORM_* variables)."""
+    return {field: namespace[f"FORM_{field.upper()}"] for field in FORM_KNOBS
+            if f"FORM_{field.upper()}" in namespace}
 
 
 def _form_value(field: str, value: Any) -> Any:
     """The knob value of one form field, validated; None for an empty text field."""
     label = f"FORM_{field.upper()}"
-    knob = KNOB_BY_NAME[_FORM_KNOBS[field]]
+    knob = FORM_KNOBS[field]
+    kind = _field_kind(field)
     if isinstance(value, str):
         value = value.strip()
         if not value:
             return None
     try:
-        if field == "budget_hours":
-            if isinstance(value, bool):
-                raise ValueError(value)
-            return knob.parse(repr(float(value) * 3600))
-        if field in ("retry_hard", "dry_run", "probe_first"):
-            return value if isinstance(value, bool) else knob.parse(str(value))
-        if field in ("download_limit", "first_year") and isinstance(value, (bool, float)):
-            raise ValueError(value)   # an integer field: 2.5 documents or True is no value
+        if kind == "boolean" and isinstance(value, bool):
+            return value
+        if kind in ("integer", "number") and isinstance(value, bool):
+            raise ValueError(value)   # True is no number
+        if kind == "integer" and isinstance(value, float):
+            raise ValueError(value)   # an integer field: 2.5 documents is no value
+        if knob.form.scale != 1:
+            return knob.parse(repr(float(value) * knob.form.scale))
         return knob.parse(str(value))
     except (ValueError, TypeError):
-        accepted = "a positive number of hours" if field == "budget_hours" else knob.accepted
-        raise ConfigError(label, value, accepted) from None
+        raise ConfigError(label, value, knob.form.accepted or knob.accepted) from None
 
 
 def _form_changed(field: str, value: Any) -> bool:
     default = FORM_DEFAULTS[field]
-    if field == "budget_hours":
+    if _field_kind(field) == "number":
         try:
             return float(value) != float(default)
         except (TypeError, ValueError):
@@ -94,23 +117,22 @@ def _form_changed(field: str, value: Any) -> bool:
 def form_overrides(*, colab: bool, **values: Any) -> dict[str, Any]:
     """`load_config` overrides (knob name -> value) from the form's fields.
 
-    `values` are the fields by name (phases, budget_hours, store,
-    drive_folder, download_limit, first_year, last_year, retry_hard,
-    dry_run, probe_first); `colab` says whether the notebook runs
+    `values` are the fields by name (FORM_KNOBS: phases, budget_hours,
+    store, ...); `colab` says whether the notebook runs
     in Colab, where every field applies. Elsewhere only fields changed from
     FORM_DEFAULTS apply. Raises ConfigError naming the field at fault.
     """
-    unknown = set(values) - set(_FORM_KNOBS)
+    unknown = set(values) - set(FORM_KNOBS)
     if unknown:
         raise ConfigError(f"FORM_{sorted(unknown)[0].upper()}", values[sorted(unknown)[0]],
-                          "a field of the form: " + ", ".join(_FORM_KNOBS))
+                          "a field of the form: " + ", ".join(FORM_KNOBS))
     overrides: dict[str, Any] = {}
     for field, value in values.items():
         if not colab and not _form_changed(field, value):
             continue
         knob_value = _form_value(field, value)
         if knob_value is not None:
-            overrides[_FORM_KNOBS[field]] = knob_value
+            overrides[FORM_KNOBS[field].name] = knob_value
     return overrides
 
 
@@ -134,11 +156,7 @@ def describe_config(cfg: Config) -> str:
 
 
 if __name__ == "__main__":  # The settings become the configuration (CFG)
-    CFG = load_config(**form_overrides(
-        colab=in_colab(), phases=FORM_PHASES, budget_hours=FORM_BUDGET_HOURS, store=FORM_STORE,
-        drive_folder=FORM_DRIVE_FOLDER, download_limit=FORM_DOWNLOAD_LIMIT, first_year=FORM_FIRST_YEAR,
-        last_year=FORM_LAST_YEAR, retry_hard=FORM_RETRY_HARD, dry_run=FORM_DRY_RUN,
-        probe_first=FORM_PROBE_FIRST))
+    CFG = load_config(**form_overrides(colab=in_colab(), **form_fields(globals())))
     print(describe_config(CFG))
     if store_warning(CFG, colab=in_colab()):
         print(store_warning(CFG, colab=in_colab()))

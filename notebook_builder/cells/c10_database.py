@@ -697,11 +697,6 @@ class Database:
 
     # ------------------------------------------------------------ case walk
 
-    def upsert_cases(self, cases: Sequence[Mapping[str, Any]]) -> None:
-        now = utc_now()
-        with self.transaction():
-            self.conn.executemany(_UPSERT_CASE_SQL, ([case.get(c) for c in CASE_COLUMNS] + [now] for case in cases))
-
     def cases_to_walk(self, sweep: int, case_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
         """case_id -> (walked_sweep, closed) of the given cases the table holds."""
         found: dict[str, sqlite3.Row] = {}
@@ -760,12 +755,6 @@ class Database:
                 f"SELECT DISTINCT docket_entry_id FROM documents WHERE docket_entry_id IN ({', '.join('?' * len(chunk))})",
                 chunk))
         return known
-
-    def upsert_docket_entries(self, entries: Sequence[Mapping[str, Any]]) -> None:
-        now = utc_now()
-        with self.transaction():
-            self.conn.executemany(_UPSERT_ENTRY_SQL, ([entry.get(c) for c in DOCKET_ENTRY_COLUMNS] + [now]
-                                                      for entry in entries))
 
     def coverage_audit(self) -> list[sqlite3.Row]:
         """Per top-level shard of the latest sweep that paged it: what the court announced
@@ -958,15 +947,6 @@ class Database:
 
     # ------------------------------------------------------------- extract
 
-    def mark_extracted(self, document_id: str, *, pages: int, extracted_chars: int,
-                       likely_scanned: bool) -> None:
-        with self.transaction():
-            self.conn.execute(
-                "UPDATE documents SET status = 'extracted', pages = ?, extracted_chars = ?, "
-                "likely_scanned = ?, extract_attempts = extract_attempts + 1, updated_at = ? "
-                "WHERE document_id = ? AND status = 'downloaded'",
-                (pages, extracted_chars, int(likely_scanned), utc_now(), document_id))
-
     def mark_extract_failed(self, document_id: str, error: str, *, reason: str | None = None,
                             spend_all: int | None = None) -> None:
         """One failed extraction attempt; a permanent one (`reason`) spends them all (`spend_all`:
@@ -976,16 +956,6 @@ class Database:
                 "UPDATE documents SET extract_attempts = MAX(extract_attempts + 1, COALESCE(?, 0)), "
                 "last_error = ?, extract_failure = ?, updated_at = ? WHERE document_id = ? AND status = 'downloaded'",
                 (spend_all, error[:500], reason, utc_now(), document_id))
-
-    def log_extraction(self, document_id: str, *, sha256: str | None, attempt: int, engine: str,
-                       outcome: str, pages: int | None, chars: int | None, seconds: float,
-                       error: str | None) -> None:
-        with self.transaction():
-            self.conn.execute(
-                "INSERT INTO extraction_log(document_id, sha256, attempt, engine, outcome, pages, chars, "
-                "seconds, error, logged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (document_id, sha256, attempt, engine, outcome, pages, chars, seconds,
-                 None if error is None else error[:500], utc_now()))
 
     def log_extraction_attempts(self, entries: list[dict]) -> None:
         """Many extraction_log rows: document_id, sha256, attempt, engine, outcome, pages, chars,
@@ -1638,13 +1608,6 @@ class SearchDatabase:
         """Merges the FTS5 segments into one b-tree (faster queries after a large build)."""
         self.conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
 
-    def integrity_problems(self) -> list[str]:
-        try:
-            self.conn.execute("INSERT INTO docs_fts(docs_fts, rank) VALUES ('integrity-check', 1)")
-        except sqlite3.DatabaseError as exc:
-            return [str(exc)]
-        return []
-
     def search(self, query: str, *, court_code: str | None = None, court_like: str | None = None,
                year: int | None = None, kind: str | None = None, limit: int = 20,
                rank_cap: int | None = SEARCH_RANK_CAP, snippet_tokens: int = 16) -> list[dict[str, Any]]:
@@ -1748,15 +1711,15 @@ def backup_database(source_path: str | os.PathLike, target_path: str | os.PathLi
 # Tables that other parts of the project may add to ky_court.sqlite: how a document reaches their
 # rows (candidate (documents column, table column) pairs, the first pair that exists is used) and
 # the search fields they can fill (candidate columns, first existing wins). Absent: null.
-OPTIONAL_SOURCES: tuple[tuple[str, tuple[tuple[str, str], ...], dict[str, tuple[str, ...]]], ...] = (
-    ("cases", (("case_id", "case_id"), ("case_id", "id"), ("case_number", "case_number")),
-     {"case_type": ("case_type", "type")}),
-    ("docket_entries", (("docket_entry_id", "docket_entry_id"), ("docket_entry_id", "entry_id"),
-                        ("docket_entry_id", "id")),
-     {"docket_entry_type": ("entry_type", "docket_entry_type", "type")}),
-    ("derived", (("document_id", "document_id"),),
-     {"publication_status": ("publication_status",), "judge": ("judge", "authoring_judge"), "kind": ("kind",)}),
-)
+# Search fields kept outside `documents`: field -> (table, column, documents' key, the table's key).
+# An archive older than the table (read without migrating) gives NULL for the field.
+OPTIONAL_SOURCES: dict[str, tuple[str, str, str, str]] = {
+    "case_type": ("cases", "case_type", "case_id", "case_id"),
+    "docket_entry_type": ("docket_entries", "entry_type", "docket_entry_id", "docket_entry_id"),
+    "publication_status": ("derived", "publication_status", "document_id", "document_id"),
+    "judge": ("derived", "judge", "document_id", "document_id"),
+    "kind": ("derived", "kind", "document_id", "document_id"),
+}
 
 
 def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> list[str]:
@@ -1771,27 +1734,21 @@ def _quote_name(name: str) -> str:
 def optional_field_sql(conn: sqlite3.Connection, field_name: str, *, alias: str = "d",
                        schema: str = "main") -> str:
     """SQL for one optional search field of the document `alias`: a column of `documents` if it has
-    one, else a scalar subquery into the first OPTIONAL_SOURCES table that has it, else NULL."""
+    one, else (or where that is NULL) its OPTIONAL_SOURCES table's column, else NULL."""
     candidates = []
     document_columns = set(table_columns(conn, "documents", schema))
     if field_name in document_columns:
         candidates.append(f"{alias}.{field_name}")
-    for table, joins, fields in OPTIONAL_SOURCES:
-        if field_name not in fields:
-            continue
-        columns = set(table_columns(conn, table, schema))
-        column = next((c for c in fields[field_name] if c in columns), None)
-        join = next(((mine, theirs) for mine, theirs in joins
-                     if mine in document_columns and theirs in columns), None)
-        if column and join:
-            candidates.append(f"(SELECT t.{_quote_name(column)} FROM {schema}.{_quote_name(table)} t "
-                              f"WHERE t.{_quote_name(join[1])} = {alias}.{join[0]} LIMIT 1)")
+    if field_name in OPTIONAL_SOURCES:
+        table, column, mine, theirs = OPTIONAL_SOURCES[field_name]
+        if column in table_columns(conn, table, schema) and mine in document_columns:
+            candidates.append(f"(SELECT t.{column} FROM {schema}.{table} t WHERE t.{theirs} = {alias}.{mine} LIMIT 1)")
     if not candidates:
         return "NULL"
     return candidates[0] if len(candidates) == 1 else f"COALESCE({', '.join(candidates)})"
 
 
-OPTIONAL_FIELDS = ("case_type", "docket_entry_type", "publication_status", "judge", "kind")
+OPTIONAL_FIELDS = tuple(OPTIONAL_SOURCES)
 
 
 def document_records_sql(conn: sqlite3.Connection, *, where: str = "1", schema: str = "main") -> str:

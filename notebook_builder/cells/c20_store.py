@@ -92,9 +92,6 @@ class Store:
     def download_file(self, name: str, local_path: str | os.PathLike) -> None:
         raise NotImplementedError
 
-    def write_bytes(self, name: str, data: bytes) -> None:
-        raise NotImplementedError
-
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
         raise NotImplementedError
 
@@ -187,15 +184,6 @@ class LocalStore(Store):
             with open(source, "rb") as reader:
                 shutil.copyfileobj(reader, handle, 1024 * 1024)
         atomic_write(target, copy)
-
-    def write_bytes(self, name: str, data: bytes) -> None:
-        target = self._target(name)
-        if is_content_addressed(name) and os.path.isfile(target):
-            with open(target, "rb") as handle:
-                if handle.read() == data:
-                    return
-            raise IntegrityError(f"store refuses to overwrite {name} with different bytes")
-        self._promote(self._write_temp(target, data, durable=True), target)
 
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
         group = getattr(self._staging, "group", None)

@@ -49,7 +49,6 @@ class Context:
     client: Any = None
     phase: str = "start"
     quota: dict | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
     checkpoint_lock: threading.Lock = field(default_factory=threading.Lock)
     journal_pushed: tuple[int, int] | None = None   # (checkpoint_seq, hash of the rows) last uploaded
     court_unreachable: str | None = None            # the circuit breaker's message, once it opened

@@ -80,7 +80,6 @@ def push_checkpoint(ctx: Context) -> dict[str, Any] | None:
             # The download journal follows the newest snapshot the store holds: after a failed
             # upload it keeps following the one before, so no download falls between the two.
             record_store_checkpoint(ctx.db_path, info["checkpoint_seq"])
-    ctx.notes["last_checkpoint"] = info
     ctx.refresh_quota()
     return info
 

@@ -52,6 +52,8 @@ Guarantees:
   removed; a row claiming `downloaded`/`extracted` whose PDF is neither in
   the workspace nor in the store goes back to `discovered`; one whose PDF is
   only in the store is left alone (extract fetches it on demand).
+  `download()` runs it first unless given the result of a recovery the
+  caller already ran (the session runs it before the phases).
 - DRY_RUN: no network; the result reports the queue.
 
 Knobs read: DOWNLOAD_BATCH, DOWNLOAD_LIMIT, MAX_ATTEMPTS, MAX_PDF_BYTES,
@@ -195,7 +197,6 @@ def recover(ctx: Context) -> RecoverResult:
         log_download.info("recover: %d stale parts removed, %d rows back to discovered, %d PDFs only in "
                           "the store, %d unverified (store unreachable)", result.parts_removed,
                           result.reverted, result.store_only, result.unverified)
-    ctx.notes["download_recovered"] = result
     return result
 
 
@@ -221,12 +222,13 @@ def _download_store_holds(ctx: Context, names: list[str]):
 # ----------------------------------------------------------------- download
 
 
-def download(ctx: Context) -> DownloadResult:
-    """Fetches the download queue; see the module docstring for what is guaranteed."""
+def download(ctx: Context, recovered: RecoverResult | None = None) -> DownloadResult:
+    """Fetches the download queue; see the module docstring for what is guaranteed. `recovered`:
+    the result of the `recover()` this session already ran (None: it runs here)."""
     started = time.monotonic()
     cfg, db = ctx.cfg, ctx.open_database()
     result = DownloadResult()
-    result.recovered = ctx.notes.get("download_recovered") or recover(ctx)
+    result.recovered = recovered if recovered is not None else recover(ctx)
     result.queued = db.download_queue_size(cfg)
     if cfg.DRY_RUN:
         result.dry_run, result.left = True, result.queued

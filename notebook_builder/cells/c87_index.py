@@ -225,7 +225,6 @@ def index(ctx: Context) -> IndexResult:
             result.pushed = _index_push(ctx, path)
     finally:
         sdb.close()
-    ctx.notes["index_built"] = not result.stopped
     log_index.info("index: %d texts indexed (%.1f MB), %d refreshed, %d removed, %d texts missing; "
                    "%d documents in the index", result.indexed, result.text_bytes / 1e6, result.refreshed,
                    result.removed, result.missing_texts, result.total)

@@ -158,8 +158,9 @@ def format_verify_report(result: VerifyResult) -> str:
 # ----------------------------------------------------------------- stage
 
 
-def verify(ctx: Context) -> VerifyResult:
-    """Sync the store and check the archive; returns PASS/FAIL with one reason per problem."""
+def verify(ctx: Context, *, index_built: bool = False) -> VerifyResult:
+    """Sync the store and check the archive; returns PASS/FAIL with one reason per problem.
+    `index_built`: this session's index phase ran to its end (an index is then expected)."""
     ctx.phase = "verify"
     db = ctx.open_database()
     result = VerifyResult()
@@ -208,7 +209,7 @@ def verify(ctx: Context) -> VerifyResult:
                 result.reasons.append(f"audit: {len(result.audit.mismatches)} mismatches "
                                       f"({'; '.join(result.audit.mismatches[:_VERIFY_SHOWN])})")
 
-    _verify_index(ctx, db, result)
+    _verify_index(ctx, db, result, index_built)
 
     result.checkpoint = push_checkpoint(ctx)
     if not result.checkpoint["uploaded"]:
@@ -227,11 +228,11 @@ def verify(ctx: Context) -> VerifyResult:
     return result
 
 
-def _verify_index(ctx: Context, db: Database, result: VerifyResult) -> None:
+def _verify_index(ctx: Context, db: Database, result: VerifyResult, index_built: bool) -> None:
     """The search index must cover every extracted document once a session built it (the index
     phase ran, or an index exists and PHASES has index), unless the run stopped early."""
     result.index = coverage = index_coverage(ctx.workspace, db.conn)
-    expected = "index" in ctx.cfg.PHASES and (coverage.exists or ctx.notes.get("index_built"))
+    expected = "index" in ctx.cfg.PHASES and (coverage.exists or index_built)
     if not expected or ctx.clock.stop_reason:
         return
     if not coverage.exists:

@@ -104,78 +104,100 @@ class RunReport:
 
 
 def describe_stage(name: str, result: Any) -> str:
-    """What a stage did, in words (its result's counters, read by name)."""
+    """What a stage did, in words (its result's counters, read by name), and why it stopped."""
     if result is None:
         return "not run"
     if isinstance(result, str):
         return result
+    words = _STAGE_WORDS.get(name)
+    if words is None:
+        return _run_describe(result)
     get = lambda key, default=0: getattr(result, key, default)  # noqa: E731
-    if name == "restore":
-        replayed = get("replayed")
-        return get("message", "") + (f"; {replayed} downloads replayed from the journal" if replayed else "")
-    if name == "recover":
-        if not get("parts_removed") and not get("reverted") and not get("spent"):
-            return f"nothing to heal ({get('checked')} documents' PDFs checked)"
-        return (f"healed after a kill: {get('parts_removed')} unfinished downloads removed, "
-                f"{get('reverted')} documents queued again (their PDF was nowhere), "
-                f"{get('spent')} out of attempts")
-    if name == "discover":
-        text = (f"{get('sweeps')} sweeps, {get('pages')} search pages, {get('rows_new')} new documents "
-                f"({get('documents')} known); {'converged' if get('converged', False) else 'not converged'}")
-        if get("errors"):
-            text += f"; {get('errors')} shards failed (retried next sweep)"
-        return text + ("; stopped" if get("stopped", False) else "")
-    if name == "backfill":
-        if get("skipped", None):
-            return f"skipped: {get('skipped')}"
-        return (f"{get('files')} legacy files: {get('credited')} documents credited, {get('written')} new PDFs, "
-                f"{get('unmatched')} matching no document, {len(get('not_pdf', []))} not PDFs")
-    if name == "download":
-        if get("dry_run", False):
-            return f"dry run: {get('left')} documents queued, nothing fetched"
-        text = (f"{get('downloaded')} downloaded ({get('duplicates')} duplicate content), "
-                f"{get('permanent_failures')} failed for good, {get('exhausted')} out of attempts, "
-                f"{get('requests')} requests ({get('retries')} retries); {get('left')} left to download")
-        if get("refunded"):
-            text += f"; {get('refunded')} attempts given back (spent while the court was down)"
-        return text + (f"; stopped: {get('stopped', None)}" if get("stopped", None) else "")
-    if name == "extract":
-        text = (f"{get('extracted')} extracted ({get('reused')} reused a twin's text), {get('pages')} pages, "
-                f"{get('failed_attempts')} failed attempts ({get('exhausted')} out of attempts)")
-        if get("court_text_checked"):
-            text += f"; {get('court_text_checked')} compared with the court's own text"
-        return text + ("; stopped" if get("stopped", False) else "")
-    if name == "ocr":
-        if get("skipped", None):
-            return f"skipped: {get('skipped')}"
-        text = (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}), "
-                f"{get('documents')} documents now carry OCR text, {get('failed')} PDFs failed")
-        return text + ("; stopped" if get("stopped", False) else "")
-    if name == "derive":
-        if get("dry_run", False):
-            return f"dry run: {get('queued')} documents to derive"
-        warnings = sum(get("warnings", {}).values())
-        text = (f"{get('derived')} documents derived ({get('with_text')} with a text), "
-                f"{get('citations')} citations, {warnings} warnings")
-        if get("texts_missing"):
-            text += f"; {get('texts_missing')} texts missing from workspace and store"
-        if not get("eyecite", None) and get("with_text"):
-            text += "; case-law citations skipped (eyecite is not installed)"
-        return text + ("; stopped" if get("stopped", False) else "")
-    if name == "index":
-        text = (f"{get('indexed')} texts indexed, {get('refreshed')} refreshed, {get('removed')} removed; "
-                f"{get('total')} documents searchable")
-        if get("missing_texts"):
-            text += f"; {get('missing_texts')} texts missing (indexed by a later run)"
-        if get("restored_from_store", False):
-            text += "; restored from the store"
-        return text + ("; stopped" if get("stopped", False) else "")
-    if name == "probe":
-        verdict = "the pipeline can run" if get("ok", False) else "the pipeline cannot run"
-        return f"{get('requests')} requests, strategy {get('strategy')}: {verdict}"
-    if name == "verify":
-        return "PASS" if get("passed", False) else f"FAIL ({len(get('reasons', []))} problems)"
-    return _run_describe(result)
+    if get("skipped", None):
+        return f"skipped: {get('skipped')}"
+    if get("dry_run", False):
+        return f"dry run: {get('queued')} documents queued for {name}, nothing done"
+    text = words(get)
+    stopped = get("stopped", None)
+    if stopped:
+        text += f"; stopped: {stopped}" if isinstance(stopped, str) else "; stopped"
+    return text
+
+
+def _words_restore(get) -> str:
+    replayed = get("replayed")
+    return get("message", "") + (f"; {replayed} downloads replayed from the journal" if replayed else "")
+
+
+def _words_recover(get) -> str:
+    if not get("parts_removed") and not get("reverted") and not get("spent"):
+        return f"nothing to heal ({get('checked')} documents' PDFs checked)"
+    return (f"healed after a kill: {get('parts_removed')} unfinished downloads removed, "
+            f"{get('reverted')} documents queued again (their PDF was nowhere), {get('spent')} out of attempts")
+
+
+def _words_discover(get) -> str:
+    text = (f"{get('sweeps')} sweeps, {get('pages')} search pages, {get('rows_new')} new documents "
+            f"({get('documents')} known); {'converged' if get('converged', False) else 'not converged'}")
+    return text + (f"; {get('errors')} shards failed (retried next sweep)" if get("errors") else "")
+
+
+def _words_backfill(get) -> str:
+    return (f"{get('files')} legacy files: {get('credited')} documents credited, {get('written')} new PDFs, "
+            f"{get('unmatched')} matching no document, {len(get('not_pdf', []))} not PDFs")
+
+
+def _words_download(get) -> str:
+    text = (f"{get('downloaded')} downloaded ({get('duplicates')} duplicate content), "
+            f"{get('permanent_failures')} failed for good, {get('exhausted')} out of attempts, "
+            f"{get('requests')} requests ({get('retries')} retries); {get('left')} left to download")
+    return text + (f"; {get('refunded')} attempts given back (spent while the court was down)"
+                   if get("refunded") else "")
+
+
+def _words_extract(get) -> str:
+    text = (f"{get('extracted')} extracted ({get('reused')} reused a twin's text), {get('pages')} pages, "
+            f"{get('failed_attempts')} failed attempts ({get('exhausted')} out of attempts)")
+    return text + (f"; {get('court_text_checked')} compared with the court's own text"
+                   if get("court_text_checked") else "")
+
+
+def _words_ocr(get) -> str:
+    return (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}), "
+            f"{get('documents')} documents now carry OCR text, {get('failed')} PDFs failed")
+
+
+def _words_derive(get) -> str:
+    text = (f"{get('derived')} documents derived ({get('with_text')} with a text), "
+            f"{get('citations')} citations, {sum(get('warnings', {}).values())} warnings")
+    if get("texts_missing"):
+        text += f"; {get('texts_missing')} texts missing from workspace and store"
+    if not get("eyecite", None) and get("with_text"):
+        text += "; case-law citations skipped (eyecite is not installed)"
+    return text
+
+
+def _words_index(get) -> str:
+    text = (f"{get('indexed')} texts indexed, {get('refreshed')} refreshed, {get('removed')} removed; "
+            f"{get('total')} documents searchable")
+    if get("missing_texts"):
+        text += f"; {get('missing_texts')} texts missing (indexed by a later run)"
+    return text + ("; restored from the store" if get("restored_from_store", False) else "")
+
+
+def _words_probe(get) -> str:
+    verdict = "the pipeline can run" if get("ok", False) else "the pipeline cannot run"
+    return f"{get('requests')} requests, strategy {get('strategy')}: {verdict}"
+
+
+def _words_verify(get) -> str:
+    return "PASS" if get("passed", False) else f"FAIL ({len(get('reasons', []))} problems)"
+
+
+_STAGE_WORDS = {"restore": _words_restore, "recover": _words_recover, "discover": _words_discover,
+                "backfill": _words_backfill, "download": _words_download, "extract": _words_extract,
+                "ocr": _words_ocr, "derive": _words_derive, "index": _words_index, "probe": _words_probe,
+                "verify": _words_verify}
 
 
 def _run_describe(result: Any) -> str:
@@ -289,7 +311,9 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
             return
     ctx.phase = "verify"
     try:
-        report.verify = _run_timed(report, "verify", lambda: verify(ctx))
+        indexed = report.stages.get("index")
+        index_built = indexed is not None and not isinstance(indexed, str) and not indexed.stopped
+        report.verify = _run_timed(report, "verify", lambda: verify(ctx, index_built=index_built))
     except DiskFullError as exc:
         report.stopped = report.error = str(exc)
         log_run.error("%s", exc)
@@ -299,7 +323,10 @@ def _run_court_stage(ctx: Context, report: RunReport, phase: str) -> None:
     """Runs one phase; the circuit breaker opening inside it (raised, or said by the client's
     health afterwards) marks the court unreachable for the rest of the run."""
     try:
-        _run_timed(report, phase, lambda: STAGES[phase](ctx))
+        if phase == "download":   # the recovery this session ran before the phases (none in a dry run)
+            _run_timed(report, phase, lambda: download(ctx, report.stages.get("recover")))
+        else:
+            _run_timed(report, phase, lambda: STAGES[phase](ctx))
     except CourtUnreachable as exc:
         report.stages[phase] = f"stopped: {exc}"
         _court_unreachable(ctx, report, str(exc))

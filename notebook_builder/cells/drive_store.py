@@ -367,9 +367,6 @@ class DriveStore(Store):
         finally:
             temp.unlink(missing_ok=True)
 
-    def write_bytes(self, name: str, data: bytes) -> None:
-        self._store(name, lambda: io.BytesIO(data), hashlib.md5(data).hexdigest(), len(data))
-
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
         md5, size = _drive_md5_of_file(local_path)
         self._store(name, lambda: open(local_path, "rb"), md5, size)

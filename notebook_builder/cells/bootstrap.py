@@ -1,0 +1,74 @@
+"""Setup: in Colab, installs what its image lacks and signs in to Google Drive.
+
+The notebook's second code cell (after the settings form, before the library,
+whose imports need what it installs); shown collapsed as one cell.
+
+Guarantees:
+- Outside Colab it does nothing (install the project with pip instead):
+  `SETUP_ACTIONS` is then empty.
+- In Colab: one `pip install` of every requirement in
+  `COLAB_MISSING_PACKAGES` whose module cannot be found (the requirements
+  match pyproject.toml's); Tesseract (the ocr stage's engine) from apt-get
+  when it is not on PATH, a failure there only skips that stage later; then
+  Google's sign-in, which the Drive store needs. `SETUP_ACTIONS` lists what
+  was done, in order.
+- Standard library only, and no import of another cell: it runs first.
+
+Knobs: none (it runs before the configuration exists).
+"""
+#@title Setup: install what Colab lacks, sign in to Google Drive { display-mode: "form" }
+import importlib.util
+import shutil
+import subprocess
+import sys
+from typing import Callable
+
+# What Colab's image lacks, as (import name, pip requirement).
+COLAB_MISSING_PACKAGES = (
+    ("pypdf", "pypdf>=4.0"),
+    ("pypdfium2", "pypdfium2>=4.0"),
+    ("pytesseract", "pytesseract>=0.3"),
+    ("pydrive2", "pydrive2>=1.15"),
+    ("eyecite", "eyecite>=2.6"),
+)
+TESSERACT_INSTALL = "apt-get update -qq && apt-get install -y -qq tesseract-ocr"
+
+
+def running_in_colab() -> bool:
+    if "google.colab" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("google.colab") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def missing_requirements(find_spec: Callable = importlib.util.find_spec) -> list[str]:
+    """The pip requirements of COLAB_MISSING_PACKAGES whose module cannot be found."""
+    return [requirement for import_name, requirement in COLAB_MISSING_PACKAGES
+            if find_spec(import_name) is None]
+
+
+def colab_setup(*, find_spec: Callable = importlib.util.find_spec, which: Callable = shutil.which,
+                check_call: Callable = subprocess.check_call, call: Callable = subprocess.call,
+                sign_in: Callable | None = None) -> list[str]:
+    """Installs what is missing and signs in; returns what it did. The I/O is passed in for tests."""
+    actions = []
+    missing = missing_requirements(find_spec)
+    if missing:
+        check_call([sys.executable, "-m", "pip", "install", "--quiet", *missing])
+        importlib.invalidate_caches()
+        actions.append("pip install " + " ".join(missing))
+    if which("tesseract") is None:   # Colab runs as root; the ocr stage is skipped if this fails
+        call(TESSERACT_INSTALL, shell=True)
+        actions.append("apt-get install tesseract-ocr")
+    if sign_in is None:
+        from google.colab import auth   # exists only inside Colab
+        sign_in = auth.authenticate_user
+    sign_in()
+    actions.append("signed in to Google")
+    return actions
+
+
+if __name__ == "__main__":  # Setup (Colab only)
+    SETUP_ACTIONS = colab_setup() if running_in_colab() else []
