@@ -15,8 +15,10 @@ Guarantees:
 - An engine chain (EXTRACT_ENGINES, default pypdfium2 then pypdf): each PDF
   goes to the first engine; the next one is tried when it fails, times out,
   crashes, or gives text whose `text_quality` (share of word-like tokens, less
-  replacement and control characters) is under MIN_TEXT_QUALITY. Good text is
-  kept at once; with no engine left the best text read is kept. Every
+  replacement and control characters; a short text judged on its tokens if it
+  has 3) is under MIN_TEXT_QUALITY, or doubtful (under SURE_TEXT_QUALITY). Good
+  text is kept at once; with no engine left the best text read is kept, an
+  acceptable earlier one unless a later one is better by BETTER_TEXT_BY. Every
   engine's attempt is a row of `extraction_log` (engine, verdict, seconds,
   quality; verdicts: ok, low quality, encrypted, empty, too large,
   unparseable, timeout, crash, error), all under the document's one attempt.
@@ -27,7 +29,8 @@ Guarantees:
   that died on bytes another engine gave such a verdict died of them). Only
   transient failures (a lone crash, a timeout, an OS error) keep attempts for
   a later pass. An empty user (and, through pypdf, owner) password is tried.
-- The pdfium engine reads text with line breaks kept (get_text_range),
+- The pdfium engine reads text with line breaks kept (get_text_range), drops
+  characters drawn wholly outside the page's visible box (as readers do),
   flattens visible annotations (filled-in form fields, stamps) into a page's
   text first, and caps the quality of a text whose text objects mostly gave
   no characters (a font it cannot decode) at the share that did.
@@ -207,24 +210,23 @@ def _pdfium_has_visible_annotations(page_handle) -> bool:
 def _pdfium_text_on_page(page, text_page, text: str) -> str:
     """The page's text without the characters drawn wholly outside its visible box (crop box): a
     reader shows, prints and (poppler's pdftotext) extracts only what is on the page. The check is
-    per text rectangle (a line or a run of one), computed in pdfium, so a page whose text is all on
-    it costs a few calls; only a page with text off it is filtered character by character."""
+    two counts in pdfium (the characters inside the page's box, and all of them), so a page whose
+    text is all on it costs two calls; only a page with text off it is filtered character by
+    character."""
     import ctypes
     import pypdfium2.raw as pdfium_c
     left, bottom, right, top = page.get_bbox()
     tolerance = 1.0
-    count = pdfium_c.FPDFText_CountRects(text_page.raw, 0, -1)
     a, b, c, d = (ctypes.c_double() for _ in range(4))
 
     def off_page(x0: float, y0: float, x1: float, y1: float) -> bool:
         return (x1 < left - tolerance or x0 > right + tolerance or y1 < bottom - tolerance
                 or y0 > top + tolerance)
 
-    for index in range(count):
-        pdfium_c.FPDFText_GetRect(text_page.raw, index, a, b, c, d)   # left, top, right, bottom
-        if off_page(a.value, d.value, c.value, b.value):
-            break
-    else:
+    # Two calls in C: the characters within the page's box, and within any box (all of them).
+    bounded = pdfium_c.FPDFText_GetBoundedText
+    if bounded(text_page.raw, left - tolerance, top + tolerance, right + tolerance, bottom - tolerance, None, 0) \
+            == bounded(text_page.raw, -1e9, 1e9, 1e9, -1e9, None, 0):
         return text
     kept, run_start, chars = [], None, text_page.count_chars()
     for index in range(chars + 1):
@@ -350,7 +352,7 @@ def join_page_texts(page_texts: list[str]) -> str:
 
 def page_text_chars(text: str) -> int:
     """Characters of a page's text layer that are not blank."""
-    return sum(1 for char in text if not char.isspace())
+    return len("".join(text.split()))   # str.split() splits at exactly the chars isspace() is true of
 
 
 # A scan's image covers most of its page (strips of one add up); a logo or a seal does not.
@@ -387,6 +389,8 @@ _NUMBER_TOKEN = re.compile(r"[$\u00a7#]?\d[\d,.:/-]*[a-z]{0,2}")
 _TOKEN_EDGES = "\"'()[]{}<>,.;:!?*\u201c\u201d\u2018\u2019\u00ab\u00bb"
 _PART_BREAKS = re.compile("['\u2019-]")
 _MARK_CHARS = re.compile(f"[{_MARKS}]")
+# Replacement and control characters (C0 but tab, line feed, form feed, carriage return; DEL; C1).
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ufffd]")
 
 
 def _case_shape_ok(part: str) -> bool:
@@ -453,8 +457,7 @@ def text_quality(text: str, min_tokens: int = _QUALITY_MIN_TOKENS) -> float | No
     if len(judged) < min_tokens:
         return None
     share = sum(judged) / len(judged)
-    bad = sum(1 for char in text if char == "\ufffd" or (ord(char) < 32 and char not in "\n\r\t\f")
-              or 0x7f <= ord(char) < 0xa0)
+    bad = len(_BAD_CHARS.findall(text))
     return round(max(0.0, share - 2 * bad / max(1, len(text))), 4)
 
 
