@@ -387,3 +387,41 @@ def test_a_short_text_of_wrongly_decoded_glyphs_goes_to_the_next_engine(make_ctx
     assert row(ctx, "label")["status"] == "extracted" and result.kept_by == {"right": 1}
     assert attempts(ctx, "label") == [(1, "wrong", "low quality"), (1, "right", "ok")]
     assert (ctx.workspace / "text" / f"{sha}.txt").read_text("utf-8") == f"{arabic} habibi {arabic}"
+
+
+def test_ligature_code_points_are_written_as_their_letters(monkeypatch, tmp_path):
+    # pypdf (and poppler) keep U+FB03 where a font maps its glyph there; search needs "officers".
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "ligatures",
+                        lambda path: [("three police o\ufb03cers, \ufb01led and \ufb02ed", False), "e\ufb00ect"])
+    verdict, facts, chars, data, quality = c80_extract._extract_run_engine("ligatures", str(tmp_path / "x.pdf"))
+    assert verdict == "ok" and data.decode() == "three police officers, filed and fled\feffect"
+    assert [page_chars for page_chars, _, _ in facts] == [32, 6]
+
+
+def test_a_heading_drawn_twice_over_itself_is_read_once(tmp_path):
+    # A drop shadow: each letter drawn again 0.8 pt right and down in a second font (at size 1,
+    # scaled by the text matrix), which pdfium reads as "OOPPIINNIIOONN"; the real double letters of
+    # the line below stay ("Bill", "II", "will").
+    widths = {"O": 778, "P": 667, "I": 278, "N": 722}
+    parts, x = [], 72.0
+    for letter in "OPINION":
+        for font, dx, dy in ((b"/F1", 0.0, 0.0), (b"/F2", 0.8, -0.8)):
+            parts.append(b"BT %s 1 Tf 14 0 0 14 %.2f %.2f Tm (%s) Tj ET" % (font, x + dx, 700 + dy, letter.encode()))
+        x += widths[letter] * 14 / 1000
+    parts.append(b"BT /F1 14 Tf 72 670 Td (Part II of the Bill: we will see all of it.) Tj ET")
+    second_font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+    path = tmp_path / "shadow.pdf"
+    path.write_bytes(_document([b"\n".join(parts)], CREATED, resources=b"<< /Font << /F1 3 0 R /F2 4 0 R >> >>",
+                               extra_objects=[second_font]))
+    [(text, *_)] = c80_extract._extract_pages_pypdfium2(str(path))
+    assert "OPINION" in text and "OOPP" not in text
+    assert "Part II of the Bill: we will see all of it." in text
+
+
+def test_a_cleaner_text_missing_words_does_not_replace_a_doubtful_one():
+    engines = ("pypdfium2", "pypdf")
+    # pypdf skipped the form's filled-in values: fewer words, each clean.
+    step = extraction_step([("pypdfium2", "ok", 0.75, 14), ("pypdf", "ok", 1.0, 9)], engines, 0.5)
+    assert (step.action, step.engine) == ("keep", "pypdfium2")
+    step = extraction_step([("pypdfium2", "ok", 0.65, 46), ("pypdf", "ok", 0.94, 45)], engines, 0.5)
+    assert (step.action, step.engine) == ("keep", "pypdf")

@@ -29,8 +29,10 @@ Guarantees:
   that died on bytes another engine gave such a verdict died of them). Only
   transient failures (a lone crash, a timeout, an OS error) keep attempts for
   a later pass. An empty user (and, through pypdf, owner) password is tried.
-- The pdfium engine reads text with line breaks kept (get_text_range), drops
-  characters drawn wholly outside the page's visible box (as readers do),
+- Every engine's text has Latin ligature code points written as their letters
+  ('ﬃ' as 'ffi'). The pdfium engine reads text with line breaks kept (get_text_range), drops
+  characters drawn wholly outside the page's visible box (as readers do) and
+  reads a character drawn twice over itself (fake bold) once,
   flattens visible annotations (filled-in form fields, stamps) into a page's
   text first, and caps the quality of a text whose text objects mostly gave
   no characters (a font it cannot decode) at the share that did.
@@ -207,42 +209,64 @@ def _pdfium_has_visible_annotations(page_handle) -> bool:
     return False
 
 
+# A token made of three or more doubled characters ("MMuunniicciippaalliittéé"): text drawn twice
+# a fraction of a point apart (fake bold), which pdfium reads twice; poppler and pdfplumber drop
+# such duplicates. Only a page showing one is checked character by character.
+_DOUBLED_TOKEN = re.compile(r"(?<!\S)(?:(\S)\1){3,}(?!\S)")
+
+
 def _pdfium_text_on_page(page, text_page, text: str) -> str:
-    """The page's text without the characters drawn wholly outside its visible box (crop box): a
-    reader shows, prints and (poppler's pdftotext) extracts only what is on the page. The check is
-    two counts in pdfium (the characters inside the page's box, and all of them), so a page whose
-    text is all on it costs two calls; only a page with text off it is filtered character by
-    character."""
+    """The page's text as a reader sees it: without the characters drawn wholly outside its
+    visible box (crop box: a reader shows, prints and, poppler's pdftotext, extracts only what is
+    on the page), and each character drawn twice over itself (fake bold or a shadow: the same
+    character again within 0.2 of the line's glyph height) once. The off-page check is two counts in pdfium (the characters
+    inside the page's box, and all of them) and the double check a regular expression over the
+    text, so a page with neither costs next to nothing; only a page showing one is filtered
+    character by character."""
     import ctypes
     import pypdfium2.raw as pdfium_c
     left, bottom, right, top = page.get_bbox()
     tolerance = 1.0
-    a, b, c, d = (ctypes.c_double() for _ in range(4))
-
-    def off_page(x0: float, y0: float, x1: float, y1: float) -> bool:
-        return (x1 < left - tolerance or x0 > right + tolerance or y1 < bottom - tolerance
-                or y0 > top + tolerance)
-
-    # Two calls in C: the characters within the page's box, and within any box (all of them).
     bounded = pdfium_c.FPDFText_GetBoundedText
-    if bounded(text_page.raw, left - tolerance, top + tolerance, right + tolerance, bottom - tolerance, None, 0) \
-            == bounded(text_page.raw, -1e9, 1e9, 1e9, -1e9, None, 0):
+    off_page_text = bounded(text_page.raw, left - tolerance, top + tolerance, right + tolerance,
+                            bottom - tolerance, None, 0) != bounded(text_page.raw, -1e9, 1e9, 1e9, -1e9, None, 0)
+    doubled = _DOUBLED_TOKEN.search(text) is not None
+    if not off_page_text and not doubled:
         return text
-    kept, run_start, chars = [], None, text_page.count_chars()
-    for index in range(chars + 1):
-        keep = False
-        if index < chars:
-            keep = bool(pdfium_c.FPDFText_IsGenerated(text_page.raw, index))
-            if not keep and pdfium_c.FPDFText_GetCharBox(text_page.raw, index, a, b, c, d):  # l, r, b, t
-                keep = not off_page(a.value, c.value, b.value, d.value)
-            elif not keep:
-                keep = True   # no box known: kept, as before
-        if keep and run_start is None:
-            run_start = index
-        elif not keep and run_start is not None:
-            kept.append(text_page.get_text_range(run_start, index - run_start))
-            run_start = None
-    return "".join(kept).replace("\r\n", "\n").replace("\r", "\n")
+    x0, x1, y0, y1 = (ctypes.c_double() for _ in range(4))
+    raw, chars = text_page.raw, text_page.count_chars()
+    keep, recent = [True] * chars, []      # recent: (unicode, box) of the last two drawn characters kept
+    heights = collections.deque(maxlen=8)  # of the last drawn characters
+    for index in range(chars):
+        if pdfium_c.FPDFText_IsGenerated(raw, index) or not pdfium_c.FPDFText_GetCharBox(raw, index, x0, x1, y0, y1):
+            continue   # a space or line break pdfium inferred, or no box known: kept
+        box = (x0.value, x1.value, y0.value, y1.value)
+        if off_page_text and (box[1] < left - tolerance or box[0] > right + tolerance
+                              or box[3] < bottom - tolerance or box[2] > top + tolerance):
+            keep[index] = False
+            continue
+        if doubled:
+            code = pdfium_c.FPDFText_GetUnicode(raw, index)
+            heights.append(box[3] - box[2])
+            # Within 0.2 of the line's tallest glyph (the last 8) both ways: a shadow or fake-bold
+            # copy (offsets of 0.13 of it seen), never the next letter of a real double ("ll",
+            # "II": 0.25 and more even in a condensed face).
+            reach = max(0.3, 0.2 * max(heights))
+            if any(code == other and abs(box[0] - seen[0]) <= reach and abs(box[2] - seen[2]) <= reach
+                   for other, seen in recent):
+                keep[index] = False
+                continue
+            recent = (recent + [(code, box)])[-2:]
+    if all(keep):
+        return text
+    parts, start = [], None
+    for index, kept in enumerate(keep + [False]):
+        if kept and start is None:
+            start = index
+        elif not kept and start is not None:
+            parts.append(text_page.get_text_range(start, index - start))
+            start = None
+    return "".join(parts).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
@@ -434,18 +458,11 @@ def _word_like(token: str) -> bool | None:
     return all(_case_shape_ok(part) for part in _PART_BREAKS.split(letters) if part)
 
 
-def text_quality(text: str, min_tokens: int = _QUALITY_MIN_TOKENS) -> float | None:
-    """How much `text` looks like language, 0..1: the share of its tokens that look like words or
-    numbers (lower, Capitalized or UPPER letters of at most 20 in a row, of one script, so words
-    run together or wrongly decoded glyphs count against it; three or more single letters in a row
-    are a word broken into letters and count against it too), less twice the share of replacement
-    and control characters. None when it has fewer than `min_tokens` tokens to judge (a short page
-    is not bad text)."""
-    tokens = text.split()
-    if len(tokens) < min_tokens:
-        return None
+def _judged_tokens(text: str) -> list[bool]:
+    """`_word_like` of each token that is not punctuation alone, where a run of three or more
+    single letters (a word broken into letters) is not words."""
     judged, run = [], 0
-    for token in tokens:
+    for token in text.split():
         verdict = _word_like(token)
         if verdict is None:
             continue
@@ -454,6 +471,24 @@ def text_quality(text: str, min_tokens: int = _QUALITY_MIN_TOKENS) -> float | No
         if run == 3:
             judged[-2:] = [False, False]   # the run's first two letters were counted as words
         judged.append(False if run >= 3 else verdict)
+    return judged
+
+
+def word_like_count(text: str) -> int:
+    """How many tokens of `text` look like words or numbers (`_judged_tokens`)."""
+    return sum(_judged_tokens(text))
+
+
+def text_quality(text: str, min_tokens: int = _QUALITY_MIN_TOKENS) -> float | None:
+    """How much `text` looks like language, 0..1: the share of its tokens that look like words or
+    numbers (lower, Capitalized or UPPER letters of at most 20 in a row, of one script, so words
+    run together or wrongly decoded glyphs count against it; three or more single letters in a row
+    are a word broken into letters and count against it too), less twice the share of replacement
+    and control characters. None when it has fewer than `min_tokens` tokens to judge (a short page
+    is not bad text)."""
+    if len(text.split()) < min_tokens:
+        return None
+    judged = _judged_tokens(text)
     if len(judged) < min_tokens:
         return None
     share = sum(judged) / len(judged)
@@ -517,22 +552,26 @@ class ExtractStep:
 # one only when its quality is higher by BETTER_TEXT_BY (a clear difference, not the estimate's noise).
 SURE_TEXT_QUALITY = 0.7
 BETTER_TEXT_BY = 0.2
+# ...and when it has at least this share of the earlier one's word-like tokens (where counted).
+WORDS_KEPT_SHARE = 0.8
 
 
 def extraction_step(attempts: list[tuple[str, str, float | None]], engines: tuple[str, ...],
                     min_quality: float) -> ExtractStep:
-    """The chain's decision after `attempts` ((engine, verdict, quality) so far, in order).
+    """The chain's decision after `attempts` ((engine, verdict, quality[, word-like tokens]) so far,
+    in order).
 
     Good text (verdict ok, quality unknown or >= max(min_quality, SURE_TEXT_QUALITY)) is kept at
     once, unless an earlier engine gave acceptable text (then the two are weighed). Otherwise the next untried engine is tried, whatever the failure (another parser may read
     what one cannot), or the text was low (< min_quality) or doubtful (< SURE_TEXT_QUALITY).
     With none left the best ok text is kept even if its quality is low (it is all there is); an
-    earlier text of at least min_quality stays unless a later one is better by BETTER_TEXT_BY.
+    earlier text of at least min_quality stays unless a later one is better by BETTER_TEXT_BY and
+    has WORDS_KEPT_SHARE of its word-like tokens or more (where they were counted).
     Failing that, the PDF fails, permanently when every engine gave a permanent verdict or died
     (at least one verdict being permanent; the reason named in the order of PERMANENT_VERDICTS),
     else transiently (a timeout, a lone crash, an OS error: retried in a later pass).
     """
-    engine, verdict, quality = attempts[-1]
+    engine, verdict, quality = attempts[-1][:3]
     # An acceptable (doubtful) earlier text: the last one is weighed against it below.
     acceptable_before = any(attempt[1] == "ok" and (attempt[2] is None or attempt[2] >= min_quality)
                             for attempt in attempts[:-1])
@@ -547,10 +586,15 @@ def extraction_step(attempts: list[tuple[str, str, float | None]], engines: tupl
     if readable:
         def score(index: int) -> float:
             return attempts[index][2] if attempts[index][2] is not None else 1.0
+        def words(index: int) -> int | None:
+            return attempts[index][3] if len(attempts[index]) > 3 else None
         best = readable[0]
         for index in readable[1:]:
             margin = BETTER_TEXT_BY if score(best) >= min_quality else 0.0
-            if score(index) > score(best) and score(index) >= score(best) + margin:
+            # Cleaner but missing words (an engine that skips form fields) is not better.
+            fewer = margin and words(index) is not None and words(best) is not None \
+                and words(index) < WORDS_KEPT_SHARE * words(best)
+            if score(index) > score(best) and score(index) >= score(best) + margin and not fewer:
                 best = index
         return ExtractStep("keep", attempts[best][0], best)
     verdicts = [attempt[1] for attempt in attempts]
@@ -600,12 +644,22 @@ def _extract_cap_memory(extra_mib: int | None) -> None:
         log_extract.debug("extract worker: no memory cap (%s)", exc)
 
 
+# Latin ligature code points (U+FB00-FB06) as their letters: pypdf and poppler keep 'ﬁ' where the
+# font maps a glyph to it, pdfium writes 'fi'; a search for "officers" must find both.
+_LIGATURES = {0xfb00: "ff", 0xfb01: "fi", 0xfb02: "fl", 0xfb03: "ffi", 0xfb04: "ffl", 0xfb05: "st", 0xfb06: "st"}
+_LIGATURE_CHARS = re.compile("[\ufb00-\ufb06]")
+
+
+def _unligature(text: str) -> str:
+    return text.translate(_LIGATURES) if _LIGATURE_CHARS.search(text) else text
+
+
 def _extract_run_engine(engine: str, pdf_path: str) -> tuple:
     """One engine on one PDF, in the worker: ('ok', page facts, chars, utf8 text, quality) or
     (verdict, message)."""
     try:
         entries = EXTRACT_ENGINE_FUNCTIONS[engine](pdf_path)
-        page_texts = [entry if isinstance(entry, str) else entry[0] for entry in entries]
+        page_texts = [_unligature(entry if isinstance(entry, str) else entry[0]) for entry in entries]
         facts = [(page_text_chars(text), False if isinstance(entry, str) else bool(entry[1]),
                   entry[4] if not isinstance(entry, str) and len(entry) >= 5 else None)
                  for text, entry in zip(page_texts, entries)]
@@ -999,7 +1053,10 @@ class _ExtractPass:
             for outcome in pool.run(self.tasks(), should_stop=ctx.clock.should_stop, followups=self.followups):
                 path, attempts = self.chains[outcome.key]
                 attempts.append(outcome)
-                step = extraction_step([(a.engine, a.outcome, a.quality) for a in attempts], cfg.EXTRACT_ENGINES,
+                # With two texts to weigh, how many words each has (counted only then: it is rare).
+                step = extraction_step([(a.engine, a.outcome, a.quality) + (
+                    (word_like_count(a.data.decode("utf-8", "replace")) if a.outcome == "ok" else None,)
+                    if len(attempts) > 1 else ()) for a in attempts], cfg.EXTRACT_ENGINES,
                                        cfg.MIN_TEXT_QUALITY)
                 if step.action == "next":
                     log_extract.info("extract %s: %s gave %s%s; trying %s", outcome.key[:12], outcome.engine,
