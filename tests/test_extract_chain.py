@@ -416,6 +416,9 @@ def test_a_heading_drawn_twice_over_itself_is_read_once(tmp_path):
     [(text, *_)] = c80_extract._extract_pages_pypdfium2(str(path))
     assert "OPINION" in text and "OOPP" not in text
     assert "Part II of the Bill: we will see all of it." in text
+    # Only a page showing a doubled word is checked character by character: not dot leaders or
+    # signature lines (every table of contents and form has them).
+    assert not c80_extract._DOUBLED_TOKEN.search("ARGUMENT ........ 12\nSigned ________ bookkeeper")
 
 
 def test_a_cleaner_text_missing_words_does_not_replace_a_doubtful_one():

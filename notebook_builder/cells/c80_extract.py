@@ -212,7 +212,7 @@ def _pdfium_has_visible_annotations(page_handle) -> bool:
 # A token made of three or more doubled characters ("MMuunniicciippaalliittéé"): text drawn twice
 # a fraction of a point apart (fake bold), which pdfium reads twice; poppler and pdfplumber drop
 # such duplicates. Only a page showing one is checked character by character.
-_DOUBLED_TOKEN = re.compile(r"(?<!\S)(?:(\S)\1){3,}(?!\S)")
+_DOUBLED_TOKEN = re.compile(r"(?<!\S)(?=\S*?[^\W\d_])(?:(\S)\1){3,}(?!\S)")   # with a letter: not "......"
 
 
 def _pdfium_text_on_page(page, text_page, text: str) -> str:
