@@ -7,7 +7,9 @@ another), in one run:
   workspace, then `ocr(ctx)` when asked (`--ocr`);
 - a serial pypdf loop in this process (the old pipeline's engine), the speed baseline.
 Prints: files poppler reads that the pipeline rejects (goal 0), with their reasons; the word
-Jaccard of our text with pdftotext's per file that has text (goal: >= 0.8 on >= 98%); pages per
+Jaccard of our text with pdftotext's per file that has text (`text_agreement`: after NFKC, with
+bidi marks, letter spacing and the direction of right-to-left or mirrored text not counted as
+differences; goal: >= 0.8 on >= 98%), and the files where only we found words; pages per
 second of the stage against the serial pypdf loop (goal >= 10x on 2 cores); the five worst
 files by agreement; the permanent verdicts, the engines that gave the kept texts, the pages
 needing OCR. No figure here is a test: files and machines differ; the ratios are of one run.
@@ -143,7 +145,7 @@ def main() -> None:
             ocr_line = (f"ocr stage: {ocr_result.skipped or ''} {ocr_result.pages} pages of {ocr_result.pdfs} PDFs "
                         f"in {ocr_result.seconds:.1f} s ({ocr_result.seconds / max(1, ocr_result.pages):.2f} s/page)")
 
-        rejected, agreements, no_text = [], [], 0
+        rejected, agreements, no_text, only_ours = [], [], 0, []
         for document_id, path in by_id.items():
             row = db.get_document(document_id)
             reference = pdftotext(path) if have_poppler else None
@@ -157,6 +159,9 @@ def main() -> None:
             if not reference.split() and not ours.split():
                 no_text += 1
                 continue
+            if not reference.split():
+                # Text poppler does not show (drawn off the page, say) is kept as a disagreement.
+                only_ours.append(path.name)
             agreements.append((text_agreement(ours, reference), path.name, row["likely_scanned"]))
 
         print(f"extract stage ({','.join(cfg.EXTRACT_ENGINES)}, {args.workers} workers, {result.pages} pages): "
@@ -187,6 +192,8 @@ def main() -> None:
         print(f"word Jaccard with pdftotext >= 0.8: {good} of {len(agreements)} files with text = {share:.1%} "
               f"(goal >= 98%); median {statistics.median(s for s, _, _ in agreements):.3f}; "
               f"{no_text} files without text in either")
+        print(f"files with words in our text and none in pdftotext's (counted, agreement 0): {len(only_ours)}"
+              + (f" ({', '.join(only_ours[:5])})" if only_ours else ""))
         print("five worst files by agreement:")
         for score, name, scanned in sorted(agreements)[:5]:
             print(f"    {score:.3f}  {name}{'  (likely_scanned)' if scanned else ''}")

@@ -154,8 +154,26 @@ def test_text_quality_is_high_for_prose_and_low_for_garbage_or_words_run_togethe
 
 def test_text_agreement_is_the_word_jaccard():
     assert text_agreement("The court AFFIRMS.", "the Court affirms") == 1.0
-    assert text_agreement("a b c d", "a b x y") == pytest.approx(2 / 6, abs=1e-4)
+    assert text_agreement("ab cd ef gh", "ab cd xy zw") == pytest.approx(2 / 6, abs=1e-4)
     assert text_agreement("", "") == 1.0 and text_agreement("words", "") == 0.0
+
+
+def test_text_agreement_counts_what_readers_differ_on_as_the_same_words():
+    # A ligature code point (one reader keeps U+FB03, another decomposes it) is the same word.
+    assert text_agreement("three police o\ufb03cers", "three police officers") == 1.0
+    # Bidi embeddings around a right-to-left run separate words; they are not letters.
+    arabic = "\u062d\u064e\u0628\u064a\u0628\u064a"        # habibi, with a vowel sign (a combining mark)
+    assert text_agreement(f"\u202b {arabic}\u202c\u202a habibi\u202c", f"{arabic} habibi") == 1.0
+    # Visual order (one reader) and logical order (another) of right-to-left or mirrored text.
+    assert text_agreement(arabic[::-1] + " habibi", arabic + " habibi") == 1.0
+    assert text_agreement("eht truoc smriffa", "the court affirms") == 1.0
+    # A letter-spaced word, split at each wide gap by one reader; a capital after a small letter
+    # starts the next word.
+    assert text_agreement("O P I N I O N\nD o u b l e", "Opinion\nDouble") == 1.0
+    assert text_agreement("H e l l o W o r l d", "Hello\nWorld") == 1.0
+    # Still words: different ones disagree, and two single letters are two words.
+    assert text_agreement("the court affirms", "the court reverses") == pytest.approx(2 / 4)
+    assert text_agreement("a b", "ab") == 0.0
 
 
 # ---------------------------------------------------------------- the chain
@@ -315,3 +333,98 @@ def test_a_page_with_a_small_image_and_little_text_is_not_a_scan(make_ctx):
     assert form[:2] == (1, 0) and form[2] == pytest.approx(72 * 72 / (612 * 792), abs=1e-3)
     assert scan[:2] == (1, 1) and scan[2] > 0.7
     assert (row(ctx, "form")["likely_scanned"], row(ctx, "scan")["likely_scanned"]) == (0, 1)
+
+
+def test_text_drawn_outside_the_page_is_not_text_of_it(tmp_path):
+    # A 'Background' label drawn above the page's top edge (a converter's leftover): no reader shows
+    # it, pdftotext drops it; a page whose text is all on it keeps every character.
+    content = (b"BT /F1 12 Tf 72 700 Td (The court affirms.) Tj ET "
+               b"BT /F1 12 Tf 72 900 Td (Background) Tj ET BT /F1 12 Tf -400 300 Td (Leftover) Tj ET")
+    path = tmp_path / "offpage.pdf"
+    path.write_bytes(_document([content, b"BT /F1 12 Tf 72 700 Td (Background is on this page.) Tj ET"], CREATED))
+    (first, *_), (second, *_) = c80_extract._extract_pages_pypdfium2(str(path))
+    assert "The court affirms." in first and "Background" not in first and "Leftover" not in first
+    assert second.strip() == "Background is on this page."
+
+
+def test_text_quality_judges_scripts_hyphens_and_broken_words():
+    words = "Saint-Sauveur and Morin-Heights O'Brien filed the appeal of KRS 532.080 in Text1 " * 3
+    assert text_quality(words) == 1.0                            # each part of a hyphenated name alone
+    arabic = "\u062d\u064e\u0628\u064a\u0628\u064a"                # with a vowel sign (a combining mark)
+    assert text_quality(" ".join([arabic, "\u0645\u062d\u0643\u0645\u0629"] * 12)) == 1.0   # no case: words
+    mixed = " ".join(["\u03f2\u0392\u03f4\u0392habibi", arabic + "\u02f4", arabic] * 8)     # glyphs decoded wrong
+    assert text_quality(mixed) < 0.4
+    broken = "C a r t e Z o n e s the map of the town " * 4      # words broken into letters
+    assert text_quality(broken) < 0.5
+    assert text_quality("subsections (a), (b) and (c) of the statute apply here " * 3) == 1.0
+    assert text_quality("only three words", min_tokens=3) == 1.0 and text_quality("two words", min_tokens=3) is None
+
+
+def test_doubtful_text_is_compared_with_the_next_engine_and_kept_unless_clearly_worse():
+    engines = ("pypdfium2", "pypdf")
+    assert extraction_step([("pypdfium2", "ok", 0.6)], engines, 0.5) == c80_extract.ExtractStep("next", "pypdf")
+    assert extraction_step([("pypdfium2", "ok", 0.75)], engines, 0.5).action == "keep"
+    # The later text replaces an acceptable earlier one only when clearly better...
+    step = extraction_step([("pypdfium2", "ok", 0.6), ("pypdf", "ok", 0.95)], engines, 0.5)
+    assert (step.action, step.engine) == ("keep", "pypdf")
+    step = extraction_step([("pypdfium2", "ok", 0.6), ("pypdf", "ok", 0.7)], engines, 0.5)
+    assert (step.action, step.engine) == ("keep", "pypdfium2")
+    step = extraction_step([("pypdfium2", "ok", 0.6), ("pypdf", "unparseable", None)], engines, 0.5)
+    assert (step.action, step.engine) == ("keep", "pypdfium2")
+    # ...while a low-quality one gives way to any better one.
+    step = extraction_step([("pypdfium2", "ok", 0.3), ("pypdf", "ok", 0.4)], engines, 0.5)
+    assert (step.action, step.engine) == ("keep", "pypdf")
+
+
+def test_a_short_text_of_wrongly_decoded_glyphs_goes_to_the_next_engine(make_ctx, monkeypatch):
+    arabic = "\u062d\u064e\u0628\u064a\u0628\u064a"
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "wrong",
+                        lambda path: [(f"{arabic[::-1]}\u02f4 \u03f2\u0392\u03f4\u0392habibi {arabic[::-1]}", False)])
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "right", lambda path: [(f"{arabic} habibi {arabic}", False)])
+    ctx = make_ctx(EXTRACT_ENGINES=("wrong", "right"))
+    sha = add_document(ctx, "label", opinion(7))
+    result = extract(ctx)
+    assert row(ctx, "label")["status"] == "extracted" and result.kept_by == {"right": 1}
+    assert attempts(ctx, "label") == [(1, "wrong", "low quality"), (1, "right", "ok")]
+    assert (ctx.workspace / "text" / f"{sha}.txt").read_text("utf-8") == f"{arabic} habibi {arabic}"
+
+
+def test_ligature_code_points_are_written_as_their_letters(monkeypatch, tmp_path):
+    # pypdf (and poppler) keep U+FB03 where a font maps its glyph there; search needs "officers".
+    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "ligatures",
+                        lambda path: [("three police o\ufb03cers, \ufb01led and \ufb02ed", False), "e\ufb00ect"])
+    verdict, facts, chars, data, quality = c80_extract._extract_run_engine("ligatures", str(tmp_path / "x.pdf"))
+    assert verdict == "ok" and data.decode() == "three police officers, filed and fled\feffect"
+    assert [page_chars for page_chars, _, _ in facts] == [32, 6]
+
+
+def test_a_heading_drawn_twice_over_itself_is_read_once(tmp_path):
+    # A drop shadow: each letter drawn again 0.8 pt right and down in a second font (at size 1,
+    # scaled by the text matrix), which pdfium reads as "OOPPIINNIIOONN"; the real double letters of
+    # the line below stay ("Bill", "II", "will").
+    widths = {"O": 778, "P": 667, "I": 278, "N": 722}
+    parts, x = [], 72.0
+    for letter in "OPINION":
+        for font, dx, dy in ((b"/F1", 0.0, 0.0), (b"/F2", 0.8, -0.8)):
+            parts.append(b"BT %s 1 Tf 14 0 0 14 %.2f %.2f Tm (%s) Tj ET" % (font, x + dx, 700 + dy, letter.encode()))
+        x += widths[letter] * 14 / 1000
+    parts.append(b"BT /F1 14 Tf 72 670 Td (Part II of the Bill: we will see all of it.) Tj ET")
+    second_font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+    path = tmp_path / "shadow.pdf"
+    path.write_bytes(_document([b"\n".join(parts)], CREATED, resources=b"<< /Font << /F1 3 0 R /F2 4 0 R >> >>",
+                               extra_objects=[second_font]))
+    [(text, *_)] = c80_extract._extract_pages_pypdfium2(str(path))
+    assert "OPINION" in text and "OOPP" not in text
+    assert "Part II of the Bill: we will see all of it." in text
+    # Only a page showing a doubled word is checked character by character: not dot leaders or
+    # signature lines (every table of contents and form has them).
+    assert not c80_extract._DOUBLED_TOKEN.search("ARGUMENT ........ 12\nSigned ________ bookkeeper")
+
+
+def test_a_cleaner_text_missing_words_does_not_replace_a_doubtful_one():
+    engines = ("pypdfium2", "pypdf")
+    # pypdf skipped the form's filled-in values: fewer words, each clean.
+    step = extraction_step([("pypdfium2", "ok", 0.75, 14), ("pypdf", "ok", 1.0, 9)], engines, 0.5)
+    assert (step.action, step.engine) == ("keep", "pypdfium2")
+    step = extraction_step([("pypdfium2", "ok", 0.65, 46), ("pypdf", "ok", 0.94, 45)], engines, 0.5)
+    assert (step.action, step.engine) == ("keep", "pypdf")

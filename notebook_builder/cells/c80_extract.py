@@ -15,8 +15,10 @@ Guarantees:
 - An engine chain (EXTRACT_ENGINES, default pypdfium2 then pypdf): each PDF
   goes to the first engine; the next one is tried when it fails, times out,
   crashes, or gives text whose `text_quality` (share of word-like tokens, less
-  replacement and control characters) is under MIN_TEXT_QUALITY. Good text is
-  kept at once; with no engine left the best text read is kept. Every
+  replacement and control characters; a short text judged on its tokens if it
+  has 3) is under MIN_TEXT_QUALITY, or doubtful (under SURE_TEXT_QUALITY). Good
+  text is kept at once; with no engine left the best text read is kept, an
+  acceptable earlier one unless a later one is better by BETTER_TEXT_BY. Every
   engine's attempt is a row of `extraction_log` (engine, verdict, seconds,
   quality; verdicts: ok, low quality, encrypted, empty, too large,
   unparseable, timeout, crash, error), all under the document's one attempt.
@@ -27,7 +29,10 @@ Guarantees:
   that died on bytes another engine gave such a verdict died of them). Only
   transient failures (a lone crash, a timeout, an OS error) keep attempts for
   a later pass. An empty user (and, through pypdf, owner) password is tried.
-- The pdfium engine reads text with line breaks kept (get_text_range),
+- Every engine's text has Latin ligature code points written as their letters
+  ('ﬃ' as 'ffi'). The pdfium engine reads text with line breaks kept (get_text_range), drops
+  characters drawn wholly outside the page's visible box (as readers do) and
+  reads a character drawn twice over itself (fake bold) once,
   flattens visible annotations (filled-in form fields, stamps) into a page's
   text first, and caps the quality of a text whose text objects mostly gave
   no characters (a font it cannot decode) at the share that did.
@@ -85,6 +90,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import faulthandler
+import functools
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -204,6 +210,66 @@ def _pdfium_has_visible_annotations(page_handle) -> bool:
     return False
 
 
+# A token made of three or more doubled characters ("MMuunniicciippaalliittéé"): text drawn twice
+# a fraction of a point apart (fake bold), which pdfium reads twice; poppler and pdfplumber drop
+# such duplicates. Only a page showing one is checked character by character.
+_DOUBLED_TOKEN = re.compile(r"(?<!\S)(?=\S*?[^\W\d_])(?:(\S)\1){3,}(?!\S)")   # with a letter: not "......"
+
+
+def _pdfium_text_on_page(page, text_page, text: str) -> str:
+    """The page's text as a reader sees it: without the characters drawn wholly outside its
+    visible box (crop box: a reader shows, prints and, poppler's pdftotext, extracts only what is
+    on the page), and each character drawn twice over itself (fake bold or a shadow: the same
+    character again within 0.2 of the line's glyph height) once. The off-page check is two counts in pdfium (the characters
+    inside the page's box, and all of them) and the double check a regular expression over the
+    text, so a page with neither costs next to nothing; only a page showing one is filtered
+    character by character."""
+    import ctypes
+    import pypdfium2.raw as pdfium_c
+    left, bottom, right, top = page.get_bbox()
+    tolerance = 1.0
+    bounded = pdfium_c.FPDFText_GetBoundedText
+    off_page_text = bounded(text_page.raw, left - tolerance, top + tolerance, right + tolerance,
+                            bottom - tolerance, None, 0) != bounded(text_page.raw, -1e9, 1e9, 1e9, -1e9, None, 0)
+    doubled = _DOUBLED_TOKEN.search(text) is not None
+    if not off_page_text and not doubled:
+        return text
+    x0, x1, y0, y1 = (ctypes.c_double() for _ in range(4))
+    raw, chars = text_page.raw, text_page.count_chars()
+    keep, recent = [True] * chars, []      # recent: (unicode, box) of the last two drawn characters kept
+    heights = collections.deque(maxlen=8)  # of the last drawn characters
+    for index in range(chars):
+        if pdfium_c.FPDFText_IsGenerated(raw, index) or not pdfium_c.FPDFText_GetCharBox(raw, index, x0, x1, y0, y1):
+            continue   # a space or line break pdfium inferred, or no box known: kept
+        box = (x0.value, x1.value, y0.value, y1.value)
+        if off_page_text and (box[1] < left - tolerance or box[0] > right + tolerance
+                              or box[3] < bottom - tolerance or box[2] > top + tolerance):
+            keep[index] = False
+            continue
+        if doubled:
+            code = pdfium_c.FPDFText_GetUnicode(raw, index)
+            heights.append(box[3] - box[2])
+            # Within 0.2 of the line's tallest glyph (the last 8) both ways: a shadow or fake-bold
+            # copy (offsets of 0.13 of it seen), never the next letter of a real double ("ll",
+            # "II": 0.25 and more even in a condensed face).
+            reach = max(0.3, 0.2 * max(heights))
+            if any(code == other and abs(box[0] - seen[0]) <= reach and abs(box[2] - seen[2]) <= reach
+                   for other, seen in recent):
+                keep[index] = False
+                continue
+            recent = (recent + [(code, box)])[-2:]
+    if all(keep):
+        return text
+    parts, start = [], None
+    for index, kept in enumerate(keep + [False]):
+        if kept and start is None:
+            start = index
+        elif not kept and start is not None:
+            parts.append(text_page.get_text_range(start, index - start))
+            start = None
+    return "".join(parts).replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
     import pypdfium2
     import pypdfium2.raw as pdfium_c
@@ -227,7 +293,8 @@ def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
             try:
                 # get_text_range keeps pdfium's line breaks; get_text_bounded drops some, running the
                 # last word of a line into the first of the next (measured on bench/realpdfs.py).
-                text = text_page.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+                text = _pdfium_text_on_page(page, text_page, text_page.get_text_range()
+                                            .replace("\r\n", "\n").replace("\r", "\n"))
                 covered, text_objects, has_images = _pdfium_page_objects(page.raw)
                 width, height = page.get_size()
                 cover = round(min(1.0, covered / (width * height)), 4) if width * height > 0 else None
@@ -310,7 +377,7 @@ def join_page_texts(page_texts: list[str]) -> str:
 
 def page_text_chars(text: str) -> int:
     """Characters of a page's text layer that are not blank."""
-    return sum(1 for char in text if not char.isspace())
+    return len("".join(text.split()))   # str.split() splits at exactly the chars isspace() is true of
 
 
 # A scan's image covers most of its page (strips of one add up); a logo or a seal does not.
@@ -334,52 +401,131 @@ _QUALITY_MIN_TOKENS = 20
 # Scripts written without spaces between words (CJK, kana, Thai, Hangul).
 _UNSPACED = "\u0e00-\u0e7f\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
 _UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
-_WORD_TOKEN = re.compile(r"(?:[^\W\d_]{1,20})(?:['\u2019-][^\W\d_]{1,20})*")
+# A run of such a script with the digits, Latin letters and punctuation set among it ("2019年05月").
+_UNSPACED_MIXED = re.compile(f"(?=.*[{_UNSPACED}])[{_UNSPACED}\\w%.,:;()\u2010-\u2027-]+")
+# A label of letters then digits ("Text1", "m2", "A10"), or digits then letters ("3com").
+_ALNUM_LABEL = re.compile(r"[^\W\d_]{1,20}\d{1,6}|\d{1,6}[^\W\d_]{1,20}")
+# Combining marks that belong to the letter before them (decomposed accents, Hebrew and Arabic
+# vowel signs, Thai vowels): part of a word.
+_MARKS = "\u0300-\u036f\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0e31\u0e34-\u0e3a\u0e47-\u0e4e"
+_LETTER = f"[^\\W\\d_][{_MARKS}]*"
+_WORD_TOKEN = re.compile(f"(?:{_LETTER}){{1,20}}(?:['\u2019-](?:{_LETTER}){{1,20}})*")
 _NUMBER_TOKEN = re.compile(r"[$\u00a7#]?\d[\d,.:/-]*[a-z]{0,2}")
 _TOKEN_EDGES = "\"'()[]{}<>,.;:!?*\u201c\u201d\u2018\u2019\u00ab\u00bb"
+_PART_BREAKS = re.compile("['\u2019-]")
+_MARK_CHARS = re.compile(f"[{_MARKS}]")
+# Replacement and control characters (C0 but tab, line feed, form feed, carriage return; DEL; C1).
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ufffd]")
 
 
+def _case_shape_ok(part: str) -> bool:
+    """lower, Capitalized, UPPER, or letters of a script without case (mixed case inside a word
+    part is a glyph mess)."""
+    return part.islower() or part.isupper() or (part[:1].isupper() and part[1:].islower()) or (
+        part == part.lower() == part.upper())
+
+
+def _one_script(core: str) -> bool:
+    """Every letter of the token is of one script (by its Unicode name's first word: LATIN, GREEK,
+    ARABIC...): a token mixing Greek and Latin letters is glyphs decoded to the wrong characters."""
+    import unicodedata
+    scripts = {unicodedata.name(char, "?").split(" ", 1)[0] for char in core if char.isalpha()}
+    return len(scripts) <= 1
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def _word_like(token: str) -> bool | None:
+    """Whether a token looks like a word or a number (None: punctuation alone). Cached: the words
+    of a document repeat (most tokens of a page were judged on an earlier one)."""
     core = token.strip(_TOKEN_EDGES)
     if not core:
         return None   # punctuation alone: neither word nor noise
     if _NUMBER_TOKEN.fullmatch(core):
         return True
-    if _UNSPACED_RUN.fullmatch(core):
+    if _UNSPACED_RUN.fullmatch(core) or _UNSPACED_MIXED.fullmatch(core):
         return True   # a script written without spaces: a run of its characters is words
+    if _ALNUM_LABEL.fullmatch(core):
+        return core.isascii() or _one_script(core)
     if len(core) >= 4 and len(core) % 2 == 0 and core[::2] == core[1::2]:
         return False  # every letter twice: fake-bold text drawn twice, read twice
     if not _WORD_TOKEN.fullmatch(core):
         return False
-    letters = core.replace("'", "").replace("\u2019", "").replace("-", "")
-    # The case shapes of words: lower, Capitalized, UPPER (mixed case inside a token is a glyph mess)
-    return letters.islower() or letters.isupper() or (letters[0].isupper() and letters[1:].islower())
+    if not core.isascii() and not _one_script(core):
+        return False
+    # The case shapes of words, each part of a hyphenated or elided one alone ("Saint-Sauveur")
+    letters = core if core.isascii() else _MARK_CHARS.sub("", core)
+    if "-" not in letters and "'" not in letters and "\u2019" not in letters:
+        return _case_shape_ok(letters)
+    return all(_case_shape_ok(part) for part in _PART_BREAKS.split(letters) if part)
 
 
-def text_quality(text: str) -> float | None:
+def _judged_tokens(text: str) -> list[bool]:
+    """`_word_like` of each token that is not punctuation alone, where a run of three or more
+    single letters (a word broken into letters) is not words."""
+    judged, run = [], 0
+    for token in text.split():
+        verdict = _word_like(token)
+        if verdict is None:
+            continue
+        single = verdict and len(token) == 1 and token.isalpha()
+        run = run + 1 if single else 0
+        if run == 3:
+            judged[-2:] = [False, False]   # the run's first two letters were counted as words
+        judged.append(False if run >= 3 else verdict)
+    return judged
+
+
+def word_like_count(text: str) -> int:
+    """How many tokens of `text` look like words or numbers (`_judged_tokens`)."""
+    return sum(_judged_tokens(text))
+
+
+def text_quality(text: str, min_tokens: int = _QUALITY_MIN_TOKENS) -> float | None:
     """How much `text` looks like language, 0..1: the share of its tokens that look like words or
-    numbers (lower, Capitalized or UPPER letters of at most 20 in a row, so words run together
-    count against it), less twice the share of replacement and control characters. None when it
-    has too few tokens to judge (a short page is not bad text)."""
-    tokens = text.split()
-    if len(tokens) < _QUALITY_MIN_TOKENS:
+    numbers (lower, Capitalized or UPPER letters of at most 20 in a row, of one script, so words
+    run together or wrongly decoded glyphs count against it; three or more single letters in a row
+    are a word broken into letters and count against it too), less twice the share of replacement
+    and control characters. None when it has fewer than `min_tokens` tokens to judge (a short page
+    is not bad text)."""
+    if len(text.split()) < min_tokens:
         return None
-    judged = [verdict for verdict in map(_word_like, tokens) if verdict is not None]
-    if len(judged) < _QUALITY_MIN_TOKENS:
+    judged = _judged_tokens(text)
+    if len(judged) < min_tokens:
         return None
     share = sum(judged) / len(judged)
-    bad = sum(1 for char in text if char == "\ufffd" or (ord(char) < 32 and char not in "\n\r\t\f")
-              or 0x7f <= ord(char) < 0xa0)
+    bad = len(_BAD_CHARS.findall(text))
     return round(max(0.0, share - 2 * bad / max(1, len(text))), 4)
 
 
-# In scripts without spaces each character is a token.
-_WORDS = re.compile(f"[{_UNSPACED}]|[^\\W{_UNSPACED}]+")
+# In scripts without spaces each character is a token. A word keeps its combining marks (Arabic
+# vowel signs, decomposed accents): they are part of it, not a break.
+_WORDS = re.compile(f"[{_UNSPACED}]|(?:[^\\W{_UNSPACED}][\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670"
+                    f"\u06d6-\u06ed\u0591-\u05c7\u0e31\u0e34-\u0e3a\u0e47-\u0e4e]*)+")
+# Format characters: one reader writes them, another does not; they are not letters of a word.
+# Zero-width ones and soft hyphens join (are dropped); bidi embeddings and isolates, which one
+# reader puts around each run of another direction, separate.
+_FORMAT_CHARS = re.compile("[\u00ad\u061c\u200b-\u200f\u2060-\u2064\ufeff]")
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# Three or more single letters in a row on one line: a letter-spaced word ("O P I N I O N"), which
+# one reader splits at each wide gap and another does not. Joined, a capital after a small letter
+# begins the next word ("H e l l o W o r l d").
+_LETTER_SPACED = re.compile(r"(?<![^\W\d_])(?:[^\W\d_][ \t]+){2,}[^\W\d_](?![^\W\d_])")
+
+
+def _join_letter_spaced(match: re.Match) -> str:
+    letters = match.group().split()
+    return "".join(f" {b}" if a.islower() and b.isupper() else b for a, b in zip([""] + letters, letters))
 
 
 def text_words(text: str) -> set[str]:
-    """The distinct words of `text`, case-folded (a character each in scripts without spaces)."""
-    return set(_WORDS.findall(text.lower()))
+    """The distinct words of `text` as readers of a PDF agree on them: NFKC-normalised (a ligature
+    'ﬃ' is 'ffi', a full-width letter the letter), case-folded, format characters dropped, a
+    letter-spaced word joined, a character each in scripts without spaces; a word and its reversal
+    count as one (right-to-left and mirrored text come out in visual order from one reader and in
+    logical order from another: the letters are the same, their direction is the reader's)."""
+    import unicodedata
+    text = _LETTER_SPACED.sub(_join_letter_spaced, _FORMAT_CHARS.sub("", _BIDI_CONTROLS.sub(" ", unicodedata.normalize("NFKC", text))))
+    return {min(word, word[::-1]) for word in _WORDS.findall(text.casefold())}
 
 
 def text_agreement(a: str, b: str) -> float:
@@ -402,19 +548,36 @@ class ExtractStep:
     permanent: bool = False
 
 
+# Text quality is an estimate: text under SURE_TEXT_QUALITY (but over MIN_TEXT_QUALITY) is
+# doubtful, and the next engine is tried too; a later engine's text replaces an acceptable earlier
+# one only when its quality is higher by BETTER_TEXT_BY (a clear difference, not the estimate's noise).
+SURE_TEXT_QUALITY = 0.7
+BETTER_TEXT_BY = 0.2
+# ...and when it has at least this share of the earlier one's word-like tokens (where counted).
+WORDS_KEPT_SHARE = 0.8
+
+
 def extraction_step(attempts: list[tuple[str, str, float | None]], engines: tuple[str, ...],
                     min_quality: float) -> ExtractStep:
-    """The chain's decision after `attempts` ((engine, verdict, quality) so far, in order).
+    """The chain's decision after `attempts` ((engine, verdict, quality[, word-like tokens]) so far,
+    in order).
 
-    Good text (verdict ok, quality unknown or >= min_quality) is kept at once. Otherwise the next
-    untried engine is tried, whatever the failure (another parser may read what one cannot).
-    With none left: the best ok text is kept even if its quality is low (it is all there is);
-    failing that, the PDF fails, permanently when every engine gave a permanent verdict or died
+    Good text (verdict ok, quality unknown or >= max(min_quality, SURE_TEXT_QUALITY)) is kept at
+    once, unless an earlier engine gave acceptable text (then the two are weighed). Otherwise the next untried engine is tried, whatever the failure (another parser may read
+    what one cannot), or the text was low (< min_quality) or doubtful (< SURE_TEXT_QUALITY).
+    With none left the best ok text is kept even if its quality is low (it is all there is); an
+    earlier text of at least min_quality stays unless a later one is better by BETTER_TEXT_BY and
+    has WORDS_KEPT_SHARE of its word-like tokens or more (where they were counted).
+    Failing that, the PDF fails, permanently when every engine gave a permanent verdict or died
     (at least one verdict being permanent; the reason named in the order of PERMANENT_VERDICTS),
     else transiently (a timeout, a lone crash, an OS error: retried in a later pass).
     """
-    engine, verdict, quality = attempts[-1]
-    if verdict == "ok" and (quality is None or quality >= min_quality):
+    engine, verdict, quality = attempts[-1][:3]
+    # An acceptable (doubtful) earlier text: the last one is weighed against it below.
+    acceptable_before = any(attempt[1] == "ok" and (attempt[2] is None or attempt[2] >= min_quality)
+                            for attempt in attempts[:-1])
+    if verdict == "ok" and (quality is None or quality >= max(min_quality, SURE_TEXT_QUALITY)) \
+            and not acceptable_before:
         return ExtractStep("keep", engine, len(attempts) - 1)
     tried = {attempt[0] for attempt in attempts}
     left = [candidate for candidate in engines if candidate not in tried]
@@ -422,7 +585,18 @@ def extraction_step(attempts: list[tuple[str, str, float | None]], engines: tupl
         return ExtractStep("next", left[0])
     readable = [index for index, attempt in enumerate(attempts) if attempt[1] == "ok"]
     if readable:
-        best = max(readable, key=lambda index: attempts[index][2] if attempts[index][2] is not None else 1.0)
+        def score(index: int) -> float:
+            return attempts[index][2] if attempts[index][2] is not None else 1.0
+        def words(index: int) -> int | None:
+            return attempts[index][3] if len(attempts[index]) > 3 else None
+        best = readable[0]
+        for index in readable[1:]:
+            margin = BETTER_TEXT_BY if score(best) >= min_quality else 0.0
+            # Cleaner but missing words (an engine that skips form fields) is not better.
+            fewer = margin and words(index) is not None and words(best) is not None \
+                and words(index) < WORDS_KEPT_SHARE * words(best)
+            if score(index) > score(best) and score(index) >= score(best) + margin and not fewer:
+                best = index
         return ExtractStep("keep", attempts[best][0], best)
     verdicts = [attempt[1] for attempt in attempts]
     # A worker that died on bytes another engine called hopeless died of them (a parser aborting
@@ -455,17 +629,31 @@ def _extract_cap_memory(extra_mib: int | None) -> None:
         log_extract.debug("extract worker: no memory cap (%s)", exc)
 
 
+# Latin ligature code points (U+FB00-FB06) as their letters: pypdf and poppler keep 'ﬁ' where the
+# font maps a glyph to it, pdfium writes 'fi'; a search for "officers" must find both.
+_LIGATURES = {0xfb00: "ff", 0xfb01: "fi", 0xfb02: "fl", 0xfb03: "ffi", 0xfb04: "ffl", 0xfb05: "st", 0xfb06: "st"}
+_LIGATURE_CHARS = re.compile("[\ufb00-\ufb06]")
+
+
+def _unligature(text: str) -> str:
+    return text.translate(_LIGATURES) if _LIGATURE_CHARS.search(text) else text
+
+
 def _extract_run_engine(engine: str, pdf_path: str) -> tuple:
     """One engine on one PDF, in the worker: ('ok', page facts, chars, utf8 text, quality) or
     (verdict, message)."""
     try:
         entries = EXTRACT_ENGINE_FUNCTIONS[engine](pdf_path)
-        page_texts = [entry if isinstance(entry, str) else entry[0] for entry in entries]
+        page_texts = [_unligature(entry if isinstance(entry, str) else entry[0]) for entry in entries]
         facts = [(page_text_chars(text), False if isinstance(entry, str) else bool(entry[1]),
                   entry[4] if not isinstance(entry, str) and len(entry) >= 5 else None)
                  for text, entry in zip(page_texts, entries)]
         text = join_page_texts(page_texts)
+        # A short text is judged on the tokens it has (at least 3): a one-line label decoded to the
+        # wrong glyphs is as bad as a page of them.
         quality = text_quality(text)
+        if quality is None:
+            quality = text_quality(text, min_tokens=3)
         # An engine that counts text objects and the characters they gave (pdfium): when under
         # half of them decoded, most of the text is missing, however good the rest looks.
         counted = [entry[2:4] for entry in entries if not isinstance(entry, str) and len(entry) >= 4]
@@ -841,7 +1029,10 @@ class _ExtractPass:
             for outcome in pool.run(self.tasks(), should_stop=ctx.clock.should_stop, followups=self.followups):
                 path, attempts = self.chains[outcome.key]
                 attempts.append(outcome)
-                step = extraction_step([(a.engine, a.outcome, a.quality) for a in attempts], cfg.EXTRACT_ENGINES,
+                # With two texts to weigh, how many words each has (counted only then: it is rare).
+                step = extraction_step([(a.engine, a.outcome, a.quality) + (
+                    (word_like_count(a.data.decode("utf-8", "replace")) if a.outcome == "ok" else None,)
+                    if len(attempts) > 1 else ()) for a in attempts], cfg.EXTRACT_ENGINES,
                                        cfg.MIN_TEXT_QUALITY)
                 if step.action == "next":
                     log_extract.info("extract %s: %s gave %s%s; trying %s", outcome.key[:12], outcome.engine,
