@@ -17,21 +17,7 @@ from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.simcourt import FAULTS, NEVER, TRANSIENT_FAULTS, SimCourt
-
-CAP = 2 * 1024 * 1024
-
-
-def pipeline_env(court, tmp_path, **extra):
-    env = {
-        "KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
-        "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.01",
-        "KY_BACKOFF_CAP": "0.05", "KY_MAX_PDF_BYTES": str(CAP), "KY_FIRST_YEAR": "2020",
-        "KY_LAST_YEAR": "2026", "KY_PAGE_SIZE": "25", "KY_CONVERGENCE_DELTA": "1",
-        "KY_CHECKPOINT_SECONDS": "2", "KY_EXTRACT_TIMEOUT": "30", "KY_WORKERS": "2",
-        "KY_PROGRESS": "0",
-    }
-    env.update(extra)
-    return env
+from support import E2E_CAP as CAP, pipeline_env
 
 
 @pytest.fixture(scope="module")

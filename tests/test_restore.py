@@ -18,12 +18,11 @@ from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import Checkpointer, open_context, write_status
 from notebook_builder.cells.c40_restore import (
     is_resume_archive_name, restore, resume_member_problem, stale_workspace_entries, write_resume_archive)
+from support import open_test_context
 
 
 def make_context(tmp_path: Path, workspace: str = "ws"):
-    cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / workspace), "KY_STORE": str(tmp_path / "store"),
-                           "KY_PACING": "0"})
-    return open_context(cfg)
+    return open_test_context(tmp_path, name=workspace, database=False)
 
 
 def add_documents(ctx, count: int) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from test_torture import REPO_ROOT, torture
+from support import REPO_ROOT, torture
 
 DOCS = 100
 

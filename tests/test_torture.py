@@ -4,23 +4,18 @@ The full version is `scripts/torture.py --kills 20`; see its docstring for what 
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("torture", REPO_ROOT / "scripts" / "torture.py")
-torture = sys.modules.setdefault("torture", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(torture)
+from support import REPO_ROOT, torture
 
 
 def claimed_documents(db_path: Path) -> set[str]:
