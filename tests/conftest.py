@@ -2,8 +2,8 @@
 
 - `make_context`: opens contexts over tmp_path (support.open_test_context) and closes them after the test.
 - `planned_court`: SimCourt(docs=300, seed=1) not served: its documents and PDF bytes, offline.
-- `served_court`: the same court served on 127.0.0.1, one per test module (its fault counters are
-  shared by that module's tests; a test that needs them at zero starts its own court).
+- `served_court`: the same court served on 127.0.0.1, a fresh one per test (its per-document fault
+  counters start at zero).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def planned_court():
     return SimCourt(docs=300, seed=1)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def served_court():
     with SimCourt(docs=300, seed=1) as court:
         yield court

@@ -175,6 +175,7 @@ class ReadOnlyStore(LocalStore):
         raise self._error(target, PermissionError(errno.EACCES, "Permission denied"))
 
 
+@pytest.mark.slow
 def test_a_read_only_store_fails_verify_with_the_reason_and_a_writable_one_is_levelled_later(tmp_path):
     earlier = tmp_path / "store" / "ky_court-WIP-resume-20261101T000000Z-1.tar.gz"
     with quick_court(80, seed=9) as court:     # the torture's court, its faults answered at once

@@ -98,6 +98,7 @@ def test_an_empty_store_flag_is_refused_not_taken_as_the_current_directory(capsy
     assert "KY_STORE" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_demo_runs_the_whole_pipeline_to_pass_whatever_ky_variables_the_user_exported(tmp_path):
     import os
     env = {**os.environ, "KY_DRY": "1", "KY_PHASES": "discover", "KY_STORE": "drive", "KY_WORKERS": "x"}

@@ -128,15 +128,14 @@ def test_an_unknown_small_limit_is_learned_not_mistaken_for_a_split(make_context
 # ------------------------------------------------------------------ trap
 
 
-def test_a_client_without_the_selflinks_header_fails_loudly_not_empty(make_context):
+def test_a_client_without_the_selflinks_header_fails_loudly_not_empty(make_context, served_court):
     session = requests.Session()
     session.mount("http://", StripSelfLinksHeader())
-    with SimCourt(docs=300, seed=1) as court:
-        ctx = make_context(court, session=session)
-        with pytest.raises(CourtTrapError, match="excludeselflinks"):
-            discover(ctx)
-        assert ctx.db.kv_get("discovery_converged_at") is None
-        assert ctx.db.document_count() == 0
+    ctx = make_context(served_court, session=session)
+    with pytest.raises(CourtTrapError, match="excludeselflinks"):
+        discover(ctx)
+    assert ctx.db.kv_get("discovery_converged_at") is None
+    assert ctx.db.document_count() == 0
 
 
 def test_the_trap_after_a_good_sweep_fails_at_the_first_shard(make_context):

@@ -15,6 +15,8 @@ from notebook_builder.cells.c70_download import _DOWNLOAD_UNFINISHED, download
 from support import (REPO_ROOT, court_env, discovered_rows, download_context, download_court,
                      expected_download_row, sha256)
 
+pytestmark = pytest.mark.slow   # the whole pipeline
+
 CHILD = """
 import logging
 from notebook_builder.cells.c00_config import load_config
@@ -35,7 +37,6 @@ def committed_downloads(db_path: Path) -> int:
         conn.close()
 
 
-@pytest.mark.slow
 def test_sigkill_mid_download_resumes_with_no_part_and_no_false_claim(tmp_path):
     # The resumed half runs on the tests' recording clock, which does not really wait out a Retry-After.
     with download_court() as court:

@@ -19,6 +19,8 @@ from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.simcourt import FAULTS, NEVER, TRANSIENT_FAULTS, SimCourt
 from support import E2E_CAP as CAP, pipeline_env
 
+pytestmark = pytest.mark.slow   # the whole pipeline
+
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):

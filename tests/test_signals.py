@@ -15,6 +15,8 @@ import pytest
 
 from support import REPO_ROOT, torture
 
+pytestmark = pytest.mark.slow   # the whole pipeline
+
 DOCS = 100
 
 
@@ -53,7 +55,6 @@ def wait_for_stage(child: subprocess.Popen, workspace: Path, stage: str, spawned
         time.sleep(0.005)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("stage", ["discover", "download", "extract"])
 def test_signal_in_a_stage_exits_130_saves_state_and_the_next_run_resumes(tmp_path, stage, signum):

@@ -72,6 +72,7 @@ def fault_config(court, tmp_path, monkeypatch, relative: bool):
     return load_config(env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
 def test_store_refusing_uploads_lags_fails_verify_then_a_healthy_run_levels_it(court, tmp_path, monkeypatch,
                                                                                 relative):
@@ -98,6 +99,7 @@ def test_store_refusing_uploads_lags_fails_verify_then_a_healthy_run_levels_it(c
     assert (Path(cfg.STORE) / "ky_court.sqlite").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
 def test_store_that_recovers_mid_run_is_caught_up_by_the_same_run(court, tmp_path, monkeypatch, relative):
     cfg = fault_config(court, tmp_path, monkeypatch, relative)
@@ -181,6 +183,7 @@ def no_torn_file(cfg) -> list[str]:
     return problems
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["download", "extract"])
 def test_full_workspace_disk_stops_cleanly_naming_the_disk_then_the_next_run_completes(
         court, tmp_path, monkeypatch, where):

@@ -17,6 +17,8 @@ import pytest
 
 from support import REPO_ROOT, torture
 
+pytestmark = pytest.mark.slow   # the whole pipeline
+
 
 def claimed_documents(db_path: Path) -> set[str]:
     if not db_path.is_file():
@@ -31,7 +33,6 @@ def claimed_documents(db_path: Path) -> set[str]:
         conn.close()
 
 
-@pytest.mark.slow
 def test_five_sigkills_in_every_stage_end_where_an_uninterrupted_run_ends(tmp_path):
     report = torture.torture(kills=5, docs=200, seed=5, root=tmp_path / "torture", log=lambda line: None)
     print(report.figures())
@@ -42,7 +43,6 @@ def test_five_sigkills_in_every_stage_end_where_an_uninterrupted_run_ends(tmp_pa
     assert report.reader_reads > 10    # a user watched the killed side's database throughout
 
 
-@pytest.mark.slow
 def test_fresh_runtime_after_a_kill_restores_and_fetches_nothing_the_store_holds(tmp_path):
     with torture.make_court(200, seed=3) as court:
         env = torture.pipeline_env(court, tmp_path)
@@ -83,7 +83,6 @@ def journaled_documents(store: Path) -> set[str]:
     return listed
 
 
-@pytest.mark.slow
 def test_a_fresh_runtime_asks_the_court_for_nothing_the_journal_says_the_store_holds(tmp_path):
     with torture.make_court(200, seed=8) as court:
         env = torture.pipeline_env(court, tmp_path)
