@@ -111,14 +111,19 @@ def pipeline_env(court, tmp_path, **extra):
     return env
 
 
+def torture_court(docs: int, seed: int, **overrides) -> SimCourt:
+    """torture.make_court's court (the full fault catalogue, late documents, shard splitting), with
+    SimCourt arguments overridden (a shorter stall, say)."""
+    settings = dict(results_limit=40, max_page=25, late_docs=max(1, docs // 40), first_year=2020,
+                    last_year=2026, search_fault_rate=0.03, oversize_bytes=torture.CAP + 1024 * 1024)
+    return SimCourt(docs, seed=seed, **{**settings, **overrides})
+
+
 def quick_court(docs: int, seed: int) -> SimCourt:
-    """torture.make_court's court (the full fault catalogue, late documents, shard splitting) for
-    runs on a RecordingClock: its stalled bodies stall 0.05 s, and it does not insist on Retry-After
-    (the recording clock does not really wait it out). For tests about the store, the disk or bad
-    input, whose subject is not the court's pacing."""
-    return SimCourt(docs, seed=seed, results_limit=40, max_page=25, late_docs=max(1, docs // 40),
-                    first_year=2020, last_year=2026, search_fault_rate=0.03,
-                    oversize_bytes=torture.CAP + 1024 * 1024, stall_seconds=0.05, enforce_retry_after=False)
+    """torture_court for runs on a RecordingClock: its stalled bodies stall 0.05 s, and it does not
+    insist on Retry-After (the recording clock does not really wait it out). For tests about the
+    store, the disk or bad input, whose subject is not the court's pacing."""
+    return torture_court(docs, seed, stall_seconds=0.05, enforce_retry_after=False)
 
 
 def run_until_done(cfg, store_factory, runs: int = 4, clock_factory=RecordingClock):

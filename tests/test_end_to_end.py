@@ -25,8 +25,12 @@ pytestmark = pytest.mark.slow   # the whole pipeline
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("e2e")
-    court = SimCourt(500, seed=11, results_limit=40, max_page=25, late_docs=12, first_year=2020,
-                     last_year=2026, search_fault_rate=0.03, oversize_bytes=CAP + 1024 * 1024)
+    # 250 documents hold every fault at least twice; results_limit and max_page scale with them, so
+    # shards are still split and re-paged (624 search pages, against 651 with 500 documents at 40/25).
+    # A stalled body stalls 0.1 s: it fails once, however long (the client's timeout is 60 s).
+    court = SimCourt(250, seed=11, results_limit=20, max_page=12, late_docs=6, first_year=2020,
+                     last_year=2026, search_fault_rate=0.03, oversize_bytes=CAP + 1024 * 1024,
+                     stall_seconds=0.1)
     with court:
         cfg = load_config(pipeline_env(court, tmp_path))
         first = run_pipeline(cfg, handle_signals=False)

@@ -37,7 +37,7 @@ def _run_all(path: Path, cwd: Path):
 
 def test_run_all_ends_in_pass_and_again_is_a_no_op(tmp_path, monkeypatch):
     court = SimCourt(120, seed=5, results_limit=60, max_page=50, first_year=2024, last_year=2026,
-                     oversize_bytes=CAP + 1024 * 1024)
+                     oversize_bytes=CAP + 1024 * 1024, stall_seconds=0.1)   # a stall fails once, however long
     with court:
         for key, value in {
             "KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),

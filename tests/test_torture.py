@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support import REPO_ROOT, torture
+from support import REPO_ROOT, torture, torture_court
 
 pytestmark = pytest.mark.slow   # the whole pipeline
 
@@ -44,7 +44,7 @@ def test_five_sigkills_in_every_stage_end_where_an_uninterrupted_run_ends(tmp_pa
 
 
 def test_fresh_runtime_after_a_kill_restores_and_fetches_nothing_the_store_holds(tmp_path):
-    with torture.make_court(200, seed=3) as court:
+    with torture_court(200, seed=3, stall_seconds=0.1) as court:   # a stall fails once, however long
         env = torture.pipeline_env(court, tmp_path)
         workspace, store = tmp_path / "workspace", tmp_path / "store"
         child = subprocess.Popen(torture.pipeline_command(), env=env, cwd=REPO_ROOT,
@@ -84,7 +84,7 @@ def journaled_documents(store: Path) -> set[str]:
 
 
 def test_a_fresh_runtime_asks_the_court_for_nothing_the_journal_says_the_store_holds(tmp_path):
-    with torture.make_court(200, seed=8) as court:
+    with torture_court(200, seed=8, stall_seconds=0.1) as court:
         env = torture.pipeline_env(court, tmp_path)
         workspace, store = tmp_path / "workspace", tmp_path / "store"
         discovered = subprocess.run(torture.pipeline_command(), env={**env, "KY_PHASES": "discover"},
