@@ -25,7 +25,7 @@ from notebook_builder.cells.c95_run import run_pipeline
 
 from support import RecordingClock, expected_verdicts_hold, quick_court, run_until_done, store_is_level, torture
 
-DOCS = 120
+DOCS = 60   # every fault once; enough uploads and bytes for each refusal and full disk below
 
 
 class FailingUploads(LocalStore):
