@@ -5,6 +5,10 @@ Two corpora, each against the hand-checked expectations of bench/data/derive_exp
   (bench/data/ky_captured_opinions.json: docket fields, page one's caption and
   passages with citations), derived with `derive_fields` over the text the
   court serves (pages joined by form feeds, as the extract stage writes them);
+  and the public web copies of Kentucky opinions in bench/data/ky_public_pages.json
+  (first-page texts as justia, ecases, casetext, cetient and pdfkul keep them:
+  the court's lines, flattened into one line, reformatted, OCR'd; no docket
+  fields, so derived from the text alone; their citations are not checked);
 - simulated: every document of a simulated court (`--docs`, `--seed`) whose PDF
   it serves, its text extracted with pypdf as the extract stage would; the
   expectation is per docket description, plus the document's own case number
@@ -71,22 +75,39 @@ def print_table(title: str, tally: dict, documents: int) -> None:
           f"{totals['missed']:>7}")
 
 
+def real_documents() -> list[dict]:
+    """Every real document: the captured API responses (with their docket fields) and the public web
+    copies (a text alone), each as {id, label, text, the docket fields derive_fields takes, source}."""
+    documents = []
+    for opinion in json.loads((DATA / "ky_captured_opinions.json").read_text())["opinions"]:
+        documents.append(dict(id=opinion["document_id"], label=opinion["case_number"], source="captured API",
+                              text="\f".join(opinion["pages"]),
+                              arguments=dict(description=opinion["description"], entry_type=opinion["entry_type"],
+                                             entry_subtype=opinion["entry_subtype"],
+                                             document_name=opinion["document_name"],
+                                             case_number=opinion["case_number"])))
+    for page in json.loads((DATA / "ky_public_pages.json").read_text())["documents"]:
+        documents.append(dict(id=page["id"], label=page["id"], source=f"{page['site']} ({page['layout']})",
+                              text=page["text"], arguments={}))
+    return documents
+
+
 def real_corpus(expected: dict, wrong_lines: list, warnings: collections.Counter) -> tuple[dict, dict]:
-    captured = json.loads((DATA / "ky_captured_opinions.json").read_text())["opinions"]
+    documents = real_documents()
     tally = collections.defaultdict(collections.Counter)
     cites = collections.Counter()
     second_opinion = collections.Counter()
-    for opinion in captured:
-        want = expected["real"][opinion["document_id"]]
-        text = "\f".join(opinion["pages"])
-        fields = derive_fields(text, description=opinion["description"], entry_type=opinion["entry_type"],
-                               entry_subtype=opinion["entry_subtype"], document_name=opinion["document_name"],
-                               case_number=opinion["case_number"])
+    for document in documents:
+        want = expected["real"][document["id"]]
+        text = document["text"]
+        fields = derive_fields(text, **document["arguments"])
         for warning in fields.warnings:
             warnings[warning.split(":", 1)[0]] += 1
-        label = f"real {opinion['case_number']}"
+        label = f"real {document['label']}"
         for field in FIELD_NAMES:
             compare(tally, field, want["fields"][field], getattr(fields, field), label, wrong_lines)
+        if "citations" not in want:
+            continue
         result = extract_citations(text, own_case_numbers=fields.case_numbers or (), body_start=fields.caption_end)
         found = collections.Counter((c.kind, c.normalized) for c in result.citations)
         wanted = collections.Counter(tuple(pair) for pair in want["citations"])
@@ -101,7 +122,9 @@ def real_corpus(expected: dict, wrong_lines: list, warnings: collections.Counter
             for field, value in want["juriscraper"].items():
                 second_opinion["compared"] += 1
                 second_opinion["agree"] += getattr(fields, field) == value
-    return tally, {"citations": cites, "juriscraper": second_opinion, "documents": len(captured)}
+    sources = collections.Counter(document["source"] for document in documents)
+    return tally, {"citations": cites, "juriscraper": second_opinion, "documents": len(documents),
+                   "sources": sources}
 
 
 def pdf_text(data: bytes | None) -> str | None:
@@ -181,9 +204,10 @@ def main() -> int:
     warnings: collections.Counter = collections.Counter()
 
     tally, real = real_corpus(expected, wrong_lines, warnings)
-    print_table("real Kentucky opinions (captured, hand-checked)", tally, real["documents"])
+    print_table("real Kentucky documents (hand-checked)", tally, real["documents"])
+    print("  sources: " + ", ".join(f"{source} {count}" for source, count in sorted(real["sources"].items())))
     c = real["citations"]
-    print(f"  citations: {c['expected']} expected, {c['found']} found, {c['extra']} extra "
+    print(f"  citations (captured texts): {c['expected']} expected, {c['found']} found, {c['extra']} extra "
           f"(recall {c['found'] / max(1, c['expected']):.0%})")
     j = real["juriscraper"]
     print(f"  juriscraper's expected output (judge, publication status): agrees on {j['agree']} of {j['compared']}")

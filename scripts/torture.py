@@ -324,7 +324,7 @@ def fresh_runtime(workspace: Path) -> None:
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
-            entry.unlink()
+            entry.unlink(missing_ok=True)   # a reader closing last removes -wal meanwhile
 
 
 # ------------------------------------------------------------- comparison

@@ -148,7 +148,7 @@ def test_a_reader_every_100ms_through_interrupted_runs_changes_nothing(tmp_path)
 
 
 def test_threads_read_and_write_on_connections_of_their_own(tmp_path):
-    """The download finisher queues store uploads, the uploader and checkpointer write, while the
+    """The store uploader and checkpointer write, while the
     main thread reads. On one shared connection a read still stepping made another thread's write
     fail ("database is locked", SQLITE_BUSY_SNAPSHOT, or "no more rows available"); each thread now
     has a connection of its own, and a worker's closes as the worker ends."""

@@ -277,7 +277,10 @@ def test_a_case_citation_broken_across_lines_is_found_with_its_span_in_the_origi
 
 def test_without_a_caption_none_named_is_unknown_not_an_empty_list():
     assert derive_fields(None, description="ORDER GRANTING MOTION").related_case_numbers is None
-    assert derive_fields(None, description="ORDER IN 2020-SC-0001 GRANTING").related_case_numbers == ["2020-SC-0001"]
+    assert derive_fields(None, description="ORDER IN 2020-SC-0001 GRANTING",
+                         case_number="2021-CA-0077").related_case_numbers == ["2020-SC-0001"]
+    # Without the document's own number a named one may be its own: which are related is unknown.
+    assert derive_fields(None, description="ORDER IN 2020-SC-0001 GRANTING").related_case_numbers is None
 
 
 def test_undecodable_text_bytes_are_a_warning_and_the_rest_is_still_derived(tmp_path):
@@ -311,3 +314,102 @@ def test_a_text_with_nothing_citation_shaped_skips_eyecite(monkeypatch):
     assert calls == []
     extract_citations("Phon, 545 S.W.3d 284.")
     assert len(calls) == 1
+
+
+# ------------------------------------------- public web copies (text alone)
+
+PAGES = CAPTURED.parent / "ky_public_pages.json"
+EXPECTED = CAPTURED.parent / "derive_expected.json"
+
+
+def page(document_id: str) -> str:
+    for document in json.loads(PAGES.read_text())["documents"]:
+        if document["id"] == document_id:
+            return document["text"]
+    raise KeyError(document_id)
+
+
+def test_a_caption_joined_into_one_line_is_read_from_its_heading_on():
+    fields = derive_fields(page("justia-2020-CA-0031"))      # justia's copy: the whole page one line
+    assert (fields.kind, fields.publication_status, fields.rendered_date) == ("opinion", "unpublished", "2021-09-10")
+    assert (fields.judge_title, fields.judge, fields.disposition) == ("JUDGE", "TAYLOR", "AFFIRMING")
+    assert (fields.lower_court, fields.lower_court_judge) == ("HARDIN CIRCUIT COURT", "KEN M. HOWARD")
+    assert fields.lower_court_numbers == fields.trial_court_numbers == ["18-CR-00927"]
+    assert (fields.case_numbers, fields.related_case_numbers) == (["2020-CA-0031"], [])
+    # The Supreme Court's: its own number, the Court of Appeals' numbers below it, the author by title.
+    review = derive_fields(page("justia-2011-SC-0518"))
+    assert (review.judge_title, review.judge) == ("CHIEF JUSTICE", "MINTON")
+    assert (review.lower_court, review.lower_court_numbers) == ("COURT OF APPEALS", ["2010-CA-1194"])
+    assert (review.trial_court, review.trial_court_numbers) == ("FAYETTE CIRCUIT COURT", ["08-CI-04183"])
+    assert (review.case_numbers, review.related_case_numbers) == (["2011-SC-0518"], ["2010-CA-1194"])
+    assert derive_fields(page("justia-2003-SC-0085")).lower_court == "COURT OF APPEALS"   # "KENTUCKY COURT OF ..."
+
+
+def test_appeals_consolidated_from_two_judges_name_no_one_lower_court_judge():
+    fields = derive_fields(page("ecases-2020-CA-0608"))
+    assert fields.lower_court == "KENTON CIRCUIT COURT" and fields.lower_court_judge is None
+    assert any(w.startswith("lower court judge: the caption names") for w in fields.warnings)
+    assert fields.lower_court_numbers == ["18-CR-01172", "18-CR-00749", "16-CR-01147"]
+    assert fields.case_numbers == ["2020-CA-0608", "2020-CA-0763", "2020-CA-0765"]
+
+
+def test_an_order_with_the_opinion_it_modifies_attached_is_an_order_without_the_opinions_date():
+    fields = derive_fields(page("cetient-2020-SC-0426"))
+    assert fields.kind == "order"
+    assert fields.rendered_date is None and fields.publication_status is None and fields.judge is None
+    assert (fields.lower_court_numbers, fields.trial_court_numbers) == (["2019-CA-1290"], ["09-CI-01301"])
+
+
+def test_trial_court_numbers_on_the_lines_under_its_name():
+    fields = derive_fields(page("cetient-2021-SC-0180"))     # "BULLITT CIRCUIT COURT NOS." / "20-J-00145, ..."
+    assert fields.trial_court == "BULLITT CIRCUIT COURT"
+    assert fields.trial_court_numbers == ["20-J-00145", "20-J-00146", "20-J-00147"]
+    assert fields.disposition == "VACATING AND REMANDING"      # the caption's line under its heading
+
+
+def test_a_court_named_without_a_number_has_unknown_numbers_not_none():
+    fields = derive_fields("NO. 2020-CA-0001-MR\nA. SMITH APPELLANT\nAPPEAL FROM CLARK CIRCUIT COURT\n"
+                           "V.\nB. JONES APPELLEE\nOPINION\nAFFIRMING")
+    assert fields.lower_court == fields.trial_court == "CLARK CIRCUIT COURT"
+    assert fields.lower_court_numbers is None and fields.trial_court_numbers is None
+
+
+def test_without_its_own_number_a_text_has_no_related_numbers():
+    # A reporter's copy: the numbers in two-digit-year form, none of them read as the document's own.
+    fields = derive_fields(page("ecases-britton-1991"))
+    assert fields.case_numbers is None and fields.related_case_numbers is None
+    assert derive_fields(page("ecases-phelps-2003")).related_case_numbers is None   # no caption at all
+
+
+def test_the_body_naming_the_court_below_again_does_not_unsettle_the_caption():
+    # casetext's copy: no heading line; "appeals from the Rockcastle Circuit Court's ..." in the body.
+    fields = derive_fields(page("casetext-2017-CA-0047"))
+    assert fields.lower_court == "ROCKCASTLE CIRCUIT COURT" and fields.lower_court_judge == "JEFFREY T. BURDETTE"
+    assert (fields.judge_title, fields.judge) == ("CHIEF JUDGE", "CLAYTON")    # on the BEFORE: line itself
+    assert not any(w.startswith("lower court") for w in fields.warnings)
+
+
+def test_citations_eyecite_cannot_read_are_counted_not_kept():
+    result = extract_citations("See § 12 of the act, and KRS 17.500.")
+    assert result.unparsed == 1 and [c.normalized for c in result.citations] == ["KRS 17.500"]
+
+
+def test_no_wrong_value_among_the_hand_checked_real_documents():
+    """The benchmark's goal as a test: every field of the 30+ real documents is the hand-read value or NULL."""
+    expected = json.loads(EXPECTED.read_text())["real"]
+    documents = [(o["document_id"], "\f".join(o["pages"]),
+                  dict(description=o["description"], entry_type=o["entry_type"], entry_subtype=o["entry_subtype"],
+                       document_name=o["document_name"], case_number=o["case_number"]))
+                 for o in json.loads(CAPTURED.read_text())["opinions"]]
+    documents += [(d["id"], d["text"], {}) for d in json.loads(PAGES.read_text())["documents"]]
+    assert len(documents) >= 30 and {d for d, _, _ in documents} == set(expected)
+    wrong, agree = [], 0
+    for document_id, text, arguments in documents:
+        fields = derive_fields(text, **arguments)
+        for name, value in expected[document_id]["fields"].items():
+            derived = getattr(fields, name)
+            agree += derived == value
+            if derived is not None and derived != value:
+                wrong.append((document_id, name, derived, value))
+    assert wrong == []
+    assert agree >= 0.8 * sum(len(e["fields"]) for e in expected.values())   # nulls allowed, not most of them

@@ -146,7 +146,7 @@ def test_the_trap_after_a_good_sweep_fails_at_the_first_shard(make_context):
         session.mount("http://", StripSelfLinksHeader())
         good.client = CourtClient(good.cfg, good.clock, session=session)
         before = good.db.document_count()
-        with pytest.raises(CourtTrapError, match="held some"):
+        with pytest.raises(CourtTrapError, match="held documents before"):
             discover(good)
         assert good.db.document_count() == before
 
@@ -274,7 +274,7 @@ def _writer_batch(shard: str, ids: list[str], state: str | None = "done") -> c50
     return c50_discover.DiscoveryBatch(shard, rows=rows, pages=1, rows_seen=len(rows), state=state)
 
 
-def test_the_writer_thread_commits_in_order_and_an_error_stops_every_later_commit(tmp_path, monkeypatch):
+def test_the_writer_commits_in_order_and_an_error_stops_every_later_commit(tmp_path, monkeypatch):
     from notebook_builder.cells.c10_database import Database
     db = Database.open(tmp_path / "db.sqlite")
     db.start_sweep(1, ["2019-CA", "2019-SC", "2020-CA"])
@@ -282,7 +282,6 @@ def test_the_writer_thread_commits_in_order_and_an_error_stops_every_later_commi
     writer = c50_discover.DiscoveryWriter(db, 1)
     writer.submit(_writer_batch("2019-CA", ["a1", "a2"]))
     writer.close()
-    # committed by the writer thread's own connection, visible to the stage's after close()
     assert db.document_count() == 2 and db.shard_states(1) == {"done": 1, "pending": 2}
     assert writer.rows_new == 2
 
@@ -293,10 +292,10 @@ def test_the_writer_thread_commits_in_order_and_an_error_stops_every_later_commi
         if any(row["document_id"].startswith("b") for row in rows):
             raise OSError("disk I/O error")
         return upsert(self, rows)
-    monkeypatch.setattr(Database, "upsert_discovered", upsert_or_fail)   # the writer's own connection too
-    failing.submit(_writer_batch("2019-SC", ["b1"]))
+    monkeypatch.setattr(Database, "upsert_discovered", upsert_or_fail)
     with pytest.raises(OSError, match="disk I/O"):
-        failing.submit(_writer_batch("2020-CA", ["c1"]))   # hands over after the failed one: raises
+        failing.submit(_writer_batch("2019-SC", ["b1"]))   # its commit fails: raised at once
+    failing.submit(_writer_batch("2020-CA", ["c1"]))
     failing.close()                                        # commits nothing after the failure
     assert db.document_count() == 2
     assert db.shard_states(1) == {"done": 1, "pending": 2}  # 2019-SC was not marked done without its rows

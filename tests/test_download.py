@@ -267,7 +267,7 @@ def test_recover_removes_parts_and_reverts_rows_whose_pdf_is_nowhere(fresh_court
 @pytest.mark.parametrize("count", [1, 20])
 def test_a_full_disk_removes_the_parts_and_stops_promptly_with_no_false_claim(fresh_court, tmp_path,
                                                                                 monkeypatch, count):
-    from notebook_builder.cells.c70_download import _DOWNLOAD_UNFINISHED
+    from notebook_builder.cells.c70_download import _DOWNLOAD_GROUP
     sample = fresh_court.documents_with("ok")[30:30 + count]
     ctx = download_context(fresh_court, tmp_path)
     ctx.db.upsert_discovered(discovered_rows(sample))
@@ -282,9 +282,8 @@ def test_a_full_disk_removes_the_parts_and_stops_promptly_with_no_false_claim(fr
     monkeypatch.undo()
     assert list(ctx.path("tmp").iterdir()) == [] and list(ctx.path("pdf_by_hash").iterdir()) == []
     assert ctx.db.status_counts()["discovered"] == count
-    # The finisher's error surfaces at the next document: only what was in flight or handed over was sent.
-    assert sum(fresh_court.requests_for(d.document_id) for d in sample) <= _DOWNLOAD_UNFINISHED + 2
-    assert not [t for t in threading.enumerate() if t.name == "download-finisher"]
+    # The error surfaces as the first group is finished: only that group's documents were sent.
+    assert sum(fresh_court.requests_for(d.document_id) for d in sample) <= _DOWNLOAD_GROUP
     ctx.close()
 
 
@@ -332,7 +331,7 @@ def test_a_body_shorter_than_its_content_length_is_transient_and_never_promoted(
     assert ctx.store.list_dir("pdf_by_hash") == []
 
 
-# ------------------------------------------------- pacing, limit, finisher
+# ------------------------------------------------- pacing, limit, groups
 
 
 class StopWhilePacing(RecordingClock):
@@ -385,7 +384,7 @@ class _InterruptingClient:
         return self.client.download_response(document_id, pace=pace)
 
 
-def test_an_exception_in_the_main_loop_finishes_what_was_fetched_and_joins_the_finisher(fresh_court, tmp_path):
+def test_an_exception_in_the_main_loop_finishes_what_was_fetched(fresh_court, tmp_path):
     from notebook_builder.cells.c30_client import CourtClient
     sample = fresh_court.documents_with("ok")[70:80]
     ctx = download_context(fresh_court, tmp_path)
@@ -393,7 +392,6 @@ def test_an_exception_in_the_main_loop_finishes_what_was_fetched_and_joins_the_f
     ctx.db.upsert_discovered(discovered_rows(sample))
     with pytest.raises(KeyboardInterrupt):
         download(ctx)
-    assert not [t for t in threading.enumerate() if t.name == "download-finisher"]
     assert list(ctx.path("tmp").iterdir()) == []
     claimed = list(ctx.db.documents_claiming_files())
     assert len(claimed) == 5   # fetched before the interrupt: all finished, none lost
@@ -403,14 +401,24 @@ def test_an_exception_in_the_main_loop_finishes_what_was_fetched_and_joins_the_f
 
 
 def _record_opens(monkeypatch, module) -> list[tuple[str, str]]:
-    """(thread name, file name) of every file the download module opens with open()."""
+    """(where, file name) of every file the download module opens with open(): where is "fetch"
+    while a request's body is read (`_download_fetch`), else "finish"."""
     import builtins
-    opened = []
+    opened, where = [], ["finish"]
+    fetch = module._download_fetch
+
+    def recording_fetch(*args, **kwargs):
+        where[0] = "fetch"
+        try:
+            return fetch(*args, **kwargs)
+        finally:
+            where[0] = "finish"
 
     def recording_open(path, *args, **kwargs):
-        opened.append((threading.current_thread().name, Path(path).name))
+        opened.append((where[0], Path(path).name))
         return builtins.open(path, *args, **kwargs)
     monkeypatch.setattr(module, "open", recording_open, raising=False)
+    monkeypatch.setattr(module, "_download_fetch", recording_fetch)
     return opened
 
 
@@ -433,11 +441,11 @@ def test_small_bodies_wait_in_memory_large_ones_stream_to_their_part_same_outcom
             assert ctx.path(row["local_pdf"]).read_bytes() == fresh_court.pdf_bytes(document.document_id)
             assert ctx.store.read_file(row["local_pdf"]) == fresh_court.pdf_bytes(document.document_id)
     assert list(ctx.path("tmp").iterdir()) == []
-    main_thread_parts = {name for thread, name in opened if thread == "MainThread" and name.endswith(".part")}
+    fetch_parts = {name for where, name in opened if where == "fetch" and name.endswith(".part")}
     if in_memory == "default":
-        assert main_thread_parts == set()     # the request path created no file
+        assert fetch_parts == set()     # the request path created no file
     else:
         downloaded = {d.document_id for d in documents
                       if ctx.db.get_document(d.document_id)["status"] == "downloaded"}
-        assert {f"{d}.part" for d in downloaded} <= main_thread_parts
+        assert {f"{d}.part" for d in downloaded} <= fetch_parts
     ctx.close()

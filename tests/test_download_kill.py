@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_builder.cells.c70_download import _DOWNLOAD_UNFINISHED, download
+from notebook_builder.cells.c70_download import _DOWNLOAD_GROUP, download
 from support import (REPO_ROOT, court_env, discovered_rows, download_context, download_court,
                      expected_download_row, sha256)
 
@@ -87,7 +87,7 @@ def test_sigkill_mid_download_resumes_with_no_part_and_no_false_claim(tmp_path):
                 assert ctx.store.read_file(row["local_pdf"]) == data
         extra = sum(court.requests_for(d.document_id) for d in documents) - sum(
             expected_download_row(court, d, ctx.cfg.MAX_ATTEMPTS)[2] for d in documents)
-        # Fetched but uncommitted when killed: the one being fetched, the one being finished and the
-        # finisher's queue. Each is fetched once more; none is claimed.
-        assert 0 <= extra <= _DOWNLOAD_UNFINISHED + 1
+        # Fetched but uncommitted when killed: the one being fetched and its group's. Each is
+        # fetched once more; none is claimed.
+        assert 0 <= extra <= _DOWNLOAD_GROUP + 1
         ctx.close()

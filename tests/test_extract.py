@@ -464,20 +464,18 @@ def test_an_engine_that_is_not_installed_is_a_config_error_before_any_attempt(ma
     assert row(ctx, "doc")["extract_attempts"] == 0
 
 
-def test_a_saved_group_is_committed_once_even_when_settled_again(make_ctx):
-    from concurrent.futures import ThreadPoolExecutor
+def test_a_saved_group_is_committed_once_even_when_saved_again(make_ctx):
     ctx = make_ctx()
     sha = add_document(ctx, "doc", opinion(5)[1])
     data = b"2021-SC-000000 opinion"
     outcome = c80_extract.ExtractOutcome(sha, "ok", pages=1, chars=len(data), data=data)
     result = c80_extract.ExtractResult()
-    with ThreadPoolExecutor(1) as saver, c80_extract.progress(ctx.cfg, 1, "test") as bar:
-        extract_pass = c80_extract._ExtractPass(ctx, saver, result, bar)
+    with c80_extract.progress(ctx.cfg, 1, "test") as bar:
+        extract_pass = c80_extract._ExtractPass(ctx, result, bar)
         extract_pass.waiting[sha] = [row(ctx, "doc")]
         extract_pass.finished.append((extract_pass.waiting[sha], outcome, [outcome]))
-        extract_pass.hand_over()
-        extract_pass.settle()
-        extract_pass.settle()     # as the pass's `finally` would
+        extract_pass.save()
+        extract_pass.save()       # as the pass's `finally` would
     assert len(log_rows(ctx, "doc")) == 1 and result.extracted == 1
     assert row(ctx, "doc")["status"] == "extracted"
     assert ctx.store.read_file(f"text/{sha}.txt") == data

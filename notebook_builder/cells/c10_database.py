@@ -427,7 +427,7 @@ def is_sqlite_file(path: str | os.PathLike) -> bool:
 
     The file is never opened by hand: on Linux, closing any descriptor of a file drops every POSIX
     lock this process holds on it, so a plain open()/close() of a database that another connection
-    of this process (the download finisher, the discovery writer) is using lets a concurrent reader
+    of this process (the store uploader, the checkpointer) is using lets a concurrent reader
     (a user's `sqlite3`) believe it is alone, checkpoint and delete the -wal and -shm files under a
     live writer: lost commits, then "disk I/O error" or a malformed database (SQLite's "How To
     Corrupt", 2.2). SQLite's own connections share one descriptor table per file and never do that.
@@ -471,8 +471,8 @@ class _ThreadConnection:
 class Database:
     """Every statement of the pipeline, over one sqlite3 connection per thread.
 
-    Threads never share a connection: the download finisher, the discovery writer, the store
-    uploader and the checkpointer each get their own on first use (`conn`), as SQLite means them to
+    Threads never share a connection: the store uploader, the checkpointer and the extract saver
+    each get their own on first use (`conn`), as SQLite means them to
     be used. A shared one failed under load: a read still stepping in one thread holds a WAL
     snapshot that makes another thread's write fail at once ("database is locked",
     SQLITE_BUSY_SNAPSHOT), and statements interleaved on one connection fail with "no more rows
@@ -584,26 +584,28 @@ class Database:
     def _queue_params(cfg: Config) -> dict[str, int]:
         return {"max_attempts": cfg.MAX_ATTEMPTS, "max_extract_attempts": cfg.MAX_EXTRACT_ATTEMPTS}
 
+    def _queue(self, where: str, cfg: Config, limit: int, after_rowid: int) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            f"SELECT rowid, * FROM documents WHERE ({where}) AND rowid > :after ORDER BY rowid LIMIT :limit",
+            {**self._queue_params(cfg), "after": after_rowid, "limit": limit}).fetchall()
+
+    def _queue_size(self, where: str, cfg: Config) -> int:
+        return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {where}",
+                                 self._queue_params(cfg)).fetchone()[0]
+
     def download_queue(self, cfg: Config, limit: int, after_rowid: int = 0) -> list[sqlite3.Row]:
         """The next `limit` documents to fetch, in rowid order after `after_rowid`."""
-        return self.conn.execute(
-            f"SELECT rowid, * FROM documents WHERE ({DOWNLOAD_QUEUE_SQL}) AND rowid > :after "
-            "ORDER BY rowid LIMIT :limit",
-            {**self._queue_params(cfg), "after": after_rowid, "limit": limit}).fetchall()
+        return self._queue(DOWNLOAD_QUEUE_SQL, cfg, limit, after_rowid)
 
     def download_queue_size(self, cfg: Config) -> int:
-        return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {DOWNLOAD_QUEUE_SQL}",
-                                 self._queue_params(cfg)).fetchone()[0]
+        return self._queue_size(DOWNLOAD_QUEUE_SQL, cfg)
 
     def extract_queue(self, cfg: Config, limit: int, after_rowid: int = 0) -> list[sqlite3.Row]:
-        return self.conn.execute(
-            f"SELECT rowid, * FROM documents WHERE ({EXTRACT_QUEUE_SQL}) AND rowid > :after "
-            "ORDER BY rowid LIMIT :limit",
-            {**self._queue_params(cfg), "after": after_rowid, "limit": limit}).fetchall()
+        """The next `limit` documents to extract, in rowid order after `after_rowid`."""
+        return self._queue(EXTRACT_QUEUE_SQL, cfg, limit, after_rowid)
 
     def extract_queue_size(self, cfg: Config) -> int:
-        return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {EXTRACT_QUEUE_SQL}",
-                                 self._queue_params(cfg)).fetchone()[0]
+        return self._queue_size(EXTRACT_QUEUE_SQL, cfg)
 
     def queue_sizes(self, cfg: Config) -> dict[str, int]:
         return {"download": self.download_queue_size(cfg), "extract": self.extract_queue_size(cfg)}
@@ -1573,7 +1575,6 @@ class SearchDatabase:
         is moved to the new bucket from the index itself.
         """
         now = utc_now()
-        columns = SEARCH_FIELDS
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             for rowid in deletes:

@@ -19,9 +19,7 @@ Guarantees:
   written at all. A shard's rows and progress are held in memory
   (`DiscoveryWriter`, at most DISCOVER_FLUSH_ROWS rows per batch) and
   committed in few large transactions (DISCOVER_COMMIT_ROWS rows, or
-  DISCOVER_COMMIT_SECONDS) by one background writer thread on its own
-  connection, so the SQL overlaps with the waits for the court; no
-  transaction ever waits on a request. A shard's `done` is in the
+  DISCOVER_COMMIT_SECONDS); no transaction ever waits on a request. A shard's `done` is in the
   transaction that holds its last rows, so it is never marked done before
   its rows are committed.
 - Sweeps repeat until one, complete and without errors, adds fewer than
@@ -86,9 +84,8 @@ import logging
 import operator
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .c00_config import (IntegrityError, PermanentFetchError, ResultsLimitExceeded, StopRequested,
                          TransientFetchError, utc_now)
@@ -221,6 +218,52 @@ def needs_repage(distinct_seen: int, total_count: int, repages: int, max_repages
     return distinct_seen < total_count and repages < max_repages
 
 
+class ShardPaging:
+    """The pages of one shard's search, pass after pass (the case walk's and the document search's).
+
+    `pages()` yields each page the court sends, after checking it: over the court's results
+    limit raises ResultsLimitExceeded (the shard is split), an empty first page of a top-level
+    shard that held documents raises CourtTrapError, "more" with nothing sent raises
+    TransientFetchError, a stop raises StopRequested. When a pass ends with fewer distinct ids
+    (`distinct()`, counted by the caller as it reads the items) than the court's total, the shard
+    is paged again, at most DISCOVER_MAX_REPAGES extra passes. `page` is the last page fetched.
+    """
+
+    def __init__(self, ctx: Context, db: Database, search: Callable[[str, int, int], SearchPage], shard: str,
+                 noun: str, distinct: Callable[[], int], result: "DiscoverResult"):
+        self.ctx, self.db, self.search, self.shard, self.noun = ctx, db, search, shard, noun
+        self.distinct, self.result = distinct, result
+        self.page: SearchPage | None = None
+        self.repages = 0
+
+    def pages(self) -> Iterator[SearchPage]:
+        shard, noun = self.shard, self.noun
+        start = 1
+        while True:
+            if self.ctx.clock.should_stop():
+                raise StopRequested(self.ctx.clock.stop_reason or "stop requested")
+            page = self.page = self.search(shard, start, self.ctx.cfg.PAGE_SIZE)
+            if needs_split(page.total_count, page.results_limit):
+                raise ResultsLimitExceeded(f"{shard}: {page.total_count} {noun}, limit {page.results_limit}")
+            if (start == 1 and page.total_count == 0 and shard == top_level_shard(shard)
+                    and self.db.shard_has_documents(shard)):
+                raise CourtTrapError(f"{shard}: the court reports no {noun} in a shard that held documents before "
+                                     "(the x-ctrack-excludeselflinks trap?)")
+            yield page
+            if page.more and not (self.repages and self.distinct() >= page.total_count):
+                if page.result_count <= 0:
+                    raise TransientFetchError(f"{shard}: the court announced more {noun} at {start} but sent none")
+                start += page.result_count
+                continue
+            if not needs_repage(self.distinct(), page.total_count, self.repages, DISCOVER_MAX_REPAGES):
+                return
+            self.repages += 1
+            self.result.repages += 1
+            log_discover.debug("shard %s: %d distinct of %d after pass %d; paging it again",
+                               shard, self.distinct(), page.total_count, self.repages)
+            start = 1
+
+
 def top_level_shard(shard: str) -> str:
     if shard[4:5] == " ":
         return shard[:len("2024 CA ADMIN")]
@@ -301,15 +344,13 @@ class DiscoveryWriter:
 
     A commit happens once the held batches reach DISCOVER_COMMIT_ROWS rows or the oldest has
     waited DISCOVER_COMMIT_SECONDS (checked as batches arrive), and at `close()`, which commits
-    whatever is held and waits for it, on a stop and on an exception alike.
+    whatever is held, on a stop and on an exception alike. A transaction is only ever as long as
+    its SQL; none waits on the court. After a failed commit nothing more is committed.
 
-    Commits run in one background thread on a connection of its own, so the SQL (~2 s for the
-    first sweep's 98,724 rows, most of it with the GIL released) overlaps with the waits for the
-    court's next page instead of adding to them. At most one commit is in flight: handing over
-    the next waits for it, which bounds memory to two commits' rows. A transaction is only ever
-    as long as its SQL; none waits on the court. An error in the writer is raised from the first
-    `submit()` after it (before another page is asked for) or from `close()`, and nothing after
-    it is committed.
+    Commits run in the stage's own thread. A background writer thread used to overlap them with
+    the waits for the court: measured (bench/threads.py), its work is 0.07 ms a document against
+    the 1 ms of search pause a row costs at the default pacing, 0.002 h over the whole corpus:
+    not worth a thread.
     """
 
     def __init__(self, db: Database, sweep: int):
@@ -319,13 +360,9 @@ class DiscoveryWriter:
         self._held: list[DiscoveryBatch] = []
         self._held_rows = 0
         self._held_since = 0.0
-        self._pool: ThreadPoolExecutor | None = None
-        self._in_flight: Future | None = None
         self._failed = False
 
     def submit(self, batch: DiscoveryBatch) -> None:
-        if self._in_flight is not None and self._in_flight.done():
-            self._wait()             # a failed commit raises here, not a commit later
         if not self._held:
             self._held_since = time.monotonic()
         self._held.append(batch)
@@ -335,29 +372,19 @@ class DiscoveryWriter:
             self.commit()
 
     def commit(self) -> None:
-        """Hands the held batches to the writer thread (after the commit in flight has finished)."""
-        self._wait()
+        """Commits the held batches in one transaction; its error is raised here."""
         if not self._held or self._failed:
             return
         held, self._held, self._held_rows = self._held, [], 0
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="discover-writer")
-        self._in_flight = self._pool.submit(self._write, held)
-
-    def _wait(self) -> None:
-        """Waits for the commit in flight; its error, if any, is raised here."""
-        in_flight, self._in_flight = self._in_flight, None
-        if in_flight is not None:
-            try:
-                self.rows_new += in_flight.result()
-            except BaseException:
-                self._failed = True
-                raise
+        try:
+            self.rows_new += self._write(held)
+        except BaseException:
+            self._failed = True
+            raise
 
     def _write(self, held: list[DiscoveryBatch]) -> int:
-        """One transaction: each batch's rows, then its progress or outcome (in the writer thread)."""
-        db = self.db                 # on the writer thread's own connection (Database.conn)
-        rows_new = 0
+        """One transaction: each batch's rows, then its progress or outcome."""
+        db, rows_new = self.db, 0
         with db.transaction():
             for batch in held:
                 new = db.upsert_discovered(batch.rows) if batch.rows else 0
@@ -372,14 +399,8 @@ class DiscoveryWriter:
         return rows_new
 
     def close(self) -> None:
-        """Commits what is held and waits for it; the writer thread and its connection end."""
-        try:
-            self.commit()
-            self._wait()
-        finally:
-            if self._pool is not None:   # its thread's connection closes as the thread ends
-                self._pool.shutdown(wait=True)
-                self._pool = None
+        """Commits what is held."""
+        self.commit()
 
     def __enter__(self) -> "DiscoveryWriter":
         return self
@@ -576,22 +597,12 @@ class _CaseWalk:
         ctx, db, client, result = self.ctx, self.db, self.client, self.result
         top = top_level_shard(shard)
         cases: dict[str, dict] = {}
-        pages = repages = 0
-        start = 1
-        page: SearchPage | None = None
+        pages = 0
+        paging = ShardPaging(ctx, db, client.search_cases, shard, "cases", lambda: len(cases), result)
         try:
-            while True:
-                if ctx.clock.should_stop():
-                    return "stopped"
-                page = client.search_cases(shard, start, ctx.cfg.PAGE_SIZE)
+            for page in paging.pages():
                 pages += 1
                 result.pages += 1
-                if needs_split(page.total_count, page.results_limit):
-                    raise ResultsLimitExceeded(f"{shard}: {page.total_count} cases, limit {page.results_limit}")
-                if (start == 1 and page.total_count == 0 and shard == top
-                        and db.shard_has_documents(shard)):
-                    raise CourtTrapError(f"{shard}: the court reports no cases in a shard that held documents "
-                                         "(the x-ctrack-excludeselflinks trap?)")
                 for item in page.raw_items:
                     try:
                         case = normalize_case_search_row(item)
@@ -601,16 +612,7 @@ class _CaseWalk:
                     case["shard"] = top
                     cases[case["case_id"]] = case
                 result.rows_seen += page.raw_count
-                if page.more and not (repages and len(cases) >= page.total_count):
-                    if page.result_count <= 0:
-                        raise TransientFetchError(f"{shard}: the court announced more cases at {start} but sent none")
-                    start += page.result_count
-                    continue
-                if not needs_repage(len(cases), page.total_count, repages, DISCOVER_MAX_REPAGES):
-                    break
-                repages += 1
-                result.repages += 1
-                start = 1
+            page = paging.page
             previous = db.cases_to_walk(sweep, list(cases))
             rows_new = errors = 0
             last_error = None
@@ -630,7 +632,7 @@ class _CaseWalk:
             return "stopped"
         except ResultsLimitExceeded as exc:
             children = split_shard(shard)
-            total = page.total_count if page is not None else None
+            total = paging.page.total_count if paging.page is not None else None
             if not children:
                 db.finish_shard(sweep, shard, state="error", total_count=total, pages=pages,
                                 error=f"cannot split further: {exc}"[:500])
@@ -639,7 +641,7 @@ class _CaseWalk:
             db.finish_shard(sweep, shard, state="split", total_count=total, pages=pages, children=children)
             return "split"
         except TransientFetchError as exc:
-            db.finish_shard(sweep, shard, state="error", total_count=page.total_count if page else None,
+            db.finish_shard(sweep, shard, state="error", total_count=paging.page.total_count if paging.page else None,
                             pages=pages, error=str(exc)[:500])
             result.errors += 1
             log_discover.warning("sweep %d shard %s: %s", sweep, shard, exc)
@@ -872,24 +874,13 @@ def _discover_shard(ctx: Context, db: Database, client: CourtClient, writer: Dis
 def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer: DiscoveryWriter,
                          batch: DiscoveryBatch, result: DiscoverResult, known: dict[str, int]) -> str:
     """The paging of `_discover_shard`; fills `batch`, its outcome included."""
-    cfg = ctx.cfg
     shard = batch.shard
+    warned = False             # said once a shard: rows without documentID
     top = top_level_shard(shard)
     seen: set[str] = set()     # distinct document ids over every pass of this shard
-    repages = 0
-    start = 1
-    page: SearchPage | None = None
+    paging = ShardPaging(ctx, db, client.search_documents, shard, "documents", lambda: len(seen), result)
     try:
-        while True:
-            if ctx.clock.should_stop():
-                return "stopped"
-            page = client.search_documents(shard, start, cfg.PAGE_SIZE)
-            if needs_split(page.total_count, page.results_limit):
-                raise ResultsLimitExceeded(f"{shard}: {page.total_count} results, limit {page.results_limit}")
-            if (start == 1 and page.total_count == 0 and shard == top
-                    and db.shard_has_documents(shard)):
-                raise CourtTrapError(f"{shard}: the court reports no documents in a shard that held some "
-                                     "(the x-ctrack-excludeselflinks trap?)")
+        for page in paging.pages():
             rows_seen = 0
             for item in page.raw_items:
                 document_id = document_id_of(item)
@@ -910,7 +901,8 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
                     row["shard"] = top
                     row["related_case_numbers"] = related_case_numbers(row["description"])
                     batch.rows.append(row)
-            if batch.without_id and start == 1:
+            if batch.without_id and not warned:
+                warned = True
                 log_discover.warning("shard %s: rows without documentID; resolved through their docket "
                                      "entries' file lists", shard)
             batch.pages += 1
@@ -919,24 +911,11 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
             result.rows_seen += rows_seen
             if len(batch.rows) >= DISCOVER_FLUSH_ROWS:
                 writer.submit(batch.take_progress())
-            if page.more and not (repages and len(seen) >= page.total_count):
-                if page.result_count <= 0:
-                    raise TransientFetchError(f"{shard}: the court announced more results at {start} "
-                                              "but sent none")
-                start += page.result_count
-                continue
-            if not needs_repage(len(seen), page.total_count, repages, DISCOVER_MAX_REPAGES):
-                break
-            repages += 1
-            result.repages += 1
-            log_discover.debug("shard %s: %d distinct of %d after pass %d; paging it again",
-                               shard, len(seen), page.total_count, repages)
-            start = 1
     except StopRequested:
         return "stopped"
     except ResultsLimitExceeded as exc:
         children = split_shard(shard)
-        batch.total_count = page.total_count if page is not None else None
+        batch.total_count = paging.page.total_count if paging.page is not None else None
         if not children:
             batch.state, batch.error = "error", f"cannot split further: {exc}"[:500]
             return "error"
@@ -944,10 +923,11 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
         return "split"
     except TransientFetchError as exc:
         batch.state, batch.error = "error", str(exc)[:500]
-        batch.total_count = page.total_count if page is not None else None
+        batch.total_count = paging.page.total_count if paging.page is not None else None
         return "error"
+    page = paging.page
     if len(seen) < page.total_count:
         log_discover.info("shard %s: %d distinct documents of %d after %d passes", shard, len(seen),
-                          page.total_count, repages + 1)
+                          page.total_count, paging.repages + 1)
     batch.state, batch.total_count = "done", page.total_count
     return "done"

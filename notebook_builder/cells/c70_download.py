@@ -14,19 +14,19 @@ Guarantees:
   may occur anywhere in the first 1024 bytes as readers accept (else transient
   "not a PDF"); the stored bytes are the bytes served. A body up to _DOWNLOAD_IN_MEMORY bytes is held in
   memory; a larger one is written to `tmp/<document_id>.part` as it streams.
-  One background finisher thread, fed through a bounded queue while the
-  next GET runs, takes what is waiting as a group: writes the held bodies to
-  `tmp/<document_id>.part`, makes the group's parts durable with one flush
-  (`sync_files`), promotes them with os.replace to `pdf_by_hash/<sha256>.pdf`,
-  mirrors them to the store as a group, and only then marks the rows
-  `downloaded` (on its own database connection). So the request path touches
-  the disk only for large files: on ext4 a file created while another
-  thread's fsync commits the journal waits for that commit (0.6 ms a file,
-  measured). A hash
-  already held locally drops the body; one already in the store uploads
-  nothing. The finisher is drained and joined on every exit path; a kill
-  leaves its unfinished documents in memory (gone), as `.part` files, or as
-  promoted files no row claims yet, never a row claiming a missing file.
+  Fetched documents wait in a group (_DOWNLOAD_GROUP of them, or the oldest
+  _DOWNLOAD_GROUP_SECONDS old), which is then finished at once: the held
+  bodies written to `tmp/<document_id>.part`, the group's parts made durable
+  with one flush (`sync_files`), promoted with os.replace to
+  `pdf_by_hash/<sha256>.pdf`, mirrored to the store as a group, and only then
+  the rows marked `downloaded` in one commit. A hash already held locally
+  drops the body; one already in the store uploads nothing. The group is
+  finished on every exit path; a kill leaves its documents in memory (gone),
+  as `.part` files, or as promoted files no row claims yet, never a row
+  claiming a missing file. This runs in the stage's own thread: a finisher
+  thread used to overlap it with the next GET, and saved 7 ms a document
+  against the 0.4 s pause before each GET at the default pacing (1.8%,
+  bench/threads.py): not worth a thread.
 - Every response is a row of `download_events`: its request time, status and
   the headers that identify the bytes (Content-Length, ETag, Last-Modified,
   Content-Type), committed before the body is read.
@@ -43,8 +43,8 @@ Guarantees:
   attempts, during pacing and during backoff; the document in flight is
   finished, or rolled back (its `.part` removed) if the stream is aborted.
   DOWNLOAD_LIMIT > 0 stops the run (`stopped == "limit"`) once that many
-  documents have been taken from the queue. A full disk, in the main thread
-  or the finisher, removes the `.part` and raises DiskFullError from the stage.
+  documents have been taken from the queue. A full disk, while fetching or
+  finishing, removes the `.part` and raises DiskFullError from the stage.
 - Logging: one INFO line per batch and one for the stage; per-document
   outcomes are DEBUG; warnings (disk, store) come from where they are found.
 - `recover()` heals what a kill left behind: stale `tmp/*.part` files are
@@ -64,8 +64,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import queue
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,13 +93,15 @@ _DOWNLOAD_CHUNK = 256 * 1024
 _DOWNLOAD_DRAIN_LIMIT = 64 * 1024
 # Above this many rows missing locally, recover() lists the store's folder once instead of asking per name.
 _DOWNLOAD_LIST_THRESHOLD = 50
-# Fetched documents handed to the finisher and not yet committed: enough to keep the GETs going
-# through a slow spell of fsyncs (this disk's vary from 0.3 to several ms); also what a kill can
-# make the next run fetch again. At most this many small bodies (<= _DOWNLOAD_IN_MEMORY) wait in
-# memory, 16 MiB at worst; larger ones wait in their .part.
-_DOWNLOAD_UNFINISHED = 16
-# Bodies up to this size are held in memory until the finisher writes them (the request path then
-# creates no file); larger ones stream to their .part. At most _DOWNLOAD_UNFINISHED are held.
+# Fetched documents finished together (one flush, one mirror group, one commit), and how long the
+# oldest of them may wait. A kill loses the group, and each of its documents has spent an attempt:
+# a larger group (16 was tried) let repeated kills use up a retried document's last attempts, so an
+# interrupted crawl ended otherwise than an uninterrupted one (scripts/torture.py). At most this
+# many small bodies (<= _DOWNLOAD_IN_MEMORY) wait in memory; larger ones in their .part.
+_DOWNLOAD_GROUP = 4
+_DOWNLOAD_GROUP_SECONDS = 0.25
+# Bodies up to this size are held in memory until their group is finished (the request path then
+# creates no file); larger ones stream to their .part.
 _DOWNLOAD_IN_MEMORY = 1024 * 1024
 # What urllib3/requests raise while a body is being read: the connection failed, not our disk.
 _DOWNLOAD_READ_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError)
@@ -145,12 +145,12 @@ class DownloadResult:
 
 @dataclass
 class _DownloadedPart:
-    """A body that passed the inline checks (length, magic), waiting for the finisher."""
+    """A body that passed the inline checks (length, magic), waiting for its group to be finished."""
     document_id: str
     part: Path                 # tmp/<document_id>.part: the body is there unless it is held in `body`
     sha256: str
     size_bytes: int
-    body: bytes | None = None  # a small body, not written yet (the finisher writes the part)
+    body: bytes | None = None  # a small body, not written yet (finishing writes the part)
 
 
 # ------------------------------------------------------------------ recover
@@ -240,7 +240,7 @@ def download(ctx: Context) -> DownloadResult:
     uploads_before = ctx.mirror.uploads
     since_heartbeat = 0
     try:
-        with _DownloadFinisher(ctx, result) as finisher, \
+        with _DownloadGroup(ctx, result) as group, \
                 progress(cfg, result.queued, "download") as bar:
             # Keyset passes in rowid order; a document leaves the queue when it is done, so one pass
             # normally empties it. A new pass picks up rows a stop or a concurrent insert left behind.
@@ -252,7 +252,6 @@ def download(ctx: Context) -> DownloadResult:
                         break
                     batch_counts, outcomes = _download_counts(result), collections.Counter()
                     for row in batch:
-                        finisher.check()
                         if cfg.DOWNLOAD_LIMIT and result.documents >= cfg.DOWNLOAD_LIMIT:
                             result.stopped = "limit"
                             break
@@ -260,7 +259,7 @@ def download(ctx: Context) -> DownloadResult:
                             result.stopped = ctx.clock.stop_reason or "stop"
                             break
                         attempts_before = result.requests
-                        outcome = _download_document(ctx, client, finisher, row, result)
+                        outcome = _download_document(ctx, client, group, row, result)
                         outcomes[outcome] += 1
                         since_heartbeat += result.requests - attempts_before
                         after, taken = row["rowid"], taken + 1
@@ -276,7 +275,7 @@ def download(ctx: Context) -> DownloadResult:
                     _download_log_batch(result, batch_counts, outcomes)
                 if result.stopped is not None or taken == 0:
                     break
-                finisher.wait()   # the next pass must not hand out a row that is still being finished
+                group.finish()    # the next pass must not hand out a row that is still being finished
     except CourtUnreachable as exc:
         # The attempts spent since the court last answered say nothing about their documents.
         result.stopped, result.court_unreachable = "court unreachable", str(exc)
@@ -309,9 +308,9 @@ def _download_log_batch(result: DownloadResult, before: dict[str, int], outcomes
                       result.requests - before["requests"])
 
 
-def _download_document(ctx: Context, client: CourtClient, finisher: "_DownloadFinisher", row,
+def _download_document(ctx: Context, client: CourtClient, group: "_DownloadGroup", row,
                        result: DownloadResult) -> str:
-    """Attempts one document until it is fetched (handed to the finisher), failed for good, or a stop."""
+    """Attempts one document until it is fetched (added to the group), failed for good, or a stop."""
     cfg, db, clock = ctx.cfg, ctx.db, ctx.clock
     document_id = row["document_id"]
     while True:
@@ -353,7 +352,7 @@ def _download_document(ctx: Context, client: CourtClient, finisher: "_DownloadFi
                 return "deferred"
             continue
         client.health.usable()
-        finisher.submit(fetched)
+        group.add(fetched)
         return "fetched"
 
 
@@ -420,7 +419,7 @@ def _download_stream(response: requests.Response, part: Path, cap: int) -> tuple
 
     Stops reading at once when the body passes `cap` (permanent 413) or its first
     PDF_MAGIC_WINDOW bytes hold no PDF magic (transient: an HTML page behind a 200). The fsync is
-    the finisher's, off the request path.
+    its group's (`_DownloadGroup`), one for several documents.
     """
     digest = hashlib.sha256()
     size = 0
@@ -474,89 +473,59 @@ def _download_not_a_pdf(response: requests.Response, head: bytes) -> TransientFe
                               f"body begins {head[:32]!r}", http_status=response.status_code)
 
 
-# ----------------------------------------------------------------- finisher
+# ----------------------------------------------------------------- finishing
 
 
-class _DownloadFinisher:
-    """One background thread finishing fetched documents, in order, while the next GET runs.
+class _DownloadGroup:
+    """Fetched documents finished together, in the stage's own thread.
 
     Finishing: a body whose hash is held already is dropped; the others are written (if held in
     memory), made durable together (`sync_files`: one flush for the group), promoted (os.replace
     to pdf_by_hash/<sha>.pdf), and the group mirrored to the store (`StoreMirror.put_many`);
-    then the rows are committed as `downloaded`, on the finisher's own database connection, so the main thread's
-    reads never run inside its transactions. What is waiting when the finisher comes round is
-    finished as one group whose rows share one commit. At most _DOWNLOAD_UNFINISHED fetched
-    documents are handed over and not yet committed; a kill leaves each in memory (gone), as a
-    `.part` (recover() removes it) or as a promoted file no row claims yet (the next run fetches the document again and
-    finds its hash held), never a row claiming a missing file. After a failure (a full disk) it finishes
-    nothing more, removes the parts handed to it, and the main thread raises the error at its
-    next `check()`. Leaving the `with` block finishes everything handed in and joins the thread,
-    on every exit path.
+    then the rows are committed as `downloaded` in one transaction. A group is finished once it
+    holds _DOWNLOAD_GROUP documents or its oldest is _DOWNLOAD_GROUP_SECONDS old, before the next
+    pass, and on leaving the `with` block, on every exit path. A kill leaves each unfinished
+    document in memory (gone), as a `.part` (recover() removes it) or as a promoted file no row
+    claims yet (the next run fetches the document again and finds its hash held), never a row
+    claiming a missing file. A failure (a full disk) removes the group's parts and is raised.
     """
 
     def __init__(self, ctx: Context, result: DownloadResult):
         self.ctx = ctx
-        self.result = result               # the finisher alone writes downloaded, bytes, duplicates
-        self.error: BaseException | None = None
-        self._queue: queue.Queue = queue.Queue()
-        self._slots = threading.BoundedSemaphore(_DOWNLOAD_UNFINISHED)
-        self._thread = threading.Thread(target=self._loop, name="download-finisher", daemon=True)
+        self.result = result
+        self._parts: list[_DownloadedPart] = []
+        self._since = 0.0
 
-    def __enter__(self) -> "_DownloadFinisher":
-        self._thread.start()
+    def __enter__(self) -> "_DownloadGroup":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._queue.put(None)              # behind everything handed in: finish it all, then stop
-        self._thread.join()
         if exc_type is None:
-            self.check()
-        elif self.error is not None and self.error is not exc:
-            log_download.error("download finisher failed while the stage was stopping: %s", self.error)
+            self.finish()
+            return
+        try:
+            self.finish()
+        except Exception as error:   # noqa: BLE001 - the stage's own exception is the one raised
+            log_download.error("download could not finish its last group while the stage was stopping: %s", error)
 
-    def check(self) -> None:
-        """Raises the finisher's error, if it had one, in the calling (main) thread."""
-        if self.error is not None:
-            raise self.error
+    def add(self, fetched: _DownloadedPart) -> None:
+        if not self._parts:
+            self._since = time.monotonic()
+        self._parts.append(fetched)
+        if len(self._parts) >= _DOWNLOAD_GROUP or time.monotonic() - self._since >= _DOWNLOAD_GROUP_SECONDS:
+            self.finish()
 
-    def submit(self, fetched: _DownloadedPart) -> None:
-        """Hands a checked part over; blocks while _DOWNLOAD_UNFINISHED are unfinished."""
-        self._slots.acquire()
-        if self.error is not None:
-            self._slots.release()
-            fetched.part.unlink(missing_ok=True)
-            raise self.error
-        self._queue.put(fetched)
-
-    def wait(self) -> None:
-        """Returns once everything handed in is finished (committed, or dropped after a failure)."""
-        self._queue.join()
-        self.check()
-
-    def _loop(self) -> None:
-        stopping = False
-        while not stopping:
-            group = [self._queue.get()]
-            while len(group) < _DOWNLOAD_UNFINISHED:
-                try:
-                    group.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            if None in group:              # the stop mark is always last
-                stopping = True
-            parts = [fetched for fetched in group if fetched is not None]
-            try:
-                if parts and self.error is None:
-                    self._finish(parts)
-            except BaseException as exc:   # raised in the main thread by check()
-                self.error = exc
-            finally:
-                for fetched in parts:
-                    with contextlib.suppress(OSError):
-                        fetched.part.unlink(missing_ok=True)   # promoted parts are gone already
-                    self._slots.release()
-                for _ in group:
-                    self._queue.task_done()
+    def finish(self) -> None:
+        """Finishes every document added and not yet finished."""
+        parts, self._parts = self._parts, []
+        if not parts:
+            return
+        try:
+            self._finish(parts)
+        finally:
+            for fetched in parts:
+                with contextlib.suppress(OSError):
+                    fetched.part.unlink(missing_ok=True)   # promoted parts are gone already
 
     def _finish(self, parts: list[_DownloadedPart]) -> None:
         ctx, result = self.ctx, self.result
@@ -585,7 +554,7 @@ class _DownloadFinisher:
             raise_if_disk_full(exc, ctx.path("pdf_by_hash"))
             raise
         ctx.mirror.put_many([(name, ctx.path(name)) for name in sorted(names)])
-        db = ctx.db                        # on the finisher thread's own connection
+        db = ctx.db
         with db.transaction():
             for fetched in parts:
                 db.mark_downloaded(fetched.document_id, sha256=fetched.sha256,

@@ -38,12 +38,12 @@ Guarantees:
   is capped (RLIMIT_AS) at what it was forked with plus EXTRACT_MEMORY_MB: an
   inflate bomb raises MemoryError (`too large`) or kills only that worker.
 - A worker only reads and parses: it sends the UTF-8 text, its quality and
-  one (non-blank chars, has images, image cover) per page back over its pipe. The stage's
-  saver thread writes the texts of _EXTRACT_COMMIT_EVERY
+  one (non-blank chars, has images, image cover) per page back over its pipe. The stage
+  writes the texts of _EXTRACT_COMMIT_EVERY
   PDFs to `text/<sha256>.txt` atomically (temp name, rename) and mirrors
   them to the store as one group (`StoreMirror.put_many`: a LocalStore makes
-  the group durable with one flush), while the workers go on; then the
-  supervisor commits them `extracted`. So the database never says
+  the group durable with one flush), while the workers go on with the tasks
+  queued to them; then it commits them `extracted`. So the database never says
   `extracted` before the store holds the text (if the store lags, the local
   files are synced instead: they are the only copy until it catches up), no
   worker waits on the disk, and the store costs one flush per group, not
@@ -93,7 +93,6 @@ import re
 import selectors
 import signal
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -778,8 +777,7 @@ def extract(ctx: Context) -> ExtractResult:
     bar = progress(cfg, queued, "extract")
     try:
         with ExtractWorkerPool(cfg.WORKERS, cfg.EXTRACT_ENGINES, cfg.EXTRACT_TIMEOUT,
-                               memory_mib=cfg.EXTRACT_MEMORY_MB) as pool, \
-                ThreadPoolExecutor(1, thread_name_prefix="extract-saver") as saver:
+                               memory_mib=cfg.EXTRACT_MEMORY_MB) as pool:
             for number in range(1, cfg.MAX_EXTRACT_ATTEMPTS + 1):
                 if number > 1:
                     # A failed document stays queued until its attempts are spent:
@@ -788,7 +786,7 @@ def extract(ctx: Context) -> ExtractResult:
                     if left == 0:
                         break
                     bar.total = (bar.total or 0) + left
-                _ExtractPass(ctx, saver, result, bar).run(pool)
+                _ExtractPass(ctx, result, bar).run(pool)
                 if result.stopped:
                     break
     finally:
@@ -828,13 +826,6 @@ def court_text_agreements(ctx: Context, batch: int = 500) -> int:
 _EXTRACT_COMMIT_EVERY = 32
 
 
-@dataclass
-class _ExtractSaving:
-    finished: list          # (rows, outcome) whose texts the saver thread is writing
-    future: Future
-    settled: bool = False   # committed (or its save failed): never committed again
-
-
 class _ExtractPass:
     """One pass over the extract queue: each queued document attempted at most once.
 
@@ -847,11 +838,10 @@ class _ExtractPass:
     reuses its text.
     """
 
-    def __init__(self, ctx: Context, saver: ThreadPoolExecutor, result: ExtractResult, bar):
-        self.ctx, self.saver, self.result, self.bar = ctx, saver, result, bar
+    def __init__(self, ctx: Context, result: ExtractResult, bar):
+        self.ctx, self.result, self.bar = ctx, result, bar
         self.waiting: dict[str, list] = {}     # sha256 -> rows its outcome applies to, until committed
-        self.finished: list = []               # (rows, outcome) extracted, text not yet saved
-        self.saving: _ExtractSaving | None = None   # a group the saver thread has, not yet committed
+        self.finished: list = []               # (rows, outcome, attempts) extracted, text not yet saved
         self.handed_out = False                # every queued PDF is with the workers: the pass's tail
         self.committed: set[str] = set()       # sha256 committed `extracted` in this pass
         self.failed: dict[str, _ExtractFailure] = {}   # sha256 whose PDF failed in this pass
@@ -885,14 +875,12 @@ class _ExtractPass:
                     continue
                 kept = attempts[step.index]
                 self.finished.append((self.waiting[outcome.key], kept, attempts))
-                # In the tail, a smaller group whenever the saver is free: the last group's save and
-                # commit would otherwise run alone after the last PDF, on idle cores.
-                if len(self.finished) >= _EXTRACT_COMMIT_EVERY or (
-                        self.handed_out and (self.saving is None or self.saving.future.done())):
-                    self.hand_over()
+                # In the tail, each as it comes: the last group's save and commit would otherwise
+                # run alone after the last PDF, on idle cores.
+                if len(self.finished) >= _EXTRACT_COMMIT_EVERY or self.handed_out:
+                    self.save()
         finally:
-            self.hand_over()
-            self.settle()
+            self.save()
         if ctx.clock.should_stop():
             result.stopped = True
 
@@ -935,29 +923,24 @@ class _ExtractPass:
                              "attempts, %d pages (%s, %d workers)", len(rows), result.extracted,
                              result.failed_attempts, result.pages, ",".join(cfg.EXTRACT_ENGINES), cfg.WORKERS)
 
-    def hand_over(self) -> None:
-        """Commits the group being saved (once saved), then hands the finished ones to the saver thread."""
-        self.settle()
-        if self.finished:
-            outcomes = [outcome for _, outcome, _ in self.finished]
-            self.saving = _ExtractSaving(self.finished, self.saver.submit(self._save, outcomes))
-            self.finished = []
+    def save(self) -> None:
+        """Saves the finished texts and commits them; a save's error (a full disk) is raised, and
+        those documents keep their attempt.
 
-    def settle(self) -> None:
-        """Waits for a group's texts to be saved and commits it; a save's error (a full disk) is
-        raised instead, and those documents keep their attempt."""
-        saving = self.saving
-        if saving is None or saving.settled:
+        In the stage's own thread: a saver thread used to overlap this with the dispatch of PDFs,
+        but each worker holds queued tasks (`depth`), so the workers never wait for it, and on 2
+        cores its CPU is the workers' anyway (bench/threads.py: 1.4 ms a document)."""
+        finished, self.finished = self.finished, []
+        if not finished:
             return
-        saving.settled = True    # before anything can raise: a second settle (the `finally`) is a no-op
-        saving.future.result()
-        _extract_commit_saved(self.ctx, saving.finished, self.result, self.bar)
-        for _, outcome, _ in saving.finished:
+        self._save([outcome for _, outcome, _ in finished])
+        _extract_commit_saved(self.ctx, finished, self.result, self.bar)
+        for _, outcome, _ in finished:
             self.waiting.pop(outcome.key, None)
             self.committed.add(outcome.key)
 
     def _save(self, outcomes: list[ExtractOutcome]) -> None:
-        """The texts to `text/<sha256>.txt`, then to the store as one group (in the saver thread)."""
+        """The texts to `text/<sha256>.txt`, then to the store as one group."""
         items = []
         for outcome in outcomes:
             text_path = os.path.join(self.text_folder, f"{outcome.key}.txt")

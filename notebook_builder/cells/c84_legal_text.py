@@ -13,28 +13,38 @@ Guarantees:
   caption's) give None and a warning, not a pick.
 - The fields, as the Kentucky courts write them (captures of 2024):
   * kind: opinion / order / brief / other, from the docket entry type, the
-    description and, failing both, the caption's heading.
+    description and, failing both, the caption's heading (an order with the
+    opinion it modifies attached is an order).
   * publication_status: published / unpublished, from the header lines
     (`TO BE PUBLISHED`, `NOT TO BE PUBLISHED`) before the court's name, or the
     docket subtype / document name (`NOT TO BE PUBLISHED - OPINION ...`).
-  * rendered_date: ISO date of the header's `RENDERED: <MONTH D, YYYY>`.
+  * rendered_date: ISO date of the header's `RENDERED: <MONTH D, YYYY>` (above the
+    caption or right under its heading; one further down is another paper's).
   * judge, judge_title: the author named in the description
     (`BY JUSTICE LAMBERT`, `BY CHIEF JUSTICE X`, `BY JUDGE A. JONES`), or in the
-    caption (`OPINION OF THE COURT BY JUSTICE X`; `X, JUDGE:` after `BEFORE:`);
+    caption (`OPINION OF THE COURT BY JUSTICE X`; `X, JUDGE:` after `BEFORE:`, on
+    the panel's line or the next);
     upper case, one space, initials as `A.`.
   * disposition: the description without its case numbers, its kind words
     (`OPINION OF THE COURT`, `OPINION AND ORDER`, `ORDER`) and its `BY ...`
-    clause: `REVERSING, REINSTATING, AND REMANDING`, `AFFIRMING`.
+    clause: `REVERSING, REINSTATING, AND REMANDING`, `AFFIRMING`; without docket
+    words for it, the caption's line under its heading.
   * lower_court, lower_court_judge, lower_court_numbers: from the caption's
     `(ON) APPEAL FROM` / `ON REVIEW FROM` / `PETITION FOR REVIEW OF A DECISION
     OF THE` block; trial_court, trial_court_numbers: the circuit, district or
     family court the case began in (the lower court itself when it is one).
+    A court named without a number has numbers None (unknown), not []; appeals
+    consolidated from several judges have lower_court_judge None and a warning.
   * case_numbers: this document's own appellate case numbers (the row's
     case_number when well formed, the caption's `NO.` lines, the numbers that
     open a description such as `2022-CA-1454, 1456, 1457 OPINION ...`);
     related_case_numbers: every other Kentucky appellate number in the caption
-    or the description (a Supreme Court review's Court of Appeals numbers).
+    or the description (a Supreme Court review's Court of Appeals numbers); None
+    while the document's own numbers are unknown (they cannot be told apart).
     Numbers are normalized to `YYYY-CC-NNNN`.
+  * A caption joined into one line (a web copy, a scan's OCR: `... APPELLEE
+    OPINION AFFIRMING ** ** ...`) is split at its heading and read the same way;
+    its own numbers are those of the first number's court not read as below.
 - `extract_citations()` lists every citation in a text with its span
   (offsets into the text as given), normalized form and kind: case law through
   eyecite (full, short, id, supra; optional: without eyecite none are found
@@ -63,7 +73,7 @@ log_legal_text = logging.getLogger("kycourt.legal_text")
 # eyecite logs every overlap it cannot classify at WARNING; the counts say enough.
 logging.getLogger("eyecite").setLevel(logging.ERROR)
 
-LEGAL_TEXT_VERSION = 1
+LEGAL_TEXT_VERSION = 2   # 2: one-line captions, caption dispositions, unknown (not empty) numbers
 KINDS = ("opinion", "order", "brief", "other")
 PUBLICATION_STATUSES = ("published", "unpublished")
 
@@ -89,25 +99,46 @@ _COURT_HEADING = re.compile(
     r"^(SUPREME COURT OF KENTUCKY|COURT OF APPEALS|KENTUCKY COURT OF APPEALS|KENTUCKY SUPREME COURT|"
     r"COMMONWEALTH OF KENTUCKY)$")
 _RENDERED = re.compile(
-    r"\bRENDERED:\s*([A-Z]{3,9})\.?\s+(\d{1,2})\s*,?\s*(\d{4})|\bRENDERED:\s*(\d{4})-(\d{2})-(\d{2})",
+    r"\bRENDERED\s?:\s*([A-Z]{3,9})\.?\s+(\d{1,2})\s*,?\s*(\d{4})|\bRENDERED\s?:\s*(\d{4})-(\d{2})-(\d{2})",
     re.IGNORECASE)
+# A header line that runs on into the caption (the text joined into one line, or a scan's OCR): the
+# status is read only where it opens the line, right after the RENDERED date or the NOT TO BE PUBLISHED notice.
+_HEADER_STATUS_OPENING = re.compile(
+    r"^(?:RENDERED\s?:\s*[A-Z]{3,9}\.?\s+\d{1,2}\s*,?\s*\d{4}(?:\s*;\s*\d{1,2}:\d{2}\s*[AP]\.\s?M\.)?\s+"
+    r"(?P<status>(?:NOT\s+)?TO\s+BE\s+PUBLISHED)\b"
+    r"|IMPORTANT\s+NOTICE\s+(?P<notice>NOT\s+TO\s+BE\s+PUBLISHED)\s+OPINION\b)")
 _JUDGE_TITLES = r"CHIEF\s+JUSTICE|CHIEF\s+JUDGE|SPECIAL\s+JUSTICE|SENIOR\s+JUDGE|SPECIAL\s+JUDGE|JUSTICE|JUDGE"
 _JUDGE_NAME = r"(?:[A-Z]\.\s*){0,2}[A-Z][A-Z'\u2019\-]+"
 _BY_JUDGE = re.compile(rf"\bBY\s+(?P<title>{_JUDGE_TITLES})\s+(?P<name>{_JUDGE_NAME})")
-_CAPTION_AUTHOR = re.compile(rf"^(?P<name>{_JUDGE_NAME}),\s+(?P<title>CHIEF\s+JUDGE|JUDGE|JUSTICE)\s*:")
+_AUTHOR_TITLES = r"CHIEF\s+JUDGE|SENIOR\s+JUDGE|SPECIAL\s+JUDGE|JUDGE|JUSTICE"
+_CAPTION_AUTHOR = re.compile(rf"^(?P<name>{_JUDGE_NAME}),\s+(?P<title>{_AUTHOR_TITLES})\s*:")
+# The same author line inside a line that holds the panel too ("BEFORE: A, B, AND C, JUDGES. C, JUDGE: ...").
+_INLINE_AUTHOR = re.compile(rf"(?<![\w.,'\u2019\-])(?P<name>{_JUDGE_NAME}),\s+(?P<title>{_AUTHOR_TITLES})\s*:")
 _KIND_PREFIX = re.compile(
     r"^(?:(?:NOT\s+)?TO\s+BE\s+PUBLISHED\s*-\s*)?"
     r"(?:(?:MEMORANDUM\s+)?OPINION(?:\s+OF\s+THE\s+COURT)?(?:\s+AND\s+ORDER)?|ORDER)\b")
 _LOWER_COURT = re.compile(
-    r"\b(?:ON\s+APPEAL\s+FROM|APPEAL\s+FROM|ON\s+REVIEW\s+FROM|ON\s+TRANSFER\s+FROM|"
+    r"\b(?:ON\s+APPEALS?\s+FROM|APPEALS?\s+FROM|ON\s+REVIEW\s+FROM|ON\s+TRANSFER\s+FROM|"
     r"PETITION\s+FOR\s+REVIEW\s+OF\s+A\s+DECISION\s+OF\s+THE)\s+(?P<court>.+)$")
+# At most four words before the court's kind: a county or a board's name, never a sentence of the body.
 _COURT_NAME = re.compile(
-    r"^(?P<court>(?:[A-Z][A-Z.'\u2019\-]*\s+)*?(?:COURT\s+OF\s+APPEALS|CIRCUIT\s+COURT|DISTRICT\s+COURT|"
+    r"^(?P<court>(?:[A-Z][A-Z.'\u2019\-]*\s+){0,4}?(?:COURT\s+OF\s+APPEALS|CIRCUIT\s+COURT|DISTRICT\s+COURT|"
     r"FAMILY\s+COURT|COURT|BOARD|COMMISSION|CABINET|AGENCY))\b")
 _TRIAL_COURT_LINE = re.compile(
-    r"(?P<court>[A-Z][A-Z.'\-]*(?:\s+[A-Z][A-Z.'\-]*)?\s+(?:CIRCUIT|DISTRICT|FAMILY)\s+COURT)\s*,?\s+"
-    r"(?:ACTION\s+|INDICTMENT\s+|CASE\s+)?NOS?\.")
-_HONORABLE = re.compile(r"^HONORABLE\s+(?P<judge>.+?),\s*(?:SPECIAL\s+|SENIOR\s+|CHIEF\s+)?JUDGE\b")
+    r"(?<![\w.'\-])(?P<court>[A-Z][A-Z.'\-]*(?:\s+[A-Z][A-Z.'\-]*)?\s+(?:CIRCUIT|DISTRICT|FAMILY)\s+COURT)\s*,?\s+"
+    r"(?:ACTION\s+|INDICTMENT\s+|CASE\s+)?NOS?\s?\.")
+_LOWER_OPENER = re.compile(
+    r"\b(?:ON\s+APPEALS?\s+FROM|APPEALS?\s+FROM|ON\s+REVIEW\s+FROM|ON\s+TRANSFER\s+FROM|"
+    r"PETITION\s+FOR\s+REVIEW\s+OF\s+A\s+DECISION\s+OF\s+THE)\s+")
+_SPLIT_PETITION = re.compile(r"\bPETITION\s+FOR\s+REVIEW\s+OF\s+A\s+DECISION$")
+_OF_THE = re.compile(r"^(?:V\.?\s+)?OF\s+THE\s+(?P<rest>.+)$")
+_SAME_LINE = re.compile(
+    r"^\s*,?\s*(?:VS?\.?\s+)?(?:HONORABLE\s+(?P<judge>[A-Z][A-Z.,'\u2019\- ]*?),\s*(?:SPECIAL\s+|SENIOR\s+|CHIEF\s+)?"
+    r"JUDGE\b[,.]?\s*)?(?P<label>(?:(?:ACTION|INDICTMENT|CASE|CLAIM)\s+)?(?:NOS?\s?\.|NUMBERS?\b)\s*)?")
+_APPELLATE_NUMBER_START = re.compile(r"(?:19|20)\d{2}-(?:CA|SC)-\d")
+# A Workers' Compensation Board claim as the Court of Appeals' caption numbers it.
+_BOARD_NUMBER = re.compile(r"WC-\d{2}-\d{4,6}")
+_HONORABLE = re.compile(r"^(?:V\.?\s+)?HONORABLE\s+(?P<judge>.+?),\s*(?:SPECIAL\s+|SENIOR\s+|CHIEF\s+)?JUDGE\b")
 _NUMBERS_LINE = re.compile(r"^(?:V\.\s*)?(?:ACTION\s+|INDICTMENT\s+|CASE\s+)?NOS?\.\s*(?P<rest>.*)$")
 _OWN_NUMBER_LINE = re.compile(r"^(?:AND\s+)?(?:NOS?\.\s*)?(?:(?:19|20)\d{2}-(?:CA|SC)-\d{1,6}(?:-[A-Z]{2,3})?"
                               r"(?:\s*(?:,|&|AND)\s*)?)+$")
@@ -200,6 +231,9 @@ def _derive_into(fields: DerivedFields, text: str | None, description: str | Non
     if text is not None and not text.strip():
         warn("no text")
     heading_index = _heading_index(lines)
+    inline = heading_index is None and _split_inline_heading(lines, offsets)
+    if inline:
+        heading_index = inline
     if text and text.strip() and heading_index is None:
         warn("no caption: no opinion or order heading in the first lines")
     if heading_index is not None:
@@ -208,11 +242,16 @@ def _derive_into(fields: DerivedFields, text: str | None, description: str | Non
 
     fields.kind = _agree(warn, "kind", [_kind_of_type(entry_type), _kind_of_description(description_line)])
     if fields.kind is None and description_line is None and entry_type is None:
-        fields.kind = _kind_of_caption(lines[:_CAPTION_LINES])
+        # The caption's own heading says what the document is (an order with an opinion attached is an
+        # order); without one, the first opinion heading in the first lines.
+        fields.kind = (_kind_of_heading(lines[heading_index]) if heading_index is not None
+                       else _kind_of_caption(lines[:_CAPTION_LINES]))
 
     fields.publication_status = _agree(warn, "publication status", [
         _status_of_header(header, warn), _status_of_label(entry_subtype), _status_of_label(document_name)])
-    fields.rendered_date = _rendered(lines[:_CAPTION_LINES], warn)
+    # The RENDERED line stands with the caption (above it, or right under its heading): one further down
+    # belongs to another paper (the opinion an order modifies, attached after it).
+    fields.rendered_date = _rendered(lines[:heading_index + 3 if heading_index is not None else _CAPTION_LINES], warn)
 
     judge_description = _judge_of(description_line, warn) if description_line else None
     judge_caption = _judge_of_caption(lines[:(heading_index + 3) if heading_index is not None else 0],
@@ -223,20 +262,31 @@ def _derive_into(fields: DerivedFields, text: str | None, description: str | Non
     if description_line and not _BY_JUDGE.search(description_line) and " BY " in f" {description_line} ":
         warn("description has BY but no judge")
     fields.disposition = _disposition(description_line) or _disposition(_strip_status(entry_subtype))
+    if fields.disposition is None and heading_index is not None:
+        # No docket words for it: the caption's line under its heading ("OPINION" / "AFFIRMING").
+        fields.disposition = _caption_disposition(" ".join(lines[heading_index:heading_index + 3]))
 
     if heading_index is not None or text:
-        _lower_courts(fields, lines[:heading_index if heading_index is not None else _CAPTION_LINES])
+        _lower_courts(fields, lines[:heading_index if heading_index is not None else _caption_limit(lines)])
     own = [normalize_case_number(case_number)] if normalize_case_number(case_number) else []
     # The caption: up to the heading; a document without one (a brief, a notice) its first lines.
     caption = lines[:heading_index] if heading_index is not None else lines[:_UNHEADED_CAPTION_LINES]
     caption_own = [number for line in caption if _OWN_NUMBER_LINE.match(line)
                    for number in appellate_numbers(line)]
+    if inline:
+        # A caption joined into one line: its numbers are the document's own but for the courts' below
+        # (those of the other court, and those read as the lower court's).
+        named_here = appellate_numbers(" \n".join(caption))
+        below = set(fields.lower_court_numbers or [])
+        caption_own += [number for number in named_here
+                        if number[5:7] == named_here[0][5:7] and number not in below]
     own = list(dict.fromkeys(own + description_numbers + caption_own))
     fields.case_numbers = own or None
     named = appellate_numbers(" \n".join(caption) + " \n" + (description_line or ""))
     related = [number for number in named if number not in own]
-    # With a caption read, none named is an answer ([]); from a description alone it is not.
-    fields.related_case_numbers = related if (lines or related) else None
+    # With a caption read, none named is an answer ([]); from a description alone it is not; and without
+    # the document's own numbers the others cannot be told from them.
+    fields.related_case_numbers = (related if (lines or related) else None) if own else None
 
 
 def _agree(warn, what: str, values: Iterable[Any]) -> Any:
@@ -294,6 +344,64 @@ def _heading_index(lines: list[str]) -> int | None:
     return None
 
 
+_ROLE_WORD = re.compile(r"\b(?:CROSS-)?(?:APPELLEES?|APPELLANTS?|RESPONDENTS?|PETITIONERS?|MOVANTS?)\b")
+_INLINE_HEADING = re.compile(
+    rf"\b(?:(?:MEMORANDUM\s+)?OPINION(?:\s+OF\s+THE\s+COURT)?(?:\s+AND\s+ORDER)?"
+    rf"(?:\s+BY\s+(?:{_JUDGE_TITLES})\s+{_JUDGE_NAME})?|ORDER)\s+(?=[A-Z]+ING\b)")
+_DISPOSITION_WORD = re.compile(r"[A-Z]+ING|AND|&|,|IN|PART")
+
+
+def _split_inline_heading(lines: list[str], offsets: list[int]) -> int | None:
+    """A caption joined into one line (a site's copy, a scan's OCR) holds its heading inside a line:
+    `... COMMONWEALTH OF KENTUCKY APPELLEE OPINION AFFIRMING ** ** ...`. The line is split in two there
+    (in place) and the heading's index returned; None when no line holds a heading after a party's role
+    and before the caption's row of stars, followed by what the court did."""
+    for index, line in enumerate(lines[:5]):
+        upper = line.upper()
+        end = upper.find("** ** **")
+        role = _ROLE_WORD.search(upper, 0, end if end >= 0 else len(upper))
+        if not role:
+            continue
+        heading = _INLINE_HEADING.search(upper, role.end(), end if end >= 0 else len(upper))
+        if not heading:
+            continue
+        lines[index:index + 1] = [line[:heading.start()].rstrip(), line[heading.start():]]
+        offsets[index:index + 1] = [offsets[index], offsets[index] + heading.start()]
+        return index + 1
+    return None
+
+
+def _caption_disposition(text: str) -> str | None:
+    """What the court did, as the caption prints it under (or after) its heading: `AFFIRMING`,
+    `AFFIRMING, IN PART, AND REVERSING AND REMANDING, IN PART`; None when no such words follow."""
+    rest = _HEADING.sub("", text.upper().strip(), count=1)
+    rest = re.sub(rf"^(?:\s+OF\s+THE\s+COURT)?(?:\s+AND\s+ORDER)?\s*(?:BY\s+(?:{_JUDGE_TITLES})\s+{_JUDGE_NAME})?",
+                  "", rest)
+    words: list[str] = []
+    tokens = re.findall(r"[A-Z]+|&|,|\S", rest)
+    for position, token in enumerate(tokens):
+        if not _DISPOSITION_WORD.fullmatch(token):
+            break
+        if token == "IN" and (position + 1 >= len(tokens) or tokens[position + 1] != "PART"):
+            break
+        if token == "PART" and (not words or words[-1] != "IN"):
+            break
+        words.append(token)
+    while words and words[-1] in ("AND", "&", ",", "IN"):
+        words.pop()
+    if not words or not any(word.endswith("ING") for word in words):
+        return None
+    return re.sub(r"\s+,", ",", " ".join("AND" if word == "&" else word for word in words))
+
+
+def _caption_limit(lines: list[str]) -> int:
+    """Without a heading, the caption's end: the row of stars or the panel line, else the first lines."""
+    for index, line in enumerate(lines[:_CAPTION_LINES]):
+        if line.startswith("** **") or line.upper().startswith("BEFORE:"):
+            return index
+    return _CAPTION_LINES
+
+
 def _header(lines: list[str]) -> list[str]:
     """The lines before the court's name (RENDERED, publication status, notices)."""
     for index, line in enumerate(lines[:_HEADER_LINES]):
@@ -328,6 +436,15 @@ def _kind_of_description(line: str | None) -> str | None:
     return "other"
 
 
+def _kind_of_heading(line: str) -> str | None:
+    upper = line.upper()
+    if re.match(r"^(?:MEMORANDUM\s+)?OPINION\b", upper):
+        return "opinion"
+    if re.match(r"^ORDER\b", upper):
+        return "order"
+    return None
+
+
 def _kind_of_caption(lines: list[str]) -> str | None:
     for line in lines:
         upper = line.upper()
@@ -346,10 +463,14 @@ def _status_of_header(header: list[str], warn) -> str | None:
     found = set()
     for line in header:
         upper = line.upper().strip(" .")
+        opening = _HEADER_STATUS_OPENING.match(upper)
         if re.fullmatch(r"NOT\s+TO\s+BE\s+PUBLISHED(?:\s+OPINION)?", upper):
             found.add("unpublished")
         elif re.fullmatch(r"TO\s+BE\s+PUBLISHED", upper):
             found.add("published")
+        elif opening:
+            found.add("published" if (opening.group("status") or opening.group("notice")) == "TO BE PUBLISHED"
+                      else "unpublished")
     if len(found) > 1:
         warn("publication status: the header says both")
         return None
@@ -415,12 +536,23 @@ def _judge_of_caption(heading_lines: list[str], lines: list[str]) -> tuple[str, 
         if match and not _not_a_name(match.group("name")):
             return _normalize_judge(match.group("title"), match.group("name"))
     for index, line in enumerate(lines):
-        if line.upper().startswith("BEFORE:"):
+        upper = line.upper()
+        before = upper.find("BEFORE:")
+        if before == 0:
+            # The panel on its line, the author's "NAME, JUDGE:" opening the next, or on the panel's line
+            # after it (a text joined into fewer lines).
+            inline = _INLINE_AUTHOR.search(upper, before + 7, before + 400)
+            if inline:
+                return _normalize_judge(inline.group("title"), inline.group("name"))
             for following in lines[index + 1:index + 4]:
                 match = _CAPTION_AUTHOR.match(following.upper())
                 if match:
                     return _normalize_judge(match.group("title"), match.group("name"))
             return None
+        if before > 0 and re.search(r"\*\s*\*\s*\*\s*\*\s*\*\s*BEFORE:$", upper[:before + 7]):
+            # One line holding the whole caption: the panel follows the caption's row of stars.
+            inline = _INLINE_AUTHOR.search(upper, before + 7, before + 400)
+            return _normalize_judge(inline.group("title"), inline.group("name")) if inline else None
     return None
 
 
@@ -438,28 +570,48 @@ def _disposition(line: str | None) -> str | None:
 
 
 def _lower_courts(fields: DerivedFields, lines: list[str]) -> None:
-    lower_court = lower_judge = None
+    lower_court = None
+    lower_judges: list[str] = []
     lower_numbers: list[str] = []
     trial_court = None
     trial_numbers: list[str] = []
     appellate_lower: list[str] = []
+
+    def take_numbers(numbers: list[str]) -> None:
+        nonlocal appellate_lower, lower_numbers
+        appellate_lower += [n for n in numbers if _APPELLATE_NUMBER.fullmatch(n)]
+        lower_numbers += numbers
+
     index = 0
     while index < len(lines):
         upper = lines[index].upper()
-        match = _LOWER_COURT.search(upper)
-        if match:
-            court = _COURT_NAME.match(match.group("court").strip())
-            name = court.group("court") if court else None
+        # A text joined into one line holds its body too: the caption ends at the row of stars.
+        caption_part = upper.split("** ** **")[0]
+        if _SPLIT_PETITION.search(caption_part) and index + 1 < len(lines):
+            following = _OF_THE.match(lines[index + 1].upper())
+            if following:     # "PETITION FOR REVIEW OF A DECISION" / "v. OF THE WORKERS' COMPENSATION BOARD"
+                caption_part = f"{caption_part} OF THE {following.group('rest')}"
+                index += 1
+        openers = list(_LOWER_OPENER.finditer(caption_part))
+        for number, opener in enumerate(openers):
+            segment = caption_part[opener.end():openers[number + 1].start() if number + 1 < len(openers) else None]
+            court = _COURT_NAME.match(segment.strip())
+            name = _court_name(court.group("court")) if court else None
             if name and lower_court not in (None, name):
                 fields.warnings.append(f"lower court: the caption names {lower_court} and {name}")
                 fields.lower_court = None
                 return
             lower_court = name or lower_court
+            if court:   # what the line holds after the court's name: its judge, its numbers
+                judge, numbers = _same_line_details(segment.strip()[court.end():])
+                lower_judges += [judge] if judge else []
+                take_numbers(numbers)
+        if openers:
             for following in lines[index + 1:index + 6]:
                 fupper = following.upper()
                 honorable = _HONORABLE.match(fupper)
                 if honorable:
-                    lower_judge = lower_judge or re.sub(r"\s+", " ", honorable.group("judge")).strip()
+                    lower_judges.append(re.sub(r"\s+", " ", honorable.group("judge")).strip())
                     continue
                 numbers = _NUMBERS_LINE.match(fupper)
                 continuation = re.match(r"^(?:&|AND|,)\s*\S", fupper) and (
@@ -468,27 +620,76 @@ def _lower_courts(fields: DerivedFields, lines: list[str]) -> None:
                     break
                 if numbers or continuation:
                     rest = numbers.group("rest") if numbers else fupper
-                    appellate_lower += appellate_numbers(rest)
-                    lower_numbers += appellate_numbers(rest) + _trial_numbers(rest)
+                    take_numbers(_leading_numbers(rest) or (appellate_numbers(rest) + _trial_numbers(rest)))
                     continue
-                if _LOWER_COURT.search(fupper) or _APPELLATE_NUMBER.search(fupper) is None:
+                if _LOWER_OPENER.search(fupper) or _APPELLATE_NUMBER.search(fupper) is None:
                     break
-        trial = _TRIAL_COURT_LINE.search(upper)
+        trial = _TRIAL_COURT_LINE.search(caption_part)
         if trial:
             trial_court = trial_court or re.sub(r"\s+", " ", trial.group("court"))
-            trial_numbers += _trial_numbers(upper[trial.end():])
+            found = [n for n in _leading_numbers(caption_part[trial.end():]) if not _APPELLATE_NUMBER.fullmatch(n)]
+            if not found and not caption_part[trial.end():].strip():
+                # "BULLITT CIRCUIT COURT NOS." with its numbers on the lines below
+                for following in lines[index + 1:index + 5]:
+                    rest = following.upper()
+                    numbers = _leading_numbers(rest, whole=True)
+                    if not numbers:
+                        break
+                    found += numbers
+            trial_numbers += found
         index += 1
     if lower_court is None:
         if lines and any(re.search(r"\bIN SUPREME COURT\b|ORIGINAL ACTION", line.upper()) for line in lines):
             fields.lower_court = None   # an original action: there is no lower court
         return
     fields.lower_court = lower_court
-    fields.lower_court_judge = lower_judge
-    fields.lower_court_numbers = list(dict.fromkeys(lower_numbers))
+    judges = list(dict.fromkeys(lower_judges))
+    if len(judges) > 1:
+        fields.warnings.append(f"lower court judge: the caption names {' and '.join(judges)}")
+    fields.lower_court_judge = judges[0] if len(judges) == 1 else None
+    # A court named without a number: the numbers are unknown, not none.
+    fields.lower_court_numbers = list(dict.fromkeys(lower_numbers)) or None
     if trial_court is None and re.search(r"\b(CIRCUIT|DISTRICT|FAMILY) COURT$", lower_court):
         trial_court, trial_numbers = lower_court, [n for n in lower_numbers if n not in appellate_lower]
     fields.trial_court = trial_court
-    fields.trial_court_numbers = list(dict.fromkeys(trial_numbers)) if trial_court else None
+    fields.trial_court_numbers = (list(dict.fromkeys(trial_numbers)) or None) if trial_court else None
+
+
+def _court_name(name: str) -> str:
+    name = re.sub(r"^THE\s+", "", re.sub(r"\s+", " ", name).strip())
+    return "COURT OF APPEALS" if name == "KENTUCKY COURT OF APPEALS" else name
+
+
+def _same_line_details(rest: str) -> tuple[str | None, list[str]]:
+    """(the judge, the numbers) that follow a lower court's name on its own line, in the caption's order:
+    `HONORABLE A. B, JUDGE ACTION NO. 18-CR-00927`, `CASE NO. 2010-CA-001194-MR`; anything else ends it."""
+    match = _SAME_LINE.match(rest)
+    judge = re.sub(r"\s+", " ", match.group("judge")).strip() if match and match.group("judge") else None
+    after = rest[match.end():] if match else rest
+    if match and (match.group("label") or match.group("judge")) or _APPELLATE_NUMBER_START.match(after.strip()):
+        return judge, _leading_numbers(after)
+    return judge, []
+
+
+def _leading_numbers(text: str, whole: bool = False) -> list[str]:
+    """The case numbers that open `text` (separated by commas, `&`, `AND`), normalized, up to the first
+    word that is not one; with `whole`, none unless they are all the text holds."""
+    numbers: list[str] = []
+    for token in re.findall(r"[^\s,&]+|[,&]", text.upper()):
+        token = token.rstrip(".;")
+        if token in ("", ",", "&", "AND"):
+            continue
+        appellate = _APPELLATE_NUMBER.fullmatch(token)
+        trial = _TRIAL_NUMBER.fullmatch(token)
+        if appellate:
+            numbers.append(_appellate(appellate.group(1), appellate.group(2), appellate.group(3)))
+        elif trial:
+            numbers.append(trial.group(1))
+        elif _BOARD_NUMBER.fullmatch(token):
+            numbers.append(token)
+        else:
+            return [] if whole else numbers
+    return numbers
 
 
 # ---------------------------------------------------------------- citations

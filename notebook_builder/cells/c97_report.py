@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .c00_config import Config, StoreError, load_config, utc_now
-from .c10_database import DB_FILENAME, Database, connect, coverage_gaps, is_sqlite_file
+from .c10_database import DB_FILENAME, Database, coverage_gaps, is_sqlite_file
 from .c35_context import Context, StoreMirror, open_context, open_store
 
 log_report = logging.getLogger("kycourt.report")

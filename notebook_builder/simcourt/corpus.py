@@ -297,21 +297,22 @@ class Corpus:
         return self.size
 
     def find_document(self, document_id: str) -> int | None:
+        return self._find(self._doc_by_key, "document", document_id)
+
+    def _find(self, by_key: dict, kind: str, hex_key: str) -> int | None:
+        """The index whose id of `kind` is `hex_key`, or None."""
         try:
-            doc = self._doc_by_key.get(_key(document_id))
+            index = by_key.get(_key(hex_key))
         except ValueError:
             return None
-        if doc is None or hex_id(self.seed, "document", doc) != document_id.lower():
+        if index is None or hex_id(self.seed, kind, index) != hex_key.lower():
             return None
-        return doc
+        return index
 
     def find_entry(self, entry_id: str) -> list[int]:
         """Documents of a docket entry, in order (their entry is contiguous)."""
-        try:
-            first = self._entry_by_key.get(_key(entry_id))
-        except ValueError:
-            return []
-        if first is None or hex_id(self.seed, "entry", first) != entry_id.lower():
+        first = self._find(self._entry_by_key, "entry", entry_id)
+        if first is None:
             return []
         docs = [first]
         while docs[-1] + 1 < self.size and self.doc_entry[docs[-1] + 1] == first:
@@ -425,13 +426,7 @@ class Corpus:
         return key[:len("2024 CA ADMIN")] if is_admin_number(key) else key[:7]
 
     def find_case(self, case_id: str) -> int | None:
-        try:
-            case = self._case_by_key.get(_key(case_id))
-        except ValueError:
-            return None
-        if case is None or hex_id(self.seed, "case", case) != case_id.lower():
-            return None
-        return case
+        return self._find(self._case_by_key, "case", case_id)
 
     def case_docs(self, case: int) -> range:
         return range(self.case_first_doc[case], self.case_first_doc[case + 1])

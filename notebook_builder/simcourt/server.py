@@ -69,9 +69,10 @@ import struct
 import threading
 import time
 from collections import Counter, OrderedDict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
+from ..loopback import LoopbackServer, LoopbackService
 from . import pdfs
 from .corpus import COURTS, FAULTS, PERMANENT_STATUS, TRANSIENT_FAULTS, Corpus, DocumentList, SimDocument
 
@@ -89,8 +90,11 @@ SHAPES = ("inferred", "captured")
 DOCUMENT_SEARCH_MODES = ("present", "absent", "entries")
 
 
-class SimCourt:
+class SimCourt(LoopbackService):
     """A simulated court on a free loopback port; see the module docstring."""
+
+    server_attribute = "court"
+    thread_name = "simcourt"
 
     def __init__(self, docs: int = 300, seed: int = 1, *, results_limit: int = 10000,
                  max_page: int = 1000, faults: bool = True, late_docs: int = 0,
@@ -132,39 +136,16 @@ class SimCourt:
         self._pdf_cache: OrderedDict = OrderedDict()
         self._reveal_at: dict[int, int] = {}
         self._plan_reveals()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.base_url: str | None = None
 
     # --------------------------------------------------------- public API
 
-    def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
-        if self._server is not None:
-            return self.base_url
-        self._server = _Server((host, port), _Handler)
-        self._server.court = self
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05},
-                                        name="simcourt", daemon=True)
-        self._thread.start()
-        self.base_url = f"http://{host}:{self._server.server_address[1]}{API_PATH}"
+    def handler(self) -> type:
+        return _Handler
+
+    def url_for(self, host: str, port: int) -> str:
+        self.base_url = f"http://{host}:{port}{API_PATH}"
         return self.base_url
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        server.close_connections()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> "SimCourt":
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def document(self, document_id: str) -> SimDocument:
         doc = self.corpus.find_document(document_id)
@@ -341,40 +322,8 @@ class SimCourt:
         return order
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
+class _Server(LoopbackServer):
     court: SimCourt
-
-    def __init__(self, *args, **kwargs):
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(*args, **kwargs)
-
-    def get_request(self):
-        connection, address = super().get_request()
-        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self._connections_lock:
-            self._connections.add(connection)
-        return connection, address
-
-    def shutdown_request(self, request):
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        with self._connections_lock:
-            connections, self._connections = list(self._connections), set()
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def handle_error(self, request, client_address) -> None:
-        pass   # clients hanging up mid-body is part of the simulation, not an error
 
 
 OPINION_HEADERS = (("Type", "String", "docketEntryType", "docketEntryType.raw"),
@@ -492,10 +441,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, body, "application/json; charset=utf-8", head, headers)
 
     def _search(self, court: SimCourt, kind: str, field: str, query: dict, head: bool) -> None:
-        with court._lock:
-            court.search_requests += 1
-            count = court.search_requests
         limit_header = {"x-ctrack-paging-resultslimit": str(court.results_limit)}
+        count = self._count_request(court, "search_requests")
         if self._json_fault(court, f"search:{count}", head):
             return
         if not _flag(self.headers.get("x-ctrack-excludeselflinks")):
@@ -539,9 +486,7 @@ class _Handler(BaseHTTPRequestHandler):
                        if "=" in part)
         if filters.get("parentCategory") != "docketentries" or "parentID" not in filters:
             return self._json(400, {"message": "filter must name parentCategory and parentID"}, head)
-        with court._lock:
-            court.entry_requests += 1
-            count = court.entry_requests
+        count = self._count_request(court, "entry_requests")
         if self._json_fault(court, f"entry:{count}", head):
             return
         corpus = court.corpus
@@ -554,9 +499,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _case_resource(self, court: SimCourt, case_id: str, resource: str, head: bool) -> None:
         """`/cases/{id}` and its docketentries, parties, lowercourts (JSON arrays)."""
-        with court._lock:
-            court.entry_requests += 1
-            count = court.entry_requests
+        count = self._count_request(court, "entry_requests")
         if self._json_fault(court, f"case:{count}", head):
             return
         corpus = court.corpus
@@ -575,9 +518,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _opinion_search(self, court: SimCourt, query: dict, head: bool) -> None:
         """Docket entries of opinions filed between two dates (MM/DD/YYYY, >= and <=) in one court."""
-        with court._lock:
-            court.search_requests += 1
-            count = court.search_requests
+        count = self._count_request(court, "search_requests")
         if self._json_fault(court, f"search:{count}", head):
             return
         corpus = court.corpus
@@ -630,6 +571,14 @@ class _Handler(BaseHTTPRequestHandler):
         if _flag(self.headers.get("x-ctrack-paging-calculatetotalcount")):
             headers["x-ctrack-paging-totalcount"] = str(len(chosen))
         self._json(200, body, head, headers)
+
+    @staticmethod
+    def _count_request(court: SimCourt, counter: str) -> int:
+        """Counts a request in `court.<counter>`; returns the count."""
+        with court._lock:
+            count = getattr(court, counter) + 1
+            setattr(court, counter, count)
+        return count
 
     def _json_fault(self, court: SimCourt, roll_key: str, head: bool) -> bool:
         """At `search_fault_rate`, one misbehaviour of a JSON endpoint; True when it answered."""

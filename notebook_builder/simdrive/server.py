@@ -54,10 +54,10 @@ import socket
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
-from notebook_builder.simcourt.server import _Server as LoopbackServer
+from notebook_builder.loopback import LoopbackServer, LoopbackService
 
 FOLDER_MIME = "application/vnd.google-apps.folder"
 DEFAULT_PAGE = 100
@@ -127,8 +127,11 @@ class _WriteBucket:
             return False
 
 
-class SimDrive:
+class SimDrive(LoopbackService):
     """An in-memory Drive for one user. See the module docstring."""
+
+    server_attribute = "drive"
+    thread_name = "simdrive"
 
     def __init__(self, *, latency: float = 0.0, write_rate: float | None = None, write_burst: float = 3.0,
                  quota_bytes: int | None = None, error_rate: float = 0.0, drop_rate: float = 0.0,
@@ -153,8 +156,6 @@ class SimDrive:
         self.requests: Counter = Counter()
         self.rejected: Counter = Counter()
         self.writes_accepted = 0
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.api_root: str | None = None
 
     @property
@@ -167,32 +168,12 @@ class SimDrive:
 
     # --------------------------------------------------------- lifecycle
 
-    def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
-        if self._server is not None:
-            return self.api_root
-        self._server = _Server((host, port), _Handler)
-        self._server.drive = self
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="simdrive", daemon=True)
-        self._thread.start()
-        self.api_root = f"http://{host}:{self._server.server_address[1]}/"
+    def handler(self) -> type:
+        return _Handler
+
+    def url_for(self, host: str, port: int) -> str:
+        self.api_root = f"http://{host}:{port}/"
         return self.api_root
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        server.close_connections()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> "SimDrive":
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     # ------------------------------------------------------- test hooks
 
@@ -335,7 +316,7 @@ class SimDrive:
 
 
 class _Server(LoopbackServer):
-    """The simulated court's loopback server (keep-alive, TCP_NODELAY, connections closed on stop)."""
+    """The simulated Drive's loopback server (keep-alive, TCP_NODELAY, connections closed on stop)."""
 
     drive: SimDrive
 
