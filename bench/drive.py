@@ -52,7 +52,8 @@ os.environ.setdefault("KY_PROGRESS", "0")
 from notebook_builder.cells.c00_config import RunClock, load_config  # noqa: E402
 from notebook_builder.cells.c10_database import Database, checkpoint  # noqa: E402
 from notebook_builder.cells.c20_store import pdf_store_name, text_store_name  # noqa: E402
-from notebook_builder.cells.c35_context import StoreMirror, open_context  # noqa: E402
+from notebook_builder.cells.c34_mirror import StoreMirror  # noqa: E402
+from notebook_builder.cells.c35_context import open_context  # noqa: E402
 from notebook_builder.cells.drive_store import (TEXT_PACK_MEMBERS, DriveStore, connect_drive,  # noqa: E402
                                                 text_pack_description)
 from notebook_builder.simcourt import SimCourt  # noqa: E402

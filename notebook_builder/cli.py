@@ -209,7 +209,7 @@ def _cmd_run(cfg, *, verify_only: bool) -> int:
 
 def _cmd_status(cfg) -> int:
     """Reads the database read-only; writes nothing."""
-    from notebook_builder.cells.c10_database import DB_FILENAME, Database, connect, is_sqlite_file
+    from notebook_builder.cells.c10_database import DB_FILENAME, Database, is_sqlite_file
     from notebook_builder.cells.c35_context import status_document
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
     saved_path = Path(cfg.WORKSPACE) / "status.json"
@@ -256,6 +256,7 @@ def _cmd_derive(cfg, *, redo: bool) -> int:
     missing locally comes from the store), then a checkpoint to the store."""
     from notebook_builder.cells.c00_config import StoreError
     from notebook_builder.cells.c35_context import open_context
+    from notebook_builder.cells.c36_checkpoint import push_checkpoint
     from notebook_builder.cells.c86_derive import derive
     from notebook_builder.cells.c95_run import describe_stage
     try:
@@ -267,7 +268,7 @@ def _cmd_derive(cfg, *, redo: bool) -> int:
         ctx.open_database()
         result = derive(ctx, redo=redo)
         if result.derived:
-            ctx.push_checkpoint()
+            push_checkpoint(ctx)
     finally:
         ctx.close()
     print(f"   derive  {result.seconds:7.1f}s  {describe_stage('derive', result)}")

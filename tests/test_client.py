@@ -9,9 +9,9 @@ import requests
 import responses
 
 from notebook_builder.cells.c00_config import (ResultsLimitExceeded, StopRequested,
-                                               TransientFetchError, load_config)
+                                               TransientFetchError, load_config, retry_delay)
 from notebook_builder.cells.c30_client import (ENDPOINTS, MANDATORY_HEADERS, CourtClient, CourtTrapError,
-                                               backoff_seconds, classify_http_status,
+                                               classify_http_status,
                                                normalize_document_row, retry_after_seconds)
 from support import RecordingClock
 
@@ -59,9 +59,16 @@ def test_http_status_is_classified_for_the_download_stage(code, kind):
 
 
 def test_backoff_doubles_up_to_the_cap_and_a_longer_retry_after_wins():
-    assert [backoff_seconds(n, 5, 60) for n in range(6)] == [5, 10, 20, 40, 60, 60]
-    assert backoff_seconds(0, 5, 60, retry_after=30) == 30
-    assert backoff_seconds(3, 5, 60, retry_after=1) == 40
+    # counted in failed tries: the first failure waits the base
+    assert [retry_delay(n, base=5, cap=60) for n in range(1, 7)] == [5, 10, 20, 40, 60, 60]
+    assert retry_delay(1, base=5, cap=60, retry_after=30) == 30
+    assert retry_delay(4, base=5, cap=60, retry_after=1) == 40
+
+
+def test_retry_delay_jitter_stretches_the_delay_by_the_callers_draw():
+    assert retry_delay(2, base=5, cap=60, jitter=0.5) == 15
+    assert retry_delay(9, base=5, cap=60, jitter=0.25) == 75      # the cap, stretched
+    assert retry_delay(1, base=5, cap=60, jitter=0.5, retry_after=9) == 9
 
 
 def test_retry_after_reads_seconds_and_http_dates():

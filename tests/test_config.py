@@ -112,7 +112,7 @@ def test_clock_stops_at_budget_minus_shutdown_and_on_request():
 
 
 def test_progress_bars_follow_the_progress_knob():
-    from notebook_builder.cells.c35_context import progress
+    from notebook_builder.cells.c34_mirror import progress
     with progress(load_config({"KY_PROGRESS": "0"}), 10, "quiet") as bar:
         assert bar.disable
     with progress(load_config({}), 10, "shown") as bar:

@@ -12,7 +12,7 @@ import pytest
 from notebook_builder.cells.c30_client import CourtHealth
 
 from notebook_builder.cells.c00_config import DiskFullError, RunClock
-from notebook_builder.cells.c35_context import Checkpointer
+from notebook_builder.cells.c36_checkpoint import Checkpointer
 from notebook_builder.cells.c70_download import download, recover
 from notebook_builder.simcourt import FAULTS, SimCourt
 from support import (OVERSIZE_BYTES, RecordingClock, discovered_rows, download_context, download_court,
@@ -160,8 +160,8 @@ def test_transient_errors_back_off_exponentially_up_to_the_cap(fresh_court, tmp_
     always = fresh_court.documents_with("always_503")[0]
     row, sleeps = _download_alone(fresh_court, tmp_path, always, KY_MAX_ATTEMPTS="5")
     assert (row["status"], row["http_status"], row["attempts"]) == ("failed", 503, 5)
-    # min(cap, base * 2**attempts) after attempts 1..4; none after the last.
-    assert sleeps == pytest.approx([0.02, 0.04, 0.05, 0.05])
+    # retry_delay: base after the first failed attempt, doubling up to the cap; none after the last.
+    assert sleeps == pytest.approx([0.01, 0.02, 0.04, 0.05])
     assert fresh_court.requests_for(always.document_id) == 5
 
 
@@ -274,9 +274,9 @@ def test_a_full_disk_removes_the_parts_and_stops_promptly_with_no_false_claim(fr
 
     def no_space(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
-    from notebook_builder.cells import c20_store
+    from notebook_builder.cells import c05_durable
     monkeypatch.setattr(os, "fsync", no_space)
-    monkeypatch.setattr(c20_store, "_store_syncfs", no_space)     # a group's one flush fails alike
+    monkeypatch.setattr(c05_durable, "_syncfs", no_space)     # a group's one flush fails alike
     with pytest.raises(DiskFullError):
         download(ctx)
     monkeypatch.undo()

@@ -21,9 +21,9 @@ from oauth2client.client import AccessTokenCredentials
 from pydrive2.auth import GoogleAuth
 from pydrive2.drive import GoogleDrive
 
-from notebook_builder.cells.c00_config import IntegrityError, StoreError, StoreQuotaExceeded, load_config
-from notebook_builder.cells.drive_store import (DriveStore, _drive_backoff_seconds, _drive_verdict,
-                                                open_drive_store)
+from notebook_builder.cells.c00_config import (IntegrityError, StoreError, StoreQuotaExceeded, load_config,
+                                               retry_delay)
+from notebook_builder.cells.drive_store import DriveStore, _drive_verdict, open_drive_store
 
 FOLDER = "application/vnd.google-apps.folder"
 SHA = "a" * 64
@@ -155,7 +155,7 @@ def test_verdict_of_a_failed_drive_request(status, reason, message, verdict):
 
 
 def test_backoff_doubles_from_base_up_to_cap():
-    assert [_drive_backoff_seconds(n, 1.0, 32.0) for n in range(7)] == [1, 2, 4, 8, 16, 32, 32]
+    assert [retry_delay(n, base=1.0, cap=32.0) for n in range(1, 8)] == [1, 2, 4, 8, 16, 32, 32]
 
 
 # ---------------------------------------------------- folders and lookups

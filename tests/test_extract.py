@@ -345,7 +345,7 @@ def test_a_full_disk_stops_the_stage_without_counting_an_attempt(make_ctx, monke
 
     def disk_full(path, text):
         raise DiskFullError(f"workspace disk is full writing {path}")
-    monkeypatch.setattr(c80_extract, "_extract_write_text", disk_full)
+    monkeypatch.setattr(c80_extract, "atomic_write", disk_full)
 
     with pytest.raises(DiskFullError):
         extract(ctx)
@@ -425,7 +425,7 @@ NOTEBOOK_DRIVER = textwrap.dedent("""
 
 
 def test_workers_run_functions_defined_in_a_notebooks_main_namespace(tmp_path):
-    wanted = {"c00_config", "c10_database", "c20_store", "c35_context", "c80_extract"}
+    wanted = {"c00_config", "c05_durable", "c10_database", "c20_store", "c34_mirror", "c35_context", "c80_extract"}
     cells = [(module.name, module.code) for module in build.load_cell_modules() if module.name in wanted]
     assert [name for name, _ in cells] == sorted(wanted)
     (tmp_path / "cells.json").write_text(json.dumps(cells))

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from notebook_builder.cells.c00_config import IntegrityError, StoreError, load_config
-from notebook_builder.cells.c10_database import DB_FILENAME, Database, checkpoint, snapshot_sequence
+from notebook_builder.cells.c10_database import (DB_FILENAME, KV_STORE_CHECKPOINT_SEQ, Database, checkpoint,
+                                                 record_store_checkpoint, snapshot_sequence)
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c35_context import Checkpointer, open_context, write_status
-from notebook_builder.cells.c40_restore import (
-    is_resume_archive_name, restore, resume_member_problem, stale_workspace_entries, write_resume_archive)
+from notebook_builder.cells.c35_context import open_context, write_status
+from notebook_builder.cells.c36_checkpoint import (Checkpointer, is_resume_archive_name, push_checkpoint, push_journal,
+                                                   write_resume_archive)
+from notebook_builder.cells.c40_restore import restore, resume_member_problem, stale_workspace_entries
 from support import open_test_context
 
 
@@ -61,7 +63,7 @@ def archive_then_newer_snapshot(tmp_path: Path, more: int) -> str:
     source = make_context(tmp_path)
     name = archive_state(source, 2)
     add_documents(source, more)     # 3000: enough pages that half a file is missing real data
-    source.push_checkpoint()
+    push_checkpoint(source)
     source.close()
     return name
 
@@ -100,7 +102,7 @@ def test_store_snapshot_newer_than_every_archive_wins(tmp_path):
     source = make_context(tmp_path)
     archive_state(source, 2)
     add_documents(source, 4)
-    info = source.push_checkpoint()
+    info = push_checkpoint(source)
     source.close()
     ctx = fresh_runtime(tmp_path)
     result = restore(ctx)
@@ -111,7 +113,7 @@ def test_store_snapshot_newer_than_every_archive_wins(tmp_path):
 def test_archive_newer_than_the_store_snapshot_wins_and_brings_status(tmp_path):
     source = make_context(tmp_path)
     add_documents(source, 1)
-    source.push_checkpoint()
+    push_checkpoint(source)
     shutil.copy(store_path(tmp_path, DB_FILENAME), tmp_path / "old-snapshot")
     name = archive_state(source, 2)
     source.close()
@@ -423,11 +425,11 @@ def test_a_fresh_runtime_replays_the_downloads_the_journal_lists_after_its_snaps
     source = make_context(tmp_path)
     add_documents(source, 4)                                   # D0000 .. D0003
     download_into_store(source, "D0000")
-    source.push_checkpoint()                                   # the snapshot: D0000 downloaded
+    push_checkpoint(source)                                   # the snapshot: D0000 downloaded
     sequence = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
     sha = download_into_store(source, "D0001")                 # after the snapshot, PDF in the store
     download_into_store(source, "D0002", in_store=False)       # its upload never happened
-    assert source.push_journal() == 2
+    assert push_journal(source) == 2
     source.close()
     assert store_path(tmp_path, f"journal/downloads-after-{sequence}.jsonl").is_file()
 
@@ -446,10 +448,10 @@ def test_a_fresh_runtime_replays_the_downloads_the_journal_lists_after_its_snaps
 def test_a_journal_older_than_the_snapshot_or_with_bad_lines_replays_nothing_false(tmp_path):
     source = make_context(tmp_path)
     add_documents(source, 3)
-    source.push_checkpoint()
+    push_checkpoint(source)
     download_into_store(source, "D0000")
-    source.push_journal()                                      # follows checkpoint n
-    source.push_checkpoint()                                   # n + 1 holds D0000 itself
+    push_journal(source)                                      # follows checkpoint n
+    push_checkpoint(source)                                   # n + 1 holds D0000 itself
     sequence = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
     source.close()
     good = {"document_id": "D0001", "sha256": "b" * 64, "size_bytes": 3, "local_pdf": "../../etc/x", "attempts": 1}
@@ -486,12 +488,12 @@ def test_after_a_snapshot_fails_to_upload_the_journal_still_covers_every_later_d
     cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store")})
     source = open_context(cfg, store=RefusesLaterSnapshots(tmp_path / "store"))
     add_documents(source, 3)
-    source.push_checkpoint()                                   # in the store
+    push_checkpoint(source)                                   # in the store
     stored = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
     download_into_store(source, "D0000")
-    assert not source.push_checkpoint()["uploaded"]            # this one never reaches the store
+    assert not push_checkpoint(source)["uploaded"]            # this one never reaches the store
     download_into_store(source, "D0001")
-    assert source.push_journal() == 2
+    assert push_journal(source) == 2
     source.close()
     assert [path.name for path in store_path(tmp_path, "journal").iterdir()] == [f"downloads-after-{stored}.jsonl"]
 
@@ -516,10 +518,10 @@ def test_a_journal_that_cannot_be_read_never_stops_the_restore(tmp_path):
 
     source = make_context(tmp_path)
     add_documents(source, 2)
-    source.push_checkpoint()
+    push_checkpoint(source)
     for number in range(2):
         download_into_store(source, f"D000{number}")
-    source.push_journal()
+    push_journal(source)
     source.close()
     store = GarblesJournals(tmp_path / "store")
     ctx = open_context(make_context(tmp_path, "fresh").cfg, store=store)
@@ -534,12 +536,12 @@ def test_a_journal_that_cannot_be_read_never_stops_the_restore(tmp_path):
 def test_a_backup_credited_after_the_snapshot_is_in_the_journal(tmp_path):
     source = make_context(tmp_path)
     add_documents(source, 2)
-    source.push_checkpoint()
+    push_checkpoint(source)
     data = b"%PDF-1.4 a legacy backup"
     sha = hashlib.sha256(data).hexdigest()
     source.store.write_bytes(f"pdf_by_hash/{sha}.pdf", data)
     assert source.db.credit_backup("D0001", sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
-    assert source.push_journal() == 1
+    assert push_journal(source) == 1
     source.close()
     ctx = fresh_runtime(tmp_path)
     assert restore(ctx).replayed == 1
@@ -551,7 +553,7 @@ def test_between_snapshots_the_checkpointer_keeps_the_journal_current(tmp_path):
                            "KY_CHECKPOINT_SECONDS": "3600", "KY_JOURNAL_SECONDS": "0.05"})
     ctx = open_context(cfg)
     add_documents(ctx, 2)
-    ctx.push_checkpoint()
+    push_checkpoint(ctx)
     sequence = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
     journal = store_path(tmp_path, f"journal/downloads-after-{sequence}.jsonl")
     with Checkpointer(ctx):
@@ -562,3 +564,17 @@ def test_between_snapshots_the_checkpointer_keeps_the_journal_current(tmp_path):
     assert [json.loads(line)["sha256"] for line in journal.read_text().splitlines()] == [sha]
     assert snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0] == sequence   # no snapshot meanwhile
     ctx.close()
+
+
+def test_the_store_checkpoint_note_never_moves_backwards_whoever_writes_it(tmp_path):
+    # Restore (Database.record_store_checkpoint) and the checkpointer (record_store_checkpoint on a
+    # path) share one guarded write: an older snapshot's number never replaces a newer one.
+    db = Database.open(tmp_path / DB_FILENAME)
+    db.record_store_checkpoint(7)
+    db.record_store_checkpoint(5)
+    assert db.kv_get(KV_STORE_CHECKPOINT_SEQ) == "7"
+    record_store_checkpoint(tmp_path / DB_FILENAME, 6)
+    assert db.kv_get(KV_STORE_CHECKPOINT_SEQ) == "7"
+    db.record_store_checkpoint(9)
+    assert db.kv_get(KV_STORE_CHECKPOINT_SEQ) == "9"
+    db.close()

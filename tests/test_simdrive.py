@@ -9,14 +9,15 @@ a file trashed by hand, a folder of more than 1,000 files).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import threading
 import time
 
 import pytest
 
-from notebook_builder.cells.c00_config import IntegrityError, RunClock, StoreError, StoreQuotaExceeded
-from notebook_builder.cells.c35_context import store_sleep
+from notebook_builder.cells.c00_config import IntegrityError, RunClock, StoreError, StoreQuotaExceeded, load_config
+from notebook_builder.cells.c35_context import open_context, store_sleep
 from notebook_builder.cells.drive_store import DriveStore, DriveWritePacer, connect_drive
 from notebook_builder.simdrive import SimDrive, parse_query
 
@@ -222,6 +223,28 @@ def test_a_signal_during_a_drive_outage_ends_the_retry_wait(sim):
     assert sim.requests["list"] == 1                                  # no retry after the signal
 
 
+def test_a_sigterm_during_a_drive_outage_stops_a_run_contexts_store_within_seconds(sim, tmp_path):
+    # The wiring a run uses: open_context gives the DriveStore the run clock's sleep, so a
+    # 60 s backoff (BACKOFF_BASE) ends within a second or two of the signal.
+    cfg = load_config({"KY_STORE": "drive", "KY_DRIVE_API": sim.api_root, "KY_DRIVE_FOLDER": FOLDER,
+                       "KY_WORKSPACE": str(tmp_path / "ws"), "KY_BACKOFF_BASE": "60",
+                       "KY_BACKOFF_CAP": "60", "KY_PROGRESS": "0"})
+    ctx = open_context(cfg, clock=RunClock(3600.0))
+    sim.error_rate = 1.0
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        write = pool.submit(ctx.store.write_bytes, "status.json", b"{}")
+        while sim.requests["list"] == 0:
+            time.sleep(0.01)
+        time.sleep(0.2)                                               # into the 60 s wait
+        signalled = time.monotonic()
+        ctx.clock.request_stop("SIGTERM")
+        with pytest.raises(StoreError, match="stopped while waiting to retry"):
+            write.result(timeout=30)
+        stopped_after = time.monotonic() - signalled
+    ctx.close()
+    assert stopped_after < 2.0, stopped_after
+
+
 def test_store_sleep_outlives_the_budget_but_not_a_signal():
     clock = RunClock(3600.0)
     clock.request_stop("budget")
@@ -299,7 +322,7 @@ def test_a_store_of_loose_texts_still_reads_and_mixes_with_packs(sim, tmp_path):
 
 def test_uploads_behind_the_crawl_are_durable_rows_a_later_mirror_finishes_after_a_kill(sim, tmp_path):
     from notebook_builder.cells.c10_database import Database
-    from notebook_builder.cells.c35_context import StoreMirror
+    from notebook_builder.cells.c34_mirror import StoreMirror
     workspace = tmp_path / "workspace"
     items = []
     for number in range(8):

@@ -88,7 +88,7 @@ def _locals(tmp_path, count):
 
 
 def test_a_group_upload_shows_no_name_before_the_group_is_durable(tmp_path, monkeypatch):
-    from notebook_builder.cells import c20_store
+    from notebook_builder.cells import c05_durable
     store = LocalStore(tmp_path / "s")
     items = _locals(tmp_path, 5)
     synced = []
@@ -99,7 +99,7 @@ def test_a_group_upload_shows_no_name_before_the_group_is_durable(tmp_path, monk
         assert not any(store.exists(name) for name, _ in items)
         assert sorted(open(p, "rb").read() for p in paths) == sorted(p.read_bytes() for _, p in items)
         synced.append(len(paths))
-    monkeypatch.setattr(c20_store, "sync_files", sync_files)
+    monkeypatch.setattr(c05_durable, "sync_files", sync_files)
     store.upload_files(items)
     assert synced == [5]
     assert all(store.read_file(name) == path.read_bytes() for name, path in items)
@@ -107,26 +107,26 @@ def test_a_group_upload_shows_no_name_before_the_group_is_durable(tmp_path, monk
 
 
 def test_one_syncfs_per_filesystem_else_an_fsync_per_file(tmp_path, monkeypatch):
-    from notebook_builder.cells import c20_store
+    from notebook_builder.cells import c05_durable
     paths = [path for _, path in _locals(tmp_path, 4)]
     calls, fsyncs = [], []
-    monkeypatch.setattr(c20_store, "_STORE_SYNCFS", object())     # "Linux has syncfs"
-    monkeypatch.setattr(c20_store, "_store_syncfs", calls.append)
-    monkeypatch.setattr(c20_store, "filesystem_type", lambda path: "ext4")
+    monkeypatch.setattr(c05_durable, "SYNCFS", object())     # "Linux has syncfs"
+    monkeypatch.setattr(c05_durable, "_syncfs", calls.append)
+    monkeypatch.setattr(c05_durable, "filesystem_type", lambda path: "ext4")
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd) or real_fsync(fd))
-    c20_store.sync_files(paths)
+    c05_durable.sync_files(paths)
     assert len(calls) == 1 and fsyncs == []
 
     def unsupported(path):
         raise NotImplementedError(path)
-    monkeypatch.setattr(c20_store, "_store_syncfs", unsupported)
-    c20_store.sync_files(paths)
+    monkeypatch.setattr(c05_durable, "_syncfs", unsupported)
+    c05_durable.sync_files(paths)
     assert len(fsyncs) == 4
 
 
 def test_a_group_that_fails_renames_nothing_and_the_mirror_puts_each_on_its_own(tmp_path):
-    from notebook_builder.cells.c35_context import StoreMirror
+    from notebook_builder.cells.c34_mirror import StoreMirror
 
     class RefusesOne(LocalStore):
         def upload_file(self, name, local_path):
@@ -149,9 +149,9 @@ def test_a_group_that_fails_renames_nothing_and_the_mirror_puts_each_on_its_own(
 
 @pytest.mark.skipif(not os.sys.platform.startswith("linux"), reason="syncfs(2) is Linux's")
 def test_syncfs_is_found_on_linux_and_syncs_real_files(tmp_path):
-    from notebook_builder.cells import c20_store
-    assert c20_store._STORE_SYNCFS is not None
-    c20_store.sync_files([path for _, path in _locals(tmp_path, 3)])   # raises on a failed flush
+    from notebook_builder.cells import c05_durable
+    assert c05_durable.SYNCFS is not None
+    c05_durable.sync_files([path for _, path in _locals(tmp_path, 3)])   # raises on a failed flush
 
 
 def test_stale_temps_of_killed_writes_are_removed_and_nothing_else(tmp_path):
@@ -171,36 +171,36 @@ def test_stale_temps_of_killed_writes_are_removed_and_nothing_else(tmp_path):
 
 
 def test_syncfs_is_not_trusted_on_fuse_a_mounted_drive_gets_an_fsync_per_file(tmp_path, monkeypatch):
-    from notebook_builder.cells import c20_store
+    from notebook_builder.cells import c05_durable
     paths = [path for _, path in _locals(tmp_path, 6)]
     calls, fsyncs = [], []
-    monkeypatch.setattr(c20_store, "_STORE_SYNCFS", object())
-    monkeypatch.setattr(c20_store, "_store_syncfs", calls.append)
-    monkeypatch.setattr(c20_store, "filesystem_type", lambda path: "fuse.rclone")
+    monkeypatch.setattr(c05_durable, "SYNCFS", object())
+    monkeypatch.setattr(c05_durable, "_syncfs", calls.append)
+    monkeypatch.setattr(c05_durable, "filesystem_type", lambda path: "fuse.rclone")
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd) or real_fsync(fd))
-    c20_store.sync_files(paths)
+    c05_durable.sync_files(paths)
     assert calls == [] and len(fsyncs) == 6
 
 
 def test_the_filesystem_type_is_read_from_the_mount_table(tmp_path):
-    from notebook_builder.cells import c20_store
+    from notebook_builder.cells import c05_durable
     if not os.path.exists("/proc/self/mountinfo"):
         pytest.skip("no /proc/self/mountinfo")
-    assert c20_store.filesystem_type("/proc") == "proc"
-    assert c20_store.filesystem_type(tmp_path) not in ("", "proc")
+    assert c05_durable.filesystem_type("/proc") == "proc"
+    assert c05_durable.filesystem_type(tmp_path) not in ("", "proc")
 
 
 def test_a_new_folder_is_made_durable_in_its_parent_before_a_name_in_it_is(tmp_path, monkeypatch):
-    from notebook_builder.cells import c20_store
+    from notebook_builder.cells import c05_durable
     store = LocalStore(tmp_path / "s")
-    synced, real = [], c20_store.sync_folders
+    synced, real = [], c05_durable.sync_folders
 
     def record(folders):
         folders = list(folders)
         synced.extend(folders)
         real(folders)
-    monkeypatch.setattr(c20_store, "sync_folders", record)
+    monkeypatch.setattr(c05_durable, "sync_folders", record)
     store.write_bytes("text/deeper/ab.txt", b"x")
     assert {str(tmp_path / "s"), str(tmp_path / "s" / "text")} <= set(synced)
     assert store.read_file("text/deeper/ab.txt") == b"x"

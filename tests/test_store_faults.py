@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_builder.cells import c70_download, c80_extract
+from notebook_builder.cells import c05_durable, c70_download
 from notebook_builder.cells.c00_config import StoreError, StoreQuotaExceeded, load_config
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c20_store import LocalStore
@@ -116,7 +116,7 @@ def test_a_backlog_recorded_relative_to_the_wrong_folder_heals(tmp_path, monkeyp
     """Before paths were made absolute, a relative workspace `w` recorded `w/pdf_by_hash/...` and
     resolved it against the workspace again (`w/w/...`): every such name was dropped as gone locally
     and verify failed for good. catch_up now finds the file at its content-addressed place."""
-    from notebook_builder.cells.c35_context import StoreMirror
+    from notebook_builder.cells.c34_mirror import StoreMirror
     monkeypatch.chdir(tmp_path)
     workspace = tmp_path / "w"
     (workspace / "pdf_by_hash").mkdir(parents=True)
@@ -190,10 +190,11 @@ def test_full_workspace_disk_stops_cleanly_naming_the_disk_then_the_next_run_com
     cfg = load_config(torture.pipeline_env(court, tmp_path))
     if where == "download":
         disk = DiskFills(60 * 1024, lambda path: path.endswith(".part"))
-        monkeypatch.setattr(c70_download, "open", disk, raising=False)
+        monkeypatch.setattr(c70_download, "open", disk, raising=False)    # a streamed part
+        monkeypatch.setattr(c05_durable, "open", disk, raising=False)     # a part held in memory
     else:
         disk = DiskFills(40 * 1024, lambda path: path.endswith(".txt.tmp"))
-        monkeypatch.setattr(c80_extract, "open", disk, raising=False)
+        monkeypatch.setattr(c05_durable, "open", disk, raising=False)
     report = run_pipeline(cfg, clock=RecordingClock(), handle_signals=False)
 
     assert report.exit_status == 1

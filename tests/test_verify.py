@@ -12,7 +12,7 @@ import pytest
 from notebook_builder.cells.c00_config import StoreQuotaExceeded, load_config
 from notebook_builder.cells.c10_database import DB_FILENAME, connect
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c40_restore import is_resume_archive_name
+from notebook_builder.cells.c36_checkpoint import is_resume_archive_name
 from support import open_test_context
 from notebook_builder.cells.c90_verify import (
     DOCUMENT_INVENTORY, FAILED_INVENTORY, VerifyResult, failure_reason, format_verify_report, verify)

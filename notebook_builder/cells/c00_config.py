@@ -583,3 +583,15 @@ class RunClock:
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def retry_delay(failures: int, *, base: float, cap: float, retry_after: float | None = None,
+                jitter: float = 0.0) -> float:
+    """Seconds to wait before the next try after `failures` failed tries (the court's searches and
+    downloads, Drive's requests all count so): base after the first, doubling up to cap;
+    `jitter` (0..1, a draw the caller made) adds up to that share of the delay; a longer
+    Retry-After from the server wins (it is the server's word). A decision: nothing sleeps here."""
+    delay = min(cap, base * 2 ** max(0, failures - 1)) * (1.0 + max(0.0, jitter))
+    if retry_after is not None and retry_after > delay:
+        return float(retry_after)
+    return float(delay)

@@ -41,10 +41,19 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .c00_config import Config, IntegrityError, utc_now
+from .c05_durable import durable_rename
 
 DB_FILENAME = "ky_court.sqlite"
 STATUSES = ("discovered", "downloaded", "extracted", "failed")
 PERMANENT_HTTP_STATUSES = (400, 401, 403, 404, 413)
+
+# kv keys read or written by more than one module (the kv table's other keys are one module's own).
+KV_CHECKPOINT_SEQ = "checkpoint_seq"               # the newest snapshot taken (bumped by checkpoint)
+KV_CHECKPOINT_AT = "checkpoint_at"                 # when it was taken
+KV_STORE_CHECKPOINT_SEQ = "store_checkpoint_seq"   # the newest snapshot the store holds; never back
+KV_DISCOVERY_CONVERGED_AT = "discovery_converged_at"
+KV_ARCHIVE_UPDATED_AT = "archive_updated_at"
+KV_DISCOVERY_STRATEGY = "discovery_strategy"
 
 _PERMANENT_LIST = ",".join(str(code) for code in PERMANENT_HTTP_STATUSES)
 
@@ -368,7 +377,11 @@ DOCKET_ENTRY_COLUMNS = ("docket_entry_id", "case_id", "entry_type", "subtype", "
 # The database's checkpoint_seq at a write, read in the write's own transaction: a row committed
 # after checkpoint N was taken carries N or more, one committed before it less (the bump and the
 # row's commit are serialized by SQLite's write lock). Clock-free.
-_CURRENT_CHECKPOINT_SQL = "COALESCE((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'checkpoint_seq'), 0)"
+_CURRENT_CHECKPOINT_SQL = f"COALESCE((SELECT CAST(value AS INTEGER) FROM kv WHERE key = '{KV_CHECKPOINT_SEQ}'), 0)"
+# Notes the store's newest snapshot; the WHERE keeps the note from ever moving backwards.
+_STORE_CHECKPOINT_SQL = (
+    "INSERT INTO kv(key, value) VALUES (:key, :seq) ON CONFLICT(key) DO UPDATE "
+    "SET value = excluded.value WHERE CAST(kv.value AS INTEGER) < CAST(excluded.value AS INTEGER)")
 _DOWNLOAD_CHECKPOINT_SET = f"download_checkpoint = {_CURRENT_CHECKPOINT_SQL}"
 
 # What a document reusing an extracted twin's text takes from it.
@@ -578,6 +591,11 @@ class Database:
                 "INSERT INTO kv(key, value) VALUES (?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, str(value)))
 
+    def record_store_checkpoint(self, sequence: int) -> None:
+        """Notes that the store holds snapshot `sequence` (as `record_store_checkpoint`; never back)."""
+        with self.transaction():
+            self.conn.execute(_STORE_CHECKPOINT_SQL, {"key": KV_STORE_CHECKPOINT_SEQ, "seq": str(sequence)})
+
     # -------------------------------------------------------------- queues
 
     @staticmethod
@@ -759,7 +777,7 @@ class Database:
             "SELECT latest.shard, latest.sweep, s.total_count AS announced, "
             "  (SELECT COUNT(*) FROM documents d WHERE d.shard = latest.shard) AS documents, "
             "  (SELECT COUNT(*) FROM cases c WHERE c.shard = latest.shard) AS cases, "
-            "  (SELECT value FROM kv WHERE key = 'discovery_strategy') AS strategy "
+            f"  (SELECT value FROM kv WHERE key = '{KV_DISCOVERY_STRATEGY}') AS strategy "
             "FROM latest JOIN discovery_shards s ON s.shard = latest.shard AND s.sweep = latest.sweep "
             "ORDER BY latest.shard").fetchall()
 
@@ -1309,7 +1327,8 @@ def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> 
     Uses its own connection, so it can run from a background thread while the
     stages commit. The sequence number is bumped in the live database first, so
     the snapshot records it; the snapshot is written under a temp name, set to
-    rollback-journal mode (one self-contained file), checked, then renamed.
+    rollback-journal mode (one self-contained file), checked, then made durable and
+    renamed (`durable_rename`).
     """
     started = time.monotonic()
     snapshot_path = Path(snapshot_path)
@@ -1320,12 +1339,12 @@ def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> 
     try:
         source.execute("BEGIN IMMEDIATE")
         try:
-            row = source.execute("SELECT value FROM kv WHERE key = 'checkpoint_seq'").fetchone()
+            row = source.execute("SELECT value FROM kv WHERE key = ?", (KV_CHECKPOINT_SEQ,)).fetchone()
             sequence = (int(row[0]) if row else 0) + 1
             taken_at = utc_now()
             source.executemany(
                 "INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                [("checkpoint_seq", str(sequence)), ("checkpoint_at", taken_at)])
+                [(KV_CHECKPOINT_SEQ, str(sequence)), (KV_CHECKPOINT_AT, taken_at)])
             source.execute("COMMIT")
         except BaseException:
             source.execute("ROLLBACK")
@@ -1341,9 +1360,7 @@ def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> 
             target.close()
     finally:
         source.close()
-    with open(temp_path, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temp_path, snapshot_path)
+    durable_rename([(temp_path, snapshot_path)])
     return {"checkpoint_seq": sequence, "checkpoint_at": taken_at,
             "seconds": round(time.monotonic() - started, 4), "path": str(snapshot_path)}
 
@@ -1355,7 +1372,7 @@ def journal_rows(path: str | os.PathLike) -> tuple[int, list[dict[str, Any]]]:
     the store: there is none for a journal to follow."""
     conn = connect(path, readonly=True)
     try:
-        row = conn.execute("SELECT value FROM kv WHERE key = 'store_checkpoint_seq'").fetchone()
+        row = conn.execute("SELECT value FROM kv WHERE key = ?", (KV_STORE_CHECKPOINT_SEQ,)).fetchone()
         sequence = int(row[0]) if row and str(row[0]).isdigit() else 0
         if sequence == 0:
             return 0, []
@@ -1375,10 +1392,7 @@ def record_store_checkpoint(path: str | os.PathLike, sequence: int) -> None:
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(
-                "INSERT INTO kv(key, value) VALUES ('store_checkpoint_seq', :seq) ON CONFLICT(key) DO UPDATE "
-                "SET value = excluded.value WHERE CAST(kv.value AS INTEGER) < CAST(excluded.value AS INTEGER)",
-                {"seq": str(sequence)})
+            conn.execute(_STORE_CHECKPOINT_SQL, {"key": KV_STORE_CHECKPOINT_SEQ, "seq": str(sequence)})
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -1394,18 +1408,18 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
     try:
         conn = sqlite3.connect(database_uri(path, mode="ro", immutable="1"), uri=True)
         try:
-            rows = dict(conn.execute(
-                "SELECT key, value FROM kv WHERE key IN ('checkpoint_seq', 'checkpoint_at')").fetchall())
+            rows = dict(conn.execute("SELECT key, value FROM kv WHERE key IN (?, ?)",
+                                     (KV_CHECKPOINT_SEQ, KV_CHECKPOINT_AT)).fetchall())
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise IntegrityError(f"{path} cannot be read: {exc}") from None
     try:
-        sequence = int(rows.get("checkpoint_seq", 0))
+        sequence = int(rows.get(KV_CHECKPOINT_SEQ, 0))
     except (TypeError, ValueError):
-        raise IntegrityError(f"{path} records checkpoint_seq {rows.get('checkpoint_seq')!r}, "
+        raise IntegrityError(f"{path} records checkpoint_seq {rows.get(KV_CHECKPOINT_SEQ)!r}, "
                              "not a number") from None
-    return sequence, str(rows.get("checkpoint_at") or "")
+    return sequence, str(rows.get(KV_CHECKPOINT_AT) or "")
 
 
 # ------------------------------------------- the search index (ky_search.sqlite) and the query layer
@@ -1725,7 +1739,7 @@ def backup_database(source_path: str | os.PathLike, target_path: str | os.PathLi
             target.close()
     finally:
         source.close()
-    os.replace(temp_path, target_path)
+    os.replace(temp_path, target_path)   # a copy to mirror or read: its durable source stays
     return target_path
 
 

@@ -16,21 +16,18 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import filecmp
+import itertools
 import os
 import re
-import itertools
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path, PurePosixPath
-from typing import Iterable
 
 from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
+from .c05_durable import atomic_write, durable_rename, make_folders, write_temp_file
 
 CONTENT_ADDRESSED_PREFIXES = ("pdf_by_hash/", "text/")
 
@@ -43,121 +40,6 @@ def check_store_name(name: str) -> str:
     if not _STORE_NAME.fullmatch(name) or any(part in (".", "..") for part in name.split("/")):
         raise StoreError(f"invalid store name {name!r}: expected a relative path like pdf_by_hash/<sha>.pdf")
     return name
-
-
-def _store_load_syncfs():
-    """libc's syncfs(2) (Linux), or None where there is none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        function = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int]
-    return function
-
-
-def _store_kernel_reports_syncfs_errors() -> bool:
-    """syncfs(2) reports writeback errors (EIO, ENOSPC) only since Linux 5.8."""
-    try:
-        major, minor = (int(part) for part in os.uname().release.split("-")[0].split(".")[:2])
-    except (ValueError, AttributeError):
-        return False
-    return (major, minor) >= (5, 8)
-
-
-_STORE_SYNCFS = _store_load_syncfs() if _store_kernel_reports_syncfs_errors() else None
-# Fewer files than this are fsynced one by one: syncfs writes back every dirty file of the
-# filesystem, which only pays when it replaces several flushes.
-_STORE_SYNCFS_MIN_FILES = 4
-# Filesystems whose syncfs makes the data durable. Not FUSE (a mounted Drive, sshfs): the
-# kernel does not ask a FUSE server to persist anything on syncfs, and still returns 0.
-_STORE_SYNCFS_FILESYSTEMS = frozenset({"ext4", "ext3", "xfs", "btrfs", "f2fs", "tmpfs"})
-_store_filesystem_types: dict[int, str] = {}   # st_dev -> filesystem type
-
-
-def _store_mount_types() -> list[tuple[str, str]]:
-    """(mount point, filesystem type) of every mount, from /proc/self/mountinfo."""
-    mounts = []
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                before, _, after = line.partition(" - ")
-                fields = before.split()
-                if len(fields) >= 5 and after:
-                    point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-                    mounts.append((point, after.split()[0]))
-    except OSError:
-        pass
-    return mounts
-
-
-def filesystem_type(path: str | os.PathLike) -> str:
-    """The type of the filesystem holding `path` ('ext4', 'fuse', …; '' when unknown)."""
-    device = os.stat(path).st_dev
-    if device not in _store_filesystem_types:
-        real = os.path.realpath(path)
-        best, kind = "", ""
-        for point, fs_type in _store_mount_types():
-            inside = real == point or real.startswith(point.rstrip("/") + "/")
-            if inside and len(point) >= len(best):
-                best, kind = point, fs_type
-        _store_filesystem_types[device] = kind
-    return _store_filesystem_types[device]
-
-
-def sync_files(paths: Iterable[str | os.PathLike]) -> None:
-    """Makes the written data of several files durable at once.
-
-    One syncfs(2) of the filesystem holding them (one journal commit and one disk
-    flush, however many files) where that is known to be as durable as an fsync each
-    (Linux >= 5.8, which reports writeback errors; a local filesystem of
-    _STORE_SYNCFS_FILESYSTEMS), else an fsync of each. Measured here for 32 small
-    files: an fsync each 0.3-1.2 ms of CPU a file, one syncfs 0.13-0.18 ms a file.
-    Raises OSError (ENOSPC, EIO) as fsync would.
-    """
-    paths = [os.fspath(path) for path in paths]
-    if _STORE_SYNCFS is not None and len(paths) >= _STORE_SYNCFS_MIN_FILES:
-        # One stat per folder, not per file: a folder's files are on its filesystem.
-        folders = {os.path.dirname(path): path for path in paths}
-        one_per_device = list({os.stat(path).st_dev: path for path in folders.values()}.values())
-        if all(filesystem_type(path) in _STORE_SYNCFS_FILESYSTEMS for path in one_per_device):
-            try:
-                for path in one_per_device:
-                    _store_syncfs(path)
-                return
-            except NotImplementedError:
-                pass
-    for path in paths:
-        _store_fsync_path(path)
-
-
-def _store_syncfs(path: str) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        if _STORE_SYNCFS(descriptor) != 0:
-            code = ctypes.get_errno()
-            if code in (errno.ENOSYS, errno.EINVAL):
-                raise NotImplementedError(path)
-            raise OSError(code, os.strerror(code), path)
-    finally:
-        os.close(descriptor)
-
-
-def _store_fsync_path(path: str) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def sync_folders(folders: Iterable[str | os.PathLike]) -> None:
-    """fsync of each folder, so the names renamed into it are durable (POSIX only)."""
-    if os.name != "posix":
-        return
-    for folder in sorted({os.fspath(folder) for folder in folders}):
-        _store_fsync_path(folder)
 
 
 def pdf_store_name(sha256: str) -> str:
@@ -256,19 +138,9 @@ def _store_create_temp(folder: str) -> tuple[int, str]:
             continue   # left by a killed process that had this pid
 
 
-def _store_make_folders(folder: str) -> None:
-    """os.makedirs, then an fsync of each new folder's parent: a name made durable inside a new
-    folder must not vanish with the folder after a power cut."""
-    missing, current = [], folder
-    while not os.path.isdir(current) and os.path.dirname(current) != current:
-        missing.append(current)
-        current = os.path.dirname(current)
-    os.makedirs(folder, exist_ok=True)
-    sync_folders(os.path.dirname(path) for path in missing)
-
-
 class LocalStore(Store):
-    """A directory as a store. Atomic writes: temp file in the same folder, fsync, os.replace."""
+    """A directory as a store. Durable writes (c05_durable): temp file in the same folder, fsync,
+    rename, fsync of the folder."""
 
     concurrent_uploads = True   # each write is its own temp file and rename
 
@@ -310,9 +182,11 @@ class LocalStore(Store):
             raise StoreError(f"{name} is not in the store ({self.description})")
         target = Path(local_path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temp = target.with_name(target.name + ".download")
-        shutil.copyfile(source, temp)
-        os.replace(temp, target)
+
+        def copy(handle) -> None:
+            with open(source, "rb") as reader:
+                shutil.copyfileobj(reader, handle, 1024 * 1024)
+        atomic_write(target, copy)
 
     def write_bytes(self, name: str, data: bytes) -> None:
         target = self._target(name)
@@ -321,7 +195,7 @@ class LocalStore(Store):
                 if handle.read() == data:
                     return
             raise IntegrityError(f"store refuses to overwrite {name} with different bytes")
-        self._promote(self._write_temp(target, lambda handle: handle.write(data), durable=True), target)
+        self._promote(self._write_temp(target, data, durable=True), target)
 
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
         group = getattr(self._staging, "group", None)
@@ -335,27 +209,19 @@ class LocalStore(Store):
 
     def upload_files(self, items: list[tuple[str, str | os.PathLike]]) -> None:
         """`upload_file` of each, but durable together: each is written to its temp name, then
-        all are synced at once (`sync_files`: one flush for the group instead of one per file),
-        then renamed into place, then their folders synced. No name appears before its bytes
+        the group is made durable and renamed into place (`durable_rename`: one flush for the
+        group instead of one per file, one fsync of each folder). No name appears before its bytes
         are durable. On an error the names not yet renamed are not, and their temps are removed."""
         staged: list[tuple[str, str]] = []        # (temp name, target), written, not yet durable
-        folders: set[str] = set()
         self._staging.group = staged
         try:
             for name, local_path in items:
                 self.upload_file(name, local_path)
+            group, staged[:] = list(staged), []   # durable_rename removes what it does not rename
             try:
-                sync_files(temp for temp, _ in staged)
-                while staged:
-                    temp_name, target = staged[0]
-                    os.replace(temp_name, target)
-                    staged.pop(0)
-                    folders.add(os.path.dirname(target))
-                sync_folders(folders)
+                durable_rename(group)
             except OSError as exc:
-                with contextlib.suppress(OSError):
-                    sync_folders(folders)     # the names already renamed into place stay durable
-                raise self._error(staged[0][1] if staged else self._root, exc) from None
+                raise self._error(exc.filename or self._root, exc) from None
         finally:
             self._staging.group = None
             for temp_name, _ in staged:
@@ -378,36 +244,25 @@ class LocalStore(Store):
         return self._write_temp(target, copy, durable=durable), target
 
     def _promote(self, temp: str, target: str) -> None:
+        """The durable temp renamed over its target, the folder synced (`durable_rename`)."""
         try:
-            os.replace(temp, target)
+            durable_rename([(temp, target)], synced=True)
         except OSError as exc:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
             raise self._error(target, exc) from None
 
-    def _write_temp(self, target: str, write, *, durable: bool) -> str:
-        """`write(handle)` into a new temp file in the target's folder (fsynced when `durable`)."""
+    def _write_temp(self, target: str, data, *, durable: bool) -> str:
+        """`data` (bytes, or a function writing into the handle) into a new temp file in the
+        target's folder (fsynced when `durable`); returns the temp's path."""
         folder = os.path.dirname(target)
         try:
             try:
                 descriptor, temp = _store_create_temp(folder)
             except FileNotFoundError:   # the folder's first file (a mkdir per write costs a syscall)
-                _store_make_folders(folder)
+                make_folders(folder)
                 descriptor, temp = _store_create_temp(folder)
+            write_temp_file(temp, data, sync=durable, descriptor=descriptor)
         except OSError as exc:
             raise self._error(target, exc) from None
-        try:
-            with open(descriptor, "wb") as handle:
-                write(handle)
-                if durable:
-                    handle.flush()
-                    os.fsync(handle.fileno())
-        except BaseException as exc:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            if isinstance(exc, OSError):
-                raise self._error(target, exc) from None
-            raise
         return temp
 
     def _error(self, target: str | os.PathLike, exc: OSError) -> StoreError:

@@ -18,7 +18,8 @@ Guarantees:
   `SearchPage`: the court's rows, and the same as `documents` rows. A 400 raises
   `ResultsLimitExceeded` (the caller splits the shard); transient answers
   (5xx, 408, 429, resets, timeouts, a 200 that is not JSON) are retried with
-  `min(BACKOFF_CAP, BACKOFF_BASE * 2**attempts)`, or the server's Retry-After
+  `retry_delay` (BACKOFF_BASE after the first failure, doubling up to
+  BACKOFF_CAP), or the server's Retry-After
   when it asks for longer, up to SEARCH_ATTEMPTS tries, then
   `TransientFetchError`.
 - The excludeselflinks trap never reads as "empty": an answer without
@@ -75,7 +76,7 @@ import requests
 from urllib3.util.retry import Retry
 
 from .c00_config import (Config, CourtUnreachable, IntegrityError, PermanentFetchError, ResultsLimitExceeded,
-                         RunClock, StopRequested, TransientFetchError)
+                         RunClock, StopRequested, TransientFetchError, retry_delay)
 from .c10_database import PERMANENT_HTTP_STATUSES
 
 log_client = logging.getLogger("kycourt.client")
@@ -173,14 +174,6 @@ def classify_http_status(code: int) -> str:
     if code in PERMANENT_HTTP_STATUSES:
         return "permanent"
     return "transient"
-
-
-def backoff_seconds(attempts: int, base: float, cap: float, retry_after: float | None = None) -> float:
-    """min(cap, base * 2**attempts); a longer Retry-After from the server wins (it is the server's word)."""
-    delay = min(cap, base * (2 ** max(0, attempts)))
-    if retry_after is not None and retry_after > delay:
-        return float(retry_after)
-    return float(delay)
 
 
 _RETRY_AFTER_PARSER = Retry(0)
@@ -518,11 +511,13 @@ class CourtClient:
         if not self.clock.sleep(pause):
             raise StopRequested(self.clock.stop_reason or "stop requested")
 
-    def backoff(self, attempts: int, retry_after: float | None, waiting_for: str) -> None:
-        """The wait before retrying `waiting_for`; said in the log when it is long, refused (the
-        breaker's CourtUnreachable) when the court is down, cut short (StopRequested) by a stop."""
+    def backoff(self, failures: int, retry_after: float | None, waiting_for: str) -> None:
+        """The wait before retrying `waiting_for` after `failures` failed tries (`retry_delay`); said
+        in the log when it is long, refused (the breaker's CourtUnreachable) when the court is
+        down, cut short (StopRequested) by a stop."""
         self.health.check(self.base)
-        delay = backoff_seconds(attempts, self.cfg.BACKOFF_BASE, self.cfg.BACKOFF_CAP, retry_after)
+        delay = retry_delay(failures, base=self.cfg.BACKOFF_BASE, cap=self.cfg.BACKOFF_CAP,
+                            retry_after=retry_after)
         if delay >= BACKOFF_LOG_SECONDS:
             log_client.info("waiting %.0f s before %s (%s)", delay, waiting_for,
                             "the court's Retry-After" if retry_after and retry_after >= delay else "backoff")
@@ -588,7 +583,7 @@ class CourtClient:
                                           http_status=outcome.http_status, retry_after=outcome.retry_after)
             self.retries += 1
             log_client.info("%s: %s; retry %d of %d", label, outcome, failures, self.cfg.SEARCH_ATTEMPTS - 1)
-            self.backoff(failures - 1, outcome.retry_after,
+            self.backoff(failures, outcome.retry_after,
                          f"{label}, try {failures + 1} of {self.cfg.SEARCH_ATTEMPTS}")
 
     def _search(self, url: str, prefix: str, start_index: int, max_results: int) -> SearchPage:
@@ -634,7 +629,7 @@ class CourtClient:
             self.retries += 1
             log_client.info("search %s start %d: %s; retry %d of %d", prefix, start_index, outcome,
                             failures, self.cfg.SEARCH_ATTEMPTS - 1)
-            self.backoff(failures - 1, outcome.retry_after,
+            self.backoff(failures, outcome.retry_after,
                          f"search {prefix} start {start_index}, try {failures + 1} of {self.cfg.SEARCH_ATTEMPTS}")
 
     def _search_outcome(self, prefix: str, start_index: int,

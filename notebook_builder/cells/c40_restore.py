@@ -41,16 +41,13 @@ Guarantees:
   nothing else is lost, and the restore goes on. The chosen state is then
   noted as the store's newest snapshot (`store_checkpoint_seq`), which the
   next journal follows.
-- `write_resume_archive()` is the writer of the same format: a fresh
-  checkpoint plus status.json, named
-  `ky_court-WIP-resume-<UTC yyyymmddTHHMMSSZ>-<seq>.tar.gz`, uploaded
-  without ever overwriting; older archives are kept.
+- The resume archives' format and writer are c36_checkpoint's
+  (`write_resume_archive`); restore only reads them.
 
 Knobs read: WORKSPACE, STORE (through the context).
 """
 from __future__ import annotations
 
-import datetime as _dt
 import gzip
 import json
 import logging
@@ -67,13 +64,12 @@ from typing import Any
 from .c00_config import DiskFullError, IntegrityError, StoreError
 from .c10_database import DB_FILENAME, Database, is_sqlite_file, snapshot_sequence
 from .c20_store import pdf_store_name
-from .c35_context import (STATUS_FILENAME, WORKSPACE_FOLDERS, Context, atomic_write, journal_sequence,
-                          raise_if_disk_full, write_status)
+from .c05_durable import raise_if_disk_full
+from .c35_context import STATUS_FILENAME, WORKSPACE_FOLDERS, Context
+from .c36_checkpoint import is_resume_archive_name, journal_sequence
 
 log_restore = logging.getLogger("kycourt.restore")
 
-RESUME_ARCHIVE_PREFIX = "ky_court-WIP-resume-"
-RESUME_ARCHIVE_SUFFIX = ".tar.gz"
 PRE_RESTORE_SUFFIX = "-pre-restore"
 # Operator input that backfill reads; it describes no database, so it is never stale.
 _RESTORE_KEPT_ENTRIES = ("pdf_backup",)
@@ -108,16 +104,6 @@ class _RestoreCandidate:
 
 
 # ------------------------------------------------------------- decisions
-
-
-def is_resume_archive_name(name: str) -> bool:
-    return (name.startswith(RESUME_ARCHIVE_PREFIX) and name.endswith(RESUME_ARCHIVE_SUFFIX)
-            and "/" not in name)
-
-
-def resume_archive_name(taken_at: _dt.datetime, checkpoint_seq: int) -> str:
-    stamp = taken_at.astimezone(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{RESUME_ARCHIVE_PREFIX}{stamp}-{checkpoint_seq}{RESUME_ARCHIVE_SUFFIX}"
 
 
 def resume_member_problem(member: tarfile.TarInfo) -> str | None:
@@ -379,7 +365,7 @@ def _restore_replay(ctx: Context, best: _RestoreCandidate, temp_root: Path) -> i
             log_restore.warning("restore could not replay the store's journal (%s: %s): the downloads "
                                 "it lists are fetched again", type(exc).__name__, exc)
         # The store holds this state: the next journal follows it (the snapshot's own note is older).
-        db.kv_set("store_checkpoint_seq", str(best.checkpoint_seq))
+        db.record_store_checkpoint(best.checkpoint_seq)
         # Back to one self-contained file (WAL folded in) before it is moved into place.
         db.conn.execute("PRAGMA journal_mode = DELETE")
     finally:
@@ -426,42 +412,3 @@ def _restore_replay_journals(ctx: Context, db: Database, sequence: int, temp_roo
                          f"; {unknown} listed documents are not in this state (discovery finds them again)"
                          if unknown else "")
     return replayed
-
-
-# ---------------------------------------------------------------- writer
-
-
-def write_resume_archive(ctx: Context, snapshot: Path | None = None) -> str:
-    """Writes and uploads a resume archive: database snapshot + status.json. Returns its store name.
-
-    `snapshot` is a checkpoint the caller just made (verify passes the one it
-    pushed); without it a fresh checkpoint is pushed first. The upload never
-    overwrites; when the store refuses it, the archive stays in the
-    workspace's checkpoint/ folder and is queued for the store backlog.
-    """
-    if snapshot is None:
-        if ctx.db is None:
-            raise IntegrityError("write_resume_archive needs an open database")
-        snapshot = Path(ctx.push_checkpoint()["path"])
-    sequence, _taken_at = snapshot_sequence(snapshot)
-    status_path = ctx.path(STATUS_FILENAME)
-    if not status_path.is_file():
-        write_status(ctx)
-    name = resume_archive_name(_dt.datetime.now(_dt.timezone.utc), sequence)
-    archive = ctx.path("checkpoint") / name
-
-    def write_tar(handle) -> None:
-        with tarfile.open(fileobj=handle, mode="w:gz", compresslevel=6) as tar:
-            for member_name, path in ((DB_FILENAME, snapshot), (STATUS_FILENAME, status_path)):
-                info = tar.gettarinfo(str(path), arcname=member_name)
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                info.mode = 0o644
-                with open(path, "rb") as source:
-                    tar.addfile(info, source)
-    atomic_write(archive, write_tar)
-    if ctx.mirror.put(name, archive, mutable=False):
-        archive.unlink(missing_ok=True)   # the store holds it now; the workspace is throwaway
-    else:
-        log_restore.warning("resume archive %s is queued for the store (store lags)", name)
-    return name

@@ -82,19 +82,21 @@ import datetime as _dt
 import hashlib
 import logging
 import operator
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from .c00_config import (IntegrityError, PermanentFetchError, ResultsLimitExceeded, StopRequested,
                          TransientFetchError, utc_now)
-from .c10_database import DOCUMENT_METADATA_COLUMNS, Database
+from .c05_durable import atomic_write
+from .c10_database import (DOCUMENT_METADATA_COLUMNS, KV_ARCHIVE_UPDATED_AT, KV_DISCOVERY_CONVERGED_AT,
+                           KV_DISCOVERY_STRATEGY, Database)
 from .c30_client import (COURT_NAMES, DOCUMENT_ROW_FIELDS, CourtClient, CourtTrapError, SearchPage, ShapeProblem,
                          court_of_case_number, document_id_of, normalize_case_header, normalize_case_search_row,
                          normalize_docket_entry, normalize_document_row, normalize_entry_file,
                          normalize_lower_court, normalize_party, related_case_numbers)
-from .c35_context import Context, progress
+from .c34_mirror import progress
+from .c35_context import Context
 
 log_discover = logging.getLogger("kycourt.discover")
 
@@ -431,7 +433,7 @@ def discover(ctx: Context) -> DiscoverResult:
     walk = _CaseWalk(ctx, db, client, result)
     try:
         result.strategy = _discover_strategy(ctx, db, client)
-        result.incremental = bool(db.kv_get("discovery_converged_at")) and not cfg.FULL_SWEEP
+        result.incremental = bool(db.kv_get(KV_DISCOVERY_CONVERGED_AT)) and not cfg.FULL_SWEEP
         plan = plan_sweep(cfg.FIRST_YEAR, cfg.last_year, incremental=result.incremental)
         # Rows the table already holds unchanged are not rewritten (most rows of every sweep after
         # the first): the upsert would be a no-op, and skipping it keeps Discover near the bare
@@ -454,7 +456,7 @@ def discover(ctx: Context) -> DiscoverResult:
                     result.stopped = True
                     break
                 if summary["errors"] == 0 and result.errors == 0:
-                    db.kv_set("archive_updated_at", utc_now())
+                    db.kv_set(KV_ARCHIVE_UPDATED_AT, utc_now())
                 result.converged = True
                 break
             # Answers of the wrong shape in this sweep: what they held is unknown. A few are reported; as many
@@ -467,8 +469,8 @@ def discover(ctx: Context) -> DiscoverResult:
             if is_converged(complete=True, errors=summary["errors"] + int(blocking), rows_new=summary["rows_new"],
                             delta=cfg.CONVERGENCE_DELTA):
                 now = utc_now()
-                db.kv_set("discovery_converged_at", now)
-                db.kv_set("archive_updated_at", now)
+                db.kv_set(KV_DISCOVERY_CONVERGED_AT, now)
+                db.kv_set(KV_ARCHIVE_UPDATED_AT, now)
                 db.kv_set("opinions_checked_through", _dt.date.today().isoformat())
                 result.converged = True
                 break
@@ -491,7 +493,7 @@ def _discover_strategy(ctx: Context, db: Database, client: CourtClient) -> str:
     """DISCOVERY, or for auto the kept choice, or one probe of the document search (kept)."""
     configured = ctx.cfg.DISCOVERY
     if configured == "auto":
-        kept = db.kv_get("discovery_strategy")
+        kept = db.kv_get(KV_DISCOVERY_STRATEGY)
         if kept in ("documents", "cases"):
             return kept
         try:
@@ -510,7 +512,7 @@ def _discover_strategy(ctx: Context, db: Database, client: CourtClient) -> str:
     else:
         strategy, why = choose_strategy(configured, None)
     log_discover.info("discovery strategy: %s (%s)", strategy, why)
-    db.kv_set("discovery_strategy", strategy)
+    db.kv_set(KV_DISCOVERY_STRATEGY, strategy)
     db.kv_set("discovery_strategy_reason", why)
     return strategy
 
@@ -564,9 +566,7 @@ class _CaseWalk:
         path = self.ctx.workspace / name
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            temp.write_text(text, encoding="utf-8")
-            os.replace(temp, path)
+            atomic_write(path, text.encode("utf-8"))
         self.ctx.mirror.put(name, path)
         return {"document_id": document_id, **figures}
 

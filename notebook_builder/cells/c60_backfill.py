@@ -6,8 +6,9 @@ Guarantees:
   reported (logged, listed in the result) and skipped.
 - Each distinct content is written once to `pdf_by_hash/<sha256>.pdf`: a
   temp file under `tmp/` (hashed again while copied, so a file that changed
-  under us is never promoted under the wrong name), fsynced, then
-  os.replace. It is mirrored to the store; a hash the store already holds
+  under us is never promoted under the wrong name), written with c05
+  `durable_write` (fsync, rename, fsync of the folder). It is mirrored to the
+  store; a hash the store already holds
   uploads nothing.
 - A backup is credited to its document when the row's `local_pdf` points at
   it (relative, absolute, or a legacy path containing `pdf_backup/`) or its
@@ -26,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -34,7 +34,9 @@ from pathlib import Path, PurePosixPath
 
 from .c00_config import utc_now
 from .c20_store import pdf_store_name
-from .c35_context import Context, progress, raise_if_disk_full
+from .c05_durable import durable_write
+from .c34_mirror import progress
+from .c35_context import Context
 
 log_backfill = logging.getLogger("kycourt.backfill")
 
@@ -184,21 +186,20 @@ def _backfill_store(ctx: Context, source: Path, name: str, sha256: str, size: in
     target = ctx.path(name)
     if target.is_file() and target.stat().st_size == size:
         return 0
-    temp = ctx.path("tmp") / f"backfill-{sha256}.part"
-    digest = hashlib.sha256()
-    try:
-        with open(source, "rb") as reader, open(temp, "wb") as writer:
+    def copy(writer) -> None:
+        digest = hashlib.sha256()
+        with open(source, "rb") as reader:
             while chunk := reader.read(_BACKFILL_CHUNK):
                 digest.update(chunk)
                 writer.write(chunk)
-            writer.flush()
-            os.fsync(writer.fileno())
         if digest.hexdigest() != sha256:
-            return None
-        os.replace(temp, target)
-        return 1
-    except OSError as exc:
-        raise_if_disk_full(exc, temp)
-        raise
-    finally:
-        temp.unlink(missing_ok=True)
+            raise _BackfillChanged(source)     # never promoted: durable_write removes the temp
+    try:
+        durable_write(target, copy, temp=ctx.path("tmp") / f"backfill-{sha256}.part")
+    except _BackfillChanged:
+        return None
+    return 1
+
+
+class _BackfillChanged(Exception):
+    """The file changed between its hash and its copy."""

@@ -17,8 +17,8 @@ Guarantees:
   Fetched documents wait in a group (_DOWNLOAD_GROUP of them, or the oldest
   _DOWNLOAD_GROUP_SECONDS old), which is then finished at once: the held
   bodies written to `tmp/<document_id>.part`, the group's parts made durable
-  with one flush (`sync_files`), promoted with os.replace to
-  `pdf_by_hash/<sha256>.pdf`, mirrored to the store as a group, and only then
+  with one flush and promoted to `pdf_by_hash/<sha256>.pdf` (c05
+  `durable_rename`), mirrored to the store as a group, and only then
   the rows marked `downloaded` in one commit. A hash already held locally
   drops the body; one already in the store uploads nothing. The group is
   finished on every exit path; a kill leaves its documents in memory (gone),
@@ -35,7 +35,8 @@ Guarantees:
   again unless RETRY_HARD (the run forgives failures once).
 - Transient ones (5xx, 408, 429, resets, timeouts, a torn body, a 200 that
   is not a PDF) are retried inline, one document at a time, after
-  `min(BACKOFF_CAP, BACKOFF_BASE * 2**attempts)` seconds (a longer
+  `retry_delay` seconds (BACKOFF_BASE after the first failed attempt,
+  doubling up to BACKOFF_CAP, as the searches count; a longer
   Retry-After wins), slept on the run clock; each failure is committed as
   `failed` with its http_status and error, which leaves the row in the queue
   until MAX_ATTEMPTS attempts are spent.
@@ -63,7 +64,6 @@ import collections
 import contextlib
 import hashlib
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,9 +73,11 @@ import urllib3
 
 from .c00_config import (CourtUnreachable, PermanentFetchError, StopRequested, StoreError,
                          TransientFetchError, utc_now)
-from .c20_store import pdf_store_name, sync_files
+from .c05_durable import durable_rename, raise_if_disk_full, write_temp_file
+from .c20_store import pdf_store_name
 from .c30_client import CourtClient, classify_http_status, retry_after_seconds
-from .c35_context import Context, progress, raise_if_disk_full, write_status
+from .c34_mirror import progress
+from .c35_context import Context, write_status
 
 log_download = logging.getLogger("kycourt.download")
 
@@ -480,7 +482,7 @@ class _DownloadGroup:
     """Fetched documents finished together, in the stage's own thread.
 
     Finishing: a body whose hash is held already is dropped; the others are written (if held in
-    memory), made durable together (`sync_files`: one flush for the group), promoted (os.replace
+    memory), made durable together and promoted (`durable_rename`: one flush for the group; os.replace
     to pdf_by_hash/<sha>.pdf), and the group mirrored to the store (`StoreMirror.put_many`);
     then the rows are committed as `downloaded` in one transaction. A group is finished once it
     holds _DOWNLOAD_GROUP documents or its oldest is _DOWNLOAD_GROUP_SECONDS old, before the next
@@ -539,17 +541,15 @@ class _DownloadGroup:
             if name not in names and not (target.is_file() and target.stat().st_size == fetched.size_bytes):
                 promote.append(fetched)
             names.add(name)
-        # The group is made durable together: its parts written, then one flush for all of them
-        # (`sync_files`), then promoted; then mirrored as one group (a LocalStore's one flush).
-        # An fsync each cost 0.3-1.2 ms of CPU here; the group's flush a fraction of that per file.
+        # The group is made durable together: its parts written, then one flush for all of them,
+        # then promoted, then each folder synced once (`durable_rename`); then mirrored as one
+        # group (a LocalStore's one flush). An fsync each cost 0.3-1.2 ms of CPU here; the
+        # group's flush a fraction of that per file.
         try:
             for fetched in promote:
                 if fetched.body is not None:
-                    with open(fetched.part, "wb") as handle:
-                        handle.write(fetched.body)
-            sync_files(fetched.part for fetched in promote)
-            for fetched in promote:
-                os.replace(fetched.part, ctx.path(pdf_store_name(fetched.sha256)))
+                    write_temp_file(fetched.part, fetched.body, sync=False)
+            durable_rename([(fetched.part, ctx.path(pdf_store_name(fetched.sha256))) for fetched in promote])
         except OSError as exc:
             raise_if_disk_full(exc, ctx.path("pdf_by_hash"))
             raise
@@ -557,9 +557,8 @@ class _DownloadGroup:
         db = ctx.db
         with db.transaction():
             for fetched in parts:
-                db.mark_downloaded(fetched.document_id, sha256=fetched.sha256,
-                                         size_bytes=fetched.size_bytes,
-                                         local_pdf=pdf_store_name(fetched.sha256), http_status=200)
+                db.mark_downloaded(fetched.document_id, sha256=fetched.sha256, size_bytes=fetched.size_bytes,
+                                   local_pdf=pdf_store_name(fetched.sha256), http_status=200)
         for fetched in parts:
             result.downloaded += 1
             result.bytes += fetched.size_bytes

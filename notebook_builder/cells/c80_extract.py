@@ -97,8 +97,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from .c00_config import ConfigError
-from .c20_store import pdf_store_name, sync_files, text_store_name
-from .c35_context import Context, progress, raise_if_disk_full
+from .c05_durable import atomic_write, raise_if_disk_full, sync_files
+from .c20_store import pdf_store_name, text_store_name
+from .c34_mirror import progress
+from .c35_context import Context
 
 log_extract = logging.getLogger("kycourt.extract")
 
@@ -433,22 +435,6 @@ def extraction_step(attempts: list[tuple[str, str, float | None]], engines: tupl
 
 
 # ---------------------------------------------------------------- workers
-
-
-def _extract_write_text(path: str, data: bytes) -> None:
-    """Temp name then rename; no fsync (the store's copy is the durable one; when the store
-    lags, `_ExtractPass._save` syncs the local files)."""
-    folder, name = os.path.split(path)
-    temp = os.path.join(folder, f".{name}.tmp")
-    try:
-        with open(temp, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except OSError as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise_if_disk_full(exc, path)
-        raise
 
 
 def _extract_cap_memory(extra_mib: int | None) -> None:
@@ -944,7 +930,9 @@ class _ExtractPass:
         items = []
         for outcome in outcomes:
             text_path = os.path.join(self.text_folder, f"{outcome.key}.txt")
-            _extract_write_text(text_path, outcome.data)
+            # Atomic, no fsync: the store's copy is the durable one; when the store lags, the
+            # local files are synced below.
+            atomic_write(text_path, outcome.data)
             items.append((text_store_name(outcome.key), text_path))
         held = self.ctx.mirror.put_many(items)
         lagging = [path for name, path in items if not held.get(name)]

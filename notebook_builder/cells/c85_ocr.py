@@ -32,7 +32,6 @@ Knobs read: OCR_ENGINE, OCR_DPI, WORKERS, EXTRACT_TIMEOUT, DRY_RUN.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import importlib.util
 import logging
 import multiprocessing
@@ -42,8 +41,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .c05_durable import atomic_write
 from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
-from .c35_context import Context, progress, raise_if_disk_full
+from .c34_mirror import progress
+from .c35_context import Context
 
 log_ocr = logging.getLogger("kycourt.ocr")
 
@@ -241,14 +242,6 @@ def _ocr_commit(ctx: Context, sha: str, recognised: dict[int, str]) -> int:
     text = local_text.read_text(encoding="utf-8") if local_text.is_file() else ""
     merged = merge_ocr_text(text, ctx.db.page_count(sha), recognised)
     target = ctx.workspace / ocr_text_store_name(sha)
-    temp = target.with_name(f".{target.name}.tmp")
-    try:
-        temp.write_bytes(merged.encode("utf-8", "replace"))
-        os.replace(temp, target)
-    except OSError as exc:
-        with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
-        raise_if_disk_full(exc, target)
-        raise
+    atomic_write(target, merged.encode("utf-8", "replace"))     # the store's copy is the durable one
     ctx.mirror.put(ocr_text_store_name(sha), target)
     return ctx.db.record_ocr(sha, {number: len(text.strip()) for number, text in recognised.items()})

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 
 from .c00_config import utc_now
 from .c20_store import text_store_name
-from .c35_context import Context, progress
+from .c34_mirror import progress
+from .c35_context import Context
 from .c84_legal_text import (FIELD_NAMES, LEGAL_TEXT_VERSION, derive_fields, eyecite_version,
                              extract_citations)
 

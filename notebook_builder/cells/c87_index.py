@@ -46,7 +46,8 @@ from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, SEARC
                            SearchDatabase, SearchQueryError, backup_database, connect, extracted_fingerprint, extracted_keys,
                            is_sqlite_file, iter_document_records, search_bucket)
 from .c20_store import text_store_name
-from .c35_context import Context, progress
+from .c34_mirror import progress
+from .c35_context import Context
 
 log_index = logging.getLogger("kycourt.index")
 

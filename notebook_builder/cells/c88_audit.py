@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .c00_config import IntegrityError, StoreError
+from .c10_database import KV_CHECKPOINT_SEQ
 from .c20_store import pdf_store_name, text_store_name
 from .c35_context import Context
 
@@ -96,7 +97,7 @@ def audit_store(ctx: Context, share: float) -> AuditResult:
     result = AuditResult(share=share)
     candidates = db.audit_candidates()
     result.candidates = len(candidates)
-    seed = int(db.kv_get("checkpoint_seq", "0") or 0)
+    seed = int(db.kv_get(KV_CHECKPOINT_SEQ, "0") or 0)
     sample = audit_sample(candidates, share, seed)
     result.sampled = len(sample)
     with tempfile.TemporaryDirectory(prefix=".audit-", dir=ctx.workspace) as temp:

@@ -50,8 +50,9 @@ from typing import Any
 from .c00_config import Config, StoreError
 from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
 from .c10_database import PERMANENT_HTTP_STATUSES, Database, coverage_gaps
-from .c35_context import Context, atomic_write_text, write_status
-from .c40_restore import write_resume_archive
+from .c05_durable import durable_write
+from .c35_context import Context, write_status
+from .c36_checkpoint import push_checkpoint, write_resume_archive
 from .c88_audit import AuditResult, audit_store
 from .c87_index import index_coverage
 
@@ -209,7 +210,7 @@ def verify(ctx: Context) -> VerifyResult:
 
     _verify_index(ctx, db, result)
 
-    result.checkpoint = ctx.push_checkpoint()
+    result.checkpoint = push_checkpoint(ctx)
     if not result.checkpoint["uploaded"]:
         result.reasons.append(f"checkpoint not uploaded as the store's ky_court.sqlite ({ctx.mirror.lagging})")
     _verify_note_lag(ctx, result)
@@ -279,7 +280,7 @@ def _verify_export_inventories(ctx: Context, db: Database) -> list[str]:
     exported = []
     for name, text in ((DOCUMENT_INVENTORY, documents), (FAILED_INVENTORY, failed)):
         path = ctx.path(name)
-        atomic_write_text(path, text)
+        durable_write(path, text.encode("utf-8"))
         ctx.mirror.put(name, path, mutable=True)
         exported.append(name)
     return exported

@@ -39,7 +39,8 @@ from typing import Any, Callable, Iterator
 from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, RunClock, load_config
 from .c20_store import Store
 from .c30_client import CourtClient
-from .c35_context import Checkpointer, Context, open_context, write_status
+from .c35_context import Context, open_context, write_status
+from .c36_checkpoint import Checkpointer
 from .c40_restore import restore
 from .c50_discover import discover
 from .c55_probe import probe

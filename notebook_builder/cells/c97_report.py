@@ -30,8 +30,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .c00_config import Config, StoreError, load_config, utc_now
-from .c10_database import DB_FILENAME, Database, coverage_gaps, is_sqlite_file
-from .c35_context import Context, StoreMirror, open_context, open_store
+from .c05_durable import atomic_write
+from .c10_database import (DB_FILENAME, KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_DISCOVERY_CONVERGED_AT, Database,
+                           coverage_gaps, is_sqlite_file)
+from .c34_mirror import StoreMirror
+from .c35_context import Context, open_context, open_store
 
 log_report = logging.getLogger("kycourt.report")
 
@@ -167,12 +170,7 @@ def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> 
         figure.legend(handles=[Patch(color=colour, label=label) for _, label, colour in REPORT_SEGMENTS],
                       loc="outside lower center", ncols=len(REPORT_SEGMENTS), frameon=False, fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp")
-    try:
-        figure.savefig(temp, format="png")
-        os.replace(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
+    atomic_write(path, lambda handle: figure.savefig(handle, format="png"))
     return path
 
 
@@ -205,8 +203,8 @@ def report_table(db: Database, cfg: Config) -> str:
     lines.append(f"queues: download {queues['download']:,}, extract {queues['extract']:,}; "
                  f"permanent failures {db.permanent_failure_count():,}; "
                  f"store backlog {db.store_pending_count():,}; "
-                 f"checkpoint {db.kv_get('checkpoint_seq', '0')}; "
-                 f"discovery converged: {'yes' if db.kv_get('discovery_converged_at') else 'not yet'}")
+                 f"checkpoint {db.kv_get(KV_CHECKPOINT_SEQ, '0')}; "
+                 f"discovery converged: {'yes' if db.kv_get(KV_DISCOVERY_CONVERGED_AT) else 'not yet'}")
     lines += coverage_audit_lines(db)
     return "\n".join(lines)
 
@@ -226,7 +224,7 @@ def coverage_audit_lines(db: Database) -> list[str]:
     held = sum(row[unit] for row in audit)
     lines = [f"coverage audit ({strategy}): {len(audit)} shards, the court announced {announced:,} {unit}, "
              f"the archive holds {held:,}; {len(gaps)} shards short"
-             + (f", last brought up to date {db.kv_get('archive_updated_at')}" if db.kv_get("archive_updated_at") else "")]
+             + (f", last brought up to date {db.kv_get(KV_ARCHIVE_UPDATED_AT)}" if db.kv_get(KV_ARCHIVE_UPDATED_AT) else "")]
     for gap in gaps[:REPORT_GAPS_SHOWN]:
         lines.append(f"  gap: {gap['shard']}: {gap['held']:,} of {gap['announced']:,} {gap['unit']}")
     if len(gaps) > REPORT_GAPS_SHOWN:

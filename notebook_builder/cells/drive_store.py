@@ -36,7 +36,8 @@ Guarantees, on top of the Store interface (c20_store):
   way is refreshed and retried by oauth2client.
 - Retries: 5xx, 408, 429, 403 rateLimitExceeded/userRateLimitExceeded and
   connection errors are retried up to `max_tries` times, sleeping
-  `min(backoff_cap, backoff_base * 2**n)` before retry n+1. A write is retried
+  `retry_delay` (backoff_base after the first failure, doubling up to
+  backoff_cap; the court client's rule) before the next. A write is retried
   as a whole "look up, then insert or update", so a request that failed after
   Drive had acted cannot leave a duplicate. 403 storageQuotaExceeded raises
   `StoreQuotaExceeded` at once (callers degrade to local state); any other
@@ -91,7 +92,8 @@ from oauth2client.client import AccessTokenRefreshError
 from pydrive2.auth import GoogleAuth, RefreshError
 from pydrive2.files import ApiRequestError
 
-from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
+from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded, retry_delay
+from .c05_durable import atomic_write
 from .c20_store import Store, check_store_name, is_content_addressed
 
 log_drive = logging.getLogger("kycourt.drive")
@@ -120,11 +122,6 @@ class _DriveTornDownload(ConnectionError):
 
 
 # ------------------------------------------------------ pure decisions
-
-
-def _drive_backoff_seconds(retry_number: int, base: float, cap: float) -> float:
-    """Sleep before retry `retry_number` (0 is the first retry): min(cap, base*2^n)."""
-    return min(cap, base * (2 ** retry_number))
 
 
 def _drive_verdict(status: int | None, reason: str, message: str) -> str:
@@ -349,12 +346,7 @@ class DriveStore(Store):
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(target.name + ".download")
         if "pack" in entry:
-            data = self._packed_text(name, entry)
-            try:
-                temp.write_bytes(data)
-                os.replace(temp, target)
-            finally:
-                temp.unlink(missing_ok=True)
+            atomic_write(target, self._packed_text(name, entry), temp=temp)
             return
 
         def attempt() -> None:
@@ -687,7 +679,7 @@ class DriveStore(Store):
                 if attempt + 1 == self.max_tries:
                     raise StoreError(f"Google Drive failed to {what} after {self.max_tries} tries: "
                                      f"{detail}") from None
-                delay = _drive_backoff_seconds(attempt, self.backoff_base, self.backoff_cap)
+                delay = retry_delay(attempt + 1, base=self.backoff_base, cap=self.backoff_cap)
                 if _drive_is_rate_limit(status, reason) and self.pacer is not None:
                     # The pacer slows every later write too; the retry waits its turn there.
                     self.pacer.limited()
