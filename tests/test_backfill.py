@@ -5,26 +5,15 @@ import hashlib
 
 import pytest
 
-from notebook_builder.cells.c00_config import RunClock, load_config
-from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c00_config import RunClock
 from notebook_builder.cells.c60_backfill import BACKFILL_GUARD_KEY, backfill
-from notebook_builder.simcourt import SimCourt
-
-from test_download import CountingStore, discovered_rows
-
-
-@pytest.fixture(scope="module")
-def court():
-    # Offline: the court is never started, it only plans documents and makes their PDFs.
-    return SimCourt(docs=300, seed=1)
+from support import CountingStore, discovered_rows, open_test_context
 
 
 def make_context(root, clock=None):
-    cfg = load_config(env={"KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"),
-                           "KY_API_BASE": "http://127.0.0.1:9/api/api/v1"})
-    ctx = open_context(cfg, clock=clock, store=CountingStore(root / "store"))
-    ctx.open_database()
-    return ctx
+    # No court: planned_court (never served) only plans documents and makes their PDFs.
+    return open_test_context(root, clock=clock, store=CountingStore(root / "store"),
+                             env={"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"})
 
 
 def sha256(data: bytes) -> str:
@@ -36,44 +25,44 @@ def documents_table(ctx) -> list[tuple]:
 
 
 @pytest.fixture
-def legacy(court, tmp_path):
+def legacy(planned_court, tmp_path):
     """A workspace with backups named by document id, backups pointed at by local_pdf, copies,
     a non-PDF, an orphan, and an extracted row."""
-    ok = court.documents_with("ok")[:8]
+    ok = planned_court.documents_with("ok")[:8]
     ctx = make_context(tmp_path)
     ctx.db.upsert_discovered(discovered_rows(ok))
     backup = ctx.path("pdf_backup")
     (backup / "old").mkdir(parents=True)
     by_name, by_path, extracted, copied = ok[0:3], ok[3:5], ok[5], ok[6]
     for document in by_name + [extracted]:
-        (backup / f"{document.document_id}.pdf").write_bytes(court.pdf_bytes(document.document_id))
+        (backup / f"{document.document_id}.pdf").write_bytes(planned_court.pdf_bytes(document.document_id))
     for number, document in enumerate(by_path):
         name = f"old/opinion-{number}.pdf"
-        (backup / name).write_bytes(court.pdf_bytes(document.document_id))
+        (backup / name).write_bytes(planned_court.pdf_bytes(document.document_id))
         ctx.db.conn.execute("UPDATE documents SET local_pdf = ? WHERE document_id = ?",
                             (f"/content/drive/MyDrive/ky/pdf_backup/{name}", document.document_id))
     # The same PDF three times: under the id, and twice more under other names.
-    data = court.pdf_bytes(copied.document_id)
+    data = planned_court.pdf_bytes(copied.document_id)
     (backup / f"{copied.document_id}.pdf").write_bytes(data)
     (backup / "copy-a.pdf").write_bytes(data)
     (backup / "old" / "copy-b.pdf").write_bytes(data)
     (backup / "error-page.pdf").write_bytes(b"<html><body>Service Unavailable</body></html>")
-    (backup / "orphan.pdf").write_bytes(court.pdf_bytes(ok[7].document_id)[:-1] + b"\n")
-    sha = sha256(court.pdf_bytes(extracted.document_id))
+    (backup / "orphan.pdf").write_bytes(planned_court.pdf_bytes(ok[7].document_id)[:-1] + b"\n")
+    sha = sha256(planned_court.pdf_bytes(extracted.document_id))
     ctx.db.conn.execute("UPDATE documents SET status = 'extracted', sha256 = ?, size_bytes = ?, "
                         "pages = 1, extracted_chars = 99 WHERE document_id = ?",
-                        (sha, len(court.pdf_bytes(extracted.document_id)), extracted.document_id))
+                        (sha, len(planned_court.pdf_bytes(extracted.document_id)), extracted.document_id))
     yield ctx, {"by_name": by_name, "by_path": by_path, "extracted": extracted, "copied": copied,
                 "untouched": ok[7]}
     ctx.close()
 
 
-def test_backups_are_credited_to_their_documents_by_name_and_by_local_pdf(court, legacy):
+def test_backups_are_credited_to_their_documents_by_name_and_by_local_pdf(planned_court, legacy):
     ctx, groups = legacy
     result = backfill(ctx)
     for document in groups["by_name"] + groups["by_path"] + [groups["copied"]]:
         row = ctx.db.get_document(document.document_id)
-        data = court.pdf_bytes(document.document_id)
+        data = planned_court.pdf_bytes(document.document_id)
         assert (row["status"], row["sha256"], row["size_bytes"]) == ("downloaded", sha256(data), len(data))
         assert row["local_pdf"] == f"pdf_by_hash/{sha256(data)}.pdf"
         assert ctx.path(row["local_pdf"]).read_bytes() == data
@@ -81,7 +70,7 @@ def test_backups_are_credited_to_their_documents_by_name_and_by_local_pdf(court,
     assert result.credited == 7 and result.unmatched == 3   # two copies and the orphan name no document
 
 
-def test_an_extracted_row_stays_extracted(court, legacy):
+def test_an_extracted_row_stays_extracted(planned_court, legacy):
     ctx, groups = legacy
     backfill(ctx)
     row = ctx.db.get_document(groups["extracted"].document_id)
@@ -89,7 +78,7 @@ def test_an_extracted_row_stays_extracted(court, legacy):
     assert row["local_pdf"] == f"pdf_by_hash/{row['sha256']}.pdf"
 
 
-def test_each_distinct_content_is_written_and_uploaded_once(court, legacy):
+def test_each_distinct_content_is_written_and_uploaded_once(planned_court, legacy):
     ctx, groups = legacy
     result = backfill(ctx)
     assert (result.files, result.pdfs, result.distinct) == (11, 10, 8)
@@ -122,13 +111,13 @@ def test_backfill_twice_gives_the_same_state_as_once(legacy):
     assert sum(ctx.store.uploads.values()) == uploads
 
 
-def test_a_stopped_backfill_leaves_the_guard_unset_and_resumes(tmp_path, court):
+def test_a_stopped_backfill_leaves_the_guard_unset_and_resumes(tmp_path, planned_court):
     ctx = make_context(tmp_path, clock=RunClock(3600))
-    documents = court.documents_with("ok")[:3]
+    documents = planned_court.documents_with("ok")[:3]
     ctx.db.upsert_discovered(discovered_rows(documents))
     for document in documents:
         ctx.path("pdf_backup").joinpath(f"{document.document_id}.pdf").write_bytes(
-            court.pdf_bytes(document.document_id))
+            planned_court.pdf_bytes(document.document_id))
     ctx.clock.request_stop("SIGTERM")
     assert backfill(ctx).stopped == "SIGTERM" and ctx.db.kv_get(BACKFILL_GUARD_KEY) is None
     ctx.close()

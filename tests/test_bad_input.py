@@ -27,8 +27,8 @@ from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c95_run import run_pipeline
 
-from test_store_faults import expected_verdicts_hold, run_until_done, store_is_level
-from test_torture import REPO_ROOT, torture
+from support import (REPO_ROOT, RecordingClock, expected_verdicts_hold, quick_court, run_until_done,
+                     store_is_level, torture)
 
 ARCHIVE = "ky_court-WIP-resume-20261201T120000Z-3.tar.gz"
 SECRET = b"the operator's file outside the workspace\n"
@@ -175,16 +175,17 @@ class ReadOnlyStore(LocalStore):
         raise self._error(target, PermissionError(errno.EACCES, "Permission denied"))
 
 
+@pytest.mark.slow
 def test_a_read_only_store_fails_verify_with_the_reason_and_a_writable_one_is_levelled_later(tmp_path):
     earlier = tmp_path / "store" / "ky_court-WIP-resume-20261101T000000Z-1.tar.gz"
-    with torture.make_court(80, seed=9) as court:
+    with quick_court(80, seed=9) as court:     # the torture's court, its faults answered at once
         cfg = load_config(torture.pipeline_env(court, tmp_path))
         earlier.parent.mkdir(parents=True)
         earlier.write_bytes(bad_archive("truncated", tmp_path))   # unusable, but not ours to delete
         (tmp_path / "store" / "ky_court.sqlite").write_bytes(database_bytes(tmp_path, 1))
         before = {path: path.read_bytes() for path in (tmp_path / "store").iterdir()}
 
-        report = run_pipeline(cfg, store=ReadOnlyStore(cfg.STORE), handle_signals=False)
+        report = run_pipeline(cfg, store=ReadOnlyStore(cfg.STORE), clock=RecordingClock(), handle_signals=False)
         assert report.exit_status == 1 and not report.verify.passed
         reasons = " ".join(report.verify.reasons)
         assert "store lags" in reasons and "Permission denied" in reasons, reasons

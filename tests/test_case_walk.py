@@ -43,24 +43,16 @@ class CountingClient(CourtClient):
 
 
 @pytest.fixture
-def make_context(tmp_path, monkeypatch):
+def make_context(make_context, monkeypatch):
+    """conftest's builder, for a court: its years, a CountingClient, workspace `name`, store `name`-store."""
     monkeypatch.setenv("KY_PROGRESS", "0")
-    made = []
 
     def build(court, name="w", client_kwargs=None, **knobs):
-        env = {"KY_PACING": "0", "KY_BACKOFF_BASE": "0.01", "KY_BACKOFF_CAP": "0.05"}
-        cfg = load_config(env=env, WORKSPACE=str(tmp_path / name), STORE=str(tmp_path / f"{name}-store"),
-                          API_BASE=court.base_url, FIRST_YEAR=court.corpus.first_year,
-                          LAST_YEAR=court.corpus.last_year, **knobs)
-        ctx = open_context(cfg, clock=RecordingClock())
-        ctx.open_database()
-        ctx.client = CountingClient(cfg, ctx.clock, **(client_kwargs or {}))
-        made.append(ctx)
-        return ctx
+        return make_context(court, name=name, store_name=f"{name}-store", clock=RecordingClock(),
+                            client=lambda cfg, clock: CountingClient(cfg, clock, **(client_kwargs or {})),
+                            FIRST_YEAR=court.corpus.first_year, LAST_YEAR=court.corpus.last_year, **knobs)
 
-    yield build
-    for ctx in made:
-        ctx.close()
+    return build
 
 
 def ids(ctx):

@@ -98,10 +98,11 @@ def test_an_empty_store_flag_is_refused_not_taken_as_the_current_directory(capsy
     assert "KY_STORE" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_demo_runs_the_whole_pipeline_to_pass_whatever_ky_variables_the_user_exported(tmp_path):
     import os
     env = {**os.environ, "KY_DRY": "1", "KY_PHASES": "discover", "KY_STORE": "drive", "KY_WORKERS": "x"}
-    done = _run("demo", "--docs", "120", env=env, cwd=tmp_path)
+    done = _run("demo", "--docs", "40", env=env, cwd=tmp_path)   # 40 documents still hold a dozen faults
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ignoring KY_DRY, KY_PHASES, KY_STORE, KY_WORKERS" in done.stdout
@@ -114,4 +115,4 @@ def test_demo_runs_the_whole_pipeline_to_pass_whatever_ky_variables_the_user_exp
     assert "verify PASS" in done.stdout and "done: yes" in done.stdout
     status = json.loads((tmp_path / "demo" / "store" / "status.json").read_text())
     assert status["done"] is True and status["verify"] == "PASS"
-    assert status["counts"]["extracted"] > 0 and sum(status["counts"].values()) == 120
+    assert status["counts"]["extracted"] > 0 and sum(status["counts"].values()) == 40

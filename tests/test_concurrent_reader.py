@@ -9,7 +9,6 @@ under the writer, the writer's later commits were lost, and runs died with
 """
 from __future__ import annotations
 
-import importlib.util
 import signal
 import sqlite3
 import subprocess
@@ -25,10 +24,7 @@ from notebook_builder.cells.c40_restore import workspace_has_database
 from notebook_builder.cells.c97_report import _report_open_readonly
 from notebook_builder.simcourt import SimCourt
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("torture", REPO_ROOT / "scripts" / "torture.py")
-torture = sys.modules.setdefault("torture", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(torture)
+from support import REPO_ROOT, torture
 
 # A user's `sqlite3` in another process: open, count, close. Closing the last connection to a WAL
 # database checkpoints it and deletes the -wal and -shm files; SQLite decides it is the last one when

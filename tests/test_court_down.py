@@ -21,7 +21,7 @@ from notebook_builder.cells.c30_client import CourtHealth
 from notebook_builder.cells.c95_run import EXIT_COURT_UNREACHABLE, run_pipeline
 from notebook_builder.simcourt import SimCourt
 
-from test_end_to_end import pipeline_env
+from support import pipeline_env
 
 BREAKER = {"KY_COURT_DOWN_SECONDS": "1", "KY_COURT_DOWN_FAILURES": "3", "KY_BACKOFF_BASE": "0.1",
            "KY_BACKOFF_CAP": "0.4", "KY_SEARCH_ATTEMPTS": "3", "KY_HTTP_TIMEOUT": "2"}

@@ -9,11 +9,10 @@ import pytest
 
 from notebook_builder import cli
 from notebook_builder.cells import c84_legal_text
-from notebook_builder.cells.c00_config import load_config
-from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c84_legal_text import (appellate_numbers, derive_fields, extract_citations,
                                                    normalize_case_number)
 from notebook_builder.cells.c86_derive import DERIVE_METHOD, DERIVE_VERSION, derive
+from support import open_test_context
 
 from support import mark_extracted
 
@@ -171,11 +170,7 @@ def test_an_eyecite_failure_is_a_warning(monkeypatch):
 
 
 def make_context(tmp_path: Path, **env: str):
-    cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store"),
-                           "KY_PACING": "0", "KY_PROGRESS": "0", **env})
-    ctx = open_context(cfg)
-    ctx.open_database()
-    return ctx
+    return open_test_context(tmp_path, name="ws", env=env)
 
 
 def add_extracted(ctx, document_id: str, case_number: str, description: str | None, text: str,

@@ -5,9 +5,7 @@ import pytest
 import requests
 from requests.adapters import HTTPAdapter
 
-from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c30_client import CourtClient, CourtTrapError
-from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells import c50_discover
 from notebook_builder.cells.c50_discover import discover, needs_repage, needs_split, plan_shards, split_shard
 from notebook_builder.simcourt import SimCourt
@@ -39,24 +37,17 @@ class StripSelfLinksHeader(HTTPAdapter):
 
 
 @pytest.fixture
-def make_context(tmp_path, monkeypatch):
+def make_context(make_context, monkeypatch):
+    """conftest's builder, for a court: its years, the document search, one store for every workspace."""
     monkeypatch.setenv("KY_PROGRESS", "0")
-    made = []
 
     def build(court, *, client_class=CourtClient, session=None, name="w", client_kwargs=None, **knobs):
-        env = {"KY_PACING": "0", "KY_BACKOFF_BASE": "0.01", "KY_BACKOFF_CAP": "0.05", "KY_DISCOVERY": "documents"}
-        cfg = load_config(env=env, WORKSPACE=str(tmp_path / name), STORE=str(tmp_path / "store"),
-                          API_BASE=court.base_url, FIRST_YEAR=court.corpus.first_year,
-                          LAST_YEAR=court.corpus.last_year, **knobs)
-        ctx = open_context(cfg, clock=RecordingClock())
-        ctx.open_database()
-        ctx.client = client_class(cfg, ctx.clock, session=session, **(client_kwargs or {}))
-        made.append(ctx)
-        return ctx
+        return make_context(court, name=name, env={"KY_DISCOVERY": "documents"}, clock=RecordingClock(),
+                            client=lambda cfg, clock: client_class(cfg, clock, session=session,
+                                                                   **(client_kwargs or {})),
+                            FIRST_YEAR=court.corpus.first_year, LAST_YEAR=court.corpus.last_year, **knobs)
 
-    yield build
-    for ctx in made:
-        ctx.close()
+    return build
 
 
 def document_ids(ctx) -> list[str]:
@@ -137,15 +128,14 @@ def test_an_unknown_small_limit_is_learned_not_mistaken_for_a_split(make_context
 # ------------------------------------------------------------------ trap
 
 
-def test_a_client_without_the_selflinks_header_fails_loudly_not_empty(make_context):
+def test_a_client_without_the_selflinks_header_fails_loudly_not_empty(make_context, served_court):
     session = requests.Session()
     session.mount("http://", StripSelfLinksHeader())
-    with SimCourt(docs=300, seed=1) as court:
-        ctx = make_context(court, session=session)
-        with pytest.raises(CourtTrapError, match="excludeselflinks"):
-            discover(ctx)
-        assert ctx.db.kv_get("discovery_converged_at") is None
-        assert ctx.db.document_count() == 0
+    ctx = make_context(served_court, session=session)
+    with pytest.raises(CourtTrapError, match="excludeselflinks"):
+        discover(ctx)
+    assert ctx.db.kv_get("discovery_converged_at") is None
+    assert ctx.db.document_count() == 0
 
 
 def test_the_trap_after_a_good_sweep_fails_at_the_first_shard(make_context):

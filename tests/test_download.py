@@ -1,9 +1,7 @@
 """Download: every court fault ends in the right row and the right store, politely and resumably."""
 from __future__ import annotations
 
-import collections
 import errno
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -12,49 +10,12 @@ import pytest
 
 from notebook_builder.cells.c30_client import CourtHealth
 
-from notebook_builder.cells.c00_config import DiskFullError, RunClock, load_config
-from notebook_builder.cells.c10_database import DOCUMENT_METADATA_COLUMNS
-from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c00_config import DiskFullError, RunClock
 from notebook_builder.cells.c36_checkpoint import Checkpointer
 from notebook_builder.cells.c70_download import download, recover
-from notebook_builder.simcourt import FAULTS, TRANSIENT_FAULTS, SimCourt
-from support import RecordingClock, mark_extracted
-
-MAX_PDF_BYTES = 1024 * 1024
-OVERSIZE_BYTES = 16 * 1024 * 1024
-
-
-class CountingStore(LocalStore):
-    """A real LocalStore that remembers every upload's bytes."""
-
-    def __init__(self, root):
-        super().__init__(root)
-        self.uploads: collections.Counter = collections.Counter()
-        self.uploaded_bytes: dict[str, list[bytes]] = collections.defaultdict(list)
-
-    def upload_file(self, name, local_path):
-        self.uploads[name] += 1
-        self.uploaded_bytes[name].append(Path(local_path).read_bytes())
-        super().upload_file(name, local_path)
-
-
-def court_env(court: SimCourt, root: Path, **extra: str) -> dict[str, str]:
-    return {"KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"),
-            "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.01",
-            "KY_BACKOFF_CAP": "0.05", "KY_MAX_PDF_BYTES": str(MAX_PDF_BYTES), **extra}
-
-
-def make_context(court: SimCourt, root: Path, *, clock: RunClock | None = None, store=None, **extra: str):
-    cfg = load_config(env=court_env(court, root, **extra))
-    ctx = open_context(cfg, clock=clock or RecordingClock(), store=store or CountingStore(root / "store"))
-    ctx.open_database()
-    return ctx
-
-
-def discovered_rows(documents) -> list[dict]:
-    return [{"document_id": d.document_id, **{c: getattr(d, c) for c in DOCUMENT_METADATA_COLUMNS}}
-            for d in documents]
+from notebook_builder.simcourt import FAULTS, SimCourt
+from support import (OVERSIZE_BYTES, RecordingClock, discovered_rows, download_context, download_court,
+                     expected_download_row, mark_extracted, sha256)
 
 
 def fault_sample(court: SimCourt, per_fault: int = 2) -> list:
@@ -68,33 +29,16 @@ def fault_sample(court: SimCourt, per_fault: int = 2) -> list:
     return list(chosen.values())
 
 
-def expected_download_row(court: SimCourt, document, max_attempts: int) -> tuple:
-    """(status, http_status, attempts) once download alone has run."""
-    status = "failed" if document.expected_status == "failed" else "downloaded"
-    if document.fault == "always_503":
-        attempts = max_attempts
-    elif document.fault in TRANSIENT_FAULTS:
-        attempts = document.transient_failures + 1
-    else:
-        attempts = 1
-    return status, document.expected_http_status, attempts
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 @pytest.fixture(scope="module")
 def court():
-    # The tests' clock records sleeps without sleeping: the court must not insist on Retry-After.
-    with SimCourt(docs=300, seed=1, oversize_bytes=OVERSIZE_BYTES, enforce_retry_after=False) as running:
+    with download_court() as running:
         yield running
 
 
 @pytest.fixture
 def fresh_court():
     """A court no other test has asked: its per-document fault counters start at zero."""
-    with SimCourt(docs=300, seed=1, oversize_bytes=OVERSIZE_BYTES, enforce_retry_after=False) as running:
+    with download_court() as running:
         yield running
 
 
@@ -103,7 +47,7 @@ def faults_run(court, tmp_path_factory):
     """One download over a sample holding every fault; the tests below read its outcome."""
     root = tmp_path_factory.mktemp("faults")
     documents = fault_sample(court)
-    ctx = make_context(court, root)
+    ctx = download_context(court, root)
     ctx.db.upsert_discovered(discovered_rows(documents))
     result = download(ctx)
     yield ctx, documents, result
@@ -203,7 +147,7 @@ def test_status_json_carries_the_download_heartbeat(faults_run):
 
 def _download_alone(court, root, document, **extra):
     clock = RecordingClock()
-    ctx = make_context(court, root, clock=clock, **extra)
+    ctx = download_context(court, root, clock=clock, **extra)
     ctx.db.upsert_discovered(discovered_rows([document]))
     download(ctx)
     row = ctx.db.get_document(document.document_id)
@@ -242,7 +186,7 @@ def test_a_permanent_failure_is_not_backed_off(fresh_court, tmp_path):
 def test_a_permanent_failure_is_requested_once_across_runs(fresh_court, tmp_path):
     permanent = [fresh_court.documents_with(fault)[-1] for fault in ("http_401", "http_404", "oversized")]
     for _ in range(3):
-        ctx = make_context(fresh_court, tmp_path)
+        ctx = download_context(fresh_court, tmp_path)
         ctx.db.upsert_discovered(discovered_rows(permanent))
         download(ctx)
         ctx.close()
@@ -252,7 +196,7 @@ def test_a_permanent_failure_is_requested_once_across_runs(fresh_court, tmp_path
 def test_retry_hard_asks_again_for_a_permanent_failure(fresh_court, tmp_path):
     gone = fresh_court.documents_with("http_404")[-2]
     before = fresh_court.requests_for(gone.document_id)
-    ctx = make_context(fresh_court, tmp_path)
+    ctx = download_context(fresh_court, tmp_path)
     ctx.db.upsert_discovered(discovered_rows([gone]))
     download(ctx)
     assert ctx.db.forgive_failures() == 1
@@ -265,7 +209,7 @@ def test_retry_hard_asks_again_for_a_permanent_failure(fresh_court, tmp_path):
 def test_dry_run_sends_no_request(fresh_court, tmp_path):
     sample = fresh_court.documents_with("ok")[:5]
     sent = fresh_court.download_requests
-    ctx = make_context(fresh_court, tmp_path, KY_DRY="1")
+    ctx = download_context(fresh_court, tmp_path, KY_DRY="1")
     ctx.db.upsert_discovered(discovered_rows(sample))
     result = download(ctx)
     assert result.dry_run and result.queued == result.left == 5
@@ -277,7 +221,7 @@ def test_a_budget_stop_is_clean_and_the_next_run_finishes(fresh_court, tmp_path)
     # Rate-limited documents sleep the fresh_court's Retry-After (1 s) on the real clock: the budget ends mid-queue.
     sample = fresh_court.documents_with("rate_limited")[:6] + fresh_court.documents_with("ok")[:20]
     clock = RunClock(1.5, 0.0)
-    ctx = make_context(fresh_court, tmp_path, clock=clock, KY_CHECKPOINT_SECONDS="0.3")
+    ctx = download_context(fresh_court, tmp_path, clock=clock, KY_CHECKPOINT_SECONDS="0.3")
     ctx.db.upsert_discovered(discovered_rows(sample))
     with Checkpointer(ctx):  # as run_pipeline wraps every phase
         first = download(ctx)
@@ -287,7 +231,7 @@ def test_a_budget_stop_is_clean_and_the_next_run_finishes(fresh_court, tmp_path)
         assert ctx.path(row["local_pdf"]).is_file()
     assert ctx.store.exists("ky_court.sqlite")   # the background checkpoint ran while downloads committed
     ctx.close()
-    ctx = make_context(fresh_court, tmp_path)
+    ctx = download_context(fresh_court, tmp_path)
     second = download(ctx)
     assert second.left == 0 and ctx.db.status_counts()["downloaded"] == len(sample)
 
@@ -297,7 +241,7 @@ def test_a_budget_stop_is_clean_and_the_next_run_finishes(fresh_court, tmp_path)
 
 def test_recover_removes_parts_and_reverts_rows_whose_pdf_is_nowhere(fresh_court, tmp_path):
     ok = fresh_court.documents_with("ok")[:4]
-    ctx = make_context(fresh_court, tmp_path)
+    ctx = download_context(fresh_court, tmp_path)
     ctx.db.upsert_discovered(discovered_rows(ok))
     download(ctx)
     rows = [ctx.db.get_document(d.document_id) for d in ok]
@@ -324,7 +268,7 @@ def test_a_full_disk_removes_the_parts_and_stops_promptly_with_no_false_claim(fr
                                                                                 monkeypatch, count):
     from notebook_builder.cells.c70_download import _DOWNLOAD_GROUP
     sample = fresh_court.documents_with("ok")[30:30 + count]
-    ctx = make_context(fresh_court, tmp_path)
+    ctx = download_context(fresh_court, tmp_path)
     ctx.db.upsert_discovered(discovered_rows(sample))
 
     def no_space(fd):
@@ -375,7 +319,7 @@ class _ShortBodyClient:
 
 def test_a_body_shorter_than_its_content_length_is_transient_and_never_promoted(court, tmp_path):
     document = court.documents_with("ok")[40]
-    ctx = make_context(court, tmp_path)
+    ctx = download_context(court, tmp_path)
     ctx.client = _ShortBodyClient(court.pdf_bytes(document.document_id))
     ctx.db.upsert_discovered(discovered_rows([document]))
     download(ctx)
@@ -401,7 +345,7 @@ class StopWhilePacing(RecordingClock):
 def test_a_stop_during_the_pacing_pause_records_no_attempt_and_sends_nothing(fresh_court, tmp_path):
     document = fresh_court.documents_with("ok")[0]
     clock = StopWhilePacing()
-    ctx = make_context(fresh_court, tmp_path, clock=clock, KY_PACING="1")
+    ctx = download_context(fresh_court, tmp_path, clock=clock, KY_PACING="1")
     ctx.db.upsert_discovered(discovered_rows([document]))
     result = download(ctx)
     row = ctx.db.get_document(document.document_id)
@@ -413,7 +357,7 @@ def test_a_stop_during_the_pacing_pause_records_no_attempt_and_sends_nothing(fre
 
 def test_download_limit_stops_after_that_many_documents_taken(fresh_court, tmp_path):
     sample = fresh_court.documents_with("ok")[:10]
-    ctx = make_context(fresh_court, tmp_path, KY_DOWNLOAD_LIMIT="4", KY_DOWNLOAD_BATCH="3")
+    ctx = download_context(fresh_court, tmp_path, KY_DOWNLOAD_LIMIT="4", KY_DOWNLOAD_BATCH="3")
     ctx.db.upsert_discovered(discovered_rows(sample))
     result = download(ctx)
     assert (result.stopped, result.documents, result.downloaded, result.left) == ("limit", 4, 4, 6)
@@ -442,7 +386,7 @@ class _InterruptingClient:
 def test_an_exception_in_the_main_loop_finishes_what_was_fetched(fresh_court, tmp_path):
     from notebook_builder.cells.c30_client import CourtClient
     sample = fresh_court.documents_with("ok")[70:80]
-    ctx = make_context(fresh_court, tmp_path)
+    ctx = download_context(fresh_court, tmp_path)
     ctx.client = _InterruptingClient(CourtClient(ctx.cfg, ctx.clock), interrupt_at=6)
     ctx.db.upsert_discovered(discovered_rows(sample))
     with pytest.raises(KeyboardInterrupt):
@@ -485,7 +429,7 @@ def test_small_bodies_wait_in_memory_large_ones_stream_to_their_part_same_outcom
         monkeypatch.setattr(c70_download, "_DOWNLOAD_IN_MEMORY", in_memory)
     opened = _record_opens(monkeypatch, c70_download)
     documents = fault_sample(fresh_court, per_fault=1)
-    ctx = make_context(fresh_court, tmp_path)
+    ctx = download_context(fresh_court, tmp_path)
     ctx.db.upsert_discovered(discovered_rows(documents))
     download(ctx)
     for document in documents:

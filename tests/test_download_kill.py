@@ -12,12 +12,10 @@ from pathlib import Path
 import pytest
 
 from notebook_builder.cells.c70_download import _DOWNLOAD_GROUP, download
-from notebook_builder.simcourt import SimCourt
+from support import (REPO_ROOT, court_env, discovered_rows, download_context, download_court,
+                     expected_download_row, sha256)
 
-from test_download import (OVERSIZE_BYTES, court_env, discovered_rows, expected_download_row,
-                           make_context, sha256)
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow   # the whole pipeline
 
 CHILD = """
 import logging
@@ -39,11 +37,10 @@ def committed_downloads(db_path: Path) -> int:
         conn.close()
 
 
-@pytest.mark.slow
 def test_sigkill_mid_download_resumes_with_no_part_and_no_false_claim(tmp_path):
     # The resumed half runs on the tests' recording clock, which does not really wait out a Retry-After.
-    with SimCourt(docs=300, seed=1, oversize_bytes=OVERSIZE_BYTES, enforce_retry_after=False) as court:
-        ctx = make_context(court, tmp_path)
+    with download_court() as court:
+        ctx = download_context(court, tmp_path)
         documents = list(court.documents)
         ctx.db.upsert_discovered(discovered_rows(documents))
         ctx.close()
@@ -68,7 +65,7 @@ def test_sigkill_mid_download_resumes_with_no_part_and_no_false_claim(tmp_path):
         killed_at = committed_downloads(db_path)
         assert 60 <= killed_at < 290   # killed mid-run, well before the end
 
-        ctx = make_context(court, tmp_path)
+        ctx = download_context(court, tmp_path)
         # Right after the kill, before any healing: no row claims a file that is not there.
         for row in ctx.db.documents_claiming_files():
             assert ctx.path(row["local_pdf"]).is_file() and ctx.store.exists(row["local_pdf"])

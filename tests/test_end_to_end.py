@@ -17,28 +17,20 @@ from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.simcourt import FAULTS, NEVER, TRANSIENT_FAULTS, SimCourt
+from support import E2E_CAP as CAP, pipeline_env
 
-CAP = 2 * 1024 * 1024
-
-
-def pipeline_env(court, tmp_path, **extra):
-    env = {
-        "KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
-        "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.01",
-        "KY_BACKOFF_CAP": "0.05", "KY_MAX_PDF_BYTES": str(CAP), "KY_FIRST_YEAR": "2020",
-        "KY_LAST_YEAR": "2026", "KY_PAGE_SIZE": "25", "KY_CONVERGENCE_DELTA": "1",
-        "KY_CHECKPOINT_SECONDS": "2", "KY_EXTRACT_TIMEOUT": "30", "KY_WORKERS": "2",
-        "KY_PROGRESS": "0",
-    }
-    env.update(extra)
-    return env
+pytestmark = pytest.mark.slow   # the whole pipeline
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("e2e")
-    court = SimCourt(500, seed=11, results_limit=40, max_page=25, late_docs=12, first_year=2020,
-                     last_year=2026, search_fault_rate=0.03, oversize_bytes=CAP + 1024 * 1024)
+    # 250 documents hold every fault at least twice; results_limit and max_page scale with them, so
+    # shards are still split and re-paged (624 search pages, against 651 with 500 documents at 40/25).
+    # A stalled body stalls 0.1 s: it fails once, however long (the client's timeout is 60 s).
+    court = SimCourt(250, seed=11, results_limit=20, max_page=12, late_docs=6, first_year=2020,
+                     last_year=2026, search_fault_rate=0.03, oversize_bytes=CAP + 1024 * 1024,
+                     stall_seconds=0.1)
     with court:
         cfg = load_config(pipeline_env(court, tmp_path))
         first = run_pipeline(cfg, handle_signals=False)

@@ -12,6 +12,8 @@ from notebook_builder.cells.c10_database import Database, coverage_gaps
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.simcourt import SimCourt
 
+pytestmark = pytest.mark.slow   # the whole pipeline
+
 CAP = 2 * 1024 * 1024
 
 SHAPES = [
@@ -23,7 +25,6 @@ SHAPES = [
 ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("shape, document_search, discovery, strategy", SHAPES)
 def test_the_pipeline_archives_every_document_whatever_the_court_shape(tmp_path, shape, document_search,
                                                                        discovery, strategy):

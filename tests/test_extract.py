@@ -17,8 +17,7 @@ import pytest
 
 from notebook_builder import build
 from notebook_builder.cells import c80_extract
-from notebook_builder.cells.c00_config import ConfigError, DiskFullError, StoreError, load_config
-from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c00_config import ConfigError, DiskFullError, StoreError
 from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_likely_scanned,
                                                 join_page_texts, page_needs_ocr)
 from notebook_builder.simcourt import pdfs
@@ -36,24 +35,13 @@ def opinion(number: int, case_number: str | None = None) -> tuple[str, bytes]:
 
 
 @pytest.fixture
-def make_ctx(tmp_path):
-    contexts = []
-
+def make_ctx(make_context):
     def make(**knobs):
-        env = {"KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
-               "KY_PROGRESS": "0"}
         # One engine unless a test says otherwise: these tests pin the pool and the pass; the chain's
         # own tests are in test_extract_chain.py.
-        cfg = load_config(env=env).replace(**{"WORKERS": 2, "EXTRACT_TIMEOUT": 20.0, "EXTRACT_ENGINES": ("pypdf",),
-                                              **knobs})
-        ctx = open_context(cfg)
-        ctx.open_database()
-        contexts.append(ctx)
-        return ctx
-
-    yield make
-    for ctx in contexts:
-        ctx.close()
+        return make_context(replace={"WORKERS": 2, "EXTRACT_TIMEOUT": 20.0, "EXTRACT_ENGINES": ("pypdf",),
+                                     **knobs})
+    return make
 
 
 def add_document(ctx, document_id: str, data: bytes, *, case_number: str = "2021-SC-000000",

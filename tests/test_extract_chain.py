@@ -12,8 +12,6 @@ import pypdf
 import pytest
 
 from notebook_builder.cells import c80_extract
-from notebook_builder.cells.c00_config import load_config
-from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c80_extract import (classify_extract_error, extract, extraction_step,
                                                 text_agreement, text_quality)
 from notebook_builder.simcourt import pdfs
@@ -62,21 +60,10 @@ def bomb_pdf(inflated_mib: int) -> bytes:
 
 
 @pytest.fixture
-def make_ctx(tmp_path):
-    contexts = []
-
+def make_ctx(make_context):
     def make(**knobs):
-        env = {"KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
-               "KY_PROGRESS": "0"}
-        cfg = load_config(env=env).replace(**{"WORKERS": 2, "EXTRACT_TIMEOUT": 20.0, **knobs})
-        ctx = open_context(cfg)
-        ctx.open_database()
-        contexts.append(ctx)
-        return ctx
-
-    yield make
-    for ctx in contexts:
-        ctx.close()
+        return make_context(replace={"WORKERS": 2, "EXTRACT_TIMEOUT": 20.0, **knobs})
+    return make
 
 
 def add_document(ctx, document_id: str, data: bytes) -> str:

@@ -13,6 +13,8 @@ from nbclient import NotebookClient
 
 from notebook_builder.simcourt import SimCourt
 
+pytestmark = pytest.mark.slow   # the whole pipeline
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "ky_court_pipeline.ipynb"
 CAP = 2 * 1024 * 1024
 
@@ -33,10 +35,9 @@ def _run_all(path: Path, cwd: Path):
     return notebook
 
 
-@pytest.mark.slow
 def test_run_all_ends_in_pass_and_again_is_a_no_op(tmp_path, monkeypatch):
     court = SimCourt(120, seed=5, results_limit=60, max_page=50, first_year=2024, last_year=2026,
-                     oversize_bytes=CAP + 1024 * 1024)
+                     oversize_bytes=CAP + 1024 * 1024, stall_seconds=0.1)   # a stall fails once, however long
     with court:
         for key, value in {
             "KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
@@ -58,7 +59,6 @@ def test_run_all_ends_in_pass_and_again_is_a_no_op(tmp_path, monkeypatch):
         assert court.download_requests == requests  # nothing fetched again
 
 
-@pytest.mark.slow
 def test_interrupting_the_run_cell_stops_cleanly_with_state_saved(tmp_path, monkeypatch):
     """Colab's interrupt is SIGINT to the kernel: the run cell stops, saves, and says so."""
     import time

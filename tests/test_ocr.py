@@ -7,8 +7,6 @@ import io
 import pypdf
 import pytest
 
-from notebook_builder.cells.c00_config import load_config
-from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, text_agreement
 from notebook_builder.cells.c85_ocr import merge_ocr_text, ocr, ocr_engine_available, render_page
 from notebook_builder.simcourt import pdfs
@@ -45,13 +43,8 @@ def concatenated(*parts: bytes) -> bytes:
 
 
 @pytest.fixture
-def ctx(tmp_path):
-    cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store"),
-                           "KY_PROGRESS": "0"}).replace(WORKERS=2, OCR_DPI=200)
-    context = open_context(cfg)
-    context.open_database()
-    yield context
-    context.close()
+def ctx(make_context):
+    return make_context(name="ws", replace={"WORKERS": 2, "OCR_DPI": 200})
 
 
 def add_document(ctx, document_id: str, data: bytes) -> str:

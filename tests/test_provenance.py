@@ -6,7 +6,6 @@ from pathlib import Path
 
 from notebook_builder import cli
 from notebook_builder.cells.c00_config import load_config
-from notebook_builder.cells.c10_database import DOCUMENT_METADATA_COLUMNS
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c70_download import download
@@ -14,20 +13,17 @@ from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c88_audit import audit_sample, audit_store
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.simcourt import SimCourt
-from support import RecordingClock, mark_extracted
+from support import RecordingClock, discovered_rows, mark_extracted, open_test_context
 
 
 def test_every_download_response_is_an_event_with_its_identifying_headers(tmp_path):
     with SimCourt(docs=40, seed=5) as court:
         chosen = (court.documents_with("ok")[:3] + court.documents_with("http_404")[:1]
                   + court.documents_with("http_503")[:1])
-        cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store"),
-                               "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0",
-                               "KY_BACKOFF_CAP": "0", "KY_PROGRESS": "0"})
-        ctx = open_context(cfg, clock=RecordingClock())
-        db = ctx.open_database()
-        db.upsert_discovered([{"document_id": d.document_id, **{c: getattr(d, c) for c in DOCUMENT_METADATA_COLUMNS}}
-                              for d in chosen])
+        ctx = open_test_context(tmp_path, court, name="ws", clock=RecordingClock(),
+                                env={"KY_BACKOFF_BASE": "0", "KY_BACKOFF_CAP": "0"})
+        db = ctx.db
+        db.upsert_discovered(discovered_rows(chosen))
         result = download(ctx)
         events = [event for d in chosen for event in db.download_events(d.document_id)]
         assert len(events) == result.requests == sum(db.get_document(d.document_id)["attempts"] for d in chosen)

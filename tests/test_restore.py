@@ -20,14 +20,13 @@ from notebook_builder.cells.c35_context import open_context, write_status
 from notebook_builder.cells.c36_checkpoint import (Checkpointer, is_resume_archive_name, push_checkpoint, push_journal,
                                                    write_resume_archive)
 from notebook_builder.cells.c40_restore import restore, resume_member_problem, stale_workspace_entries
+from support import open_test_context
 
 from support import put_bytes
 
 
 def make_context(tmp_path: Path, workspace: str = "ws"):
-    cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / workspace), "KY_STORE": str(tmp_path / "store"),
-                           "KY_PACING": "0"})
-    return open_context(cfg)
+    return open_test_context(tmp_path, name=workspace, database=False)
 
 
 def add_documents(ctx, count: int) -> None:

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.simcourt import SimCourt

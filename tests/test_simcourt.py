@@ -27,9 +27,8 @@ CASE_SEARCH = ("/cases/search?queryString=true&searchFields[0].searchType=Starts
 
 
 @pytest.fixture
-def court():
-    with SimCourt(docs=300, seed=1) as running:
-        yield running
+def court(served_court):
+    return served_court
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.cells.drive_store import text_pack_members
 from notebook_builder.simdrive import SimDrive
 
-from test_torture import torture
+from support import RecordingClock, quick_court, torture
 
 DOCS = 30
 FOLDER = "ky_court"
@@ -34,7 +34,8 @@ FOLDER = "ky_court"
 
 @pytest.fixture
 def court():
-    with torture.make_court(DOCS, seed=5) as court:
+    # The torture's court, its faults answered at once: these runs are about the Drive store.
+    with quick_court(DOCS, seed=5) as court:
         yield court
 
 
@@ -53,7 +54,7 @@ def drive_env(court, sim, tmp_path, **extra) -> dict:
 
 
 def run(cfg):
-    report = run_pipeline(cfg, handle_signals=False)
+    report = run_pipeline(cfg, clock=RecordingClock(), handle_signals=False)
     status = json.loads((Path(cfg.WORKSPACE) / "status.json").read_text())
     return report, status
 

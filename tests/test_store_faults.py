@@ -23,9 +23,9 @@ from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c95_run import run_pipeline
 
-from test_torture import torture
+from support import RecordingClock, expected_verdicts_hold, quick_court, run_until_done, store_is_level, torture
 
-DOCS = 120
+DOCS = 60   # every fault once; enough uploads and bytes for each refusal and full disk below
 
 
 class FailingUploads(LocalStore):
@@ -51,47 +51,10 @@ class FailingUploads(LocalStore):
         super().upload_file(name, local_path)
 
 
-def store_is_level(cfg) -> list[str]:
-    """Names the database refers to that the store lacks, or whose bytes are not the workspace's."""
-    db = Database.open(Path(cfg.WORKSPACE) / "ky_court.sqlite")
-    missing = []
-    try:
-        for row in db.documents_claiming_files():
-            names = [f"pdf_by_hash/{row['sha256']}.pdf"]
-            if row["status"] == "extracted":
-                names.append(f"text/{row['sha256']}.txt")
-            for name in names:
-                stored = Path(cfg.STORE) / name
-                if not stored.is_file():
-                    missing.append(name)
-                elif (Path(cfg.WORKSPACE) / name).is_file() and \
-                        stored.read_bytes() != (Path(cfg.WORKSPACE) / name).read_bytes():
-                    missing.append(f"{name} (other bytes)")
-    finally:
-        db.close()
-    return missing
-
-
-def expected_verdicts_hold(court, cfg) -> list:
-    rows = torture.document_rows(Path(cfg.WORKSPACE).parent)
-    return [(doc.document_id[:12], doc.fault, rows[doc.document_id]["status"]) for doc in court.documents
-            if doc.expected_status != "downloaded"   # unparseable: extract attempts may be left
-            and (rows[doc.document_id]["status"], rows[doc.document_id]["http_status"])
-            != (doc.expected_status, doc.expected_http_status)]
-
-
-def run_until_done(cfg, store_factory, runs: int = 4):
-    for _ in range(runs):
-        report = run_pipeline(cfg, store=store_factory(), handle_signals=False)
-        status = json.loads((Path(cfg.WORKSPACE) / "status.json").read_text())
-        if report.exit_status == 0 and status["done"]:
-            break
-    return report, status
-
-
 @pytest.fixture
 def court():
-    with torture.make_court(DOCS, seed=4) as court:
+    # The torture's court, its faults answered at once: these runs are about the store and the disk.
+    with quick_court(DOCS, seed=4) as court:
         yield court
 
 
@@ -105,12 +68,13 @@ def fault_config(court, tmp_path, monkeypatch, relative: bool):
     return load_config(env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
 def test_store_refusing_uploads_lags_fails_verify_then_a_healthy_run_levels_it(court, tmp_path, monkeypatch,
                                                                                 relative):
     cfg = fault_config(court, tmp_path, monkeypatch, relative)
     failing = FailingUploads(cfg.STORE, quota=5, outage=100_000)   # quota, then 5xx for the whole run
-    report = run_pipeline(cfg, store=failing, handle_signals=False)
+    report = run_pipeline(cfg, store=failing, clock=RecordingClock(), handle_signals=False)
 
     assert failing.refused > 5
     assert report.error is None, report.summary()
@@ -131,6 +95,7 @@ def test_store_refusing_uploads_lags_fails_verify_then_a_healthy_run_levels_it(c
     assert (Path(cfg.STORE) / "ky_court.sqlite").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
 def test_store_that_recovers_mid_run_is_caught_up_by_the_same_run(court, tmp_path, monkeypatch, relative):
     cfg = fault_config(court, tmp_path, monkeypatch, relative)
@@ -214,6 +179,7 @@ def no_torn_file(cfg) -> list[str]:
     return problems
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["download", "extract"])
 def test_full_workspace_disk_stops_cleanly_naming_the_disk_then_the_next_run_completes(
         court, tmp_path, monkeypatch, where):
@@ -225,7 +191,7 @@ def test_full_workspace_disk_stops_cleanly_naming_the_disk_then_the_next_run_com
     else:
         disk = DiskFills(40 * 1024, lambda path: path.endswith(".txt.tmp"))
         monkeypatch.setattr(c05_durable, "open", disk, raising=False)
-    report = run_pipeline(cfg, handle_signals=False)
+    report = run_pipeline(cfg, clock=RecordingClock(), handle_signals=False)
 
     assert report.exit_status == 1
     assert report.error and "workspace disk is full" in report.error and "free space on" in report.error

@@ -4,23 +4,20 @@ The full version is `scripts/torture.py --kills 20`; see its docstring for what 
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("torture", REPO_ROOT / "scripts" / "torture.py")
-torture = sys.modules.setdefault("torture", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(torture)
+from support import REPO_ROOT, torture, torture_court
+
+pytestmark = pytest.mark.slow   # the whole pipeline
 
 
 def claimed_documents(db_path: Path) -> set[str]:
@@ -36,7 +33,6 @@ def claimed_documents(db_path: Path) -> set[str]:
         conn.close()
 
 
-@pytest.mark.slow
 def test_five_sigkills_in_every_stage_end_where_an_uninterrupted_run_ends(tmp_path):
     report = torture.torture(kills=5, docs=200, seed=5, root=tmp_path / "torture", log=lambda line: None)
     print(report.figures())
@@ -47,9 +43,8 @@ def test_five_sigkills_in_every_stage_end_where_an_uninterrupted_run_ends(tmp_pa
     assert report.reader_reads > 10    # a user watched the killed side's database throughout
 
 
-@pytest.mark.slow
 def test_fresh_runtime_after_a_kill_restores_and_fetches_nothing_the_store_holds(tmp_path):
-    with torture.make_court(200, seed=3) as court:
+    with torture_court(200, seed=3, stall_seconds=0.1) as court:   # a stall fails once, however long
         env = torture.pipeline_env(court, tmp_path)
         workspace, store = tmp_path / "workspace", tmp_path / "store"
         child = subprocess.Popen(torture.pipeline_command(), env=env, cwd=REPO_ROOT,
@@ -88,9 +83,8 @@ def journaled_documents(store: Path) -> set[str]:
     return listed
 
 
-@pytest.mark.slow
 def test_a_fresh_runtime_asks_the_court_for_nothing_the_journal_says_the_store_holds(tmp_path):
-    with torture.make_court(200, seed=8) as court:
+    with torture_court(200, seed=8, stall_seconds=0.1) as court:
         env = torture.pipeline_env(court, tmp_path)
         workspace, store = tmp_path / "workspace", tmp_path / "store"
         discovered = subprocess.run(torture.pipeline_command(), env={**env, "KY_PHASES": "discover"},

@@ -4,16 +4,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import shutil
 from pathlib import Path
-
-import pytest
 
 from notebook_builder.cells.c00_config import StoreQuotaExceeded, load_config
 from notebook_builder.cells.c10_database import DB_FILENAME, connect
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c36_checkpoint import is_resume_archive_name
+from support import open_test_context
 from notebook_builder.cells.c90_verify import (
     DOCUMENT_INVENTORY, FAILED_INVENTORY, VerifyResult, failure_reason, format_verify_report, verify)
 
@@ -21,9 +18,7 @@ from support import mark_extracted
 
 
 def make_context(tmp_path: Path, store=None, **env: str):
-    cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store"),
-                           "KY_PACING": "0", **env})
-    return open_context(cfg, store=store)
+    return open_test_context(tmp_path, name="ws", store=store, env=env, database=False)
 
 
 def add_pdf(ctx, document_id: str, *, extracted: bool) -> str:

@@ -737,9 +737,9 @@ def serve(port: int = 8765, docs: int = 300, seed: int = 1, **options) -> None:
     """Run a simulated court in the foreground until Ctrl-C (`kycourt-pipeline sim`)."""
     court = SimCourt(docs, seed, **options)
     base_url = court.start(port=port)
-    print(base_url, flush=True)
-    print(f"stats: {base_url.rsplit(API_PATH, 1)[0]}{STATS_PATH}", flush=True)
-    try:
+    try:   # a Ctrl-C right after the URLs are printed still prints the totals
+        print(base_url, flush=True)
+        print(f"stats: {base_url.rsplit(API_PATH, 1)[0]}{STATS_PATH}", flush=True)
         threading.Event().wait()
     except KeyboardInterrupt:
         pass
