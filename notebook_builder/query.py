@@ -24,7 +24,6 @@ Knobs read: WORKSPACE, STORE (through load_config in the CLI).
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import logging
 import os
@@ -35,7 +34,7 @@ from notebook_builder.cells.c00_config import Config, PipelineError, StoreError
 from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SearchDatabase, connect,
                                                  documents_matching, is_sqlite_file, iter_document_records,
                                                  rows_where, tables_with_column)
-from notebook_builder.cells.c20_store import pdf_store_name, text_store_name
+from notebook_builder.cells.c20_store import pdf_store_name, sha256_file, text_store_name
 from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
 
 log_query = logging.getLogger("kycourt.query")
@@ -267,7 +266,7 @@ def export_archive(cfg: Config, out_dir: str | os.PathLike, fmt: str, *, store: 
               "fields": [{"name": name, "type": kind, "description": text} for name, kind, text in EXPORT_FIELDS]}
     _export_atomic(out / "schema.json", lambda path: path.write_text(
         json.dumps(schema, indent=2) + "\n", encoding="utf-8"))
-    files = [{"path": name, "bytes": (out / name).stat().st_size, "sha256": _export_sha256(out / name)}
+    files = [{"path": name, "bytes": (out / name).stat().st_size, "sha256": sha256_file(out / name)}
              for name in (data_name, "schema.json")]
     manifest = {"dataset": "kycourt-documents", "format": fmt, "records": counts.get("documents", 0),
                 "counts": dict(sorted(counts.items())), "files": files,
@@ -275,7 +274,7 @@ def export_archive(cfg: Config, out_dir: str | os.PathLike, fmt: str, *, store: 
     _export_atomic(out / "manifest.json", lambda path: path.write_text(
         json.dumps(manifest, indent=2) + "\n", encoding="utf-8"))
     bagit = "".join(f"{entry['sha256']}  {entry['path']}\n" for entry in files)
-    bagit += f"{_export_sha256(out / 'manifest.json')}  manifest.json\n"
+    bagit += f"{sha256_file(out / 'manifest.json')}  manifest.json\n"
     _export_atomic(out / "manifest-sha256.txt", lambda path: path.write_text(bagit, encoding="utf-8"))
     return manifest
 
@@ -289,12 +288,6 @@ def _export_atomic(target: Path, write: Callable[[Path], Any]) -> None:
         temp.unlink(missing_ok=True)
 
 
-def _export_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _export_jsonl(path: Path, records: Iterator[dict[str, Any]]) -> None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import io
 import json
 import os
@@ -52,6 +51,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from notebook_builder.cells.c20_store import sha256_file  # noqa: E402
 from notebook_builder.simcourt import SimCourt  # noqa: E402
 
 CAP = 2 * 1024 * 1024
@@ -376,12 +376,6 @@ def failed_ids(store: Path) -> set[str]:
     return {row["document_id"] for row in csv.DictReader(io.StringIO(text))}
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1024 * 1024), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def compare(report: TortureReport, killed: Path, clean: Path, court: SimCourt, statuses: dict[str, int]) -> None:

@@ -251,43 +251,39 @@ def test_a_missing_index_says_how_to_build_it(archive):
 # ------------------------------------------------ verify, state snapshot
 
 
-def test_verify_requires_the_index_to_cover_every_extracted_document(archive):
-    run_index(archive)
-    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
-    try:
-        add_text(archive, db, LocalStore(archive.STORE), 1, "A later text.", revision=1)
-    finally:
-        db.close()
-    ctx = open_context(archive)
-    try:
-        result = verify(ctx)
-    finally:
-        ctx.close()
-    assert not result.passed and result.index.outdated == 1
-    assert any(reason.startswith("search index does not cover the archive") for reason in result.reasons)
-    assert "search index: 5 documents indexed of 5 extracted; behind by 1" in format_verify_report(result)
-    run_index(archive)
-    ctx = open_context(archive)
-    try:
-        result = verify(ctx)
-    finally:
-        ctx.close()
-    assert result.passed, result.reasons
-
-
-def test_without_the_index_phase_verify_only_reports_the_index(archive):
-    cfg = archive.replace(PHASES=("download", "extract"))
+def index_then_add_a_later_text(cfg):
+    """The index is built, then document 1 gets a new text it does not cover."""
     run_index(cfg)
     db = Database.open(Path(cfg.WORKSPACE) / DB_FILENAME)
     try:
         add_text(cfg, db, LocalStore(cfg.STORE), 1, "A later text.", revision=1)
     finally:
         db.close()
+
+
+def verify_archive(cfg):
     ctx = open_context(cfg)
     try:
-        result = verify(ctx)
+        return verify(ctx)
     finally:
         ctx.close()
+
+
+def test_verify_requires_the_index_to_cover_every_extracted_document(archive):
+    index_then_add_a_later_text(archive)
+    result = verify_archive(archive)
+    assert not result.passed and result.index.outdated == 1
+    assert any(reason.startswith("search index does not cover the archive") for reason in result.reasons)
+    assert "search index: 5 documents indexed of 5 extracted; behind by 1" in format_verify_report(result)
+    run_index(archive)
+    result = verify_archive(archive)
+    assert result.passed, result.reasons
+
+
+def test_without_the_index_phase_verify_only_reports_the_index(archive):
+    cfg = archive.replace(PHASES=("download", "extract"))
+    index_then_add_a_later_text(cfg)
+    result = verify_archive(cfg)
     assert result.passed and result.index.behind == 1
 
 

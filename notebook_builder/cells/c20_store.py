@@ -19,6 +19,7 @@ import contextlib
 import errno
 import filecmp
 import itertools
+import hashlib
 import os
 import re
 import shutil
@@ -40,6 +41,15 @@ def check_store_name(name: str) -> str:
     if not _STORE_NAME.fullmatch(name) or any(part in (".", "..") for part in name.split("/")):
         raise StoreError(f"invalid store name {name!r}: expected a relative path like pdf_by_hash/<sha>.pdf")
     return name
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file, read in 1 MiB pieces: what a content-addressed name says it holds."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def pdf_store_name(sha256: str) -> str:

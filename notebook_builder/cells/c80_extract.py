@@ -651,9 +651,7 @@ def _extract_run_engine(engine: str, pdf_path: str) -> tuple:
         text = join_page_texts(page_texts)
         # A short text is judged on the tokens it has (at least 3): a one-line label decoded to the
         # wrong glyphs is as bad as a page of them.
-        quality = text_quality(text)
-        if quality is None:
-            quality = text_quality(text, min_tokens=3)
+        quality = text_quality(text, min_tokens=3)
         # An engine that counts text objects and the characters they gave (pdfium): when under
         # half of them decoded, most of the text is missing, however good the rest looks.
         counted = [entry[2:4] for entry in entries if not isinstance(entry, str) and len(entry) >= 4]

@@ -38,7 +38,6 @@ failure reasons), PHASES (the index check), DRY_RUN (verify runs anyway: it is l
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import logging
 import sqlite3
@@ -48,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, StoreError
-from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
+from .c20_store import ocr_text_store_name, pdf_store_name, sha256_file, text_store_name
 from .c10_database import PERMANENT_HTTP_STATUSES, Database, coverage_gaps
 from .c05_durable import durable_write
 from .c35_context import Context, write_status
@@ -60,7 +59,6 @@ log_verify = logging.getLogger("kycourt.verify")
 
 DOCUMENT_INVENTORY = "document_inventory.csv"
 FAILED_INVENTORY = "failed_inventory.csv"
-_VERIFY_HASH_CHUNK = 1024 * 1024
 _VERIFY_SHOWN = 3   # example names in one reason line
 # A store temp file this old belongs to no write in progress (a write takes seconds at most).
 _VERIFY_STALE_TEMP_SECONDS = 3600.0
@@ -323,7 +321,7 @@ def _verify_hashes(ctx: Context, names: list[str], result: VerifyResult) -> None
             expected = name.rsplit("/", 1)[1].split(".", 1)[0]
             try:
                 ctx.store.download_file(name, copy)
-                actual = _verify_sha256(copy)
+                actual = sha256_file(copy)
             except StoreError as exc:
                 result.reasons.append(f"cannot hash {name} in the store: {exc}")
                 continue
@@ -338,9 +336,3 @@ def _verify_hashes(ctx: Context, names: list[str], result: VerifyResult) -> None
                               f"({', '.join(result.hash_mismatches[:_VERIFY_SHOWN])})")
 
 
-def _verify_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_VERIFY_HASH_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
