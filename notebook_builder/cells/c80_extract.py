@@ -637,12 +637,12 @@ def measure_pages(page_texts: list[str], objects: list[tuple[int, int] | None]) 
 # (rotated or vertical runs read a glyph at a time), when most of its text objects gave no
 # character or UNMAPPED_CHARS of its characters stand for no letter (a font without a usable map),
 # or when it scores under MIN_TEXT_QUALITY. A page with
-# SINGLE_LETTER_RUN single-letter lines or more, a tenth of its lines, is doubtful: the next engine
+# SINGLE_LETTER_RUN single-letter lines or more, a third of its lines, is doubtful: the next engine
 # reads it too, and the readings are compared.
 SCATTERED_LETTERS = 0.15
 UNMAPPED_CHARS = 0.3
 SINGLE_LETTER_RUN = 5
-DOUBTFUL_SINGLE_LETTERS = 0.1
+DOUBTFUL_SINGLE_LETTERS = 0.3
 
 
 def page_defect(page: PageMeasures, min_quality: float) -> str | None:
