@@ -1,16 +1,12 @@
 """The right engine for each page: garbage text layers caught, rotated text kept, the choice said per page."""
 from __future__ import annotations
 
-import hashlib
-import math
-
-import pytest
-
 from notebook_builder.cells import c80_extract, c85_ocr
 from notebook_builder.cells.c80_extract import (POOR_TEXT, PageMeasures, PageReading, choose_page_reading,
                                                 extract, measure_pages, page_defect, page_is_doubtful,
                                                 pages_to_reread, scattered_letter_share, word_wholeness)
 from notebook_builder.simcourt.pdfs import _document, _stream
+from test_extract_chain import add_document, make_ctx  # noqa: F401  (make_ctx: a fixture)
 
 CREATED = "20240101000000Z"
 BODY = b"BT /F1 11 Tf 14 TL 72 740 Td " + b" ".join(
@@ -66,22 +62,6 @@ def broken_map_font() -> bytes:
 def two_fonts_pdf(pages: list[bytes], second_font: list[bytes]) -> bytes:
     """Pages drawing with /F1 (Helvetica) and /F2 (object 4, then its own objects)."""
     return _document(pages, CREATED, resources=b"<< /Font << /F1 3 0 R /F2 4 0 R >> >>", extra_objects=second_font)
-
-
-@pytest.fixture
-def make_ctx(make_context):
-    def make(**knobs):
-        return make_context(replace={"WORKERS": 2, "EXTRACT_TIMEOUT": 20.0, **knobs})
-    return make
-
-
-def add_document(ctx, document_id: str, data: bytes) -> str:
-    sha = hashlib.sha256(data).hexdigest()
-    name = f"pdf_by_hash/{sha}.pdf"
-    (ctx.workspace / name).write_bytes(data)
-    ctx.db.upsert_discovered([{"document_id": document_id, "case_number": "2021-SC-000001"}])
-    ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
-    return sha
 
 
 def page_rows(ctx, sha):

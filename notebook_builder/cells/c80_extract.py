@@ -1272,7 +1272,8 @@ def _attempt_page_measures(attempts: list[ExtractOutcome], pages: int) -> list[l
     measures: list[list[PageMeasures]] = [[] for _ in range(pages)]
     for attempt in attempts:
         if attempt.outcome == "ok":
-            for page, page_measures in zip(attempt.page_numbers or range(pages), attempt.page_measures):
+            read = range(pages) if attempt.page_numbers is None else attempt.page_numbers
+            for page, page_measures in zip(read, attempt.page_measures):
                 if page < pages:
                     measures[page].append(page_measures)
     return measures
@@ -1295,7 +1296,8 @@ def assemble_kept_text(attempts: list[ExtractOutcome], kept_index: int,
     texts = {id(attempt): _outcome_page_texts(attempt) for attempt in readers}
     per_page: list[list[tuple[ExtractOutcome, int]]] = [[] for _ in range(kept.pages or 0)]
     for attempt in readers:
-        for position, page in enumerate(attempt.page_numbers or range(attempt.pages or 0)):
+        read = range(attempt.pages or 0) if attempt.page_numbers is None else attempt.page_numbers
+        for position, page in enumerate(read):
             if page < len(per_page) and position < len(texts[id(attempt)]):
                 per_page[page].append((attempt, position))
     readings = [[PageReading(attempt.engine, texts[id(attempt)][position], attempt.page_measures[position])
