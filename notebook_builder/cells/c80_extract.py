@@ -1290,9 +1290,14 @@ def assemble_kept_text(attempts: list[ExtractOutcome], kept_index: int,
     kept = attempts[kept_index]
     readers = [attempt for attempt in attempts if attempt.outcome == "ok"]
     if len(readers) == 1:   # one reading of each page: its measures decide, its text is not needed
-        choices = [choose_page_reading([PageReading(kept.engine, "", measures)], 0, min_quality)
-                   for measures in kept.page_measures]
-        return kept, [(kept.engine, choice.reason, choice.poor) for choice in choices]
+        choices = []
+        for measures in kept.page_measures:
+            if page_defect(measures, min_quality) is None:
+                choices.append((kept.engine, "good text", False))
+            else:
+                choice = choose_page_reading([PageReading(kept.engine, "", measures)], 0, min_quality)
+                choices.append((kept.engine, choice.reason, choice.poor))
+        return kept, choices
     texts = {id(attempt): _outcome_page_texts(attempt) for attempt in readers}
     per_page: list[list[tuple[ExtractOutcome, int]]] = [[] for _ in range(kept.pages or 0)]
     for attempt in readers:
