@@ -10,14 +10,20 @@ Prints: files poppler reads that the pipeline rejects (goal 0), with their reaso
 Jaccard of our text with pdftotext's per file that has text (`text_agreement`: after NFKC, with
 bidi marks, letter spacing and the direction of right-to-left or mirrored text not counted as
 differences; goal: >= 0.8 on >= 98%), and the files where only we found words; pages per
-second of the stage against the serial pypdf loop (goal >= 10x on 2 cores); the five worst
-files by agreement; the permanent verdicts, the engines that gave the kept texts, the pages
-needing OCR. No figure here is a test: files and machines differ; the ratios are of one run.
+second of the stage against the serial pypdf loop (goal >= 10x on 2 cores); the permanent
+verdicts, the engines that gave the kept texts, the pages needing OCR, the pages poor in every
+engine and those of them OCR has given no text (unreadable).
+Then, to diagnose the next hard file from this report alone: every file's agreement (`--quiet`
+leaves that list out); each file under 0.8 with each engine's own agreement (run alone, outside
+the timing) and whether any engine reads it right (>= 0.8; goal: none under 0.8 that one does);
+and each page where the engines disagreed (`pages.engine_reason`: not plain good text, not
+agreeing readings): the engine kept, why, and each engine's agreement on that page with
+poppler's page. No figure here is a test: files and machines differ; the ratios are of one run.
 
 `--repeats` rounds (default 3) of (serial loop, stage in a fresh workspace); the speed line
 gives medians and each round's ratio; the other figures are the last round's.
 
-Usage: .venv/bin/python bench/realpdfs.py [--dir DIR] [--workers 2] [--repeats 3] [--ocr]
+Usage: .venv/bin/python bench/realpdfs.py [--dir DIR] [--workers 2] [--repeats 3] [--ocr] [--quiet]
 """
 from __future__ import annotations
 
@@ -39,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
-from notebook_builder.cells.c80_extract import text_agreement  # noqa: E402
+from notebook_builder.cells.c80_extract import POOR_TEXT, ExtractWorkerPool, text_agreement  # noqa: E402
 
 
 def pdftotext(path: Path) -> str | None:
@@ -58,6 +64,29 @@ def pdftotext(path: Path) -> str | None:
     except subprocess.TimeoutExpired:
         return None
     return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+
+
+def engine_texts(paths: list[Path], engines: tuple[str, ...], timeout: float) -> dict[tuple[Path, str], str | None]:
+    """(path, engine) -> the engine's text of the file alone (None when it failed), each in a worker
+    of the stage's own pool (an engine that crashes costs that worker only)."""
+    texts: dict[tuple[Path, str], str | None] = {}
+    by_key = {str(number): path for number, path in enumerate(paths)}
+    with ExtractWorkerPool(1, engines, timeout) as pool:
+        tasks = [(key, str(path), engine) for key, path in by_key.items() for engine in engines]
+        for outcome in pool.run(tasks):
+            texts[(by_key[outcome.key], outcome.engine)] = (
+                outcome.data.decode("utf-8", "replace") if outcome.outcome == "ok" else None)
+    return texts
+
+
+def page_agreement(text: str | None, page: int, reference: str) -> str:
+    """Agreement of page `page` (1-based) of `text` with poppler's page, as printed."""
+    if text is None:
+        return "failed"
+    ours, theirs = text.split("\f"), reference.split("\f")
+    if page > len(ours) or page > len(theirs):
+        return "-"
+    return f"{text_agreement(ours[page - 1], theirs[page - 1]):.2f}"
 
 
 def cpu_seconds() -> float:
@@ -108,6 +137,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ocr", action="store_true", help="also run the ocr stage and time it")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of (serial loop, stage); medians")
+    parser.add_argument("--quiet", action="store_true", help="leave out the agreement of every file")
     args = parser.parse_args()
     folder = Path(args.dir)
     paths = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() == ".pdf")
@@ -145,7 +175,7 @@ def main() -> None:
             ocr_line = (f"ocr stage: {ocr_result.skipped or ''} {ocr_result.pages} pages of {ocr_result.pdfs} PDFs "
                         f"in {ocr_result.seconds:.1f} s ({ocr_result.seconds / max(1, ocr_result.pages):.2f} s/page)")
 
-        rejected, agreements, no_text, only_ours = [], [], 0, []
+        rejected, agreements, no_text, only_ours, references = [], [], 0, [], {}
         for document_id, path in by_id.items():
             row = db.get_document(document_id)
             reference = pdftotext(path) if have_poppler else None
@@ -155,6 +185,7 @@ def main() -> None:
                 continue
             if reference is None:
                 continue
+            references[path] = reference
             ours = (ctx.workspace / "text" / f"{row['sha256']}.txt").read_text(encoding="utf-8")
             if not reference.split() and not ours.split():
                 no_text += 1
@@ -162,7 +193,7 @@ def main() -> None:
             if not reference.split():
                 # Text poppler does not show (drawn off the page, say) is kept as a disagreement.
                 only_ours.append(path.name)
-            agreements.append((text_agreement(ours, reference), path.name, row["likely_scanned"]))
+            agreements.append((text_agreement(ours, reference), path.name, row["likely_scanned"], row["sha256"]))
 
         print(f"extract stage ({','.join(cfg.EXTRACT_ENGINES)}, {args.workers} workers, {result.pages} pages): "
               f"median {statistics.median(r for r, _ in rates):.0f} pages/s; serial pypdf loop ({serial_pages} pages): "
@@ -172,10 +203,12 @@ def main() -> None:
               f"cores); from CPU seconds, the ratio with {args.workers} free cores: median "
               f"{statistics.median(cpu_ratios):.1f}x")
         print(f"extracted {result.extracted}, failed {result.failed_attempts} (permanent {result.permanent}), "
-              f"fallbacks to a next engine {result.fallbacks}, kept by {result.kept_by}, "
-              f"pages needing OCR {result.pages_needing_ocr} "
+              f"fallbacks to a next engine {result.fallbacks}, pages reread by a next engine {result.pages_reread}, "
+              f"pages kept from another engine than the document's {result.pages_other_engine}, "
+              f"kept by {result.kept_by}, pages needing OCR {result.pages_needing_ocr} "
               f"({db.conn.execute('SELECT COUNT(*) FROM documents WHERE likely_scanned = 1').fetchone()[0]} "
-              f"documents likely_scanned)")
+              f"documents likely_scanned), pages poor in every engine {result.pages_poor_text} "
+              f"(unreadable without OCR text: {db.unreadable_text_pages(POOR_TEXT)})")
         reasons = collections.Counter(r[0] for r in db.conn.execute(
             "SELECT extract_failure FROM documents WHERE extract_failure IS NOT NULL"))
         print(f"permanent verdicts: {dict(reasons)}")
@@ -187,19 +220,50 @@ def main() -> None:
         print(f"poppler reads, pipeline rejects: {len(rejected)} (goal 0)")
         for name, reason, error in rejected:
             print(f"    {name}: {reason}: {error[:160]}")
-        good = sum(1 for score, _, _ in agreements if score >= 0.8)
+        good = sum(1 for score, *_ in agreements if score >= 0.8)
         share = good / len(agreements) if agreements else 1.0
         print(f"word Jaccard with pdftotext >= 0.8: {good} of {len(agreements)} files with text = {share:.1%} "
-              f"(goal >= 98%); median {statistics.median(s for s, _, _ in agreements):.3f}; "
+              f"(goal >= 98%); median {statistics.median(s for s, *_ in agreements):.3f}; "
               f"{no_text} files without text in either")
         print(f"files with words in our text and none in pdftotext's (counted, agreement 0): {len(only_ours)}"
               + (f" ({', '.join(only_ours[:5])})" if only_ours else ""))
-        print("five worst files by agreement:")
-        for score, name, scanned in sorted(agreements)[:5]:
-            print(f"    {score:.3f}  {name}{'  (likely_scanned)' if scanned else ''}")
-        others = [f"{name} {score:.2f}" for score, name, _ in sorted(agreements)[5:] if score < 0.8]
-        if others:
-            print(f"also under 0.8: {'; '.join(others)}")
+        kept_engines = {row["sha256"]: row["engine"] for row in db.conn.execute(
+            "SELECT sha256, engine FROM extraction_log WHERE outcome = 'ok'")}
+        if not args.quiet:
+            print("agreement per file (kept engine):")
+            for score, name, scanned, sha in sorted(agreements):
+                print(f"    {score:.3f}  {name}  ({kept_engines.get(sha)}{', likely_scanned' if scanned else ''})")
+
+        # Pages where the engines disagreed, and the files under 0.8: each engine's own text.
+        disagreed = db.conn.execute(
+            "SELECT sha256, page, engine, engine_reason FROM pages WHERE engine_reason IS NOT NULL "
+            "AND engine_reason NOT IN ('good text', 'engines agree') ORDER BY sha256, page").fetchall()
+        path_of = {sha: by_id[document_id] for document_id, sha in
+                   db.conn.execute("SELECT document_id, sha256 FROM documents WHERE status = 'extracted'")}
+        below = [(score, name, sha) for score, name, _, sha in sorted(agreements) if score < 0.8]
+        looked_at = sorted({path_of[sha] for _, _, sha in below} | {path_of[row["sha256"]] for row in disagreed
+                                                                   if row["sha256"] in path_of}, key=str)
+        texts = engine_texts(looked_at, cfg.EXTRACT_ENGINES, cfg.EXTRACT_TIMEOUT)
+        print(f"files under 0.8: {len(below)} (goal: none that an engine reads right)")
+        for score, name, sha in below:
+            path = path_of[sha]
+            alone = {engine: (None if texts.get((path, engine)) is None
+                              else text_agreement(texts[(path, engine)], references[path]))
+                     for engine in cfg.EXTRACT_ENGINES}
+            verdict = ("an engine reads it right" if any(a is not None and a >= 0.8 for a in alone.values())
+                       else "no engine reads it right")
+            print(f"    {score:.3f}  {name}  kept {kept_engines.get(sha)}; alone: "
+                  + ", ".join(f"{engine} {'failed' if a is None else f'{a:.3f}'}" for engine, a in alone.items())
+                  + f"  -> {verdict}")
+        print(f"pages where the engines disagreed: {len(disagreed)}")
+        for row in disagreed:
+            path = path_of.get(row["sha256"])
+            if path is None or path not in references:
+                continue
+            each = ", ".join(f"{engine} {page_agreement(texts.get((path, engine)), row['page'], references[path])}"
+                             for engine in cfg.EXTRACT_ENGINES)
+            print(f"    {path.name} p{row['page']}: kept {row['engine']} ({row['engine_reason'][:150]}); "
+                  f"agreement with poppler's page: {each}")
         ctx.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -475,7 +475,7 @@ def test_a_saved_group_is_committed_once_even_when_saved_again(make_ctx):
     with c80_extract.progress(ctx.cfg, 1, "test") as bar:
         extract_pass = c80_extract._ExtractPass(ctx, result, bar)
         extract_pass.waiting[sha] = [row(ctx, "doc")]
-        extract_pass.finished.append((extract_pass.waiting[sha], outcome, [outcome]))
+        extract_pass.finished.append((extract_pass.waiting[sha], outcome, [outcome], []))
         extract_pass.save()
         extract_pass.save()       # as the pass's `finally` would
     assert len(log_rows(ctx, "doc")) == 1 and result.extracted == 1

@@ -292,9 +292,10 @@ def test_text_objects_that_do_not_decode_send_the_pdf_to_the_next_engine(monkeyp
     def undecoded(pdf_path):
         return [("The court affirms the judgment below in every respect today " * 3, False, 400, 30)]
     monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "undecoded", undecoded)
-    verdict, facts, chars, data, quality = c80_extract._extract_run_engine("undecoded", str(tmp_path / "x.pdf"))
+    verdict, facts, chars, data, quality, [page] = c80_extract._extract_run_engine("undecoded", str(tmp_path / "x.pdf"))
     assert verdict == "ok" and quality == pytest.approx(30 / 400)
     assert text_quality(data.decode()) > 0.9       # the text alone looked fine
+    assert c80_extract.page_defect(page, 0.5) == "undecoded"     # the page too is poor
 
 
 def logo_page_pdf() -> bytes:
@@ -380,7 +381,7 @@ def test_ligature_code_points_are_written_as_their_letters(monkeypatch, tmp_path
     # pypdf (and poppler) keep U+FB03 where a font maps its glyph there; search needs "officers".
     monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "ligatures",
                         lambda path: [("three police o\ufb03cers, \ufb01led and \ufb02ed", False), "e\ufb00ect"])
-    verdict, facts, chars, data, quality = c80_extract._extract_run_engine("ligatures", str(tmp_path / "x.pdf"))
+    verdict, facts, chars, data, quality, _ = c80_extract._extract_run_engine("ligatures", str(tmp_path / "x.pdf"))
     assert verdict == "ok" and data.decode() == "three police officers, filed and fled\feffect"
     assert [page_chars for page_chars, _, _ in facts] == [32, 6]
 

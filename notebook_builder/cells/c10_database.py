@@ -351,9 +351,15 @@ _SCHEMA_V6 = """
 ALTER TABLE documents ADD COLUMN court_text_agreement REAL;
 """
 
+# v7: why the engine of each page was kept (`pages.engine_reason`: good text, the others poor,
+# whole words where engines disagreed, or poor in every engine: then the page needs OCR).
+_SCHEMA_V7 = """
+ALTER TABLE pages ADD COLUMN engine_reason TEXT;
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
-                              6: _SCHEMA_V6}
+                              6: _SCHEMA_V6, 7: _SCHEMA_V7}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 # The response headers that identify a download's bytes (download_events), in its column order.
@@ -972,17 +978,19 @@ class Database:
     def record_extracted(self, entries: list[dict], *, attempts: Sequence[dict] = (),
                          pages: Sequence[tuple] = ()) -> None:
         """In one transaction: the chains' other `attempts` (`log_extraction_attempts`), the facts of
-        `pages` ((sha256, page, chars, has_images, image_cover, needs_ocr, engine)), and for each entry (document_id, sha256,
+        `pages` ((sha256, page, chars, has_images, image_cover, needs_ocr, engine, engine_reason)), and for each
+        entry (document_id, sha256,
         attempt, engine, pages, chars, seconds, likely_scanned; optional quality, pages_needing_ocr,
         extracted_by_ocr, ocr_pages) its `ok` log row and the document `extracted`."""
         now = utc_now()
         with self.transaction():
             self.log_extraction_attempts(list(attempts))
             self.conn.executemany(
-                "INSERT INTO pages(sha256, page, chars, has_images, image_cover, needs_ocr, engine) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sha256, page) DO UPDATE SET chars = excluded.chars, "
+                "INSERT INTO pages(sha256, page, chars, has_images, image_cover, needs_ocr, engine, engine_reason) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sha256, page) DO UPDATE SET chars = excluded.chars, "
                 "has_images = excluded.has_images, image_cover = excluded.image_cover, "
-                "needs_ocr = excluded.needs_ocr, engine = excluded.engine", pages)
+                "needs_ocr = excluded.needs_ocr, engine = excluded.engine, engine_reason = excluded.engine_reason",
+                pages)
             self.log_extraction_attempts([{**entry, "outcome": "ok", "error": None} for entry in entries])
             self.conn.executemany(
                 "UPDATE documents SET status = 'extracted', pages = :pages, extracted_chars = :chars, "
@@ -1034,6 +1042,14 @@ class Database:
                 "SELECT page FROM pages WHERE sha256 = ? AND needs_ocr = 1 ORDER BY page", (sha,))]
             queue.append((sha, pages))
         return queue
+
+    def unreadable_text_pages(self, poor_reason: str) -> int:
+        """Pages of extracted documents whose kept text was poor in every engine (`engine_reason`
+        begins with `poor_reason`) and that OCR gave no text (not run yet, failed, or empty)."""
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM pages WHERE substr(engine_reason, 1, length(:reason)) = :reason "
+            "AND COALESCE(ocr_chars, 0) = 0 AND sha256 IN (SELECT sha256 FROM documents WHERE status = 'extracted')",
+            {"reason": poor_reason}).fetchone()[0]
 
     def page_count(self, sha256: str) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM pages WHERE sha256 = ?", (sha256,)).fetchone()[0]

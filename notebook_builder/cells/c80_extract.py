@@ -20,8 +20,20 @@ Guarantees:
   text is kept at once; with no engine left the best text read is kept, an
   acceptable earlier one unless a later one is better by BETTER_TEXT_BY. Every
   engine's attempt is a row of `extraction_log` (engine, verdict, seconds,
-  quality; verdicts: ok, low quality, encrypted, empty, too large,
+  quality; verdicts: ok, low quality, pages kept, encrypted, empty, too large,
   unparseable, timeout, crash, error), all under the document's one attempt.
+- Then page by page: a page whose every reading so far is poor (`page_defect`:
+  letters scattered across scripts no language mixes, lines mostly single
+  letters, a font without a usable map, a low score) or doubtful (a run of
+  single-letter lines) is read by the next engine too, that page alone. Where
+  readings of a page differ, `choose_page_reading` keeps a good one over a poor
+  one and, among good ones, the one whose words are whole (fewer fragments and
+  words run together); the text file holds each page's kept reading (the
+  document's engine is then e.g. `pypdfium2+pypdf`, and the attempts that gave
+  pages are `pages kept`). `pages.engine` names each page's engine and
+  `pages.engine_reason` why. A page poor in every engine keeps its best
+  reading and needs OCR; while OCR gives it no text it counts in
+  `ExtractResult.unreadable_pages` (`Database.unreadable_text_pages`).
 - Verdicts no engine can change (`encrypted`: a user password is needed,
   `empty`, `too large`, `unparseable`; `extraction_step` decides) fail the
   document once, permanently: its attempts are all spent (it leaves the queue
@@ -55,14 +67,15 @@ Guarantees:
   one per PDF (an fsync each cost 0.3-1.2 ms of CPU here, a share of what
   the workers need). Pages are separated by a form feed; a PDF with no text
   layer is `extracted` with an empty file and 0 chars.
-- Per page, the `pages` table holds the kept engine's facts (chars, has
+- Per page, the `pages` table holds the kept reading's facts (chars, has
   images, image_cover: the share of the page its images cover, as pdfium
-  measures it; needs_ocr). A page needs OCR when it shows an image (covering
-  at least SCAN_IMAGE_COVER of it, where measured) and has fewer than
-  SCANNED_CHARS_PER_PAGE non-blank characters (no text layer); a
-  born-digital page with little text and no image, or only a logo, does not.
+  measures it; needs_ocr; engine, engine_reason). A page needs OCR when it
+  shows an image (covering at least SCAN_IMAGE_COVER of it, where measured)
+  and has fewer than SCANNED_CHARS_PER_PAGE non-blank characters (a scan: no
+  text layer), or when its text is poor in every engine; a born-digital page
+  with little text and no image, or only a logo, does not.
   `documents.pages_needing_ocr` counts them and `likely_scanned` is "some page
-  needs OCR"; the `ocr` stage (c85_ocr) acts on them. `text_quality` of the
+  is a scan"; the `ocr` stage (c85_ocr) acts on them. `text_quality` of the
   kept text is recorded; where the court's own text of a document is known
   (`court_text`, kept by discovery), the agreement of ours with it is
   recorded in `documents.court_text_agreement` after each run of the stage;
@@ -89,6 +102,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import faulthandler
 import functools
 import logging
@@ -100,7 +114,7 @@ import selectors
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from .c00_config import ConfigError
 from .c05_durable import atomic_write, raise_if_disk_full, sync_files
@@ -145,16 +159,16 @@ def _pypdf_has_images(resources, depth: int = 0) -> bool:
     return False
 
 
-def _extract_pages_pypdf(pdf_path: str) -> list[tuple[str, bool]]:
+def _extract_pages_pypdf(pdf_path: str, pages: Iterable[int] | None = None) -> list[tuple[str, bool]]:
     import pypdf
     reader = pypdf.PdfReader(pdf_path)
     if reader.is_encrypted and not reader.decrypt(""):
         raise ExtractionFailure("encrypted", "a user password is needed (the empty one does not open it)")
-    pages = []
-    for page in reader.pages:
+    read = []
+    for page in (reader.pages if pages is None else (reader.pages[index] for index in pages)):
         resources = page.get("/Resources")
-        pages.append((page.extract_text() or "", _pypdf_has_images(resources.get_object() if resources else None)))
-    return pages
+        read.append((page.extract_text() or "", _pypdf_has_images(resources.get_object() if resources else None)))
+    return read
 
 
 def _pdfium_page_objects(page_handle) -> tuple[float, int, bool]:
@@ -270,7 +284,7 @@ def _pdfium_text_on_page(page, text_page, text: str) -> str:
     return "".join(parts).replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
+def _extract_pages_pypdfium2(pdf_path: str, pages: Iterable[int] | None = None) -> list[tuple[str, bool]]:
     import pypdfium2
     import pypdfium2.raw as pdfium_c
     try:
@@ -280,8 +294,8 @@ def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
             raise ExtractionFailure("encrypted", f"a user password is needed ({exc})") from None
         raise
     try:
-        pages = []
-        for index in range(len(document)):
+        read = []
+        for index in (range(len(document)) if pages is None else pages):
             page = document[index]
             if _pdfium_has_visible_annotations(page.raw):
                 # Filled-in form fields and other visible annotations are text of the page (poppler
@@ -300,16 +314,16 @@ def _extract_pages_pypdfium2(pdf_path: str) -> list[tuple[str, bool]]:
                 cover = round(min(1.0, covered / (width * height)), 4) if width * height > 0 else None
                 # Text objects that gave no characters: pdfium could not decode their font (a CID
                 # font that is not embedded, with a predefined CMap); the share decoded caps quality.
-                pages.append((text, has_images, text_objects, text_page.count_chars(), cover))
+                read.append((text, has_images, text_objects, text_page.count_chars(), cover))
             finally:
                 text_page.close()
                 page.close()
-        return pages
+        return read
     finally:
         document.close()
 
 
-EXTRACT_ENGINE_FUNCTIONS: dict[str, Callable[[str], list]] = {
+EXTRACT_ENGINE_FUNCTIONS: dict[str, Callable[..., list]] = {
     "pypdf": _extract_pages_pypdf,
     "pypdfium2": _extract_pages_pypdfium2,
 }
@@ -489,12 +503,25 @@ def text_quality(text: str, min_tokens: int = _QUALITY_MIN_TOKENS) -> float | No
     is not bad text)."""
     if len(text.split()) < min_tokens:
         return None
-    judged = _judged_tokens(text)
+    return _quality(_judged_tokens(text), len(_BAD_CHARS.findall(text)), len(text), min_tokens)
+
+
+def _quality(judged: list[bool], bad: int, length: int, min_tokens: int) -> float | None:
     if len(judged) < min_tokens:
         return None
-    share = sum(judged) / len(judged)
-    bad = len(_BAD_CHARS.findall(text))
-    return round(max(0.0, share - 2 * bad / max(1, len(text))), 4)
+    return round(max(0.0, sum(judged) / len(judged) - 2 * bad / max(1, length)), 4)
+
+
+def text_quality_by_page(page_texts: list[str]) -> tuple[float | None, list[float | None]]:
+    """`text_quality` of the pages joined (judged if it has 3 tokens) and of each page (judged if it
+    has _QUALITY_MIN_TOKENS), each token judged once."""
+    judged_pages = [_judged_tokens(text) for text in page_texts]
+    bad_pages = [len(_BAD_CHARS.findall(text)) for text in page_texts]
+    pages = [_quality(judged, bad, len(text), _QUALITY_MIN_TOKENS)
+             for judged, bad, text in zip(judged_pages, bad_pages, page_texts)]
+    length = sum(map(len, page_texts)) + max(0, len(page_texts) - 1)
+    whole = _quality([verdict for judged in judged_pages for verdict in judged], sum(bad_pages), length, 3)
+    return whole, pages
 
 
 # In scripts without spaces each character is a token. A word keeps its combining marks (Arabic
@@ -523,9 +550,14 @@ def text_words(text: str) -> set[str]:
     letter-spaced word joined, a character each in scripts without spaces; a word and its reversal
     count as one (right-to-left and mirrored text come out in visual order from one reader and in
     logical order from another: the letters are the same, their direction is the reader's)."""
+    return {min(word, word[::-1]) for word in _normalized_words(text)}
+
+
+def _normalized_words(text: str) -> list[str]:
+    """The words of `text` in order, as `text_words` has them but in the direction written."""
     import unicodedata
     text = _LETTER_SPACED.sub(_join_letter_spaced, _FORMAT_CHARS.sub("", _BIDI_CONTROLS.sub(" ", unicodedata.normalize("NFKC", text))))
-    return {min(word, word[::-1]) for word in _WORDS.findall(text.casefold())}
+    return _WORDS.findall(text.casefold())
 
 
 def text_agreement(a: str, b: str) -> float:
@@ -535,6 +567,213 @@ def text_agreement(a: str, b: str) -> float:
     if not words_a and not words_b:
         return 1.0
     return round(len(words_a & words_b) / len(words_a | words_b), 4)
+
+
+# ----------------------------------------------------- page readings: garbage text and whole words
+
+# Letters beyond Latin and its extensions: only they are looked up by script (a court filing has few).
+_NON_LATIN_LETTER = re.compile(r"[^\x00-\u024f\W\d_]")
+# Unicode names' first words that are one writing system (Japanese mixes kanji, kana and full-width
+# forms; Korean hangul and hanja) or letter-like symbols any text may hold (mathematics): LATIN.
+_SCRIPT_GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "BOPOMOFO": "CJK", "IDEOGRAPHIC": "CJK",
+                  "FULLWIDTH": "CJK", "HALFWIDTH": "CJK", "KANGXI": "CJK", "MATHEMATICAL": "LATIN",
+                  "BLACK-LETTER": "LATIN", "DOUBLE-STRUCK": "LATIN", "SCRIPT": "LATIN", "MODIFIER": "LATIN",
+                  "PLANCK": "LATIN"}
+# A line holding one letter of an alphabet (not a character of a script written without spaces,
+# where one character is a word).
+_SINGLE_LETTER_LINE = re.compile(rf"^[ \t]*[^\W\d_{_UNSPACED}][{_MARKS}]*[ \t]*$", re.M)
+_TEXT_LINE = re.compile(r"^[ \t]*\S", re.M)
+# Characters that stand for no letter: private use (a font's own glyph codes), replacement and
+# control characters (codes read as characters).
+_UNMAPPED_CHARS = re.compile("[\ue000-\uf8ff\ufffd\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _script(char: str) -> str:
+    import unicodedata
+    first = unicodedata.name(char, "?").split(" ", 1)[0]
+    return _SCRIPT_GROUPS.get(first, first)
+
+
+def scattered_letter_share(text: str) -> float:
+    """The share of the non-Latin letters of `text` (0 when it has under 10) that are of neither
+    its main non-Latin script nor Latin: Latin goes with any script, two others together are
+    letters decoded through a broken character map (a CID font read as Unicode gives Oriya,
+    Kannada, Greek and Arabic side by side)."""
+    letters = _NON_LATIN_LETTER.findall(text)
+    if len(letters) < 10:
+        return 0.0
+    counts = collections.Counter(map(_script, letters))
+    counts.pop("LATIN", None)
+    return round((sum(counts.values()) - max(counts.values(), default=0)) / len(letters), 4)
+
+
+class PageMeasures(NamedTuple):
+    """What the worker measured of one engine's text of one page."""
+    quality: float | None          # text_quality, None when too short to judge
+    scattered: float = 0.0         # scattered_letter_share
+    single_letter_lines: int = 0   # lines holding one letter of an alphabet
+    lines: int = 0                 # lines holding anything
+    decoded: float | None = None   # characters per text object, where the engine counts them
+    unmapped: float = 0.0          # share of its non-blank characters that stand for no letter
+
+
+def measure_pages(page_texts: list[str], objects: list[tuple[int, int] | None]) -> tuple[float | None, list[PageMeasures]]:
+    """(quality of the whole text, PageMeasures of each page); `objects`: (text objects,
+    characters they gave) per page where the engine counts them."""
+    whole, qualities = text_quality_by_page(page_texts)
+    measures = []
+    for text, quality, counted in zip(page_texts, qualities, objects):
+        decoded = round(counted[1] / counted[0], 4) if counted and counted[0] >= _QUALITY_MIN_TOKENS else None
+        unmapped = len(_UNMAPPED_CHARS.findall(text))
+        measures.append(PageMeasures(quality, scattered_letter_share(text), len(_SINGLE_LETTER_LINE.findall(text)),
+                                     len(_TEXT_LINE.findall(text)), decoded,
+                                     round(unmapped / max(1, page_text_chars(text)), 4) if unmapped else 0.0))
+    return whole, measures
+
+
+# A page is poor text when its letters scatter over scripts (SCATTERED_LETTERS of its non-Latin
+# letters), when most of its lines (and at least SINGLE_LETTER_RUN of them) are single letters
+# (rotated or vertical runs read a glyph at a time), when most of its text objects gave no
+# character or UNMAPPED_CHARS of its characters stand for no letter (a font without a usable map),
+# or when it scores under MIN_TEXT_QUALITY. A page with
+# SINGLE_LETTER_RUN single-letter lines or more, a third of its lines, is doubtful: the next engine
+# reads it too, and the readings are compared.
+SCATTERED_LETTERS = 0.15
+UNMAPPED_CHARS = 0.3
+SINGLE_LETTER_RUN = 5
+DOUBTFUL_SINGLE_LETTERS = 0.3
+
+
+def page_defect(page: PageMeasures, min_quality: float) -> str | None:
+    """Why one engine's text of a page is poor ('scattered scripts', 'single letters',
+    'undecoded', 'low quality'), or None."""
+    if page.scattered >= SCATTERED_LETTERS:
+        return "scattered scripts"
+    if page.single_letter_lines >= SINGLE_LETTER_RUN and page.single_letter_lines * 2 >= page.lines:
+        return "single letters"
+    if (page.decoded is not None and page.decoded < 0.5) or page.unmapped >= UNMAPPED_CHARS:
+        return "undecoded"
+    if page.quality is not None and page.quality < min_quality:
+        return "low quality"
+    return None
+
+
+def page_is_doubtful(page: PageMeasures, min_quality: float) -> bool:
+    """Poor (`page_defect`), or with enough single-letter lines that another engine should read it too."""
+    return page_defect(page, min_quality) is not None or (
+        page.single_letter_lines >= SINGLE_LETTER_RUN
+        and page.single_letter_lines >= DOUBTFUL_SINGLE_LETTERS * page.lines)
+
+
+def _segments_into(word: str, vocabulary: set[str], start: int = 0, parts: int = 0) -> bool:
+    """`word[start:]` is two or more (with `parts` before it) words of `vocabulary`, each of two letters or more."""
+    if start == len(word):
+        return parts >= 2
+    return any(word[start:cut] in vocabulary and _segments_into(word, vocabulary, cut, parts + 1)
+               for cut in range(len(word), start + 1, -1) if cut - start < len(word))
+
+
+def word_wholeness(words: set[str], others: set[str], vocabulary: set[str] = frozenset()) -> tuple[int, int, int]:
+    """(whole, fragments, joined) among the words of one reading of a page (`words`) that the other
+    readings (`others`) lack. A joined word is two or more of the others' words (of two letters or
+    more) run together ('thecourt'); a fragment is part of a word only the others have that is not
+    joined ('beijin' of 'beijing'), and not a word of `vocabulary` (the words the readings share
+    over the document's compared pages); a whole word is any other. Only words of three letters or
+    more count: shorter ones, and words with digits, are formulas' as often as words'."""
+    own, theirs = words - others, others - words
+    pieces, own_pieces = others | vocabulary, words | vocabulary
+    theirs_whole = [word for word in theirs if not (4 <= len(word) <= 40 and _segments_into(word, own_pieces))]
+    whole = fragments = joined = 0
+    for word in own:
+        if len(word) < 3 or not word.isalpha():
+            continue
+        if 4 <= len(word) <= 40 and _segments_into(word, pieces):
+            joined += 1
+        elif word not in vocabulary and any(word in other for other in theirs_whole):
+            fragments += 1
+        else:
+            whole += 1
+    return whole, fragments, joined
+
+
+class PageReading(NamedTuple):
+    """One engine's text of one page and what was measured of it."""
+    engine: str
+    text: str
+    measures: PageMeasures
+
+
+@dataclass(frozen=True)
+class PageChoice:
+    """The reading kept for a page: its index among the page's readings, why, and whether every
+    reading was poor (the page goes to OCR)."""
+    index: int
+    reason: str
+    poor: bool = False
+
+
+# Defects a reading of a page cannot have for good text: text drawn from a broken map, or a glyph
+# at a time. A low score alone may be a table or code that every engine reads alike.
+STRONG_DEFECTS = ("scattered scripts", "single letters", "undecoded")
+# The reason of a page whose every reading was poor: it needs OCR, and without OCR text it is unreadable.
+POOR_TEXT = "poor in every engine"
+# Whole words (less fragments and words run together) by which a reading must beat the kept
+# engine's to replace it: one or two words are the readers' different ways with formulas.
+WHOLE_WORDS_MARGIN = 2
+
+
+def choose_page_reading(readings: list[PageReading], kept: int, min_quality: float,
+                        vocabulary: set[str] | None = None) -> PageChoice:
+    """Which of a page's readings (in the chain's order) to keep; `kept` is the reading of the
+    engine the document-level decision kept; `vocabulary` the words the readings share over the
+    document's compared pages.
+
+    A reading with no defect (`page_defect`) beats one scored low, which beats one with a strong
+    defect (STRONG_DEFECTS). Among the best, readings with the same words keep `kept` (else the
+    first); readings that differ keep the one whose words are whole (`word_wholeness`: whole words
+    less fragments and words run together), `kept` unless another is better by WHOLE_WORDS_MARGIN.
+    When every reading has a strong defect, the best scored is kept and the page is poor: it goes
+    to OCR."""
+    defects = [page_defect(reading.measures, min_quality) for reading in readings]
+    tiers = [0 if defect is None else 2 if defect in STRONG_DEFECTS else 1 for defect in defects]
+    best_tier = min(tiers)
+    best = [index for index, tier in enumerate(tiers) if tier == best_tier]
+    poor_ones = "; ".join(f"{readings[i].engine}: {defect}" for i, defect in enumerate(defects) if defect)
+    if best_tier == 2:
+        def score(index: int) -> tuple:
+            quality = readings[index].measures.quality
+            return (quality if quality is not None else -1.0, index == kept)
+        return PageChoice(max(best, key=score), f"{POOR_TEXT} ({poor_ones})", poor=True)
+    if len(readings) == 1:
+        return PageChoice(0, "good text" if best_tier == 0 else f"the only reading ({poor_ones})")
+    if len(best) == 1:
+        return PageChoice(best[0], f"the others poor ({poor_ones})")
+    words = {index: set(_normalized_words(readings[index].text)) for index in best}
+    default = kept if kept in best else best[0]
+    if all(words[index] == words[default] for index in best):
+        return PageChoice(default, "engines agree")
+    scores = {}
+    for index in best:
+        others = set().union(*(words[other] for other in best if other != index))
+        whole, fragments, joined = word_wholeness(words[index], others, vocabulary or set())
+        scores[index] = (whole - fragments - joined, fragments, joined)
+    challenger = max(best, key=lambda index: (scores[index][0], index == default, -index))
+    chosen = challenger if scores[challenger][0] >= scores[default][0] + WHOLE_WORDS_MARGIN else default
+    counts = ", ".join(f"{readings[i].engine} {scores[i][0]:+d} ({scores[i][1]} fragments, {scores[i][2]} run together)"
+                       for i in best)
+    return PageChoice(chosen, ("whole words: " if chosen != default else "engines differ, kept: ") + counts)
+
+
+def pages_to_reread(page_measures: list[list[PageMeasures]], tried: Iterable[str], engines: tuple[str, ...],
+                    min_quality: float) -> tuple[str, tuple[int, ...]] | None:
+    """(the next engine, the pages (0-based) it should read) after a document was kept: the pages
+    whose every reading so far (`page_measures[page]`) is doubtful (`page_is_doubtful`), for the first
+    engine of the chain not `tried` yet; None when no page is doubtful or no engine is left."""
+    doubtful = tuple(page for page, readings in enumerate(page_measures)
+                     if readings and all(page_is_doubtful(measures, min_quality) for measures in readings))
+    left = [engine for engine in engines if engine not in set(tried)]
+    return (left[0], doubtful) if doubtful and left else None
 
 
 @dataclass(frozen=True)
@@ -639,29 +878,48 @@ def _unligature(text: str) -> str:
     return text.translate(_LIGATURES) if _LIGATURE_CHARS.search(text) else text
 
 
-def _extract_run_engine(engine: str, pdf_path: str) -> tuple:
-    """One engine on one PDF, in the worker: ('ok', page facts, chars, utf8 text, quality) or
-    (verdict, message)."""
+def _engine_reads_pages(function: Callable) -> bool:
+    """The engine takes `pages` (the page indices to read); one that does not reads them all."""
+    import inspect
     try:
-        entries = EXTRACT_ENGINE_FUNCTIONS[engine](pdf_path)
-        page_texts = [_unligature(entry if isinstance(entry, str) else entry[0]) for entry in entries]
+        return "pages" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _extract_run_engine(engine: str, pdf_path: str, pages: tuple[int, ...] | None = None) -> tuple:
+    """One engine on one PDF (on `pages`, 0-based, when given), in the worker: ('ok', page facts,
+    chars, utf8 text, quality, page measures) or (verdict, message)."""
+    try:
+        function = EXTRACT_ENGINE_FUNCTIONS[engine]
+        if pages is None:
+            entries = function(pdf_path)
+        elif _engine_reads_pages(function):
+            entries = function(pdf_path, pages=pages)
+        else:
+            every = function(pdf_path)
+            entries = [every[index] for index in pages if index < len(every)]
+        # A form feed separates pages in the text file: one inside a page's text would split it.
+        page_texts = [_unligature(entry if isinstance(entry, str) else entry[0]).replace("\f", "\n")
+                      for entry in entries]
         facts = [(page_text_chars(text), False if isinstance(entry, str) else bool(entry[1]),
                   entry[4] if not isinstance(entry, str) and len(entry) >= 5 else None)
                  for text, entry in zip(page_texts, entries)]
         text = join_page_texts(page_texts)
+        # An engine that counts text objects and the characters they gave (pdfium): per page, and for
+        # the whole text, when under half of them decoded most of the text is missing, however good
+        # the rest looks.
+        counted = [tuple(entry[2:4]) if not isinstance(entry, str) and len(entry) >= 4 else None for entry in entries]
         # A short text is judged on the tokens it has (at least 3): a one-line label decoded to the
         # wrong glyphs is as bad as a page of them.
-        quality = text_quality(text, min_tokens=3)
-        # An engine that counts text objects and the characters they gave (pdfium): when under
-        # half of them decoded, most of the text is missing, however good the rest looks.
-        counted = [entry[2:4] for entry in entries if not isinstance(entry, str) and len(entry) >= 4]
-        objects = sum(count for count, _ in counted)
+        quality, measures = measure_pages(page_texts, counted)
+        objects = sum(count[0] for count in counted if count)
         if objects >= _QUALITY_MIN_TOKENS:
-            decoded = sum(chars for _, chars in counted) / objects
+            decoded = sum(count[1] for count in counted if count) / objects
             if decoded < 0.5:
                 quality = round(min(decoded, quality if quality is not None else 1.0), 4)
         # A broken ToUnicode map can yield lone surrogates, which UTF-8 cannot hold: '?' each.
-        return ("ok", facts, len(text), text.encode("utf-8", "replace"), quality)
+        return ("ok", facts, len(text), text.encode("utf-8", "replace"), quality, measures)
     except MemoryError:
         return ("too large", "MemoryError: over the worker's memory cap")
     except Exception as exc:  # any parser fault is this engine's verdict on this PDF
@@ -669,7 +927,7 @@ def _extract_run_engine(engine: str, pdf_path: str) -> tuple:
 
 
 def _extract_worker_main(connection, memory_mib: int | None = None) -> None:
-    """A worker's loop: (pdf_path, engine) in; the engine's reply plus finished_at out
+    """A worker's loop: (pdf_path, engine, pages or None) in; the engine's reply plus finished_at out
     (finished_at: time.monotonic(), one clock for all processes)."""
     # Ctrl-C in a terminal reaches the whole process group; the supervisor decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -685,8 +943,8 @@ def _extract_worker_main(connection, memory_mib: int | None = None) -> None:
             return
         if task is None:
             return
-        pdf_path, engine = task
-        reply = _extract_run_engine(engine, pdf_path)
+        pdf_path, engine, pages = task
+        reply = _extract_run_engine(engine, pdf_path, pages)
         connection.send(reply + (time.monotonic(),))
 
 
@@ -694,15 +952,16 @@ def _extract_worker_main(connection, memory_mib: int | None = None) -> None:
 class _ExtractSlot:
     process: multiprocessing.process.BaseProcess
     connection: multiprocessing.connection.Connection
-    tasks: collections.deque = field(default_factory=collections.deque)  # (key, path, engine, sent at): unanswered
+    tasks: collections.deque = field(default_factory=collections.deque)  # (key, path, engine, pages, sent at): unanswered
     started: float = 0.0   # when the worker could begin the head task
 
 
 @dataclass(frozen=True)
 class ExtractOutcome:
-    """What became of one engine's attempt at one PDF: outcome `ok` (its UTF-8 text in `data`, one
-    (chars, has_images, image cover or None) per page in `page_facts`, its `quality`), a permanent verdict (encrypted,
-    empty, too large, unparseable), or error, timeout, crash."""
+    """What became of one engine's attempt at one PDF (or at `page_numbers` of it): outcome `ok` (its
+    UTF-8 text in `data`, one (chars, has_images, image cover or None) per page in `page_facts`, its
+    `quality`, PageMeasures per page), a permanent verdict (encrypted, empty, too large, unparseable),
+    or error, timeout, crash."""
     key: str
     outcome: str
     pages: int | None = None
@@ -713,6 +972,8 @@ class ExtractOutcome:
     engine: str = ""
     page_facts: tuple = ()
     quality: float | None = None
+    page_measures: tuple = ()                  # PageMeasures of each page read
+    page_numbers: tuple[int, ...] | None = None   # the pages read (0-based), when not all of them
 
 
 class ExtractWorkerPool:
@@ -774,7 +1035,7 @@ class ExtractWorkerPool:
         it never began (all but the head, which is the one that failed) go back to `unsent`."""
         if slot.tasks:
             slot.tasks.popleft()
-            unsent.extendleft(task[:3] for task in reversed(slot.tasks))
+            unsent.extendleft(task[:4] for task in reversed(slot.tasks))
         self._retire(slot)
         fresh = self._slots[self._slots.index(slot)] = self._start_slot()
         self.replaced += 1
@@ -782,7 +1043,7 @@ class ExtractWorkerPool:
 
     def run(self, tasks: Iterable[tuple], should_stop: Callable[[], bool] = lambda: False,
             followups: collections.deque | None = None) -> Iterator[ExtractOutcome]:
-        """Yields one outcome per task (key, pdf_path[, engine]) as they finish.
+        """Yields one outcome per task (key, pdf_path[, engine[, pages]]) as they finish.
 
         `tasks` is read lazily, as workers have room, so the caller may produce
         them while earlier ones run. `followups` (a deque the caller may append
@@ -837,9 +1098,9 @@ class ExtractWorkerPool:
                         yield self._collect(slot, True, unsent)
                         continue
                     elapsed = round(now - slot.started, 4)
-                    key, engine = slot.tasks[0][0], slot.tasks[0][2]
+                    key, engine, pages = slot.tasks[0][0], slot.tasks[0][2], slot.tasks[0][3]
                     self._replace(slot, unsent)
-                    yield ExtractOutcome(key, "timeout", seconds=elapsed, engine=engine,
+                    yield ExtractOutcome(key, "timeout", seconds=elapsed, engine=engine, page_numbers=pages,
                                          error=f"no result within {self.timeout:g} s; worker killed")
 
     def _send(self, slot: _ExtractSlot, task: tuple, unsent: collections.deque) -> None:
@@ -851,32 +1112,34 @@ class ExtractWorkerPool:
             slot.started = sent_at
         key, path = task[0], task[1]
         engine = task[2] if len(task) > 2 else self.engine
-        slot.tasks.append((key, path, engine, sent_at))
+        pages = task[3] if len(task) > 3 else None
+        slot.tasks.append((key, path, engine, pages, sent_at))
         try:
-            slot.connection.send((path, engine))
+            slot.connection.send((path, engine, pages))
         except OSError:
             pass  # the worker is gone: its exit sentinel wakes the supervisor, which reports the crash
 
     def _collect(self, slot: _ExtractSlot, readable: bool, unsent: collections.deque) -> ExtractOutcome:
         """The head task's outcome: the worker's answer, or its crash (its pipe ended, or it exited)."""
-        key, engine = slot.tasks[0][0], slot.tasks[0][2]
+        key, engine, pages = slot.tasks[0][0], slot.tasks[0][2], slot.tasks[0][3]
         try:
             # Only the exit sentinel woke us: the worker may still have answered before it died.
             reply = slot.connection.recv() if readable or slot.connection.poll() else None
         except (EOFError, OSError):
             reply = None
         if reply is None:
-            return self._crashed(slot, key, engine, round(time.monotonic() - slot.started, 4), unsent)
+            return self._crashed(slot, key, engine, pages, round(time.monotonic() - slot.started, 4), unsent)
         slot.tasks.popleft()
         elapsed = round(max(0.0, reply[-1] - slot.started), 4)
         # The next task began when this answer left, or when it was sent, whichever came later.
-        slot.started = max(reply[-1], slot.tasks[0][3]) if slot.tasks else reply[-1]
+        slot.started = max(reply[-1], slot.tasks[0][4]) if slot.tasks else reply[-1]
         if reply[0] == "ok":
             return ExtractOutcome(key, "ok", pages=len(reply[1]), chars=reply[2], data=reply[3], seconds=elapsed,
-                                  engine=engine, page_facts=tuple(reply[1]), quality=reply[4])
-        return ExtractOutcome(key, reply[0], error=reply[1], seconds=elapsed, engine=engine)
+                                  engine=engine, page_facts=tuple(reply[1]), quality=reply[4],
+                                  page_measures=tuple(reply[5]), page_numbers=pages)
+        return ExtractOutcome(key, reply[0], error=reply[1], seconds=elapsed, engine=engine, page_numbers=pages)
 
-    def _crashed(self, slot: _ExtractSlot, key: str, engine: str, elapsed: float,
+    def _crashed(self, slot: _ExtractSlot, key: str, engine: str, pages: tuple | None, elapsed: float,
                  unsent: collections.deque) -> ExtractOutcome:
         slot.process.join(5)
         code = slot.process.exitcode
@@ -888,7 +1151,8 @@ class ExtractWorkerPool:
         else:
             cause = f"exited with status {code}"
         self._replace(slot, unsent)
-        return ExtractOutcome(key, "crash", error=f"extract worker {cause}", seconds=elapsed, engine=engine)
+        return ExtractOutcome(key, "crash", error=f"extract worker {cause}", seconds=elapsed, engine=engine,
+                              page_numbers=pages)
 
     def close(self) -> None:
         for slot in self._slots:
@@ -930,6 +1194,10 @@ class ExtractResult:
     stopped: bool = False     # the clock asked to stop before the queue was done
     permanent: int = 0        # documents failed with a verdict no engine changes (left the queue)
     fallbacks: int = 0        # engine attempts after the first of a PDF (failure, timeout, crash, low quality)
+    pages_reread: int = 0     # pages a further engine read because every reading so far was doubtful
+    pages_other_engine: int = 0   # pages whose kept text is not the engine's the document kept
+    pages_poor_text: int = 0  # pages poor in every engine: they need OCR
+    unreadable_pages: int = 0     # in the archive: pages poor in every engine that OCR gave no text (yet)
     kept_by: dict = field(default_factory=dict)     # engine -> PDFs whose text it gave
     pages_needing_ocr: int = 0
     court_text_checked: int = 0   # agreements with the court's own text recorded
@@ -944,6 +1212,7 @@ def extract(ctx: Context) -> ExtractResult:
     if queued == 0 or cfg.DRY_RUN:  # a dry run touches neither the PDFs nor the store
         if not cfg.DRY_RUN:
             result.court_text_checked = court_text_agreements(ctx)   # court texts found since
+            result.unreadable_pages = db.unreadable_text_pages(POOR_TEXT)
         return result
     (ctx.workspace / "text").mkdir(parents=True, exist_ok=True)
     bar = progress(cfg, queued, "extract")
@@ -965,6 +1234,7 @@ def extract(ctx: Context) -> ExtractResult:
         bar.close()
     if not result.stopped:
         result.court_text_checked = court_text_agreements(ctx)
+    result.unreadable_pages = db.unreadable_text_pages(POOR_TEXT)
     result.seconds = round(time.monotonic() - started, 3)
     return result
 
@@ -992,6 +1262,78 @@ def court_text_agreements(ctx: Context, batch: int = 500) -> int:
     return recorded
 
 
+def _outcome_page_texts(outcome: ExtractOutcome) -> list[str]:
+    text = outcome.data.decode("utf-8", "replace") if outcome.data else ""
+    return text.split("\f") if text else [""] * (outcome.pages or 0)
+
+
+def _attempt_page_measures(attempts: list[ExtractOutcome], pages: int) -> list[list[PageMeasures]]:
+    """Per page of the document, the PageMeasures of each ok attempt's reading of it, in the chain's order."""
+    measures: list[list[PageMeasures]] = [[] for _ in range(pages)]
+    for attempt in attempts:
+        if attempt.outcome == "ok":
+            read = range(pages) if attempt.page_numbers is None else attempt.page_numbers
+            for page, page_measures in zip(read, attempt.page_measures):
+                if page < pages:
+                    measures[page].append(page_measures)
+    return measures
+
+
+def assemble_kept_text(attempts: list[ExtractOutcome], kept_index: int,
+                       min_quality: float) -> tuple[ExtractOutcome, list[tuple[str, str, bool]]]:
+    """The document's text, page by page from the reading `choose_page_reading` keeps, and per page
+    (engine, why, poor). `attempts[kept_index]` (a reading of every page) is the document-level
+    choice; when every page keeps it, it is returned as it is. Otherwise the text's engine names
+    the engines that gave pages ('pypdfium2+pypdf'), each page's facts are its kept reading's (its
+    images seen by any reading, its image cover as the first that measured it), and its quality is
+    the joined text's."""
+    kept = attempts[kept_index]
+    readers = [attempt for attempt in attempts if attempt.outcome == "ok"]
+    if len(readers) == 1:   # one reading of each page: its measures decide, its text is not needed
+        choices = []
+        for measures in kept.page_measures:
+            if page_defect(measures, min_quality) is None:
+                choices.append((kept.engine, "good text", False))
+            else:
+                choice = choose_page_reading([PageReading(kept.engine, "", measures)], 0, min_quality)
+                choices.append((kept.engine, choice.reason, choice.poor))
+        return kept, choices
+    texts = {id(attempt): _outcome_page_texts(attempt) for attempt in readers}
+    per_page: list[list[tuple[ExtractOutcome, int]]] = [[] for _ in range(kept.pages or 0)]
+    for attempt in readers:
+        read = range(attempt.pages or 0) if attempt.page_numbers is None else attempt.page_numbers
+        for position, page in enumerate(read):
+            if page < len(per_page) and position < len(texts[id(attempt)]):
+                per_page[page].append((attempt, position))
+    readings = [[PageReading(attempt.engine, texts[id(attempt)][position], attempt.page_measures[position])
+                 for attempt, position in page] for page in per_page]
+    # The dictionary whole words are judged by: the words every reading of a compared page has.
+    vocabulary: set[str] = set()
+    for page in readings:
+        if len(page) > 1:
+            vocabulary |= set.intersection(*(set(_normalized_words(reading.text)) for reading in page))
+    page_texts, facts, measures, choices = [], [], [], []
+    for page, page_readings in zip(per_page, readings):
+        kept_position = next(index for index, (attempt, _) in enumerate(page) if attempt is kept)
+        choice = choose_page_reading(page_readings, kept_position, min_quality, vocabulary)
+        attempt, position = page[choice.index]
+        chars, _, _ = attempt.page_facts[position]
+        page_facts = [reader.page_facts[at] for reader, at in page]
+        covers = [fact[2] for fact in page_facts if fact[2] is not None]
+        page_texts.append(page_readings[choice.index].text)
+        facts.append((chars, any(fact[1] for fact in page_facts), covers[0] if covers else None))
+        measures.append(attempt.page_measures[position])
+        choices.append((attempt.engine, choice.reason, choice.poor))
+    engines = [engine for engine in dict.fromkeys(attempt.engine for attempt in readers)
+               if any(chosen == engine for chosen, _, _ in choices)]
+    if engines == [kept.engine]:
+        return kept, choices
+    text = join_page_texts(page_texts)
+    return dataclasses.replace(kept, engine="+".join(engines), data=text.encode("utf-8", "replace"),
+                               chars=len(text), page_facts=tuple(facts), page_measures=tuple(measures),
+                               quality=text_quality(text, min_tokens=3)), choices
+
+
 # Outcomes committed per transaction: one commit per PDF costs the supervisor
 # CPU the workers need on a 2-core machine; a kill loses at most these
 # commits, and their PDFs are extracted again.
@@ -1013,7 +1355,7 @@ class _ExtractPass:
     def __init__(self, ctx: Context, result: ExtractResult, bar):
         self.ctx, self.result, self.bar = ctx, result, bar
         self.waiting: dict[str, list] = {}     # sha256 -> rows its outcome applies to, until committed
-        self.finished: list = []               # (rows, outcome, attempts) extracted, text not yet saved
+        self.finished: list = []               # (rows, outcome, attempts, page choices) extracted, text not yet saved
         self.handed_out = False                # every queued PDF is with the workers: the pass's tail
         self.committed: set[str] = set()       # sha256 committed `extracted` in this pass
         self.failed: dict[str, _ExtractFailure] = {}   # sha256 whose PDF failed in this pass
@@ -1027,10 +1369,13 @@ class _ExtractPass:
             for outcome in pool.run(self.tasks(), should_stop=ctx.clock.should_stop, followups=self.followups):
                 path, attempts = self.chains[outcome.key]
                 attempts.append(outcome)
+                # The document-level decision weighs the readings of every page; a reading of some
+                # pages only (a page reread) is weighed page by page below.
+                whole = [a for a in attempts if a.page_numbers is None]
                 # With two texts to weigh, how many words each has (counted only then: it is rare).
                 step = extraction_step([(a.engine, a.outcome, a.quality) + (
                     (word_like_count(a.data.decode("utf-8", "replace")) if a.outcome == "ok" else None,)
-                    if len(attempts) > 1 else ()) for a in attempts], cfg.EXTRACT_ENGINES,
+                    if len(whole) > 1 else ()) for a in whole], cfg.EXTRACT_ENGINES,
                                        cfg.MIN_TEXT_QUALITY)
                 if step.action == "next":
                     log_extract.info("extract %s: %s gave %s%s; trying %s", outcome.key[:12], outcome.engine,
@@ -1039,6 +1384,17 @@ class _ExtractPass:
                     result.fallbacks += 1
                     self.followups.append((outcome.key, path, step.engine))
                     continue
+                if step.action == "keep":
+                    kept = whole[step.index]
+                    reread = pages_to_reread(_attempt_page_measures(attempts, kept.pages or 0),
+                                             {a.engine for a in attempts}, cfg.EXTRACT_ENGINES, cfg.MIN_TEXT_QUALITY)
+                    if reread is not None:
+                        engine, pages = reread
+                        log_extract.info("extract %s: %s read pages %s doubtfully; %s reads them too",
+                                         outcome.key[:12], kept.engine, ", ".join(str(p + 1) for p in pages), engine)
+                        result.pages_reread += len(pages)
+                        self.followups.append((outcome.key, path, engine, pages))
+                        continue
                 del self.chains[outcome.key]
                 if step.action == "fail":
                     sha_rows = self.waiting.pop(outcome.key)
@@ -1048,8 +1404,9 @@ class _ExtractPass:
                                         "; ".join(f"{a.engine} {a.outcome}: {a.error}" for a in attempts))
                     _extract_record_failure(ctx, sha_rows, failure, result, self.bar)
                     continue
-                kept = attempts[step.index]
-                self.finished.append((self.waiting[outcome.key], kept, attempts))
+                kept, choices = assemble_kept_text(attempts, attempts.index(whole[step.index]), cfg.MIN_TEXT_QUALITY)
+                result.pages_other_engine += sum(engine != whole[step.index].engine for engine, _, _ in choices)
+                self.finished.append((self.waiting[outcome.key], kept, attempts, choices))
                 # In the tail, each as it comes: the last group's save and commit would otherwise
                 # run alone after the last PDF, on idle cores.
                 if len(self.finished) >= _EXTRACT_COMMIT_EVERY or self.handed_out:
@@ -1108,9 +1465,9 @@ class _ExtractPass:
         finished, self.finished = self.finished, []
         if not finished:
             return
-        self._save([outcome for _, outcome, _ in finished])
+        self._save([outcome for _, outcome, _, _ in finished])
         _extract_commit_saved(self.ctx, finished, self.result, self.bar)
-        for _, outcome, _ in finished:
+        for _, outcome, _, _ in finished:
             self.waiting.pop(outcome.key, None)
             self.committed.add(outcome.key)
 
@@ -1132,15 +1489,23 @@ class _ExtractPass:
             raise
 
 
-def _extract_attempt_entries(rows: list, attempts: list[ExtractOutcome], kept: ExtractOutcome | None) -> list[dict]:
+def _extract_attempt_entries(rows: list, attempts: list[ExtractOutcome], kept: ExtractOutcome | None,
+                             page_engines: Iterable[str] = ()) -> list[dict]:
     """extraction_log rows of a chain's attempts other than the kept one, for each document of the PDF:
-    a low-quality text that was not kept is `low quality`."""
-    entries = []
+    a text that was not kept is `low quality`, one that gave some pages of a text read by several
+    engines (`page_engines`: the engine of each kept page) is `pages kept`."""
+    entries, page_engines = [], list(page_engines)
     for attempt in attempts:
         if attempt is kept:
             continue
-        outcome = "low quality" if attempt.outcome == "ok" else attempt.outcome
-        error = f"text quality {attempt.quality}" if attempt.outcome == "ok" else attempt.error
+        outcome, error = attempt.outcome, attempt.error
+        if attempt.outcome == "ok":
+            kept_pages = [number for number, engine in enumerate(page_engines, start=1) if engine == attempt.engine]
+            outcome = "pages kept" if kept_pages else "low quality"
+            error = f"text quality {attempt.quality}" + (
+                f"; read pages {', '.join(str(page + 1) for page in attempt.page_numbers)}"
+                if attempt.page_numbers is not None else "") + (
+                f"; kept pages {', '.join(map(str, kept_pages))}" if kept_pages else "")
         entries.extend({"document_id": row["document_id"], "sha256": attempt.key,
                         "attempt": row["extract_attempts"] + 1, "engine": attempt.engine, "outcome": outcome,
                         "pages": attempt.pages, "chars": attempt.chars, "seconds": attempt.seconds,
@@ -1153,29 +1518,33 @@ def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, b
         return
     cfg = ctx.cfg
     entries, others, pages = [], [], []
-    for sha_rows, outcome, attempts in finished:
-        flags = [page_needs_ocr(chars, has_images, cfg.SCANNED_CHARS_PER_PAGE, cover)
+    for sha_rows, outcome, attempts, choices in finished:
+        scans = [page_needs_ocr(chars, has_images, cfg.SCANNED_CHARS_PER_PAGE, cover)
                  for chars, has_images, cover in outcome.page_facts]
+        # A page poor in every engine needs OCR as a scan does; only scans make a PDF likely scanned.
+        flags = [scan or poor for scan, (_, _, poor) in zip(scans, choices)]
         needing = sum(flags)
         result.pages_needing_ocr += needing
+        result.pages_poor_text += sum(poor for _, _, poor in choices)
         result.kept_by[outcome.engine] = result.kept_by.get(outcome.engine, 0) + 1
-        pages.extend((outcome.key, number, chars, int(has_images), cover, int(needs), outcome.engine)
-                     for number, ((chars, has_images, cover), needs)
-                     in enumerate(zip(outcome.page_facts, flags), start=1))
+        pages.extend((outcome.key, number, chars, int(has_images), cover, int(needs), engine, reason)
+                     for number, ((chars, has_images, cover), needs, (engine, reason, _))
+                     in enumerate(zip(outcome.page_facts, flags, choices), start=1))
         # Attempts before the kept one first, so the log reads in the order they ran.
-        others.extend(_extract_attempt_entries(sha_rows, attempts, outcome))
+        others.extend(_extract_attempt_entries(sha_rows, attempts, outcome,
+                                               [engine for engine, _, _ in choices] if "+" in outcome.engine else ()))
         entries.extend(
             {"document_id": row["document_id"], "sha256": outcome.key, "attempt": row["extract_attempts"] + 1,
              "engine": outcome.engine, "pages": outcome.pages, "chars": outcome.chars,
              "seconds": outcome.seconds, "quality": outcome.quality,
-             "pages_needing_ocr": needing, "likely_scanned": is_likely_scanned(needing)}
+             "pages_needing_ocr": needing, "likely_scanned": is_likely_scanned(sum(scans))}
             for row in sha_rows)
     ctx.db.record_extracted(entries, attempts=others, pages=pages)
-    documents = sum(len(sha_rows) for sha_rows, _, _ in finished)
+    documents = sum(len(sha_rows) for sha_rows, _, _, _ in finished)
     result.attempted += documents
     result.extracted += documents
-    result.pages += sum(outcome.pages for _, outcome, _ in finished)
-    result.chars += sum(outcome.chars for _, outcome, _ in finished)
+    result.pages += sum(outcome.pages for _, outcome, _, _ in finished)
+    result.chars += sum(outcome.chars for _, outcome, _, _ in finished)
     bar.update(documents)
 
 

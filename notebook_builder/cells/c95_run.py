@@ -158,6 +158,10 @@ def _words_download(get) -> str:
 def _words_extract(get) -> str:
     text = (f"{get('extracted')} extracted ({get('reused')} reused a twin's text), {get('pages')} pages, "
             f"{get('failed_attempts')} failed attempts ({get('exhausted')} out of attempts)")
+    if get("pages_poor_text"):
+        text += f"; {get('pages_poor_text')} pages poor text in every engine, sent to OCR"
+    if get("unreadable_pages"):
+        text += f"; {get('unreadable_pages')} pages unreadable (poor text and no OCR text)"
     return text + (f"; {get('court_text_checked')} compared with the court's own text"
                    if get("court_text_checked") else "")
 
