@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from notebook_builder import cli
-from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c00_config import kentucky_today, load_config
 from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c50_discover import (choose_strategy, discover, needs_walk, opinion_windows,
@@ -57,6 +57,11 @@ def make_context(make_context, monkeypatch):
 
 def ids(ctx):
     return {row["document_id"] for row in ctx.db.iter_documents()}
+
+
+def served_ids(court):
+    """Every document id the court lists: its documents and the files it withholds."""
+    return {doc.document_id for doc in court.documents} | set(court.withheld_files())
 
 
 # ------------------------------------------------------------ the court
@@ -167,7 +172,10 @@ def test_auto_walks_the_cases_of_a_court_without_a_usable_document_search(make_c
         ctx = make_context(court, PAGE_SIZE=6, CONVERGENCE_DELTA=1)
         result = discover(ctx)
         assert result.strategy == "cases" and result.converged and ctx.db.kv_get("discovery_strategy") == "cases"
-        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        withheld = set(court.withheld_files())
+        assert withheld and ids(ctx) == served_ids(court)
+        rows = [ctx.db.get_document(document_id) for document_id in withheld]
+        assert {(row["status"], row["http_status"], row["document_available"]) for row in rows} == {("failed", 404, 0)}
         entry_ids = {row[0] for row in ctx.db.conn.execute("SELECT docket_entry_id FROM docket_entries")}
         assert not ids(ctx) & entry_ids and result.unavailable > 0
         splits = ctx.db.conn.execute("SELECT COUNT(*) FROM discovery_shards WHERE state = 'split'").fetchone()[0]
@@ -214,7 +222,7 @@ def test_a_killed_walk_resumes_per_case_and_never_walks_a_case_twice_in_a_sweep(
         discover(ctx)
         cases = len(set(doc.case_id for doc in court.documents))
         assert court.endpoint_requests["docketentries"] - before == cases - 20
-        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        assert ids(ctx) == served_ids(court)
 
 
 def test_once_converged_a_run_updates_only_what_can_change_unless_full_sweep(make_context):
@@ -234,7 +242,7 @@ def test_once_converged_a_run_updates_only_what_can_change_unless_full_sweep(mak
         asked = court.endpoint_requests["case_search"] - searches_before
         assert asked == len(plan_sweep(2020, 2026, incremental=True)) < len(plan_sweep(2020, 2026, incremental=False))
         assert court.endpoint_requests["opinion_search"] > 0 and update.opinion_rows > 0
-        assert ctx.db.kv_get("opinions_checked_through") == dt.date.today().isoformat()
+        assert ctx.db.kv_get("opinions_checked_through") == kentucky_today().isoformat()
         ctx.cfg = ctx.cfg.replace(FULL_SWEEP=True, MAX_SWEEPS=1)
         searches_before = court.endpoint_requests["case_search"]
         full = discover(ctx)
@@ -339,7 +347,7 @@ def test_a_sigkilled_walk_loses_no_walked_case_and_asks_again_only_the_case_in_f
         assert court.endpoint_requests["docketentries"] - cases <= 1, "only the case in flight is walked again"
         ctx = open_context(load_config(env={"KY_PROGRESS": "0"}, WORKSPACE=workspace, STORE=workspace + "-store"))
         ctx.open_database()
-        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        assert ids(ctx) == served_ids(court)
         ctx.close()
 
 

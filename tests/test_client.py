@@ -89,15 +89,17 @@ def test_rows_are_normalized_to_document_columns():
         "document_id": f"{12:064x}", "case_number": "2019-CA-0012", "court": "Kentucky Court of Appeals",
         "case_title": "SMITH VS. COMMONWEALTH", "docket_entry_id": "cd" * 8,
         "description": "OPINION AFFIRMING", "filed_date": "2019-03-01T00:00:00.000-05:00",
-        "case_id": "ab" * 8, "document_name": "2019-CA-000012 opinion.pdf"}
+        "case_id": "ab" * 8, "document_name": "2019-CA-000012 opinion.pdf", "document_available": 1}
     assert normalize_document_row({"rowMap": {}}) is None
 
 
 def test_every_endpoint_path_is_in_one_mapping():
     assert set(ENDPOINTS) == {"document_search", "case_search", "entry_documents", "download", "case",
-                              "docket_entries", "parties", "lower_courts", "opinion_search"}
+                              "docket_entries", "parties", "lower_courts", "opinion_search", "download_site"}
     client = make_client()
     assert client.url("download", document_id="ab") == BASE + "/publicaccessdocuments/ab/download"
+    # The second download path lives at the site root, not under API_BASE.
+    assert client.url("download_site", document_id="ab") == BASE.split("/api/")[0] + "/documents/ab/download"
 
 
 # ------------------------------------------------------------------ search

@@ -30,6 +30,7 @@ BREAKER = {"KY_COURT_DOWN_SECONDS": "1", "KY_COURT_DOWN_FAILURES": "3", "KY_BACK
 def test_breaker_needs_both_the_silence_and_the_failures_in_a_row():
     now = [0.0]
     health = CourtHealth(down_seconds=300, down_failures=6, now=lambda: now[0])
+    health.usable()                            # the court answered once: today's thresholds
     for _ in range(10):
         health.failure("ConnectionError")
     assert not health.unreachable()            # many quick failures: not yet an outage
@@ -44,6 +45,26 @@ def test_breaker_needs_both_the_silence_and_the_failures_in_a_row():
     now[0] = 1000.0
     health.failure("HTTP 503")
     assert not health.unreachable()            # one slow failure after a quiet spell is no outage
+
+
+def test_a_court_that_never_answered_opens_the_breaker_after_6_failures_or_60_s_whichever_is_later():
+    now = [0.0]
+    health = CourtHealth(down_seconds=300, down_failures=6, now=lambda: now[0])
+    for _ in range(5):
+        health.failure("ConnectionError: Connection refused")
+    now[0] = 120.0
+    assert not health.unreachable()            # two minutes, but only 5 failures
+    health.failure("ConnectionError: Connection refused")
+    assert health.unreachable()
+    with pytest.raises(CourtUnreachable, match="no usable answer since the run began, 120 s"):
+        health.check("http://court")
+    later = CourtHealth(down_seconds=300, down_failures=6, now=lambda: now[0])
+    for _ in range(6):
+        later.failure("ConnectionError")
+    now[0] = 179.0
+    assert not later.unreachable() and later.seconds_until_open() == 1.0   # 6 failures, 59 s
+    now[0] = 180.0
+    assert later.unreachable()
 
 
 def test_outage_attempts_are_counted_per_document_and_forgotten_on_an_answer():

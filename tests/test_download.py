@@ -313,7 +313,7 @@ class _ShortBodyClient:
     def backoff(self, attempts, retry_after, waiting_for):
         pass
 
-    def download_response(self, document_id, *, pace=True):
+    def download_response(self, document_id, *, pace=True, path="api"):
         return _ShortBodyResponse(self.data[:len(self.data) // 2], len(self.data))
 
 
@@ -376,7 +376,7 @@ class _InterruptingClient:
     def pace_download(self):
         self.client.pace_download()
 
-    def download_response(self, document_id, *, pace=True):
+    def download_response(self, document_id, *, pace=True, path="api"):
         self.sent += 1
         if self.sent == self.interrupt_at:
             raise KeyboardInterrupt
