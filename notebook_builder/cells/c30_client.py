@@ -587,6 +587,15 @@ class CourtClient:
         """Mean seconds from a request to its answer's headers, this run (0 before any answer)."""
         return self.answer_seconds / self.answers if self.answers else 0.0
 
+    def pace_figures(self, downloads_left: int) -> dict:
+        """Politeness by evidence: requests so far, the latency observed, and the hours the
+        downloads left take one at a time at the current pacing (PACING x PACING_DL)."""
+        latency = self.observed_latency()
+        return {"requests": self.requests_sent, "latency_seconds": round(latency, 3),
+                "downloads_left": downloads_left,
+                "projected_hours": round(projected_hours(downloads_left, self.cfg.PACING_DL, self.cfg.PACING,
+                                                         latency), 2)}
+
     def _pace(self, window: tuple[float, float]) -> None:
         self.health.check(self.base)
         if self.cfg.PACING <= 0:
