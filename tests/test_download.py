@@ -448,3 +448,22 @@ def test_small_bodies_wait_in_memory_large_ones_stream_to_their_part_same_outcom
                       if ctx.db.get_document(d.document_id)["status"] == "downloaded"}
         assert {f"{d}.part" for d in downloaded} <= fetch_parts
     ctx.close()
+
+
+@pytest.mark.parametrize("paths, kept", [("site", "site"), ("both", "api")])
+def test_the_download_path_that_answers_a_pdf_is_kept_and_a_404_on_both_is_the_documents(tmp_path, paths, kept):
+    from notebook_builder.cells.c70_download import download_path_order
+    assert download_path_order(None) == ("api", "site") and download_path_order("site") == ("site", "api")
+    with SimCourt(docs=60, seed=2, download_paths=paths, enforce_retry_after=False) as court:
+        chosen = court.documents_with("ok")[:5] + court.documents_with("http_404")[:1]
+        ctx = download_context(court, tmp_path)
+        ctx.db.upsert_discovered(discovered_rows(chosen))
+        result = download(ctx)
+        assert result.downloaded == 5 and result.permanent_failures == 1
+        assert ctx.db.kv_get("download_path") == kept
+        missing = ctx.db.get_document(court.documents_with("http_404")[0].document_id)
+        assert (missing["status"], missing["http_status"]) == ("failed", 404)
+        # The kept path is asked first; the other only after a 404 (here, the missing document's).
+        other = "download" if kept == "site" else "download_site"
+        assert court.endpoint_requests[other] == (1 if kept == "api" else 1 + 1)
+        ctx.close()

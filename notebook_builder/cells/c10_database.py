@@ -828,16 +828,19 @@ class Database:
 
     def coverage_audit(self) -> list[sqlite3.Row]:
         """Per top-level shard of the latest sweep that paged it: what the court announced
-        (`announced`: documents for the document search, cases for the case walk) next to what
-        the tables hold (`documents`, `cases`)."""
+        (`announced`: documents for the document search, cases for the case walk; for a split shard,
+        the sum of its paged leaves, whose totals leave out neighbouring numbers) next to what the
+        tables hold (`documents`, `cases`)."""
         return self.conn.execute(
             "WITH latest AS (SELECT shard, MAX(sweep) AS sweep FROM discovery_shards "
             "                WHERE total_count IS NOT NULL AND length(shard) IN (7, 13) GROUP BY shard) "
-            "SELECT latest.shard, latest.sweep, s.total_count AS announced, "
+            "SELECT latest.shard, latest.sweep, "
+            "  (SELECT SUM(leaf.total_count) FROM discovery_shards leaf WHERE leaf.sweep = latest.sweep "
+            "   AND leaf.state = 'done' AND substr(leaf.shard, 1, length(latest.shard)) = latest.shard) AS announced, "
             "  (SELECT COUNT(*) FROM documents d WHERE d.shard = latest.shard) AS documents, "
             "  (SELECT COUNT(*) FROM cases c WHERE c.shard = latest.shard) AS cases, "
             f"  (SELECT value FROM kv WHERE key = '{KV_DISCOVERY_STRATEGY}') AS strategy "
-            "FROM latest JOIN discovery_shards s ON s.shard = latest.shard AND s.sweep = latest.sweep "
+            "FROM latest "
             "ORDER BY latest.shard").fetchall()
 
     def start_sweep(self, sweep: int, shards: Sequence[str]) -> int:

@@ -566,7 +566,7 @@ class CourtClient:
         self.answers = 0                        # requests the court answered (any status)
         self.answer_seconds = 0.0               # their time to the answer's headers, summed
         self.list_warnings: collections.Counter = collections.Counter()   # what made a list doubtful
-        self.health = CourtHealth(cfg.COURT_DOWN_SECONDS, cfg.COURT_DOWN_FAILURES)
+        self.health = CourtHealth(cfg.COURT_DOWN_SECONDS, cfg.COURT_DOWN_FAILURES, now=clock.elapsed)
 
     def close(self) -> None:
         self.session.close()

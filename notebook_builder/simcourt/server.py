@@ -88,7 +88,8 @@ _OVERSIZE_SNDBUF = 64 * 1024
 OPINION_MAX_PAGE = 25       # rows a page of the opinion search (captures: about 25)
 SHAPES = ("inferred", "captured")
 DOCUMENT_SEARCH_MODES = ("present", "absent", "entries")
-CASE_WALK_MODES = ("present", "absent")          # absent: every /cases/... path answers 404
+# absent: every /cases/... path answers 404; search-only: the case search answers, a case's resources 404
+CASE_WALK_MODES = ("present", "absent", "search-only")
 DOWNLOAD_PATH_MODES = ("api", "both", "site")    # which download paths serve PDFs (the other: 404)
 LIST_DEFAULT_PAGE = 20      # rows of a paged list (or a search) asked without paging headers
 
@@ -215,6 +216,10 @@ class SimCourt(LoopbackService):
     def _released(self, entry: int) -> bool:
         return self.release_withheld and int(hex_id(self.seed, "entry", entry)[56:58], 16) % 2 == 0
 
+    def null_text(self, document_id: str) -> bool:
+        """A file whose documentText is null (null_texts): 1 in 4."""
+        return self.null_texts and int(document_id[50:52], 16) % 4 == 0
+
     def empty_once(self, entry: int) -> bool:
         """An entry whose first file listing is `[]` although it has documents (empty_file_lists)."""
         return self.empty_file_lists and int(hex_id(self.seed, "entry", entry)[58:60], 16) % 6 == 0
@@ -281,7 +286,8 @@ class SimCourt(LoopbackService):
         """The PDF of a released withheld file: an opinion of its own (not its entry's document's)."""
         fields = self.corpus.opinion_fields(entry)
         return pdfs.opinion_pdf(**{**fields, "seed": f"{fields['seed']}:withheld",
-                                   "description": fields["description"] + " (SEALED ATTACHMENT)"})
+                                   "description": fields["description"] + " (SEALED ATTACHMENT)"},
+                                creation_date="D:20240101000000-05'00'")
 
     def _plan_reveals(self) -> None:
         late = sorted(self.corpus.late)
@@ -476,7 +482,8 @@ class _Handler(BaseHTTPRequestHandler):
                                   head)
             kind = "entries" if court.document_search == "entries" else "documents"
             return self._search(court, kind, "caseHeader.caseNumber", query, head)
-        if court.case_walk == "absent" and parts[1:2] == ["cases"]:
+        if parts[1:2] == ["cases"] and (court.case_walk == "absent"
+                                        or (court.case_walk == "search-only" and path != "/cases/search")):
             return self._json(404, {"message": "No HTTP resource was found that matches the request URI."}, head)
         if path == "/cases/search":
             return self._search(court, "cases", "caseNumber", query, head)
@@ -573,10 +580,9 @@ class _Handler(BaseHTTPRequestHandler):
         if docs and asks == 1 and court.empty_once(entry):
             return self._list(court, [], head)
         files = [corpus.entry_file(doc) for doc in docs]
-        if court.null_texts:
-            for file in files:
-                if int(file["documentID"][50:52], 16) % 4 == 0:
-                    file["documentText"] = None
+        for file in files:
+            if court.null_text(file["documentID"]):
+                file["documentText"] = None
         extra = corpus.unavailable_file(entry) if docs and court.unavailable_files else None
         if extra is not None:
             if asks >= 2 and court._released(entry):
