@@ -9,7 +9,10 @@ Guarantees:
   session then stops reading the environment: a redirect to another host
   gets API_BASE's proxy settings). The mandatory headers are also sent with every
   request, so a session handed in by a caller cannot drop them.
-- Every endpoint path lives in `ENDPOINTS`; nothing else builds a URL.
+- Every endpoint path lives in `ENDPOINTS`; nothing else builds a URL. The
+  paths of SITE_ROOT_ENDPOINTS (the second download path,
+  `/documents/{id}/download`) are under the site root (scheme://host of
+  API_BASE), the others under API_BASE.
 - Pacing: before each request a random pause in PACING_SEARCH (searches) or
   PACING_DL (downloads), times PACING (0 turns it off), slept on the run
   clock, so a stop interrupts it and raises `StopRequested` before anything
@@ -27,17 +30,36 @@ Guarantees:
   documents while returning none on the first page, raises
   `CourtTrapError`. (Discover adds the checks only a whole shard or sweep
   can make.)
-- `download_response()` makes one streamed GET and never retries: the
-  download stage owns attempts, because they are persisted per document.
+- `download_response()` makes one streamed GET by one of DOWNLOAD_PATHS and
+  never retries: the download stage owns attempts (persisted per document)
+  and the choice of path.
 - A circuit breaker (`CourtHealth`) watches every answer: once the court
   has given no usable answer (a search page, a 400 on a window, a PDF, a
   permanent 401/403/404) for COURT_DOWN_SECONDS and COURT_DOWN_FAILURES
   requests in a row failed (refused, reset, timed out, 5xx, 429, HTML), the
   next pacing pause or backoff raises `CourtUnreachable` before anything
   is sent: the run stops asking, saves state and exits 3 instead of
-  spending its session in backoff.
-- A backoff of BACKOFF_LOG_SECONDS or more is logged (INFO) with what it
-  waits for, so a progress bar that stands still is explained.
+  spending its session in backoff. While the court has not given one usable
+  answer since the run began (a wrong API_BASE, no network, the court
+  down from the start), NEVER_ANSWERED_SECONDS (60 s, or less when
+  COURT_DOWN_SECONDS is) replaces COURT_DOWN_SECONDS, our own backoff is
+  capped so the COURT_DOWN_FAILURES tries fit in it, and a backoff the
+  breaker would open during is cut to the moment it opens.
+- Logging: a transport failure is one short phrase (`describe_failure`:
+  `ConnectionError: Connection refused`, never the HTTPConnectionPool
+  repr); retries are DEBUG; a backoff of BACKOFF_LOG_SECONDS or more is INFO
+  for the first wait of each thing retried, or when the court's
+  Retry-After asks for it, so a progress bar that stands still is
+  explained without a line per retry.
+- Lists (LIST_ENDPOINTS: a case's docket entries, parties, lower courts and
+  an entry's file list) are asked with the paging headers and a maxresults
+  of LIST_MAX_RESULTS, and followed while the court says `moreresults`;
+  what makes a list doubtful (a later page that is not a list, "more" with
+  no rows, "more" past the results limit, exactly SUSPICIOUS_LIST_SIZE rows
+  that nothing says is whole) is counted in `list_warnings`, never raised.
+- `observed_latency()` and `pace_figures()` say what the run asked of the
+  court and what the downloads left cost at the current pacing
+  (`projected_hours`).
 - The case walk's endpoints (ctrack-api.md's confirmed table): `search_cases`
   and `search_opinions` page like `search_documents`; `get_json` fetches a
   case's docket entries, parties, lower courts or header, or the file list
@@ -49,7 +71,10 @@ Guarantees:
   like a document's. The normalizers (`normalize_case_header`,
   `normalize_docket_entry`, `normalize_entry_file`, `normalize_party`,
   `normalize_lower_court`) are pure; a value of the wrong type or a missing
-  key raises `ShapeProblem` naming the field, for the caller to count.
+  key raises `ShapeProblem` naming the field, for the caller to count. A
+  search row's `documentAvailable` becomes `document_available`
+  (`availability_of`). A permanent status on a search raises
+  `SearchRefused` (the search is not this court's).
 
 Why a small loop and not urllib3's `Retry` on an `HTTPAdapter`: the stages
 need outcomes urllib3 cannot classify. A 400 on search is not a failure but

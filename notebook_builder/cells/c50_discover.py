@@ -47,26 +47,58 @@ Guarantees:
   (CASE_DETAILS) its parties and lower courts. Each walked case is committed
   in one transaction with its `walked_sweep`, so a sweep killed (even by
   SIGKILL) resumes at the case in flight, the only one asked again; a later sweep re-walks only new and open cases (`needs_walk`: a
-  closed case's record is final). `auto` probes the document search once:
-  rows carrying `documentID` choose `documents`, anything else (404, rows
-  that are docket entries, no rows) the case walk; the choice is logged and
-  kept in kv `discovery_strategy`.
+  closed case's record is final). A case whose docket entries the court
+  will not list is recorded, not walked.
+- `auto` decides on evidence (`choose_strategy`): the document search is
+  probed shard by shard, newest first, until one answers rows (or every
+  shard is empty); rows carrying `documentID` choose `documents`; otherwise
+  the case search is probed likewise, and the strategy whose search answers
+  is preferred (no rows is no evidence). The choice is logged and kept in
+  kv `discovery_strategy`. When the strategy in use proves unusable (its
+  search refused with 401/403/404, or most of a sweep's docket-entry and
+  file-list answers 404 or of the wrong shape: `strategy_failing`, judged
+  after STRATEGY_EVIDENCE answers and at the sweep's end), the sweep is
+  abandoned as errors (never converged) and auto falls back to the other
+  strategy (kept, `DiscoverResult.fallback` says why); when none is left (or
+  DISCOVERY names the one that failed), `CourtUnreachable` says what the
+  court answered, and the run stops as the breaker stops it (exit 3).
+- Exact shards: "Starts With" also answers neighbouring case numbers; a row
+  whose case number does not start with its shard's prefix is counted
+  (`foreign_rows`) and dropped, and never moves the shard's totals (its
+  recorded total leaves them out; the repage rule counts them apart).
 - A document id comes only from a `documentID` field. A search row without
   one is resolved through its docket entry's file list (`docketEntryID`),
   never from `id`; a row that cannot be resolved, a file without
   `documentID` and any answer of the wrong shape are counted per field
   (`DiscoverResult.shape_problems`, `unresolved`) and logged, never stored
   under a guessed id; a sweep that met as many as CONVERGENCE_DELTA (or 1%
-  of its rows) never counts as converged. Files with `documentAvailable: false` are counted
-  (`unavailable`), not queued.
+  of its rows) never counts as converged. A file naming another entry as
+  its `parentID` is counted (`parentID`) and dropped.
+- Files with `documentAvailable: false` are documents rows (counted in
+  `unavailable`): `failed`, http_status 404, document_available 0,
+  last_error WITHHELD_ERROR, never requested while withheld; a later answer
+  that lists one available queues it again (c10 `upsert_discovered`).
+  An entry saying `hasDocuments` whose list is `[]` is kept and counted
+  (`empty_entries`); such entries and those with withheld files are asked
+  again once in each later sweep (`ask_again`, docket_entries
+  `files_missing`). A null `documentText` is no text, never an error.
 - ADMIN numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`) are
   swept as shards of their own (`YYYY CA ADMIN`, `YYYY SC ADMIN`); the real
   case numbers their descriptions name go to `related_case_numbers`.
+- Convergence closes the window: before a sweep is reported converged, the
+  opinion search (`sweep_opinions`: 7-day windows, both courts, entries to
+  their file lists to documents rows; the one function every opinion pass
+  calls) covers the days since the crawl began (kv `crawl_started_on`,
+  with a week's overlap), for opinions filed meanwhile in cases that were
+  closed when walked; kv `complete_through` is then today's Kentucky date
+  (the day the crawl began when the court has no opinion search), and a
+  failed window means another sweep.
 - Incremental updates: once discovery has converged (and unless
   FULL_SWEEP), a run sweeps only the current and previous year's shards,
   then the opinion search (7-day windows, both courts) for the days since
   kv `opinions_checked_through` (with a week's overlap); a complete update
-  sets kv `archive_updated_at`.
+  sets kv `archive_updated_at` and `complete_through`. Days are Kentucky's
+  (c00 `kentucky_today`).
 - COURT_TEXT: the court's per-page `documentText` of each file is kept as
   `court_text/<sha256>.txt` (pages joined by form feeds) in the workspace and
   the store, and `court_text` rows name it.

@@ -17,7 +17,9 @@ Guarantees:
   be reached and what remains, and the exit status is 3.
 - `run_pipeline()` returns a `RunReport` whose `exit_status` follows
   CONTRACT.md: 0 PASS, 1 FAIL, 3 court unreachable, 130 interrupted. The
-  summary says in words what each stage did and what remains.
+  summary says in words what each stage did and what remains, and (when the
+  court was asked) the requests this run, the latency observed and the
+  projected hours of the downloads left at the current pacing.
 - PROBE_FIRST: the probe (c55) runs before the stages; when the pipeline
   cannot run against the court, no stage runs, verify still does, and the
   run fails with one line naming the probe.

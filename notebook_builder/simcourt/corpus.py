@@ -20,6 +20,10 @@ Guarantees:
   between the parties of a title). Every case also has docket entries with
   `hasDocuments: false`, and a few entries carry one more file with
   `documentAvailable: false` (not a planned document: its download is 404).
+- `late_opinions` plans that many opinions (entries of their own) filed
+  yesterday in cases that stay closed; `midnight_instants` writes captured
+  instants as an evening in Kentucky (00:00-03:59 UTC of the next day) and
+  date-only values as Kentucky's midnight in UTC.
 - `admin_share` > 0 files that share of each year's documents under ADMIN
   numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`, one opinion a
   case), whose real case numbers are only in the description; they sort

@@ -41,7 +41,7 @@ Guarantees:
   an entry (nested `caseHeader`, per-page `documentText`, now and then a
   file with `documentAvailable: false`), `/opinions/search` by filed date
   and court (25 rows a page, top-level `headers` and `facets`), and the
-  download (also under `/documents/{id}/download`).
+  download (also under `{API_PATH}/documents/{id}/download`).
 - `document_search`: "present" (the inferred search), "absent" (404, as it
   may be on the real court) or "entries" (it answers docket entries, `id`
   being the entry's id and no `documentID`: the mis-keying trap).
@@ -51,6 +51,25 @@ Guarantees:
   406 to a request whose Accept does not name application/json, and at
   `search_fault_rate` misbehave: 503, 429, a reset, or a 200 whose JSON
   body is torn (fewer bytes than Content-Length).
+- The real court's behaviours (ctrack-api.md, "What other crawlers of this
+  API learned"), each behind its own switch: `unavailable_files` (on: one
+  entry in ~20 lists an extra file with documentAvailable false, its
+  download 404) and `release_withheld` (half of those are listed available,
+  and served, from their entry's second listing on); `paged_lists` (N > 0:
+  the per-case lists and file lists are paged like the searches, at most N
+  rows a page, LIST_DEFAULT_PAGE without paging headers); `empty_file_lists`
+  (an entry in ~6 answers `[]` the first time, and 1 case in 5 has an
+  entry saying hasDocuments that never lists a file); `null_texts` (1 file
+  in 4 has `documentText: null`); `late_opinions` (N opinions filed
+  yesterday in closed cases, hidden until their case's docket entries were
+  served once, or a full sweep of searches); `neighbours` ("Starts With"
+  also answers the case numbers just outside the prefix, counted in the
+  totals); `download_paths` ("api": `/api/api/v1/publicaccessdocuments/{id}/download`
+  only, "site": `/documents/{id}/download` at the site root only, "both");
+  `midnight_instants` (captured instants fall 00:00-03:59 UTC, the evening
+  before in Kentucky; date-only values are local midnight in UTC);
+  `case_walk` ("absent": every /cases/... path 404; "search-only": the case
+  search answers, a case's resources 404).
 - `GET /__sim__/stats` (outside the API root) answers the court's own
   counters as JSON: requests per endpoint, faults served (by kind), early
   requests and requests in flight; `sim` prints the totals on exit.
