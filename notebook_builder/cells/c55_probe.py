@@ -338,11 +338,12 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
         or (endpoint == "download" and report.download_path is not None)
         for endpoint in needed)
     for row in report.rows:
-        if row.verdict in ("FAIL", "absent") and row.endpoint not in needed:
-            if row.endpoint in DOWNLOAD_PATHS.values() and report.download_path:
-                row.note = (row.note + "; " if row.note else "") + f"the {report.download_path} path answers"
-            else:
-                row.note = (row.note + "; " if row.note else "") + "not needed by this strategy"
+        if row.verdict not in ("FAIL", "absent"):
+            continue
+        if row.endpoint in DOWNLOAD_PATHS.values() and report.download_path:
+            row.note = (row.note + "; " if row.note else "") + f"the {report.download_path} path answers"
+        elif row.endpoint not in needed:
+            row.note = (row.note + "; " if row.note else "") + "not needed by this strategy"
     if report.strategy:
         discovery = FULL_CRAWL_DOCUMENTS * DISCOVERY_REQUESTS_PER_DOCUMENT[report.strategy]
         report.projected_hours = (
