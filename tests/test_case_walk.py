@@ -146,6 +146,24 @@ def test_a_case_is_walked_when_new_unwalked_or_open_never_twice_in_a_sweep():
     assert needs_walk({"walked_sweep": 1, "closed": 1}, {"closed": 0}, 2)
 
 
+def test_a_strategy_fails_when_most_of_its_answers_are_unusable_never_on_one_missing_case():
+    from notebook_builder.cells.c50_discover import STRATEGY_EVIDENCE, strategy_failing
+    assert not strategy_failing(0, STRATEGY_EVIDENCE - 1)                  # too early to judge mid-sweep
+    assert strategy_failing(0, STRATEGY_EVIDENCE) and strategy_failing(3, 2, complete=False) is False
+    assert strategy_failing(0, 2, complete=True) and strategy_failing(1, 2, complete=True)
+    assert not strategy_failing(0, 1, complete=True)                       # one removed case is no verdict
+    assert not strategy_failing(40, 12) and not strategy_failing(5, 5, complete=True)
+
+
+def test_auto_decides_on_evidence_and_no_rows_is_no_evidence():
+    document_row = {"id": "a" * 64, "rowMap": {"documentID": "a" * 64}}
+    assert choose_strategy("auto", [], "rows")[0] == "cases"
+    assert choose_strategy("auto", [], "absent")[0] == "documents"        # the search that answers
+    assert choose_strategy("auto", [captured.opinion_row()], "absent")[0] == "documents"   # resolvable rows
+    assert choose_strategy("auto", None, "absent") == ("", "the document search and the case search both answer 404")
+    assert choose_strategy("auto", [document_row], "absent")[0] == "documents"
+
+
 def test_auto_takes_the_document_search_only_when_its_rows_carry_documentid():
     document_row = {"id": "a" * 64, "rowMap": {"documentID": "a" * 64}}
     assert choose_strategy("auto", [document_row])[0] == "documents"

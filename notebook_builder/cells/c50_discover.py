@@ -243,8 +243,9 @@ def choose_strategy(configured: str, document_rows: list | None,
 
 def strategy_failing(usable: int, unusable: int, *, complete: bool = False) -> bool:
     """Whether a strategy's per-item endpoints are not this court's: most answers unusable (404, the
-    wrong shape), once STRATEGY_EVIDENCE of them are in, or at the end of a sweep (`complete`)."""
-    return unusable > usable and (unusable >= STRATEGY_EVIDENCE or complete)
+    wrong shape), once STRATEGY_EVIDENCE of them are in, or at the end of a sweep (`complete`) from
+    two on (one removed case is no verdict on the endpoint)."""
+    return unusable > usable and (unusable >= STRATEGY_EVIDENCE or (complete and unusable >= 2))
 
 
 def probe_shards(first: int, last: int) -> list[str]:
