@@ -7,9 +7,16 @@ before; then the case walk (KY_DISCOVERY=cases, parties and lower courts on,
 the court's text kept) against a court of the captured shape with the same
 documents, and its requests compared with the floor the data sets: one per
 case-search page, one per case (its docket entries), one per docket entry
-with documents, plus one each per case for parties and lower courts. For
-each strategy: requests per document and the projected hours at the default
-pacing (the mean of PACING_SEARCH) plus 0.25 s of latency per request.
+with documents, plus one each per case for parties and lower courts. The
+case walk runs twice: against the captured court as it was, and against the
+same court with every behaviour of the real court the simulated one has
+switched on (withheld files, paged lists of at most 3 rows, entries listing
+no file, null texts, late opinions in closed cases, neighbouring case
+numbers, instants near midnight UTC): what asking withheld and empty
+entries again, following pages and closing the window with the opinion
+search cost. For each strategy: requests per document and the projected
+hours at the default pacing (the mean of PACING_SEARCH) plus 0.25 s of
+latency per request.
 
 The court runs in its own process, so neither measured process carries its
 memory. Each measurement is a fresh subprocess, so its peak RSS
@@ -43,9 +50,14 @@ FULL_CORPUS = 98_724
 LATENCY_SECONDS = 0.25          # per request, on top of the pacing pause, for the projection
 
 
-def _serve(docs: int, seed: int, ready, stop, shape: str = "inferred") -> None:
+# The real court's behaviours (tests/support.py REAL_COURT_BEHAVIOURS, with pages of 3 rows).
+REAL_COURT = dict(unavailable_files=True, release_withheld=True, paged_lists=3, empty_file_lists=True,
+                  null_texts=True, late_opinions=3, neighbours=True, midnight_instants=True)
+
+
+def _serve(docs: int, seed: int, ready, stop, shape: str = "inferred", options: dict | None = None) -> None:
     from notebook_builder.simcourt import SimCourt
-    court = SimCourt(docs=docs, seed=seed, faults=False, shape=shape)
+    court = SimCourt(docs=docs, seed=seed, faults=False, shape=shape, **(options or {}))
     ready.put(court.start())
     stop.wait()
     court.stop()
@@ -99,7 +111,10 @@ def worker_cases(base_url: str) -> dict:
     return {"seconds": seconds, "first_sweep_seconds": first_seconds, "sweeps": first.sweeps + rest.sweeps,
             "first_sweep_requests": first.requests, "requests": first.requests + rest.requests,
             "floor": floor, "documents": documents, "converged": rest.converged, "court_texts": court_texts,
-            "unavailable": first.unavailable, "peak_rss_mib": _peak_rss_mib()}
+            "unavailable": first.unavailable, "empty_entries": first.empty_entries,
+            "asked_again": first.entries_asked_again + rest.entries_asked_again,
+            "opinion_rows": first.opinion_rows + rest.opinion_rows,
+            "foreign_rows": first.foreign_rows + rest.foreign_rows, "peak_rss_mib": _peak_rss_mib()}
 
 
 def worker_bare(base_url: str, sweeps: int) -> dict:
@@ -228,7 +243,12 @@ def main() -> None:
           f"+ {LATENCY_SECONDS} s latency a request")
     if args.skip_cases:
         return
-    server = spawn.Process(target=_serve, args=(args.docs, args.seed, ready, stop, "captured"), daemon=True)
+    for label, options in (("captured shape", {}), ("every real-court behaviour on", REAL_COURT)):
+        _case_walk(args, spawn, ready, stop, pause, label, options)
+
+
+def _case_walk(args, spawn, ready, stop, pause: float, label: str, options: dict) -> None:
+    server = spawn.Process(target=_serve, args=(args.docs, args.seed, ready, stop, "captured", options), daemon=True)
     stop.clear()
     server.start()
     try:
@@ -239,19 +259,23 @@ def main() -> None:
         server.join(timeout=10)
     floor = walk["floor"]
     floor_total = sum(floor.values())
-    print(f"case walk: {walk['seconds']:.1f} s ({walk['first_sweep_seconds']:.1f} s the first sweep), "
+    print(f"case walk ({label}): {walk['seconds']:.1f} s ({walk['first_sweep_seconds']:.1f} s the first sweep), "
           f"{walk['sweeps']} sweeps, {walk['documents']:,} documents (corpus {args.docs:,}), converged={walk['converged']}, "
-          f"{walk['court_texts']:,} court texts, {walk['unavailable']:,} unavailable files counted, "
+          f"{walk['court_texts']:,} court texts, {walk['unavailable']:,} withheld files kept, "
+          f"{walk['empty_entries']:,} empty file lists, {walk['asked_again']:,} file lists asked again, "
+          f"{walk['opinion_rows']:,} opinion rows, {walk['foreign_rows']:,} neighbouring rows dropped, "
           f"peak RSS {walk['peak_rss_mib']:.1f} MiB, court process {server_peak:.1f} MiB")
-    print("case walk floor (one sweep): " + ", ".join(f"{name} {count:,}" for name, count in floor.items())
+    print(f"case walk ({label}) floor (one sweep): " + ", ".join(f"{name} {count:,}" for name, count in floor.items())
           + f" = {floor_total:,} requests")
-    print(f"case walk requests: first sweep {walk['first_sweep_requests']:,} "
+    print(f"case walk ({label}) requests: first sweep {walk['first_sweep_requests']:,} "
           f"({walk['first_sweep_requests'] / floor_total:.4f} of the floor), "
           f"to convergence {walk['requests']:,} ({walk['requests'] - walk['first_sweep_requests']:,} more: "
-          "the next sweep's case searches and open cases)")
-    for label, requests in (("first sweep", walk["first_sweep_requests"]), ("to convergence", walk["requests"])):
-        print(f"case walk {label}: {requests / max(1, walk['documents']):.3f} requests a document, projected "
-              f"{projected_hours(requests, pause):.1f} h at the default pacing + {LATENCY_SECONDS} s latency")
+          "the next sweep's case searches and open cases, file lists asked again, the closing opinion search)")
+    for which, requests in (("first sweep", walk["first_sweep_requests"]), ("to convergence", walk["requests"])):
+        print(f"case walk ({label}) {which}: {requests / max(1, walk['documents']):.3f} requests a document, "
+              f"projected {projected_hours(requests, pause):.1f} h at the default pacing + {LATENCY_SECONDS} s "
+              f"latency; {projected_hours(round(requests * FULL_CORPUS / max(1, walk['documents'])), pause):.1f} h "
+              f"for {FULL_CORPUS:,} documents")
 
 
 def load_default_pacing() -> tuple[float, float]:

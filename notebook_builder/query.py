@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from notebook_builder.cells.c00_config import Config, PipelineError, StoreError
+from notebook_builder.cells.c00_config import Config, PipelineError, StoreError, kentucky_date
 from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SearchDatabase, connect,
                                                  documents_matching, is_sqlite_file, iter_document_records,
                                                  rows_where, tables_with_column)
@@ -212,6 +212,7 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
             record["case_title"] = None if row["case_title"] is None else " ".join(row["case_title"].split())
             record["court_code"] = court_code_of(row["case_number"], row["court"])
             record["year"] = year_of(row["case_number"], row["filed_date"])
+            record["filed_date"] = kentucky_date(row["filed_date"])
             record["likely_scanned"] = None if row["likely_scanned"] is None else bool(row["likely_scanned"])
             record["pdf"] = pdf_store_name(row["sha256"]) if row["sha256"] and row["status"] in (
                 "downloaded", "extracted") else None

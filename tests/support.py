@@ -34,6 +34,12 @@ torture = sys.modules["torture"]
 FAST_ENV = {"KY_PACING": "0", "KY_PROGRESS": "0", "KY_BACKOFF_BASE": "0.01", "KY_BACKOFF_CAP": "0.05"}
 
 E2E_CAP = 2 * 1024 * 1024   # KY_MAX_PDF_BYTES of the whole-pipeline runs
+# Every behaviour of the real court (issue 24) the simulated one has, switched on for the end-to-end
+# runs: withheld files (some released), paged lists, entries listing no file, null texts, a late
+# opinion in a closed case, neighbouring case numbers, instants near midnight UTC; the download paths
+# are chosen per test (download_paths).
+REAL_COURT_BEHAVIOURS = dict(unavailable_files=True, release_withheld=True, paged_lists=3, empty_file_lists=True,
+                             null_texts=True, late_opinions=1, neighbours=True, midnight_instants=True)
 
 
 class RecordingClock(RunClock):

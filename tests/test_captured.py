@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -171,8 +172,9 @@ def captured_court():
                  captured.entry_file("e" * 64, captured.ENTRY_CA, available=False)]}
 
     def search(request):
-        full = "2024-SC" in request.url and "ADMIN" not in request.url
-        items = rows if full else []
+        prefix = re.search(r"values%5B0%5D=([^&]+)|values\[0\]=([^&]+)", request.url)
+        prefix = urllib.parse.unquote_plus(next(group for group in prefix.groups() if group))
+        items = [row for row in rows if row["rowMap"]["caseHeader.caseNumber"].startswith(prefix)]
         return 200, paging(len(items), len(items)), json.dumps({"resultItems": items, "facets": []})
 
     def file_list(request):
@@ -182,31 +184,40 @@ def captured_court():
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         mock.add_callback(responses.GET, re.compile(re.escape(BASE + "/publicaccessdocuments/search") + ".*"), search)
         mock.add_callback(responses.GET, re.compile(re.escape(BASE + "/publicaccessdocuments?") + ".*"), file_list)
+        # The opinion search over the days since the crawl began (convergence closes the window): nothing new.
+        mock.add_callback(responses.GET, re.compile(re.escape(BASE + "/opinions/search") + ".*"),
+                          lambda request: (200, paging(0, 0), json.dumps({"resultItems": [], "facets": []})))
         yield mock
 
 
 def test_the_captured_rows_through_discovery_are_keyed_by_documentid_never_by_a_docket_entry(captured_court, tmp_path):
     cfg = load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0"}, WORKSPACE=str(tmp_path / "w"),
-                      STORE=str(tmp_path / "s"), API_BASE=BASE, FIRST_YEAR=2024, LAST_YEAR=2024,
+                      STORE=str(tmp_path / "s"), API_BASE=BASE, FIRST_YEAR=2022, LAST_YEAR=2024,
                       DISCOVERY="documents", MAX_SWEEPS=2)
     ctx = open_context(cfg, clock=RecordingClock())
     try:
         result = discover(ctx)
         rows = {row["document_id"]: dict(row) for row in ctx.db.iter_documents()}
-        assert set(rows) == {captured.DOCUMENT_SC, captured.DOCUMENT_CA}
-        assert not set(rows) & {captured.ENTRY_SC, captured.ENTRY_CA, "f" * 64, "e" * 64}
+        assert set(rows) == {captured.DOCUMENT_SC, captured.DOCUMENT_CA, "e" * 64}
+        assert not set(rows) & {captured.ENTRY_SC, captured.ENTRY_CA, "f" * 64}
+        withheld = rows["e" * 64]      # listed with documentAvailable false: a record, never queued
+        assert (withheld["status"], withheld["http_status"], withheld["document_available"]) == ("failed", 404, 0)
         assert rows[captured.DOCUMENT_SC]["docket_entry_id"] == captured.ENTRY_SC
         assert rows[captured.DOCUMENT_CA]["case_title"] == "KELLEY HEAVENER V. JOSEPH CARLISLE ROGERS ET. AL."
         assert rows[captured.DOCUMENT_CA]["court"] == "Kentucky Court of Appeals"
-        # The row without documentID nor docketEntryID is counted, the unavailable file counted, neither stored.
+        # The row without documentID nor docketEntryID is counted, not stored; the unavailable file counted.
         assert result.unresolved >= 1 and result.unavailable >= 1 and result.converged
         texts = ctx.db.conn.execute("SELECT * FROM court_text WHERE document_id = ?", (captured.DOCUMENT_SC,)).fetchone()
         assert texts["pages"] == 2 and texts["replacement_chars"] == 1
         stored = (ctx.workspace / "court_text" / f"{texts['sha256']}.txt").read_text(encoding="utf-8")
         assert stored.split("\f")[0].startswith("RENDERED:  APRIL 18, 2024")
         assert ctx.store.exists(f"court_text/{texts['sha256']}.txt")
-        # Entries whose documents are known are not asked for again in the second sweep.
         file_lists = [call for call in captured_court.calls if "parentID" in call.request.url]
         assert len(file_lists) == 2
+        # The next run (an update): entries whose documents are known are not asked for again, but the
+        # one holding a withheld file is (once a sweep, in case the court released it).
+        discover(ctx)
+        file_lists = [call for call in captured_court.calls if "parentID" in call.request.url]
+        assert len(file_lists) == 3 and captured.ENTRY_CA in file_lists[-1].request.url
     finally:
         ctx.close()

@@ -10,12 +10,13 @@ import pytest
 import requests
 
 from notebook_builder import cli
-from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c00_config import kentucky_today, load_config
 from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c50_discover import (choose_strategy, discover, needs_walk, opinion_windows,
                                                  plan_sweep)
 from notebook_builder.cells.c55_probe import PROBE_MAX_REQUESTS, probe
+from notebook_builder.cells.c97_report import report_table
 from notebook_builder.simcourt import SimCourt
 from support import RecordingClock
 import captured_shapes as captured
@@ -57,6 +58,11 @@ def make_context(make_context, monkeypatch):
 
 def ids(ctx):
     return {row["document_id"] for row in ctx.db.iter_documents()}
+
+
+def served_ids(court):
+    """Every document id the court lists: its documents and the files it withholds."""
+    return {doc.document_id for doc in court.documents} | set(court.withheld_files())
 
 
 # ------------------------------------------------------------ the court
@@ -140,6 +146,24 @@ def test_a_case_is_walked_when_new_unwalked_or_open_never_twice_in_a_sweep():
     assert needs_walk({"walked_sweep": 1, "closed": 1}, {"closed": 0}, 2)
 
 
+def test_a_strategy_fails_when_most_of_its_answers_are_unusable_never_on_one_missing_case():
+    from notebook_builder.cells.c50_discover import STRATEGY_EVIDENCE, strategy_failing
+    assert not strategy_failing(0, STRATEGY_EVIDENCE - 1)                  # too early to judge mid-sweep
+    assert strategy_failing(0, STRATEGY_EVIDENCE) and strategy_failing(3, 2, complete=False) is False
+    assert strategy_failing(0, 2, complete=True) and strategy_failing(1, 2, complete=True)
+    assert not strategy_failing(0, 1, complete=True)                       # one removed case is no verdict
+    assert not strategy_failing(40, 12) and not strategy_failing(5, 5, complete=True)
+
+
+def test_auto_decides_on_evidence_and_no_rows_is_no_evidence():
+    document_row = {"id": "a" * 64, "rowMap": {"documentID": "a" * 64}}
+    assert choose_strategy("auto", [], "rows")[0] == "cases"
+    assert choose_strategy("auto", [], "absent")[0] == "documents"        # the search that answers
+    assert choose_strategy("auto", [captured.opinion_row()], "absent")[0] == "documents"   # resolvable rows
+    assert choose_strategy("auto", None, "absent") == ("", "the document search and the case search both answer 404")
+    assert choose_strategy("auto", [document_row], "absent")[0] == "documents"
+
+
 def test_auto_takes_the_document_search_only_when_its_rows_carry_documentid():
     document_row = {"id": "a" * 64, "rowMap": {"documentID": "a" * 64}}
     assert choose_strategy("auto", [document_row])[0] == "documents"
@@ -167,7 +191,10 @@ def test_auto_walks_the_cases_of_a_court_without_a_usable_document_search(make_c
         ctx = make_context(court, PAGE_SIZE=6, CONVERGENCE_DELTA=1)
         result = discover(ctx)
         assert result.strategy == "cases" and result.converged and ctx.db.kv_get("discovery_strategy") == "cases"
-        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        withheld = set(court.withheld_files())
+        assert withheld and ids(ctx) == served_ids(court)
+        rows = [ctx.db.get_document(document_id) for document_id in withheld]
+        assert {(row["status"], row["http_status"], row["document_available"]) for row in rows} == {("failed", 404, 0)}
         entry_ids = {row[0] for row in ctx.db.conn.execute("SELECT docket_entry_id FROM docket_entries")}
         assert not ids(ctx) & entry_ids and result.unavailable > 0
         splits = ctx.db.conn.execute("SELECT COUNT(*) FROM discovery_shards WHERE state = 'split'").fetchone()[0]
@@ -214,7 +241,7 @@ def test_a_killed_walk_resumes_per_case_and_never_walks_a_case_twice_in_a_sweep(
         discover(ctx)
         cases = len(set(doc.case_id for doc in court.documents))
         assert court.endpoint_requests["docketentries"] - before == cases - 20
-        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        assert ids(ctx) == served_ids(court)
 
 
 def test_once_converged_a_run_updates_only_what_can_change_unless_full_sweep(make_context):
@@ -234,7 +261,7 @@ def test_once_converged_a_run_updates_only_what_can_change_unless_full_sweep(mak
         asked = court.endpoint_requests["case_search"] - searches_before
         assert asked == len(plan_sweep(2020, 2026, incremental=True)) < len(plan_sweep(2020, 2026, incremental=False))
         assert court.endpoint_requests["opinion_search"] > 0 and update.opinion_rows > 0
-        assert ctx.db.kv_get("opinions_checked_through") == dt.date.today().isoformat()
+        assert ctx.db.kv_get("opinions_checked_through") == kentucky_today().isoformat()
         ctx.cfg = ctx.cfg.replace(FULL_SWEEP=True, MAX_SWEEPS=1)
         searches_before = court.endpoint_requests["case_search"]
         full = discover(ctx)
@@ -339,7 +366,7 @@ def test_a_sigkilled_walk_loses_no_walked_case_and_asks_again_only_the_case_in_f
         assert court.endpoint_requests["docketentries"] - cases <= 1, "only the case in flight is walked again"
         ctx = open_context(load_config(env={"KY_PROGRESS": "0"}, WORKSPACE=workspace, STORE=workspace + "-store"))
         ctx.open_database()
-        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        assert ids(ctx) == served_ids(court)
         ctx.close()
 
 
@@ -354,3 +381,182 @@ def test_probe_first_stops_the_run_before_any_stage_when_the_court_drifted(tmp_p
         asked = sum(court.endpoint_requests.values())
     assert report.exit_status == 1 and "probe" in report.error and "discover" not in report.stages
     assert asked <= PROBE_MAX_REQUESTS and report.verify is not None
+
+
+# ------------------------------------------- the real court, second contact (issue 24)
+
+
+def test_auto_probes_until_a_shard_answers_rows_and_prefers_the_search_that_answers(make_context):
+    # The newest shards are empty (the court ends in 2024, the years run to 2026) and the case walk's
+    # endpoints answer 404: "no rows" is no evidence, and the document search answers.
+    with SimCourt(60, seed=31, faults=False, case_walk="absent", first_year=2022, last_year=2024) as court:
+        ctx = make_context(court, CONVERGENCE_DELTA=1)
+        ctx.cfg = ctx.cfg.replace(LAST_YEAR=2026)
+        result = discover(ctx)
+        assert result.strategy == "documents" and result.converged and result.fallback is None
+        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        assert court.endpoint_requests["document_search"] > 2, "the probe went on past the empty shards"
+        assert "rows with documentID" in ctx.db.kv_get("discovery_strategy_reason")
+
+
+@pytest.mark.parametrize("case_walk", ["absent", "search-only"])
+def test_a_strategy_whose_endpoints_answer_404_falls_back_and_never_converges_on_unusable_answers(make_context,
+                                                                                                  case_walk):
+    with SimCourt(60, seed=32, faults=False, case_walk=case_walk, first_year=2023, last_year=2024) as court:
+        ctx = make_context(court, CONVERGENCE_DELTA=1, CASE_DETAILS=False)
+        ctx.db.kv_set("discovery_strategy", "cases")      # an earlier run chose the case walk on no evidence
+        result = discover(ctx)
+        assert result.strategy == "documents" and result.fallback and result.converged
+        assert ctx.db.kv_get("discovery_strategy") == "documents"
+        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        first = ctx.db.discovery_runs()[0]
+        assert first["errors"] > 0, "the abandoned sweep counts as an error, never as converged"
+        if case_walk == "search-only":
+            # The cases it met are recorded but not walked: a later walk would ask for them again.
+            assert ctx.db.conn.execute("SELECT COUNT(*) FROM cases WHERE walked_sweep IS NOT NULL").fetchone()[0] == 0
+
+
+def test_when_no_strategy_works_the_run_stops_as_the_breaker_does(tmp_path, monkeypatch):
+    from notebook_builder.cells.c95_run import run_pipeline
+    monkeypatch.setenv("KY_PROGRESS", "0")
+    with SimCourt(40, seed=33, faults=False, document_search="absent", case_walk="search-only", first_year=2024,
+                  last_year=2025) as court:
+        cfg = load_config(env={"KY_PACING": "0"}, WORKSPACE=str(tmp_path / "w"), STORE=str(tmp_path / "s"),
+                          API_BASE=court.base_url, FIRST_YEAR=2024, LAST_YEAR=2025, CASE_DETAILS=False)
+        report = run_pipeline(cfg, handle_signals=False)
+    assert report.exit_status == 3, report.summary()
+    lines = [line for line in report.summary().splitlines() if line.startswith("court unreachable:")]
+    assert len(lines) == 1 and "no discovery strategy works" in lines[0] and "HTTP 404" in lines[0], lines
+
+
+def test_withheld_files_are_records_never_requested_and_a_released_one_is_queued(make_context):
+    from notebook_builder.cells.c70_download import download
+    with SimCourt(80, seed=34, shape="captured", document_search="absent", faults=False, release_withheld=True,
+                  first_year=2023, last_year=2024) as court:
+        withheld = court.withheld_files()
+        assert any(withheld.values()) and not all(withheld.values())
+        ctx = make_context(court, CASE_DETAILS=False, MAX_SWEEPS=1, CONVERGENCE_DELTA=1)
+        discover(ctx)
+        rows = {document_id: ctx.db.get_document(document_id) for document_id in withheld}
+        assert {(row["status"], row["http_status"], row["document_available"]) for row in rows.values()} \
+            == {("failed", 404, 0)}
+        download(ctx)
+        assert court.endpoint_requests["download"] == len(court.documents)     # never a withheld one
+        discover(ctx)          # the next sweep asks the withheld entries again: the court released some
+        for document_id, released in withheld.items():
+            row = ctx.db.get_document(document_id)
+            if released:
+                assert (row["status"], row["attempts"], row["http_status"], row["document_available"]) \
+                    == ("discovered", 0, None, 1)
+            else:
+                assert (row["status"], row["http_status"], row["document_available"]) == ("failed", 404, 0)
+        download(ctx)
+        for document_id, released in withheld.items():
+            assert ctx.db.get_document(document_id)["status"] == ("downloaded" if released else "failed")
+        asked = {event["document_id"] for event in ctx.db.conn.execute("SELECT document_id FROM download_events")}
+        assert not asked & {document_id for document_id, released in withheld.items() if not released}
+        still = sum(1 for released in withheld.values() if not released)
+        assert f"withheld by the court: {still} documents" in report_table(ctx.db, ctx.cfg)
+
+
+def test_an_entry_that_lists_no_file_is_kept_and_asked_again_and_a_null_text_is_no_text(make_context):
+    with SimCourt(90, seed=35, shape="captured", document_search="absent", faults=False, empty_file_lists=True,
+                  null_texts=True, unavailable_files=False, first_year=2023, last_year=2024) as court:
+        ctx = make_context(court, CASE_DETAILS=False, MAX_SWEEPS=1)
+        first = discover(ctx)
+        missing = ctx.db.entries_missing_files()
+        assert first.empty_entries > 0 and missing.get("empty", 0) == first.empty_entries
+        assert ids(ctx) < {doc.document_id for doc in court.documents}
+        empty = [row[0] for row in ctx.db.conn.execute("SELECT docket_entry_id FROM docket_entries "
+                                                        "WHERE files_missing = 'empty'")]
+        ctx.cfg = ctx.cfg.replace(CONVERGENCE_DELTA=1, MAX_SWEEPS=3)
+        second = discover(ctx)
+        # Each is asked again in the next sweep: by the walk of its case (open), or else by itself.
+        assert second.entries_asked_again > 0
+        asked = dict(ctx.db.conn.execute("SELECT docket_entry_id, files_asked_sweep FROM docket_entries"))
+        assert all(asked[entry] >= 2 for entry in empty)
+        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        # Entries that say hasDocuments and never list one stay counted, and asked again.
+        phantoms = ctx.db.conn.execute("SELECT COUNT(*) FROM docket_entries WHERE files_missing = 'empty'").fetchone()[0]
+        assert phantoms == sum(1 for case in range(len(court.corpus.case_keys)) if court.phantom_entries(case))
+        texts = ctx.db.conn.execute("SELECT COUNT(*) FROM court_text").fetchone()[0]
+        assert 0 < texts < len(court.documents) and not first.shape_problems.get("documentText")
+
+
+@pytest.mark.parametrize("discovery", ["documents", "cases"])
+def test_neighbouring_case_numbers_are_dropped_and_never_move_a_shards_totals(make_context, discovery):
+    from notebook_builder.cells.c10_database import coverage_gaps
+    with SimCourt(80, seed=36, shape="captured", faults=False, neighbours=True, unavailable_files=False,
+                  results_limit=20, max_page=8, first_year=2023, last_year=2024) as court:
+        ctx = make_context(court, DISCOVERY=discovery, CASE_DETAILS=False, PAGE_SIZE=8, CONVERGENCE_DELTA=1)
+        result = discover(ctx)
+        assert result.converged and result.foreign_rows > 0
+        assert ids(ctx) == {doc.document_id for doc in court.documents}
+        shards = dict(ctx.db.conn.execute("SELECT document_id, shard FROM documents"))
+        assert all(shards[doc.document_id] == doc.shard for doc in court.documents)
+        assert coverage_gaps(ctx.db.coverage_audit()) == []
+        audit = {row["shard"]: row for row in ctx.db.coverage_audit()}
+        unit = "documents" if discovery == "documents" else "cases"
+        assert all(row["announced"] == row[unit] for row in audit.values())
+
+
+def test_convergence_closes_the_window_an_opinion_filed_meanwhile_in_a_closed_case_is_found(make_context):
+    with SimCourt(80, seed=37, shape="captured", document_search="absent", faults=False, late_opinions=1,
+                  unavailable_files=False, first_year=2023, last_year=2024) as court:
+        (late,) = court.corpus.late_opinions
+        document_id = court.documents[late].document_id
+        ctx = make_context(court, CASE_DETAILS=False, CONVERGENCE_DELTA=1)
+        result = discover(ctx)
+        assert result.converged and document_id in ids(ctx)
+        row = ctx.db.conn.execute("SELECT c.closed, c.walked_sweep FROM cases c JOIN documents d USING (case_id) "
+                                  "WHERE d.document_id = ?", (document_id,)).fetchone()
+        assert row["closed"] == 1 and row["walked_sweep"] == 1, "walked once, closed: only the opinion search finds it"
+        assert result.complete_through == kentucky_today().isoformat() == ctx.db.kv_get("complete_through")
+
+
+def test_paged_lists_are_followed_and_nothing_is_cut(make_context):
+    with SimCourt(70, seed=38, shape="captured", document_search="absent", faults=False, paged_lists=2,
+                  first_year=2023, last_year=2024) as court:
+        ctx = make_context(court, CONVERGENCE_DELTA=1)
+        result = discover(ctx)
+        assert result.converged and ids(ctx) == served_ids(court) and not result.list_warnings
+        parties = ctx.db.conn.execute("SELECT COUNT(*) FROM parties").fetchone()[0]
+        assert parties == sum(len(court.corpus.parties(case)) for case in range(len(court.corpus.case_keys)))
+        entries = ctx.db.conn.execute("SELECT COUNT(*) FROM docket_entries").fetchone()[0]
+        assert entries > 2 * ctx.db.conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0] / 2
+
+
+def test_a_file_naming_another_entry_as_its_parent_is_counted_and_never_stored(make_context, monkeypatch):
+    from notebook_builder.cells.c30_client import CourtClient
+    with SimCourt(40, seed=39, shape="captured", document_search="absent", faults=False, unavailable_files=False,
+                  first_year=2024, last_year=2024) as court:
+        original = CourtClient.get_json
+
+        def stray_parent(self, endpoint, **values):
+            answer = original(self, endpoint, **values)
+            if endpoint == "entry_documents" and answer:
+                answer[0] = {**answer[0], "parentID": "9" * 64}
+            return answer
+
+        monkeypatch.setattr(CourtClient, "get_json", stray_parent)
+        ctx = make_context(court, CASE_DETAILS=False, MAX_SWEEPS=1)
+        result = discover(ctx)
+        assert result.shape_problems.get("parentID", 0) > 0
+        assert not ctx.db.conn.execute("SELECT 1 FROM documents WHERE docket_entry_id = ?", ("9" * 64,)).fetchone()
+        assert len(ids(ctx)) == len(court.documents) - result.shape_problems["parentID"]
+
+
+def test_the_probe_tries_both_download_paths_and_says_what_a_crawl_costs(capsys, monkeypatch):
+    for name in [name for name in os.environ if name.startswith("KY_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("KY_PACING", "0")
+    with SimCourt(150, seed=1, faults=False, first_year=2024, last_year=2026, shape="captured",
+                  document_search="absent", download_paths="site") as court:
+        status = cli.main(["probe", "--api-base", court.base_url])
+        sent = sum(court.endpoint_requests.values())
+    out = capsys.readouterr().out
+    assert status == 0 and sent <= PROBE_MAX_REQUESTS, out
+    assert re.search(r"^download +404 .*absent|^download +404 .*FAIL", out, re.M), out
+    assert re.search(r"^download_site +200 .* ok", out, re.M) and "download path: site" in out, out
+    assert re.search(r"politeness: observed latency \d+\.\d\d s a request; a whole first crawl .* projects to "
+                     r"\d+\.\d h", out), out

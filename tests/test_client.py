@@ -89,15 +89,17 @@ def test_rows_are_normalized_to_document_columns():
         "document_id": f"{12:064x}", "case_number": "2019-CA-0012", "court": "Kentucky Court of Appeals",
         "case_title": "SMITH VS. COMMONWEALTH", "docket_entry_id": "cd" * 8,
         "description": "OPINION AFFIRMING", "filed_date": "2019-03-01T00:00:00.000-05:00",
-        "case_id": "ab" * 8, "document_name": "2019-CA-000012 opinion.pdf"}
+        "case_id": "ab" * 8, "document_name": "2019-CA-000012 opinion.pdf", "document_available": 1}
     assert normalize_document_row({"rowMap": {}}) is None
 
 
 def test_every_endpoint_path_is_in_one_mapping():
     assert set(ENDPOINTS) == {"document_search", "case_search", "entry_documents", "download", "case",
-                              "docket_entries", "parties", "lower_courts", "opinion_search"}
+                              "docket_entries", "parties", "lower_courts", "opinion_search", "download_site"}
     client = make_client()
     assert client.url("download", document_id="ab") == BASE + "/publicaccessdocuments/ab/download"
+    # The second download path lives at the site root, not under API_BASE.
+    assert client.url("download_site", document_id="ab") == BASE.split("/api/")[0] + "/documents/ab/download"
 
 
 # ------------------------------------------------------------------ search
@@ -275,3 +277,77 @@ def test_the_environment_is_not_scanned_again_for_every_request(monkeypatch):
     for _ in range(3):
         assert client.search_documents("2019-CA", 1, 10).total_count == 1
     assert scans == []
+
+
+# ----------------------------------------------------------- paged lists
+
+
+def _list_url(case_id="ab" * 32):
+    return f"{BASE}/cases/{case_id}/docketentries"
+
+
+@responses.activate
+def test_a_list_is_asked_with_paging_headers_and_followed_while_the_court_says_more():
+    pages = [[{"n": 1}, {"n": 2}], [{"n": 3}, {"n": 4}], [{"n": 5}]]
+    for number, page in enumerate(pages):
+        more = "true" if number < len(pages) - 1 else "false"
+        responses.add(responses.GET, _list_url(), json=page, headers={
+            "x-ctrack-paging-moreresults": more, "x-ctrack-paging-totalcount": "5"})
+    client = make_client()
+    assert [row["n"] for row in client.get_json("docket_entries", case_id="ab" * 32)] == [1, 2, 3, 4, 5]
+    starts = [call.request.headers["x-ctrack-paging-startindex"] for call in responses.calls]
+    assert starts == ["1", "3", "5"] and not client.list_warnings
+    assert all(int(call.request.headers["x-ctrack-paging-maxresults"]) >= 1000 for call in responses.calls)
+
+
+@responses.activate
+def test_a_list_whose_more_never_turns_false_stops_at_the_results_limit_and_warns():
+    responses.add(responses.GET, _list_url(), json=[{"n": 1}, {"n": 2}],
+                  headers={"x-ctrack-paging-moreresults": "true", "x-ctrack-paging-resultslimit": "6"})
+    client = make_client()
+    rows = client.get_json("docket_entries", case_id="ab" * 32)
+    assert len(rows) == 6 and len(responses.calls) == 3
+    assert client.list_warnings == {"moreresults still true past the results limit 6": 1}
+
+
+@responses.activate
+def test_a_bad_list_answer_is_a_counted_warning_never_a_crash():
+    url = _list_url()
+    responses.add(responses.GET, url, json=[{"n": 1}], headers={"x-ctrack-paging-moreresults": "true"})
+    responses.add(responses.GET, url, json={"message": "not a list"})
+    client = make_client()
+    assert client.get_json("docket_entries", case_id="ab" * 32) == [{"n": 1}]
+    responses.replace(responses.GET, url, json={"message": "not a list"})
+    assert client.get_json("docket_entries", case_id="ab" * 32) == {"message": "not a list"}   # the caller counts it
+    responses.replace(responses.GET, url, json=[], headers={"x-ctrack-paging-moreresults": "true"})
+    assert client.get_json("docket_entries", case_id="ab" * 32) == []
+    assert client.list_warnings == {"a later page is not a list": 1, "moreresults with no rows": 1}
+
+
+@responses.activate
+def test_a_list_of_exactly_the_default_page_that_nothing_says_is_whole_is_a_warning():
+    responses.add(responses.GET, _list_url(), json=[{"n": n} for n in range(20)])
+    client = make_client()
+    assert len(client.get_json("docket_entries", case_id="ab" * 32)) == 20
+    assert client.list_warnings == {"exactly 20 rows and nothing says the list is whole": 1}
+    responses.replace(responses.GET, _list_url(), json=[{"n": n} for n in range(20)],
+                      headers={"x-ctrack-paging-totalcount": "20", "x-ctrack-paging-moreresults": "false"})
+    client.get_json("docket_entries", case_id="ab" * 32)
+    assert sum(client.list_warnings.values()) == 1          # the court said 20 is the whole list
+
+
+def test_a_transport_failure_is_one_short_phrase_without_the_pool_repr():
+    from notebook_builder.cells.c30_client import describe_failure
+    refused = requests.ConnectionError(
+        "HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded with url: /api/api/v1/cases/search?x=1 "
+        "(Caused by NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7f00>: Failed to establish "
+        "a new connection: [Errno 111] Connection refused'))")
+    assert describe_failure(refused) == "ConnectionError: Connection refused"
+    timeout = requests.ReadTimeout("HTTPConnectionPool(host='court', port=443): Read timed out. (read timeout=60)")
+    assert describe_failure(timeout) == "ReadTimeout: Read timed out. (read timeout=60)"
+
+
+def test_the_projected_hours_are_requests_times_the_mean_pause_plus_the_latency():
+    from notebook_builder.cells.c30_client import projected_hours
+    assert projected_hours(3600, (0.3, 0.7), 1.0, 0.25) == pytest.approx(0.75)
+    assert projected_hours(3600, (0.3, 0.7), 0.0, 0.25) == pytest.approx(0.25)

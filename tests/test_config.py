@@ -123,3 +123,17 @@ def test_the_old_single_engine_knob_is_refused_with_its_new_name():
     with pytest.raises(ConfigError, match="KY_EXTRACT_ENGINES instead"):
         load_config(env={"KY_EXTRACT_ENGINE": "pypdf"})
     assert load_config(env={"KY_EXTRACT_ENGINES": "pypdf"}).EXTRACT_ENGINES == ("pypdf",)
+
+
+def test_court_instants_are_kentucky_days_across_a_year_boundary():
+    from notebook_builder.cells.c00_config import kentucky_date
+    # 8 pm on New Year's Eve in Frankfort is already next year in UTC: the day (and year) is Kentucky's.
+    assert kentucky_date("2025-01-01T01:00:00.000+0000") == "2024-12-31"
+    assert kentucky_date("2025-01-01T04:59:59.000+0000") == "2024-12-31"
+    assert kentucky_date("2025-01-01T05:00:00.000+0000") == "2025-01-01"       # a date-only value (EST midnight)
+    assert kentucky_date("2024-07-04T04:00:00.000+0000") == "2024-07-04"       # a date-only value (EDT midnight)
+    assert kentucky_date("2024-04-19T00:49:35.000+0000") == "2024-04-18"
+    assert kentucky_date("2024-04-19T00:49:35.000+00:00") == "2024-04-18"
+    assert kentucky_date("2019-03-01T00:00:00.000-05:00") == "2019-03-01"      # local, with its offset
+    assert kentucky_date("2024-12-31") == "2024-12-31" and kentucky_date("2024-12-31T23:30:00Z") == "2024-12-31"
+    assert kentucky_date(None) is None and kentucky_date("") is None and kentucky_date("soon") is None

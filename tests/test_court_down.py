@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_builder.cells.c00_config import CourtUnreachable, load_config
+from notebook_builder.cells.c00_config import CourtUnreachable, RunClock, load_config
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c30_client import CourtHealth
 from notebook_builder.cells.c95_run import EXIT_COURT_UNREACHABLE, run_pipeline
@@ -30,6 +30,7 @@ BREAKER = {"KY_COURT_DOWN_SECONDS": "1", "KY_COURT_DOWN_FAILURES": "3", "KY_BACK
 def test_breaker_needs_both_the_silence_and_the_failures_in_a_row():
     now = [0.0]
     health = CourtHealth(down_seconds=300, down_failures=6, now=lambda: now[0])
+    health.usable()                            # the court answered once: today's thresholds
     for _ in range(10):
         health.failure("ConnectionError")
     assert not health.unreachable()            # many quick failures: not yet an outage
@@ -44,6 +45,26 @@ def test_breaker_needs_both_the_silence_and_the_failures_in_a_row():
     now[0] = 1000.0
     health.failure("HTTP 503")
     assert not health.unreachable()            # one slow failure after a quiet spell is no outage
+
+
+def test_a_court_that_never_answered_opens_the_breaker_after_6_failures_or_60_s_whichever_is_later():
+    now = [0.0]
+    health = CourtHealth(down_seconds=300, down_failures=6, now=lambda: now[0])
+    for _ in range(5):
+        health.failure("ConnectionError: Connection refused")
+    now[0] = 120.0
+    assert not health.unreachable()            # two minutes, but only 5 failures
+    health.failure("ConnectionError: Connection refused")
+    assert health.unreachable()
+    with pytest.raises(CourtUnreachable, match="no usable answer since the run began, 120 s"):
+        health.check("http://court")
+    later = CourtHealth(down_seconds=300, down_failures=6, now=lambda: now[0])
+    for _ in range(6):
+        later.failure("ConnectionError")
+    now[0] = 179.0
+    assert not later.unreachable() and later.seconds_until_open() == 1.0   # 6 failures, 59 s
+    now[0] = 180.0
+    assert later.unreachable()
 
 
 def test_outage_attempts_are_counted_per_document_and_forgotten_on_an_answer():
@@ -177,3 +198,37 @@ def test_the_notebook_run_cell_raises_when_the_court_is_unreachable(tmp_path, de
            "KY_PROGRESS": "0", **BREAKER}
     with pytest.raises(SessionNotPassed, match="exit status 3: the court could not be reached"):
         run_session(load_config(env))
+
+
+class FakeTimeClock(RunClock):
+    """A run clock on simulated time: every sleep advances it at once (the breaker reads it too)."""
+
+    def __init__(self):
+        self.now = 0.0
+        super().__init__(36000.0, 0.0, now=lambda: self.now)
+
+    def sleep(self, seconds: float) -> bool:
+        self.now += max(0.0, seconds)
+        return not self.stop_event.is_set()
+
+
+def test_a_refused_port_from_the_start_exits_3_in_about_a_minute_with_a_few_short_lines(tmp_path, caplog):
+    """Default thresholds (300 s, 6 failures) and default backoff: a court that never answered opens
+    the breaker after 6 failures or 60 s, whichever is later, not after five minutes; each failed
+    shard is one line, with no HTTPConnectionPool(...) repr."""
+    import logging
+    import re
+    env = {"KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
+           "KY_API_BASE": f"http://127.0.0.1:{free_port()}/api/api/v1", "KY_PROGRESS": "0",
+           "KY_FIRST_YEAR": "2020", "KY_LAST_YEAR": "2026"}
+    clock = FakeTimeClock()
+    with caplog.at_level(logging.INFO, logger="kycourt"):
+        report = run_pipeline(load_config(env), clock=clock, handle_signals=False)
+    assert report.exit_status == EXIT_COURT_UNREACHABLE, report.summary()
+    opened = float(re.search(r"no usable answer since the run began, (\d+) s", report.court_unreachable).group(1))
+    assert 60 <= opened <= 75, report.court_unreachable
+    court_lines = [record.getMessage() for record in caplog.records
+                   if record.name in ("kycourt.client", "kycourt.discover") and record.levelno >= logging.INFO]
+    assert len(court_lines) <= 12, court_lines
+    assert not any("HTTPConnectionPool" in line or " object at 0x" in line for line in court_lines), court_lines
+    assert "Connection refused" in report.court_unreachable

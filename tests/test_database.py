@@ -253,3 +253,38 @@ def test_attempts_spent_by_kills_make_a_failure_that_retry_hard_forgives(db):
     assert row["status"] == "failed" and "interrupted" in row["last_error"]
     assert db.forgive_failures() == 1
     assert db.download_queue_size(CFG) == 2
+
+
+def test_a_withheld_document_is_a_permanent_failure_and_a_release_queues_it_again(db):
+    cfg = load_config(env={})
+    row = {"document_id": "a" * 64, "case_number": "2024-CA-0001", "document_available": 0}
+    assert db.upsert_discovered([row]) == 1
+    withheld = db.get_document("a" * 64)
+    assert (withheld["status"], withheld["http_status"], withheld["document_available"]) == ("failed", 404, 0)
+    assert withheld["last_error"] == c10_database.WITHHELD_ERROR and db.download_queue_size(cfg) == 0
+    assert db.forgive_failures() == 0 and db.download_queue_size(cfg) == 0     # RETRY_HARD never asks for it
+    db.upsert_discovered([{**row, "document_available": 0}])                     # still withheld: unchanged
+    assert db.get_document("a" * 64)["updated_at"] == withheld["updated_at"]
+    db.conn.execute("UPDATE documents SET attempts = 4 WHERE document_id = ?", ("a" * 64,))
+    db.upsert_discovered([{**row, "document_available": 1}])                     # the court released it
+    released = db.get_document("a" * 64)
+    assert (released["status"], released["attempts"], released["http_status"], released["document_available"]) \
+        == ("discovered", 0, None, 1)
+    assert released["last_error"] == c10_database.RELEASED_ERROR and db.download_queue_size(cfg) == 1
+    # Withheld after it was downloaded: the bytes stay, the court's word is recorded.
+    db.mark_downloaded("a" * 64, sha256="b" * 64, size_bytes=10, local_pdf=f"pdf_by_hash/{'b' * 64}.pdf")
+    db.upsert_discovered([{**row, "document_available": 0}])
+    kept = db.get_document("a" * 64)
+    assert (kept["status"], kept["document_available"]) == ("downloaded", 0)
+    # A document never requested while withheld, even when a recovery puts it back to discovered.
+    db.revert_to_discovered(["a" * 64], "test")
+    assert db.download_queue_size(cfg) == 0
+
+
+def test_entries_to_ask_again_are_the_empty_and_withheld_ones_not_asked_in_this_sweep(db):
+    entries = [{"docket_entry_id": f"{n:064x}", "case_id": "c" * 64, "has_documents": 1, "files_missing": missing,
+                "files_asked_sweep": 1} for n, missing in enumerate(["empty", "withheld", None])]
+    db.record_case_walk(None, None, entries, [])
+    assert [row["files_missing"] for row in db.entries_to_ask_again(2)] == ["empty", "withheld"]
+    assert db.entries_to_ask_again(1) == []
+    assert db.entries_missing_files() == {"empty": 1, "withheld": 1}

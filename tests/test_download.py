@@ -129,7 +129,11 @@ def test_exactly_one_request_per_successful_attempt_no_head(court, faults_run):
     ctx, documents, result = faults_run
     requests_sent = sum(court.requests_for(d.document_id) for d in documents)
     attempts = sum(ctx.db.get_document(d.document_id)["attempts"] for d in documents)
-    assert requests_sent == attempts == result.requests
+    assert requests_sent == attempts
+    # A 404 is asked of the other download path too (here it is not served: 404), in the same attempt.
+    missing = [d for d in documents if d.fault == "http_404"]
+    assert missing and result.other_path_requests == court.endpoint_requests["download_site"] == len(missing)
+    assert result.requests == attempts + len(missing)
     ok = [d for d in documents if d.fault == "ok"]
     assert ok and all(court.requests_for(d.document_id) == 1 for d in ok)
 
@@ -313,7 +317,7 @@ class _ShortBodyClient:
     def backoff(self, attempts, retry_after, waiting_for):
         pass
 
-    def download_response(self, document_id, *, pace=True):
+    def download_response(self, document_id, *, pace=True, path="api"):
         return _ShortBodyResponse(self.data[:len(self.data) // 2], len(self.data))
 
 
@@ -376,7 +380,7 @@ class _InterruptingClient:
     def pace_download(self):
         self.client.pace_download()
 
-    def download_response(self, document_id, *, pace=True):
+    def download_response(self, document_id, *, pace=True, path="api"):
         self.sent += 1
         if self.sent == self.interrupt_at:
             raise KeyboardInterrupt
@@ -448,3 +452,22 @@ def test_small_bodies_wait_in_memory_large_ones_stream_to_their_part_same_outcom
                       if ctx.db.get_document(d.document_id)["status"] == "downloaded"}
         assert {f"{d}.part" for d in downloaded} <= fetch_parts
     ctx.close()
+
+
+@pytest.mark.parametrize("paths, kept", [("site", "site"), ("both", "api")])
+def test_the_download_path_that_answers_a_pdf_is_kept_and_a_404_on_both_is_the_documents(tmp_path, paths, kept):
+    from notebook_builder.cells.c70_download import download_path_order
+    assert download_path_order(None) == ("api", "site") and download_path_order("site") == ("site", "api")
+    with SimCourt(docs=60, seed=2, download_paths=paths, enforce_retry_after=False) as court:
+        chosen = court.documents_with("ok")[:5] + court.documents_with("http_404")[:1]
+        ctx = download_context(court, tmp_path)
+        ctx.db.upsert_discovered(discovered_rows(chosen))
+        result = download(ctx)
+        assert result.downloaded == 5 and result.permanent_failures == 1
+        assert ctx.db.kv_get("download_path") == kept
+        missing = ctx.db.get_document(court.documents_with("http_404")[0].document_id)
+        assert (missing["status"], missing["http_status"]) == ("failed", 404)
+        # The kept path is asked first; the other only after a 404 (here, the missing document's).
+        other = "download" if kept == "site" else "download_site"
+        assert court.endpoint_requests[other] == (1 if kept == "api" else 1 + 1)
+        ctx.close()

@@ -26,7 +26,11 @@ def test_every_download_response_is_an_event_with_its_identifying_headers(tmp_pa
         db.upsert_discovered(discovered_rows(chosen))
         result = download(ctx)
         events = [event for d in chosen for event in db.download_events(d.document_id)]
-        assert len(events) == result.requests == sum(db.get_document(d.document_id)["attempts"] for d in chosen)
+        attempts = sum(db.get_document(d.document_id)["attempts"] for d in chosen)
+        # A 404 is asked of the other download path too, in the same attempt: one more event.
+        assert len(events) == result.requests == attempts + result.other_path_requests
+        missing = court.documents_with("http_404")[0].document_id
+        assert [event["http_status"] for event in db.download_events(missing)] == [404, 404]
         for document in chosen:
             row = db.get_document(document.document_id)
             last = db.download_events(document.document_id)[-1]

@@ -420,7 +420,7 @@ def _config_replace(self, **changes: Any) -> "Config":
 
 
 def _config_last_year(self) -> int:
-    return self.LAST_YEAR or _dt.date.today().year
+    return self.LAST_YEAR or kentucky_today().year
 
 
 def _config_store_is_drive(self) -> bool:
@@ -588,6 +588,47 @@ class RunClock:
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# The courts sit in Frankfort: a day the court or a user means is a day in this zone (tzdata
+# supplies it where the system has no zone database).
+KENTUCKY_TIME_ZONE = "America/New_York"
+
+
+def _kentucky_zone():
+    import zoneinfo
+    return zoneinfo.ZoneInfo(KENTUCKY_TIME_ZONE)
+
+
+def kentucky_date(value: Any) -> str | None:
+    """The America/New_York day (`YYYY-MM-DD`) of a court timestamp; None when there is none.
+
+    The court writes instants in UTC (`2024-04-19T00:49:35.000+0000` is April 18 in Frankfort)
+    and date-only values as local midnight in UTC (`T04:00`/`T05:00`): both are converted, never
+    cut at ten characters. A value with no offset is taken as local already; a bare day, or text
+    that is no timestamp, keeps its first ten characters when they are a day, else None."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    if len(text) > 5 and text[-5] in "+-" and text[-4:].isdigit() and text[-3] != ":":
+        text = text[:-2] + ":" + text[-2:]          # +0000 -> +00:00 (Python 3.10 reads only this form)
+    try:
+        moment = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            return _dt.date.fromisoformat(text[:10]).isoformat()
+        except ValueError:
+            return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(_kentucky_zone())
+    return moment.date().isoformat()
+
+
+def kentucky_today() -> _dt.date:
+    """Today in Frankfort (a machine in UTC, like Colab's, is a day ahead every evening)."""
+    return _dt.datetime.now(_kentucky_zone()).date()
 
 
 def retry_delay(failures: int, *, base: float, cap: float, retry_after: float | None = None,

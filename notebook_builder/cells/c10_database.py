@@ -54,14 +54,18 @@ KV_STORE_CHECKPOINT_SEQ = "store_checkpoint_seq"   # the newest snapshot the sto
 KV_DISCOVERY_CONVERGED_AT = "discovery_converged_at"
 KV_ARCHIVE_UPDATED_AT = "archive_updated_at"
 KV_DISCOVERY_STRATEGY = "discovery_strategy"
+KV_COMPLETE_THROUGH = "complete_through"           # the Kentucky day up to which the archive is complete
+KV_DOWNLOAD_PATH = "download_path"                 # the download path that answers PDFs (c30 DOWNLOAD_PATHS)
 
 _PERMANENT_LIST = ",".join(str(code) for code in PERMANENT_HTTP_STATUSES)
 
 # The one definition of each queue. Parameters: :max_attempts / :max_extract_attempts.
+# A document the court withholds (document_available 0) is never requested, whatever its status.
 DOWNLOAD_QUEUE_SQL = f"""
     status IN ('discovered', 'failed')
     AND attempts < :max_attempts
     AND (http_status IS NULL OR http_status NOT IN ({_PERMANENT_LIST}))
+    AND document_available IS NOT 0
 """
 EXTRACT_QUEUE_SQL = """
     status = 'downloaded'
@@ -357,9 +361,20 @@ _SCHEMA_V7 = """
 ALTER TABLE pages ADD COLUMN engine_reason TEXT;
 """
 
+# v8: docket entries whose file list is asked again on a later sweep. `files_missing` says why
+# ('empty': the entry says hasDocuments and the court listed no file; 'withheld': a file is listed
+# with documentAvailable false), NULL once the list was complete; `files_asked_sweep` is the sweep
+# that last asked for the list.
+_SCHEMA_V8 = """
+ALTER TABLE docket_entries ADD COLUMN files_missing TEXT;
+ALTER TABLE docket_entries ADD COLUMN files_asked_sweep INTEGER;
+CREATE INDEX IF NOT EXISTS docket_entries_files_missing ON docket_entries(files_missing)
+    WHERE files_missing IS NOT NULL;
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
-                              6: _SCHEMA_V6, 7: _SCHEMA_V7}
+                              6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 # The response headers that identify a download's bytes (download_events), in its column order.
@@ -406,6 +421,24 @@ _REFRESH_DISCOVERED_SQL = (
 _DETAILS_SQL = (
     f"UPDATE documents SET {', '.join(f'{c} = COALESCE(?, {c})' for c in DOCUMENT_DETAIL_COLUMNS)} "
     "WHERE document_id = ?")
+# A withheld document (the court lists it with documentAvailable false) is a permanent failure
+# that was never requested: `failed`, http_status 404, document_available 0, this last_error.
+WITHHELD_ERROR = "withheld: the court lists this file with documentAvailable false; not requested"
+RELEASED_ERROR = "released: the court lists this file as available again; queued"
+# The court's word on availability, as it changes: a document not yet downloaded that the court
+# withholds becomes a withheld failure; a withheld one it lists as available again goes back to the
+# download queue (status discovered, attempts 0): the explicit way out of the permanent-404 rule.
+# A downloaded document keeps its status (its bytes are held) and only records the court's word.
+_WITHHOLD = "(:available = 0 AND status IN ('discovered', 'failed'))"
+_RELEASE = "(:available = 1 AND status = 'failed' AND document_available = 0)"
+_AVAILABILITY_SQL = (
+    f"UPDATE documents SET "
+    f"status = CASE WHEN {_WITHHOLD} THEN 'failed' WHEN {_RELEASE} THEN 'discovered' ELSE status END, "
+    f"http_status = CASE WHEN {_WITHHOLD} THEN 404 WHEN {_RELEASE} THEN NULL ELSE http_status END, "
+    f"attempts = CASE WHEN {_RELEASE} THEN 0 ELSE attempts END, "
+    f"last_error = CASE WHEN {_WITHHOLD} THEN :withheld WHEN {_RELEASE} THEN :released ELSE last_error END, "
+    "document_available = :available, updated_at = :now "
+    "WHERE document_id = :id AND document_available IS NOT :available")
 # A case row from a search refreshes what it carries; a walk's fuller header fills the rest.
 _UPSERT_CASE_SQL = (
     f"INSERT INTO cases ({', '.join(CASE_COLUMNS)}, updated_at) VALUES ({', '.join('?' for _ in CASE_COLUMNS)}, ?) "
@@ -635,12 +668,13 @@ class Database:
         return {"download": self.download_queue_size(cfg), "extract": self.extract_queue_size(cfg)}
 
     def forgive_failures(self) -> int:
-        """RETRY_HARD: put every failed document back in the download queue, once per run."""
+        """RETRY_HARD: put every failed document back in the download queue, once per run (but a
+        withheld one: the court does not serve it; a sweep that sees it available queues it)."""
         with self.transaction():
             cursor = self.conn.execute(
                 "UPDATE documents SET attempts = 0, http_status = NULL, "
                 "last_error = 'retry-hard; was: ' || COALESCE(http_status, '') || ' ' || COALESCE(last_error, ''), "
-                "updated_at = ? WHERE status = 'failed'", (utc_now(),))
+                "updated_at = ? WHERE status = 'failed' AND document_available IS NOT 0", (utc_now(),))
             return cursor.rowcount
 
     # -------------------------------------------------------------- counts
@@ -698,6 +732,11 @@ class Database:
             details = [[row.get(c) for c in DOCUMENT_DETAIL_COLUMNS] + [row["document_id"]] for row in rows
                        if any(row.get(c) is not None for c in DOCUMENT_DETAIL_COLUMNS)] if isinstance(rows, list) else []
             if details:
+                # Availability first: it reads the stored document_available the details then refresh.
+                self.conn.executemany(_AVAILABILITY_SQL, (
+                    {"id": row["document_id"], "available": row["document_available"], "now": now,
+                     "withheld": WITHHELD_ERROR, "released": RELEASED_ERROR}
+                    for row in rows if row.get("document_available") is not None))
                 self.conn.executemany(_DETAILS_SQL, details)
             return new
 
@@ -715,22 +754,28 @@ class Database:
                 found[row["case_id"]] = row
         return found
 
-    def record_case_walk(self, sweep: int | None, case: Mapping[str, Any], entries: Sequence[Mapping[str, Any]],
+    def record_case_walk(self, sweep: int | None, case: Mapping[str, Any] | None, entries: Sequence[Mapping[str, Any]],
                          documents: list[dict], court_texts: Sequence[Mapping[str, Any]] = (),
                          parties: Sequence[Mapping[str, Any]] | None = None,
                          lower_courts: Sequence[Mapping[str, Any]] | None = None) -> int:
-        """One walked case in one transaction: its row (walked in `sweep`; None: seen, not walked),
-        entries, documents, the court's texts and, when fetched, parties and lower courts. Returns
+        """One walked case in one transaction: its row (walked in `sweep`; None: seen, not walked; a
+        case of None: entries alone), entries, documents, the court's texts and, when fetched, parties and lower courts. Returns
         the new documents."""
         import json as _json
         now = utc_now()
         with self.transaction():
-            self.conn.execute(_UPSERT_CASE_SQL, [case.get(c) for c in CASE_COLUMNS] + [now])
-            if sweep is not None:
+            if case is not None:
+                self.conn.execute(_UPSERT_CASE_SQL, [case.get(c) for c in CASE_COLUMNS] + [now])
+            if sweep is not None and case is not None:
                 self.conn.execute("UPDATE cases SET walked_sweep = ?, walked_at = ? WHERE case_id = ?",
                                   (sweep, now, case["case_id"]))
             self.conn.executemany(_UPSERT_ENTRY_SQL, ([entry.get(c) for c in DOCKET_ENTRY_COLUMNS] + [now]
                                                       for entry in entries))
+            # Entries whose file list was asked: why it must be asked again (NULL: it need not).
+            self.conn.executemany(
+                "UPDATE docket_entries SET files_missing = ?, files_asked_sweep = ? WHERE docket_entry_id = ?",
+                ((entry["files_missing"], entry["files_asked_sweep"], entry["docket_entry_id"])
+                 for entry in entries if "files_asked_sweep" in entry))
             new = self.upsert_discovered(documents) if documents else 0
             self.conn.executemany(
                 "INSERT INTO court_text(document_id, sha256, pages, chars, replacement_chars, fetched_at) "
@@ -751,6 +796,31 @@ class Database:
                     "VALUES (:case_id, :position, :name, :case_number, :case_title)", lower_courts)
             return new
 
+    def entries_to_ask_again(self, sweep: int) -> list[sqlite3.Row]:
+        """Docket entries whose file list came back empty or with withheld files, not asked in `sweep`
+        yet (with their case's number, for the documents' rows)."""
+        return self.conn.execute(
+            "SELECT e.*, c.case_number, c.court, c.title FROM docket_entries e "
+            "LEFT JOIN cases c ON c.case_id = e.case_id "
+            "WHERE e.files_missing IS NOT NULL AND COALESCE(e.files_asked_sweep, 0) < ? "
+            "ORDER BY e.docket_entry_id", (sweep,)).fetchall()
+
+    def entries_missing_files(self) -> dict[str, int]:
+        """How many docket entries wait for their files to be listed again, by reason."""
+        return dict(self.conn.execute(
+            "SELECT files_missing, COUNT(*) FROM docket_entries WHERE files_missing IS NOT NULL "
+            "GROUP BY files_missing").fetchall())
+
+    def withheld_documents(self, limit: int | None = None) -> list[sqlite3.Row]:
+        """Documents the court lists but withholds (documentAvailable false), by case number."""
+        return self.conn.execute(
+            "SELECT document_id, case_number, description, document_name, filed_date, status FROM documents "
+            "WHERE document_available = 0 ORDER BY case_number, document_id LIMIT ?",
+            (-1 if limit is None else limit,)).fetchall()
+
+    def withheld_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM documents WHERE document_available = 0").fetchone()[0]
+
     def known_docket_entries_with_documents(self, entry_ids: Sequence[str]) -> set[str]:
         """Which of these docket entries already have a document in the table."""
         known: set[str] = set()
@@ -764,16 +834,19 @@ class Database:
 
     def coverage_audit(self) -> list[sqlite3.Row]:
         """Per top-level shard of the latest sweep that paged it: what the court announced
-        (`announced`: documents for the document search, cases for the case walk) next to what
-        the tables hold (`documents`, `cases`)."""
+        (`announced`: documents for the document search, cases for the case walk; for a split shard,
+        the sum of its paged leaves, whose totals leave out neighbouring numbers) next to what the
+        tables hold (`documents`, `cases`)."""
         return self.conn.execute(
             "WITH latest AS (SELECT shard, MAX(sweep) AS sweep FROM discovery_shards "
             "                WHERE total_count IS NOT NULL AND length(shard) IN (7, 13) GROUP BY shard) "
-            "SELECT latest.shard, latest.sweep, s.total_count AS announced, "
+            "SELECT latest.shard, latest.sweep, "
+            "  (SELECT SUM(leaf.total_count) FROM discovery_shards leaf WHERE leaf.sweep = latest.sweep "
+            "   AND leaf.state = 'done' AND substr(leaf.shard, 1, length(latest.shard)) = latest.shard) AS announced, "
             "  (SELECT COUNT(*) FROM documents d WHERE d.shard = latest.shard) AS documents, "
             "  (SELECT COUNT(*) FROM cases c WHERE c.shard = latest.shard) AS cases, "
             f"  (SELECT value FROM kv WHERE key = '{KV_DISCOVERY_STRATEGY}') AS strategy "
-            "FROM latest JOIN discovery_shards s ON s.shard = latest.shard AND s.sweep = latest.sweep "
+            "FROM latest "
             "ORDER BY latest.shard").fetchall()
 
     def start_sweep(self, sweep: int, shards: Sequence[str]) -> int:
@@ -832,6 +905,14 @@ class Database:
                  totals["errors"], seconds, int(complete), sweep))
         return self.conn.execute("SELECT * FROM discovery_runs WHERE sweep = ?", (sweep,)).fetchone()
 
+    def abandon_sweep(self, sweep: int, reason: str, seconds: float) -> sqlite3.Row:
+        """Ends a sweep whose strategy the court's answers showed unusable: its pending shards are
+        errors (so it never counts as converged), and the next sweep starts afresh."""
+        with self.transaction():
+            self.conn.execute("UPDATE discovery_shards SET state = 'error', error = ?, updated_at = ? "
+                              "WHERE sweep = ? AND state = 'pending'", (reason[:500], utc_now(), sweep))
+        return self.finish_sweep(sweep, seconds, complete=True)
+
     def discovery_runs(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM discovery_runs ORDER BY sweep").fetchall()
 
@@ -845,9 +926,10 @@ class Database:
             "SELECT state, COUNT(*) FROM discovery_shards WHERE sweep = ? GROUP BY state", (sweep,)).fetchall())
 
     def iter_document_metadata(self) -> Iterator[tuple]:
-        """(document_id, *DOCUMENT_METADATA_COLUMNS) of every document, for discovery's change check."""
+        """(document_id, *DOCUMENT_METADATA_COLUMNS, document_available) of every document, for
+        discovery's change check."""
         yield from self.conn.execute(
-            f"SELECT document_id, {', '.join(DOCUMENT_METADATA_COLUMNS)} FROM documents")
+            f"SELECT document_id, {', '.join(DOCUMENT_METADATA_COLUMNS)}, document_available FROM documents")
 
     # ------------------------------------------------------------ download
 

@@ -9,7 +9,10 @@ Guarantees:
   session then stops reading the environment: a redirect to another host
   gets API_BASE's proxy settings). The mandatory headers are also sent with every
   request, so a session handed in by a caller cannot drop them.
-- Every endpoint path lives in `ENDPOINTS`; nothing else builds a URL.
+- Every endpoint path lives in `ENDPOINTS`; nothing else builds a URL. The
+  paths of SITE_ROOT_ENDPOINTS (the second download path,
+  `/documents/{id}/download`) are under the site root (scheme://host of
+  API_BASE), the others under API_BASE.
 - Pacing: before each request a random pause in PACING_SEARCH (searches) or
   PACING_DL (downloads), times PACING (0 turns it off), slept on the run
   clock, so a stop interrupts it and raises `StopRequested` before anything
@@ -27,17 +30,36 @@ Guarantees:
   documents while returning none on the first page, raises
   `CourtTrapError`. (Discover adds the checks only a whole shard or sweep
   can make.)
-- `download_response()` makes one streamed GET and never retries: the
-  download stage owns attempts, because they are persisted per document.
+- `download_response()` makes one streamed GET by one of DOWNLOAD_PATHS and
+  never retries: the download stage owns attempts (persisted per document)
+  and the choice of path.
 - A circuit breaker (`CourtHealth`) watches every answer: once the court
   has given no usable answer (a search page, a 400 on a window, a PDF, a
   permanent 401/403/404) for COURT_DOWN_SECONDS and COURT_DOWN_FAILURES
   requests in a row failed (refused, reset, timed out, 5xx, 429, HTML), the
   next pacing pause or backoff raises `CourtUnreachable` before anything
   is sent: the run stops asking, saves state and exits 3 instead of
-  spending its session in backoff.
-- A backoff of BACKOFF_LOG_SECONDS or more is logged (INFO) with what it
-  waits for, so a progress bar that stands still is explained.
+  spending its session in backoff. While the court has not given one usable
+  answer since the run began (a wrong API_BASE, no network, the court
+  down from the start), NEVER_ANSWERED_SECONDS (60 s, or less when
+  COURT_DOWN_SECONDS is) replaces COURT_DOWN_SECONDS, our own backoff is
+  capped so the COURT_DOWN_FAILURES tries fit in it, and a backoff the
+  breaker would open during is cut to the moment it opens.
+- Logging: a transport failure is one short phrase (`describe_failure`:
+  `ConnectionError: Connection refused`, never the HTTPConnectionPool
+  repr); retries are DEBUG; a backoff of BACKOFF_LOG_SECONDS or more is INFO
+  for the first wait of each thing retried, or when the court's
+  Retry-After asks for it, so a progress bar that stands still is
+  explained without a line per retry.
+- Lists (LIST_ENDPOINTS: a case's docket entries, parties, lower courts and
+  an entry's file list) are asked with the paging headers and a maxresults
+  of LIST_MAX_RESULTS, and followed while the court says `moreresults`;
+  what makes a list doubtful (a later page that is not a list, "more" with
+  no rows, "more" past the results limit, exactly SUSPICIOUS_LIST_SIZE rows
+  that nothing says is whole) is counted in `list_warnings`, never raised.
+- `observed_latency()` and `pace_figures()` say what the run asked of the
+  court and what the downloads left cost at the current pacing
+  (`projected_hours`).
 - The case walk's endpoints (ctrack-api.md's confirmed table): `search_cases`
   and `search_opinions` page like `search_documents`; `get_json` fetches a
   case's docket entries, parties, lower courts or header, or the file list
@@ -49,7 +71,10 @@ Guarantees:
   like a document's. The normalizers (`normalize_case_header`,
   `normalize_docket_entry`, `normalize_entry_file`, `normalize_party`,
   `normalize_lower_court`) are pure; a value of the wrong type or a missing
-  key raises `ShapeProblem` naming the field, for the caller to count.
+  key raises `ShapeProblem` naming the field, for the caller to count. A
+  search row's `documentAvailable` becomes `document_available`
+  (`availability_of`). A permanent status on a search raises
+  `SearchRefused` (the search is not this court's).
 
 Why a small loop and not urllib3's `Retry` on an `HTTPAdapter`: the stages
 need outcomes urllib3 cannot classify. A 400 on search is not a failure but
@@ -67,8 +92,9 @@ from __future__ import annotations
 import collections
 import logging
 import random
-import time
 import re
+import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -94,6 +120,7 @@ ENDPOINTS = {
     "case_search": "/cases/search?" + _SEARCH_FILTER.replace("{field}", "caseNumber"),
     "entry_documents": "/publicaccessdocuments?filter=parentCategory=docketentries,parentID={docket_entry_id}",
     "download": "/publicaccessdocuments/{document_id}/download",
+    "download_site": "/documents/{document_id}/download",     # at the site root, not under API_BASE
     "case": "/cases/{case_id}",
     "docket_entries": "/cases/{case_id}/docketentries",
     "parties": "/cases/{case_id}/parties",
@@ -106,6 +133,22 @@ ENDPOINTS = {
                        "&searchFilters[0].operation==&searchFilters[0].indexFieldName=caseHeader.court"
                        "&searchFilters[0].values[0]={court}"),
 }
+# Endpoints under the site root (scheme://host of API_BASE) rather than under API_BASE.
+SITE_ROOT_ENDPOINTS = frozenset({"download_site"})
+# The two download paths in production use (ctrack-api.md), by the name the pipeline keeps.
+DOWNLOAD_PATHS = {"api": "download", "site": "download_site"}
+# The court's lists (JSON arrays) asked with paging headers, whether or not the court pages them.
+LIST_ENDPOINTS = frozenset({"docket_entries", "parties", "lower_courts", "entry_documents"})
+LIST_MAX_RESULTS = 1000
+# A list of exactly this many rows, with nothing saying it is whole, may be the court's default page
+# cut short (searches sent without paging headers answer about 20 rows).
+SUSPICIOUS_LIST_SIZE = 20
+# How far a list is followed when the court never says it has no more (its results limit when it
+# announced one).
+LIST_RESULTS_LIMIT = 10000
+# While the court has not given one usable answer since the run began, the breaker opens after
+# COURT_DOWN_FAILURES failures and this long (or COURT_DOWN_SECONDS if shorter), whichever is later.
+NEVER_ANSWERED_SECONDS = 60.0
 COURT_NAMES = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
 
 PAGING_TOTAL = "x-ctrack-paging-totalcount"
@@ -123,6 +166,14 @@ _TRANSIENT_EXCEPTIONS = (requests.ConnectionError, requests.Timeout,
 
 class CourtTrapError(IntegrityError):
     """The court answered a search as if the x-ctrack-excludeselflinks header were missing."""
+
+
+class SearchRefused(IntegrityError):
+    """The court answered a search with a permanent status (401/403/404): this search is not its."""
+
+    def __init__(self, message: str, http_status: int):
+        super().__init__(message)
+        self.http_status = http_status
 
 
 class ShapeProblem(ValueError):
@@ -222,7 +273,8 @@ def normalize_document_row(item: Mapping[str, Any]) -> dict | None:
     if document_id is None:
         return None
     get = (item.get("rowMap") or {}).get
-    row = {"document_id": document_id, **{column: get(key) for column, key in DOCUMENT_ROW_FIELDS.items()}}
+    row = {"document_id": document_id, **{column: get(key) for column, key in DOCUMENT_ROW_FIELDS.items()},
+           "document_available": availability_of(get("documentAvailable"))}
     # Real rows carry neither court nor one-line title, and `+0000` offsets: made what the table holds.
     if row["court"] is None:
         row["court"] = court_of_case_number(row["case_number"])
@@ -231,6 +283,41 @@ def normalize_document_row(item: Mapping[str, Any]) -> dict | None:
     if isinstance(row["filed_date"], str) and _UTC_OFFSET.search(row["filed_date"]):
         row["filed_date"] = court_date(row["filed_date"])
     return row
+
+
+def availability_of(value: Any) -> int | None:
+    """documentAvailable as the table keeps it: 1, 0, or None when the court did not say (or said
+    something that is no boolean)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return int(value.strip().lower() == "true")
+    return None
+
+
+_ERRNO_REASON = re.compile(r"\[Errno -?\d+\] ([^'\"()\]]+)")
+_POOL_PREFIX = re.compile(r"^\w*ConnectionPool\([^)]*\):\s*")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A transport failure in one short phrase (`ConnectionError: Connection refused`), without
+    the HTTPConnectionPool(...) and object reprs requests puts in its messages."""
+    text = str(exc)
+    reason = _ERRNO_REASON.search(text)
+    if reason:
+        phrase = reason.group(1).strip()
+    else:
+        phrase = _POOL_PREFIX.sub("", text).split(" (Caused by", 1)[0]
+        phrase = re.sub(r"Max retries exceeded with url: \S+", "", phrase).strip(" .:") or type(exc).__name__
+    return f"{type(exc).__name__}: {phrase}"[:160]
+
+
+def projected_hours(requests: int, pause_window: tuple[float, float], pacing: float,
+                    latency_seconds: float) -> float:
+    """Hours `requests` take one at a time: each the mean pacing pause (PACING x the window's mean)
+    plus the latency observed."""
+    pause = pacing * (pause_window[0] + pause_window[1]) / 2
+    return requests * (pause + max(0.0, latency_seconds)) / 3600
 
 
 _RELATED_NUMBERS = re.compile(r"\b(\d{4})-(CA|SC)-(\d{4})((?:\s*,\s*(?:&\s*)?\d{4}(?![\d-]))*)")
@@ -428,15 +515,28 @@ class CourtHealth:
         self.down_seconds, self.down_failures = down_seconds, down_failures
         self._now = now
         self.last_usable = now()
+        self.answered = False          # any usable answer since the run (this tracker) began
         self.failures_in_a_row = 0
         self.last_failure: str | None = None
         self.outage_attempts: collections.Counter = collections.Counter()   # document id -> attempts
 
     def usable(self) -> None:
         self.last_usable = self._now()
+        self.answered = True
         self.failures_in_a_row = 0
         self.last_failure = None
         self.outage_attempts.clear()
+
+    def threshold_seconds(self) -> float:
+        """The silence that opens the breaker: down_seconds, or at most NEVER_ANSWERED_SECONDS while
+        the court has not answered once (a wrong API_BASE or no network should not cost minutes)."""
+        return self.down_seconds if self.answered else min(self.down_seconds, NEVER_ANSWERED_SECONDS)
+
+    def seconds_until_open(self) -> float | None:
+        """How long until the breaker opens if nothing usable comes (None: not enough failures yet)."""
+        if self.failures_in_a_row < self.down_failures:
+            return None
+        return max(0.0, self.threshold_seconds() - self.silent_seconds())
 
     def failure(self, what: object, document_id: str | None = None) -> None:
         self.failures_in_a_row += 1
@@ -449,13 +549,14 @@ class CourtHealth:
 
     def unreachable(self) -> bool:
         return (self.failures_in_a_row >= self.down_failures
-                and self.silent_seconds() >= self.down_seconds)
+                and self.silent_seconds() >= self.threshold_seconds())
 
     def check(self, base: str) -> None:
         """Raises CourtUnreachable when the breaker is open."""
         if self.unreachable():
+            since = "for" if self.answered else "since the run began,"
             raise CourtUnreachable(
-                f"the court at {base} gave no usable answer for {self.silent_seconds():.0f} s "
+                f"the court at {base} gave no usable answer {since} {self.silent_seconds():.0f} s "
                 f"({self.failures_in_a_row} failed requests in a row; last: {self.last_failure})")
 
 
@@ -482,10 +583,15 @@ class CourtClient:
             self.session.verify = settings["verify"]
             self.session.trust_env = False
         self._rng = rng or random.Random()
+        split = urllib.parse.urlsplit(self.base)
+        self.site_root = f"{split.scheme}://{split.netloc}"
         self.results_limit: int | None = None   # as the court last announced it
         self.requests_sent = 0
         self.retries = 0
-        self.health = CourtHealth(cfg.COURT_DOWN_SECONDS, cfg.COURT_DOWN_FAILURES)
+        self.answers = 0                        # requests the court answered (any status)
+        self.answer_seconds = 0.0               # their time to the answer's headers, summed
+        self.list_warnings: collections.Counter = collections.Counter()   # what made a list doubtful
+        self.health = CourtHealth(cfg.COURT_DOWN_SECONDS, cfg.COURT_DOWN_FAILURES, now=clock.elapsed)
 
     def close(self) -> None:
         self.session.close()
@@ -499,7 +605,21 @@ class CourtClient:
     # ------------------------------------------------------------ plumbing
 
     def url(self, endpoint: str, **values: str) -> str:
-        return self.base + ENDPOINTS[endpoint].format(**values)
+        root = self.site_root if endpoint in SITE_ROOT_ENDPOINTS else self.base
+        return root + ENDPOINTS[endpoint].format(**values)
+
+    def observed_latency(self) -> float:
+        """Mean seconds from a request to its answer's headers, this run (0 before any answer)."""
+        return self.answer_seconds / self.answers if self.answers else 0.0
+
+    def pace_figures(self, downloads_left: int) -> dict:
+        """Politeness by evidence: requests so far, the latency observed, and the hours the
+        downloads left take one at a time at the current pacing (PACING x PACING_DL)."""
+        latency = self.observed_latency()
+        return {"requests": self.requests_sent, "latency_seconds": round(latency, 3),
+                "downloads_left": downloads_left,
+                "projected_hours": round(projected_hours(downloads_left, self.cfg.PACING_DL, self.cfg.PACING,
+                                                         latency), 2)}
 
     def _pace(self, window: tuple[float, float]) -> None:
         self.health.check(self.base)
@@ -516,18 +636,34 @@ class CourtClient:
         in the log when it is long, refused (the breaker's CourtUnreachable) when the court is
         down, cut short (StopRequested) by a stop."""
         self.health.check(self.base)
-        delay = retry_delay(failures, base=self.cfg.BACKOFF_BASE, cap=self.cfg.BACKOFF_CAP,
-                            retry_after=retry_after)
-        if delay >= BACKOFF_LOG_SECONDS:
-            log_client.info("waiting %.0f s before %s (%s)", delay, waiting_for,
-                            "the court's Retry-After" if retry_after and retry_after >= delay else "backoff")
+        delay = retry_delay(failures, base=self.cfg.BACKOFF_BASE, cap=self.cfg.BACKOFF_CAP)
+        if not self.health.answered:
+            # Never answered: enough tries fit in the breaker's first-contact window.
+            delay = min(delay, NEVER_ANSWERED_SECONDS / max(1, self.health.down_failures))
+        delay = max(delay, retry_after or 0.0)      # the court's Retry-After is its word
+        opens_in = self.health.seconds_until_open()
+        if opens_in is not None and opens_in < delay:
+            # The breaker would open during this wait: wait only that long, then say so.
+            if not self.clock.sleep(opens_in):
+                raise StopRequested(self.clock.stop_reason or "stop requested")
+            self.health.check(self.base)
+        courts_word = bool(retry_after and retry_after >= delay)
+        # Said once for each thing retried (its first wait) or when the court asks for the wait;
+        # the other waits are DEBUG: a dead court must not write a line per retry.
+        level = logging.INFO if delay >= BACKOFF_LOG_SECONDS and (failures <= 1 or courts_word) else logging.DEBUG
+        log_client.log(level, "waiting %.0f s before %s (%s)", delay, waiting_for,
+                       "the court's Retry-After" if courts_word else "backoff")
         if not self.clock.sleep(delay):
             raise StopRequested(self.clock.stop_reason or "stop requested")
 
     def _get(self, url: str, headers: Mapping[str, str], **kwargs: Any) -> requests.Response:
         self.requests_sent += 1
-        return self.session.get(url, headers={**MANDATORY_HEADERS, **headers},
-                                timeout=(self.cfg.HTTP_TIMEOUT, self.cfg.HTTP_TIMEOUT), **kwargs)
+        started = time.monotonic()
+        response = self.session.get(url, headers={**MANDATORY_HEADERS, **headers},
+                                    timeout=(self.cfg.HTTP_TIMEOUT, self.cfg.HTTP_TIMEOUT), **kwargs)
+        self.answers += 1
+        self.answer_seconds += time.monotonic() - started
+        return response
 
     # -------------------------------------------------------------- search
 
@@ -548,15 +684,53 @@ class CourtClient:
     def get_json(self, endpoint: str, **values: str) -> Any:
         """One JSON answer of a case resource or an entry's file list, retried like a search page.
 
-        A 404 (or another permanent status) raises PermanentFetchError; transient answers, a 200
-        that is not JSON and an empty body are retried up to SEARCH_ATTEMPTS tries."""
+        A list (LIST_ENDPOINTS) is asked with the paging headers and a large maxresults, and
+        followed while the court says `moreresults: true`, up to its results limit; a page that
+        is not a list, "more" with no rows, "more" past the limit and a list of exactly
+        SUSPICIOUS_LIST_SIZE rows that nothing says is whole are counted in `list_warnings` (the
+        rows so far are returned). A first answer that is not a list is returned as it is, for the
+        caller to count. A 404 (or another permanent status) raises PermanentFetchError; transient
+        answers, a 200 that is not JSON and an empty body are retried up to SEARCH_ATTEMPTS tries."""
         url = self.url(endpoint, **values)
         label = f"{endpoint} {next(iter(values.values()), '')[:12]}"
+        if endpoint not in LIST_ENDPOINTS:
+            return self._json_answer(url, {}, label)[0]
+        rows: list = []
+        start = 1
+        while True:
+            body, headers = self._json_answer(url, {"x-ctrack-paging-startindex": str(start),
+                                                    "x-ctrack-paging-maxresults": str(LIST_MAX_RESULTS),
+                                                    "x-ctrack-paging-calculatetotalcount": "true"}, label)
+            if not isinstance(body, list):
+                if start == 1:
+                    return body
+                return self._list_warning(rows, f"{label}: a later page is not a list")
+            rows += body
+            if str(headers.get(PAGING_MORE, "")).strip().lower() != "true":
+                break
+            if not body:
+                return self._list_warning(rows, f"{label}: moreresults with no rows")
+            start += len(body)
+            limit = _client_int_header(headers, PAGING_LIMIT) or self.results_limit or LIST_RESULTS_LIMIT
+            if start > limit:
+                return self._list_warning(rows, f"{label}: moreresults still true past the results limit {limit}")
+        if len(rows) == SUSPICIOUS_LIST_SIZE and _client_int_header(headers, PAGING_TOTAL) is None:
+            self._list_warning(rows, f"{label}: exactly {SUSPICIOUS_LIST_SIZE} rows and nothing says the list is whole")
+        return rows
+
+    def _list_warning(self, rows: list, what: str) -> list:
+        kind = what.split(": ", 1)[1]
+        self.list_warnings[kind] += 1
+        log_client.debug("%s", what)
+        return rows
+
+    def _json_answer(self, url: str, headers: Mapping[str, str], label: str) -> tuple[Any, Mapping[str, str]]:
+        """(body, response headers) of one JSON GET, with get_json's retries."""
         failures = 0
         while True:
             self._pace(self.cfg.PACING_SEARCH)
             try:
-                response = self._get(url, {})
+                response = self._get(url, headers)
                 code = response.status_code
                 if code == 200:
                     try:
@@ -567,7 +741,7 @@ class CourtClient:
                                                       http_status=200)
                     else:
                         self.health.usable()
-                        return body
+                        return body, response.headers
                 elif classify_http_status(code) == "permanent":
                     self.health.usable()   # the court answered: it is there, this resource is not
                     raise PermanentFetchError(f"{label}: HTTP {code}", http_status=code)
@@ -575,14 +749,14 @@ class CourtClient:
                     outcome = TransientFetchError(f"HTTP {code}", http_status=code,
                                                   retry_after=retry_after_seconds(response))
             except _TRANSIENT_EXCEPTIONS as exc:
-                outcome = TransientFetchError(f"{label}: {type(exc).__name__}: {exc}")
+                outcome = TransientFetchError(f"{label}: {describe_failure(exc)}")
             self.health.failure(outcome)
             failures += 1
             if failures >= self.cfg.SEARCH_ATTEMPTS:
                 raise TransientFetchError(f"{label}: {failures} tries failed; last: {outcome}",
                                           http_status=outcome.http_status, retry_after=outcome.retry_after)
             self.retries += 1
-            log_client.info("%s: %s; retry %d of %d", label, outcome, failures, self.cfg.SEARCH_ATTEMPTS - 1)
+            log_client.debug("%s: %s; retry %d of %d", label, outcome, failures, self.cfg.SEARCH_ATTEMPTS - 1)
             self.backoff(failures, outcome.retry_after,
                          f"{label}, try {failures + 1} of {self.cfg.SEARCH_ATTEMPTS}")
 
@@ -606,7 +780,7 @@ class CourtClient:
                 response = self._get(url, headers)
                 outcome = self._search_outcome(prefix, start_index, response)
             except _TRANSIENT_EXCEPTIONS as exc:
-                outcome = TransientFetchError(f"{prefix}: {type(exc).__name__}: {exc}")
+                outcome = TransientFetchError(f"{prefix}: {describe_failure(exc)}")
             if isinstance(outcome, TransientFetchError):
                 self.health.failure(outcome)
             else:
@@ -627,8 +801,8 @@ class CourtClient:
                     f"{prefix} (start {start_index}): {failures} tries failed; last: {outcome}",
                     http_status=outcome.http_status, retry_after=outcome.retry_after)
             self.retries += 1
-            log_client.info("search %s start %d: %s; retry %d of %d", prefix, start_index, outcome,
-                            failures, self.cfg.SEARCH_ATTEMPTS - 1)
+            log_client.debug("search %s start %d: %s; retry %d of %d", prefix, start_index, outcome,
+                             failures, self.cfg.SEARCH_ATTEMPTS - 1)
             self.backoff(failures, outcome.retry_after,
                          f"search {prefix} start {start_index}, try {failures + 1} of {self.cfg.SEARCH_ATTEMPTS}")
 
@@ -645,8 +819,9 @@ class CourtClient:
             kind = classify_http_status(code)
             if kind == "permanent":
                 # 401/403/404 on a search is not something a shard split or a retry fixes.
-                raise IntegrityError(f"{prefix}: the court answered a search with {code}: "
-                                     f"{response.text[:200]!r}")
+                self.health.usable()   # the court answered: it is there, this search is not
+                raise SearchRefused(f"{prefix}: the court answered a search with {code}: "
+                                    f"{response.text[:200]!r}", code)
             return TransientFetchError(f"HTTP {code}", http_status=code,
                                        retry_after=retry_after_seconds(response))
         try:
@@ -682,8 +857,9 @@ class CourtClient:
         """The pause before a download (PACING_DL); raises StopRequested, before anything is sent, on a stop."""
         self._pace(self.cfg.PACING_DL)
 
-    def download_response(self, document_id: str, *, pace: bool = True) -> requests.Response:
-        """One streamed GET of a document's PDF; no retries (the download stage owns attempts).
+    def download_response(self, document_id: str, *, pace: bool = True, path: str = "api") -> requests.Response:
+        """One streamed GET of a document's PDF by one of DOWNLOAD_PATHS; no retries (the download
+        stage owns attempts).
 
         Paced unless `pace=False` (a caller that records the attempt calls `pace_download()` first,
         so a stop during the pause records nothing). Connection errors and timeouts raise
@@ -693,7 +869,7 @@ class CourtClient:
         if pace:
             self.pace_download()
         try:
-            return self._get(self.url("download", document_id=document_id), {}, stream=True)
+            return self._get(self.url(DOWNLOAD_PATHS[path], document_id=document_id), {}, stream=True)
         except _TRANSIENT_EXCEPTIONS as exc:
-            raise TransientFetchError(f"{document_id}: {type(exc).__name__}: {exc}") from exc
+            raise TransientFetchError(f"{document_id}: {describe_failure(exc)}") from exc
 

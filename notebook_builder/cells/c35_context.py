@@ -10,7 +10,10 @@ Guarantees:
   (`store_sleep`): a signal ends them at once, the budget's end does not.
 - `write_status()` writes status.json (CONTRACT.md) durably to the
   workspace and mirrors it; `done` comes from the same queue functions the
-  stages use.
+  stages use. It says up to which Kentucky day the archive is complete
+  (`complete_through`) and, once the court was asked this run, `court`:
+  requests so far, the latency observed and the projected hours of the
+  downloads left at the current pacing.
 
 Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, QUOTA_WARN_FRACTION, PROGRESS,
 BUDGET_SECONDS, SHUTDOWN_SECONDS.
@@ -27,8 +30,8 @@ from typing import Any
 
 from .c00_config import Config, RunClock, StoreError, utc_now
 from .c05_durable import durable_write, raise_if_disk_full
-from .c10_database import (DB_FILENAME, KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_DISCOVERY_CONVERGED_AT,
-                           KV_DISCOVERY_STRATEGY, Database)
+from .c10_database import (DB_FILENAME, KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH,
+                           KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, Database)
 from .c20_store import LocalStore, Store
 from .c34_mirror import StoreMirror
 
@@ -169,6 +172,8 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         # When the archive was last brought up to date (a converged sweep, or a complete update).
         document["archive_updated_at"] = db.kv_get(KV_ARCHIVE_UPDATED_AT)
         document["discovery_strategy"] = db.kv_get(KV_DISCOVERY_STRATEGY)
+        # The Kentucky day up to which the archive is complete (convergence closed the window, or an update).
+        document["complete_through"] = db.kv_get(KV_COMPLETE_THROUGH)
     document.update(extra or {})
     return document
 
@@ -180,6 +185,8 @@ def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> di
         extra["store_eta_seconds"] = ctx.mirror.eta_seconds()
     if ctx.court_unreachable:
         extra["court_unreachable"] = ctx.court_unreachable
+    if ctx.client is not None and getattr(ctx.client, "requests_sent", 0) and ctx.db is not None:
+        extra["court"] = ctx.client.pace_figures(ctx.db.download_queue_size(ctx.cfg))
     if ctx.quota is not None:
         extra["store_quota"] = ctx.quota
     document = status_document(ctx.db, ctx.cfg, phase=ctx.phase, verify=verify, extra=extra)

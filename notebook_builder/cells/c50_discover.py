@@ -47,26 +47,58 @@ Guarantees:
   (CASE_DETAILS) its parties and lower courts. Each walked case is committed
   in one transaction with its `walked_sweep`, so a sweep killed (even by
   SIGKILL) resumes at the case in flight, the only one asked again; a later sweep re-walks only new and open cases (`needs_walk`: a
-  closed case's record is final). `auto` probes the document search once:
-  rows carrying `documentID` choose `documents`, anything else (404, rows
-  that are docket entries, no rows) the case walk; the choice is logged and
-  kept in kv `discovery_strategy`.
+  closed case's record is final). A case whose docket entries the court
+  will not list is recorded, not walked.
+- `auto` decides on evidence (`choose_strategy`): the document search is
+  probed shard by shard, newest first, until one answers rows (or every
+  shard is empty); rows carrying `documentID` choose `documents`; otherwise
+  the case search is probed likewise, and the strategy whose search answers
+  is preferred (no rows is no evidence). The choice is logged and kept in
+  kv `discovery_strategy`. When the strategy in use proves unusable (its
+  search refused with 401/403/404, or most of a sweep's docket-entry and
+  file-list answers 404 or of the wrong shape: `strategy_failing`, judged
+  after STRATEGY_EVIDENCE answers and at the sweep's end), the sweep is
+  abandoned as errors (never converged) and auto falls back to the other
+  strategy (kept, `DiscoverResult.fallback` says why); when none is left (or
+  DISCOVERY names the one that failed), `CourtUnreachable` says what the
+  court answered, and the run stops as the breaker stops it (exit 3).
+- Exact shards: "Starts With" also answers neighbouring case numbers; a row
+  whose case number does not start with its shard's prefix is counted
+  (`foreign_rows`) and dropped, and never moves the shard's totals (its
+  recorded total leaves them out; the repage rule counts them apart).
 - A document id comes only from a `documentID` field. A search row without
   one is resolved through its docket entry's file list (`docketEntryID`),
   never from `id`; a row that cannot be resolved, a file without
   `documentID` and any answer of the wrong shape are counted per field
   (`DiscoverResult.shape_problems`, `unresolved`) and logged, never stored
   under a guessed id; a sweep that met as many as CONVERGENCE_DELTA (or 1%
-  of its rows) never counts as converged. Files with `documentAvailable: false` are counted
-  (`unavailable`), not queued.
+  of its rows) never counts as converged. A file naming another entry as
+  its `parentID` is counted (`parentID`) and dropped.
+- Files with `documentAvailable: false` are documents rows (counted in
+  `unavailable`): `failed`, http_status 404, document_available 0,
+  last_error WITHHELD_ERROR, never requested while withheld; a later answer
+  that lists one available queues it again (c10 `upsert_discovered`).
+  An entry saying `hasDocuments` whose list is `[]` is kept and counted
+  (`empty_entries`); such entries and those with withheld files are asked
+  again once in each later sweep (`ask_again`, docket_entries
+  `files_missing`). A null `documentText` is no text, never an error.
 - ADMIN numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`) are
   swept as shards of their own (`YYYY CA ADMIN`, `YYYY SC ADMIN`); the real
   case numbers their descriptions name go to `related_case_numbers`.
+- Convergence closes the window: before a sweep is reported converged, the
+  opinion search (`sweep_opinions`: 7-day windows, both courts, entries to
+  their file lists to documents rows; the one function every opinion pass
+  calls) covers the days since the crawl began (kv `crawl_started_on`,
+  with a week's overlap), for opinions filed meanwhile in cases that were
+  closed when walked; kv `complete_through` is then today's Kentucky date
+  (the day the crawl began when the court has no opinion search), and a
+  failed window means another sweep.
 - Incremental updates: once discovery has converged (and unless
   FULL_SWEEP), a run sweeps only the current and previous year's shards,
   then the opinion search (7-day windows, both courts) for the days since
   kv `opinions_checked_through` (with a week's overlap); a complete update
-  sets kv `archive_updated_at`.
+  sets kv `archive_updated_at` and `complete_through`. Days are Kentucky's
+  (c00 `kentucky_today`).
 - COURT_TEXT: the court's per-page `documentText` of each file is kept as
   `court_text/<sha256>.txt` (pages joined by form feeds) in the workspace and
   the store, and `court_text` rows name it.
@@ -86,15 +118,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-from .c00_config import (IntegrityError, PermanentFetchError, ResultsLimitExceeded, StopRequested,
-                         TransientFetchError, utc_now)
+from .c00_config import (CourtUnreachable, IntegrityError, PermanentFetchError, PipelineError,
+                         ResultsLimitExceeded, StopRequested, TransientFetchError, kentucky_today, utc_now)
 from .c05_durable import atomic_write
-from .c10_database import (DOCUMENT_METADATA_COLUMNS, KV_ARCHIVE_UPDATED_AT, KV_DISCOVERY_CONVERGED_AT,
-                           KV_DISCOVERY_STRATEGY, Database)
-from .c30_client import (COURT_NAMES, DOCUMENT_ROW_FIELDS, CourtClient, CourtTrapError, SearchPage, ShapeProblem,
-                         court_of_case_number, document_id_of, normalize_case_header, normalize_case_search_row,
-                         normalize_docket_entry, normalize_document_row, normalize_entry_file,
-                         normalize_lower_court, normalize_party, related_case_numbers)
+from .c10_database import (DOCUMENT_METADATA_COLUMNS, KV_ARCHIVE_UPDATED_AT, KV_COMPLETE_THROUGH,
+                           KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, Database)
+from .c30_client import (COURT_NAMES, DOCUMENT_ROW_FIELDS, CourtClient, CourtTrapError, SearchPage, SearchRefused,
+                         ShapeProblem, availability_of, court_of_case_number, document_id_of, normalize_case_header,
+                         normalize_case_search_row, normalize_docket_entry, normalize_document_row,
+                         normalize_entry_file, normalize_lower_court, normalize_party, related_case_numbers)
 from .c34_mirror import progress
 from .c35_context import Context
 
@@ -110,10 +142,15 @@ DISCOVER_FLUSH_ROWS = 5000      # changed rows of one shard handed to the writer
 # rows 1.1 s for the first sweep's 98,724 rows).
 DISCOVER_COMMIT_ROWS = 20000
 DISCOVER_COMMIT_SECONDS = 2.0
-DISCOVER_PROBE_ROWS = 5         # rows the auto strategy's one probe asks for
+DISCOVER_PROBE_ROWS = 5         # rows each of the auto strategy's probes asks for
+# The case walk's per-case answers (docket entries, file lists) are judged after this many: when
+# most are unusable (404, not a list), its endpoints are not this court's (`strategy_failing`).
+STRATEGY_EVIDENCE = 10
+STRATEGIES = ("documents", "cases")
 OPINION_WINDOW_DAYS = 7         # crawlers ask the opinion search for 7-day windows (longer ones went stale)
 OPINION_OVERLAP_DAYS = 7        # an update re-reads this many days before the last one's end
 COURT_TEXT_FOLDER = "court_text"
+KV_CRAWL_STARTED_ON = "crawl_started_on"    # the Kentucky day the first sweep began
 
 
 @dataclass
@@ -133,8 +170,14 @@ class DiscoverResult:
     cases_walked: int = 0
     entries_resolved: int = 0     # docket entries whose file list was asked for
     unresolved: int = 0           # search rows with neither documentID nor docketEntryID
-    unavailable: int = 0          # files with documentAvailable: false (counted, not queued)
+    unavailable: int = 0          # files listed with documentAvailable: false (kept as withheld rows)
+    empty_entries: int = 0        # entries saying hasDocuments whose file list was [] (asked again later)
+    entries_asked_again: int = 0  # file lists asked again (empty or withheld before)
+    foreign_rows: int = 0         # search rows outside their shard's prefix (neighbouring numbers), dropped
     opinion_rows: int = 0
+    fallback: str | None = None   # why the strategy chosen first was given up in this run
+    complete_through: str | None = None   # the Kentucky day up to which the archive is complete
+    list_warnings: dict = field(default_factory=dict)     # doubtful lists (client.list_warnings), this run
     requests: int = 0             # requests this stage sent
     shape_problems: dict = field(default_factory=dict)   # field -> count of answers lacking it
 
@@ -171,17 +214,61 @@ def needs_walk(previous: Mapping[str, Any] | None, case: Mapping[str, Any], swee
     return previous["closed"] != 1 or case.get("closed") == 0
 
 
-def choose_strategy(configured: str, probe_rows: list | None) -> tuple[str, str]:
-    """(strategy, why) from the knob and, for auto, the probe's rows (None: the search is absent)."""
+def choose_strategy(configured: str, document_rows: list | None,
+                    case_search: str = "unknown") -> tuple[str, str]:
+    """(strategy, why) from the knob and, for auto, the evidence of the probes: `document_rows` the
+    first rows the document search answered in any shard ([] none anywhere, None: refused, 404);
+    `case_search` what the case search answered ("rows", "empty", "absent", or "unknown": not
+    asked). No rows is no evidence; the strategy whose endpoints answer is preferred. ("", why)
+    when neither search is there."""
     if configured != "auto":
         return configured, f"DISCOVERY={configured}"
-    if probe_rows is None:
-        return "cases", "the document search is absent (404)"
-    if not probe_rows:
-        return "cases", "the document search answered no rows"
-    if all(document_id_of(item) for item in probe_rows):
+    if document_rows and all(document_id_of(item) for item in document_rows):
         return "documents", "the document search answers rows with documentID"
-    return "cases", "the document search answers rows without documentID (docket entries)"
+    if case_search == "absent":
+        if document_rows is None:
+            return "", "the document search and the case search both answer 404"
+        if document_rows:
+            return "documents", ("the case search answers 404; the document search's rows are docket "
+                                 "entries, resolved through their file lists")
+        return "documents", "the case search answers 404; the document search answers, with no rows yet"
+    if document_rows is None:
+        return "cases", "the document search is absent (404)"
+    if document_rows:
+        return "cases", "the document search answers rows without documentID (docket entries)"
+    if case_search == "rows":
+        return "cases", "the document search answered no rows in any shard; the case search did"
+    return "cases", "no search answered rows: the confirmed case walk"
+
+
+def strategy_failing(usable: int, unusable: int, *, complete: bool = False) -> bool:
+    """Whether a strategy's per-item endpoints are not this court's: most answers unusable (404, the
+    wrong shape), once STRATEGY_EVIDENCE of them are in, or at the end of a sweep (`complete`) from
+    two on (one removed case is no verdict on the endpoint)."""
+    return unusable > usable and (unusable >= STRATEGY_EVIDENCE or (complete and unusable >= 2))
+
+
+def probe_shards(first: int, last: int) -> list[str]:
+    """The top-level shards the auto strategy probes, newest first (where rows are likeliest)."""
+    return list(reversed(plan_shards(first, last)))
+
+
+def shard_holds(shard: str, case_number: Any) -> bool:
+    """Whether a search row belongs to its shard: its case number starts with the shard's prefix
+    ("Starts With" also answers neighbouring numbers). A row that names no case number is kept."""
+    if not isinstance(case_number, str) or not case_number.strip():
+        return True
+    return case_number.strip().upper().startswith(shard.upper())
+
+
+def files_missing(has_documents: Any, files: list, withheld: int) -> str | None:
+    """Why an entry's file list must be asked again: 'withheld' (a file the court does not serve
+    yet), 'empty' (it says it has documents and listed none), None (complete)."""
+    if withheld:
+        return "withheld"
+    if not files and has_documents:
+        return "empty"
+    return None
 
 
 def opinion_windows(first_day: _dt.date, last_day: _dt.date, days: int = OPINION_WINDOW_DAYS) -> list[tuple[str, str]]:
@@ -276,9 +363,10 @@ _discover_metadata_of = operator.itemgetter(*DOCUMENT_METADATA_COLUMNS)
 
 
 def metadata_fingerprint(row) -> int:
-    """What discovery knows of a document (a row with every metadata column), hashed: an unchanged
-    row needs no write. The same as hashing the table's columns in DOCUMENT_METADATA_COLUMNS order."""
-    return hash(_discover_metadata_of(row))
+    """What discovery knows of a document (a row with every metadata column and document_available),
+    hashed: an unchanged row needs no write. The same as hashing the table's columns in
+    DOCUMENT_METADATA_COLUMNS order, then its availability."""
+    return hash((*_discover_metadata_of(row), row["document_available"]))
 
 
 # The rowMap keys of DOCUMENT_METADATA_COLUMNS but 'shard' (the last column; discovery adds it).
@@ -294,7 +382,7 @@ def raw_row_fingerprint(item, shard: str) -> int:
         values = _discover_raw_values(row_map)
     except KeyError:
         values = tuple(row_map.get(key) for key in _DISCOVER_RAW_KEYS)
-    return hash((*values, shard))
+    return hash((*values, shard, availability_of(row_map.get("documentAvailable"))))
 
 
 def run_shard_queue(pending: list[str], bar, work: Callable[[str], str]) -> bool:
@@ -414,6 +502,11 @@ class DiscoveryWriter:
 # -------------------------------------------------------------------- stage
 
 
+class StrategyUnusable(PipelineError):
+    """The court's answers show the discovery strategy in use is not this court's (404s, the wrong
+    shape): the sweep is abandoned, and auto falls back to the other strategy."""
+
+
 def discover(ctx: Context) -> DiscoverResult:
     """Runs sweeps until discovery converges, MAX_SWEEPS are done, or the run must stop.
 
@@ -430,25 +523,47 @@ def discover(ctx: Context) -> DiscoverResult:
         client = CourtClient(cfg, ctx.clock)
     started = time.monotonic()
     requests_before = client.requests_sent
+    warnings_before = collections.Counter(client.list_warnings)
     walk = _CaseWalk(ctx, db, client, result)
+    unusable: dict[str, str] = {}       # strategy -> what the court answered, this run
     try:
         result.strategy = _discover_strategy(ctx, db, client)
         result.incremental = bool(db.kv_get(KV_DISCOVERY_CONVERGED_AT)) and not cfg.FULL_SWEEP
         plan = plan_sweep(cfg.FIRST_YEAR, cfg.last_year, incremental=result.incremental)
-        # Rows the table already holds unchanged are not rewritten (most rows of every sweep after
-        # the first): the upsert would be a no-op, and skipping it keeps Discover near the bare
-        # paging loop's speed. ~25 MB for 100k documents.
-        known = ({values[0]: metadata_fingerprint(values) for values in db.iter_document_metadata()}
-                 if result.strategy == "documents" else {})
+        if db.kv_get(KV_CRAWL_STARTED_ON) is None:
+            db.kv_set(KV_CRAWL_STARTED_ON, kentucky_today().isoformat())
+        known: dict[str, int] | None = None
         while result.sweeps < cfg.MAX_SWEEPS and not ctx.clock.should_stop():
             sweep = _discover_current_sweep(db)
             result.sweeps += 1
+            walk.begin_sweep(sweep)
             problems_before = sum(walk.problems.values()) + result.unresolved
-            if result.strategy == "documents":
-                summary, stopped = _discover_sweep(ctx, db, client, sweep, plan, result, known, walk)
-            else:
-                summary, stopped = walk.sweep(sweep, plan)
+            sweep_started = time.monotonic()
+            try:
+                if result.strategy == "documents":
+                    if known is None:
+                        # Rows the table already holds unchanged are not rewritten (most rows of every
+                        # sweep after the first): the upsert would be a no-op, and skipping it keeps
+                        # Discover near the bare paging loop's speed. ~25 MB for 100k documents.
+                        known = {values[0]: metadata_fingerprint(values) for values in db.iter_document_metadata()}
+                    summary, stopped = _discover_sweep(ctx, db, client, sweep, plan, result, known, walk)
+                else:
+                    summary, stopped = walk.sweep(sweep, plan)
+                if not stopped:
+                    walk.check_evidence(complete=True)
+            except (StrategyUnusable, SearchRefused) as exc:
+                why = str(exc) if isinstance(exc, StrategyUnusable) else f"its search was refused: {exc}"
+                db.abandon_sweep(sweep, f"{result.strategy} unusable: {why}", time.monotonic() - sweep_started)
+                result.errors += 1
+                unusable[result.strategy] = why
+                result.strategy = _discover_fall_back(ctx, db, result, unusable)
+                continue
             if stopped:
+                result.stopped = True
+                break
+            # Entries whose file list was empty or held withheld files: asked again, once a sweep.
+            asked = walk.ask_again(sweep)
+            if asked is None:
                 result.stopped = True
                 break
             if result.incremental:
@@ -457,6 +572,7 @@ def discover(ctx: Context) -> DiscoverResult:
                     break
                 if summary["errors"] == 0 and result.errors == 0:
                     db.kv_set(KV_ARCHIVE_UPDATED_AT, utc_now())
+                    db.kv_set(KV_COMPLETE_THROUGH, db.kv_get("opinions_checked_through"))
                 result.converged = True
                 break
             # Answers of the wrong shape in this sweep: what they held is unknown. A few are reported; as many
@@ -466,12 +582,17 @@ def discover(ctx: Context) -> DiscoverResult:
             if shape_problems:
                 log_discover.warning("sweep %d: %d answers of the wrong shape%s", sweep, shape_problems,
                                      "; not converged" if blocking else "")
-            if is_converged(complete=True, errors=summary["errors"] + int(blocking), rows_new=summary["rows_new"],
-                            delta=cfg.CONVERGENCE_DELTA):
+            if is_converged(complete=True, errors=summary["errors"] + int(blocking),
+                            rows_new=summary["rows_new"] + asked, delta=cfg.CONVERGENCE_DELTA):
+                closed = walk.close_window()
+                if closed is None:
+                    result.stopped = True
+                    break
+                if not closed:
+                    continue       # the opinion search failed: the window stays open, sweep again
                 now = utc_now()
                 db.kv_set(KV_DISCOVERY_CONVERGED_AT, now)
                 db.kv_set(KV_ARCHIVE_UPDATED_AT, now)
-                db.kv_set("opinions_checked_through", _dt.date.today().isoformat())
                 result.converged = True
                 break
         result.stopped = result.stopped or ctx.clock.stop_event.is_set()
@@ -480,41 +601,90 @@ def discover(ctx: Context) -> DiscoverResult:
             client.close()
         result.requests = client.requests_sent - requests_before
         result.shape_problems = dict(walk.problems)
+        result.list_warnings = dict(collections.Counter(client.list_warnings) - warnings_before)
         result.seconds = round(time.monotonic() - started, 3)
         result.documents = db.document_count()
+        result.complete_through = db.kv_get(KV_COMPLETE_THROUGH)
         if walk.problems or result.unresolved:
             log_discover.warning("discovery: %d search rows unresolvable (no documentID, no docketEntryID); "
                                  "answers lacking a field: %s", result.unresolved,
                                  ", ".join(f"{name} x{count}" for name, count in walk.problems.most_common()) or "none")
+        if result.list_warnings:
+            log_discover.warning("discovery: lists the court may have cut short: %s", ", ".join(
+                f"{kind} x{count}" for kind, count in sorted(result.list_warnings.items())))
+        if result.foreign_rows:
+            log_discover.info("discovery: %d search rows outside their shard's prefix dropped", result.foreign_rows)
     return result
 
 
+def _discover_fall_back(ctx: Context, db: Database, result: DiscoverResult, unusable: dict[str, str]) -> str:
+    """The other strategy after one proved unusable (auto only), kept; CourtUnreachable when none is left."""
+    failed = result.strategy
+    other = next(name for name in STRATEGIES if name != failed)
+    if ctx.cfg.DISCOVERY != "auto" or other in unusable:
+        said = "; ".join(f"{name}: {why}" for name, why in unusable.items())
+        raise CourtUnreachable(f"no discovery strategy works against {ctx.cfg.API_BASE} ({said})")
+    why = f"{failed} was unusable: {unusable[failed]}"[:300]
+    log_discover.warning("discovery strategy: falling back to %s (%s)", other, why)
+    db.kv_set(KV_DISCOVERY_STRATEGY, other)
+    db.kv_set("discovery_strategy_reason", why)
+    result.fallback = why
+    return other
+
+
 def _discover_strategy(ctx: Context, db: Database, client: CourtClient) -> str:
-    """DISCOVERY, or for auto the kept choice, or one probe of the document search (kept)."""
+    """DISCOVERY, or for auto the kept choice, or probes of the searches (kept): the document search,
+    newest shard first, until one answers rows (or every shard is empty); then, unless its rows
+    carry documentID, the case search likewise. CourtUnreachable when neither search is there."""
     configured = ctx.cfg.DISCOVERY
-    if configured == "auto":
+    if configured != "auto":
+        strategy, why = choose_strategy(configured, None)
+    else:
         kept = db.kv_get(KV_DISCOVERY_STRATEGY)
-        if kept in ("documents", "cases"):
+        if kept in STRATEGIES:
             return kept
+        shards = probe_shards(ctx.cfg.FIRST_YEAR, ctx.cfg.last_year)
         try:
-            rows = client.search_documents(f"{ctx.cfg.last_year}-CA", 1, DISCOVER_PROBE_ROWS).raw_items
-        except CourtTrapError:
-            raise
-        except IntegrityError:            # 401/403/404: no document search on this court
-            rows = None
-        except ResultsLimitExceeded:
-            rows = []
+            document_rows = _probe_search(client.search_documents, shards)
+            case_search = "unknown"
+            if not (document_rows and all(document_id_of(item) for item in document_rows)):
+                rows = _probe_search(client.search_cases, shards)
+                case_search = "absent" if rows is None else "rows" if rows else "empty"
         except TransientFetchError as exc:
             # Undecided: the confirmed case walk for this run, and the probe again next run.
             log_discover.warning("discovery strategy: the probe failed (%s); the case walk this run", exc)
             return "cases"
-        strategy, why = choose_strategy(configured, rows)
-    else:
-        strategy, why = choose_strategy(configured, None)
+        strategy, why = choose_strategy(configured, document_rows, case_search)
+        if not strategy:
+            raise CourtUnreachable(f"no discovery strategy works against {ctx.cfg.API_BASE}: {why}")
     log_discover.info("discovery strategy: %s (%s)", strategy, why)
     db.kv_set(KV_DISCOVERY_STRATEGY, strategy)
     db.kv_set("discovery_strategy_reason", why)
     return strategy
+
+
+def _probe_search(search: Callable[[str, int, int], SearchPage], shards: list[str]) -> list | None:
+    """The first rows a search answers, shard by shard ([]: none in any shard; None: refused)."""
+    for shard in shards:
+        try:
+            page = search(shard, 1, DISCOVER_PROBE_ROWS)
+        except SearchRefused:
+            return None
+        except ResultsLimitExceeded:
+            continue
+        if page.raw_items:
+            return page.raw_items
+    return []
+
+
+@dataclass
+class OpinionSweep:
+    """What one pass of the opinion search found (`_CaseWalk.sweep_opinions`)."""
+    rows: int = 0             # opinion-search rows (docket entries) read
+    rows_new: int = 0         # documents new to the table
+    errors: int = 0           # windows whose pages failed
+    refused: bool = False     # the court has no usable opinion search
+    stopped: bool = False
 
 
 class _CaseWalk:
@@ -523,28 +693,58 @@ class _CaseWalk:
     def __init__(self, ctx: Context, db: Database, client: CourtClient, result: DiscoverResult):
         self.ctx, self.db, self.client, self.result = ctx, db, client, result
         self.problems: collections.Counter = collections.Counter()
+        self.sweep_number: int | None = None
+        self.usable = self.unusable = 0      # this sweep's per-item answers (docket entries, file lists)
+        self.last_unusable: str | None = None
+
+    def begin_sweep(self, sweep: int) -> None:
+        self.sweep_number = sweep
+        self.usable = self.unusable = 0
+        self.last_unusable = None
+
+    def check_evidence(self, *, complete: bool = False) -> None:
+        """Raises StrategyUnusable when most of this sweep's per-item answers were unusable."""
+        if strategy_failing(self.usable, self.unusable, complete=complete):
+            raise StrategyUnusable(f"{self.unusable} of {self.usable + self.unusable} answers unusable "
+                                   f"(last: {self.last_unusable})")
 
     # --------------------------------------------------------- answers
 
     def _json_list(self, endpoint: str, what: str, **values: str) -> list:
-        answer = self.client.get_json(endpoint, **values)
+        """A list the court answers, its usability counted (a 404 or a non-list is unusable)."""
+        try:
+            answer = self.client.get_json(endpoint, **values)
+        except PermanentFetchError as exc:
+            self.unusable += 1
+            self.last_unusable = f"{what} HTTP {exc.http_status}"
+            raise
         if not isinstance(answer, list):
             self.problems[what] += 1
+            self.unusable += 1
+            self.last_unusable = f"{what}: not a list but {type(answer).__name__}"
             raise ShapeProblem(what, f"not a list but {type(answer).__name__}")
+        self.usable += 1
         return answer
 
-    def entry_files(self, entry: Mapping[str, Any], case: Mapping[str, Any] | None, shard: str
+    def entry_files(self, entry: dict, case: Mapping[str, Any] | None, shard: str
                     ) -> tuple[list[dict], list[dict], dict | None]:
-        """(documents, court texts, the case header the files carry) of one docket entry."""
+        """(documents, court texts, the case header the files carry) of one docket entry.
+
+        Withheld files (documentAvailable false) are documents too (`upsert_discovered` keeps them
+        as withheld failures); a file naming another entry as its parent is counted and dropped.
+        `entry` gains `files_missing` (why its list must be asked again) and `files_asked_sweep`."""
         self.result.entries_resolved += 1
         try:
             files = self._json_list("entry_documents", "publicaccessdocuments", docket_entry_id=entry["docket_entry_id"])
         except ShapeProblem:
             return [], [], None
         documents, texts, header = [], [], None
+        withheld = 0
         for raw in files:
             try:
                 document = normalize_entry_file(raw, entry, case)
+                if document["docket_entry_id"] != entry["docket_entry_id"]:
+                    raise ShapeProblem("parentID", "another entry's")
                 if header is None and isinstance(raw.get("caseHeader"), Mapping):
                     header = normalize_case_header(raw["caseHeader"])
             except ShapeProblem as problem:
@@ -552,12 +752,16 @@ class _CaseWalk:
                 continue
             if document["document_available"] == 0:
                 self.result.unavailable += 1
-                continue
+                withheld += 1
             pages = document.pop("court_pages")
             document["shard"] = shard or _shard_of_number(document["case_number"])
             documents.append(document)
             if pages is not None and self.ctx.cfg.COURT_TEXT:
                 texts.append(self._keep_court_text(document["document_id"], pages))
+        entry["files_missing"] = files_missing(entry.get("has_documents"), files, withheld)
+        entry["files_asked_sweep"] = self.sweep_number
+        if entry["files_missing"] == "empty":
+            self.result.empty_entries += 1
         return documents, texts, header
 
     def _keep_court_text(self, document_id: str, pages: list[str]) -> dict:
@@ -597,8 +801,9 @@ class _CaseWalk:
         ctx, db, client, result = self.ctx, self.db, self.client, self.result
         top = top_level_shard(shard)
         cases: dict[str, dict] = {}
+        foreign: set[str] = set()      # neighbouring numbers "Starts With" answered: counted, not walked
         pages = 0
-        paging = ShardPaging(ctx, db, client.search_cases, shard, "cases", lambda: len(cases), result)
+        paging = ShardPaging(ctx, db, client.search_cases, shard, "cases", lambda: len(cases) + len(foreign), result)
         try:
             for page in paging.pages():
                 pages += 1
@@ -608,6 +813,11 @@ class _CaseWalk:
                         case = normalize_case_search_row(item)
                     except ShapeProblem as problem:
                         self.problems[problem.field] += 1
+                        continue
+                    if not shard_holds(shard, case["case_number"]):
+                        if case["case_id"] not in foreign:
+                            foreign.add(case["case_id"])
+                            result.foreign_rows += 1
                         continue
                     case["shard"] = top
                     cases[case["case_id"]] = case
@@ -628,6 +838,7 @@ class _CaseWalk:
                 except TransientFetchError as exc:
                     errors += 1
                     last_error = f"{case['case_number']}: {exc}"
+                self.check_evidence()
         except StopRequested:
             return "stopped"
         except ResultsLimitExceeded as exc:
@@ -651,12 +862,13 @@ class _CaseWalk:
         if errors:
             result.errors += 1
             log_discover.warning("sweep %d shard %s: %d cases failed; last: %s", sweep, shard, errors, last_error)
-        db.finish_shard(sweep, shard, state=state, total_count=page.total_count, pages=pages,
+        db.finish_shard(sweep, shard, state=state, total_count=page.total_count - len(foreign), pages=pages,
                         rows_seen=len(cases), rows_new=rows_new, error=last_error and last_error[:500])
         return state
 
     def walk_case(self, sweep: int, case: dict) -> int:
-        """One case's record: docket entries, their files, parties and lower courts; committed as one."""
+        """One case's record: docket entries, their files, parties and lower courts; committed as one.
+        A case whose docket entries the court would not list is recorded, not walked (asked again)."""
         ctx, result = self.ctx, self.result
         case_id = case["case_id"]
         entries: list[dict] = []
@@ -664,11 +876,11 @@ class _CaseWalk:
         texts: list[dict] = []
         try:
             raw_entries = self._json_list("docket_entries", "docketentries", case_id=case_id)
-        except PermanentFetchError as exc:
-            self.problems[f"docketentries HTTP {exc.http_status}"] += 1
-            raw_entries = []
-        except ShapeProblem:
-            raw_entries = []
+        except (PermanentFetchError, ShapeProblem) as exc:
+            if isinstance(exc, PermanentFetchError):
+                self.problems[f"docketentries HTTP {exc.http_status}"] += 1
+            self.db.record_case_walk(None, case, [], [])
+            return 0
         for raw in raw_entries:
             try:
                 entries.append(normalize_docket_entry(raw, case_id))
@@ -699,8 +911,11 @@ class _CaseWalk:
 
     def _details(self, endpoint: str, what: str, case_id: str, normalize) -> list[dict] | None:
         try:
-            raw = self._json_list(endpoint, what, case_id=case_id)
-        except (ShapeProblem, PermanentFetchError):
+            raw = self.client.get_json(endpoint, case_id=case_id)
+        except PermanentFetchError:
+            return None
+        if not isinstance(raw, list):
+            self.problems[what] += 1
             return None
         rows = []
         for position, item in enumerate(raw):
@@ -715,7 +930,8 @@ class _CaseWalk:
     def resolve_rows(self, items: list, shard: str) -> list[dict]:
         """Search rows without documentID -> documents, through their docket entries' file lists.
 
-        Entries whose documents the table already holds are not asked for again."""
+        Entries whose documents the table already holds are not asked for again (an entry whose
+        list was empty or withheld is asked again by `ask_again`)."""
         entries: dict[str, dict] = {}
         for item in items:
             row_map = item.get("rowMap") if isinstance(item, Mapping) else None
@@ -747,46 +963,74 @@ class _CaseWalk:
                 self.problems[f"publicaccessdocuments HTTP {exc.http_status}"] += 1
                 self.result.unresolved += 1
                 continue
-            if not found_documents:
-                continue
             case_row = {**case, **(header or {}),
                         "shard": top_level_shard(shard) if shard else _shard_of_number(number),
                         "related_case_numbers": found["entry"]["related_case_numbers"]}
-            if case_row.get("case_id"):
-                # The case and entry as far as this row shows them; not walked (its other entries are
-                # unknown), and its documents are the caller's to write, so they count as new there.
-                self.db.record_case_walk(None, case_row, [found["entry"]], [], texts)
+            # The case and entry as far as this row shows them; not walked (its other entries are
+            # unknown), and its documents are the caller's to write, so they count as new there.
+            self.db.record_case_walk(None, case_row if case_row.get("case_id") else None, [found["entry"]], [], texts)
             documents += found_documents
         return documents
 
-    def opinion_update(self) -> bool:
-        """The opinion search for the days since the last update (both courts); False on a stop."""
+    def ask_again(self, sweep: int) -> int | None:
+        """The file lists of entries that came back empty or with withheld files before this sweep,
+        asked once more: new documents written (a released one is queued by the upsert). Returns the
+        documents new to the table, or None on a stop."""
+        rows = self.db.entries_to_ask_again(sweep)
+        new = 0
+        for row in rows:
+            if self.ctx.clock.should_stop():
+                return None
+            entry = {key: row[key] for key in ("docket_entry_id", "case_id", "entry_type", "subtype", "description",
+                                               "filed_date", "has_documents", "related_case_numbers")}
+            case = {"case_id": row["case_id"], "case_number": row["case_number"], "court": row["court"],
+                    "title": row["title"]}
+            try:
+                documents, texts, _ = self.entry_files(entry, case, _shard_of_number(row["case_number"]) or "")
+            except PermanentFetchError as exc:
+                self.problems[f"publicaccessdocuments HTTP {exc.http_status}"] += 1
+                continue
+            except (TransientFetchError, StopRequested):
+                if self.ctx.clock.should_stop():
+                    return None
+                continue
+            self.result.entries_asked_again += 1
+            new += self.db.record_case_walk(None, None, [entry], documents, texts)
+        if rows:
+            log_discover.info("sweep %d: %d file lists asked again (empty or withheld before), %d new documents",
+                              sweep, len(rows), new)
+        self.result.rows_new += new
+        return new
+
+    def sweep_opinions(self, first_day: _dt.date, last_day: _dt.date) -> OpinionSweep:
+        """The opinion search over [first_day, last_day] (7-day windows, both courts): its rows are
+        docket entries, resolved through their file lists into documents rows (entries already
+        holding documents are not asked again). The one way opinions are swept: the incremental
+        update and the convergence's closing pass both call it."""
         db, ctx, client, result = self.db, self.ctx, self.client, self.result
-        today = _dt.date.today()
-        through = db.kv_get("opinions_checked_through")
-        try:
-            since = _dt.date.fromisoformat(through) - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
-        except (TypeError, ValueError):
-            since = today - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
+        swept = OpinionSweep()
         before = db.document_count()
         for court in COURT_NAMES.values():
-            for first_day, last_day in opinion_windows(since, today):
+            for window_first, window_last in opinion_windows(first_day, last_day):
                 start = 1
                 while True:
                     if ctx.clock.should_stop():
-                        return False
+                        swept.stopped = True
+                        return swept
                     try:
-                        page = client.search_opinions(court, first_day, last_day, start, 25)
+                        page = client.search_opinions(court, window_first, window_last, start, 25)
                     except StopRequested:
-                        return False
+                        swept.stopped = True
+                        return swept
                     except (TransientFetchError, ResultsLimitExceeded) as exc:
-                        log_discover.warning("opinion search %s %s-%s: %s", court, first_day, last_day, exc)
-                        result.errors += 1
+                        log_discover.warning("opinion search %s %s-%s: %s", court, window_first, window_last, exc)
+                        swept.errors += 1
                         break
                     except IntegrityError as exc:
                         log_discover.warning("the opinion search is not usable here: %s", exc)
-                        result.errors += 1
-                        return True
+                        swept.refused = True
+                        return swept
+                    swept.rows += page.raw_count
                     result.opinion_rows += page.raw_count
                     rows = [item for item in page.raw_items if not document_id_of(item)]
                     documents = self.resolve_rows(rows, "")
@@ -795,8 +1039,48 @@ class _CaseWalk:
                     if not page.more or page.result_count <= 0:
                         break
                     start += page.result_count
-        result.rows_new += db.document_count() - before
-        db.kv_set("opinions_checked_through", today.isoformat())
+        swept.rows_new = db.document_count() - before
+        result.rows_new += swept.rows_new
+        return swept
+
+    def opinion_update(self) -> bool:
+        """The opinion search for the days since the last update (both courts); False on a stop."""
+        today = kentucky_today()
+        try:
+            since = _dt.date.fromisoformat(self.db.kv_get("opinions_checked_through")) - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
+        except (TypeError, ValueError):
+            since = today - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
+        swept = self.sweep_opinions(since, today)
+        if swept.stopped:
+            return False
+        self.result.errors += swept.errors + int(swept.refused)
+        if not swept.errors and not swept.refused:
+            self.db.kv_set("opinions_checked_through", today.isoformat())
+        return True
+
+    def close_window(self) -> bool | None:
+        """Before convergence is reported: the opinion search over the days since the crawl began
+        (with a week's overlap), for opinions filed meanwhile in cases closed when walked. True when
+        the window is closed (complete through today), False when the opinion search failed (sweep
+        again), None on a stop. A court with no opinion search converges complete through the day
+        the crawl began."""
+        today = kentucky_today()
+        try:
+            began = _dt.date.fromisoformat(self.db.kv_get(KV_CRAWL_STARTED_ON))
+        except (TypeError, ValueError):
+            began = today
+        swept = self.sweep_opinions(min(began, today) - _dt.timedelta(days=OPINION_OVERLAP_DAYS), today)
+        if swept.stopped:
+            return None
+        if swept.errors:
+            self.result.errors += swept.errors
+            return False
+        if swept.rows_new:
+            log_discover.info("closing the window: %d documents filed since the crawl began in cases walked "
+                              "before", swept.rows_new)
+        through = began if swept.refused else today
+        self.db.kv_set("opinions_checked_through", through.isoformat())
+        self.db.kv_set(KV_COMPLETE_THROUGH, through.isoformat())
         return True
 
 
@@ -878,16 +1162,25 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
     warned = False             # said once a shard: rows without documentID
     top = top_level_shard(shard)
     seen: set[str] = set()     # distinct document ids over every pass of this shard
-    paging = ShardPaging(ctx, db, client.search_documents, shard, "documents", lambda: len(seen), result)
+    foreign: set[str] = set()  # rows of neighbouring numbers ("Starts With" answers them too): not this shard's
+    paging = ShardPaging(ctx, db, client.search_documents, shard, "documents", lambda: len(seen) + len(foreign),
+                         result)
     try:
         for page in paging.pages():
             rows_seen = 0
             for item in page.raw_items:
+                row_map = item.get("rowMap") if isinstance(item, dict) else None
+                number = row_map.get("caseHeader.caseNumber") if isinstance(row_map, dict) else None
+                if not shard_holds(shard, number):
+                    key = document_id_of(item) or str(row_map.get("docketEntryID"))
+                    if key not in foreign:
+                        foreign.add(key)
+                        result.foreign_rows += 1
+                    continue
                 document_id = document_id_of(item)
                 if document_id is None:
                     # Counted and resolved after paging (a docket entry's files); never keyed by its id.
                     rows_seen += 1
-                    row_map = item.get("rowMap") if isinstance(item, dict) else None
                     entry_id = row_map.get("docketEntryID") if isinstance(row_map, dict) else None
                     seen.add(f"entry:{entry_id}" if isinstance(entry_id, str) else f"row:{len(seen)}")
                     batch.without_id.append(item)
@@ -926,8 +1219,9 @@ def _discover_page_shard(ctx: Context, db: Database, client: CourtClient, writer
         batch.total_count = paging.page.total_count if paging.page is not None else None
         return "error"
     page = paging.page
-    if len(seen) < page.total_count:
+    total = page.total_count - len(foreign)
+    if len(seen) < total:
         log_discover.info("shard %s: %d distinct documents of %d after %d passes", shard, len(seen),
-                          page.total_count, paging.repages + 1)
-    batch.state, batch.total_count = "done", page.total_count
+                          total, paging.repages + 1)
+    batch.state, batch.total_count = "done", total
     return "done"

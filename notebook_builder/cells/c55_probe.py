@@ -18,9 +18,22 @@ Guarantees:
   Parties, lower courts, the opinion search and the ADMIN prefix only warn
   (the walk goes on without them; incremental updates need the opinion
   search; ADMIN numbers a prefix does not list are found only by it).
+- Lists (docket entries, file list, parties, lower courts) are asked with the
+  paging headers and a large maxresults, as the pipeline asks them; a list
+  of exactly SUSPICIOUS_LIST_SIZE rows that nothing says is whole, or one the
+  court says has more, is a warning in its row's note.
+- The download is asked by both paths (c30 DOWNLOAD_PATHS) on one document:
+  rows `download` (under API_BASE) and `download_site` (at the site root);
+  the pipeline can download when either answers a PDF, and the table says
+  which one it will use.
+- Politeness by evidence: the table ends with the requests sent, the latency
+  observed, and the projected hours of a whole first crawl
+  (FULL_CRAWL_DOCUMENTS documents at the strategy's requests a document) at
+  the current pacing, so a user can choose PACING.
 - It writes nothing: no workspace, no database.
 
-Knobs read: API_BASE, DISCOVERY, CASE_DETAILS, LAST_YEAR, HTTP_TIMEOUT, PACING, PACING_SEARCH.
+Knobs read: API_BASE, DISCOVERY, CASE_DETAILS, FIRST_YEAR, LAST_YEAR, HTTP_TIMEOUT, PACING, PACING_SEARCH,
+PACING_DL.
 """
 from __future__ import annotations
 
@@ -32,8 +45,9 @@ from typing import Any
 
 import requests
 
-from .c00_config import Config, RunClock
-from .c30_client import COURT_NAMES, CourtClient, classify_http_status, document_id_of
+from .c00_config import Config, RunClock, kentucky_today
+from .c30_client import (COURT_NAMES, DOWNLOAD_PATHS, LIST_MAX_RESULTS, PAGING_MORE, PAGING_TOTAL,
+                         SUSPICIOUS_LIST_SIZE, CourtClient, classify_http_status, document_id_of, projected_hours)
 from .c50_discover import choose_strategy, opinion_windows
 
 log_probe = logging.getLogger("kycourt.probe")
@@ -51,15 +65,24 @@ PROBE_FIELDS: dict[str, tuple[str, ...]] = {
     "lower_courts": ("lowerCourtName", "lowerCourtCaseNumber"),
     "opinion_search": ("docketEntryID", "caseHeader.caseNumber", "filedDate", "hasDocuments"),
     "download": ("application/pdf",),
+    "download_site": ("application/pdf",),       # the same document by the site-root path
 }
 # The fields without which a row is useless (the others are metadata: missing ones are listed, not fatal).
 PROBE_REQUIRED: dict[str, tuple[str, ...]] = {
     "document_search": ("documentID",), "case_search": ("caseNumber",), "admin_case_search": ("caseNumber",),
     "docket_entries": ("docketEntryID", "hasDocuments"), "entry_documents": ("documentID",),
     "opinion_search": ("docketEntryID",), "parties": (), "lower_courts": (), "download": ("application/pdf",),
+    "download_site": ("application/pdf",),
 }
 NEEDED = {"documents": ("document_search", "download"),
           "cases": ("case_search", "docket_entries", "entry_documents", "download")}
+# Download verdicts that show the path answers (a 5xx or a restricted document is that document's).
+DOWNLOAD_ANSWERS = ("ok", "transient", "restricted")
+# A whole first crawl, for the projection: the record's documents, and each strategy's requests a
+# document during discovery (bench/discover.py: the document search and the case walk to
+# convergence, parties and lower courts included); each document then costs one download.
+FULL_CRAWL_DOCUMENTS = 98_724
+DISCOVERY_REQUESTS_PER_DOCUMENT = {"documents": 0.02, "cases": 2.5}
 
 
 @dataclass
@@ -82,6 +105,9 @@ class ProbeReport:
     why: str = ""
     requests: int = 0
     ok: bool = False
+    download_path: str | None = None     # the DOWNLOAD_PATHS name that answered a PDF, if one did
+    latency_seconds: float = 0.0         # mean time to an answer's headers
+    projected_hours: float | None = None # a whole first crawl at the current pacing
 
     def table(self) -> str:
         head = ("endpoint", "HTTP", "ms", "expected", "present", "missing", "verdict")
@@ -93,9 +119,24 @@ class ProbeReport:
                           ",".join(row.missing) or "-", row.verdict + (f" ({row.note})" if row.note else "")))
         widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
         text = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
-        text.append(f"strategy: {self.strategy} ({self.why}); {self.requests} requests; "
+        text.append(f"strategy: {self.strategy or 'none'} ({self.why}); download path: {self.download_path or 'none'}; "
+                    f"{self.requests} requests; "
                     f"{'the pipeline can run against this court' if self.ok else 'the pipeline cannot run: see FAIL rows'}")
+        if self.projected_hours is not None:
+            text.append(f"politeness: observed latency {self.latency_seconds:.2f} s a request; a whole first crawl "
+                        f"(~{FULL_CRAWL_DOCUMENTS:,} documents) projects to {self.projected_hours:.1f} h at the "
+                        "current pacing (KY_PACING scales it)")
         return "\n".join(text)
+
+
+def list_warning(rows: int, headers) -> str | None:
+    """What makes a list's answer doubtful: the court says more rows follow (the pipeline follows
+    them), or exactly SUSPICIOUS_LIST_SIZE rows come back with nothing saying the list is whole."""
+    if str(headers.get(PAGING_MORE, "")).strip().lower() == "true":
+        return "warning: paged (moreresults), the pipeline follows the pages"
+    if rows == SUSPICIOUS_LIST_SIZE and headers.get(PAGING_TOTAL) is None:
+        return f"warning: exactly {SUSPICIOUS_LIST_SIZE} rows, nothing says the list is whole (a default page?)"
+    return None
 
 
 def fields_of(rows: list, fields: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -110,6 +151,7 @@ class _Prober:
         self.cfg = cfg
         self.client = CourtClient(cfg, RunClock(3600.0), session=session)
         self.report = ProbeReport()
+        self.paging: Any = {}        # the last JSON answer's headers
 
     def ask(self, endpoint: str, headers: dict | None = None, **values: str) -> tuple[ProbeRow, Any]:
         row = ProbeRow(endpoint, expected=PROBE_FIELDS[endpoint])
@@ -123,9 +165,9 @@ class _Prober:
             self.client._pace(self.cfg.PACING_SEARCH)
             started = time.monotonic()
             try:
-                path = "case_search" if endpoint == "admin_case_search" else endpoint
+                path = {"admin_case_search": "case_search"}.get(endpoint, endpoint)
                 answer = self.client._get(self.client.url(path, **values), headers or {},
-                                          stream=endpoint == "download")
+                                          stream=endpoint in ("download", "download_site"))
             except requests.RequestException as exc:
                 row.seconds = time.monotonic() - started
                 row.verdict, row.note = "FAIL", f"no answer: {type(exc).__name__}"
@@ -133,14 +175,14 @@ class _Prober:
                     return row, None
                 row.note += " (retried)"
                 continue
-            if (endpoint != "download" and classify_http_status(answer.status_code) == "transient"
+            if (endpoint not in ("download", "download_site") and classify_http_status(answer.status_code) == "transient"
                     and answer.status_code != 200 and not row.note and self.spare_requests() >= 1):
                 row.note = f"HTTP {answer.status_code} (retried)"      # one busy answer is not a verdict
                 answer.close()
                 continue
             response = answer
         row.seconds, row.status = time.monotonic() - started, response.status_code
-        if endpoint == "download":
+        if endpoint in ("download", "download_site"):
             kind = response.headers.get("Content-Type", "")
             response.close()
             ok = response.status_code == 200 and "application/pdf" in kind
@@ -167,6 +209,7 @@ class _Prober:
         except ValueError:
             row.verdict, row.note = "FAIL", "200 that is not JSON"
             return row, None
+        self.paging = response.headers
         return row, body
 
     def spare_requests(self) -> int:
@@ -189,13 +232,19 @@ class _Prober:
         return self.check(row, row_maps), items
 
     def array(self, endpoint: str, **values: str) -> tuple[ProbeRow, list]:
-        row, body = self.ask(endpoint, **values)
+        row, body = self.ask(endpoint, {"x-ctrack-paging-startindex": "1",
+                                        "x-ctrack-paging-maxresults": str(LIST_MAX_RESULTS),
+                                        "x-ctrack-paging-calculatetotalcount": "true"}, **values)
         if body is None:
             return row, []
         if not isinstance(body, list):
             row.verdict, row.note = "FAIL", f"not a JSON array but {type(body).__name__}"
             return row, []
-        return self.check(row, body), body
+        self.check(row, body)
+        warning = list_warning(len(body), self.paging)
+        if warning:
+            row.note = (row.note + "; " if row.note else "") + warning
+        return row, body
 
     @staticmethod
     def check(row: ProbeRow, rows: list) -> ProbeRow:
@@ -223,70 +272,106 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
             document_id_of(item) for item in search_items)
         if search_items and not documents_ok:
             search_row.note = "rows without documentID: resolved through their entries' files"
-        strategy, why = choose_strategy(cfg.DISCOVERY, search_items if search_row.status == 200 else None)
-        report.strategy, report.why = strategy, why
         case_row, cases = prober.search("case_search", prefix=prefix)
+        case_search = ("absent" if case_row.verdict == "absent" else "rows" if cases
+                       else "empty" if case_row.status == 200 else "unknown")
+        strategy, why = choose_strategy(cfg.DISCOVERY, search_items if search_row.status == 200 else None,
+                                        case_search)
+        report.strategy, report.why = strategy, why
         case_id = next((item.get("rowMap", {}).get("caseID") or item.get("id") for item in cases
                         if isinstance(item, dict)), None)
         entry_id = None
-        document_id = next((document_id_of(item) for item in search_items if document_id_of(item)), None) \
-            if strategy == "documents" else None
+        candidates = [document_id_of(item) for item in search_items if document_id_of(item)] \
+            if strategy == "documents" else []
+        entry_ids: list[str] = []
         if case_id:
             _, entries = prober.array("docket_entries", case_id=case_id)
-            entry_id = next((entry.get("docketEntryID") for entry in entries
-                             if isinstance(entry, dict) and entry.get("hasDocuments")), None)
+            entry_ids = [entry.get("docketEntryID") for entry in entries
+                         if isinstance(entry, dict) and entry.get("hasDocuments")]
         else:
             report.rows.append(ProbeRow("docket_entries", expected=PROBE_FIELDS["docket_entries"],
                                         note="no case to ask for"))
-        candidates = [document_id_of(item) for item in search_items if document_id_of(item)] \
-            if strategy == "documents" else []
-        if entry_id:
-            _, files = prober.array("entry_documents", docket_entry_id=entry_id)
+        if entry_ids:
+            files_row, files = prober.array("entry_documents", docket_entry_id=entry_ids[0])
+            if not files and len(entry_ids) > 1:
+                # An entry saying hasDocuments can list none: a second one, paid for by the ADMIN
+                # check (it only warns) when the budget is short.
+                if prober.spare_requests() < 1:
+                    report.rows.append(ProbeRow("admin_case_search", expected=PROBE_FIELDS["admin_case_search"],
+                                                note="budget spent on a second entry's file list"))
+                report.rows.remove(files_row)
+                files_row, files = prober.array("entry_documents", docket_entry_id=entry_ids[1])
+                files_row.note = (files_row.note + "; " if files_row.note else "") + \
+                    "the first entry with documents listed none"
             candidates += [f.get("documentID") for f in files if isinstance(f, dict)
                            and f.get("documentAvailable") is not False and isinstance(f.get("documentID"), str)]
-            document_id = document_id or (candidates[0] if candidates else None)
         else:
             report.rows.append(ProbeRow("entry_documents", expected=PROBE_FIELDS["entry_documents"],
                                         note="no docket entry with documents to ask for"))
         if case_id and cfg.CASE_DETAILS:
             prober.array("parties", case_id=case_id)
             prober.array("lower_courts", case_id=case_id)
-        today = _dt.date.today()
+        today = kentucky_today()
         first_day, last_day = opinion_windows(today - _dt.timedelta(days=6), today)[0]
         prober.search("opinion_search", court=COURT_NAMES["CA"], first_day=first_day, last_day=last_day)
         # ADMIN numbers are swept as case-search prefixes; whether this court lists them so is checked here.
-        admin_row, _ = prober.search("admin_case_search", prefix=f"{cfg.last_year - 1} CA ADMIN")
-        if admin_row.verdict == "empty":
-            admin_row.note = "no ADMIN case listed by prefix: only the opinion search finds them"
-        if document_id:
-            row, _ = prober.ask("download", document_id=document_id)
-            # One withdrawn or restricted document says nothing of the endpoint: others, while the budget lasts.
-            for other in [candidate for candidate in candidates if candidate != document_id]:
-                if row.verdict == "ok" or row.status != 404 or prober.spare_requests() < 1:
-                    break
-                report.rows.remove(row)
-                row, _ = prober.ask("download", document_id=other)
-                row.note = (row.note + "; " if row.note else "") + "another document after a 404"
-        else:
-            report.rows.append(ProbeRow("download", expected=PROBE_FIELDS["download"], verdict="FAIL",
-                                        note="no document id to ask for"))
+        if "admin_case_search" not in {row.endpoint for row in report.rows}:
+            admin_row, _ = prober.search("admin_case_search", prefix=f"{cfg.last_year - 1} CA ADMIN")
+            if admin_row.verdict == "empty":
+                admin_row.note = "no ADMIN case listed by prefix: only the opinion search finds them"
+        _probe_downloads(prober, candidates)
     finally:
         report.requests = prober.client.requests_sent
+        report.latency_seconds = prober.client.observed_latency()
         prober.client.close()
     verdicts = {row.endpoint: row.verdict for row in report.rows}
-    needed = NEEDED[report.strategy]
+    answered = [path for path, endpoint in DOWNLOAD_PATHS.items()
+                if verdicts.get(endpoint) in DOWNLOAD_ANSWERS]
+    report.download_path = next((path for path in answered if verdicts.get(DOWNLOAD_PATHS[path]) == "ok"),
+                                answered[0] if answered else None)
+    needed = NEEDED.get(report.strategy, ())
     if report.strategy == "documents" and verdicts.get("document_search") == "resolvable":
         needed = needed + ("entry_documents",)      # rows resolved through their entries' files
-    report.ok = all(verdicts.get(endpoint) == "ok"
-                    or (endpoint == "document_search" and verdicts.get(endpoint) == "resolvable")
-                    or (endpoint == "download" and verdicts.get(endpoint) in ("transient", "restricted"))
-                    for endpoint in needed)
+    report.ok = bool(report.strategy) and all(
+        verdicts.get(endpoint) == "ok"
+        or (endpoint == "document_search" and verdicts.get(endpoint) == "resolvable")
+        or (endpoint == "download" and report.download_path is not None)
+        for endpoint in needed)
     for row in report.rows:
-        if row.verdict in ("FAIL", "absent") and row.endpoint not in NEEDED[report.strategy]:
+        if row.verdict not in ("FAIL", "absent"):
+            continue
+        if row.endpoint in DOWNLOAD_PATHS.values() and report.download_path:
+            row.note = (row.note + "; " if row.note else "") + f"the {report.download_path} path answers"
+        elif row.endpoint not in needed:
             row.note = (row.note + "; " if row.note else "") + "not needed by this strategy"
-    log_probe.info("probe of %s: strategy %s, %s", cfg.API_BASE, report.strategy,
+    if report.strategy:
+        discovery = FULL_CRAWL_DOCUMENTS * DISCOVERY_REQUESTS_PER_DOCUMENT[report.strategy]
+        report.projected_hours = (
+            projected_hours(round(discovery), cfg.PACING_SEARCH, cfg.PACING, report.latency_seconds)
+            + projected_hours(FULL_CRAWL_DOCUMENTS, cfg.PACING_DL, cfg.PACING, report.latency_seconds))
+    log_probe.info("probe of %s: strategy %s, %s", cfg.API_BASE, report.strategy or "none",
                    "ok" if report.ok else "cannot run")
     return report
+
+
+def _probe_downloads(prober: _Prober, candidates: list[str]) -> None:
+    """One document by both download paths; after a 404 on both, another document while the budget lasts
+    (one withdrawn or restricted document says nothing of the paths)."""
+    report = prober.report
+    if not candidates:
+        report.rows.append(ProbeRow("download", expected=PROBE_FIELDS["download"], verdict="FAIL",
+                                    note="no document id to ask for"))
+        return
+    for position, document_id in enumerate(candidates):
+        rows = [prober.ask(endpoint, document_id=document_id)[0] for endpoint in DOWNLOAD_PATHS.values()]
+        if position:
+            for row in rows:
+                row.note = (row.note + "; " if row.note else "") + "another document after a 404"
+        if any(row.status != 404 for row in rows) or position + 1 >= len(candidates) \
+                or prober.spare_requests() < len(rows):
+            return
+        for row in rows:
+            report.rows.remove(row)
 
 
 if __name__ == "__main__":  # the notebook's "probe first" box: the probe, before any stage runs

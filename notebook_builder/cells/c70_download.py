@@ -32,7 +32,13 @@ Guarantees:
   Content-Type), committed before the body is read.
 - Permanent answers (400, 401, 403, 404; 413 for a file over MAX_PDF_BYTES)
   fail the document at once, no backoff; the queue SQL never hands it out
-  again unless RETRY_HARD (the run forgives failures once).
+  again unless RETRY_HARD (the run forgives failures once). A document the
+  court withholds (document_available 0) is never in the queue.
+- The download path (c30 DOWNLOAD_PATHS: `api`, under API_BASE, or `site`, at
+  the site root) is the one kept in kv `download_path` (`api` until one is
+  kept). A 404 is asked of the other path too, in the same attempt; the path
+  that answers a PDF is kept (`DownloadPaths`), and a 404 on both is the
+  document's verdict, never the path's.
 - Transient ones (5xx, 408, 429, resets, timeouts, a torn body, a 200 that
   is not a PDF) are retried inline, one document at a time, after
   `retry_delay` seconds (BACKOFF_BASE after the first failed attempt,
@@ -77,7 +83,8 @@ from .c00_config import (CourtUnreachable, PermanentFetchError, StopRequested, S
                          TransientFetchError, utc_now)
 from .c05_durable import durable_rename, raise_if_disk_full, write_temp_file
 from .c20_store import pdf_store_name
-from .c30_client import CourtClient, classify_http_status, retry_after_seconds
+from .c10_database import KV_DOWNLOAD_PATH
+from .c30_client import DOWNLOAD_PATHS, ENDPOINTS, CourtClient, classify_http_status, retry_after_seconds
 from .c34_mirror import progress
 from .c35_context import Context, write_status
 
@@ -129,7 +136,8 @@ class RecoverResult:
 class DownloadResult:
     queued: int = 0            # download queue when the stage began
     documents: int = 0         # documents taken from the queue
-    requests: int = 0          # GETs sent (attempts)
+    requests: int = 0          # GETs sent (attempts, and the other path's GETs after a 404)
+    other_path_requests: int = 0   # GETs by the other download path after a 404 (in the same attempt)
     downloaded: int = 0
     duplicates: int = 0        # content the workspace already held (one file, several documents)
     uploaded: int = 0          # PDFs the store did not have
@@ -158,6 +166,31 @@ class _DownloadedPart:
 
 
 # ------------------------------------------------------------------ recover
+
+
+class DownloadPaths:
+    """Which download path to ask first, kept like the discovery strategy (kv `download_path`)."""
+
+    def __init__(self, db):
+        self.db = db
+        kept = db.kv_get(KV_DOWNLOAD_PATH)
+        self.kept = kept if kept in DOWNLOAD_PATHS else None
+
+    def order(self) -> tuple[str, str]:
+        return download_path_order(self.kept)
+
+    def answered_pdf(self, path: str) -> None:
+        """The path that just answered a PDF: kept from now on."""
+        if path != self.kept:
+            log_download.info("download path: %s (%s answered a PDF)", path, ENDPOINTS[DOWNLOAD_PATHS[path]])
+            self.db.kv_set(KV_DOWNLOAD_PATH, path)
+            self.kept = path
+
+
+def download_path_order(kept: str | None) -> tuple[str, str]:
+    """The paths to ask, in order: the kept one (or `api`), then the other (only after a 404)."""
+    first = kept if kept in DOWNLOAD_PATHS else "api"
+    return first, next(path for path in DOWNLOAD_PATHS if path != first)
 
 
 def recover(ctx: Context) -> RecoverResult:
@@ -243,6 +276,7 @@ def download(ctx: Context, recovered: RecoverResult | None = None) -> DownloadRe
     ctx.path("pdf_by_hash").mkdir(parents=True, exist_ok=True)
     uploads_before = ctx.mirror.uploads
     since_heartbeat = 0
+    paths = DownloadPaths(db)
     try:
         with _DownloadGroup(ctx, result) as group, \
                 progress(cfg, result.queued, "download") as bar:
@@ -263,7 +297,7 @@ def download(ctx: Context, recovered: RecoverResult | None = None) -> DownloadRe
                             result.stopped = ctx.clock.stop_reason or "stop"
                             break
                         attempts_before = result.requests
-                        outcome = _download_document(ctx, client, group, row, result)
+                        outcome = _download_document(ctx, client, group, row, result, paths)
                         outcomes[outcome] += 1
                         since_heartbeat += result.requests - attempts_before
                         after, taken = row["rowid"], taken + 1
@@ -313,7 +347,7 @@ def _download_log_batch(result: DownloadResult, before: dict[str, int], outcomes
 
 
 def _download_document(ctx: Context, client: CourtClient, group: "_DownloadGroup", row,
-                       result: DownloadResult) -> str:
+                       result: DownloadResult, paths: DownloadPaths) -> str:
     """Attempts one document until it is fetched (added to the group), failed for good, or a stop."""
     cfg, db, clock = ctx.cfg, ctx.db, ctx.clock
     document_id = row["document_id"]
@@ -330,7 +364,7 @@ def _download_document(ctx: Context, client: CourtClient, group: "_DownloadGroup
         attempts = db.record_download_attempt(document_id)
         result.requests += 1
         try:
-            fetched = _download_fetch(ctx, client, document_id)
+            fetched = _download_fetch(ctx, client, document_id, paths, result)
         except PermanentFetchError as exc:
             client.health.usable()   # the court answered: it is there, this document is not
             db.mark_download_failed(document_id, http_status=exc.http_status, error=f"permanent: {exc}")
@@ -360,12 +394,35 @@ def _download_document(ctx: Context, client: CourtClient, group: "_DownloadGroup
         return "fetched"
 
 
-def _download_fetch(ctx: Context, client: CourtClient, document_id: str) -> _DownloadedPart:
-    """One GET → a checked body (in memory, or a `tmp/<document_id>.part` not yet fsynced), or a
-    Permanent/TransientFetchError."""
+def _download_fetch(ctx: Context, client: CourtClient, document_id: str, paths: DownloadPaths,
+                    result: DownloadResult) -> _DownloadedPart:
+    """One GET (and, after a 404, one by the other path) → a checked body (in memory, or a
+    `tmp/<document_id>.part` not yet fsynced), or a Permanent/TransientFetchError."""
+    first, other = paths.order()
+    try:
+        fetched = _download_fetch_by(ctx, client, document_id, first)
+        path = first
+    except PermanentFetchError as exc:
+        if exc.http_status != 404:
+            raise
+        result.requests += 1
+        result.other_path_requests += 1
+        try:
+            fetched = _download_fetch_by(ctx, client, document_id, other)   # a 404 here too: the document's
+        except TransientFetchError:
+            if paths.kept is None:
+                raise            # no path has answered a PDF yet: retried, both paths again
+            raise exc from None  # the kept path's 404 stands: the other path only wins with a PDF
+        path = other
+    paths.answered_pdf(path)
+    return fetched
+
+
+def _download_fetch_by(ctx: Context, client: CourtClient, document_id: str, path: str) -> _DownloadedPart:
+    """One GET by one download path; see _download_fetch."""
     cap = ctx.cfg.MAX_PDF_BYTES
     requested_at = utc_now()
-    response = client.download_response(document_id, pace=False)
+    response = client.download_response(document_id, pace=False, path=path)
     try:
         code = response.status_code
         ctx.db.record_download_event(document_id, requested_at=requested_at, http_status=code,

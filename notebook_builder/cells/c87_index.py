@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .c00_config import IntegrityError, PipelineError
+from .c00_config import IntegrityError, PipelineError, kentucky_date
 from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, SEARCH_RANK_CAP, Database,
                            SearchDatabase, SearchQueryError, backup_database, connect, extracted_fingerprint, extracted_keys,
                            is_sqlite_file, iter_document_records, search_bucket)
@@ -124,7 +124,7 @@ def court_code_of(case_number: str | None, court: str | None) -> str | None:
 
 def year_of(case_number: str | None, filed_date: str | None) -> int | None:
     """The case number's year, else the filed date's."""
-    for text in (case_number, filed_date):
+    for text in (case_number, kentucky_date(filed_date)):
         head = (text or "")[:4]
         if head.isdigit() and 1900 <= int(head) <= 2100:
             return int(head)
@@ -141,7 +141,7 @@ def search_fields(record: Any) -> dict[str, Any]:
         "case_title": _one_line(record["case_title"]), "case_type": record["case_type"],
         "docket_entry_type": record["docket_entry_type"], "description": record["description"],
         "publication_status": record["publication_status"], "judge": record["judge"],
-        "filed_date": record["filed_date"], "document_name": record["document_name"],
+        "filed_date": kentucky_date(record["filed_date"]), "document_name": record["document_name"],
         "pages": record["pages"], "text_chars": record["extracted_chars"], "kind": record["kind"],
     }
     fields["source_key"] = source_key(fields)

@@ -17,7 +17,9 @@ Guarantees:
   be reached and what remains, and the exit status is 3.
 - `run_pipeline()` returns a `RunReport` whose `exit_status` follows
   CONTRACT.md: 0 PASS, 1 FAIL, 3 court unreachable, 130 interrupted. The
-  summary says in words what each stage did and what remains.
+  summary says in words what each stage did and what remains, and (when the
+  court was asked) the requests this run, the latency observed and the
+  projected hours of the downloads left at the current pacing.
 - PROBE_FIRST: the probe (c55) runs before the stages; when the pipeline
   cannot run against the court, no stage runs, verify still does, and the
   run fails with one line naming the probe.
@@ -83,12 +85,15 @@ class RunReport:
 
     court_unreachable: str | None = None   # the circuit breaker's message
     skipped: list[str] = field(default_factory=list)   # stages not run because the court is unreachable
+    court: dict | None = None              # politeness by evidence (CourtClient.pace_figures) at the end
 
     def summary(self) -> str:
         lines = [f"config: {warning}" for warning in (self.cfg.warnings if self.cfg else ())]
         for name, result in self.stages.items():
             seconds = self.seconds.get(name, 0.0)
             lines.append(f"{name:>9}  {seconds:7.1f}s  {describe_stage(name, result)}")
+        if self.court:
+            lines.append(court_line(self.court, self.cfg))
         if self.court_unreachable:
             remaining = self.verify.remaining if self.verify is not None else None
             skipped = f"; skipped {', '.join(self.skipped)}" if self.skipped else ""
@@ -101,6 +106,14 @@ class RunReport:
         if self.verify is not None:
             lines.append(format_verify_report(self.verify))
         return "\n".join(lines)
+
+
+def court_line(figures: dict, cfg: Config | None) -> str:
+    """The summary's politeness line: what this run asked of the court and what the rest costs."""
+    pacing = f" (KY_PACING={cfg.PACING:g})" if cfg is not None else ""
+    return (f"    court  {figures['requests']:,} requests this run, observed latency "
+            f"{figures['latency_seconds']:.2f} s; {figures['downloads_left']:,} left to download: projected "
+            f"{figures['projected_hours']:.2f} h at the current pacing{pacing}")
 
 
 def describe_stage(name: str, result: Any) -> str:
@@ -139,6 +152,12 @@ def _words_recover(get) -> str:
 def _words_discover(get) -> str:
     text = (f"{get('sweeps')} sweeps, {get('pages')} search pages, {get('rows_new')} new documents "
             f"({get('documents')} known); {'converged' if get('converged', False) else 'not converged'}")
+    if get("complete_through", None):
+        text += f", complete through {get('complete_through')}"
+    if get("unavailable"):
+        text += f"; {get('unavailable')} files withheld by the court"
+    if get("fallback", None):
+        text += f"; fell back from {get('fallback')}"
     return text + (f"; {get('errors')} shards failed (retried next sweep)" if get("errors") else "")
 
 
@@ -304,6 +323,8 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                     _run_court_stage(ctx, report, phase)
         if ctx.clock.stop_reason:
             report.stopped = ctx.clock.stop_reason
+        if ctx.client is not None and ctx.client.requests_sent:
+            report.court = ctx.client.pace_figures(ctx.db.download_queue_size(cfg))
     except DiskFullError as exc:
         report.stopped = report.error = str(exc)
         log_run.error("%s", exc)

@@ -18,6 +18,8 @@ Guarantees:
   and the PNG's path. A store it cannot reach is said in the text, not raised.
 - `show_report(ctx)` is the notebook's status cell: the same chart and
   table, displayed inline when IPython is there.
+- The table ends with the documents the court lists but withholds
+  (`withheld_lines`: their count and the first REPORT_WITHHELD_SHOWN).
 
 Knobs read: WORKSPACE, STORE (write_report), MAX_ATTEMPTS and
 MAX_EXTRACT_ATTEMPTS (through the queue sizes).
@@ -206,7 +208,26 @@ def report_table(db: Database, cfg: Config) -> str:
                  f"checkpoint {db.kv_get(KV_CHECKPOINT_SEQ, '0')}; "
                  f"discovery converged: {'yes' if db.kv_get(KV_DISCOVERY_CONVERGED_AT) else 'not yet'}")
     lines += coverage_audit_lines(db)
+    lines += withheld_lines(db)
     return "\n".join(lines)
+
+
+REPORT_WITHHELD_SHOWN = 20
+
+
+def withheld_lines(db: Database) -> list[str]:
+    """The documents the court lists but withholds (documentAvailable false): records, never requested."""
+    count = db.withheld_count()
+    if not count:
+        return []
+    lines = [f"withheld by the court: {count:,} documents listed with documentAvailable false (never "
+             "requested; a later sweep that sees one available queues it)"]
+    for row in db.withheld_documents(REPORT_WITHHELD_SHOWN):
+        lines.append(f"  withheld: {row['case_number'] or '?'}  {row['document_id']}  "
+                     f"{row['description'] or row['document_name'] or ''}".rstrip())
+    if count > REPORT_WITHHELD_SHOWN:
+        lines.append(f"  ... and {count - REPORT_WITHHELD_SHOWN:,} more")
+    return lines
 
 
 REPORT_GAPS_SHOWN = 20

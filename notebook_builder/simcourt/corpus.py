@@ -20,6 +20,10 @@ Guarantees:
   between the parties of a title). Every case also has docket entries with
   `hasDocuments: false`, and a few entries carry one more file with
   `documentAvailable: false` (not a planned document: its download is 404).
+- `late_opinions` plans that many opinions (entries of their own) filed
+  yesterday in cases that stay closed; `midnight_instants` writes captured
+  instants as an evening in Kentucky (00:00-03:59 UTC of the next day) and
+  date-only values as Kentucky's midnight in UTC.
 - `admin_share` > 0 files that share of each year's documents under ADMIN
   numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`, one opinion a
   case), whose real case numbers are only in the description; they sort
@@ -173,11 +177,13 @@ class Corpus:
     """The planned corpus. Read-only after construction (thread-safe to share)."""
 
     def __init__(self, docs: int, seed: int, *, faults: bool = True, late_docs: int = 0,
-                 first_year: int = 1990, last_year: int = 2026, admin_share: float = 0.0):
+                 first_year: int = 1990, last_year: int = 2026, admin_share: float = 0.0,
+                 late_opinions: int = 0, midnight_instants: bool = False):
         if docs < 0 or not 0 <= late_docs <= docs or first_year > last_year or not 0 <= admin_share < 0.5:
             raise ValueError("need docs >= 0, 0 <= late_docs <= docs, first_year <= last_year, "
                              "0 <= admin_share < 0.5")
         self.seed, self.size = seed, docs
+        self.midnight_instants = midnight_instants
         self.admin_share = admin_share
         self.admin_description: dict[int, str] = {}      # ADMIN documents: their description
         self.first_year, self.last_year = first_year, last_year
@@ -196,10 +202,13 @@ class Corpus:
         if faults:
             self._plan_faults()
         self._plan_late(late_docs)
+        self.late_opinions: set[int] = set()
+        self._plan_late_opinions(late_opinions)
         rng = random.Random(f"{seed}:relevance")
         self.doc_relevance = array("I", (rng.getrandbits(32) for _ in range(docs)))
         self._doc_by_key = {_key(hex_id(seed, "document", i)): i for i in range(docs)}
         self._entry_by_key = {_key(hex_id(seed, "entry", i)): i for i in set(self.doc_entry)}
+        self._entry_by_key_of_withheld = {_key(hex_id(seed, "unavailable", i)): i for i in set(self.doc_entry)}
         self._case_by_key = {_key(hex_id(seed, "case", i)): i for i in range(len(self.case_keys))}
         self._opinion_entries: list[tuple[int, int]] | None = None   # (filed ordinal, entry), sorted
 
@@ -291,6 +300,27 @@ class Corpus:
             candidates = candidates if len(candidates) >= late_docs else list(range(self.size))
         self.late = set(rng.sample(candidates, late_docs))
 
+    def _plan_late_opinions(self, count: int) -> None:
+        """Opinions filed yesterday in cases that stay closed: entries of their own, hidden until
+        their case's docket was read once (the court filed them after the walk saw the case)."""
+        if not count:
+            return
+        rng = random.Random(f"{self.seed}:late-opinions")
+        originals = set(self.duplicate_of.values())
+        candidates = [doc for doc in range(self.size)
+                      if self.doc_fault[doc] == 0 and doc not in self.late and doc not in originals
+                      and self.doc_entry[doc] == doc and self.entry_docs(doc) == [doc]
+                      and doc not in self.admin_description and self._closed_by_hash(self.doc_case[doc])
+                      and len(self.case_docs(self.doc_case[doc])) > 1]
+        if len(candidates) < count:
+            raise ValueError(f"only {len(candidates)} documents can be late opinions in closed cases")
+        yesterday = (_dt.date.today() - _dt.timedelta(days=1)).toordinal()
+        for doc in rng.sample(candidates, count):
+            self.late_opinions.add(doc)
+            self.late.add(doc)
+            self.doc_description[doc] = 0          # OPINION AFFIRMING
+            self.doc_filed[doc] = yesterday
+
     # ------------------------------------------------------------- lookups
 
     def __len__(self) -> int:
@@ -308,6 +338,11 @@ class Corpus:
         if index is None or hex_id(self.seed, kind, index) != hex_key.lower():
             return None
         return index
+
+    def find_withheld(self, document_id: str) -> int | None:
+        """The entry whose withheld file (`unavailable_file`) has this id, or None."""
+        entry = self._find(self._entry_by_key_of_withheld, "unavailable", document_id)
+        return entry if entry is not None and self.unavailable_file(entry) is not None else None
 
     def find_entry(self, entry_id: str) -> list[int]:
         """Documents of a docket entry, in order (their entry is contiguous)."""
@@ -432,19 +467,32 @@ class Corpus:
         return range(self.case_first_doc[case], self.case_first_doc[case + 1])
 
     def case_closed(self, case: int) -> bool:
-        """Mostly closed in older years; never while a document of the case is still to come (late)."""
-        if any(doc in self.late for doc in self.case_docs(case)):
+        """Mostly closed in older years; never while a document of the case is still to come (late),
+        but for a late opinion (it comes to a closed case)."""
+        if any(doc in self.late and doc not in self.late_opinions for doc in self.case_docs(case)):
             return False
+        return self._closed_by_hash(case)
+
+    def _closed_by_hash(self, case: int) -> bool:
         case_id = hex_id(self.seed, "case", case)
         year = int(self.case_keys[case][:4])
         return (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
 
-    @staticmethod
-    def utc_stamp(ordinal: int, salt: int = 0) -> str:
-        """A captured date: `2024-04-18T09:03:02.000+0000`."""
-        seconds = (salt * 7919) % 86400
+    def utc_stamp(self, ordinal: int, salt: int = 0) -> str:
+        """A captured date: `2024-04-18T09:03:02.000+0000`. With `midnight_instants`, an evening in
+        Kentucky of day `ordinal`: 00:00-03:59 UTC of the next day (cut at ten characters, the wrong day)."""
+        if self.midnight_instants:
+            ordinal += 1
+            seconds = (salt * 7919) % (4 * 3600)
+        else:
+            seconds = (salt * 7919) % 86400
         day = _dt.date.fromordinal(ordinal)
         return f"{day.isoformat()}T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.000+0000"
+
+    def local_midnight(self, ordinal: int) -> str:
+        """A date-only value as the court writes it: Kentucky's midnight in UTC (`T04:00`/`T05:00`)."""
+        day = _dt.date.fromordinal(ordinal)
+        return f"{day.isoformat()}T{'04' if 4 <= day.month <= 10 else '05'}:00:00.000+0000"
 
     def captured_title(self, case: int) -> str:
         """The court's shortTitle: the parties on lines of their own (`A\r\nV.\r\nB`)."""
@@ -468,7 +516,8 @@ class Corpus:
                 "caseType": kind,
                 "caseClassification": f"{'MATTER OF RIGHT' if court == 'CA' else 'DISCRETIONARY REVIEW'} - {kind} - REGULAR {kind}",
                 "department": None, "location": None, "assignments": None, "submittedDate": None,
-                "filedDate": self.utc_stamp(self.case_filed[case], h >> 3),
+                "filedDate": (self.local_midnight(self.case_filed[case]) if self.midnight_instants
+                              else self.utc_stamp(self.case_filed[case], h >> 3)),
                 "court": COURTS[court], "courtLevel": COURT_LEVELS[court], "caseCategory": "Appellate",
                 "associatedCases": None, "caseLocation": None}
 

@@ -41,7 +41,7 @@ Guarantees:
   an entry (nested `caseHeader`, per-page `documentText`, now and then a
   file with `documentAvailable: false`), `/opinions/search` by filed date
   and court (25 rows a page, top-level `headers` and `facets`), and the
-  download (also under `/documents/{id}/download`).
+  download (also under `{API_PATH}/documents/{id}/download`).
 - `document_search`: "present" (the inferred search), "absent" (404, as it
   may be on the real court) or "entries" (it answers docket entries, `id`
   being the entry's id and no `documentID`: the mis-keying trap).
@@ -51,6 +51,25 @@ Guarantees:
   406 to a request whose Accept does not name application/json, and at
   `search_fault_rate` misbehave: 503, 429, a reset, or a 200 whose JSON
   body is torn (fewer bytes than Content-Length).
+- The real court's behaviours (ctrack-api.md, "What other crawlers of this
+  API learned"), each behind its own switch: `unavailable_files` (on: one
+  entry in ~20 lists an extra file with documentAvailable false, its
+  download 404) and `release_withheld` (half of those are listed available,
+  and served, from their entry's second listing on); `paged_lists` (N > 0:
+  the per-case lists and file lists are paged like the searches, at most N
+  rows a page, LIST_DEFAULT_PAGE without paging headers); `empty_file_lists`
+  (an entry in ~6 answers `[]` the first time, and 1 case in 5 has an
+  entry saying hasDocuments that never lists a file); `null_texts` (1 file
+  in 4 has `documentText: null`); `late_opinions` (N opinions filed
+  yesterday in closed cases, hidden until their case's docket entries were
+  served once, or a full sweep of searches); `neighbours` ("Starts With"
+  also answers the case numbers just outside the prefix, counted in the
+  totals); `download_paths` ("api": `/api/api/v1/publicaccessdocuments/{id}/download`
+  only, "site": `/documents/{id}/download` at the site root only, "both");
+  `midnight_instants` (captured instants fall 00:00-03:59 UTC, the evening
+  before in Kentucky; date-only values are local midnight in UTC);
+  `case_walk` ("absent": every /cases/... path 404; "search-only": the case
+  search answers, a case's resources 404).
 - `GET /__sim__/stats` (outside the API root) answers the court's own
   counters as JSON: requests per endpoint, faults served (by kind), early
   requests and requests in flight; `sim` prints the totals on exit.
@@ -74,7 +93,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..loopback import LoopbackServer, LoopbackService
 from . import pdfs
-from .corpus import COURTS, FAULTS, PERMANENT_STATUS, TRANSIENT_FAULTS, Corpus, DocumentList, SimDocument
+from .corpus import COURTS, FAULTS, PERMANENT_STATUS, TRANSIENT_FAULTS, Corpus, DocumentList, SimDocument, hex_id
 
 API_PATH = "/api/api/v1"
 STATS_PATH = "/__sim__/stats"   # the simulated court's own counters (JSON); no real court has it
@@ -88,6 +107,10 @@ _OVERSIZE_SNDBUF = 64 * 1024
 OPINION_MAX_PAGE = 25       # rows a page of the opinion search (captures: about 25)
 SHAPES = ("inferred", "captured")
 DOCUMENT_SEARCH_MODES = ("present", "absent", "entries")
+# absent: every /cases/... path answers 404; search-only: the case search answers, a case's resources 404
+CASE_WALK_MODES = ("present", "absent", "search-only")
+DOWNLOAD_PATH_MODES = ("api", "both", "site")    # which download paths serve PDFs (the other: 404)
+LIST_DEFAULT_PAGE = 20      # rows of a paged list (or a search) asked without paging headers
 
 
 class SimCourt(LoopbackService):
@@ -102,12 +125,25 @@ class SimCourt(LoopbackService):
                  search_fault_rate: float = 0.0, oversize_bytes: int | None = None,
                  stall_seconds: float = 1.0, enforce_retry_after: bool = True,
                  shape: str = "inferred", document_search: str = "present",
-                 admin_share: float | None = None, renamed_fields: dict[str, str] | None = None):
-        if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1:
-            raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1]")
+                 admin_share: float | None = None, renamed_fields: dict[str, str] | None = None,
+                 case_walk: str = "present", unavailable_files: bool = True, release_withheld: bool = False,
+                 paged_lists: int = 0, empty_file_lists: bool = False, null_texts: bool = False,
+                 late_opinions: int = 0, neighbours: bool = False, download_paths: str = "api",
+                 midnight_instants: bool = False):
+        if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1 or paged_lists < 0:
+            raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1], "
+                             "paged_lists >= 0")
         if shape not in SHAPES or document_search not in DOCUMENT_SEARCH_MODES:
             raise ValueError(f"shape must be one of {SHAPES}, document_search one of {DOCUMENT_SEARCH_MODES}")
+        if case_walk not in CASE_WALK_MODES or download_paths not in DOWNLOAD_PATH_MODES:
+            raise ValueError(f"case_walk must be one of {CASE_WALK_MODES}, download_paths one of {DOWNLOAD_PATH_MODES}")
         self.shape, self.document_search = shape, document_search
+        self.case_walk, self.download_paths = case_walk, download_paths
+        self.unavailable_files, self.release_withheld = unavailable_files, release_withheld
+        self.paged_lists, self.empty_file_lists, self.null_texts = paged_lists, empty_file_lists, null_texts
+        self.neighbours = neighbours
+        self._entry_asks: Counter = Counter()     # docket entry id -> file lists served
+        self._walked_cases: set[int] = set()      # cases whose docket entries were served
         self.renamed_fields = dict(renamed_fields or {})
         if admin_share is None:
             admin_share = 0.03 if shape == "captured" else 0.0
@@ -119,7 +155,8 @@ class SimCourt(LoopbackService):
         self.stall_seconds = stall_seconds
         self.enforce_retry_after = enforce_retry_after   # off for tests whose clock does not really sleep
         self.corpus = Corpus(docs, seed, faults=faults, late_docs=late_docs,
-                             first_year=first_year, last_year=last_year, admin_share=admin_share)
+                             first_year=first_year, last_year=last_year, admin_share=admin_share,
+                             late_opinions=late_opinions, midnight_instants=midnight_instants)
         self.documents = DocumentList(self.corpus)
         self._lock = threading.Lock()
         self._requests: dict[int, int] = {}
@@ -185,6 +222,38 @@ class SimCourt(LoopbackService):
         return [self.corpus.document(doc) for doc, planned in enumerate(self.corpus.doc_fault)
                 if planned == code]
 
+    def withheld_files(self) -> dict[str, bool]:
+        """document id -> released, of the files listed with documentAvailable false (unavailable_files):
+        a released one is served (available, its PDF downloadable) from its entry's second listing on
+        (release_withheld)."""
+        if not self.unavailable_files:
+            return {}
+        corpus = self.corpus
+        return {hex_id(self.seed, "unavailable", entry): self._released(entry)
+                for entry in sorted(set(corpus.doc_entry)) if corpus.unavailable_file(entry) is not None}
+
+    def _released(self, entry: int) -> bool:
+        return self.release_withheld and int(hex_id(self.seed, "entry", entry)[56:58], 16) % 2 == 0
+
+    def null_text(self, document_id: str) -> bool:
+        """A file whose documentText is null (null_texts): 1 in 4."""
+        return self.null_texts and int(document_id[50:52], 16) % 4 == 0
+
+    def empty_once(self, entry: int) -> bool:
+        """An entry whose first file listing is `[]` although it has documents (empty_file_lists)."""
+        return self.empty_file_lists and int(hex_id(self.seed, "entry", entry)[58:60], 16) % 6 == 0
+
+    def phantom_entries(self, case: int) -> list[dict]:
+        """Docket entries that say hasDocuments and always list no file (empty_file_lists): 1 case in 5."""
+        if not self.empty_file_lists or int(hex_id(self.seed, "case", case)[52:54], 16) % 5:
+            return []
+        entry = self.corpus.bare_entries(case)[:1] or [{
+            "filedDate": self.corpus.utc_stamp(self.corpus.case_filed[case], case), "submittedBy": None,
+            "customFields": {}, "opinion": False}]
+        return [{**entry[0], "docketEntryID": hex_id(self.seed, "phantom-entry", case), "docketEntryType": "NOTICE",
+                 "docketEntrySubtype": "EXHIBITS FILED", "docketEntryDescription": "EXHIBITS FILED",
+                 "hasDocuments": True}]
+
     def estimated_sweep_requests(self) -> int:
         """Search requests one full discovery sweep makes, splitting over-limit shards."""
         total = 0
@@ -232,6 +301,13 @@ class SimCourt(LoopbackService):
             return 1 + sum(self._requests_for_prefix(prefix + digit) for digit in "0123456789")
         return max(1, math.ceil(min(count, self.results_limit) / self.max_page))
 
+    def withheld_pdf(self, entry: int) -> bytes:
+        """The PDF of a released withheld file: an opinion of its own (not its entry's document's)."""
+        fields = self.corpus.opinion_fields(entry)
+        return pdfs.opinion_pdf(**{**fields, "seed": f"{fields['seed']}:withheld",
+                                   "description": fields["description"] + " (SEALED ATTACHMENT)"},
+                                creation_date="D:20240101000000-05'00'")
+
     def _plan_reveals(self) -> None:
         late = sorted(self.corpus.late)
         if not late:
@@ -241,15 +317,21 @@ class SimCourt(LoopbackService):
         rng.shuffle(late)
         for rank, doc in enumerate(late):
             self._reveal_at[doc] = 1 + (rank * horizon) // len(late)
+        for doc in self.corpus.late_opinions:
+            # After one full sweep of searches, or once the walk read the case (see _visible).
+            self._reveal_at[doc] = self.estimated_sweep_requests() + 1
 
     def _visible(self, doc: int, search_count: int | None = None) -> bool:
         reveal = self._reveal_at.get(doc)
         if reveal is None:
             return True
+        if doc in self.corpus.late_opinions and self.corpus.doc_case[doc] in self._walked_cases:
+            return True
         return (self.search_requests if search_count is None else search_count) >= reveal
 
     def _revealed(self, search_count: int) -> int:
-        return sum(1 for reveal in self._reveal_at.values() if reveal <= search_count)
+        return sum(1 for doc, reveal in self._reveal_at.items() if reveal <= search_count
+                   or (doc in self.corpus.late_opinions and self.corpus.doc_case[doc] in self._walked_cases))
 
     def _pdf(self, doc: int) -> bytes | None:
         source = self.corpus.duplicate_of.get(doc, doc)
@@ -308,6 +390,11 @@ class SimCourt(LoopbackService):
                 self._orders[cache_key] = base
                 while len(self._orders) > 64:
                     self._orders.popitem(last=False)
+        if self.neighbours and kind != "entries":
+            # "Starts With" also answers the numbers just outside the prefix.
+            size = corpus.size if kind == "documents" else len(corpus.case_keys)
+            base = base + [item for item in (lo - 1, hi) if 0 <= item < size and item not in base
+                           and (kind == "cases" or self._visible(item, search_count))]
         if not self.unstable or len(base) < 2:
             return base
         epoch = search_count // EPOCH_REQUESTS
@@ -390,6 +477,13 @@ class _Handler(BaseHTTPRequestHandler):
         if path == STATS_PATH:
             return self._json(200, court.stats(), head)
         query = parse_qs(url.query, keep_blank_values=True)
+        site = path.split("/")
+        if len(site) == 4 and site[1] == "documents" and site[3] == "download":
+            with court._lock:
+                court.endpoint_requests["download_site"] += 1
+            if court.download_paths == "api":
+                return self._json(404, {"message": "Not found"}, head)
+            return self._download(court, site[2], head)
         if not path.startswith(API_PATH):
             return self._json(404, {"message": "Not found"}, head)
         path = path[len(API_PATH):]
@@ -407,6 +501,9 @@ class _Handler(BaseHTTPRequestHandler):
                                   head)
             kind = "entries" if court.document_search == "entries" else "documents"
             return self._search(court, kind, "caseHeader.caseNumber", query, head)
+        if parts[1:2] == ["cases"] and (court.case_walk == "absent"
+                                        or (court.case_walk == "search-only" and path != "/cases/search")):
+            return self._json(404, {"message": "No HTTP resource was found that matches the request URI."}, head)
         if path == "/cases/search":
             return self._search(court, "cases", "caseNumber", query, head)
         if path == "/opinions/search":
@@ -416,6 +513,8 @@ class _Handler(BaseHTTPRequestHandler):
         if len(parts) in (3, 4) and parts[1] == "cases":
             return self._case_resource(court, parts[2], parts[3] if len(parts) == 4 else "", head)
         if is_download:
+            if court.download_paths == "site":
+                return self._json(404, {"message": "Document not found"}, head)
             return self._download(court, parts[2], head)
         return self._json(404, {"message": "No HTTP resource was found that matches the request URI."},
                           head)
@@ -490,12 +589,43 @@ class _Handler(BaseHTTPRequestHandler):
         if self._json_fault(court, f"entry:{count}", head):
             return
         corpus = court.corpus
-        docs = [doc for doc in corpus.find_entry(filters["parentID"]) if court._visible(doc)]
+        entry_id = filters["parentID"].lower()
+        with court._lock:
+            court._entry_asks[entry_id] += 1
+            asks = court._entry_asks[entry_id]
+        listed = corpus.find_entry(entry_id)
+        entry = listed[0] if listed else None
+        docs = [doc for doc in listed if court._visible(doc)]
+        if docs and asks == 1 and court.empty_once(entry):
+            return self._list(court, [], head)
         files = [corpus.entry_file(doc) for doc in docs]
-        extra = corpus.unavailable_file(docs[0]) if docs else None
+        for file in files:
+            if court.null_text(file["documentID"]):
+                file["documentText"] = None
+        extra = corpus.unavailable_file(entry) if docs and court.unavailable_files else None
         if extra is not None:
+            if asks >= 2 and court._released(entry):
+                extra = {**extra, "documentAvailable": True, "documentText": None}
             files.append(extra)
-        self._json(200, files, head)
+        self._list(court, files, head)
+
+    def _list(self, court: SimCourt, items: list, head: bool) -> None:
+        """A JSON array; paged like a search when `paged_lists` is on (at most that many rows a page,
+        LIST_DEFAULT_PAGE when no maxresults was sent), whole otherwise."""
+        if not court.paged_lists:
+            return self._json(200, items, head)
+        try:
+            start = int(self.headers.get("x-ctrack-paging-startindex", "1"))
+            asked = int(self.headers.get("x-ctrack-paging-maxresults", str(LIST_DEFAULT_PAGE)))
+        except ValueError:
+            return self._json(400, {"message": "Invalid paging headers"}, head)
+        page = items[max(0, start - 1):max(0, start - 1) + min(asked, court.paged_lists)]
+        headers = {"x-ctrack-paging-resultslimit": str(court.results_limit),
+                   "x-ctrack-paging-resultcount": str(len(page)),
+                   "x-ctrack-paging-moreresults": "true" if start - 1 + len(page) < len(items) else "false"}
+        if _flag(self.headers.get("x-ctrack-paging-calculatetotalcount")):
+            headers["x-ctrack-paging-totalcount"] = str(len(items))
+        self._json(200, page, head, headers)
 
     def _case_resource(self, court: SimCourt, case_id: str, resource: str, head: bool) -> None:
         """`/cases/{id}` and its docketentries, parties, lowercourts (JSON arrays)."""
@@ -511,10 +641,13 @@ class _Handler(BaseHTTPRequestHandler):
         if resource == "docketentries":
             entries = [corpus.docket_entry(entry) for entry in corpus.case_entries(case)
                        if any(court._visible(doc) for doc in corpus.entry_docs(entry))]
-            return self._json(200, sorted(entries + corpus.bare_entries(case), key=lambda e: e["filedDate"]), head)
+            with court._lock:
+                court._walked_cases.add(case)
+            entries += corpus.bare_entries(case) + court.phantom_entries(case)
+            return self._list(court, sorted(entries, key=lambda e: (e["filedDate"], e["docketEntryID"])), head)
         if resource == "parties":
-            return self._json(200, corpus.parties(case), head)
-        return self._json(200, corpus.lower_courts(case), head)
+            return self._list(court, corpus.parties(case), head)
+        return self._list(court, corpus.lower_courts(case), head)
 
     def _opinion_search(self, court: SimCourt, query: dict, head: bool) -> None:
         """Docket entries of opinions filed between two dates (MM/DD/YYYY, >= and <=) in one court."""
@@ -612,6 +745,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _download(self, court: SimCourt, document_id: str, head: bool) -> None:
         doc = court.corpus.find_document(document_id)
+        if doc is None:
+            entry = court.corpus.find_withheld(document_id)
+            if entry is not None and court._released(entry) \
+                    and court._entry_asks[hex_id(court.seed, "entry", entry)] >= 2:
+                return self._send(200, court.withheld_pdf(entry), "application/pdf", head)
         if doc is None or not court._visible(doc):
             return self._json(404, {"message": "Document not found"}, head)
         with court._lock:
