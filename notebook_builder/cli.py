@@ -196,6 +196,8 @@ def _cmd_run(cfg, *, verify_only: bool) -> int:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(report.summary())
+    if report.bad_input:     # a database that cannot be adopted: nothing was written
+        print(f"kycourt-pipeline: {report.error}", file=sys.stderr)
     return report.exit_status
 
 
@@ -203,6 +205,7 @@ def _cmd_status(cfg) -> int:
     """Reads the database read-only; writes nothing."""
     from notebook_builder.cells.c10_database import DB_FILENAME, Database, is_sqlite_file
     from notebook_builder.cells.c35_context import status_document
+    from notebook_builder.cells.c38_legacy import judge_database
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
     saved_path = Path(cfg.WORKSPACE) / "status.json"
     saved = {}
@@ -212,9 +215,25 @@ def _cmd_status(cfg) -> int:
         except (OSError, ValueError):
             saved = {}
     db = None
+    extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": False}
     if db_path.is_file() and is_sqlite_file(db_path):
+        legacy = judge_database(db_path)
+        if legacy.legacy:   # an older version's: what it holds, as it is (the next run adopts it)
+            extra.update(database="an older version's database (v1.2), not adopted yet: the next run adopts it",
+                         legacy_database={"rows": legacy.rows, "statuses": legacy.statuses,
+                                          "newest_updated_at": legacy.newest_updated_at,
+                                          "problems": legacy.problems})
+            document = status_document(None, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
+                                       extra=extra)
+            document["counts"].update((status, count) for status, count in legacy.statuses.items()
+                                      if status in document["counts"])
+            document["documents"] = legacy.rows
+            document["queues"] = {"download": None, "extract": None}
+            document["remaining"] = "unknown until the next run adopts the older version's database"
+            print(json.dumps(document, indent=2, sort_keys=True))
+            return 0
         db = Database.open_readonly(db_path)
-    extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": db is not None}
+        extra["database"] = True
     try:
         document = status_document(db, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
                                    extra=extra)

@@ -37,10 +37,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, RunClock, load_config
+from .c10_database import LegacyDatabaseError
 from .c20_store import Store
 from .c30_client import CourtClient
 from .c35_context import Context, open_context, write_status
 from .c36_checkpoint import Checkpointer
+from .c38_legacy import adopt, describe_adoption, describe_reconcile, reconcile_legacy_ids
 from .c40_restore import restore
 from .c50_discover import discover
 from .c55_probe import probe
@@ -82,6 +84,7 @@ class RunReport:
     cfg: Config | None = field(default=None, repr=False, compare=False)
 
     court_unreachable: str | None = None   # the circuit breaker's message
+    bad_input: bool = False                # the error is the input's (a database that cannot be adopted): exit 2
     skipped: list[str] = field(default_factory=list)   # stages not run because the court is unreachable
 
     def summary(self) -> str:
@@ -109,6 +112,8 @@ def describe_stage(name: str, result: Any) -> str:
         return "not run"
     if isinstance(result, str):
         return result
+    if name in _STAGE_DESCRIBED:
+        return _STAGE_DESCRIBED[name](result)
     words = _STAGE_WORDS.get(name)
     if words is None:
         return _run_describe(result)
@@ -199,6 +204,9 @@ _STAGE_WORDS = {"restore": _words_restore, "recover": _words_recover, "discover"
                 "ocr": _words_ocr, "derive": _words_derive, "index": _words_index, "probe": _words_probe,
                 "verify": _words_verify}
 
+# Steps whose own module words what they did (the adoption of an older archive and its ids).
+_STAGE_DESCRIBED = {"adopt": describe_adoption, "legacy ids": describe_reconcile}
+
 
 def _run_describe(result: Any) -> str:
     if dataclasses.is_dataclass(result):
@@ -252,7 +260,9 @@ def run_pipeline(cfg: Config, *, store: Store | None = None, clock: RunClock | N
     finally:
         ctx.close()
     passed = report.verify is not None and report.verify.passed
-    if report.error:
+    if report.bad_input:
+        report.exit_status = EXIT_USAGE
+    elif report.error:
         report.exit_status = EXIT_FAIL
     elif ctx.clock.interrupted:
         report.exit_status = EXIT_INTERRUPTED
@@ -269,6 +279,10 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
     cfg = ctx.cfg
     try:
         _run_timed(report, "restore", lambda: restore(ctx))
+        # An older version's database is adopted (and its backups folded) before anything opens it.
+        adopted = _run_timed(report, "adopt", lambda: adopt(ctx, fold=lambda ctx: backfill(ctx, force=True)))
+        if not adopted.acted:
+            del report.stages["adopt"], report.seconds["adopt"]
         ctx.open_database()
         ctx.refresh_quota()
         backlog = ctx.mirror.catch_up(ctx.workspace, wait=False)   # a slow store catches up behind the crawl
@@ -304,6 +318,10 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
         report.stopped = report.error = str(exc)
         log_run.error("%s", exc)
         return
+    except LegacyDatabaseError as exc:   # nothing was changed: no verify, no checkpoint
+        report.error, report.bad_input = str(exc), True
+        log_run.error("%s", exc)
+        return
     except PipelineError as exc:
         report.error = f"{type(exc).__name__}: {exc}"
         log_run.error("%s", report.error)
@@ -331,6 +349,11 @@ def _run_court_stage(ctx: Context, report: RunReport, phase: str) -> None:
         report.stages[phase] = f"stopped: {exc}"
         _court_unreachable(ctx, report, str(exc))
         return
+    if phase == "discover":
+        # Adopted ids discovery has now confirmed, or shown to be docket entries' or cases'.
+        reconciled = reconcile_legacy_ids(ctx)
+        if reconciled.changed:
+            report.stages["legacy ids"] = reconciled
     health = getattr(ctx.client, "health", None)
     if health is not None and health.unreachable() and not report.court_unreachable:
         message = getattr(report.stages.get(phase), "court_unreachable", None)
