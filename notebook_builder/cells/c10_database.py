@@ -1441,11 +1441,14 @@ class Database:
     def reconcile_legacy_ids(self) -> dict[str, int]:
         """Checks unchecked adopted ids against the discovery tables (c38_legacy): discovery rewrote
         the row's metadata -> document; the id is a docket entry's or a case's (their tables, or the
-        columns of other documents) -> linked to their documents; discovery has converged -> the
-        rest unlisted. Counts what changed."""
+        columns of other documents) -> linked to their documents, and the legacy PDF matched against
+        theirs by sha256; discovery has converged -> the rest unlisted. Counts what changed."""
         now = utc_now()
         counts: dict[str, int] = {}
+        links_sql = ("SELECT COALESCE(SUM(json_array_length(linked_documents)), 0), COALESCE(SUM(matched_sha256 > 0), 0) "
+                     "FROM legacy_documents WHERE id_kind IN ('docket_entry', 'case')")
         with self.transaction():
+            linked_before = self.conn.execute(links_sql).fetchone()
             counts["confirmed"] = self.conn.execute(
                 "UPDATE legacy_documents SET id_kind = 'document', checked_at = :now WHERE id_kind = 'unchecked' "
                 f"AND metadata IS NOT (SELECT {LEGACY_METADATA_SQL} FROM documents d "
@@ -1471,10 +1474,9 @@ class Database:
             counts["unlisted"] = self.conn.execute(
                 "UPDATE legacy_documents SET id_kind = 'unlisted', checked_at = ? WHERE id_kind = 'unchecked'",
                 (now,)).rowcount if converged else 0
-            linked = self.conn.execute(
-                "SELECT COALESCE(SUM(json_array_length(linked_documents)), 0), COALESCE(SUM(matched_sha256 > 0), 0) "
-                "FROM legacy_documents WHERE id_kind IN ('docket_entry', 'case')").fetchone()
-        counts["linked"], counts["matched"] = linked[0], linked[1]
+            linked = self.conn.execute(links_sql).fetchone()
+        # Both since the last call: documents discovery has found for those rows since, PDFs matched since.
+        counts["linked"], counts["matched"] = linked[0] - linked_before[0], linked[1] - linked_before[1]
         counts["held"] = self.legacy_held_count()
         return counts
 

@@ -683,35 +683,49 @@ def _sha_named_by(local_pdf: Any) -> str | None:
 
 @dataclass
 class ReconcileResult:
+    """What one check of the adopted ids changed."""
     confirmed: int = 0             # ids discovery listed as documentIDs
-    docket_entries: int = 0        # ids that are docket entries' (linked, never downloaded)
-    cases: int = 0                 # ids that are cases'
+    docket_entries: int = 0        # ids found to be docket entries' (linked, never downloaded)
+    cases: int = 0                 # ids found to be cases'
     linked: int = 0                # real documents those rows were linked to
-    matched: int = 0               # legacy PDFs equal (sha256) to a linked document's
+    matched: int = 0               # legacy PDFs now known equal (sha256) to a linked document's
     unlisted: int = 0              # after convergence: ids the court lists nowhere (withdrawn)
     held: int = 0                  # rows still waiting for discovery
 
     @property
     def changed(self) -> bool:
-        return bool(self.confirmed or self.docket_entries or self.cases or self.unlisted)
+        return bool(self.confirmed or self.docket_entries or self.cases or self.linked or self.matched
+                    or self.unlisted)
+
+    def add(self, later: "ReconcileResult") -> "ReconcileResult":
+        """This check and a later one of the same session, as one."""
+        summed = {name: getattr(self, name) + getattr(later, name) for name in
+                  ("confirmed", "docket_entries", "cases", "linked", "matched", "unlisted")}
+        return ReconcileResult(**summed, held=later.held)
 
 
 def reconcile_legacy_ids(ctx: Context) -> ReconcileResult:
-    """Checks the adopted ids against what discovery found (see the module docstring)."""
+    """Checks the adopted ids against what discovery found (see the module docstring); the session
+    runs it after discovery and after download (a linked document's PDF may match the legacy one)."""
     db = ctx.open_database()
-    counts = db.reconcile_legacy_ids()
-    result = ReconcileResult(**counts)
+    result = ReconcileResult(**db.reconcile_legacy_ids())
     if result.changed:
         log_legacy.info("%s", describe_reconcile(result))
     return result
 
 
 def describe_reconcile(result: ReconcileResult) -> str:
-    text = f"adopted ids checked: {result.confirmed} confirmed as documents"
+    parts = []
+    if result.confirmed:
+        parts.append(f"{result.confirmed} confirmed as documents")
     if result.docket_entries or result.cases:
-        text += (f", {result.docket_entries} were docket entries' and {result.cases} cases' ids (linked to "
-                 f"{result.linked} documents, {result.matched} legacy PDFs match one of theirs; never downloaded "
-                 "under those ids)")
+        parts.append(f"{result.docket_entries} were docket entries' and {result.cases} cases' ids (never "
+                     "downloaded under those ids)")
+    if result.linked:
+        parts.append(f"{result.linked} real documents linked to them")
+    if result.matched:
+        parts.append(f"{result.matched} of their legacy PDFs match a linked document's by sha256")
     if result.unlisted:
-        text += f", {result.unlisted} listed nowhere by the court (withdrawn: kept)"
+        parts.append(f"{result.unlisted} listed nowhere by the court (withdrawn: kept)")
+    text = "adopted ids checked: " + (", ".join(parts) or "nothing new")
     return text + (f"; {result.held} still wait for discovery" if result.held else "")

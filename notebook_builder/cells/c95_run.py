@@ -205,7 +205,7 @@ _STAGE_WORDS = {"restore": _words_restore, "recover": _words_recover, "discover"
                 "verify": _words_verify}
 
 # Steps whose own module words what they did (the adoption of an older archive and its ids).
-_STAGE_DESCRIBED = {"adopt": describe_adoption, "legacy ids": describe_reconcile}
+_STAGE_DESCRIBED = {"adopt": describe_adoption, "legacy": describe_reconcile}
 
 
 def _run_describe(result: Any) -> str:
@@ -349,11 +349,12 @@ def _run_court_stage(ctx: Context, report: RunReport, phase: str) -> None:
         report.stages[phase] = f"stopped: {exc}"
         _court_unreachable(ctx, report, str(exc))
         return
-    if phase == "discover":
+    if phase in COURT_STAGES:
         # Adopted ids discovery has now confirmed, or shown to be docket entries' or cases'.
         reconciled = reconcile_legacy_ids(ctx)
         if reconciled.changed:
-            report.stages["legacy ids"] = reconciled
+            earlier = report.stages.get("legacy")
+            report.stages["legacy"] = reconciled if earlier is None else earlier.add(reconciled)
     health = getattr(ctx.client, "health", None)
     if health is not None and health.unreachable() and not report.court_unreachable:
         message = getattr(report.stages.get(phase), "court_unreachable", None)
