@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -265,40 +266,34 @@ def _backfill_credit(ctx: Context, backups: list[_Backup], result: BackfillResul
                              "; ..." if len(result.pointing_at_non_pdf) > _BACKFILL_SHOWN else "")
 
 
-def _backfill_claims(rows, folder: Path, *aliases: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def _backfill_claims(rows, *folders: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """(path relative to pdf_backup/ → document ids whose local_pdf points at it, file name →
-    document ids whose local_pdf points elsewhere, by the name it ends with)."""
+    document ids whose local_pdf points elsewhere, by the name it ends with). `folders`: the
+    spellings of pdf_backup/'s absolute path on this machine."""
+    bases = tuple(dict.fromkeys(folder.as_posix().rstrip("/") + "/" for folder in folders))
     by_path: dict[str, list[str]] = {}
     by_name: dict[str, list[str]] = {}
     for row in rows:
-        relative = _backfill_relative(row["local_pdf"], folder, *aliases)
+        text = posixpath.normpath(str(row["local_pdf"]).replace("\\", "/").strip())
+        relative = _backfill_relative(text, bases)
         if relative is not None:
             by_path.setdefault(relative, []).append(row["document_id"])
-        name = PurePosixPath(str(row["local_pdf"]).replace("\\", "/").strip()).name
-        if name and not str(row["local_pdf"]).startswith("pdf_by_hash/"):
+        name = posixpath.basename(text)
+        if name and not text.startswith("pdf_by_hash/"):
             by_name.setdefault(name, []).append(row["document_id"])
     return by_path, by_name
 
 
-def _backfill_relative(local_pdf: str, folder: Path, *aliases: Path) -> str | None:
-    """A legacy local_pdf as a path relative to pdf_backup/, or None if it points elsewhere.
-
-    Accepted: an absolute path inside the folder (or a link to it), any path containing
-    `pdf_backup/` (one written on another machine), or a bare relative path, taken as inside it.
-    """
-    text = PurePosixPath(local_pdf.replace("\\", "/").strip()).as_posix()
+def _backfill_relative(text: str, bases: tuple[str, ...]) -> str | None:
+    """A legacy local_pdf (normalized, '/'-separated) as a path relative to pdf_backup/, or None if
+    it points elsewhere. Accepted: an absolute path inside the folder (`bases`: its absolute
+    spellings), any path containing `pdf_backup/` (one written on another machine), or a bare
+    relative path, taken as inside the folder."""
     if text.startswith("pdf_by_hash/"):
         return None
-    if text.startswith("/"):
-        for base in (folder, *aliases):
-            try:
-                return Path(text).relative_to(base).as_posix()
-            except ValueError:
-                pass
-        try:
-            return Path(text).resolve().relative_to(folder).as_posix()
-        except (ValueError, OSError):
-            pass
+    for base in bases:
+        if text.startswith(base):
+            return text[len(base):]
     marker = f"{BACKFILL_FOLDER}/"
     if text.startswith(marker) or f"/{marker}" in text:
         return text[text.rindex(marker) + len(marker):]
