@@ -13,6 +13,15 @@ Guarantees:
   livelocks under a busy writer, see MEASURED.md), and records a monotonically
   increasing `checkpoint_seq` that restore uses to pick the newest state.
 
+- `Database.open()` judges the file read-only first (`schema_state`): an
+  older version's database (a `documents` table and no `schema_version`, or
+  a version stamped without its columns) raises `LegacyDatabaseError` before
+  anything is written (connect() alone would turn WAL on): c38_legacy adopts
+  it, against `target_schema()`, what MIGRATIONS build on an empty database.
+  migrate() never stamps a version on a schema it did not build.
+- Schema version 7 keeps what adoption brought per row (`legacy_documents`);
+  the download queue holds an adopted row whose id discovery has not
+  confirmed, or found to be a docket entry's or a case's (LEGACY_HELD_KINDS).
 - Schema version 5 adds what is derived of each document (`derived`,
   `derived_case_numbers`, `citations`) and the provenance of each download
   response (`download_events`); the derive queue (`derive_queue`) reads

@@ -266,9 +266,11 @@ def refuse(judgement: LegacyJudgement, what: str) -> LegacyDatabaseError:
 # ------------------------------------------------------------------ the adoption transaction
 
 
-def adopt_connection(conn: sqlite3.Connection, *, legacy_kv: bool, record: dict[str, Any]) -> dict[str, Any]:
+def adopt_connection(conn: sqlite3.Connection, *, legacy_kv: bool, record: dict[str, Any],
+                     kv: dict[str, str] | None = None) -> dict[str, Any]:
     """Makes the legacy database open on `conn` (autocommit, a copy) whole, in one transaction that
-    also writes schema_version and kv legacy_adoption (`record` plus what was done). Returns that."""
+    also writes schema_version, kv legacy_adoption (`record` plus what was done) and `kv`. Returns
+    the record."""
     present = read_schema(conn)
     target = target_schema()
     plan = adoption_plan(present, target)
@@ -304,7 +306,7 @@ def adopt_connection(conn: sqlite3.Connection, *, legacy_kv: bool, record: dict[
                                                "WHERE id_kind = 'docket_entry'").fetchone()[0]}
         conn.executemany("INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                          [("schema_version", str(SCHEMA_VERSION)),
-                          (KV_LEGACY_ADOPTION, json.dumps(record, sort_keys=True))])
+                          (KV_LEGACY_ADOPTION, json.dumps(record, sort_keys=True)), *(kv or {}).items()])
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -497,11 +499,14 @@ def _adopt_workspace_database(ctx: Context, judgement: LegacyJudgement) -> str:
         _backup(source, copy)
         conn = sqlite3.connect(str(copy), isolation_level=None, timeout=30)
         try:
+            # A scratch copy, made durable (and put in place) only once adopted: a kill discards it, so
+            # its journal may stay in memory, and a large cache keeps the rebuild off the disk.
+            for pragma in ("journal_mode = MEMORY", "synchronous = OFF", "cache_size = -131072"):
+                conn.execute(f"PRAGMA {pragma}")
             adopt_connection(conn, legacy_kv=judgement.kind == "legacy",
                              record={"adopted_at": utc_now(), "original": name, "legacy_rows": judgement.rows,
-                                     "legacy_statuses": judgement.statuses, "legacy_version": judgement.version})
-            conn.executemany("INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
-                             "excluded.value", [(KV_LEGACY_ORIGINALS, json.dumps(_originals(ctx, name)))])
+                                     "legacy_statuses": judgement.statuses, "legacy_version": judgement.version},
+                             kv={KV_LEGACY_ORIGINALS: json.dumps(_originals(ctx, name))})
             conn.execute("PRAGMA journal_mode = DELETE")
         finally:
             conn.close()

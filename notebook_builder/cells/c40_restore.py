@@ -8,7 +8,13 @@ Guarantees:
   `ky_court-WIP-resume-*.tar.gz` archives. Each is downloaded to a temp
   folder inside the workspace and judged by what its database records
   (`checkpoint_seq`, then `checkpoint_at`), never by file times or names, so
-  a new runtime never resumes from an older state than the store holds.
+  a new runtime never resumes from an older state than the store holds. A
+  state that records no checkpoint (an older version's, v1.2: c38 judges
+  it) is judged by its content: the newest `updated_at` among its rows,
+  then its row count; one that cannot be adopted is rejected with c38's
+  reason. When an older version's state is chosen, the rows only the other
+  older-version states hold are merged into it (c38 `merge_legacy_rows`,
+  newest first), and it is installed as it is, for c38 to adopt.
 - A candidate that is not SQLite, fails `quick_check`, or is a corrupt,
   truncated or hostile archive is rejected with its reason (a warning in the
   log, `RestoreResult.rejected`), and the next one is used. When the store
@@ -17,8 +23,17 @@ Guarantees:
 - Archives are never unpacked by their own member names: every member is
   checked first (no absolute path, no `..`, no link leading outside, no
   device or fifo; plus tarfile's `data_filter` where Python has it), and one
-  bad member rejects the whole archive. Only the regular files
-  `ky_court.sqlite` and `status.json` are copied out, to fixed temp names.
+  bad member rejects the whole archive. The database is the one regular
+  file named `ky_court.sqlite` at any depth (an archive holding one folder is
+  v1.2's layout; two are rejected, naming them); it and the `status.json`
+  (and a `ky_court.sqlite-wal`, folded into the copy) of its folder are
+  copied out to fixed temp names. From the chosen archives (the state
+  restored, and the older-version states merged into it) the regular files
+  under that folder's `pdf_backup/`, `pdf_by_hash/` and `text/` come back to
+  the workspace (`_restore_unpack_files`): never over a file the workspace
+  holds (a backup of other bytes goes to `pdf_backup/<archive>/`), and a
+  `pdf_by_hash/` member that does not hash to its name goes to `pdf_backup/`
+  for backfill to hash and credit.
 - A stale workspace (no database, but files other than `pdf_backup/`) is
   moved aside to `<workspace>-pre-restore` (then `-pre-restore-2`, ...):
   renamed, never deleted. `pdf_backup/` stays: it is the operator's input
@@ -29,7 +44,7 @@ Guarantees:
 - The chosen database (and the archive's status.json) is put in place with
   `os.replace`. PDFs and texts are not copied back: rows that claim a PDF
   the workspace lacks are fetched from the store on demand.
-- Before that, the store's download journals that follow the chosen state
+- Before that (for a state this version wrote), the store's download journals that follow the chosen state
   (`journal/downloads-after-<seq>.jsonl`, seq >= the chosen checkpoint) are
   replayed into it, newest entry first: a document they list as downloaded
   whose PDF the store holds, and which the chosen database still has to

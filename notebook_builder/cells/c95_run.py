@@ -1,6 +1,13 @@
-"""Run: one session of work, restore → the phases in PHASES → sync/verify.
+"""Run: one session of work, restore → adopt → the phases in PHASES → sync/verify.
 
 Guarantees:
+- After restore and before anything opens the database, an older version's
+  archive (v1.2) is adopted (c38: its backups folded by c60 backfill, forced;
+  the summary's `adopt` line says what it brought, in that session only);
+  one that cannot be adopted stops the session at once with one line, exit
+  status 2, nothing written. After discover and after download the adopted
+  ids are checked against what discovery found (the `legacy` line, when
+  something changed).
 - The stages run in pipeline order and meet only in the database and the
   store; each is skipped once the clock says stop (budget or signal).
 - SIGINT and SIGTERM (Colab's interrupt, a killed job) ask the stages to stop
@@ -16,7 +23,7 @@ Guarantees:
   run, state is saved and verify runs; one line says the court could not
   be reached and what remains, and the exit status is 3.
 - `run_pipeline()` returns a `RunReport` whose `exit_status` follows
-  CONTRACT.md: 0 PASS, 1 FAIL, 3 court unreachable, 130 interrupted. The
+  CONTRACT.md: 0 PASS, 1 FAIL, 2 bad input, 3 court unreachable, 130 interrupted. The
   summary says in words what each stage did and what remains.
 - PROBE_FIRST: the probe (c55) runs before the stages; when the pipeline
   cannot run against the court, no stage runs, verify still does, and the
