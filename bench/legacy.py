@@ -1,7 +1,7 @@
 """Benchmark: adopting a full-scale v1.2 archive, and the court requests its first run saves.
 
     .venv/bin/python bench/legacy.py [--rows 98724] [--backups 9582] [--distinct 3326] [--court-docs 5000]
-                                     [--skip-court]
+                                     [--discovery auto|documents|cases] [--skip-court]
 
 1. Adoption at full scale: a v1.2-shaped database of `--rows` rows (the simulated court's
    corpus metadata; `--distinct` rows downloaded, their local_pdf written on another machine),
@@ -16,7 +16,8 @@
    document discovered, the same share as above downloaded into pdf_backup/). Printed: search,
    docket-entry and download requests of each, the downloads the legacy state saved, whether any
    request asked for a PDF the legacy state held (goal: none), and the projected hours at the
-   default pacing (mean pause + 0.25 s latency a request), also scaled to 98,724 documents.
+   default pacing (mean pause + 0.25 s latency a request), also scaled linearly to 98,724
+   documents.
 """
 from __future__ import annotations
 
@@ -137,7 +138,7 @@ def measure_adoption(args) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def crawl(court, root: Path, legacy_share: float | None) -> dict:
+def crawl(court, root: Path, legacy_share: float | None, discovery: str) -> dict:
     from notebook_builder.cells.c00_config import load_config
     from notebook_builder.cells.c95_run import run_pipeline
     held: list[str] = []
@@ -157,14 +158,14 @@ def crawl(court, root: Path, legacy_share: float | None) -> dict:
             else:
                 rows.append(discovered_row(document))
         write_legacy_database(workspace / "ky_court.sqlite", rows)
-    before = court.stats()["requests"]
+    before = dict(court.endpoint_requests)
     cfg = load_config({"KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"),
                        "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_PROGRESS": "0",
-                       "KY_PHASES": "discover,backfill,download"})
+                       "KY_PHASES": "discover,backfill,download", "KY_DISCOVERY": discovery})
     started = time.perf_counter()
     report = run_pipeline(cfg, handle_signals=False)
-    after = court.stats()["requests"]
-    requests = {kind: after[kind] - before[kind] for kind in after}
+    requests = {kind: count - before.get(kind, 0) for kind, count in court.endpoint_requests.items()}
+    requests = {kind: count for kind, count in sorted(requests.items()) if count}
     return {"requests": requests, "seconds": time.perf_counter() - started, "exit": report.exit_status,
             "held_asked": sum(court.requests_for(document_id) for document_id in held), "held": len(held),
             "summary": report.summary()}
@@ -182,23 +183,24 @@ def measure_requests(args) -> None:
         root = Path(tempfile.mkdtemp(prefix="ky-bench-legacy-court-"))
         try:
             with SimCourt(args.court_docs, seed=2026, faults=False) as court:   # a fresh court: counters at 0
-                results[label] = crawl(court, root, legacy_share)
+                results[label] = crawl(court, root, legacy_share, args.discovery)
         finally:
             shutil.rmtree(root, ignore_errors=True)
     scale = FULL_CORPUS / args.court_docs
     for label, result in results.items():
         asked = result["requests"]
-        hours = (asked["search"] + asked["entry_documents"]) * search_pause / 3600 + asked["download"] * download_pause / 3600
-        print(f"first run {label}: exit {result['exit']}, {asked['search']:,} search + {asked['entry_documents']:,} "
-              f"entry + {asked['download']:,} download requests ({result['seconds']:.1f} s at pacing 0); "
-              f"projected {hours:.2f} h at the default pacing, {hours * scale:.1f} h at {FULL_CORPUS:,} documents")
+        discovery = sum(count for kind, count in asked.items() if kind != "download")
+        hours = discovery * search_pause / 3600 + asked.get("download", 0) * download_pause / 3600
+        print(f"first run {label}: exit {result['exit']}, {discovery:,} discovery requests "
+              f"({', '.join(f'{kind} {count:,}' for kind, count in asked.items() if kind != 'download')}) + "
+              f"{asked.get('download', 0):,} downloads ({result['seconds']:.1f} s at pacing 0); projected "
+              f"{hours:.2f} h at the default pacing, {hours * scale:.1f} h scaled to {FULL_CORPUS:,} documents")
     clean, legacy = results[FROM_NOTHING], results[OVER_LEGACY]
-    asked_clean, asked_legacy = clean["requests"], legacy["requests"]
-    discovery_saved = (asked_clean["search"] + asked_clean["entry_documents"]
-                       - asked_legacy["search"] - asked_legacy["entry_documents"])
-    print(f"downloads saved: {asked_clean['download'] - asked_legacy['download']:,} (the legacy state holds "
-          f"{legacy['held']:,} PDFs); discovery requests saved: {discovery_saved:,} (discovery sweeps once to "
-          "check the adopted ids)")
+    discovery_saved = (sum(count for kind, count in clean["requests"].items() if kind != "download")
+                       - sum(count for kind, count in legacy["requests"].items() if kind != "download"))
+    print(f"downloads saved: {clean['requests'].get('download', 0) - legacy['requests'].get('download', 0):,} "
+          f"(the legacy state holds {legacy['held']:,} PDFs); discovery requests saved: {discovery_saved:,} (the "
+          "adopted rows are known, so the sweep that checks their ids adds none and already converges)")
     print(f"requests for a PDF the legacy state holds: {legacy['held_asked']} (goal: 0)")
 
 
@@ -208,6 +210,8 @@ def main() -> None:
     parser.add_argument("--backups", type=int, default=9582)
     parser.add_argument("--distinct", type=int, default=3326)
     parser.add_argument("--court-docs", type=int, default=5000)
+    parser.add_argument("--discovery", choices=("auto", "documents", "cases"), default="auto",
+                        help="the court runs' KY_DISCOVERY (auto: the document search, which the simulated court has)")
     parser.add_argument("--skip-court", action="store_true")
     args = parser.parse_args()
     measure_adoption(args)

@@ -165,6 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
     if args.command == "status":
         return _cmd_status(cfg)
+    if args.command in ("report", "derive"):
+        refusal = _not_adopted_yet(cfg)
+        if refusal:
+            print(f"kycourt-pipeline: {refusal}", file=sys.stderr)
+            return EXIT_USAGE
     _setup_logging(args.verbose)
     if args.command == "report":
         return _cmd_report(cfg, args.output)
@@ -173,6 +178,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "derive":
         return _cmd_derive(cfg, redo=args.redo)
     return _cmd_run(cfg, verify_only=args.command == "verify")
+
+
+def _not_adopted_yet(cfg) -> str | None:
+    """Why the workspace's database cannot be read as this version's yet: an older version's (v1.2),
+    which only a run adopts. None when it is this version's (or there is none)."""
+    from notebook_builder.cells.c10_database import DB_FILENAME, not_adopted_message
+    from notebook_builder.cells.c38_legacy import judge_database
+    path = Path(cfg.WORKSPACE) / DB_FILENAME
+    judgement = judge_database(path) if path.is_file() else None
+    return not_adopted_message(path, judgement.version) if judgement is not None and judgement.legacy else None
 
 
 def _no_workspace(cfg) -> str | None:
@@ -419,6 +434,10 @@ def _run_query_command(args: argparse.Namespace) -> int:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
     _setup_logging(args.verbose)
+    refusal = _not_adopted_yet(cfg) if args.command == "index" else None
+    if refusal:
+        print(f"kycourt-pipeline: {refusal}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.command == "index":
             return _cmd_index(cfg)

@@ -284,3 +284,24 @@ def test_an_adopted_columns_declarations_do_not_bind_the_pipeline(planned_court,
     adopt(ctx, fold)
     ctx.db.upsert_discovered([{"document_id": "f" * 64, "case_number": "2024-CA-0001"}])
     assert ctx.db.document_count() == 2
+
+
+# ------------------------------------------------------------------ the command line before adoption
+
+
+def test_commands_before_adoption_show_the_v12_rows_or_say_a_run_adopts_them_and_write_nothing(planned_court,
+                                                                                               tmp_path, capsys):
+    from notebook_builder.cli import main
+    rows = [discovered_row(d) for d in planned_court.documents[:4]] + [
+        discovered_row(planned_court.documents[4], status="done")]
+    workspace = tmp_path / "workspace"
+    write_legacy_database(workspace / "ky_court.sqlite", rows)
+    before = {path: path.read_bytes() for path in workspace.rglob("*")}
+    assert main(["status", "--workspace", str(workspace)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["documents"] == 5 and status["counts"]["discovered"] == 4
+    assert status["legacy_database"]["statuses"] == {"discovered": 4, "done": 1}
+    for command in (["report"], ["derive"], ["index"]):
+        assert main([*command, "--workspace", str(workspace), "--store", str(tmp_path / "store")]) == 2
+        assert "older version of the pipeline (v1.2)" in capsys.readouterr().err
+    assert {path: path.read_bytes() for path in workspace.rglob("*")} == before

@@ -524,6 +524,13 @@ def schema_gaps(present: SchemaSpec, target: SchemaSpec) -> list[str]:
     return gaps
 
 
+def not_adopted_message(path: str | os.PathLike, version: int = 0) -> str:
+    """What a command that needs this version's database says of an older version's, not adopted yet."""
+    return (f"{path} was written by an older version of the pipeline (v1.2)"
+            + (f" and records schema version {version} without its columns" if version else "")
+            + ": `kycourt-pipeline run` (or the notebook's Run all) adopts it first")
+
+
 def schema_state(path: str | os.PathLike, *, recover: bool = False) -> tuple[str, int]:
     """(kind, recorded schema_version) of the database at `path`, read on a read-only connection
     (`recover`: a read-write one that writes nothing, except that SQLite rolls back the hot
@@ -665,10 +672,7 @@ class Database:
             # Judged before the first write: connect() alone turns WAL on, which rewrites the header.
             kind, version = schema_state(path, recover=True)
             if kind in ("legacy", "incomplete"):
-                raise LegacyDatabaseError(
-                    f"{path} was written by an older version of the pipeline (v1.2)"
-                    + (f" and records schema version {version} without its columns" if version else "")
-                    + ": `kycourt-pipeline run` (or the notebook's Run all) adopts it first")
+                raise LegacyDatabaseError(not_adopted_message(path, version))
             if kind == "foreign":
                 raise IntegrityError(f"{path} is an SQLite database but not this pipeline's (no documents "
                                      "table, no schema_version); move it aside to start an archive there")
