@@ -61,6 +61,7 @@ def test_a_v12_archive_brings_its_database_and_workspace_files_and_adoption_cred
              "pdf_backup/2019/not-a-pdf.pdf": b"<html>503</html>",
              f"pdf_by_hash/{sha[hashed.document_id]}.pdf": data[hashed.document_id],
              f"pdf_by_hash/{'0' * 64}.pdf": data[lying.document_id],          # a name that lies
+             f"pdf_backup/pdf_by_hash/{'0' * 64}.pdf": b"%PDF-1.4 another backup of that name",
              f"pdf_by_hash/{sha[extracted.document_id]}.pdf": data[extracted.document_id],
              f"text/{sha[extracted.document_id]}.txt": b"v1.2's text"}
     store = LocalStore(tmp_path / "store")
@@ -68,8 +69,11 @@ def test_a_v12_archive_brings_its_database_and_workspace_files_and_adoption_cred
     archive_bytes = (tmp_path / "store" / ARCHIVE).read_bytes()
     ctx = fresh(tmp_path)
     restored = restore(ctx)
-    assert restored.restored and restored.legacy and restored.source == ARCHIVE and restored.files == 6
-    assert (ctx.path("pdf_backup") / "pdf_by_hash" / f"{'0' * 64}.pdf").read_bytes() == data[lying.document_id]
+    assert restored.restored and restored.legacy and restored.source == ARCHIVE and restored.files == 7
+    # Both files of that name are kept: neither is put over the other.
+    assert {(ctx.path("pdf_backup") / "pdf_by_hash" / f"{'0' * 64}.pdf").read_bytes(),
+            (ctx.path("pdf_backup") / ARCHIVE[:-7] / "pdf_by_hash" / f"{'0' * 64}.pdf").read_bytes()} \
+        == {data[lying.document_id], b"%PDF-1.4 another backup of that name"}
     assert json.loads(ctx.path("status.json").read_text()) == {"phase": "download"}
     result = adopt(ctx, fold)
     rows = {row["document_id"]: row for row in ctx.db.iter_documents()}

@@ -1469,11 +1469,11 @@ class Database:
                 "WHERE d.document_id = legacy_documents.document_id)", {"now": now}).rowcount
             for kind, column, table in (("docket_entry", "docket_entry_id", "docket_entries"),
                                         ("case", "case_id", "cases")):
-                counts[f"{kind}s" if kind == "case" else "docket_entries"] = self.conn.execute(
+                counts[table] = self.conn.execute(
                     f"UPDATE legacy_documents SET id_kind = :kind, checked_at = :now "
                     f"WHERE id_kind = 'unchecked' AND (document_id IN (SELECT {column} FROM {table}) "
                     f"OR document_id IN (SELECT d.{column} FROM documents d WHERE d.{column} IS NOT NULL "
-                    "AND d.document_id != d." + column + "))", {"kind": kind, "now": now}).rowcount
+                    f"AND d.document_id != d.{column}))", {"kind": kind, "now": now}).rowcount
                 # Link (again: discovery may have found more of their documents since) and count matches.
                 self.conn.execute(
                     "UPDATE legacy_documents SET linked_documents = (SELECT json_group_array(d.document_id) FROM "

@@ -122,8 +122,7 @@ class _RestoreCandidate:
     checkpoint_seq: int
     checkpoint_at: str
     legacy: LegacyJudgement | None = None     # an older version's state: judged by its content
-    archive: Path | None = None               # kept while its workspace files may be wanted
-    files: list[tuple[str, str]] = field(default_factory=list)   # (member name, workspace name)
+    files: list[tuple[str, str, int]] = field(default_factory=list)   # (member, workspace name, size)
 
     @property
     def rank(self) -> tuple[int, str, tuple[str, int], int]:
@@ -221,14 +220,16 @@ def restore(ctx: Context) -> RestoreResult:
         if best is None:
             result.message = "store holds no saved state: starting a new archive"
             return result
-        older = _restore_older_legacy(best, others) if best.legacy is not None else []
-        for candidate in older:
+        contributing = [best]
+        for candidate in _restore_older_legacy(best, others) if best.legacy is not None else []:
             added = merge_legacy_rows(best.database, candidate.database)
             result.merged.append((candidate.name, added))
             log_restore.info("restore: %d rows only the older legacy state %s holds merged into %s",
                              added, candidate.name, best.name)
-        for candidate in [best] + older:
-            result.files += _restore_unpack_files(candidate, workspace, temp_root)
+            if added:
+                contributing.append(candidate)      # its workspace files may be those rows' PDFs
+        for candidate in contributing:
+            result.files += _restore_unpack_files(ctx, candidate, workspace, temp_root)
         if best.legacy is None:
             result.replayed = _restore_replay(ctx, best, temp_root)
         _restore_install(workspace, best)
@@ -299,7 +300,7 @@ def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
 
 
 def _restore_judge(name: str, download: Path, folder: Path) -> _RestoreCandidate:
-    files: list[tuple[str, str]] = []
+    files: list[tuple[str, str, int]] = []
     if name == DB_FILENAME:
         database, status = download, None
     else:
@@ -318,10 +319,8 @@ def _restore_judge(name: str, download: Path, folder: Path) -> _RestoreCandidate
         if problems:
             raise IntegrityError(f"database fails quick_check: {problems[:3]}")
         candidate = _RestoreCandidate(name, database, status, sequence, taken_at, files=files)
-    if files:
-        candidate.archive = download      # read again for its files if this state is chosen
-    elif download != database:
-        download.unlink()
+    if download != database:
+        download.unlink()      # read again from the store for its files, if this state is chosen
     return candidate
 
 
@@ -345,7 +344,7 @@ def archive_workspace_name(name: str, root: str) -> str | None:
     return relative if folder in RESTORE_FILE_FOLDERS and "/" in relative and not relative.startswith("../") else None
 
 
-def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None, list[tuple[str, str]]]:
+def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None, list[tuple[str, str, int]]]:
     """Checks every member of a resume archive, then copies out its database (with its -wal, folded
     in) and status; returns them and the (member, workspace name) of its workspace files."""
     data_filter = getattr(tarfile, "data_filter", None)   # Python >= 3.12 and recent patch releases
@@ -375,7 +374,7 @@ def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None, lis
                 key = posixpath.join(root, name) if root else name
                 if key in regular:
                     wanted[name] = regular[key]
-            files = [(key, workspace_name) for key in sorted(regular)
+            files = [(key, workspace_name, regular[key].size) for key in sorted(regular)
                      if (workspace_name := archive_workspace_name(key, root)) is not None]
             needed = sum(member.size for member in wanted.values())
             if shutil.disk_usage(folder).free < needed:
@@ -414,21 +413,32 @@ def _restore_fold_wal(database: Path) -> None:
         raise IntegrityError(f"{DB_FILENAME} and its -wal cannot be read: {exc}") from None
 
 
-def _restore_unpack_files(candidate: _RestoreCandidate, workspace: Path, temp_root: Path) -> int:
-    """Copies the chosen archive's pdf_backup/, pdf_by_hash/ and text/ members into the workspace:
-    a backup is never put over another file (one of other bytes goes under pdf_backup/<archive>/), a
-    pdf_by_hash/ member that does not hash to its name goes to pdf_backup/ for backfill to hash, and
-    a name the workspace holds is left as it is. Returns the files written."""
-    if candidate.archive is None or not candidate.files:
+def _restore_unpack_files(ctx: Context, candidate: _RestoreCandidate, workspace: Path, temp_root: Path) -> int:
+    """Copies a chosen archive's pdf_backup/, pdf_by_hash/ and text/ members into the workspace (the
+    archive read from the store again: archives are not kept on disk while candidates are judged).
+    A file is never put over another one (a backup of other bytes goes under pdf_backup/<archive>/,
+    a name the workspace holds with those bytes is left as it is), and a pdf_by_hash/ member that
+    does not hash to its name goes to pdf_backup/ for backfill to hash. Returns the files written."""
+    if not candidate.files:
         return 0
+    archive = temp_root / "archive.tar.gz"
+    needed = sum(size for _, _, size in candidate.files)
+    try:
+        ctx.store.download_file(candidate.name, archive)
+    except StoreError as exc:
+        raise StoreError(f"restore cannot read {candidate.name} again for its workspace files: {exc}") from None
+    if shutil.disk_usage(workspace).free < needed:
+        archive.unlink(missing_ok=True)
+        raise DiskFullError(f"workspace disk is full: the workspace files of {candidate.name} need {needed} bytes "
+                            f"in {workspace}")
     stem = candidate.name[:-len(".tar.gz")] if candidate.name.endswith(".tar.gz") else candidate.name
     staging = temp_root / "files"
     staging.mkdir(exist_ok=True)
     written = 0
-    pairs: list[tuple[Path, Path]] = []
+    planned: dict[Path, Path] = {}       # target -> the temp holding its bytes, not renamed yet
     try:
-        with tarfile.open(candidate.archive, mode="r:gz") as tar:
-            for number, (member_name, name) in enumerate(candidate.files):
+        with tarfile.open(archive, mode="r:gz") as tar:
+            for number, (member_name, name, _) in enumerate(candidate.files):
                 temp = staging / f"{number}.part"
                 digest = hashlib.sha256()
                 source = tar.extractfile(member_name)
@@ -436,17 +446,17 @@ def _restore_unpack_files(candidate: _RestoreCandidate, workspace: Path, temp_ro
                     while chunk := source.read(_RESTORE_COPY_CHUNK):
                         digest.update(chunk)
                         handle.write(chunk)
-                target = _restore_file_target(workspace, name, stem, temp, digest.hexdigest())
+                target = _restore_file_target(workspace, name, stem, temp, digest.hexdigest(), planned)
                 if target is None:
                     temp.unlink()
                     continue
                 target.parent.mkdir(parents=True, exist_ok=True)
-                pairs.append((temp, target))
-                if len(pairs) >= _RESTORE_FILE_GROUP:
-                    durable_rename(pairs)
-                    written, pairs = written + len(pairs), []
-        durable_rename(pairs)
-        written += len(pairs)
+                planned[target] = temp
+                if len(planned) >= _RESTORE_FILE_GROUP:
+                    durable_rename([(temp, target) for target, temp in planned.items()])
+                    written, planned = written + len(planned), {}
+        durable_rename([(temp, target) for target, temp in planned.items()])
+        written += len(planned)
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise IntegrityError(f"{candidate.name}: its files cannot be read: {exc}") from None
     except OSError as exc:
@@ -454,24 +464,26 @@ def _restore_unpack_files(candidate: _RestoreCandidate, workspace: Path, temp_ro
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        archive.unlink(missing_ok=True)
     log_restore.info("restore: %d workspace files (pdf_backup/, pdf_by_hash/, text/) from %s", written,
                      candidate.name)
     return written
 
 
-def _restore_file_target(workspace: Path, name: str, stem: str, temp: Path, sha256: str) -> Path | None:
-    """Where an archive's workspace file goes (None: the workspace holds it already)."""
+def _restore_file_target(workspace: Path, name: str, stem: str, temp: Path, sha256: str,
+                         planned: dict[Path, Path]) -> Path | None:
+    """Where an archive's workspace file goes (None: the workspace holds it already, or will)."""
     folder, rest = name.split("/", 1)
     if folder == "pdf_by_hash" and rest != f"{sha256}.pdf":
         # Its name does not say its bytes: a backup, for backfill to hash and credit.
         folder, rest, name = "pdf_backup", f"pdf_by_hash/{rest}", f"pdf_backup/pdf_by_hash/{rest}"
-    target = workspace / name
-    if not target.exists():
-        return target
-    if folder != "pdf_backup" or filecmp.cmp(target, temp, shallow=False):
-        return None
-    aside = workspace / "pdf_backup" / stem / rest
-    return None if aside.exists() and filecmp.cmp(aside, temp, shallow=False) else aside
+    for target in (workspace / name, workspace / "pdf_backup" / stem / rest):
+        holder = planned.get(target) or (target if target.exists() else None)
+        if holder is None:
+            return target
+        if folder != "pdf_backup" or filecmp.cmp(holder, temp, shallow=False):
+            return None      # a content-addressed name holds its bytes; a backup is there already
+    return None
 
 
 def _restore_is_json_object(path: Path) -> bool:
