@@ -10,10 +10,10 @@ import pytest
 from notebook_builder.cells.c10_database import (SCHEMA_VERSION, ColumnSpec, Database, LegacyDatabaseError,
                                                  SchemaSpec, read_schema, schema_gaps, schema_state, target_schema)
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c38_legacy import (KV_LEGACY_ADOPTION, adopt, adoption_plan, legacy_original_name,
-                                               provisional_status)
+from notebook_builder.cells.c38_legacy import (KV_LEGACY_ADOPTION, adopt, adoption_plan, judge_database,
+                                               legacy_original_name, provisional_status)
 from notebook_builder.cells.c60_backfill import backfill
-from legacy_fixture import (FOREIGN_WORKSPACE, V12_COLUMNS, discovered_row, downloaded_row, extracted_row, sha256,
+from legacy_fixture import (FOREIGN_WORKSPACE, discovered_row, downloaded_row, extracted_row, sha256,
                             table_rows, write_legacy_database)
 from support import open_test_context, put_bytes
 
@@ -305,3 +305,22 @@ def test_commands_before_adoption_show_the_v12_rows_or_say_a_run_adopts_them_and
         assert main([*command, "--workspace", str(workspace), "--store", str(tmp_path / "store")]) == 2
         assert "older version of the pipeline (v1.2)" in capsys.readouterr().err
     assert {path: path.read_bytes() for path in workspace.rglob("*")} == before
+
+
+def test_a_v12_database_a_kill_left_mid_transaction_is_rolled_back_and_adopted(planned_court, tmp_path):
+    """v1.2 killed in a write leaves a hot journal: a read-only judge cannot read past it."""
+    ctx = legacy_context(tmp_path, [discovered_row(d) for d in planned_court.documents[:3]])
+    conn = sqlite3.connect(ctx.db_path)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("PRAGMA cache_size = 1")
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO documents(document_id, status) VALUES (?, 'discovered')",
+                     [(f"{n:064x}",) for n in range(2000)])       # spills to the file: the journal is hot
+    journal = ctx.db_path.with_name("ky_court.sqlite-journal").read_bytes()
+    data = ctx.db_path.read_bytes()
+    conn.close()                                                   # (rolls back; put the kill's files back)
+    ctx.db_path.write_bytes(data)
+    ctx.db_path.with_name("ky_court.sqlite-journal").write_bytes(journal)
+    assert judge_database(ctx.db_path).kind == "unreadable"         # read-only, it cannot roll back
+    result = adopt(ctx, fold)
+    assert result.adopted and ctx.db.document_count() == 3

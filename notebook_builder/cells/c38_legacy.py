@@ -74,6 +74,7 @@ Knobs read: none of its own (WORKSPACE and STORE through the context).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -88,7 +89,7 @@ from .c00_config import StoreError, utc_now
 from .c05_durable import durable_rename, durable_write, raise_if_disk_full
 from .c10_database import (DB_FILENAME, KV_LEGACY_ADOPTION, KV_STORE_CHECKPOINT_SEQ, LEGACY_METADATA_SQL, PERMANENT_HTTP_STATUSES,
                            SCHEMA_VERSION, STATUSES, ColumnSpec, Database, LegacyDatabaseError, SchemaSpec,
-                           database_uri, read_schema, schema_state, target_schema)
+                           database_uri, is_sqlite_file, read_schema, schema_state, target_schema)
 from .c20_store import pdf_store_name, sha256_file, text_store_name
 from .c35_context import Context
 
@@ -423,6 +424,12 @@ def adopt(ctx: Context, fold: Callable[[Context], Any]) -> AdoptResult:
     result = AdoptResult()
     path = ctx.db_path
     judgement = judge_database(path) if path.is_file() else LegacyJudgement(str(path), "empty")
+    if judgement.kind == "unreadable" and is_sqlite_file(path):
+        # A hot journal a killed writer left (v1.2's too) stops a read-only reader: rolled back, as
+        # any writer would, the file holds its last committed state again.
+        with contextlib.suppress(sqlite3.DatabaseError):
+            schema_state(path, recover=True)
+        judgement = judge_database(path)
     if judgement.kind == "unreadable":
         return result        # restore has judged it already; Database.open says what is wrong
     if judgement.problems:
