@@ -308,6 +308,8 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                                         "this court (see its table); no stage ran")
             if not cfg.DRY_RUN:
                 _run_timed(report, "recover", lambda: recover(ctx))
+            # A session killed between discovery and its check of the ids finishes the check here.
+            _run_check_legacy_ids(ctx, report)
             # Every phase commits work worth keeping if the runtime dies: checkpoint throughout.
             with Checkpointer(ctx):
                 for phase in cfg.PHASES:
@@ -357,15 +359,20 @@ def _run_court_stage(ctx: Context, report: RunReport, phase: str) -> None:
         _court_unreachable(ctx, report, str(exc))
         return
     if phase in COURT_STAGES:
-        # Adopted ids discovery has now confirmed, or shown to be docket entries' or cases'.
-        reconciled = reconcile_legacy_ids(ctx)
-        if reconciled.changed:
-            earlier = report.stages.get("legacy")
-            report.stages["legacy"] = reconciled if earlier is None else earlier.add(reconciled)
+        _run_check_legacy_ids(ctx, report)
     health = getattr(ctx.client, "health", None)
     if health is not None and health.unreachable() and not report.court_unreachable:
         message = getattr(report.stages.get(phase), "court_unreachable", None)
         _court_unreachable(ctx, report, message or f"no usable answer for {health.silent_seconds():.0f} s")
+
+
+def _run_check_legacy_ids(ctx: Context, report: RunReport) -> None:
+    """Adopted ids discovery has now confirmed, or shown to be docket entries' or cases' (c38); the
+    summary's `legacy` line adds up the session's checks that changed something."""
+    reconciled = reconcile_legacy_ids(ctx)
+    if reconciled.changed:
+        earlier = report.stages.get("legacy")
+        report.stages["legacy"] = reconciled if earlier is None else earlier.add(reconciled)
 
 
 def _court_unreachable(ctx: Context, report: RunReport, message: str) -> None:
