@@ -165,6 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
     if args.command == "status":
         return _cmd_status(cfg)
+    if args.command in ("report", "derive"):
+        refusal = _not_adopted_yet(cfg)
+        if refusal:
+            print(f"kycourt-pipeline: {refusal}", file=sys.stderr)
+            return EXIT_USAGE
     _setup_logging(args.verbose)
     if args.command == "report":
         return _cmd_report(cfg, args.output)
@@ -173,6 +178,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "derive":
         return _cmd_derive(cfg, redo=args.redo)
     return _cmd_run(cfg, verify_only=args.command == "verify")
+
+
+def _not_adopted_yet(cfg) -> str | None:
+    """Why the workspace's database cannot be read as this version's yet: an older version's (v1.2),
+    which only a run adopts. None when it is this version's (or there is none)."""
+    from notebook_builder.cells.c10_database import DB_FILENAME, not_adopted_message
+    from notebook_builder.cells.c38_legacy import judge_database
+    path = Path(cfg.WORKSPACE) / DB_FILENAME
+    judgement = judge_database(path) if path.is_file() else None
+    return not_adopted_message(path, judgement.version) if judgement is not None and judgement.legacy else None
 
 
 def _no_workspace(cfg) -> str | None:
@@ -196,6 +211,8 @@ def _cmd_run(cfg, *, verify_only: bool) -> int:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(report.summary())
+    if report.bad_input:     # a database that cannot be adopted: nothing was written
+        print(f"kycourt-pipeline: {report.error}", file=sys.stderr)
     return report.exit_status
 
 
@@ -203,6 +220,7 @@ def _cmd_status(cfg) -> int:
     """Reads the database read-only; writes nothing."""
     from notebook_builder.cells.c10_database import DB_FILENAME, Database, is_sqlite_file
     from notebook_builder.cells.c35_context import status_document
+    from notebook_builder.cells.c38_legacy import judge_database
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
     saved_path = Path(cfg.WORKSPACE) / "status.json"
     saved = {}
@@ -212,9 +230,25 @@ def _cmd_status(cfg) -> int:
         except (OSError, ValueError):
             saved = {}
     db = None
+    extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": False}
     if db_path.is_file() and is_sqlite_file(db_path):
+        legacy = judge_database(db_path)
+        if legacy.legacy:   # an older version's: what it holds, as it is (the next run adopts it)
+            extra.update(database="an older version's database (v1.2), not adopted yet: the next run adopts it",
+                         legacy_database={"rows": legacy.rows, "statuses": legacy.statuses,
+                                          "newest_updated_at": legacy.newest_updated_at,
+                                          "problems": legacy.problems})
+            document = status_document(None, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
+                                       extra=extra)
+            document["counts"].update((status, count) for status, count in legacy.statuses.items()
+                                      if status in document["counts"])
+            document["documents"] = legacy.rows
+            document["queues"] = {"download": None, "extract": None}
+            document["remaining"] = "unknown until the next run adopts the older version's database"
+            print(json.dumps(document, indent=2, sort_keys=True))
+            return 0
         db = Database.open_readonly(db_path)
-    extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": db is not None}
+        extra["database"] = True
     try:
         document = status_document(db, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
                                    extra=extra)
@@ -400,6 +434,10 @@ def _run_query_command(args: argparse.Namespace) -> int:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
     _setup_logging(args.verbose)
+    refusal = _not_adopted_yet(cfg) if args.command == "index" else None
+    if refusal:
+        print(f"kycourt-pipeline: {refusal}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.command == "index":
             return _cmd_index(cfg)

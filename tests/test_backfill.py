@@ -67,7 +67,8 @@ def test_backups_are_credited_to_their_documents_by_name_and_by_local_pdf(planne
         assert row["local_pdf"] == f"pdf_by_hash/{sha256(data)}.pdf"
         assert ctx.path(row["local_pdf"]).read_bytes() == data
     assert ctx.db.get_document(groups["untouched"].document_id)["status"] == "discovered"
-    assert result.credited == 7 and result.unmatched == 3   # two copies and the orphan name no document
+    # The two copies hold a credited document's content; only the orphan's PDF matches no document.
+    assert result.credited == 7 and result.unmatched == 1 and result.duplicates == 2
 
 
 def test_an_extracted_row_stays_extracted(planned_court, legacy):

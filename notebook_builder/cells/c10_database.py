@@ -13,6 +13,15 @@ Guarantees:
   livelocks under a busy writer, see MEASURED.md), and records a monotonically
   increasing `checkpoint_seq` that restore uses to pick the newest state.
 
+- `Database.open()` judges the file read-only first (`schema_state`): an
+  older version's database (a `documents` table and no `schema_version`, or
+  a version stamped without its columns) raises `LegacyDatabaseError` before
+  anything is written (connect() alone would turn WAL on): c38_legacy adopts
+  it, against `target_schema()`, what MIGRATIONS build on an empty database.
+  migrate() never stamps a version on a schema it did not build.
+- Schema version 9 keeps what adoption brought per row (`legacy_documents`);
+  the download queue holds an adopted row whose id discovery has not
+  confirmed, or found to be a docket entry's or a case's (LEGACY_HELD_KINDS).
 - Schema version 5 adds what is derived of each document (`derived`,
   `derived_case_numbers`, `citations`) and the provenance of each download
   response (`download_events`); the derive queue (`derive_queue`) reads
@@ -31,12 +40,14 @@ Knobs read: MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS, RETRY_HARD (through callers).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -56,16 +67,24 @@ KV_ARCHIVE_UPDATED_AT = "archive_updated_at"
 KV_DISCOVERY_STRATEGY = "discovery_strategy"
 KV_COMPLETE_THROUGH = "complete_through"           # the Kentucky day up to which the archive is complete
 KV_DOWNLOAD_PATH = "download_path"                 # the download path that answers PDFs (c30 DOWNLOAD_PATHS)
+KV_LEGACY_ADOPTION = "legacy_adoption"             # JSON: what adopting an older version's database brought
 
 _PERMANENT_LIST = ",".join(str(code) for code in PERMANENT_HTTP_STATUSES)
 
 # The one definition of each queue. Parameters: :max_attempts / :max_extract_attempts.
 # A document the court withholds (document_available 0) is never requested, whatever its status.
+# An adopted legacy row (c38_legacy) whose id discovery has not confirmed yet, or has shown to be a
+# docket entry's or a case's, is held: nothing is downloaded under an id that may not be a documentID.
+# (NOT IN builds the held ids once per query, through legacy_documents_kind: once none are held it
+# costs nothing, where a correlated NOT EXISTS costs a lookup per row, 0.9 s a count at full scale.)
+LEGACY_HELD_KINDS = ("unchecked", "docket_entry", "case")
+_LEGACY_HELD_LIST = ", ".join(f"'{kind}'" for kind in LEGACY_HELD_KINDS)
 DOWNLOAD_QUEUE_SQL = f"""
     status IN ('discovered', 'failed')
     AND attempts < :max_attempts
     AND (http_status IS NULL OR http_status NOT IN ({_PERMANENT_LIST}))
     AND document_available IS NOT 0
+    AND document_id NOT IN (SELECT document_id FROM legacy_documents WHERE id_kind IN ({_LEGACY_HELD_LIST}))
 """
 EXTRACT_QUEUE_SQL = """
     status = 'downloaded'
@@ -372,9 +391,30 @@ CREATE INDEX IF NOT EXISTS docket_entries_files_missing ON docket_entries(files_
     WHERE files_missing IS NOT NULL;
 """
 
+# v9: what adoption (c38_legacy) kept of each row an older writer's database (v1.2) brought: its
+# status there, whether discovery has confirmed its id (`id_kind`: unchecked until discovery
+# rewrote its metadata (a documentID) or converged without listing it (unlisted), or docket_entry /
+# case when the id is one of those, with the real documents in `linked_documents`, a JSON array),
+# its discovery metadata at adoption (`metadata`, LEGACY_METADATA_SQL: discovery writing the row
+# changes it), and a note (why it went back to a queue).
+_SCHEMA_V9 = """
+CREATE TABLE IF NOT EXISTS legacy_documents (
+    document_id       TEXT PRIMARY KEY,
+    legacy_status     TEXT,
+    id_kind           TEXT NOT NULL DEFAULT 'unchecked',
+    metadata          TEXT,
+    linked_documents  TEXT,
+    matched_sha256    INTEGER,
+    note              TEXT,
+    checked_at        TEXT
+);
+CREATE INDEX IF NOT EXISTS legacy_documents_kind ON legacy_documents(id_kind);
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
-                              6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8}
+                              6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8,
+                              9: _SCHEMA_V9}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 # The response headers that identify a download's bytes (download_events), in its column order.
@@ -384,6 +424,9 @@ DOCUMENT_METADATA_COLUMNS = (
     "case_number", "court", "case_title", "docket_entry_id", "description",
     "filed_date", "case_id", "document_name", "shard",
 )
+# A document's discovery metadata as one value (alias d): adoption records it, and a different value
+# later means discovery wrote the row, i.e. the court listed its id as a documentID.
+LEGACY_METADATA_SQL = " || '|' || ".join(f"quote(d.{column})" for column in DOCUMENT_METADATA_COLUMNS)
 # What the case walk (and a resolved row) adds to a document (v3); written only when a row has them.
 DOCUMENT_DETAIL_COLUMNS = (
     "entry_type", "entry_subtype", "dms_document_id", "mime_type", "document_description",
@@ -450,6 +493,113 @@ _UPSERT_ENTRY_SQL = (
     + ", ".join(f"{c} = COALESCE(excluded.{c}, {c})" for c in DOCKET_ENTRY_COLUMNS[1:])
     + ", updated_at = excluded.updated_at")
 
+
+
+class LegacyDatabaseError(IntegrityError):
+    """A database an older version of the pipeline wrote (v1.2: a `documents` table, no
+    `schema_version`), or one stamped with a version whose tables it lacks: c38_legacy adopts it;
+    one it cannot adopt is refused naming why (exit status 2), and nothing is changed."""
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One column as `PRAGMA table_info` describes it."""
+    name: str
+    type: str
+    notnull: bool
+    default: str | None      # the DEFAULT clause's SQL text, or None
+    pk: bool
+
+
+@dataclass(frozen=True)
+class SchemaSpec:
+    """Tables (name -> CREATE TABLE statement and columns) and indexes ((name, table, CREATE INDEX
+    statement)) of a database."""
+    tables: dict[str, tuple[str, tuple[ColumnSpec, ...]]]
+    indexes: tuple[tuple[str, str, str], ...]
+
+    def columns(self, table: str) -> tuple[ColumnSpec, ...]:
+        return self.tables[table][1] if table in self.tables else ()
+
+
+def read_schema(conn: sqlite3.Connection, schema: str = "main") -> SchemaSpec:
+    """The tables and indexes of an open database (SQLite's own tables left out)."""
+    tables: dict[str, tuple[str, tuple[ColumnSpec, ...]]] = {}
+    indexes = []
+    for kind, name, table, sql in conn.execute(
+            f"SELECT type, name, tbl_name, sql FROM {schema}.sqlite_master WHERE type IN ('table', 'index') "
+            "AND name NOT LIKE 'sqlite_%' ORDER BY rowid").fetchall():
+        if kind == "table":
+            columns = tuple(ColumnSpec(row[1], row[2] or "", bool(row[3]), row[4], bool(row[5]))
+                            for row in conn.execute(f"PRAGMA {schema}.table_info({_quote_name(name)})"))
+            tables[name] = (sql or "", columns)
+        elif sql:     # an index SQLite made for a UNIQUE or PRIMARY KEY has no statement of its own
+            indexes.append((name, table, sql))
+    return SchemaSpec(tables, tuple(indexes))
+
+
+@functools.lru_cache(maxsize=None)
+def target_schema(version: int | None = None) -> SchemaSpec:
+    """What MIGRATIONS build on an empty database, up to `version` (default: SCHEMA_VERSION): the
+    schema an adopted database is made whole against, read at run time from the migrations."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for step in sorted(v for v in MIGRATIONS if version is None or v <= version):
+            for statement in _split_sql(MIGRATIONS[step]):
+                conn.execute(statement)
+        return read_schema(conn)
+    finally:
+        conn.close()
+
+
+def schema_gaps(present: SchemaSpec, target: SchemaSpec) -> list[str]:
+    """What `present` lacks of `target`'s tables and columns ('table' or 'table.column'); [] when whole."""
+    gaps = []
+    for table, (_, columns) in target.tables.items():
+        if table not in present.tables:
+            gaps.append(table)
+            continue
+        have = {column.name for column in present.columns(table)}
+        gaps.extend(f"{table}.{column.name}" for column in columns if column.name not in have)
+    return gaps
+
+
+def not_adopted_message(path: str | os.PathLike, version: int = 0) -> str:
+    """What a command that needs this version's database says of an older version's, not adopted yet."""
+    return (f"{path} was written by an older version of the pipeline (v1.2)"
+            + (f" and records schema version {version} without its columns" if version else "")
+            + ": `kycourt-pipeline run` (or the notebook's Run all) adopts it first")
+
+
+def schema_state(path: str | os.PathLike, *, recover: bool = False) -> tuple[str, int]:
+    """(kind, recorded schema_version) of the database at `path`, read on a read-only connection
+    (`recover`: a read-write one that writes nothing, except that SQLite rolls back the hot
+    journal a killed writer left, as any writer would):
+    'empty' (no file, or no table), 'current' (the pipeline's, whole for the version it records,
+    which migrate() takes forward), 'legacy' (a `documents` table and no schema_version: an older
+    writer's, v1.2), 'incomplete' (a schema_version, but tables or columns of that version missing:
+    a version stamped on a legacy database without its columns), 'foreign' (tables, no `documents`
+    and no schema_version). Raises sqlite3.DatabaseError when SQLite cannot read it."""
+    try:
+        if Path(path).stat().st_size == 0:
+            return "empty", 0
+    except FileNotFoundError:
+        return "empty", 0
+    conn = sqlite3.connect(database_uri(path, **({} if recover else {"mode": "ro"})), uri=True, timeout=30)
+    try:
+        present = read_schema(conn)
+        version = 0
+        if "kv" in present.tables and "value" in {c.name for c in present.columns("kv")}:
+            row = conn.execute("SELECT value FROM kv WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row and str(row[0]).isdigit() else 0
+    finally:
+        conn.close()
+    if version:
+        return ("incomplete" if version <= SCHEMA_VERSION and schema_gaps(present, target_schema(version))
+                else "current"), version
+    if "documents" in present.tables:
+        return "legacy", 0
+    return ("foreign" if present.tables else "empty"), 0
 
 
 def database_uri(path: str | os.PathLike, **params: str) -> str:
@@ -559,6 +709,13 @@ class Database:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            # Judged before the first write: connect() alone turns WAL on, which rewrites the header.
+            kind, version = schema_state(path, recover=True)
+            if kind in ("legacy", "incomplete"):
+                raise LegacyDatabaseError(not_adopted_message(path, version))
+            if kind == "foreign":
+                raise IntegrityError(f"{path} is an SQLite database but not this pipeline's (no documents "
+                                     "table, no schema_version); move it aside to start an archive there")
             db = cls(connect(path), path)
         except sqlite3.DatabaseError as exc:
             if "not a database" in str(exc):
@@ -587,6 +744,12 @@ class Database:
         with self.transaction():
             self.conn.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT)")
             current = int(self.kv_get("schema_version", "0"))
+            if current == 0 and self.conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'documents'").fetchone():
+                # CREATE TABLE IF NOT EXISTS would keep its documents table as it is and stamp a version
+                # whose columns it lacks: adoption (c38_legacy) makes such a schema whole instead.
+                raise LegacyDatabaseError(f"{self.path} has a documents table but no schema_version: "
+                                          "an older version's database, to be adopted, not migrated")
             if current > SCHEMA_VERSION:
                 raise IntegrityError(f"{self.path} has schema version {current}, newer than "
                                      f"this code's {SCHEMA_VERSION}: upgrade kycourt-colab")
@@ -1009,6 +1172,24 @@ class Database:
             "SELECT document_id, status, sha256, local_pdf FROM documents "
             "WHERE local_pdf IS NOT NULL AND local_pdf != ''").fetchall()
 
+    def existing_document_ids(self, candidates: Iterable[str]) -> list[str]:
+        """Which of these strings are document ids of the table (one query per 500)."""
+        wanted, found = list(candidates), []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            found.extend(row[0] for row in self.conn.execute(
+                f"SELECT document_id FROM documents WHERE document_id IN ({', '.join('?' * len(chunk))})", chunk))
+        return found
+
+    def document_ids_with_sha256(self, sha256s: Iterable[str]) -> list[tuple[str, str]]:
+        """(document_id, sha256) of the rows recording one of these hashes (one query per 500)."""
+        wanted, found = list(sha256s), []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            found.extend((row[0], row[1]) for row in self.conn.execute(
+                f"SELECT document_id, sha256 FROM documents WHERE sha256 IN ({', '.join('?' * len(chunk))})", chunk))
+        return found
+
     def credit_backup(self, document_id: str, *, sha256: str, size_bytes: int, local_pdf: str) -> bool:
         """Backfill: a verified backup PDF is this document's. Returns True if the row changed.
 
@@ -1321,6 +1502,100 @@ class Database:
             "LEFT JOIN derived x ON x.document_id = d.document_id AND x.source_sha256 = d.sha256 "
             "WHERE d.status IN ('downloaded', 'extracted') AND d.sha256 IS NOT NULL "
             "GROUP BY d.sha256 ORDER BY d.sha256").fetchall()
+
+    # ------------------------------------------------------ adopted legacy rows (c38_legacy)
+
+    def adopted_rows_claiming_files(self) -> list[sqlite3.Row]:
+        """Adopted rows whose status says a PDF is held, with their legacy status."""
+        return self.conn.execute(
+            "SELECT d.document_id, d.status, d.sha256, d.size_bytes, d.local_pdf, l.legacy_status "
+            "FROM documents d JOIN legacy_documents l ON l.document_id = d.document_id "
+            "WHERE d.status IN ('downloaded', 'extracted') ORDER BY d.rowid").fetchall()
+
+    def adopted_rows_holding_pdfs(self) -> int:
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM documents d JOIN legacy_documents l ON l.document_id = d.document_id "
+            "WHERE d.status IN ('downloaded', 'extracted')").fetchone()[0]
+
+    def set_pdf_pointers(self, pointers: Sequence[tuple[str, int | None, str, str]]) -> None:
+        """(sha256, size_bytes, local_pdf, document_id): where an adopted row's PDF is."""
+        with self.transaction():
+            self.conn.executemany("UPDATE documents SET sha256 = ?, size_bytes = ?, local_pdf = ?, updated_at = ? "
+                                  "WHERE document_id = ?", [(sha, size, local, utc_now(), document_id)
+                                                            for sha, size, local, document_id in pointers])
+
+    def mark_text_found(self, document_ids: Sequence[str]) -> None:
+        """Downloaded rows whose text the archive already holds become `extracted`."""
+        with self.transaction():
+            self.conn.executemany("UPDATE documents SET status = 'extracted', updated_at = ? "
+                                  "WHERE document_id = ? AND status = 'downloaded'",
+                                  [(utc_now(), document_id) for document_id in document_ids])
+
+    def extract_again(self, document_ids: Sequence[str], reason: str) -> None:
+        """Extracted rows whose text is gone: back in the extract queue, attempts reset."""
+        with self.transaction():
+            self.conn.executemany(
+                "UPDATE documents SET status = 'downloaded', extract_attempts = 0, extract_failure = NULL, "
+                "last_error = ?, updated_at = ? WHERE document_id = ? AND status = 'extracted'",
+                [(reason, utc_now(), document_id) for document_id in document_ids])
+
+    def note_legacy(self, document_ids: Sequence[str], note: str) -> None:
+        with self.transaction():
+            self.conn.executemany("UPDATE legacy_documents SET note = ? WHERE document_id = ?",
+                                  [(note, document_id) for document_id in document_ids])
+
+    def legacy_held_count(self) -> int:
+        """Adopted rows the download queue holds back until discovery confirms their ids."""
+        return self.conn.execute(
+            f"SELECT COUNT(*) FROM legacy_documents l WHERE l.id_kind IN ({_LEGACY_HELD_LIST}) AND EXISTS "
+            "(SELECT 1 FROM documents d WHERE d.document_id = l.document_id AND d.status IN ('discovered', 'failed'))"
+        ).fetchone()[0]
+
+    def reconcile_legacy_ids(self) -> dict[str, int]:
+        """Checks unchecked adopted ids against the discovery tables (c38_legacy): discovery rewrote
+        the row's metadata -> document; the id is a docket entry's or a case's (their tables, or the
+        columns of other documents) -> linked to their documents, and the legacy PDF matched against
+        theirs by sha256; discovery has converged -> the rest unlisted. Counts what changed."""
+        now = utc_now()
+        counts: dict[str, int] = {}
+        links_sql = ("SELECT COALESCE(SUM(json_array_length(linked_documents)), 0), COALESCE(SUM(matched_sha256 > 0), 0) "
+                     "FROM legacy_documents WHERE id_kind IN ('docket_entry', 'case')")
+        with self.transaction():
+            linked_before = self.conn.execute(links_sql).fetchone()
+            counts["confirmed"] = self.conn.execute(
+                "UPDATE legacy_documents SET id_kind = 'document', checked_at = :now WHERE id_kind = 'unchecked' "
+                f"AND metadata IS NOT (SELECT {LEGACY_METADATA_SQL} FROM documents d "
+                "WHERE d.document_id = legacy_documents.document_id)", {"now": now}).rowcount
+            for kind, column, table in (("docket_entry", "docket_entry_id", "docket_entries"),
+                                        ("case", "case_id", "cases")):
+                counts[table] = self.conn.execute(
+                    f"UPDATE legacy_documents SET id_kind = :kind, checked_at = :now "
+                    f"WHERE id_kind = 'unchecked' AND (document_id IN (SELECT {column} FROM {table}) "
+                    f"OR document_id IN (SELECT d.{column} FROM documents d WHERE d.{column} IS NOT NULL "
+                    f"AND d.document_id != d.{column}))", {"kind": kind, "now": now}).rowcount
+                # Link (again: discovery may have found more of their documents since) and count matches.
+                self.conn.execute(
+                    "UPDATE legacy_documents SET linked_documents = (SELECT json_group_array(d.document_id) FROM "
+                    f"(SELECT document_id FROM documents WHERE {column} = legacy_documents.document_id "
+                    "AND document_id != legacy_documents.document_id ORDER BY document_id) d), "
+                    "matched_sha256 = (SELECT COUNT(*) FROM documents d JOIN documents mine "
+                    "ON mine.document_id = legacy_documents.document_id "
+                    f"WHERE d.{column} = legacy_documents.document_id AND d.document_id != mine.document_id "
+                    "AND d.sha256 IS NOT NULL AND d.sha256 = mine.sha256) "
+                    "WHERE id_kind = :kind", {"kind": kind})
+            converged = self.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None
+            counts["unlisted"] = self.conn.execute(
+                "UPDATE legacy_documents SET id_kind = 'unlisted', checked_at = ? WHERE id_kind = 'unchecked'",
+                (now,)).rowcount if converged else 0
+            linked = self.conn.execute(links_sql).fetchone()
+        # Both since the last call: documents discovery has found for those rows since, PDFs matched since.
+        counts["linked"], counts["matched"] = linked[0] - linked_before[0], linked[1] - linked_before[1]
+        counts["held"] = self.legacy_held_count()
+        return counts
+
+    def legacy_summary(self) -> dict[str, int]:
+        """Adopted rows by id_kind (status.json, the report)."""
+        return dict(self.conn.execute("SELECT id_kind, COUNT(*) FROM legacy_documents GROUP BY id_kind").fetchall())
 
     # -------------------------------------------------------- store backlog
 

@@ -14,6 +14,8 @@ Guarantees:
   (`complete_through`) and, once the court was asked this run, `court`:
   requests so far, the latency observed and the projected hours of the
   downloads left at the current pacing.
+  stages use. An archive that began as an older version's (c38_legacy) says
+  what adoption brought in `legacy_adoption` (and its ids by `id_kind`).
 
 Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, QUOTA_WARN_FRACTION, PROGRESS,
 BUDGET_SECONDS, SHUTDOWN_SECONDS.
@@ -31,7 +33,7 @@ from typing import Any
 from .c00_config import Config, RunClock, StoreError, utc_now
 from .c05_durable import durable_write, raise_if_disk_full
 from .c10_database import (DB_FILENAME, KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH,
-                           KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, Database)
+                           KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, KV_LEGACY_ADOPTION, Database)
 from .c20_store import LocalStore, Store
 from .c34_mirror import StoreMirror
 
@@ -55,6 +57,7 @@ class Context:
     checkpoint_lock: threading.Lock = field(default_factory=threading.Lock)
     journal_pushed: tuple[int, int] | None = None   # (checkpoint_seq, hash of the rows) last uploaded
     court_unreachable: str | None = None            # the circuit breaker's message, once it opened
+    legacy_kept: bool = False                       # c38 keep_legacy_originals has run for this database
 
     def path(self, name: str) -> Path:
         return self.workspace / name
@@ -174,6 +177,10 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         document["discovery_strategy"] = db.kv_get(KV_DISCOVERY_STRATEGY)
         # The Kentucky day up to which the archive is complete (convergence closed the window, or an update).
         document["complete_through"] = db.kv_get(KV_COMPLETE_THROUGH)
+        # What adopting an older version's archive (v1.2) brought, when this archive began as one.
+        adoption = db.kv_get(KV_LEGACY_ADOPTION)
+        if adoption:
+            document["legacy_adoption"] = {**json.loads(adoption), "ids": db.legacy_summary()}
     document.update(extra or {})
     return document
 

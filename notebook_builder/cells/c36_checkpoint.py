@@ -4,7 +4,10 @@ Guarantees:
 - `push_checkpoint(ctx)` writes a consistent database snapshot (c10
   `checkpoint`) and mirrors it as the store's ky_court.sqlite; once the store
   holds it, the database notes it (`record_store_checkpoint`, which never
-  moves backwards), and the download journal follows it.
+  moves backwards), and the download journal follows it. Before the first
+  snapshot of a database replaces the store's ky_court.sqlite, the legacy
+  originals are in the store (c38 `keep_legacy_originals`): a v1.2 database
+  there is never overwritten before it is kept under legacy/.
 - `push_journal(ctx)` uploads the download journal
   (`journal/downloads-after-<seq>.jsonl`: the documents committed downloaded
   since snapshot <seq>, the newest the store holds, was taken), so a fresh
@@ -72,10 +75,12 @@ def push_checkpoint(ctx: Context) -> dict[str, Any] | None:
     """Snapshot the database and mirror it as the store's ky_court.sqlite."""
     if ctx.db is None:
         return None
+    from .c38_legacy import keep_legacy_originals
     snapshot = ctx.path("checkpoint") / DB_FILENAME
     with ctx.checkpoint_lock:  # the background thread and verify share the snapshot file
         info = checkpoint(ctx.db_path, snapshot)
-        info["uploaded"] = ctx.mirror.put(DB_FILENAME, snapshot, mutable=True)
+        # An older version's database in the store is kept under legacy/ before it is replaced.
+        info["uploaded"] = keep_legacy_originals(ctx) and ctx.mirror.put(DB_FILENAME, snapshot, mutable=True)
         if info["uploaded"]:
             # The download journal follows the newest snapshot the store holds: after a failed
             # upload it keeps following the one before, so no download falls between the two.

@@ -8,7 +8,13 @@ Guarantees:
   `ky_court-WIP-resume-*.tar.gz` archives. Each is downloaded to a temp
   folder inside the workspace and judged by what its database records
   (`checkpoint_seq`, then `checkpoint_at`), never by file times or names, so
-  a new runtime never resumes from an older state than the store holds.
+  a new runtime never resumes from an older state than the store holds. A
+  state that records no checkpoint (an older version's, v1.2: c38 judges
+  it) is judged by its content: the newest `updated_at` among its rows,
+  then its row count; one that cannot be adopted is rejected with c38's
+  reason. When an older version's state is chosen, the rows only the other
+  older-version states hold are merged into it (c38 `merge_legacy_rows`,
+  newest first), and it is installed as it is, for c38 to adopt.
 - A candidate that is not SQLite, fails `quick_check`, or is a corrupt,
   truncated or hostile archive is rejected with its reason (a warning in the
   log, `RestoreResult.rejected`), and the next one is used. When the store
@@ -17,8 +23,17 @@ Guarantees:
 - Archives are never unpacked by their own member names: every member is
   checked first (no absolute path, no `..`, no link leading outside, no
   device or fifo; plus tarfile's `data_filter` where Python has it), and one
-  bad member rejects the whole archive. Only the regular files
-  `ky_court.sqlite` and `status.json` are copied out, to fixed temp names.
+  bad member rejects the whole archive. The database is the one regular
+  file named `ky_court.sqlite` at any depth (an archive holding one folder is
+  v1.2's layout; two are rejected, naming them); it and the `status.json`
+  (and a `ky_court.sqlite-wal`, folded into the copy) of its folder are
+  copied out to fixed temp names. From the chosen archives (the state
+  restored, and the older-version states merged into it) the regular files
+  under that folder's `pdf_backup/`, `pdf_by_hash/` and `text/` come back to
+  the workspace (`_restore_unpack_files`): never over a file the workspace
+  holds (a backup of other bytes goes to `pdf_backup/<archive>/`), and a
+  `pdf_by_hash/` member that does not hash to its name goes to `pdf_backup/`
+  for backfill to hash and credit.
 - A stale workspace (no database, but files other than `pdf_backup/`) is
   moved aside to `<workspace>-pre-restore` (then `-pre-restore-2`, ...):
   renamed, never deleted. `pdf_backup/` stays: it is the operator's input
@@ -29,7 +44,7 @@ Guarantees:
 - The chosen database (and the archive's status.json) is put in place with
   `os.replace`. PDFs and texts are not copied back: rows that claim a PDF
   the workspace lacks are fetched from the store on demand.
-- Before that, the store's download journals that follow the chosen state
+- Before that (for a state this version wrote), the store's download journals that follow the chosen state
   (`journal/downloads-after-<seq>.jsonl`, seq >= the chosen checkpoint) are
   replayed into it, newest entry first: a document they list as downloaded
   whose PDF the store holds, and which the chosen database still has to
@@ -48,12 +63,15 @@ Knobs read: WORKSPACE, STORE (through the context).
 """
 from __future__ import annotations
 
+import filecmp
 import gzip
+import hashlib
 import json
 import logging
 import os
 import posixpath
 import shutil
+import sqlite3
 import tarfile
 import tempfile
 import zlib
@@ -64,9 +82,10 @@ from typing import Any
 from .c00_config import DiskFullError, IntegrityError, StoreError
 from .c10_database import DB_FILENAME, Database, is_sqlite_file, snapshot_sequence
 from .c20_store import pdf_store_name
-from .c05_durable import raise_if_disk_full
+from .c05_durable import durable_rename, raise_if_disk_full
 from .c35_context import STATUS_FILENAME, WORKSPACE_FOLDERS, Context
 from .c36_checkpoint import is_resume_archive_name, journal_sequence
+from .c38_legacy import LegacyJudgement, judge_database, merge_legacy_rows
 
 log_restore = logging.getLogger("kycourt.restore")
 
@@ -74,6 +93,9 @@ PRE_RESTORE_SUFFIX = "-pre-restore"
 # Operator input that backfill reads; it describes no database, so it is never stale.
 _RESTORE_KEPT_ENTRIES = ("pdf_backup",)
 _RESTORE_COPY_CHUNK = 1024 * 1024
+# Workspace folders an archive may carry beside its database (a v1.2 archive holds its workspace).
+RESTORE_FILE_FOLDERS = ("pdf_backup", "pdf_by_hash", "text")
+_RESTORE_FILE_GROUP = 256     # files made durable with one flush
 
 
 @dataclass
@@ -87,6 +109,9 @@ class RestoreResult:
     rejected: list[tuple[str, str]] = field(default_factory=list)   # (store name, reason)
     moved_aside: str | None = None       # where a stale workspace went
     replayed: int = 0                    # downloads taken from the store's journals
+    legacy: bool = False                 # the state is an older version's (adopted next, c38)
+    merged: list[tuple[str, int]] = field(default_factory=list)   # (older legacy state, rows it added)
+    files: int = 0                       # pdf_backup/, pdf_by_hash/, text/ files the archives brought
 
 
 @dataclass
@@ -96,11 +121,15 @@ class _RestoreCandidate:
     status: Path | None
     checkpoint_seq: int
     checkpoint_at: str
+    legacy: LegacyJudgement | None = None     # an older version's state: judged by its content
+    files: list[tuple[str, str, int]] = field(default_factory=list)   # (member, workspace name, size)
 
     @property
-    def rank(self) -> tuple[int, str, int]:
+    def rank(self) -> tuple[int, str, tuple[str, int], int]:
+        # No checkpoint recorded (an older version's state): its newest row update, then its rows.
         # Equal recorded states: prefer the archive, it also brings status.json.
-        return (self.checkpoint_seq, self.checkpoint_at, int(self.status is not None))
+        content = self.legacy.content_rank if self.legacy is not None else ("", 0)
+        return (self.checkpoint_seq, self.checkpoint_at, content, int(self.status is not None))
 
 
 # ------------------------------------------------------------- decisions
@@ -176,7 +205,7 @@ def restore(ctx: Context) -> RestoreResult:
     result = RestoreResult(False, "", candidates=candidates)
     temp_root = Path(tempfile.mkdtemp(prefix=".restore-", dir=workspace))
     try:
-        best = _restore_choose(ctx, candidates, temp_root, result)
+        best, others = _restore_choose(ctx, candidates, temp_root, result)
         damaged = workspace / DB_FILENAME
         if best is None and damaged.is_file() and damaged.stat().st_size > 0:
             # With nothing to restore instead, moving it aside would silently start a new archive.
@@ -191,24 +220,51 @@ def restore(ctx: Context) -> RestoreResult:
         if best is None:
             result.message = "store holds no saved state: starting a new archive"
             return result
-        result.replayed = _restore_replay(ctx, best, temp_root)
+        contributing = [best]
+        for candidate in _restore_older_legacy(best, others) if best.legacy is not None else []:
+            added = merge_legacy_rows(best.database, candidate.database)
+            result.merged.append((candidate.name, added))
+            log_restore.info("restore: %d rows only the older legacy state %s holds merged into %s",
+                             added, candidate.name, best.name)
+            if added:
+                contributing.append(candidate)      # its workspace files may be those rows' PDFs
+        for candidate in contributing:
+            result.files += _restore_unpack_files(ctx, candidate, workspace, temp_root)
+        if best.legacy is None:
+            result.replayed = _restore_replay(ctx, best, temp_root)
         _restore_install(workspace, best)
     finally:
         shutil.rmtree(temp_root, ignore_errors=True)
     result.restored = True
     result.source = best.name
+    result.legacy = best.legacy is not None
     result.checkpoint_seq, result.checkpoint_at = best.checkpoint_seq, best.checkpoint_at
-    result.message = (f"restored {best.name} (checkpoint {best.checkpoint_seq} of "
-                      f"{best.checkpoint_at or 'unknown time'})"
-                      + (f"; {result.replayed} later downloads from the store's journal" if result.replayed else ""))
+    if best.legacy is not None:
+        result.message = (f"restored the older version's state {best.name} ({best.legacy.rows} rows, newest "
+                          f"update {best.legacy.newest_updated_at or 'unknown'})"
+                          + "".join(f"; {added} rows only {name} held merged in" for name, added in result.merged))
+    else:
+        result.message = (f"restored {best.name} (checkpoint {best.checkpoint_seq} of "
+                          f"{best.checkpoint_at or 'unknown time'})"
+                          + (f"; {result.replayed} later downloads from the store's journal" if result.replayed else ""))
+    if result.files:
+        result.message += f"; {result.files} workspace files from the archive"
     log_restore.info("%s", result.message)
     return result
 
 
+def _restore_older_legacy(best: _RestoreCandidate, others: list[_RestoreCandidate]) -> list[_RestoreCandidate]:
+    """The other legacy states, newest first: their rows the best one lacks are merged into it."""
+    return sorted((candidate for candidate in others if candidate.legacy is not None and candidate is not best),
+                  key=lambda candidate: candidate.rank, reverse=True)
+
+
 def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
-                    result: RestoreResult) -> _RestoreCandidate | None:
-    """Downloads and judges every candidate; keeps only the best one on disk."""
+                    result: RestoreResult) -> tuple[_RestoreCandidate | None, list[_RestoreCandidate]]:
+    """Downloads and judges every candidate; keeps the best one on disk, and every legacy one (an
+    older legacy state's rows are merged into a newer one). Returns (best, the others kept)."""
     best: _RestoreCandidate | None = None
+    kept: list[_RestoreCandidate] = []
     for index, name in enumerate(candidates):
         folder = temp_root / f"candidate-{index}"
         folder.mkdir()
@@ -228,39 +284,74 @@ def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
             log_restore.warning("restore rejects %s: %s", name, exc)
             shutil.rmtree(folder, ignore_errors=True)
             continue
+        if candidate.legacy is not None:
+            kept.append(candidate)      # its rows may be merged, its files restored
         if best is None or candidate.rank > best.rank:
-            if best is not None:
+            if best is not None and best.legacy is None:
                 shutil.rmtree(best.database.parent, ignore_errors=True)
             best = candidate
-        else:
+        elif candidate.legacy is None:
             shutil.rmtree(folder, ignore_errors=True)
     if candidates and best is None:
         reasons = "; ".join(f"{name}: {reason}" for name, reason in result.rejected)
         raise IntegrityError(f"the store holds saved state but none of it is usable ({reasons}); "
                              "nothing was changed")
-    return best
+    return best, kept
 
 
 def _restore_judge(name: str, download: Path, folder: Path) -> _RestoreCandidate:
+    files: list[tuple[str, str, int]] = []
     if name == DB_FILENAME:
         database, status = download, None
     else:
-        database, status = _restore_unpack(download, folder)
-        download.unlink()
-    sequence, taken_at = snapshot_sequence(database)
-    problems = Database.snapshot_problems(database)
-    if problems:
-        raise IntegrityError(f"database fails quick_check: {problems[:3]}")
-    return _RestoreCandidate(name, database, status, sequence, taken_at)
+        database, status, files = _restore_unpack(download, folder)
+    judgement = judge_database(database)
+    if judgement.legacy:
+        # An older version's state records no checkpoint: judged by its content, adopted after restore.
+        if judgement.problems:
+            raise IntegrityError(f"an older version's database that cannot be adopted: {'; '.join(judgement.problems)}")
+        candidate = _RestoreCandidate(name, database, status, 0, "", legacy=judgement, files=files)
+    else:
+        if judgement.kind == "foreign":
+            raise IntegrityError(f"{DB_FILENAME} is not this pipeline's: {'; '.join(judgement.problems)}")
+        sequence, taken_at = snapshot_sequence(database)
+        problems = Database.snapshot_problems(database)
+        if problems:
+            raise IntegrityError(f"database fails quick_check: {problems[:3]}")
+        candidate = _RestoreCandidate(name, database, status, sequence, taken_at, files=files)
+    if download != database:
+        download.unlink()      # read again from the store for its files, if this state is chosen
+    return candidate
 
 
-def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None]:
-    """Checks every member of a resume archive, then copies out its database and status."""
+def archive_layout(names: list[str]) -> tuple[str, str]:
+    """(the database member, its folder) of an archive with these member names (normalized, files
+    only): the one `ky_court.sqlite` at any depth. Raises IntegrityError when there is none, or more."""
+    found = [name for name in names if posixpath.basename(name) == DB_FILENAME]
+    if not found:
+        raise IntegrityError(f"archive holds no {DB_FILENAME}")
+    if len(found) > 1:
+        raise IntegrityError(f"archive holds {len(found)} databases ({', '.join(sorted(found)[:3])}): which "
+                             "one is the state is not clear, so none is taken from it")
+    return found[0], posixpath.dirname(found[0])
+
+
+def archive_workspace_name(name: str, root: str) -> str | None:
+    """The workspace name a member under the database's folder restores to (pdf_backup/, pdf_by_hash/,
+    text/), or None for members restore does not take."""
+    relative = posixpath.relpath(name, root) if root else name
+    folder = relative.split("/", 1)[0]
+    return relative if folder in RESTORE_FILE_FOLDERS and "/" in relative and not relative.startswith("../") else None
+
+
+def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None, list[tuple[str, str, int]]]:
+    """Checks every member of a resume archive, then copies out its database (with its -wal, folded
+    in) and status; returns them and the (member, workspace name) of its workspace files."""
     data_filter = getattr(tarfile, "data_filter", None)   # Python >= 3.12 and recent patch releases
     try:
         with tarfile.open(archive, mode="r:gz") as tar:
             members = tar.getmembers()   # reads to the end: a truncated archive fails here
-            wanted: dict[str, tarfile.TarInfo] = {}
+            regular: dict[str, tarfile.TarInfo] = {}
             for member in members:
                 problem = resume_member_problem(member)
                 if problem is None and data_filter is not None:
@@ -271,14 +362,20 @@ def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None]:
                 if problem is not None:
                     raise IntegrityError(f"hostile archive member {member.name!r}: {problem}")
                 key = posixpath.normpath(member.name)
-                if key in (DB_FILENAME, STATUS_FILENAME):
-                    if not member.isreg():
-                        raise IntegrityError(f"archive member {key} is not a regular file")
-                    if key in wanted:
+                if member.isreg():
+                    if key in regular:
                         raise IntegrityError(f"archive holds {key} twice")
-                    wanted[key] = member
-            if DB_FILENAME not in wanted:
-                raise IntegrityError(f"archive holds no {DB_FILENAME}")
+                    regular[key] = member
+                elif posixpath.basename(key) in (DB_FILENAME, STATUS_FILENAME) and not member.isdir():
+                    raise IntegrityError(f"archive member {key} is not a regular file")
+            database_key, root = archive_layout(sorted(regular))
+            wanted = {DB_FILENAME: regular[database_key]}
+            for name in (STATUS_FILENAME, DB_FILENAME + "-wal"):
+                key = posixpath.join(root, name) if root else name
+                if key in regular:
+                    wanted[name] = regular[key]
+            files = [(key, workspace_name, regular[key].size) for key in sorted(regular)
+                     if (workspace_name := archive_workspace_name(key, root)) is not None]
             needed = sum(member.size for member in wanted.values())
             if shutil.disk_usage(folder).free < needed:
                 raise DiskFullError(f"workspace disk is full: unpacking a resume archive needs "
@@ -294,11 +391,99 @@ def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None]:
     except OSError as exc:
         raise_if_disk_full(exc, folder)
         raise IntegrityError(f"archive cannot be read: {exc}") from None
+    if DB_FILENAME + "-wal" in paths:
+        _restore_fold_wal(paths[DB_FILENAME])
     status = paths.get(STATUS_FILENAME)
     if status is not None and not _restore_is_json_object(status):
         log_restore.warning("resume archive %s has an unreadable status.json; ignoring it", archive.name)
         status = None
-    return paths[DB_FILENAME], status
+    return paths[DB_FILENAME], status, files
+
+
+def _restore_fold_wal(database: Path) -> None:
+    """A database an archive carries with its -wal (a live workspace packed as it was): the WAL is
+    folded into this copy (the archive keeps the original), so it is one self-contained file."""
+    try:
+        conn = sqlite3.connect(str(database))
+        try:
+            conn.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise IntegrityError(f"{DB_FILENAME} and its -wal cannot be read: {exc}") from None
+
+
+def _restore_unpack_files(ctx: Context, candidate: _RestoreCandidate, workspace: Path, temp_root: Path) -> int:
+    """Copies a chosen archive's pdf_backup/, pdf_by_hash/ and text/ members into the workspace (the
+    archive read from the store again: archives are not kept on disk while candidates are judged).
+    A file is never put over another one (a backup of other bytes goes under pdf_backup/<archive>/,
+    a name the workspace holds with those bytes is left as it is), and a pdf_by_hash/ member that
+    does not hash to its name goes to pdf_backup/ for backfill to hash. Returns the files written."""
+    if not candidate.files:
+        return 0
+    archive = temp_root / "archive.tar.gz"
+    needed = sum(size for _, _, size in candidate.files)
+    try:
+        ctx.store.download_file(candidate.name, archive)
+    except StoreError as exc:
+        raise StoreError(f"restore cannot read {candidate.name} again for its workspace files: {exc}") from None
+    if shutil.disk_usage(workspace).free < needed:
+        archive.unlink(missing_ok=True)
+        raise DiskFullError(f"workspace disk is full: the workspace files of {candidate.name} need {needed} bytes "
+                            f"in {workspace}")
+    stem = candidate.name[:-len(".tar.gz")] if candidate.name.endswith(".tar.gz") else candidate.name
+    staging = temp_root / "files"
+    staging.mkdir(exist_ok=True)
+    written = 0
+    planned: dict[Path, Path] = {}       # target -> the temp holding its bytes, not renamed yet
+    try:
+        with tarfile.open(archive, mode="r:gz") as tar:
+            for number, (member_name, name, _) in enumerate(candidate.files):
+                temp = staging / f"{number}.part"
+                digest = hashlib.sha256()
+                source = tar.extractfile(member_name)
+                with source, open(temp, "wb") as handle:
+                    while chunk := source.read(_RESTORE_COPY_CHUNK):
+                        digest.update(chunk)
+                        handle.write(chunk)
+                target = _restore_file_target(workspace, name, stem, temp, digest.hexdigest(), planned)
+                if target is None:
+                    temp.unlink()
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                planned[target] = temp
+                if len(planned) >= _RESTORE_FILE_GROUP:
+                    durable_rename([(temp, target) for target, temp in planned.items()])
+                    written, planned = written + len(planned), {}
+        durable_rename([(temp, target) for target, temp in planned.items()])
+        written += len(planned)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise IntegrityError(f"{candidate.name}: its files cannot be read: {exc}") from None
+    except OSError as exc:
+        raise_if_disk_full(exc, workspace)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        archive.unlink(missing_ok=True)
+    log_restore.info("restore: %d workspace files (pdf_backup/, pdf_by_hash/, text/) from %s", written,
+                     candidate.name)
+    return written
+
+
+def _restore_file_target(workspace: Path, name: str, stem: str, temp: Path, sha256: str,
+                         planned: dict[Path, Path]) -> Path | None:
+    """Where an archive's workspace file goes (None: the workspace holds it already, or will)."""
+    folder, rest = name.split("/", 1)
+    if folder == "pdf_by_hash" and rest != f"{sha256}.pdf":
+        # Its name does not say its bytes: a backup, for backfill to hash and credit.
+        folder, rest, name = "pdf_backup", f"pdf_by_hash/{rest}", f"pdf_backup/pdf_by_hash/{rest}"
+    for target in (workspace / name, workspace / "pdf_backup" / stem / rest):
+        holder = planned.get(target) or (target if target.exists() else None)
+        if holder is None:
+            return target
+        if folder != "pdf_backup" or filecmp.cmp(holder, temp, shallow=False):
+            return None      # a content-addressed name holds its bytes; a backup is there already
+    return None
 
 
 def _restore_is_json_object(path: Path) -> bool:

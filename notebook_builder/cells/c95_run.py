@@ -1,6 +1,13 @@
-"""Run: one session of work, restore → the phases in PHASES → sync/verify.
+"""Run: one session of work, restore → adopt → the phases in PHASES → sync/verify.
 
 Guarantees:
+- After restore and before anything opens the database, an older version's
+  archive (v1.2) is adopted (c38: its backups folded by c60 backfill, forced;
+  the summary's `adopt` line says what it brought, in that session only);
+  one that cannot be adopted stops the session at once with one line, exit
+  status 2, nothing written. After discover and after download the adopted
+  ids are checked against what discovery found (the `legacy` line, when
+  something changed).
 - The stages run in pipeline order and meet only in the database and the
   store; each is skipped once the clock says stop (budget or signal).
 - SIGINT and SIGTERM (Colab's interrupt, a killed job) ask the stages to stop
@@ -16,7 +23,7 @@ Guarantees:
   run, state is saved and verify runs; one line says the court could not
   be reached and what remains, and the exit status is 3.
 - `run_pipeline()` returns a `RunReport` whose `exit_status` follows
-  CONTRACT.md: 0 PASS, 1 FAIL, 3 court unreachable, 130 interrupted. The
+  CONTRACT.md: 0 PASS, 1 FAIL, 2 bad input, 3 court unreachable, 130 interrupted. The
   summary says in words what each stage did and what remains, and (when the
   court was asked) the requests this run, the latency observed and the
   projected hours of the downloads left at the current pacing.
@@ -39,10 +46,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, RunClock, load_config
+from .c10_database import LegacyDatabaseError
 from .c20_store import Store
 from .c30_client import CourtClient
 from .c35_context import Context, open_context, write_status
 from .c36_checkpoint import Checkpointer
+from .c38_legacy import adopt, describe_adoption, describe_reconcile, reconcile_legacy_ids
 from .c40_restore import restore
 from .c50_discover import discover
 from .c55_probe import probe
@@ -84,6 +93,7 @@ class RunReport:
     cfg: Config | None = field(default=None, repr=False, compare=False)
 
     court_unreachable: str | None = None   # the circuit breaker's message
+    bad_input: bool = False                # the error is the input's (a database that cannot be adopted): exit 2
     skipped: list[str] = field(default_factory=list)   # stages not run because the court is unreachable
     court: dict | None = None              # politeness by evidence (CourtClient.pace_figures) at the end
 
@@ -122,6 +132,8 @@ def describe_stage(name: str, result: Any) -> str:
         return "not run"
     if isinstance(result, str):
         return result
+    if name in _STAGE_DESCRIBED:
+        return _STAGE_DESCRIBED[name](result)
     words = _STAGE_WORDS.get(name)
     if words is None:
         return _run_describe(result)
@@ -222,6 +234,9 @@ _STAGE_WORDS = {"restore": _words_restore, "recover": _words_recover, "discover"
                 "ocr": _words_ocr, "derive": _words_derive, "index": _words_index, "probe": _words_probe,
                 "verify": _words_verify}
 
+# Steps whose own module words what they did (the adoption of an older archive and its ids).
+_STAGE_DESCRIBED = {"adopt": describe_adoption, "legacy": describe_reconcile}
+
 
 def _run_describe(result: Any) -> str:
     if dataclasses.is_dataclass(result):
@@ -275,7 +290,9 @@ def run_pipeline(cfg: Config, *, store: Store | None = None, clock: RunClock | N
     finally:
         ctx.close()
     passed = report.verify is not None and report.verify.passed
-    if report.error:
+    if report.bad_input:
+        report.exit_status = EXIT_USAGE
+    elif report.error:
         report.exit_status = EXIT_FAIL
     elif ctx.clock.interrupted:
         report.exit_status = EXIT_INTERRUPTED
@@ -292,6 +309,10 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
     cfg = ctx.cfg
     try:
         _run_timed(report, "restore", lambda: restore(ctx))
+        # An older version's database is adopted (and its backups folded) before anything opens it.
+        adopted = _run_timed(report, "adopt", lambda: adopt(ctx, fold=lambda ctx: backfill(ctx, force=True)))
+        if not adopted.acted:
+            del report.stages["adopt"], report.seconds["adopt"]
         ctx.open_database()
         ctx.refresh_quota()
         backlog = ctx.mirror.catch_up(ctx.workspace, wait=False)   # a slow store catches up behind the crawl
@@ -310,6 +331,8 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                                         "this court (see its table); no stage ran")
             if not cfg.DRY_RUN:
                 _run_timed(report, "recover", lambda: recover(ctx))
+            # A session killed between discovery and its check of the ids finishes the check here.
+            _run_check_legacy_ids(ctx, report)
             # Every phase commits work worth keeping if the runtime dies: checkpoint throughout.
             with Checkpointer(ctx):
                 for phase in cfg.PHASES:
@@ -327,6 +350,10 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
             report.court = ctx.client.pace_figures(ctx.db.download_queue_size(cfg))
     except DiskFullError as exc:
         report.stopped = report.error = str(exc)
+        log_run.error("%s", exc)
+        return
+    except LegacyDatabaseError as exc:   # nothing was changed: no verify, no checkpoint
+        report.error, report.bad_input = str(exc), True
         log_run.error("%s", exc)
         return
     except PipelineError as exc:
@@ -356,10 +383,21 @@ def _run_court_stage(ctx: Context, report: RunReport, phase: str) -> None:
         report.stages[phase] = f"stopped: {exc}"
         _court_unreachable(ctx, report, str(exc))
         return
+    if phase in COURT_STAGES:
+        _run_check_legacy_ids(ctx, report)
     health = getattr(ctx.client, "health", None)
     if health is not None and health.unreachable() and not report.court_unreachable:
         message = getattr(report.stages.get(phase), "court_unreachable", None)
         _court_unreachable(ctx, report, message or f"no usable answer for {health.silent_seconds():.0f} s")
+
+
+def _run_check_legacy_ids(ctx: Context, report: RunReport) -> None:
+    """Adopted ids discovery has now confirmed, or shown to be docket entries' or cases' (c38); the
+    summary's `legacy` line adds up the session's checks that changed something."""
+    reconciled = reconcile_legacy_ids(ctx)
+    if reconciled.changed:
+        earlier = report.stages.get("legacy")
+        report.stages["legacy"] = reconciled if earlier is None else earlier.add(reconciled)
 
 
 def _court_unreachable(ctx: Context, report: RunReport, message: str) -> None:
