@@ -10,7 +10,12 @@ Guarantees:
   (`store_sleep`): a signal ends them at once, the budget's end does not.
 - `write_status()` writes status.json (CONTRACT.md) durably to the
   workspace and mirrors it; `done` comes from the same queue functions the
-  stages use.
+  stages use. It names the store the run mirrors to (`store`, and
+  `drive_folder` on Drive): `store_of_workspace()` reads it back, so the
+  query commands find a workspace's store without being told. The
+  `final_states` say which documents are in their state for good (not
+  extractable, withheld, failed for good) and `counts_explained` says in
+  words what `downloaded` and `failed` hold, against `permanent_failures`.
 
 Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, QUOTA_WARN_FRACTION, PROGRESS,
 BUDGET_SECONDS, SHUTDOWN_SECONDS.
@@ -129,6 +134,21 @@ def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | N
 # ---------------------------------------------------------------- status
 
 
+def store_of_workspace(workspace: str | Path) -> dict[str, str] | None:
+    """The store (and Drive folder) the workspace's last run mirrored to, as its status.json
+    names it; None when it names none."""
+    try:
+        saved = json.loads((Path(workspace) / STATUS_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or not isinstance(saved.get("store"), str) or not saved["store"].strip():
+        return None
+    named = {"STORE": saved["store"]}
+    if isinstance(saved.get("drive_folder"), str):
+        named["DRIVE_FOLDER"] = saved["drive_folder"]
+    return named
+
+
 def remaining_text(queues: dict[str, int], converged: bool) -> str | None:
     """None when the archive is done; otherwise what remains, as `verify` and the summary say it:
     'N to download, M to extract' (', discovery not converged' when it has not converged yet)."""
@@ -136,6 +156,27 @@ def remaining_text(queues: dict[str, int], converged: bool) -> str | None:
         return None
     text = f"{queues.get('download', 0)} to download, {queues.get('extract', 0)} to extract"
     return text if converged else text + ", discovery not converged"
+
+
+def explain_counts(counts: dict[str, int], final: dict[str, Any]) -> str:
+    """What the `downloaded` and `failed` counts hold, in words: which documents are in their
+    final state (not extractable, withheld, failed for good) and which a later run still works on."""
+    reasons = ", ".join(f"{reason} {n}" for reason, n in final["not_extractable_reasons"].items())
+    waiting = counts.get("downloaded", 0) - final["not_extractable"]
+    return (f"downloaded {counts.get('downloaded', 0)} = {final['not_extractable']} not extractable for good"
+            f"{f' ({reasons})' if reasons else ''} + {waiting} waiting for extraction; "
+            f"failed {counts.get('failed', 0)} = {final['failed_for_good']} failed for good (a permanent "
+            f"answer: never asked again; permanent_failures counts them, and withheld ones the court "
+            f"answered so) + {final['withheld']} withheld by the court + {final['out_of_attempts']} out of "
+            f"attempts (run --retry-hard asks again) + {final['retrying']} still retrying")
+
+
+def final_states_line(final: dict[str, Any]) -> str:
+    """The final states in one line (the verify summary's)."""
+    reasons = ", ".join(f"{reason} {n}" for reason, n in final["not_extractable_reasons"].items())
+    return (f"{final['not_extractable']} PDFs not extractable{f' ({reasons})' if reasons else ''}, "
+            f"{final['failed_for_good']} failed for good, {final['withheld']} withheld, "
+            f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying")
 
 
 def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str | None = None,
@@ -164,6 +205,9 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
     }
     if db is not None:
         document["permanent_failures"] = db.permanent_failure_count()
+        final = db.final_states(cfg)
+        document["final_states"] = final
+        document["counts_explained"] = explain_counts(counts, final)
         document["store_pending"] = db.store_pending_count()
         document["checkpoint_seq"] = int(db.kv_get(KV_CHECKPOINT_SEQ, "0"))
         # When the archive was last brought up to date (a converged sweep, or a complete update).
@@ -175,6 +219,10 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
 
 def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> dict[str, Any]:
     extra = dict(extra)
+    # The store this workspace mirrors to: the query commands read it (store_of_workspace).
+    extra["store"] = ctx.cfg.STORE
+    if ctx.cfg.store_is_drive:
+        extra["drive_folder"] = ctx.cfg.DRIVE_FOLDER
     extra["store_lagging"] = ctx.mirror.lagging
     if ctx.mirror.behind:
         extra["store_eta_seconds"] = ctx.mirror.eta_seconds()
