@@ -18,6 +18,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import shlex
 import shutil
@@ -65,37 +66,24 @@ def _knob_value(knob: Knob) -> Callable[[str], str]:
     return check
 
 
-def _whole_number(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
-    """argparse type: an integer in [low, high]."""
-    expected = what or (f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}")
+def _bounded(convert: Callable[[str], Any], low: float, high: float | None = None,
+             what: str = "") -> Callable[[str], Any]:
+    """argparse type: a finite number (`convert`: int or float) in [low, high]."""
+    kind = "an integer" if convert is int else "a number"
+    expected = what or (f"{kind} from {low:g} to {high:g}" if high is not None else f"{kind} >= {low:g}")
 
-    def check(text: str) -> int:
+    def check(text: str) -> Any:
         try:
-            value = int(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected {expected}") from None
-        if value < low or (high is not None and value > high):
+            value = None
+        if value is None or not math.isfinite(value) or value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected {expected}")
         return value
     return check
 
 
-def _number(low: float, high: float | None = None, what: str = "") -> Callable[[str], float]:
-    """argparse type: a finite number in [low, high]."""
-    expected = what or (f"a number from {low:g} to {high:g}" if high is not None else f"a number >= {low:g}")
-
-    def check(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected {expected}") from None
-        if not low <= value <= (high if high is not None else float("inf")) or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected {expected}")
-        return value
-    return check
-
-
-TCP_PORT = _whole_number(0, 65535, "a TCP port from 0 to 65535 (0: the system picks a free one)")
+TCP_PORT = _bounded(int, 0, 65535, "a TCP port from 0 to 65535 (0: the system picks a free one)")
 
 
 def _verbose_flag(parser: argparse.ArgumentParser) -> None:
@@ -143,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="the whole pipeline against the built-in simulated court")
     demo.add_argument("--workspace", metavar="DIR", default="demo",
                       help="demo directory (default ./demo): workspace/ and store/ inside it")
-    demo.add_argument("--docs", type=_whole_number(1), default=400,
+    demo.add_argument("--docs", type=_bounded(int, 1), default=400,
                       help="documents in the simulated court (default 400)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the simulated court (default 7)")
     demo.add_argument("--fresh", action="store_true", help="delete the demo directory first")
@@ -155,15 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
     sim = commands.add_parser("sim", help="serve the simulated court in the foreground")
     sim.add_argument("--port", type=TCP_PORT, default=8765,
                      help="TCP port on 127.0.0.1 (default 8765; 0: a free one)")
-    sim.add_argument("--docs", type=_whole_number(0), default=300, help="documents (default 300)")
+    sim.add_argument("--docs", type=_bounded(int, 0), default=300, help="documents (default 300)")
     sim.add_argument("--seed", type=int, default=1, help="seed (default 1)")
-    sim.add_argument("--results-limit", type=_whole_number(1), default=10000, help="announced results limit")
-    sim.add_argument("--late-docs", type=_whole_number(0), default=0,
+    sim.add_argument("--results-limit", type=_bounded(int, 1), default=10000, help="announced results limit")
+    sim.add_argument("--late-docs", type=_bounded(int, 0), default=0,
                      help="documents that appear during a crawl (at most --docs)")
     sim.add_argument("--no-faults", action="store_true", help="serve every document cleanly")
-    sim.add_argument("--search-fault-rate", type=_number(0.0, 1.0), default=0.0,
+    sim.add_argument("--search-fault-rate", type=_bounded(float, 0.0, 1.0), default=0.0,
                      help="share of JSON answers that misbehave (503, 429, reset, torn body; default 0)")
-    sim.add_argument("--stall-seconds", type=_number(0.0), default=1.0,
+    sim.add_argument("--stall-seconds", type=_bounded(float, 0.0), default=1.0,
                      help="how long a stalled download body stalls before the court hangs up (default 1)")
     sim.add_argument("--shape", choices=("inferred", "captured"), default="inferred",
                      help="rows as ctrack-api.md infers them, or as real captures show them (default inferred)")
@@ -525,11 +513,11 @@ def _add_query_commands(commands) -> None:
     _query_flags(search)
     search.add_argument("query", metavar="QUERY", help='FTS5 query: words, "a phrase", NEAR(a b), prefix*, OR, NOT')
     search.add_argument("--court", help="CA or SC (or part of the court's name)")
-    search.add_argument("--year", type=_whole_number(1900, 2100, "a year like 2019"), help="the case number's year")
+    search.add_argument("--year", type=_bounded(int, 1900, 2100, "a year like 2019"), help="the case number's year")
     search.add_argument("--type", dest="kind", metavar="TYPE",
                         help="the document's kind as derived (opinion, order, brief, other), or a docket "
                              "entry type or description prefix, e.g. OPINION or ORDER")
-    search.add_argument("--limit", type=_whole_number(1), default=20, help="hits at most (default 20)")
+    search.add_argument("--limit", type=_bounded(int, 1), default=20, help="hits at most (default 20)")
     search.add_argument("--rank-all", action="store_true",
                         help="rank every match (by default a query matching more than 20,000 documents is "
                              "ranked among the 20,000 most recent matches)")
