@@ -158,13 +158,18 @@ def remaining_text(queues: dict[str, int], converged: bool) -> str | None:
     return text if converged else text + ", discovery not converged"
 
 
+def _final_reasons(final: dict[str, Any]) -> str:
+    """' (unparseable 3, encrypted 1)': why the not extractable PDFs are so ('' when none is)."""
+    reasons = ", ".join(f"{reason} {n}" for reason, n in final["not_extractable_reasons"].items())
+    return f" ({reasons})" if reasons else ""
+
+
 def explain_counts(counts: dict[str, int], final: dict[str, Any]) -> str:
     """What the `downloaded` and `failed` counts hold, in words: which documents are in their
     final state (not extractable, withheld, failed for good) and which a later run still works on."""
-    reasons = ", ".join(f"{reason} {n}" for reason, n in final["not_extractable_reasons"].items())
     waiting = counts.get("downloaded", 0) - final["not_extractable"]
     return (f"downloaded {counts.get('downloaded', 0)} = {final['not_extractable']} not extractable for good"
-            f"{f' ({reasons})' if reasons else ''} + {waiting} waiting for extraction; "
+            f"{_final_reasons(final)} + {waiting} waiting for extraction; "
             f"failed {counts.get('failed', 0)} = {final['failed_for_good']} failed for good (a permanent "
             f"answer: never asked again; permanent_failures counts them, and withheld ones the court "
             f"answered so) + {final['withheld']} withheld by the court + {final['out_of_attempts']} out of "
@@ -173,8 +178,7 @@ def explain_counts(counts: dict[str, int], final: dict[str, Any]) -> str:
 
 def final_states_line(final: dict[str, Any]) -> str:
     """The final states in one line (the verify summary's)."""
-    reasons = ", ".join(f"{reason} {n}" for reason, n in final["not_extractable_reasons"].items())
-    return (f"{final['not_extractable']} PDFs not extractable{f' ({reasons})' if reasons else ''}, "
+    return (f"{final['not_extractable']} PDFs not extractable{_final_reasons(final)}, "
             f"{final['failed_for_good']} failed for good, {final['withheld']} withheld, "
             f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying")
 

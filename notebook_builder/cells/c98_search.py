@@ -176,9 +176,9 @@ def datasette_metadata() -> dict[str, Any]:
     }
 
 
-def prepare_serve(cfg: Config) -> tuple[list[Path], dict[str, Any]]:
-    """One-file copies of the databases under workspace/serve/ (Datasette opens them immutable)
-    and Datasette's metadata; ServeError, with nothing written, without an archive or an index."""
+def prepare_serve(cfg: Config) -> list[Path]:
+    """One-file copies of the databases under workspace/serve/ (Datasette opens them immutable);
+    ServeError, with nothing written, without an archive or an index."""
     workspace = Path(cfg.WORKSPACE)
     state, search = workspace / DB_FILENAME, workspace / SEARCH_DB_FILENAME
     if not is_sqlite_file(state):
@@ -186,8 +186,7 @@ def prepare_serve(cfg: Config) -> tuple[list[Path], dict[str, Any]]:
     if not is_sqlite_file(search):
         raise ServeError(f"no search index at {search}: {BUILD_HINT}")
     folder = workspace / SERVE_DIR
-    return [backup_database(state, folder / DB_FILENAME), backup_database(search, folder / SEARCH_DB_FILENAME)], \
-        datasette_metadata()
+    return [backup_database(state, folder / DB_FILENAME), backup_database(search, folder / SEARCH_DB_FILENAME)]
 
 
 def _serve_require_datasette() -> None:
@@ -230,6 +229,7 @@ class Served:
     log: Path
     server: Any = field(repr=False)
     thread: threading.Thread = field(repr=False)
+    request_log: Any = field(repr=False)
 
     def alive(self) -> bool:
         return self.thread.is_alive()
@@ -240,6 +240,7 @@ class Served:
         if self.thread.is_alive():   # a response still streaming: cut it
             self.server.force_exit = True
             self.thread.join(timeout)
+        self.request_log.close()
 
 
 def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = None,
@@ -250,10 +251,11 @@ def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = Non
     import uvicorn
     from datasette.app import Datasette
     listener = _serve_socket(port)
+    bound = listener.getsockname()[1]
     try:
-        databases, metadata = prepare_serve(cfg)
+        databases = prepare_serve(cfg)
         folder = Path(cfg.WORKSPACE) / SERVE_DIR
-        datasette = Datasette([], immutables=[str(path) for path in databases], metadata=metadata,
+        datasette = Datasette([], immutables=[str(path) for path in databases], metadata=datasette_metadata(),
                               settings={"sql_time_limit_ms": 5000, "default_page_size": 50})
         site = ServedArchive(workspace=Path(cfg.WORKSPACE), folder=folder, store=store)
         log = folder / SERVE_LOG
@@ -265,14 +267,13 @@ def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = Non
     except BaseException:
         listener.close()
         raise
-    bound = listener.getsockname()[1]
     served = Served(url=f"http://{SERVE_HOST}:{bound}", port=bound, workspace=Path(cfg.WORKSPACE), log=log,
-                    server=server, thread=thread)
+                    server=server, thread=thread, request_log=app)
     deadline = time.monotonic() + wait_seconds
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             served.stop()
-            raise ServeError(f"the server did not start on {served.url} (see {log})")
+            raise ServeError(f"the server did not start on {served.url} within {wait_seconds:.0f} s")
         time.sleep(0.05)
     return served
 
@@ -284,6 +285,9 @@ class _ServeRequestLog:
     def __init__(self, app: Any, path: Path):
         self.app = app
         self.handle = open(path, "a", encoding="utf-8", buffering=1)
+
+    def close(self) -> None:
+        self.handle.close()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
