@@ -13,8 +13,9 @@ Guarantees:
 - What a Colab user sees, top to bottom: a short introduction; the settings
   form; the setup cell (installs what Colab lacks and signs in to Drive);
   the library, one collapsed cell per module (Colab's `#@title ...
-  {display-mode: "form"}` hides the code; the module's docstring is kept in
-  it for whoever opens it); then the action cells: each module's
+  {display-mode: "form"}` hides the code, and the cell's `cellView: form`
+  metadata, as Colab saves such a cell, opens it collapsed; the module's
+  docstring is kept in it for whoever opens it); then the action cells: each module's
   `if __name__ == "__main__":` block, lifted out of its library cell into a
   short visible cell of its own (settings -> CFG, run the session, status
   and chart). The form and the setup cell are their modules' code as written.
@@ -22,7 +23,8 @@ Guarantees:
   `build.py` rewrites it before the notebook, and the README's knob table
   from KNOBS with `--update-readme`.
 - The output is deterministic: ids derived from module names, no outputs, no
-  execution counts, fixed metadata, nbformat 4.5. Two builds are
+  execution counts, fixed metadata (`cellView: form` on every cell whose
+  title hides its code), nbformat 4.5. Two builds are
   byte-identical, and `--check` exits 1 when the committed notebook (or
   form.py) is stale.
 - A source the notebook could not run (a module import such as
@@ -288,9 +290,12 @@ def split_main_block(code: str) -> tuple[str, str, str]:
     return code, "", ""
 
 
+_FORM_TITLE = '{ display-mode: "form" }'
+
+
 def _title_line(text: str) -> str:
     """A Colab form title: the text (no braces, which end it), code hidden."""
-    return f'#@title {re.sub(r"[{}]", "", text).strip()} {{ display-mode: "form" }}'
+    return f'#@title {re.sub(r"[{}]", "", text).strip()} {_FORM_TITLE}'
 
 
 def _summary(module: CellModule) -> str:
@@ -336,6 +341,10 @@ def build_notebook(cells_dir: Path = CELLS_DIR) -> nbformat.NotebookNode:
     for identifier, cell_type, source in cell_sources(cells_dir):
         if cell_type == "code":
             cell = nbformat.v4.new_code_cell(source, id=identifier)
+            if any(line.startswith("#@title") and _FORM_TITLE in line for line in source.splitlines()):
+                # As Colab saves a cell whose code it hides: opened collapsed, whatever Colab
+                # makes of the title line.
+                cell.metadata["cellView"] = "form"
         else:
             cell = nbformat.v4.new_markdown_cell(source, id=identifier)
         notebook.cells.append(cell)

@@ -2,28 +2,38 @@
 
 Flags override the environment, which overrides the defaults. Each command
 takes only the flags it uses (`status` reads the workspace alone; `verify`
-and `report` the workspace and the store; `run` everything). Exit status:
-0 verify PASS, 1 verify FAIL, 2 bad usage or configuration (one line on
-stderr, nothing written), 3 the court could not be reached (state saved,
-verify ran), 130 interrupted (state saved).
+and `report` the workspace and the store; `run` everything). A command that
+looks at an existing archive and is given no store (no --store, no KY_STORE)
+uses the store the workspace's status.json names. Exit status: 0 verify
+PASS, 1 verify FAIL, 2 bad usage or configuration (one line on stderr,
+nothing written; a bad flag value prints the command's usage and names the
+flag), 3 the court could not be reached (state saved, verify ran), 130
+interrupted (state saved), 141 the reader of the output went away
+(`status | head -5`), as for any tool a closed pipe stops.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
+import math
 import os
+import shlex
 import shutil
+import signal
 import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
-from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, load_config
+from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, Knob, in_colab, load_config
 
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 def _knob_flags(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -39,7 +49,41 @@ def _knob_flags(parser: argparse.ArgumentParser, *names: str) -> None:
             parser.add_argument(flag.name, dest=knob.name, action="store_true", default=None, help=help_text)
         else:
             parser.add_argument(flag.name, dest=knob.name, metavar=flag.metavar, nargs=flag.nargs,
-                                const=flag.const, help=help_text)
+                                const=flag.const, type=_knob_value(knob), help=help_text)
+
+
+def _knob_value(knob: Knob) -> Callable[[str], str]:
+    """argparse's check of a knob flag's value: the knob's own parser, so a bad value is refused
+    with the command's usage and the flag's name; the text goes on to load_config unchanged."""
+    def check(text: str) -> str:
+        if text == knob.flag.const:     # the flag given without its value (argparse passes const here)
+            return text
+        try:
+            knob.parse(text)
+        except (ValueError, TypeError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected {knob.accepted}") from None
+        return text
+    return check
+
+
+def _bounded(convert: Callable[[str], Any], low: float, high: float | None = None,
+             what: str = "") -> Callable[[str], Any]:
+    """argparse type: a finite number (`convert`: int or float) in [low, high]."""
+    kind = "an integer" if convert is int else "a number"
+    expected = what or (f"{kind} from {low:g} to {high:g}" if high is not None else f"{kind} >= {low:g}")
+
+    def check(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected {expected}")
+        return value
+    return check
+
+
+TCP_PORT = _bounded(int, 0, 65535, "a TCP port from 0 to 65535 (0: the system picks a free one)")
 
 
 def _verbose_flag(parser: argparse.ArgumentParser) -> None:
@@ -87,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="the whole pipeline against the built-in simulated court")
     demo.add_argument("--workspace", metavar="DIR", default="demo",
                       help="demo directory (default ./demo): workspace/ and store/ inside it")
-    demo.add_argument("--docs", type=int, default=400, help="documents in the simulated court (default 400)")
+    demo.add_argument("--docs", type=_bounded(int, 1), default=400,
+                      help="documents in the simulated court (default 400)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the simulated court (default 7)")
     demo.add_argument("--fresh", action="store_true", help="delete the demo directory first")
     demo.add_argument("--store", choices=("dir", "simdrive"), default="dir",
@@ -96,21 +141,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
     sim = commands.add_parser("sim", help="serve the simulated court in the foreground")
-    sim.add_argument("--port", type=int, default=8765, help="TCP port on 127.0.0.1 (default 8765)")
-    sim.add_argument("--docs", type=int, default=300, help="documents (default 300)")
+    sim.add_argument("--port", type=TCP_PORT, default=8765,
+                     help="TCP port on 127.0.0.1 (default 8765; 0: a free one)")
+    sim.add_argument("--docs", type=_bounded(int, 0), default=300, help="documents (default 300)")
     sim.add_argument("--seed", type=int, default=1, help="seed (default 1)")
-    sim.add_argument("--results-limit", type=int, default=10000, help="announced results limit")
-    sim.add_argument("--late-docs", type=int, default=0, help="documents that appear during a crawl")
+    sim.add_argument("--results-limit", type=_bounded(int, 1), default=10000, help="announced results limit")
+    sim.add_argument("--late-docs", type=_bounded(int, 0), default=0,
+                     help="documents that appear during a crawl (at most --docs)")
     sim.add_argument("--no-faults", action="store_true", help="serve every document cleanly")
-    sim.add_argument("--search-fault-rate", type=float, default=0.0,
+    sim.add_argument("--search-fault-rate", type=_bounded(float, 0.0, 1.0), default=0.0,
                      help="share of JSON answers that misbehave (503, 429, reset, torn body; default 0)")
-    sim.add_argument("--stall-seconds", type=float, default=1.0,
+    sim.add_argument("--stall-seconds", type=_bounded(float, 0.0), default=1.0,
                      help="how long a stalled download body stalls before the court hangs up (default 1)")
     sim.add_argument("--shape", choices=("inferred", "captured"), default="inferred",
                      help="rows as ctrack-api.md infers them, or as real captures show them (default inferred)")
     sim.add_argument("--document-search", choices=("present", "absent", "entries"), default="present",
                      help="the inferred document search: present, absent (404) or answering docket entries")
     _add_query_commands(commands)
+    for command in commands.choices.values():   # for errors found after parsing (a knob's value)
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -134,7 +183,7 @@ def _audit_share(flag: str | None, env) -> str | None:
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    for noisy in ("urllib3", "googleapiclient", "pydrive2", "oauth2client"):
+    for noisy in ("urllib3", "googleapiclient", "pydrive2", "oauth2client", "uvicorn"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # pypdf warns about every damaged PDF it reads ("EOF marker not found"); extraction_log and
     # failed_inventory.csv already say which documents failed and why.
@@ -142,10 +191,26 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`status | head -5`): what it did not read is not wanted. Python
+        # would complain once more flushing stdout at exit; point stdout at /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+# Commands that look at an existing archive; those that also read the store take the store the
+# workspace names when none is given.
+ARCHIVE_COMMANDS = ("status", "verify", "report", "derive", "index", "show", "search", "export", "serve")
+QUERY_COMMANDS = ("index", "show", "search", "export", "serve")
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command in QUERY_COMMANDS:
-        return _run_query_command(args)
     try:
         if args.command == "sim":
             return _cmd_sim(args)
@@ -153,23 +218,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             _setup_logging(args.verbose)
             return _cmd_demo(args)
         cfg = config_from_args(args)
+        if args.command in ARCHIVE_COMMANDS:
+            cfg = _with_the_workspaces_store(args, cfg)
     except ConfigError as exc:
-        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.command in ("status", "verify", "report", "derive"):
+        return _config_error(args, exc)
+    if args.command in ARCHIVE_COMMANDS:
         # These look at an archive; in a folder that holds none they would print zeros or create an
         # empty workspace and store. They say so instead, and write nothing.
-        missing = _no_workspace(cfg)
+        missing = no_archive(Path(cfg.WORKSPACE), database=args.command in QUERY_COMMANDS)
         if missing:
             print(f"kycourt-pipeline: {missing}", file=sys.stderr)
             return EXIT_USAGE
-    if args.command == "status":
-        return _cmd_status(cfg)
-    if args.command in ("report", "derive"):
+    if args.command in ("report", "derive", "index"):
         refusal = _not_adopted_yet(cfg)
         if refusal:
             print(f"kycourt-pipeline: {refusal}", file=sys.stderr)
             return EXIT_USAGE
+    if args.command in QUERY_COMMANDS:
+        return _run_query_command(cfg, args)
+    if args.command == "status":
+        return _cmd_status(cfg)
     _setup_logging(args.verbose)
     if args.command == "report":
         return _cmd_report(cfg, args.output)
@@ -178,6 +246,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "derive":
         return _cmd_derive(cfg, redo=args.redo)
     return _cmd_run(cfg, verify_only=args.command == "verify")
+
+
+def _config_error(args: argparse.Namespace, exc: ConfigError) -> int:
+    """A knob's bad value: named by the flag the user typed (with the command's usage), else by its
+    environment variable, in one line; exit 2."""
+    for knob in KNOBS:
+        if knob.env == exc.variable and knob.flag and getattr(args, knob.name, None) is not None:
+            args.command_parser.error(f"argument {knob.flag.name}: {exc.value!r} is not valid: "
+                                      f"expected {exc.accepted}")
+    print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _with_the_workspaces_store(args: argparse.Namespace, cfg, env=None):
+    """cfg with the store the workspace's status.json names, when the user named none."""
+    from notebook_builder.cells.c35_context import store_of_workspace
+    environment = os.environ if env is None else env
+    if getattr(args, "STORE", None) is not None or environment.get("KY_STORE") is not None:
+        return cfg
+    named = store_of_workspace(cfg.WORKSPACE)
+    if not named:
+        return cfg
+    if environment.get("KY_DRIVE_FOLDER") is not None:
+        named.pop("DRIVE_FOLDER", None)
+    return config_from_args(args, env, **named)
 
 
 def _not_adopted_yet(cfg) -> str | None:
@@ -190,12 +283,16 @@ def _not_adopted_yet(cfg) -> str | None:
     return not_adopted_message(path, judgement.version) if judgement is not None and judgement.legacy else None
 
 
-def _no_workspace(cfg) -> str | None:
-    """Why there is no archive to look at in cfg's workspace (None when there is one)."""
-    from notebook_builder.cells.c10_database import DB_FILENAME
-    workspace = Path(cfg.WORKSPACE)
-    if (workspace / DB_FILENAME).is_file() or (workspace / "status.json").is_file():
+def no_archive(workspace: Path, *, database: bool) -> str | None:
+    """Why there is no archive to look at in `workspace` (None when there is one); `database`: a
+    status.json alone does not do. A demo folder is told where its archive is."""
+    from notebook_builder.cells.c10_database import DB_FILENAME, is_sqlite_file
+    if is_sqlite_file(workspace / DB_FILENAME) or (not database and (workspace / "status.json").is_file()):
         return None
+    inner = workspace / "workspace"
+    if is_sqlite_file(inner / DB_FILENAME):
+        return (f"{workspace} holds no archive: it is a demo folder, the archive is in {inner} "
+                f"(--workspace {shlex.quote(str(inner))})")
     hint = "give --workspace DIR (or KY_WORKSPACE), or start one with `kycourt-pipeline run`"
     if not workspace.exists():
         return f"no workspace at {workspace}: {hint}"
@@ -231,6 +328,7 @@ def _cmd_status(cfg) -> int:
             saved = {}
     db = None
     extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": False}
+    extra.update({key: saved[key] for key in ("store", "drive_folder") if key in saved})
     if db_path.is_file() and is_sqlite_file(db_path):
         legacy = judge_database(db_path)
         if legacy.legacy:   # an older version's: what it holds, as it is (the next run adopts it)
@@ -265,8 +363,12 @@ def _cmd_status(cfg) -> int:
 
 
 def _cmd_report(cfg, output: str | None) -> int:
-    from notebook_builder.cells.c97_report import write_report
-    print(write_report(cfg, output))
+    from notebook_builder.cells.c97_report import ReportError, write_report
+    try:
+        print(write_report(cfg, output))
+    except ReportError as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 
@@ -303,10 +405,19 @@ def _cmd_derive(cfg, *, redo: bool) -> int:
 
 def _cmd_sim(args: argparse.Namespace) -> int:
     from notebook_builder.simcourt import serve
-    serve(args.port, args.docs, args.seed, results_limit=args.results_limit,
-          late_docs=args.late_docs, faults=not args.no_faults,
-          search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds,
-          shape=args.shape, document_search=args.document_search)
+    if args.late_docs > args.docs:
+        args.command_parser.error(f"argument --late-docs: {args.late_docs} is more than --docs {args.docs}")
+    try:
+        serve(args.port, args.docs, args.seed, results_limit=args.results_limit,
+              late_docs=args.late_docs, faults=not args.no_faults,
+              search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds,
+              shape=args.shape, document_search=args.document_search)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        print(f"kycourt-pipeline: port {args.port} on 127.0.0.1 is in use: choose another with --port "
+              "(0 picks a free one)", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 
@@ -320,6 +431,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     root = Path(args.workspace)
     if args.fresh and root.exists():
         shutil.rmtree(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"kycourt-pipeline: cannot create the demo folder {root}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     started = time.monotonic()
     # A small announced limit forces the shard splitting a real crawl meets;
     # oversized files are a few MiB over a cap of 4 MiB so the demo stays fast.
@@ -378,14 +494,41 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     else:
         print(f"demo: {time.monotonic() - started:.1f}s in all; inspect {root}/store "
               f"(document_inventory.csv, failed_inventory.csv, pdf_by_hash/, text/)")
+    print(demo_next_steps(root / "workspace", _demo_case_number(cfg.WORKSPACE)))
     return report.exit_status
 
 
-# ------------------------------------------------------------ the query layer: index, show,
-# search, export, serve (notebook_builder/query.py, cells/c87_index.py). Exit status: 0 done,
-# 1 nothing matched (show), 2 bad usage, a malformed query, a missing index or a busy port.
+DEMO_SEARCH = ("restitution", "--type", "order")
 
-QUERY_COMMANDS = ("index", "show", "search", "export", "serve")
+
+def demo_next_steps(workspace: Path, case_number: str | None) -> str:
+    """The commands that query the demo's archive, as the user can paste them (the workspace
+    names its store, so --store is not needed)."""
+    flag = f"--workspace {shlex.quote(str(workspace))}"
+    lines = [f"demo: the archive is in {workspace}; query it with:",
+             f"  kycourt-pipeline status {flag}",
+             f"  kycourt-pipeline search {shlex.join(DEMO_SEARCH)} {flag}"]
+    if case_number:
+        lines.append(f"  kycourt-pipeline show {shlex.quote(case_number)} {flag}")
+    lines += [f"  kycourt-pipeline export --format csv --out {shlex.quote(str(workspace.parent / 'export'))} {flag}",
+              f"  kycourt-pipeline serve {flag}   # then open the URL it prints"]
+    return "\n".join(lines)
+
+
+def _demo_case_number(workspace: str) -> str | None:
+    """The case number of the demo search's best hit (the `show` example)."""
+    from notebook_builder.cells.c87_index import IndexMissingError, search_archive
+    try:
+        hits = search_archive(workspace, DEMO_SEARCH[0], kind=DEMO_SEARCH[2], limit=1)
+    except IndexMissingError:
+        return None
+    return hits[0]["case_number"] if hits else None
+
+
+# ------------------------------------------------------------ the query layer: index, show,
+# search, export, serve (notebook_builder/query.py, cells/c87_index.py, cells/c96_web.py). Exit
+# status: 0 done, 1 nothing matched (show), 2 bad usage, a malformed query, a missing index or a
+# busy port.
 
 
 def _query_flags(parser: argparse.ArgumentParser) -> None:
@@ -404,11 +547,11 @@ def _add_query_commands(commands) -> None:
     _query_flags(search)
     search.add_argument("query", metavar="QUERY", help='FTS5 query: words, "a phrase", NEAR(a b), prefix*, OR, NOT')
     search.add_argument("--court", help="CA or SC (or part of the court's name)")
-    search.add_argument("--year", type=int, help="the case number's year")
+    search.add_argument("--year", type=_bounded(int, 1900, 2100, "a year like 2019"), help="the case number's year")
     search.add_argument("--type", dest="kind", metavar="TYPE",
                         help="the document's kind as derived (opinion, order, brief, other), or a docket "
                              "entry type or description prefix, e.g. OPINION or ORDER")
-    search.add_argument("--limit", type=int, default=20, help="hits at most (default 20)")
+    search.add_argument("--limit", type=_bounded(int, 1), default=20, help="hits at most (default 20)")
     search.add_argument("--rank-all", action="store_true",
                         help="rank every match (by default a query matching more than 20,000 documents is "
                              "ranked among the 20,000 most recent matches)")
@@ -417,38 +560,35 @@ def _add_query_commands(commands) -> None:
     _query_flags(export)
     export.add_argument("--format", dest="fmt", choices=("jsonl", "csv", "parquet"), default="jsonl",
                         help="jsonl (default), csv or parquet (needs pyarrow)")
-    export.add_argument("--out", metavar="DIR", required=True, help="output folder")
-    serve = commands.add_parser("serve", help="a read-only browser and JSON API (Datasette) on 127.0.0.1")
+    export.add_argument("--out", metavar="DIR", required=True,
+                        help="output folder (its files of an earlier export are replaced)")
+    serve = commands.add_parser("serve", help="search the archive in a browser (and its tables, through "
+                                              "Datasette), read-only, on 127.0.0.1")
     _query_flags(serve)
-    serve.add_argument("--port", type=int, default=8001, help="TCP port on 127.0.0.1 (default 8001)")
+    serve.add_argument("--port", type=TCP_PORT, default=8001,
+                       help="TCP port on 127.0.0.1 (default 8001; 0: a free one)")
 
 
-def _run_query_command(args: argparse.Namespace) -> int:
+def _run_query_command(cfg, args: argparse.Namespace) -> int:
     from notebook_builder import query
     from notebook_builder.cells.c10_database import SearchQueryError
     from notebook_builder.cells.c87_index import IndexMissingError
     from notebook_builder.cells.c98_search import ServeError
-    try:
-        cfg = config_from_args(args)
-    except ConfigError as exc:
-        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     _setup_logging(args.verbose)
-    refusal = _not_adopted_yet(cfg) if args.command == "index" else None
-    if refusal:
-        print(f"kycourt-pipeline: {refusal}", file=sys.stderr)
-        return EXIT_USAGE
     try:
         if args.command == "index":
             return _cmd_index(cfg)
         if args.command == "show":
-            report = query.show_document(cfg, args.id, store=_query_store(cfg))
+            store, note = query_store(cfg)
+            report = query.show_document(cfg, args.id, store=store)
             print(json.dumps(report, indent=2, default=str) if args.json else query.format_show(report))
+            if note and not args.json:
+                print(f"({note})")
             return 0
         if args.command == "search":
             return _cmd_search(cfg, args)
         if args.command == "export":
-            manifest = query.export_archive(cfg, args.out, args.fmt, store=_query_store(cfg))
+            manifest = query.export_archive(cfg, args.out, args.fmt, store=query_store(cfg)[0])
             print(f"exported {manifest['records']} documents to {args.out} "
                   f"({', '.join(entry['path'] for entry in manifest['files'])}, manifest.json, manifest-sha256.txt)")
             return 0
@@ -461,25 +601,25 @@ def _run_query_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
-def _query_store(cfg):
-    """The store for reads (file sizes, texts the workspace lacks); None when it cannot be opened."""
+def query_store(cfg) -> tuple[Any, str | None]:
+    """The store for reads (file sizes, texts the workspace lacks), never created: (store, None), or
+    (None, why there is none)."""
     from notebook_builder.cells.c00_config import StoreError
     from notebook_builder.cells.c35_context import open_store
+    if cfg.store_is_drive and not (in_colab() or cfg.DRIVE_API):
+        return None, f"the store is Google Drive folder {cfg.DRIVE_FOLDER}, reachable from Colab only: " \
+                     "files were looked for in the workspace"
+    if not cfg.store_is_drive and not Path(cfg.STORE).is_dir():
+        return None, f"no store at {cfg.STORE}: files were looked for in the workspace (--store DIR names one)"
     try:
-        return open_store(cfg)
+        return open_store(cfg), None
     except (StoreError, OSError) as exc:
-        logging.getLogger("kycourt.cli").warning("store %s unavailable: %s", cfg.STORE, exc)
-        return None
+        return None, f"store {cfg.STORE} unavailable ({exc}): files were looked for in the workspace"
 
 
 def _cmd_index(cfg) -> int:
-    from notebook_builder.cells.c10_database import DB_FILENAME, is_sqlite_file
     from notebook_builder.cells.c35_context import open_context
     from notebook_builder.cells.c87_index import index
-    from notebook_builder.query import QueryError
-    if not is_sqlite_file(Path(cfg.WORKSPACE) / DB_FILENAME):   # index never creates an archive
-        raise QueryError(f"no archive database at {Path(cfg.WORKSPACE) / DB_FILENAME}: run "
-                         "`kycourt-pipeline run` first (or pass --workspace)")
     ctx = open_context(cfg)
     try:
         result = index(ctx)
@@ -493,12 +633,17 @@ def _cmd_index(cfg) -> int:
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c10_database import SearchQueryError
-    from notebook_builder.cells.c87_index import format_hits, index_behind, query_hint, search_archive
+    from notebook_builder.cells.c87_index import (court_filter, format_hits, index_behind, open_search_index,
+                                                  query_hint, search_archive)
+    sdb = open_search_index(cfg.WORKSPACE)
     try:
         hits = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
-                              limit=args.limit, rank_all=args.rank_all)
+                              limit=args.limit, rank_all=args.rank_all, sdb=sdb)
+        total = sdb.match_count(args.query, year=args.year, kind=args.kind, **court_filter(args.court))
     except SearchQueryError as exc:
         raise SearchQueryError(f"malformed query {args.query!r}: {exc}; {query_hint(args.query)}") from None
+    finally:
+        sdb.close()
     coverage = index_behind(cfg.WORKSPACE)
     if coverage is not None:
         print(f"kycourt-pipeline: the search index is behind the archive ({coverage.describe()}): "
@@ -508,22 +653,37 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
               f"{hits[0]['ranked_among']} most recent (--rank-all ranks every match, or narrow the query)",
               file=sys.stderr)
     if args.json:
-        print(json.dumps({"query": args.query, "count": len(hits), "hits": hits}, indent=2, default=str))
+        print(json.dumps({"query": args.query, "total": total, "count": len(hits), "hits": hits},
+                         indent=2, default=str))
+    elif hits:
+        print(f"{total} documents match {args.query!r}; the best {len(hits)}:" if total > len(hits)
+              else f"{total} documents match {args.query!r}:")
+        print(format_hits(hits))
     else:
-        print(format_hits(hits) if hits else f"no hits for {args.query!r}")
+        print(f"no hits for {args.query!r}")
     return 0
 
 
 def _cmd_serve(cfg, port: int) -> int:
+    """Serves until SIGINT, SIGTERM or SIGHUP (a closed terminal); each stops the server, and with
+    it everything serve started."""
     from notebook_builder.cells.c98_search import start_serve
-    process, url = start_serve(cfg, port)
-    print(f"serving the archive read-only at {url}/ (Ctrl-C stops it)")
+    served = start_serve(cfg, port, store=query_store(cfg)[0])
+    print(f"serving the archive read-only at {served.url}/ (Ctrl-C stops it; requests are logged to "
+          f"{served.log})", flush=True)
+    stop = threading.Event()
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set()) for sig in handled}
     try:
-        return process.wait()
-    except KeyboardInterrupt:
-        process.terminate()
-        process.wait()
-        return 0
+        while not stop.wait(0.5):
+            if not served.alive():
+                print(f"kycourt-pipeline: the server stopped on its own (see {served.log})", file=sys.stderr)
+                return 1
+    finally:
+        served.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
 
 
 if __name__ == "__main__":

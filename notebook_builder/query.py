@@ -10,12 +10,19 @@ Guarantees:
   in the workspace and in the store, its entry in the search index and a
   preview of its text. An ID that matches nothing raises `NotFound`.
 - `export_archive()` writes one record per document (ordered by
-  document_id) with its metadata and text as JSON Lines, CSV (every field
-  quoted, so texts with newlines survive) or Parquet (pyarrow, an optional
-  extra), plus `schema.json`, `manifest.json` (each file's sha256 and
-  bytes, the counts) and `manifest-sha256.txt` (BagIt-style `sha256  path`
-  lines). Every file is written under a temp name and renamed. The same
-  state exports to the same bytes.
+  document_id) with its metadata, what derive found (rendered date,
+  disposition, publication status, judge, lower court, citations), why no
+  text was extracted (`extract_failure`), which text it is (`text_source`,
+  where the archive records it) and the text, as JSON Lines, CSV (every
+  value quoted, so texts with newlines survive; null is an empty unquoted
+  field, so it differs from "") or Parquet (pyarrow, an optional extra),
+  plus `schema.json`, `manifest.json` (each file's sha256 and bytes, the
+  counts) and `manifest-sha256.txt` (BagIt-style `sha256  path` lines). All
+  files are written under temp names, then renamed; an earlier export's
+  files in the folder are replaced or removed, so the folder holds exactly
+  what the manifest lists; a folder holding other files is refused, and a
+  write that fails (read-only, disk full) leaves the folder as it was. The
+  same state exports to the same bytes.
 - `serve` lives in the notebook's search cell (c98_search.py), which Colab
   needs too.
 
@@ -23,17 +30,17 @@ Knobs read: WORKSPACE, STORE (through load_config in the CLI).
 """
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from notebook_builder.cells.c00_config import Config, PipelineError, StoreError, kentucky_date
 from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SearchDatabase, connect,
-                                                 documents_matching, is_sqlite_file, iter_document_records,
-                                                 rows_where, tables_with_column)
+                                                 document_citations, documents_matching, is_sqlite_file,
+                                                 iter_document_records, rows_where, tables_with_column)
 from notebook_builder.cells.c20_store import pdf_store_name, sha256_file, text_store_name
 from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
 
@@ -195,6 +202,8 @@ def format_show(report: dict[str, Any]) -> str:
 
 EXPORT_FORMATS = ("jsonl", "csv", "parquet")
 _EXPORT_DATA_FILE = "documents.{fmt}"
+_EXPORT_FILES = tuple(_EXPORT_DATA_FILE.format(fmt=fmt) for fmt in EXPORT_FORMATS) + (
+    "schema.json", "manifest.json", "manifest-sha256.txt")
 _EXPORT_BATCH = 1000
 
 
@@ -214,6 +223,7 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
             record["year"] = year_of(row["case_number"], row["filed_date"])
             record["filed_date"] = kentucky_date(row["filed_date"])
             record["likely_scanned"] = None if row["likely_scanned"] is None else bool(row["likely_scanned"])
+            record["citations"] = document_citations(conn, row["document_id"])
             record["pdf"] = pdf_store_name(row["sha256"]) if row["sha256"] and row["status"] in (
                 "downloaded", "extracted") else None
             if row["status"] == "extracted" and row["sha256"]:
@@ -243,52 +253,75 @@ def _export_text(workspace: Path, sha: str, store: Any) -> str | None:
 
 
 def export_archive(cfg: Config, out_dir: str | os.PathLike, fmt: str, *, store: Any = None) -> dict[str, Any]:
-    """Writes the dataset to `out_dir`; returns the manifest."""
+    """Writes the dataset to `out_dir`, replacing an earlier export there; returns the manifest.
+
+    Every file is written under a temp name first and renamed once all are written; a failure
+    (a read-only folder, a full disk) leaves the folder as it was and raises QueryError. A folder
+    holding anything but an earlier export's files is refused: the export never deletes what it
+    did not write."""
     if fmt not in EXPORT_FORMATS:
         raise QueryError(f"--format {fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
     writer = {"jsonl": _export_jsonl, "csv": _export_csv, "parquet": _export_parquet}[fmt]
     if fmt == "parquet":
         _export_require_pyarrow()
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise QueryError(f"cannot create --out {out}: {exc.strerror}") from None
     state = open_state(cfg.WORKSPACE)
     try:
         sequence = state.execute("SELECT value FROM kv WHERE key = 'checkpoint_seq'").fetchone()
     finally:
         state.close()
+    out = Path(out_dir)
+    others = sorted(path.name for path in out.iterdir() if path.name not in _EXPORT_FILES) if out.is_dir() else []
+    if others:
+        raise QueryError(f"--out {out} holds other files than an export's ({', '.join(others[:3])}"
+                         f"{', ...' if len(others) > 3 else ''}): choose an empty folder or an earlier export's")
+    created = not out.exists()
+    temps: dict[str, Path] = {}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        manifest = _export_write(cfg, out, fmt, writer, store, sequence, temps)
+        for name, temp in temps.items():
+            os.replace(temp, out / name)
+        for name in _EXPORT_FILES:
+            if name not in temps:
+                (out / name).unlink(missing_ok=True)   # an earlier export's file of another format
+    except BaseException as exc:
+        for temp in temps.values():
+            temp.unlink(missing_ok=True)
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise QueryError(f"cannot write the export to {out}: {exc.strerror or exc}") from None
+        raise
+    return manifest
+
+
+def _export_write(cfg: Config, out: Path, fmt: str, writer: Callable[[Path, Iterator[dict[str, Any]]], None],
+                  store: Any, sequence: Any, temps: dict[str, Path]) -> dict[str, Any]:
+    """The export's files under temp names (recorded in `temps`, final name -> temp path)."""
+    def temp_for(name: str) -> Path:
+        temps[name] = out / f".{name}.tmp"
+        return temps[name]
+
     counts: dict[str, int] = {}
     data_name = _EXPORT_DATA_FILE.format(fmt=fmt)
-    _export_atomic(out / data_name, lambda path: writer(path, export_records(cfg, store=store, counts=counts)))
+    writer(temp_for(data_name), export_records(cfg, store=store, counts=counts))
     schema = {"name": "kycourt-documents", "format": fmt, "primary_key": "document_id",
               "order": "document_id ascending",
               "fields": [{"name": name, "type": kind, "description": text} for name, kind, text in EXPORT_FIELDS]}
-    _export_atomic(out / "schema.json", lambda path: path.write_text(
-        json.dumps(schema, indent=2) + "\n", encoding="utf-8"))
-    files = [{"path": name, "bytes": (out / name).stat().st_size, "sha256": sha256_file(out / name)}
+    if fmt == "csv":
+        schema["csv"] = ('every value is quoted; an empty unquoted field is null, "" is an empty text; '
+                         'bool is true/false; list<string> is a JSON array')
+    temp_for("schema.json").write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+    files = [{"path": name, "bytes": temps[name].stat().st_size, "sha256": sha256_file(temps[name])}
              for name in (data_name, "schema.json")]
     manifest = {"dataset": "kycourt-documents", "format": fmt, "records": counts.get("documents", 0),
                 "counts": dict(sorted(counts.items())), "files": files,
                 "source_checkpoint_seq": int(sequence[0]) if sequence else 0}
-    _export_atomic(out / "manifest.json", lambda path: path.write_text(
-        json.dumps(manifest, indent=2) + "\n", encoding="utf-8"))
+    temp_for("manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     bagit = "".join(f"{entry['sha256']}  {entry['path']}\n" for entry in files)
-    bagit += f"{sha256_file(out / 'manifest.json')}  manifest.json\n"
-    _export_atomic(out / "manifest-sha256.txt", lambda path: path.write_text(bagit, encoding="utf-8"))
+    bagit += f"{sha256_file(temps['manifest.json'])}  manifest.json\n"
+    temp_for("manifest-sha256.txt").write_text(bagit, encoding="utf-8")
     return manifest
-
-
-def _export_atomic(target: Path, write: Callable[[Path], Any]) -> None:
-    temp = target.with_name(f".{target.name}.tmp")
-    try:
-        write(temp)
-        os.replace(temp, target)
-    finally:
-        temp.unlink(missing_ok=True)
-
-
 
 
 def _export_jsonl(path: Path, records: Iterator[dict[str, Any]]) -> None:
@@ -297,15 +330,24 @@ def _export_jsonl(path: Path, records: Iterator[dict[str, Any]]) -> None:
             handle.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
+def csv_field(value: Any) -> str:
+    """One CSV field: null as an empty unquoted field, everything else quoted (so "" is an empty
+    text, and newlines, quotes and commas survive); true/false; a list as its JSON text."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, list):
+        value = json.dumps(value, ensure_ascii=False)
+    return '"' + str(value).replace('"', '""') + '"'
+
+
 def _export_csv(path: Path, records: Iterator[dict[str, Any]]) -> None:
     names = [name for name, _, _ in EXPORT_FIELDS]
     with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, quoting=csv.QUOTE_ALL, lineterminator="\n")
-        writer.writerow(names)
+        handle.write(",".join(csv_field(name) for name in names) + "\n")
         for record in records:
-            writer.writerow(["" if record[name] is None else
-                             ("true" if record[name] is True else "false" if record[name] is False else record[name])
-                             for name in names])
+            handle.write(",".join(csv_field(record[name]) for name in names) + "\n")
 
 
 def _export_require_pyarrow() -> None:
@@ -318,7 +360,7 @@ def _export_require_pyarrow() -> None:
 def _export_parquet(path: Path, records: Iterator[dict[str, Any]]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    types = {"string": pa.string(), "int64": pa.int64(), "bool": pa.bool_()}
+    types = {"string": pa.string(), "int64": pa.int64(), "bool": pa.bool_(), "list<string>": pa.list_(pa.string())}
     schema = pa.schema([pa.field(name, types[kind]) for name, kind, _ in EXPORT_FIELDS])
     writer = pq.ParquetWriter(str(path), schema, compression="zstd")
     try:

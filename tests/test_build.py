@@ -66,7 +66,18 @@ def test_notebook_has_stable_ids_no_outputs_and_fixed_metadata():
     assert "c00-config-code" in ids and ids[ids.index("run-md") + 1] == "c01-form-run"
     assert ids[-3:] == ["c95-run-run", "c97-report-run", "c98-search-run"]
     for cell in code_cells(notebook):
-        assert cell.outputs == [] and cell.execution_count is None and cell.metadata == {}
+        assert cell.outputs == [] and cell.execution_count is None
+        assert cell.metadata in ({}, {"cellView": "form"})
+
+
+def test_every_cell_whose_title_hides_its_code_carries_colabs_cellview_form():
+    notebook = build.build_notebook()
+    hidden = {cell.id for cell in code_cells(notebook)
+              if any(line.startswith("#@title") and 'display-mode: "form"' in line for line in cell.source.splitlines())}
+    assert {cell.id for cell in code_cells(notebook) if cell.metadata.get("cellView") == "form"} == hidden
+    library = [cell.id for cell in code_cells(notebook) if cell.id.endswith("-code")]
+    assert len(library) > 20 and set(library) <= hidden            # every library cell, the form, the setup
+    assert "c95-run-run" not in hidden                              # the run cell shows its lines
 
 
 def test_cell_ids_are_valid_nbformat_ids_even_for_long_names():

@@ -77,10 +77,11 @@ def test_flags_override_the_environment():
     assert cfg.BUDGET_SECONDS == 12 and cfg.PHASES == ("download",) and cfg.RETRY_HARD
 
 
-def test_bad_flag_value_exits_2_with_one_line(capsys):
-    assert main(["run", "--budget", "soon"]) == 2
+def test_a_bad_value_in_the_environment_is_named_by_its_variable(capsys, monkeypatch):
+    monkeypatch.setenv("KY_BUDGET", "soon")
+    assert main(["run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "KY_BUDGET" in err[0]
+    assert len(err) == 1 and "KY_BUDGET='soon' is not valid" in err[0]
 
 
 def test_a_store_that_cannot_be_opened_exits_2_and_writes_no_workspace(tmp_path, capsys):
@@ -94,15 +95,125 @@ def test_a_store_that_cannot_be_opened_exits_2_and_writes_no_workspace(tmp_path,
 
 
 def test_an_empty_store_flag_is_refused_not_taken_as_the_current_directory(capsys):
-    assert main(["run", "--store", "  "]) == 2
-    assert "KY_STORE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--store", "  "])
+    assert exited.value.code == 2
+    assert "argument --store: '  ' is not valid: expected a directory path" in capsys.readouterr().err
+
+# ------------------------------------------------- every error one line, exit 2, nothing written
+
+
+@pytest.mark.parametrize("argv, flag, expected", [
+    (["run", "--budget", "soon"], "--budget", "a positive number of seconds"),
+    (["run", "--api-base", "ftp://court"], "--api-base", "an http(s) URL"),
+    (["demo", "--docs", "0"], "--docs", "an integer >= 1"),
+    (["demo", "--docs", "-5"], "--docs", "an integer >= 1"),
+    (["sim", "--docs", "-1"], "--docs", "an integer >= 0"),
+    (["sim", "--port", "99999"], "--port", "a TCP port from 0 to 65535"),
+    (["sim", "--docs", "3", "--late-docs", "5"], "--late-docs", "is more than --docs 3"),
+    (["search", "x", "--limit", "0"], "--limit", "an integer >= 1"),
+    (["search", "x", "--year", "nineteen"], "--year", "a year like 2019"),
+    (["serve", "--port", "-1"], "--port", "a TCP port"),
+])
+def test_a_bad_flag_value_prints_the_commands_usage_and_names_the_flag(argv, flag, expected, capsys, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.startswith(f"usage: kycourt-pipeline {argv[0]} ")
+    error = err.strip().splitlines()[-1]
+    assert error.startswith(f"kycourt-pipeline {argv[0]}: error: argument {flag}") and expected in error
+    assert "KY_" not in error
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_into_a_folder_that_cannot_be_made_is_one_line(capsys, tmp_path):
+    assert main(["demo", "--workspace", "/dev/null/x"]) == 2
+    err = capsys.readouterr().err
+    assert err == "kycourt-pipeline: cannot create the demo folder /dev/null/x: Not a directory\n"
+
+
+def test_sim_on_a_busy_port_is_one_line(tmp_path):
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        done = _run("sim", "--docs", "5", "--port", str(busy.getsockname()[1]))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "is in use: choose another with --port" in done.stderr
+
+
+def test_status_into_a_pipe_closed_early_says_nothing(tmp_path):
+    """`kycourt-pipeline status | head -5`: the reader leaves; no BrokenPipeError, no traceback."""
+    from notebook_builder.cells.c10_database import Database
+    Database.open(tmp_path / "ws" / "ky_court.sqlite").close()
+    process = subprocess.Popen([sys.executable, "-m", "notebook_builder", "status", "--workspace", str(tmp_path / "ws")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()                      # the reader is gone before anything is written
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 141 and err == ""
+
+
+def test_a_demo_folder_given_as_workspace_says_where_its_archive_is(tmp_path, capsys):
+    from notebook_builder.cells.c10_database import Database
+    Database.open(tmp_path / "demo" / "workspace" / "ky_court.sqlite").close()
+    for command in ("status", "search", "show"):
+        argv = [command, "--workspace", str(tmp_path / "demo")] + (["x"] if command != "status" else [])
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert f"it is a demo folder, the archive is in {tmp_path / 'demo' / 'workspace'}" in err
+        assert f"--workspace {tmp_path / 'demo' / 'workspace'}" in err
+
+
+def test_query_commands_find_the_store_the_workspace_names(tmp_path, capsys, monkeypatch):
+    """A run records its store in status.json; show, report and export read it without --store."""
+    from archive_fixture import build_archive, document_id
+    from notebook_builder.cells.c35_context import open_context, write_status
+    cfg = build_archive(tmp_path / "archive")
+    ctx = open_context(cfg)
+    ctx.open_database()
+    write_status(ctx)
+    ctx.close()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KY_STORE", raising=False)
+    assert main(["show", document_id(0), "--workspace", cfg.WORKSPACE]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"pdf\s+pdf_by_hash/\S+: workspace \d+ bytes; store \d+ bytes", out), out
+    assert "NOT in the store" not in out and "no store at" not in out
+    assert main(["status", "--workspace", cfg.WORKSPACE]) == 0
+    assert json.loads(capsys.readouterr().out)["store"] == cfg.STORE
+    assert not (tmp_path / "ky_court_store").exists()         # the default store was never made
+    assert main(["show", document_id(0), "--workspace", cfg.WORKSPACE, "--store", str(tmp_path / "elsewhere")]) == 0
+    assert f"no store at {tmp_path / 'elsewhere'}" in capsys.readouterr().out   # a flag still wins
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_the_demo_prints_the_commands_that_query_its_archive():
+    from pathlib import Path
+    from notebook_builder.cli import demo_next_steps
+    text = demo_next_steps(Path("demo") / "workspace", "2019-SC-0003")
+    lines = text.splitlines()
+    assert lines[0] == "demo: the archive is in demo/workspace; query it with:"
+    assert "  kycourt-pipeline status --workspace demo/workspace" in lines
+    assert "  kycourt-pipeline search restitution --type order --workspace demo/workspace" in lines
+    assert "  kycourt-pipeline show 2019-SC-0003 --workspace demo/workspace" in lines
+    assert any(line.startswith("  kycourt-pipeline serve --workspace demo/workspace") for line in lines)
+    assert "--store" not in text                                # the workspace names its store
 
 
 @pytest.mark.slow
-def test_demo_runs_the_whole_pipeline_to_pass_whatever_ky_variables_the_user_exported(tmp_path):
+def test_the_demo_passes_then_its_printed_commands_and_the_readmes_searches_work(tmp_path, capsys, monkeypatch):
+    """The README's quick start as a new user runs it, whatever KY_* variables they exported:
+    `demo` (its defaults), then what it printed, then the README's search examples on its
+    archive; nothing is created beside `demo/`."""
     import os
+    import shlex
+    from pathlib import Path
     env = {**os.environ, "KY_DRY": "1", "KY_PHASES": "discover", "KY_STORE": "drive", "KY_WORKERS": "x"}
-    done = _run("demo", "--docs", "40", env=env, cwd=tmp_path)   # 40 documents still hold a dozen faults
+    done = _run("demo", env=env, cwd=tmp_path)
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ignoring KY_DRY, KY_PHASES, KY_STORE, KY_WORKERS" in done.stdout
@@ -115,4 +226,28 @@ def test_demo_runs_the_whole_pipeline_to_pass_whatever_ky_variables_the_user_exp
     assert "verify PASS" in done.stdout and "done: yes" in done.stdout
     status = json.loads((tmp_path / "demo" / "store" / "status.json").read_text())
     assert status["done"] is True and status["verify"] == "PASS"
-    assert status["counts"]["extracted"] > 0 and sum(status["counts"].values()) == 40
+    assert status["counts"]["extracted"] > 0 and sum(status["counts"].values()) == 400
+
+    for name in [name for name in os.environ if name.startswith("KY_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    printed = [line.strip() for line in done.stdout.splitlines() if line.startswith("  kycourt-pipeline ")]
+    assert [line.split()[1] for line in printed] == ["status", "search", "show", "export", "serve"]
+    for line in printed[:4]:
+        assert main(shlex.split(line.split("#")[0])[1:]) == 0, line
+        out = capsys.readouterr().out
+        if line.split()[1] == "search":
+            assert re.match(r"\d+ documents match 'restitution'", out), out[:500]
+        if line.split()[1] == "show":
+            assert "NOT in the store" not in out and "; store " in out
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    examples = [line.split("#")[0] for line in readme.splitlines() if line.startswith("kycourt-pipeline search ")]
+    assert len(examples) >= 2
+    for example in examples:
+        assert main([*shlex.split(example)[1:], "--workspace", "demo/workspace"]) == 0, example
+        out = capsys.readouterr().out
+        assert re.match(r"\d+ documents match", out) or json.loads(out)["total"] > 0, (example, out[:300])
+        assert "no hits" not in out
+    assert main(["status", "--workspace", "demo"]) == 2
+    assert "the archive is in" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["demo"]

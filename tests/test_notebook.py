@@ -44,12 +44,19 @@ def test_run_all_ends_in_pass_and_again_is_a_no_op(tmp_path, monkeypatch):
             "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.01",
             "KY_BACKOFF_CAP": "0.05", "KY_MAX_PDF_BYTES": str(CAP), "KY_FIRST_YEAR": "2024",
             "KY_LAST_YEAR": "2026", "KY_PAGE_SIZE": "50", "KY_CONVERGENCE_DELTA": "1",
-            "KY_WORKERS": "2", "KY_PROGRESS": "0",
+            "KY_WORKERS": "2", "KY_PROGRESS": "1",
         }.items():
             monkeypatch.setenv(key, value)
         first = _run_all(NOTEBOOK, tmp_path)
         requests = court.download_requests
         assert "PASS" in _outputs_text(first)
+        outputs = [output for cell in first.cells for output in cell.get("outputs", [])]
+        streams = {name: "".join(output["text"] for output in outputs if output.get("name") == name)
+                   for name in ("stdout", "stderr")}
+        assert " INFO kycourt.run" in streams["stdout"] or " INFO kycourt." in streams["stdout"]
+        assert " INFO kycourt." not in streams["stderr"]            # the log is no red box
+        assert "IProgress not found" not in streams["stderr"]
+        assert any("application/vnd.jupyter.widget-view+json" in output.get("data", {}) for output in outputs)
         assert "hits for 'opinion'" in _outputs_text(first)    # the search cell, over the index just built
         status = json.loads((tmp_path / "store" / "status.json").read_text())
         assert status["done"] is True and status["verify"] == "PASS"

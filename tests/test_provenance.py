@@ -4,6 +4,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pytest
+
 from notebook_builder import cli
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c20_store import LocalStore
@@ -149,7 +151,9 @@ def test_cli_verify_audit_flag_sets_the_share(tmp_path, capsys):
     assert cli.config_from_args(cli.build_parser().parse_args(["verify", *flags]), env={}).AUDIT == 0
     assert cli.main(["verify", "--audit", "all", *flags]) == 0
     assert "audit: 4 of 4 PDFs sampled (1)" in capsys.readouterr().out
-    assert cli.main(["verify", "--audit", "2", *flags]) == 2        # a share over 1: bad usage
+    with pytest.raises(SystemExit) as refused:                      # a share over 1: bad usage
+        cli.main(["verify", "--audit", "2", *flags])
+    assert refused.value.code == 2 and "argument --audit: '2' is not valid" in capsys.readouterr().err
 
 
 def test_manifest_lists_each_pdf_and_each_derived_text_with_the_hash_of_its_bytes(tmp_path):

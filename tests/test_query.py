@@ -76,7 +76,8 @@ def test_show_an_id_that_matches_nothing_exits_1_with_one_line(capsys, archive):
 
 def test_show_without_an_archive_exits_2(capsys, tmp_path):
     status, _, err = cli(capsys, "show", "x", "--workspace", str(tmp_path / "none"), "--store", str(tmp_path / "s"))
-    assert status == 2 and "no archive database" in err and "kycourt-pipeline run" in err
+    assert status == 2 and "no workspace at" in err and "kycourt-pipeline run" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 # ---------------------------------------------------------------- search
@@ -87,12 +88,18 @@ def test_search_prints_ranked_hits_with_snippets_and_json(capsys, archive):
     status, out, err = cli(capsys, "search", "suppression", *flags(archive))
     assert status == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0].startswith("  1. 2021-SC-0007  2021-11-30  BROWN VS. COMMONWEALTH")
-    assert document_id(3) in lines[1] and "[Suppression]" in lines[2]
+    assert lines[0] == "2 documents match 'suppression':"
+    assert lines[1].startswith("  1. 2021-SC-0007  2021-11-30  BROWN VS. COMMONWEALTH")
+    assert document_id(3) in lines[2] and "[Suppression]" in lines[3]
+    scores = [line.rsplit("score ", 1)[1] for line in lines if " · score " in line]
+    assert len(scores) == 2 and scores[0] != scores[1]      # the two hits are told apart
+    status, out, _ = cli(capsys, "search", "suppression", *flags(archive), "--limit", "1")
+    assert out.splitlines()[0] == "2 documents match 'suppression'; the best 1:"
     status, out, _ = cli(capsys, "search", "suppression", *flags(archive), "--court", "CA", "--year", "2019",
                          "--type", "opinion", "--json", "--limit", "5")
-    hits = json.loads(out)["hits"]
-    assert status == 0 and [hit["document_id"] for hit in hits] == [document_id(0)]
+    answer = json.loads(out)
+    hits = answer["hits"]
+    assert status == 0 and [hit["document_id"] for hit in hits] == [document_id(0)] and answer["total"] == 1
     assert {"case_number", "case_title", "filed_date", "document_id", "snippet", "score"} <= set(hits[0])
 
 
@@ -216,8 +223,8 @@ def test_export_leaves_the_state_database_untouched(capsys, tmp_path, archive):
 
 def test_index_without_an_archive_exits_2_and_creates_nothing(capsys, tmp_path):
     status, _, err = cli(capsys, "index", "--workspace", str(tmp_path / "none"), "--store", str(tmp_path / "s"))
-    assert status == 2 and "no archive database" in err
-    assert not (tmp_path / "none").exists()
+    assert status == 2 and "no workspace at" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_index_command_builds_then_has_nothing_to_do(capsys, archive):

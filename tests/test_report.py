@@ -34,7 +34,7 @@ def build_workspace(workspace: Path, seed: int = 3) -> list[tuple[str, str, str]
     for number in range(260):
         year = rng.choice(["2016", "2017", "2019", "2020", "2023"])
         court = rng.choice(["SC", "CA", "CA"])
-        status = rng.choice(["discovered", "downloaded", "extracted", "extracted", "failed"])
+        status = rng.choice(["discovered", "downloaded", "unparseable", "extracted", "extracted", "failed"])
         document_id = f"doc{number:04d}"
         rows.append({"document_id": document_id, "case_number": f"{year}-{court}-{number:04d}",
                      "court": COURT_NAMES[court], "shard": f"{year}-{court}"})
@@ -42,11 +42,13 @@ def build_workspace(workspace: Path, seed: int = 3) -> list[tuple[str, str, str]
     db = Database.open(workspace / DB_FILENAME)
     db.upsert_discovered(rows)
     for document_id, _year, _court, status in truth:
-        if status in ("downloaded", "extracted"):
+        if status in ("downloaded", "unparseable", "extracted"):
             sha = f"{int(document_id[3:]):064x}"
             db.mark_downloaded(document_id, sha256=sha, size_bytes=100, local_pdf=f"pdf_by_hash/{sha}.pdf")
         if status == "extracted":
             mark_extracted(db, document_id, pages=2, extracted_chars=900, likely_scanned=False)
+        if status == "unparseable":    # downloaded for good: no run extracts it
+            db.mark_extract_failed(document_id, "no parser opens it", reason="unparseable", spend_all=3)
         if status == "failed":
             db.mark_download_failed(document_id, http_status=404, error="not found")
     db.close()
@@ -59,11 +61,12 @@ def expected_coverage(truth: list[tuple[str, str, str]]) -> list[dict]:
     for year, court in sorted({(year, court) for year, court, _ in truth},
                               key=lambda key: (key[0], ["SC", "CA"].index(key[1]))):
         count = {status: statuses[(year, court, status)]
-                 for status in ("discovered", "downloaded", "extracted", "failed")}
+                 for status in ("discovered", "downloaded", "unparseable", "extracted", "failed")}
         expected.append({"year": year, "court": court,
                          "discovered": sum(count.values()),
-                         "downloaded": count["downloaded"] + count["extracted"],
-                         "extracted": count["extracted"], "failed": count["failed"]})
+                         "downloaded": count["downloaded"] + count["unparseable"] + count["extracted"],
+                         "extracted": count["extracted"], "failed": count["failed"],
+                         "not_extractable": count["unparseable"]})
     return expected
 
 
@@ -87,7 +90,7 @@ def test_coverage_rows_count_every_year_court_and_status(workspace):
     path, truth = workspace
     db = Database.open(path / DB_FILENAME)
     try:
-        assert coverage_rows(db) == expected_coverage(truth)
+        assert coverage_rows(db, load_config({})) == expected_coverage(truth)
     finally:
         db.close()
 
@@ -101,7 +104,7 @@ def test_coverage_rows_merge_court_names_into_codes(tmp_path):
         {"document_id": "d", "case_number": None, "court": None},
     ])
     try:
-        assert [(row["year"], row["court"], row["discovered"]) for row in coverage_rows(db)] == [
+        assert [(row["year"], row["court"], row["discovered"]) for row in coverage_rows(db, load_config({}))] == [
             ("2020", "SC", 2), ("2020", "CA", 1), ("unknown", "unknown", 1)]
     finally:
         db.close()
@@ -111,7 +114,7 @@ def test_chart_is_a_png_with_bars_for_each_court(workspace, tmp_path):
     path, truth = workspace
     db = Database.open(path / DB_FILENAME)
     try:
-        rows = coverage_rows(db)
+        rows = coverage_rows(db, load_config({}))
     finally:
         db.close()
     png = draw_coverage_chart(rows, tmp_path / "chart" / "status.png")
@@ -136,13 +139,18 @@ def test_table_totals_statuses_queues_and_backlog(workspace):
     statuses = Counter(status for _, _, status in truth)
     all_line = next(line for line in table.splitlines() if line.startswith("all"))
     assert all_line.split()[1:] == [f"{n:,}" for n in (
-        len(truth), statuses["extracted"], statuses["downloaded"], statuses["failed"], statuses["discovered"])]
+        len(truth), statuses["extracted"], statuses["unparseable"], statuses["downloaded"], statuses["failed"],
+        statuses["discovered"])]
     sc_line = next(line for line in table.splitlines() if line.startswith("SC "))
     assert int(sc_line.split()[1]) == sum(1 for _, court, _ in truth if court == "SC")
     queue_line = next(line for line in table.splitlines() if line.startswith("queues:"))
     assert f"download {statuses['discovered']:,}" in queue_line          # failures here are 404s: permanent
     assert f"extract {statuses['downloaded']:,}" in queue_line
     assert f"permanent failures {statuses['failed']:,}" in queue_line
+    final_line = next(line for line in table.splitlines() if line.startswith("for good:"))
+    assert final_line == (f"for good: {statuses['unparseable']} PDFs not extractable (unparseable "
+                          f"{statuses['unparseable']}), {statuses['failed']} failed for good, 0 withheld, "
+                          f"0 out of attempts, 0 still retrying")
 
 
 def test_write_report_writes_workspace_png_and_mirrors_it_to_the_store(workspace, tmp_path):
@@ -191,6 +199,7 @@ def test_cli_report_exits_0_and_writes_the_file(workspace, tmp_path):
 
 def test_cli_report_output_flag_chooses_the_png_path(workspace, tmp_path):
     path, truth = workspace
+    (tmp_path / "elsewhere").mkdir()
     output = tmp_path / "elsewhere" / "coverage.png"
     result = subprocess.run([sys.executable, "-m", "notebook_builder", "report", "--workspace", str(path),
                              "--store", str(tmp_path / "store"), "--output", str(output)],
@@ -212,3 +221,15 @@ def test_the_status_cell_reuses_the_run_cells_store_when_it_is_the_same_one(tmp_
     fresh = status_cell_context(other, RunReport(cfg=cfg, store=run_store)).store
     assert fresh is not run_store and fresh.root == tmp_path / "elsewhere"
     assert status_cell_context(cfg, None).store is not run_store       # no run cell before it
+
+
+def test_cli_report_output_into_a_missing_folder_is_one_line_and_creates_nothing(workspace, tmp_path, capsys):
+    from notebook_builder.cli import main
+    path, truth = workspace
+    store = tmp_path / "store"
+    output = tmp_path / "nonexistent" / "dir" / "x.png"
+    assert main(["report", "--workspace", str(path), "--store", str(store), "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the folder {output.parent} does not exist" in err
+    assert not (tmp_path / "nonexistent").exists() and not store.exists()
+    assert not (path / "status.png").exists()

@@ -1,87 +1,231 @@
-"""kycourt-pipeline serve: Datasette over immutable copies of the state and the index, on 127.0.0.1."""
+"""kycourt-pipeline serve: a search page first, document pages and the archive's files, Datasette's
+tables behind them, all read-only on 127.0.0.1; it keeps answering, and whatever stops it stops
+everything it started."""
 from __future__ import annotations
 
+import hashlib
+import html
+import http.client
 import json
+import os
+import re
+import signal
 import socket
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
-from notebook_builder.cells import c98_search as query
+from notebook_builder.cells import c98_search
+from notebook_builder.cells.c20_store import LocalStore, pdf_store_name
+from notebook_builder.cells.c96_web import WebSearch, web_route
 from notebook_builder.cli import main
 
-from archive_fixture import build_archive, document_id
+from archive_fixture import DOCUMENTS, build_archive, document_id, pdf_bytes
+from support import REPO_ROOT
 from test_index import run_index
 
 pytest.importorskip("datasette")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def get(url: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.headers.get("content-type", ""), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get("content-type", ""), error.read()
 
 
 def get_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.status, json.loads(response.read())
+    status, _, body = get(url)
+    return status, json.loads(body)
+
+
+def raw_get(port: int, target: str, redirects: int = 3) -> tuple[int, bytes]:
+    """A GET of `target` exactly as written (no client-side normalisation of `..` or escapes),
+    following redirects (Datasette's own, to its ~-escaped spelling of a path)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        connection.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode("latin-1"))
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status = int(head.split()[1])
+    location = re.search(rb"(?im)^location: *(\S+)", head)
+    if status in (301, 302, 307, 308) and location and redirects:
+        return raw_get(port, location.group(1).decode("latin-1"), redirects - 1)
+    return status, body
+
+
+def hits_of(page: str) -> list[tuple[str, str]]:
+    """(document page link, PDF link) of each hit on a search page."""
+    return re.findall(r'<div class="hit"><h2><a href="([^"]+)">.*?<a href="([^"]+)">PDF</a>', page, re.S)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     cfg = build_archive(tmp_path_factory.mktemp("serve"))
     run_index(cfg)
-    process, url = query.start_serve(cfg, free_port())
+    served = c98_search.start_serve(cfg, 0, store=LocalStore(cfg.STORE))
     try:
-        yield cfg, url
+        yield cfg, served
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        served.stop()
 
 
-def test_serve_answers_json_with_the_projects_metadata(server):
-    _, url = server
-    assert url.startswith("http://127.0.0.1:")
-    status, metadata = get_json(f"{url}/-/metadata.json")
+# ----------------------------------------------------------- the pages
+
+
+def test_a_word_typed_into_the_box_finds_the_document_and_its_pdf_link_answers_a_pdf(server):
+    cfg, served = server
+    status, _, landing = get(f"{served.url}/")
+    assert status == 200 and b'<input type="search" name="q"' in landing and b'action="/"' in landing
+    assert f"{len(DOCUMENTS) - 0:,} documents searchable".encode() in landing
+
+    status, content_type, body = get(f"{served.url}/?q=suppression")      # the box's form: GET /?q=...
+    page = body.decode()
+    assert status == 200 and content_type.startswith("text/html")
+    assert "<strong>2 documents match</strong>" in page
+    hits = hits_of(page)
+    assert [link for link, _ in hits] == [f"/document/{document_id(3)}", f"/document/{document_id(0)}"]
+    assert "<mark>Suppression</mark>" in page and "2021-SC-0007 · BROWN VS. COMMONWEALTH" in page
+    scores = re.findall(r"score (-?[0-9.e+-]+)</span>", page)
+    assert len(scores) == 2 and scores[0] != scores[1]
+    status, content_type, pdf = get(served.url + hits[0][1])
+    assert status == 200 and content_type == "application/pdf" and pdf == pdf_bytes(3)
+
+
+def test_facets_count_the_matches_and_narrow_the_search(server):
+    _, served = server
+    page = get(f"{served.url}/?q=suppression")[2].decode()
+    assert '<a href="/?q=suppression&amp;court=CA">Kentucky Court of Appeals</a> (1)' in page
+    assert '<a href="/?q=suppression&amp;year=2021">2021</a> (1)' in page
+    narrowed = get(f"{served.url}/?q=suppression&court=CA")[2].decode()
+    assert "<strong>1 documents match</strong>" in narrowed
+    assert [link for link, _ in hits_of(narrowed)] == [f"/document/{document_id(0)}"]
+    assert 'title="remove this filter"' in narrowed
+    for heading in ("court", "year", "kind", "publication status"):
+        assert f"<h3>{heading}</h3>" in page
+
+
+def test_a_query_fts5_cannot_read_is_one_line_on_the_page(server):
+    _, served = server
+    for query in ("2019-CA-0012", "*", "NEAR(", '"'):
+        status, _, body = get(f"{served.url}/?q={urllib.parse.quote(query)}")
+        page = body.decode()
+        problems = re.findall(r'<p class="problem">(.*?)</p>', page, re.S)
+        assert status == 400 and len(problems) == 1 and "\n" not in problems[0], query
+        assert "Traceback" not in page and "operators are" in html.unescape(problems[0])
+    assert get(f"{served.url}/?q=%222019-CA-0012%22")[0] == 200          # quoted: fine
+
+
+def test_the_document_page_shows_metadata_case_text_and_files(server):
+    _, served = server
+    status, _, body = get(f"{served.url}/document/{document_id(0)}")
+    page = html.unescape(body.decode())
+    assert status == 200
+    assert "2019-CA-0012 · SMITH VS. COMMONWEALTH" in page and "OPINION AFFIRMING" in page
+    assert DOCUMENTS[0][4].split("\n")[0] in page                           # its text
+    assert f'href="/document/{document_id(1)}"' in page                     # the other document of its case
+    assert "<h2>Citations</h2>" in page
+    sha = hashlib.sha256(pdf_bytes(0)).hexdigest()
+    assert f'href="/pdf_by_hash/{sha}.pdf"' in page and f'href="/text/{sha}.txt"' in page
+    status, content_type, text = get(f"{served.url}/text/{sha}.txt")
+    assert status == 200 and content_type.startswith("text/plain") and text.decode() == DOCUMENTS[0][4]
+    assert f'href="/ky_court/documents/{document_id(0)}"' in page         # the row in Datasette
+    assert get(f"{served.url}/document/{'0' * 64}")[0] == 404
+
+
+def test_datasettes_tables_are_one_click_away_and_answer_json(server):
+    _, served = server
+    page = get(f"{served.url}/")[2].decode()
+    assert '<a href="/ky_court">archive tables</a>' in page and '<a href="/ky_search">index tables</a>' in page
+    status, metadata = get_json(f"{served.url}/-/metadata.json")
     assert status == 200 and metadata["title"] == "Kentucky appellate courts: public record archive"
-    _, rows = get_json(f"{url}/ky_court/documents_of_a_case.json?case_number=2019-CA-0012&_shape=array")
+    _, rows = get_json(f"{served.url}/ky_court/documents_of_a_case.json?case_number=2019-CA-0012&_shape=array")
     assert sorted(row["document_id"] for row in rows) == sorted([document_id(0), document_id(1)])
-    _, table = get_json(f"{url}/ky_court/documents.json?_facet=court&_size=1")
+    _, table = get_json(f"{served.url}/ky_court/documents.json?_facet=court&_size=1")
     courts = {facet["value"]: facet["count"] for facet in table["facet_results"]["court"]["results"]}
     assert courts == {"Kentucky Court of Appeals": 3, "Kentucky Supreme Court": 2}
-    _, failures = get_json(f"{url}/ky_court/failures_by_reason.json?_shape=array")
-    assert failures == []
-
-
-def test_serve_search_finds_a_hit_with_its_snippet(server):
-    _, url = server
-    _, hits = get_json(f"{url}/ky_search/search.json?q=suppression&_shape=array")
-    assert [hit["document_id"] for hit in hits] == [document_id(3), document_id(0)]
-    assert "[Suppression]" in hits[0]["snippet"] and hits[0]["filed"] == "2021-11-30"
-    _, table = get_json(f"{url}/ky_search/docs.json?_search=warrant&_shape=array")
-    assert {row["document_id"] for row in table} == {document_id(0), document_id(4)}
+    _, databases = get_json(f"{served.url}/-/databases.json")
+    assert {database["name"]: database["is_mutable"] for database in databases} == {
+        "ky_court": False, "ky_search": False}
 
 
 def test_serve_refuses_writes(server):
-    _, url = server
+    _, served = server
     sql = urllib.parse.quote("DELETE FROM documents")
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(f"{url}/ky_court.json?sql={sql}", timeout=10)
-    assert refused.value.code == 400
-    request = urllib.request.Request(f"{url}/ky_court/documents/-/insert", method="POST",
+    assert get(f"{served.url}/ky_court.json?sql={sql}")[0] == 400
+    request = urllib.request.Request(f"{served.url}/ky_court/documents/-/insert", method="POST",
                                      data=json.dumps({"row": {"document_id": "x"}}).encode(),
                                      headers={"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code in (403, 404, 405)
-    _, rows = get_json(f"{url}/ky_court.json?sql=select+count(*)+as+n+from+documents&_shape=array")
+    posted = urllib.request.Request(f"{served.url}/?q=x", method="POST", data=b"q=x")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(posted, timeout=10)
+    assert refused.value.code == 405
+    _, rows = get_json(f"{served.url}/ky_court.json?sql=select+count(*)+as+n+from+documents&_shape=array")
     assert rows == [{"n": 5}]
+
+
+def test_no_path_outside_the_archive_is_ever_served(server):
+    cfg, served = server
+    workspace = Path(cfg.WORKSPACE)
+    secret = workspace.parent / "secret.txt"
+    secret.write_text("the operator's own file")
+    stray = hashlib.sha256(b"stray").hexdigest()                # a file the archive does not refer to
+    (workspace / pdf_store_name(stray)).write_bytes(b"%PDF-1.4 not of this archive")
+    database = (workspace / "ky_court.sqlite").read_bytes()[:16]
+    for target in ("/pdf_by_hash/../../secret.txt", "/pdf_by_hash/%2e%2e/%2e%2e/secret.txt",
+                   "/pdf_by_hash/..%2f..%2fsecret.txt", "/text/..%2F..%2Fky_court.sqlite",
+                   "/pdf_by_hash/../ky_court.sqlite", "/-/static/../../../../etc/passwd",
+                   "/-/static/..%2f..%2f..%2f..%2fetc%2fpasswd", "//etc/passwd", "/ky_court.sqlite/../../secret.txt",
+                   f"/pdf_by_hash/{stray}.pdf", f"/pdf_by_hash/{stray.upper()}.pdf", "/text/../serve/requests.log"):
+        status, body = raw_get(served.port, target)
+        assert status in (400, 404), (target, status)
+        assert b"operator's own file" not in body and b"root:" not in body and database not in body, target
+        assert b"not of this archive" not in body, target
+
+
+def test_a_pdf_only_the_store_holds_is_served_from_the_store(server):
+    cfg, served = server
+    sha = hashlib.sha256(pdf_bytes(2)).hexdigest()
+    local = Path(cfg.WORKSPACE) / pdf_store_name(sha)
+    data = local.read_bytes()
+    local.unlink()
+    try:
+        assert get(f"{served.url}/pdf_by_hash/{sha}.pdf")[1:] == ("application/pdf", data)
+    finally:
+        local.write_bytes(data)
+
+
+def test_routes_are_decided_from_the_raw_path_only():
+    sha = "a" * 64
+    assert web_route("/") == ("search", {})
+    assert web_route(f"/pdf_by_hash/{sha}.pdf") == ("pdf", {"sha": sha})
+    assert web_route(f"/text/{sha}.ocr.txt") == ("ocr_text", {"sha": sha})
+    for path in (f"/pdf_by_hash/{sha}.pdf/..", f"/pdf_by_hash/../{sha}.pdf", f"/pdf_by_hash/{sha.upper()}.pdf",
+                 f"/pdf_by_hash/%61{sha[1:]}.pdf", "/document/../x", "/index.html", "/ky_court"):
+        assert web_route(path) is None, path
+    request = WebSearch.from_query_string("q=due+process&court=ca&year=2019&limit=9999&kind=")
+    assert (request.q, request.court, request.year, request.limit, request.kind) == ("due process", "CA", 2019, 500, "")
+    assert request.link(year=None) == "/?q=due+process&court=CA"
+    assert WebSearch.from_query_string("year=nineteen").year is None
+
+
+# ------------------------------------------------------- bad input, start
 
 
 def test_serve_on_a_port_in_use_is_one_clear_error(capsys, tmp_path):
     cfg = build_archive(tmp_path)
+    run_index(cfg)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -89,14 +233,127 @@ def test_serve_on_a_port_in_use_is_one_clear_error(capsys, tmp_path):
         status = main(["serve", "--workspace", cfg.WORKSPACE, "--store", cfg.STORE, "--port", str(port)])
     err = capsys.readouterr().err
     assert status == 2 and f"port {port} on 127.0.0.1 is in use" in err and err.count("\n") == 1
+    assert not (Path(cfg.WORKSPACE) / "serve").exists()
 
 
-def test_serve_binds_loopback_and_opens_every_database_immutable(tmp_path):
+def test_serve_without_an_index_is_one_line_and_writes_nothing(capsys, tmp_path):
+    cfg = build_archive(tmp_path)
+
+    def files() -> list[str]:   # (SQLite's own -wal and -shm of a reader aside)
+        return sorted(path.name for path in Path(cfg.WORKSPACE).iterdir() if not path.name.endswith(("-wal", "-shm")))
+    before = files()
+    assert main(["serve", "--workspace", cfg.WORKSPACE, "--store", cfg.STORE, "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no search index at" in err and "kycourt-pipeline index" in err
+    assert files() == before
+
+
+def test_the_notebooks_serve_box_starts_keeps_and_stops_the_server(tmp_path, capsys, monkeypatch):
     cfg = build_archive(tmp_path)
     run_index(cfg)
-    databases, metadata = query.prepare_serve(cfg)
-    command = query.serve_command(databases, metadata, 8001)
-    assert command[command.index("--host") + 1] == "127.0.0.1"
-    assert [command[i + 1] for i, part in enumerate(command) if part == "--immutable"] == [str(d) for d in databases]
-    assert "--reload" not in command and "-i" not in command
-    assert [path.name for path in databases] == ["ky_court.sqlite", "ky_search.sqlite"]
+    monkeypatch.setattr(c98_search, "SERVE_DEFAULT_PORT", 0)
+    served = c98_search.serve_box(cfg, True, None)
+    try:
+        assert served is not None and get(f"{served.url}/?q=warrant")[0] == 200
+        assert c98_search.serve_box(cfg, True, served) is served           # the cell run again: kept
+        assert c98_search.serve_box(cfg, False, served) is None            # unticked: stopped
+        assert not served.alive()
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", served.port), timeout=2)
+    finally:
+        served.stop()
+    assert "serve: stopped" in capsys.readouterr().out
+
+
+# -------------------------------------------- a server that stays up, and stops
+
+
+def start_serve_process(cfg) -> tuple[subprocess.Popen, str]:
+    """`kycourt-pipeline serve` as a user starts it, its output going to pipes nobody reads after
+    the first line (as a script or a notebook cell that starts it would)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KY_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    process = subprocess.Popen([sys.executable, "-m", "notebook_builder", "serve", "--workspace", cfg.WORKSPACE,
+                                "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                               cwd=REPO_ROOT, start_new_session=True)
+    line = process.stdout.readline().decode()
+    match = re.search(r"http://127\.0\.0\.1:\d+", line)
+    if not match:
+        process.kill()
+        raise AssertionError(f"serve printed {line!r}; {process.stderr.read().decode()[-2000:]}")
+    return process, match.group(0)
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def served_archive(tmp_path_factory):
+    cfg = build_archive(tmp_path_factory.mktemp("served"))
+    run_index(cfg)
+    return cfg
+
+
+FREEZE_REQUESTS = 3000   # the pipe of the old child filled after about 720
+
+
+@pytest.mark.slow
+def test_serve_keeps_answering_thousands_of_requests_while_nobody_reads_its_output(served_archive):
+    process, url = start_serve_process(served_archive)
+    port = int(url.rsplit(":", 1)[1])
+    answered = 0
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        targets = ["/?q=suppression", "/-/versions.json", f"/document/{document_id(1)}",
+                   f"/pdf_by_hash/{hashlib.sha256(pdf_bytes(0)).hexdigest()}.pdf", "/missing"]
+        for number in range(FREEZE_REQUESTS):
+            connection.request("GET", targets[number % len(targets)])
+            response = connection.getresponse()
+            response.read()
+            assert response.status in (200, 404)
+            answered += 1
+        connection.close()
+        assert process.poll() is None
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    log = (Path(served_archive.WORKSPACE) / "serve" / "requests.log").read_text().splitlines()
+    assert answered == FREEZE_REQUESTS and len(log) >= FREEZE_REQUESTS
+    print(f"served {answered} requests")
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_whatever_stops_serve_stops_everything_it_started(served_archive, stop):
+    process, url = start_serve_process(served_archive)
+    port = int(url.rsplit(":", 1)[1])
+    assert get(f"{url}/?q=warrant")[0] == 200
+    started = children_of(process.pid)
+
+    process.send_signal(stop)
+
+    assert process.wait(timeout=30) == 0
+    assert started == []                                            # it starts no child process
+    assert all(not Path(f"/proc/{pid}").exists() for pid in started)
+    with pytest.raises(OSError):                                    # nothing answers on its port
+        socket.create_connection(("127.0.0.1", port), timeout=2)
+    leftovers = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()
+                 and _session_of(entry) == process.pid]
+    assert leftovers == []                                          # nothing left of its session
+
+
+def _session_of(entry: Path) -> int | None:
+    try:
+        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[4])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -857,15 +857,42 @@ class Database:
             f"SELECT COUNT(*) FROM documents WHERE status = 'failed' "
             f"AND http_status IN ({_PERMANENT_LIST})").fetchone()[0]
 
-    def coverage_by_year_court(self) -> list[sqlite3.Row]:
-        """Per case-number year and court: documents in each status (for reports)."""
+    def final_states(self, cfg: Config) -> dict[str, Any]:
+        """Documents no normal run changes, by the state they are in for good, and the failed ones
+        still retrying: `not_extractable` (downloaded PDFs out of extract attempts) with its
+        reasons (extract_failure; 'attempts spent' when none was named), and the failed documents
+        split so that they add up to the `failed` count: `withheld` (the court lists the document
+        but offers no file: document_available 0), `failed_for_good` (a permanent HTTP answer),
+        `out_of_attempts` (transient failures, attempts spent) and `retrying` (still queued)."""
+        columns = set(table_columns(self.conn, "documents"))
+        available = "COALESCE(document_available, 1)" if "document_available" in columns else "1"
+        reason = "COALESCE(extract_failure, 'attempts spent')" if "extract_failure" in columns else "'attempts spent'"
+        params = self._queue_params(cfg)
+        not_extractable = dict(self.conn.execute(
+            f"SELECT {reason} AS reason, COUNT(*) FROM documents WHERE status = 'downloaded' "
+            f"AND NOT ({EXTRACT_QUEUE_SQL}) GROUP BY reason ORDER BY COUNT(*) DESC, reason", params).fetchall())
+        failed = self.conn.execute(
+            f"SELECT COALESCE(SUM({available} = 0), 0), "
+            f"COALESCE(SUM({available} != 0 AND http_status IN ({_PERMANENT_LIST})), 0), "
+            f"COALESCE(SUM({available} != 0 AND NOT ({DOWNLOAD_QUEUE_SQL}) "
+            f"AND (http_status IS NULL OR http_status NOT IN ({_PERMANENT_LIST}))), 0), "
+            f"COALESCE(SUM({available} != 0 AND {DOWNLOAD_QUEUE_SQL}), 0) "
+            f"FROM documents WHERE status = 'failed'", params).fetchone()
+        return {"not_extractable": sum(not_extractable.values()), "not_extractable_reasons": not_extractable,
+                "withheld": failed[0], "failed_for_good": failed[1], "out_of_attempts": failed[2],
+                "retrying": failed[3]}
+
+    def coverage_by_year_court(self, cfg: Config) -> list[sqlite3.Row]:
+        """Per case-number year and court: documents in each status (for reports), and the
+        downloaded ones out of extract attempts (`not_extractable`: never extracted by a run)."""
         return self.conn.execute(
             "SELECT substr(case_number, 1, 4) AS year, court, "
             "COUNT(*) AS discovered, "
             "SUM(status IN ('downloaded', 'extracted')) AS downloaded, "
             "SUM(status = 'extracted') AS extracted, "
-            "SUM(status = 'failed') AS failed "
-            "FROM documents GROUP BY year, court ORDER BY year, court").fetchall()
+            "SUM(status = 'failed') AS failed, "
+            f"SUM(status = 'downloaded' AND NOT ({EXTRACT_QUEUE_SQL})) AS not_extractable "
+            "FROM documents GROUP BY year, court ORDER BY year, court", self._queue_params(cfg)).fetchall()
 
     def get_document(self, document_id: str) -> sqlite3.Row | None:
         return self.conn.execute("SELECT rowid, * FROM documents WHERE document_id = ?",
@@ -1982,8 +2009,9 @@ class SearchDatabase:
         self.conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
 
     def search(self, query: str, *, court_code: str | None = None, court_like: str | None = None,
-               year: int | None = None, kind: str | None = None, limit: int = 20,
-               rank_cap: int | None = SEARCH_RANK_CAP, snippet_tokens: int = 16) -> list[dict[str, Any]]:
+               year: int | None = None, kind: str | None = None, publication_status: str | None = None,
+               limit: int = 20, rank_cap: int | None = SEARCH_RANK_CAP, snippet_tokens: int = 16
+               ) -> list[dict[str, Any]]:
         """Ranked hits (bm25: title x10, description x4, text x1) with a highlighted snippet.
 
         bm25 costs about a microsecond per matching document, so a query that matches more than
@@ -1992,32 +2020,14 @@ class SearchDatabase:
         every match. Snippets are made for the hits only. Raises SearchQueryError when FTS5
         cannot parse `query`.
         """
-        where, params = ["docs_fts MATCH :query"], {"query": query, "limit": limit, "cap": rank_cap or -1}
-        joined = []
-        if year is not None:     # a year (and court) is a range of rowids: FTS5 seeks to it
-            low, high = search_bucket_range(year, court_code)
-            where.append("docs_fts.rowid BETWEEN :low AND :high")
-            params.update(low=low, high=high)
-        elif court_code:
-            joined.append("d.court_code = :court_code")
-            params["court_code"] = court_code
-        if court_like:
-            joined.append("d.court LIKE :court_like")
-            params["court_like"] = f"%{court_like}%"
-        if kind:   # the derived kind (opinion, order, ...) where known, else the docket entry's words
-            joined.append("(d.kind = lower(:kind_exact) OR (d.kind IS NULL AND "
-                          "(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)))")
-            params.update(kind=f"{kind}%", kind_exact=kind)
-        if joined:
-            source = (f"SELECT d.doc_rowid AS doc_rowid, docs_fts.rank AS score FROM docs_fts JOIN docs d "
-                      f"ON d.doc_rowid = docs_fts.rowid WHERE {' AND '.join(where + joined)}")
-        else:
-            source = f"SELECT rowid AS doc_rowid, rank AS score FROM docs_fts WHERE {' AND '.join(where)}"
+        source, params = _search_source(query, court_code=court_code, court_like=court_like, year=year,
+                                        kind=kind, publication_status=publication_status)
+        params.update(limit=limit, cap=rank_cap or -1)
         if rank_cap:
             source += " ORDER BY docs_fts.rowid DESC LIMIT :cap"
         ranked_sql = (f"SELECT doc_rowid, score, COUNT(*) OVER () AS considered FROM ({source}) "
                       "ORDER BY score LIMIT :limit")
-        try:
+        with _search_query_errors():
             ranked = self.conn.execute(ranked_sql, params).fetchall()
             if not ranked:
                 return []
@@ -2030,14 +2040,35 @@ class SearchDatabase:
                 f"FROM docs_fts JOIN docs d ON d.doc_rowid = docs_fts.rowid "
                 f"WHERE docs_fts MATCH :query AND docs_fts.rowid IN ({', '.join(map(str, order))})",
                 {"query": query}).fetchall()
-        except sqlite3.OperationalError as exc:
-            message = str(exc)
-            if "fts5" in message or "no such column" in message or "unterminated" in message:
-                raise SearchQueryError(message) from None
-            raise
         hits = sorted(hits, key=lambda row: order[row["doc_rowid"]])
         capped = bool(rank_cap) and considered >= rank_cap
         return [_SearchHit(row, scores[row["doc_rowid"]], considered, capped) for row in hits]
+
+    def match_count(self, query: str, **filters: Any) -> int:
+        """How many documents match `query` with `filters` (search()'s), every one counted."""
+        source, params = _search_source(query, **filters)
+        with _search_query_errors():
+            return self.conn.execute(f"SELECT COUNT(*) FROM ({source})", params).fetchone()[0]
+
+    def match_facets(self, query: str | None, columns: Sequence[str], **filters: Any
+                     ) -> dict[str, list[tuple[Any, int]]]:
+        """Per column, (value, documents) of the documents matching `query` (every indexed document
+        when None) and `filters`, leaving out the column's own filter: the choices a user has."""
+        facets = {}
+        for column in columns:
+            if column not in SEARCH_FIELDS:
+                raise ValueError(column)
+            others = {name: value for name, value in filters.items()
+                      if name != column and not (column == "court_code" and name == "court_like")}
+            if query is None and not any(others.values()):
+                facets[column] = self.facet(column)
+                continue
+            source, params = _search_source(query, **others)
+            with _search_query_errors():
+                facets[column] = [tuple(row) for row in self.conn.execute(
+                    f"SELECT d.{column}, COUNT(*) FROM ({source}) m JOIN docs d ON d.doc_rowid = m.doc_rowid "
+                    f"GROUP BY d.{column} ORDER BY COUNT(*) DESC, d.{column}", params)]
+        return facets
 
     def get(self, document_id: str) -> sqlite3.Row | None:
         return self.conn.execute("SELECT * FROM docs WHERE document_id = ?", (document_id,)).fetchone()
@@ -2056,6 +2087,55 @@ class _SearchHit(dict):
     def __init__(self, row: sqlite3.Row, score: float, considered: int, capped: bool):
         super().__init__({key: row[key] for key in row.keys()})
         self.update(score=score, ranked_among=considered, rank_capped=capped)
+
+
+def _search_source(query: str | None, *, court_code: str | None = None, court_like: str | None = None,
+                   year: int | None = None, kind: str | None = None, publication_status: str | None = None
+                   ) -> tuple[str, dict[str, Any]]:
+    """SQL selecting (doc_rowid, score) of the documents matching `query` (None: every indexed
+    document, score NULL) and the filters; the one definition of search's filters."""
+    params: dict[str, Any] = {}
+    where, joined = [], []
+    if query is not None:
+        where.append("docs_fts MATCH :query")
+        params["query"] = query
+    if year is not None:     # a year (and court) is a range of rowids: FTS5 seeks to it
+        low, high = search_bucket_range(year, court_code)
+        where.append("d.doc_rowid BETWEEN :low AND :high" if query is None
+                     else "docs_fts.rowid BETWEEN :low AND :high")
+        params.update(low=low, high=high)
+    elif court_code:
+        joined.append("d.court_code = :court_code")
+        params["court_code"] = court_code
+    if court_like:
+        joined.append("d.court LIKE :court_like")
+        params["court_like"] = f"%{court_like}%"
+    if kind:   # the derived kind (opinion, order, ...) where known, else the docket entry's words
+        joined.append("(d.kind = lower(:kind_exact) OR (d.kind IS NULL AND "
+                      "(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)))")
+        params.update(kind=f"{kind}%", kind_exact=kind)
+    if publication_status:
+        joined.append("d.publication_status = :publication_status")
+        params["publication_status"] = publication_status
+    if query is None:
+        return (f"SELECT d.doc_rowid AS doc_rowid, NULL AS score FROM docs d "
+                f"WHERE {' AND '.join(where + joined) or '1'}"), params
+    if joined:
+        return (f"SELECT d.doc_rowid AS doc_rowid, docs_fts.rank AS score FROM docs_fts JOIN docs d "
+                f"ON d.doc_rowid = docs_fts.rowid WHERE {' AND '.join(where + joined)}"), params
+    return f"SELECT rowid AS doc_rowid, rank AS score FROM docs_fts WHERE {' AND '.join(where)}", params
+
+
+@contextlib.contextmanager
+def _search_query_errors() -> Iterator[None]:
+    """A query FTS5 cannot parse (`a-b`, `NEAR(`, `*`) as SearchQueryError; other errors as they are."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        message = str(exc)
+        if any(sign in message for sign in ("fts5", "no such column", "unterminated", "unknown special query")):
+            raise SearchQueryError(message) from None
+        raise
 
 
 def backup_database(source_path: str | os.PathLike, target_path: str | os.PathLike) -> Path:
@@ -2081,17 +2161,18 @@ def backup_database(source_path: str | os.PathLike, target_path: str | os.PathLi
 
 # ----------------------------------------------- reads of ky_court.sqlite for the query layer
 
-# Tables that other parts of the project may add to ky_court.sqlite: how a document reaches their
-# rows (candidate (documents column, table column) pairs, the first pair that exists is used) and
-# the search fields they can fill (candidate columns, first existing wins). Absent: null.
-# Search fields kept outside `documents`: field -> (table, column, documents' key, the table's key).
-# An archive older than the table (read without migrating) gives NULL for the field.
+# A document's fields kept outside `documents` (the search index's and the export's):
+# field -> (table, column, documents' key, the table's key). An archive older than the table
+# (read without migrating) gives NULL for the field.
 OPTIONAL_SOURCES: dict[str, tuple[str, str, str, str]] = {
     "case_type": ("cases", "case_type", "case_id", "case_id"),
     "docket_entry_type": ("docket_entries", "entry_type", "docket_entry_id", "docket_entry_id"),
     "publication_status": ("derived", "publication_status", "document_id", "document_id"),
     "judge": ("derived", "judge", "document_id", "document_id"),
     "kind": ("derived", "kind", "document_id", "document_id"),
+    "rendered_date": ("derived", "rendered_date", "document_id", "document_id"),
+    "disposition": ("derived", "disposition", "document_id", "document_id"),
+    "lower_court": ("derived", "lower_court", "document_id", "document_id"),
 }
 
 
@@ -2125,8 +2206,8 @@ OPTIONAL_FIELDS = tuple(OPTIONAL_SOURCES)
 
 
 def document_records_sql(conn: sqlite3.Connection, *, where: str = "1", schema: str = "main") -> str:
-    """SELECT of every documents column plus the optional fields (case_type, docket_entry_type,
-    publication_status, judge; null where nothing in the database knows them), by document_id."""
+    """SELECT of every documents column plus the optional fields (OPTIONAL_SOURCES: null where
+    nothing in the database knows them), by document_id."""
     optional = ", ".join(f"{optional_field_sql(conn, name, schema=schema)} AS {name}"
                          for name in OPTIONAL_FIELDS
                          if name not in table_columns(conn, "documents", schema))
@@ -2137,6 +2218,16 @@ def document_records_sql(conn: sqlite3.Connection, *, where: str = "1", schema: 
 def iter_document_records(conn: sqlite3.Connection, where: str = "1",
                           params: Sequence[Any] | Mapping[str, Any] = ()) -> Iterator[sqlite3.Row]:
     yield from conn.execute(document_records_sql(conn, where=where), params)
+
+
+def document_citations(conn: sqlite3.Connection, document_id: str) -> list[str]:
+    """The distinct normalized citations of a document's text, in the order they first appear
+    (the export's `citations`); [] in an archive without a citations table."""
+    if not table_columns(conn, "citations"):
+        return []
+    return [row[0] for row in conn.execute(
+        "SELECT normalized FROM citations WHERE document_id = ? GROUP BY normalized ORDER BY MIN(start)",
+        (document_id,))]
 
 
 def extracted_fingerprint(conn: sqlite3.Connection) -> str:

@@ -16,6 +16,12 @@ Guarantees:
   downloads left at the current pacing.
   stages use. An archive that began as an older version's (c38_legacy) says
   what adoption brought in `legacy_adoption` (and its ids by `id_kind`).
+  stages use. It names the store the run mirrors to (`store`, and
+  `drive_folder` on Drive): `store_of_workspace()` reads it back, so the
+  query commands find a workspace's store without being told. The
+  `final_states` say which documents are in their state for good (not
+  extractable, withheld, failed for good) and `counts_explained` says in
+  words what `downloaded` and `failed` hold, against `permanent_failures`.
 
 Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, QUOTA_WARN_FRACTION, PROGRESS,
 BUDGET_SECONDS, SHUTDOWN_SECONDS.
@@ -135,6 +141,21 @@ def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | N
 # ---------------------------------------------------------------- status
 
 
+def store_of_workspace(workspace: str | Path) -> dict[str, str] | None:
+    """The store (and Drive folder) the workspace's last run mirrored to, as its status.json
+    names it; None when it names none."""
+    try:
+        saved = json.loads((Path(workspace) / STATUS_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or not isinstance(saved.get("store"), str) or not saved["store"].strip():
+        return None
+    named = {"STORE": saved["store"]}
+    if isinstance(saved.get("drive_folder"), str):
+        named["DRIVE_FOLDER"] = saved["drive_folder"]
+    return named
+
+
 def remaining_text(queues: dict[str, int], converged: bool) -> str | None:
     """None when the archive is done; otherwise what remains, as `verify` and the summary say it:
     'N to download, M to extract' (', discovery not converged' when it has not converged yet)."""
@@ -142,6 +163,31 @@ def remaining_text(queues: dict[str, int], converged: bool) -> str | None:
         return None
     text = f"{queues.get('download', 0)} to download, {queues.get('extract', 0)} to extract"
     return text if converged else text + ", discovery not converged"
+
+
+def _final_reasons(final: dict[str, Any]) -> str:
+    """' (unparseable 3, encrypted 1)': why the not extractable PDFs are so ('' when none is)."""
+    reasons = ", ".join(f"{reason} {n}" for reason, n in final["not_extractable_reasons"].items())
+    return f" ({reasons})" if reasons else ""
+
+
+def explain_counts(counts: dict[str, int], final: dict[str, Any]) -> str:
+    """What the `downloaded` and `failed` counts hold, in words: which documents are in their
+    final state (not extractable, withheld, failed for good) and which a later run still works on."""
+    waiting = counts.get("downloaded", 0) - final["not_extractable"]
+    return (f"downloaded {counts.get('downloaded', 0)} = {final['not_extractable']} not extractable for good"
+            f"{_final_reasons(final)} + {waiting} waiting for extraction; "
+            f"failed {counts.get('failed', 0)} = {final['failed_for_good']} failed for good (a permanent "
+            f"answer: never asked again; permanent_failures counts them, and withheld ones the court "
+            f"answered so) + {final['withheld']} withheld by the court + {final['out_of_attempts']} out of "
+            f"attempts (run --retry-hard asks again) + {final['retrying']} still retrying")
+
+
+def final_states_line(final: dict[str, Any]) -> str:
+    """The final states in one line (the verify summary's)."""
+    return (f"{final['not_extractable']} PDFs not extractable{_final_reasons(final)}, "
+            f"{final['failed_for_good']} failed for good, {final['withheld']} withheld, "
+            f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying")
 
 
 def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str | None = None,
@@ -170,6 +216,9 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
     }
     if db is not None:
         document["permanent_failures"] = db.permanent_failure_count()
+        final = db.final_states(cfg)
+        document["final_states"] = final
+        document["counts_explained"] = explain_counts(counts, final)
         document["store_pending"] = db.store_pending_count()
         document["checkpoint_seq"] = int(db.kv_get(KV_CHECKPOINT_SEQ, "0"))
         # When the archive was last brought up to date (a converged sweep, or a complete update).
@@ -187,6 +236,10 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
 
 def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> dict[str, Any]:
     extra = dict(extra)
+    # The store this workspace mirrors to: the query commands read it (store_of_workspace).
+    extra["store"] = ctx.cfg.STORE
+    if ctx.cfg.store_is_drive:
+        extra["drive_folder"] = ctx.cfg.DRIVE_FOLDER
     extra["store_lagging"] = ctx.mirror.lagging
     if ctx.mirror.behind:
         extra["store_eta_seconds"] = ctx.mirror.eta_seconds()

@@ -137,7 +137,8 @@ def _ocr_page(engine: str, pdf_path: str, page_number: int, dpi: int, timeout: f
 @dataclass
 class OcrResult:
     pdfs: int = 0             # distinct PDFs recognised
-    documents: int = 0        # documents now extracted_by_ocr
+    documents: int = 0        # documents now extracted_by_ocr whose OCR text holds words
+    blank: int = 0            # PDFs recognised whose pages gave no text at all (blank scans)
     pages: int = 0            # pages recognised
     failed: int = 0           # PDFs whose OCR failed (extracted_by_ocr = 0)
     chars: int = 0            # characters OCR gave
@@ -183,7 +184,11 @@ def ocr(ctx: Context) -> OcrResult:
                 result.errors.append(f"{sha[:12]}: {recognised}")
                 db.record_ocr(sha, {}, failed=True)
             else:
-                result.documents += _ocr_commit(ctx, sha, recognised)
+                committed = _ocr_commit(ctx, sha, recognised)
+                if any(text.strip() for text in recognised.values()):
+                    result.documents += committed
+                else:
+                    result.blank += 1
                 result.pdfs += 1
                 result.pages += len(recognised)
                 result.chars += sum(len(text) for text in recognised.values())

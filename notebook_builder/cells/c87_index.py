@@ -74,6 +74,11 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("publication_status", "string", "TO BE PUBLISHED / NOT TO BE PUBLISHED, when known"),
     ("judge", "string", "the authoring judge, when known"),
     ("kind", "string", "opinion, order, brief or other, as derive found it; null when unknown"),
+    ("rendered_date", "string", "the date the opinion or order was rendered (ISO 8601), as derive read it"),
+    ("disposition", "string", "the decision, e.g. AFFIRMING or REVERSING AND REMANDING, as derive read it"),
+    ("lower_court", "string", "the court appealed from, as derive read it"),
+    ("citations", "list<string>", "the citations derive found in the text, normalized, in the order they "
+                                  "first appear"),
     ("status", "string", "discovered, downloaded, extracted or failed"),
     ("http_status", "int64", "the court's last HTTP status for the download"),
     ("sha256", "string", "SHA-256 of the PDF; the store holds it as pdf_by_hash/<sha256>.pdf"),
@@ -81,6 +86,10 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("pages", "int64", "pages of the PDF"),
     ("extracted_chars", "int64", "characters of extracted text (0: no text layer)"),
     ("likely_scanned", "bool", "too few characters per page: probably a scan"),
+    ("extract_failure", "string", "why no text will ever be extracted (unparseable, encrypted, empty, too "
+                                  "large, ...); null otherwise"),
+    ("text_source", "string", "which text `text` is (the PDF's text layer, its OCR, the court's own), "
+                              "when the archive records it"),
     ("pdf", "string", "the PDF's name in the store"),
     ("text", "string", "the extracted text (null when not extracted, or its file is unavailable)"),
 )
@@ -434,8 +443,9 @@ def open_search_index(workspace: str | os.PathLike) -> SearchDatabase:
 
 
 def search_archive(workspace: str | os.PathLike, query: str, *, court: str | None = None,
-                   year: int | None = None, kind: str | None = None, limit: int = 20,
-                   rank_all: bool = False, sdb: SearchDatabase | None = None) -> list[dict[str, Any]]:
+                   year: int | None = None, kind: str | None = None, publication_status: str | None = None,
+                   limit: int = 20, rank_all: bool = False, sdb: SearchDatabase | None = None
+                   ) -> list[dict[str, Any]]:
     """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type.
 
     A query matching more than SEARCH_RANK_CAP documents is ranked among the most recent
@@ -447,8 +457,8 @@ def search_archive(workspace: str | os.PathLike, query: str, *, court: str | Non
     own = sdb is None
     sdb = sdb or open_search_index(workspace)
     try:
-        return sdb.search(query, year=year, kind=kind, limit=limit, rank_cap=None if rank_all else SEARCH_RANK_CAP,
-                          **court_filter(court))
+        return sdb.search(query, year=year, kind=kind, publication_status=publication_status, limit=limit,
+                          rank_cap=None if rank_all else SEARCH_RANK_CAP, **court_filter(court))
     finally:
         if own:
             sdb.close()
@@ -460,7 +470,8 @@ def format_hits(hits: Iterable[dict[str, Any]]) -> str:
     for number, hit in enumerate(hits, 1):
         date = (hit.get("filed_date") or "")[:10]
         lines.append(f"{number:>3}. {hit.get('case_number') or '?'}  {date}  {hit.get('case_title') or ''}")
-        lines.append(f"     {hit.get('description') or ''} · {hit['document_id']} · score {hit['score']:.2f}")
+        # bm25 (lower is better) of a word most documents hold is tiny: significant digits tell hits apart
+        lines.append(f"     {hit.get('description') or ''} · {hit['document_id']} · score {hit['score']:.3g}")
         snippet = " ".join((hit.get("snippet") or "").split())
         if snippet:
             lines.append(f"     {snippet}")

@@ -50,7 +50,7 @@ from .c00_config import Config, StoreError
 from .c20_store import ocr_text_store_name, pdf_store_name, sha256_file, text_store_name
 from .c10_database import PERMANENT_HTTP_STATUSES, Database, coverage_gaps
 from .c05_durable import durable_write
-from .c35_context import Context, write_status
+from .c35_context import Context, final_states_line, write_status
 from .c36_checkpoint import push_checkpoint, write_resume_archive
 from .c88_audit import AuditResult, audit_store
 from .c87_index import index_coverage
@@ -73,6 +73,7 @@ class VerifyResult:
     queues: dict[str, int] = field(default_factory=dict)
     done: bool = False
     remaining: str | None = None      # status.json's "remaining": what is left when not done
+    final_states: dict[str, Any] | None = None   # status.json's "final_states"
     referenced: int = 0                                       # store names the database refers to
     missing_in_store: list[str] = field(default_factory=list)
     hash_mismatches: list[str] = field(default_factory=list)
@@ -132,6 +133,8 @@ def format_verify_report(result: VerifyResult) -> str:
     lines = [f"verify {verdict}" + (f" (not done: {remaining})" if remaining else "")]
     lines += [f"  - {reason}" for reason in result.reasons]
     lines.append(f"  documents: {sum(result.counts.values())} ({counts or 'none'})")
+    if result.final_states:
+        lines.append(f"  for good: {final_states_line(result.final_states)}")
     lines.append(f"  queues: {queues or 'unknown'}; done: {'yes' if result.done else 'no'}")
     lines.append(f"  store: {result.referenced} referenced names, {len(result.missing_in_store)} missing, "
                  f"{result.hashed} hashed, {len(result.hash_mismatches)} mismatched, "
@@ -215,6 +218,7 @@ def verify(ctx: Context, *, index_built: bool = False) -> VerifyResult:
     _verify_note_lag(ctx, result)
     status = _verify_write_status(ctx, result)
     result.done = bool(status.get("done"))
+    result.final_states = status.get("final_states")
     result.remaining = status.get("remaining")
 
     result.archive = write_resume_archive(ctx, Path(result.checkpoint["path"]))

@@ -40,6 +40,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -198,8 +199,11 @@ def _words_extract(get) -> str:
 
 
 def _words_ocr(get) -> str:
-    return (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}), "
-            f"{get('documents')} documents now carry OCR text, {get('failed')} PDFs failed")
+    text = (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}), "
+            f"{get('chars')} characters: {get('documents')} documents now carry OCR text")
+    if get("blank"):
+        text += f", {get('blank')} PDFs gave no text (blank or unreadable scans)"
+    return text + f"; {get('failed')} PDFs failed"
 
 
 def _words_derive(get) -> str:
@@ -424,10 +428,11 @@ class SessionNotPassed(PipelineError):
 
 
 def run_session(cfg: Config) -> RunReport:
-    """The notebook's run cell: logging as the CLI sets it, one session, its summary; raises
+    """The notebook's run cell: logging as the CLI sets it, but to stdout (Jupyter and Colab show
+    stderr as a red box, as if every line were an error), one session, its summary; raises
     SessionNotPassed on verify FAIL (exit 1), an unreachable court (exit 3) or an interrupt (130)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S")
+                        datefmt="%H:%M:%S", stream=sys.stdout)
     # pypdf warns about every damaged PDF it reads; extraction_log and failed_inventory.csv say it.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     report = run_pipeline(cfg)

@@ -1,21 +1,25 @@
 """Report: the corpus' coverage per year and court as a chart (status.png) and a table.
 
 Guarantees:
-- `coverage_rows(db)` is read from `Database.coverage_by_year_court()` (one
-  query, the database's own definition) and merged by court code: per
+- `coverage_rows(db, cfg)` is read from `Database.coverage_by_year_court()`
+  (one query, the database's own definition) and merged by court code: per
   case-number year and court (SC, CA; a court name the code cannot be told
   from keeps its name), `discovered` (every document found), `downloaded`
-  (downloaded or extracted), `extracted` and `failed`.
+  (downloaded or extracted), `extracted`, `failed` and `not_extractable`
+  (downloaded, out of extract attempts: no run extracts them).
 - `draw_coverage_chart(rows, path)` draws one panel per court, one stacked
-  bar per year: extracted, downloaded but not yet extracted, failed, and
-  discovered only; the title carries the totals. It uses matplotlib's
+  bar per year: extracted, not extractable, downloaded and waiting for
+  extraction, failed, and discovered only; the title carries the totals,
+  each named by the state it is in. It uses matplotlib's
   object API (`Figure`), never pyplot, so it needs no backend switch and
   leaves Colab's inline display alone. The PNG is written to a temp name and
   renamed, so a reader (or the store mirror) never sees half a file.
 - `write_report(cfg)` (`kycourt-pipeline report`) reads the workspace
-  database read-only, writes workspace/status.png (or `output`), mirrors it
-  to the store as `status.png` (a mutable name), and returns the table text
-  and the PNG's path. A store it cannot reach is said in the text, not raised.
+  database read-only, writes workspace/status.png (or `output`, whose
+  folder must exist: `ReportError` says so and nothing is created), mirrors
+  it to the store as `status.png` (a mutable name), and returns the table
+  text and the PNG's path. A store it cannot reach is said in the text, not
+  raised.
 - `show_report(ctx)` is the notebook's status cell: the same chart and
   table, displayed inline when IPython is there.
 - The table ends with the documents the court lists but withholds
@@ -31,27 +35,32 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from .c00_config import Config, StoreError, load_config, utc_now
+from .c00_config import Config, PipelineError, StoreError, load_config, utc_now
 from .c05_durable import atomic_write
 from .c10_database import (DB_FILENAME, KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_DISCOVERY_CONVERGED_AT, Database,
                            coverage_gaps, is_sqlite_file)
 from .c34_mirror import StoreMirror
-from .c35_context import Context, open_context, open_store
+from .c35_context import Context, final_states_line, open_context, open_store
 
 log_report = logging.getLogger("kycourt.report")
 
 REPORT_PNG_NAME = "status.png"
-REPORT_COUNT_FIELDS = ("discovered", "downloaded", "extracted", "failed")
+REPORT_COUNT_FIELDS = ("discovered", "downloaded", "extracted", "failed", "not_extractable")
 REPORT_COURT_ORDER = ("SC", "CA")
 REPORT_COURT_TITLES = {"SC": "Kentucky Supreme Court (SC)", "CA": "Kentucky Court of Appeals (CA)"}
 # The chart's stack, bottom to top: (segment, legend label, colour).
 REPORT_SEGMENTS = (
     ("extracted", "extracted", "#2e7d32"),
-    ("downloaded_only", "downloaded, not yet extracted", "#42a5f5"),
+    ("not_extractable", "downloaded, not extractable (for good)", "#8d6e63"),
+    ("downloaded_only", "downloaded, waiting for extraction", "#42a5f5"),
     ("failed", "failed", "#d32f2f"),
     ("discovered_only", "discovered, not yet downloaded", "#bdbdbd"),
 )
 _REPORT_UNKNOWN = "unknown"
+
+
+class ReportError(PipelineError):
+    """The report cannot be written where it was asked to be (exit status 2)."""
 
 
 # ------------------------------------------------------------- the counts
@@ -75,10 +84,11 @@ def _report_court_rank(court: str) -> tuple[int, str]:
     return (REPORT_COURT_ORDER.index(court) if court in REPORT_COURT_ORDER else len(REPORT_COURT_ORDER), court)
 
 
-def coverage_rows(db: Database) -> list[dict[str, Any]]:
-    """Per year and court: discovered, downloaded (incl. extracted), extracted, failed; sorted."""
+def coverage_rows(db: Database, cfg: Config) -> list[dict[str, Any]]:
+    """Per year and court: discovered, downloaded (incl. extracted), extracted, failed and not
+    extractable; sorted."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in db.coverage_by_year_court():
+    for row in db.coverage_by_year_court(cfg):
         year = row["year"] if row["year"] and str(row["year"]).isdigit() else _REPORT_UNKNOWN
         court = _report_court_code(row["court"])
         entry = merged.setdefault((year, court), {"year": year, "court": court,
@@ -93,7 +103,8 @@ def _report_segments(row: dict[str, Any]) -> dict[str, int]:
     """A row's documents split by status, as stacked in the chart (they add up to `discovered`)."""
     return {
         "extracted": row["extracted"],
-        "downloaded_only": row["downloaded"] - row["extracted"],
+        "not_extractable": row["not_extractable"],
+        "downloaded_only": row["downloaded"] - row["extracted"] - row["not_extractable"],
         "failed": row["failed"],
         "discovered_only": row["discovered"] - row["downloaded"] - row["failed"],
     }
@@ -135,8 +146,9 @@ def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> 
     figure = Figure(figsize=(width, 1.4 + 2.6 * max(1, len(courts))), dpi=110, layout="constrained")
     figure.suptitle(
         f"Kentucky appellate court documents: {totals['discovered']:,} discovered (as of {utc_now()})\n"
-        f"{segments_total['extracted']:,} extracted · {segments_total['downloaded_only']:,} downloaded "
-        f"but not extracted · {totals['failed']:,} failed · {segments_total['discovered_only']:,} not yet downloaded",
+        f"{segments_total['extracted']:,} extracted · {segments_total['not_extractable']:,} not extractable · "
+        f"{segments_total['downloaded_only']:,} waiting for extraction · {totals['failed']:,} failed · "
+        f"{segments_total['discovered_only']:,} not yet downloaded",
         fontsize=11)
     if not rows:
         axes = figure.subplots()
@@ -181,9 +193,9 @@ def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> 
 
 def report_table(db: Database, cfg: Config) -> str:
     """Documents per court by status, the queues, permanent failures and the store backlog."""
-    rows = coverage_rows(db)
+    rows = coverage_rows(db, cfg)
     columns = ("documents",) + tuple(name for name, _, _ in REPORT_SEGMENTS)
-    headers = ("documents", "extracted", "downloaded", "failed", "discovered")
+    headers = ("documents", "extracted", "unreadable", "downloaded", "failed", "discovered")
     by_court: dict[str, dict[str, int]] = {}
     for row in rows:
         entry = by_court.setdefault(row["court"], dict.fromkeys(columns, 0))
@@ -200,13 +212,14 @@ def report_table(db: Database, cfg: Config) -> str:
         entry = all_courts if court == "all" else by_court[court]
         lines.append(f"{court:<{label_width}}  " + "  ".join(f"{entry[name]:>10,}" for name in columns))
     queues = db.queue_sizes(cfg)
-    lines.append("(columns after 'documents' are statuses: downloaded = not yet extracted, "
-                 "discovered = not yet downloaded)")
+    lines.append("(columns after 'documents' are states: unreadable = downloaded, not extractable for good; "
+                 "downloaded = waiting for extraction; discovered = not yet downloaded)")
     lines.append(f"queues: download {queues['download']:,}, extract {queues['extract']:,}; "
                  f"permanent failures {db.permanent_failure_count():,}; "
                  f"store backlog {db.store_pending_count():,}; "
                  f"checkpoint {db.kv_get(KV_CHECKPOINT_SEQ, '0')}; "
                  f"discovery converged: {'yes' if db.kv_get(KV_DISCOVERY_CONVERGED_AT) else 'not yet'}")
+    lines.append(f"for good: {final_states_line(db.final_states(cfg))}")
     lines += coverage_audit_lines(db)
     lines += withheld_lines(db)
     return "\n".join(lines)
@@ -274,7 +287,7 @@ def _report_build(db: Database | None, cfg: Config, png: Path) -> str:
         draw_coverage_chart([], png)
     else:
         table = report_table(db, cfg)
-        draw_coverage_chart(coverage_rows(db), png)
+        draw_coverage_chart(coverage_rows(db, cfg), png)
     return table
 
 
@@ -282,6 +295,8 @@ def write_report(cfg: Config, output: str | os.PathLike | None = None) -> str:
     """The chart and table of the workspace in `cfg`; returns the table, the PNG path, the store's answer."""
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
     png = Path(output) if output else Path(cfg.WORKSPACE) / REPORT_PNG_NAME
+    if output and not png.parent.is_dir():
+        raise ReportError(f"--output {output}: the folder {png.parent} does not exist")
     db = _report_open_readonly(db_path)
     try:
         table = _report_build(db, cfg, png)

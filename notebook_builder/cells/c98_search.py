@@ -1,4 +1,4 @@
-"""Search the archive: full-text search of every extracted text, and a read-only browser of the archive.
+"""Search the archive: full-text search of every extracted text, and the archive in a browser.
 
 Guarantees:
 - The form's query (FTS5 syntax: words, "a phrase", NEAR(a b, 5),
@@ -8,44 +8,55 @@ Guarantees:
   case number, date, title, description, a highlighted snippet and a link
   to the PDF in the store (a Drive file link when the store is Drive). A
   query FTS5 cannot parse, or a missing index, is one line saying what to do.
-- `FORM_SERVE` starts Datasette (installed on demand in Colab) over
-  one-file copies of ky_court.sqlite and ky_search.sqlite, every database
-  immutable, bound to 127.0.0.1, with the project's metadata: titles,
-  column descriptions, facets (court, year, status) and canned queries
-  ("documents of a case", "failures by reason", "search"). In Colab it is
-  shown in an output frame through Colab's port proxy. A port in use is
-  refused with one clear error (`ServeError`). `kycourt-pipeline serve`
-  runs the same code.
+- `start_serve()` serves the archive on 127.0.0.1 in a thread of this
+  process (uvicorn, as `datasette serve` itself runs): c96_web's search
+  page, document pages and files in front of Datasette (installed on
+  demand in Colab) over one-file copies of ky_court.sqlite and
+  ky_search.sqlite, every database immutable, with the project's metadata.
+  There is no child process and no pipe: each request is one line of
+  workspace/serve/requests.log. `Served.stop()` ends it: the CLI calls it
+  on SIGINT, SIGTERM and SIGHUP, the form's box when FORM_SERVE is
+  unticked (and a kernel restart ends the thread with the kernel).
+- A port in use (checked by binding before anything is written), a
+  workspace without an archive or without an index: one `ServeError`
+  saying what to do. Port 0 lets the system choose.
+- `FORM_SERVE` shows the served archive in an output frame through Colab's
+  port proxy (elsewhere its URL); `kycourt-pipeline serve` runs the same code.
 
 Knobs read: WORKSPACE, STORE (through the run's context or CFG).
 """
 from __future__ import annotations
 
+import errno
 import html
-import json
 import logging
 import socket
 import subprocess
 import sys
+import threading
 import time
-import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .c00_config import Config, PipelineError, in_colab, load_config
+from .c00_config import Config, PipelineError, in_colab, load_config, utc_now
 from .c10_database import DB_FILENAME, SEARCH_DB_FILENAME, SearchQueryError, backup_database, is_sqlite_file
 from .c20_store import pdf_store_name
-from .c87_index import EXPORT_FIELDS, IndexMissingError, search_archive
+from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, search_archive
+from .c96_web import ArchiveWeb, ServedArchive
 
 log_search = logging.getLogger("kycourt.search")
 
 SERVE_HOST = "127.0.0.1"
 SERVE_DIR = "serve"
+SERVE_LOG = "requests.log"
 SERVE_DEFAULT_PORT = 8001
+SERVE_STOP_SECONDS = 5.0      # a stop waits this long for responses in flight, then cuts them
 
 
 class ServeError(PipelineError):
-    """Datasette cannot be started (missing, a port in use, no archive): the message says why."""
+    """The archive cannot be served (Datasette missing, a port in use, no archive or no index):
+    the message says why."""
 
 
 # ---------------------------------------------------------------- search
@@ -108,19 +119,11 @@ def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit:
 # ----------------------------------------------------------------- serve
 
 
-def port_in_use(port: int, host: str = SERVE_HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
 def datasette_metadata() -> dict[str, Any]:
     """Datasette's metadata for the two databases: titles, descriptions, facets, canned queries."""
     described = {name: text for name, _, text in EXPORT_FIELDS}
-    columns = {name: text for name, text in described.items() if name not in ("pdf", "text", "year", "court_code")}
+    columns = {name: text for name, text in described.items()
+               if name not in ("pdf", "text", "year", "court_code", "citations")}
     columns.update({
         "attempts": "download attempts so far", "last_error": "the last download or extraction error",
         "local_pdf": "the PDF's name in the workspace and store", "extract_attempts": "text extraction attempts",
@@ -134,8 +137,9 @@ def datasette_metadata() -> dict[str, Any]:
                            "source_key": "digest of what was indexed (incremental builds)"})
     return {
         "title": "Kentucky appellate courts: public record archive",
-        "description": "The Kentucky Supreme Court's and Court of Appeals' documents from C-Track "
-                       "Public Access, read-only.",
+        "description_html": 'The Kentucky Supreme Court\'s and Court of Appeals\' documents from C-Track '
+                            'Public Access, read-only. <a href="/">Search them</a>; a document\'s page is '
+                            '/document/&lt;document_id&gt;.',
         "databases": {
             "ky_court": {
                 "title": "Archive state (ky_court.sqlite)",
@@ -162,51 +166,27 @@ def datasette_metadata() -> dict[str, Any]:
             },
             "ky_search": {
                 "title": "Full-text search (ky_search.sqlite)",
+                "description_html": 'The search page is <a href="/">the front page</a>.',
                 "tables": {
                     "docs": {"title": "Indexed documents", "fts_table": "docs_fts", "fts_pk": "doc_rowid",
                              "facets": ["court", "year", "kind", "publication_status"], "columns": search_columns},
-                },
-                "queries": {
-                    "search": {
-                        "title": "Search",
-                        "description": 'FTS5 syntax: words, "a phrase", NEAR(a b, 5), prefix*, AND/OR/NOT',
-                        # Datasette escapes HTML, so the matched words are marked [like this].
-                        "sql": "SELECT d.case_number, substr(d.filed_date, 1, 10) AS filed, d.case_title, "
-                               "snippet(docs_fts, 2, '[', ']', ' … ', 16) AS snippet, d.description, "
-                               "round(docs_fts.rank, 4) AS score, d.document_id "
-                               "FROM docs_fts JOIN docs d ON d.doc_rowid = docs_fts.rowid "
-                               "WHERE docs_fts MATCH :q ORDER BY docs_fts.rank LIMIT 50"},
                 },
             },
         },
     }
 
 
-def prepare_serve(cfg: Config) -> tuple[list[Path], Path]:
-    """One-file copies of the databases and the metadata file under workspace/serve/."""
+def prepare_serve(cfg: Config) -> list[Path]:
+    """One-file copies of the databases under workspace/serve/ (Datasette opens them immutable);
+    ServeError, with nothing written, without an archive or an index."""
     workspace = Path(cfg.WORKSPACE)
-    state = workspace / DB_FILENAME
+    state, search = workspace / DB_FILENAME, workspace / SEARCH_DB_FILENAME
     if not is_sqlite_file(state):
         raise ServeError(f"no archive database at {state}: run the pipeline first (or pass --workspace)")
+    if not is_sqlite_file(search):
+        raise ServeError(f"no search index at {search}: {BUILD_HINT}")
     folder = workspace / SERVE_DIR
-    databases = [backup_database(state, folder / DB_FILENAME)]
-    search = workspace / SEARCH_DB_FILENAME
-    if is_sqlite_file(search):
-        databases.append(backup_database(search, folder / SEARCH_DB_FILENAME))
-    else:
-        log_search.warning("no search index at %s: serving the archive without it", search)
-    metadata = folder / "metadata.json"
-    metadata.write_text(json.dumps(datasette_metadata(), indent=2) + "\n", encoding="utf-8")
-    return databases, metadata
-
-
-def serve_command(databases: list[Path], metadata: Path, port: int) -> list[str]:
-    command = [sys.executable, "-m", "datasette", "serve", "--host", SERVE_HOST, "--port", str(port),
-               "--metadata", str(metadata), "--setting", "sql_time_limit_ms", "5000",
-               "--setting", "default_page_size", "50"]
-    for database in databases:
-        command += ["--immutable", str(database)]
-    return command
+    return [backup_database(state, folder / DB_FILENAME), backup_database(search, folder / SEARCH_DB_FILENAME)]
 
 
 def _serve_require_datasette() -> None:
@@ -220,39 +200,144 @@ def _serve_require_datasette() -> None:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "datasette>=0.64"])
 
 
-def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, wait_seconds: float = 30.0
-                ) -> tuple[subprocess.Popen, str]:
-    """Starts Datasette in the background; returns (process, base URL) once it answers."""
-    if not 0 < port < 65536:
-        raise ServeError(f"port {port} is not a TCP port (1-65535)")
+def _serve_socket(port: int) -> socket.socket:
+    """The listening socket on 127.0.0.1, bound before anything is written: a port in use is one
+    ServeError. Port 0 lets the system choose a free one."""
+    if not 0 <= port < 65536:
+        raise ServeError(f"port {port} is not a TCP port (0-65535)")
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
+    # and without it each keep-alive response waits 40 ms for a delayed ACK (headers, then body).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((SERVE_HOST, port))
+    except OSError as exc:
+        listener.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ServeError(f"port {port} on {SERVE_HOST} is in use: choose another with --port "
+                             "(0 picks a free one)") from None
+        raise ServeError(f"cannot listen on {SERVE_HOST}:{port}: {exc.strerror}") from None
+    return listener
+
+
+@dataclass
+class Served:
+    """A running server: its URL, its request log; `stop()` ends it (idempotent)."""
+    url: str
+    port: int
+    workspace: Path
+    log: Path
+    server: Any = field(repr=False)
+    thread: threading.Thread = field(repr=False)
+    request_log: Any = field(repr=False)
+
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def stop(self, timeout: float = SERVE_STOP_SECONDS) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+        if self.thread.is_alive():   # a response still streaming: cut it
+            self.server.force_exit = True
+            self.thread.join(timeout)
+        self.request_log.close()
+
+
+def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = None,
+                wait_seconds: float = 30.0) -> Served:
+    """Serves the archive (c96_web's pages in front of Datasette) in a thread of this process;
+    returns once it answers. Its requests are logged to workspace/serve/requests.log."""
     _serve_require_datasette()
-    if port_in_use(port):
-        raise ServeError(f"port {port} on {SERVE_HOST} is in use: choose another with --port")
-    databases, metadata = prepare_serve(cfg)
-    process = subprocess.Popen(serve_command(databases, metadata, port), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT)
-    url = f"http://{SERVE_HOST}:{port}"
+    import uvicorn
+    from datasette.app import Datasette
+    listener = _serve_socket(port)
+    bound = listener.getsockname()[1]
+    try:
+        databases = prepare_serve(cfg)
+        folder = Path(cfg.WORKSPACE) / SERVE_DIR
+        datasette = Datasette([], immutables=[str(path) for path in databases], metadata=datasette_metadata(),
+                              settings={"sql_time_limit_ms": 5000, "default_page_size": 50})
+        site = ServedArchive(workspace=Path(cfg.WORKSPACE), folder=folder, store=store)
+        log = folder / SERVE_LOG
+        app = _ServeRequestLog(ArchiveWeb(site, datasette.app()), log)
+        server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", ws="none",
+                                               timeout_graceful_shutdown=SERVE_STOP_SECONDS / 2))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="serve", daemon=True)
+        thread.start()
+    except BaseException:
+        listener.close()
+        raise
+    served = Served(url=f"http://{SERVE_HOST}:{bound}", port=bound, workspace=Path(cfg.WORKSPACE), log=log,
+                    server=server, thread=thread, request_log=app)
     deadline = time.monotonic() + wait_seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            output = process.stdout.read().decode("utf-8", "replace") if process.stdout else ""
-            raise ServeError(f"Datasette exited with status {process.returncode}: {output.strip()[-500:]}")
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            served.stop()
+            raise ServeError(f"the server did not start on {served.url} within {wait_seconds:.0f} s")
+        time.sleep(0.05)
+    return served
+
+
+class _ServeRequestLog:
+    """ASGI middleware: one line per request (time, method, path, status, bytes, seconds) appended
+    to a file of the workspace, so nothing a server prints can fill a pipe nobody reads."""
+
+    def __init__(self, app: Any, path: Path):
+        self.app = app
+        self.handle = open(path, "a", encoding="utf-8", buffering=1)
+
+    def close(self) -> None:
+        self.handle.close()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started, answer = time.monotonic(), {"status": 0, "bytes": 0}
+
+        async def logged(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                answer["status"] = message["status"]
+            elif message["type"] == "http.response.body":
+                answer["bytes"] += len(message.get("body", b""))
+            await send(message)
         try:
-            with urllib.request.urlopen(f"{url}/-/versions.json", timeout=1):
-                return process, url
-        except OSError:
-            time.sleep(0.2)
-    process.terminate()
-    raise ServeError(f"Datasette did not answer on {url} within {wait_seconds:.0f} s")
+            await self.app(scope, receive, logged)
+        finally:
+            target = scope.get("raw_path") or scope["path"].encode()
+            query = scope.get("query_string") or b""
+            self.handle.write(f"{utc_now()} {scope['method']} {target.decode('latin-1')}"
+                              f"{'?' + query.decode('latin-1') if query else ''} {answer['status']} "
+                              f"{answer['bytes']} {time.monotonic() - started:.3f}s\n")
 
 
-def show_served(port: int, url: str) -> None:
+def show_served(served: Served) -> None:
     """In Colab, the served archive in an output frame (Colab's port proxy); elsewhere its URL."""
     if in_colab():
         from google.colab import output
-        output.serve_kernel_port_as_iframe(port, path="/ky_search/search", height=700)
+        output.serve_kernel_port_as_iframe(served.port, path="/", height=700)
     else:
-        print(f"serving the archive read-only at {url}/")
+        print(f"serving the archive read-only at {served.url}/ (untick FORM_SERVE and run the cell to stop it)")
+
+
+def serve_box(cfg: Config, wanted: bool, running: Served | None, store: Any = None,
+              start: Any = None) -> Served | None:
+    """The search cell's FORM_SERVE box: ticked, the archive served (the running server kept when
+    it serves this workspace and still runs); unticked, a running server stopped. Returns what runs."""
+    start = start or start_serve
+    if running is not None and (not wanted or not running.alive() or running.workspace != Path(cfg.WORKSPACE)):
+        running.stop()
+        print(f"serve: stopped {running.url}")
+        running = None
+    if not wanted or running is not None:
+        return running
+    try:
+        served = start(cfg, SERVE_DEFAULT_PORT, store=store)
+    except ServeError as exc:
+        print(f"serve: {exc}")
+        return None
+    show_served(served)
+    return served
 
 
 if __name__ == "__main__":  # Search the archive { display-mode: "form" }
@@ -262,13 +347,7 @@ if __name__ == "__main__":  # Search the archive { display-mode: "form" }
     FORM_SEARCH_LIMIT = 20  #@param {type:"integer"}
     FORM_SERVE = False  #@param {type:"boolean"}
     _search_cfg = globals().get("CFG") or load_config()
-    _search_run = globals().get("RUN_REPORT")
-    _search_store = getattr(_search_run, "store", None)
+    _search_store = getattr(globals().get("RUN_REPORT"), "store", None)
     SEARCH_TEXT = search_cell(_search_cfg, FORM_SEARCH_QUERY, FORM_SEARCH_COURT, FORM_SEARCH_YEAR,
                               FORM_SEARCH_LIMIT, _search_store)
-    if FORM_SERVE:
-        try:
-            SERVE_PROCESS, _serve_url = start_serve(_search_cfg)
-            show_served(SERVE_DEFAULT_PORT, _serve_url)
-        except ServeError as _serve_error:
-            print(f"serve: {_serve_error}")
+    SERVED = serve_box(_search_cfg, FORM_SERVE, globals().get("SERVED"), _search_store)

@@ -3,7 +3,10 @@
 Guarantees:
 - `opinion_pdf()` returns a valid PDF (1-5 pages, Helvetica, Flate-compressed
   content) whose text layer holds the case number, the title and
-  opinion-like paragraphs; pypdf and pypdfium2 extract the case number.
+  opinion-like paragraphs, three in five of them opening with a sentence on
+  a real subject (restitution in orders; ineffective assistance at a
+  suppression hearing, or due process, in the others: what the README's
+  searches look for); pypdf and pypdfium2 extract the case number.
 - `image_only_pdf()` is one page that only paints an image (a "scan"):
   every engine extracts 0 characters. `blank_pdf()` has pages and no text.
 - `unparseable_pdf()` begins with `%PDF-` and no parser can open it.
@@ -31,6 +34,18 @@ _WORDS = (
 
 _CLOSINGS = ("AFFIRMED.", "REVERSED AND REMANDED.", "AFFIRMED IN PART, REVERSED IN PART.",
              "VACATED AND REMANDED.", "DISMISSED.")
+
+# One sentence of real subject matter, in place of a text's first paragraph line, so that the
+# README's searches find something in the demo's archive: (sentences of orders, of the others).
+# Each fits one line (88 characters) and names no citation, judge or court, so derive reads the
+# same fields as before.
+_TOPICS = (
+    ("The order directs the defendant to pay restitution to the victim within ninety days.",
+     "Restitution is not owed until the amount is proven at a hearing on remand."),
+    ("The appellant claims ineffective assistance of counsel at the suppression hearing.",
+     "The record shows no ineffective assistance: the suppression hearing was fair.",
+     "The parties dispute whether due process required notice and a hearing first."),
+)
 
 
 def _escape(text: str) -> bytes:
@@ -131,6 +146,10 @@ def opinion_pages(*, seed: int | str, case_number: str, court: str, title: str,
         lines.append("")
         paragraph_number += 1
     lines = lines[:target] + ["", rng.choice(_CLOSINGS), f"Case {case_number}"]
+    # Its own random stream: every other line, and the pages, stay as they were without it.
+    topic = random.Random(f"topic:{seed}")
+    if topic.random() < 0.6:
+        lines[7] = topic.choice(_TOPICS[0] if "ORDER" in description.upper() else _TOPICS[1])
     return [lines[i:i + LINES_PER_PAGE] for i in range(0, len(lines), LINES_PER_PAGE)]
 
 

@@ -1,0 +1,93 @@
+"""Counts say what is true: documents in their state for good are named so (not extractable,
+withheld, failed for good), status.json explains `failed` against `permanent_failures`, and the
+OCR summary counts only documents whose OCR text holds words."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c35_context import explain_counts, final_states_line, status_document, write_status
+from notebook_builder.cells.c85_ocr import OcrResult, ocr
+from notebook_builder.cells.c95_run import describe_stage
+from notebook_builder.simcourt import pdfs
+
+
+def archive_in_every_state(db: Database, max_attempts: int) -> None:
+    """extracted 1, downloaded 2 (one unparseable for good, one waiting), failed 5 (404 for good,
+    a 403 for good, withheld, out of attempts, retrying), discovered 1."""
+    names = ["ok", "unparseable", "waiting", "gone", "restricted", "withheld", "spent", "retrying", "new"]
+    db.upsert_discovered([{"document_id": name} for name in names])
+    for index, name in enumerate(["ok", "unparseable", "waiting"]):
+        sha = f"{index + 1:064x}"
+        db.mark_downloaded(name, sha256=sha, size_bytes=10, local_pdf=f"pdf_by_hash/{sha}.pdf")
+    db.record_extracted([{"document_id": "ok", "sha256": f"{1:064x}", "attempt": 1, "engine": "pypdf",
+                          "pages": 1, "chars": 10, "seconds": 0.0, "likely_scanned": False}])
+    db.mark_extract_failed("unparseable", "no parser opens it", reason="unparseable", spend_all=3)
+    db.mark_download_failed("gone", http_status=404, error="not found")
+    db.mark_download_failed("restricted", http_status=403, error="forbidden")
+    db.mark_download_failed("withheld", http_status=404, error="no file")
+    db.conn.execute("UPDATE documents SET document_available = 0 WHERE document_id = 'withheld'")
+    db.mark_download_failed("spent", http_status=503, error="unavailable")
+    db.conn.execute("UPDATE documents SET attempts = ? WHERE document_id = 'spent'", (max_attempts,))
+    db.mark_download_failed("retrying", http_status=503, error="unavailable")
+
+
+def test_final_states_partition_the_failed_and_name_the_unextractable(make_context):
+    ctx = make_context(name="ws")
+    db = ctx.open_database()
+    archive_in_every_state(db, ctx.cfg.MAX_ATTEMPTS)
+
+    final = db.final_states(ctx.cfg)
+
+    assert final == {"not_extractable": 1, "not_extractable_reasons": {"unparseable": 1}, "withheld": 1,
+                     "failed_for_good": 2, "out_of_attempts": 1, "retrying": 1}
+    counts = db.status_counts()
+    assert final["withheld"] + final["failed_for_good"] + final["out_of_attempts"] + final["retrying"] \
+        == counts["failed"] == 5
+    assert final_states_line(final) == ("1 PDFs not extractable (unparseable 1), 2 failed for good, 1 withheld, "
+                                        "1 out of attempts, 1 still retrying")
+
+
+def test_status_json_explains_failed_against_permanent_failures(make_context):
+    ctx = make_context(name="ws")
+    archive_in_every_state(ctx.open_database(), ctx.cfg.MAX_ATTEMPTS)
+
+    document = write_status(ctx)
+
+    saved = json.loads((ctx.workspace / "status.json").read_text())
+    assert saved["final_states"] == document["final_states"] and saved["permanent_failures"] == 3
+    assert saved["counts_explained"] == explain_counts(saved["counts"], saved["final_states"])
+    assert saved["counts_explained"].startswith(
+        "downloaded 2 = 1 not extractable for good (unparseable 1) + 1 waiting for extraction; "
+        "failed 5 = 2 failed for good")
+    assert "permanent_failures counts them" in saved["counts_explained"]
+    assert saved["store"] == ctx.cfg.STORE
+    assert status_document(None, ctx.cfg, phase="none").get("final_states") is None   # no database: no claim
+
+
+def test_the_ocr_summary_counts_only_documents_whose_ocr_text_holds_words(make_context, monkeypatch):
+    from notebook_builder.cells import c85_ocr
+    from notebook_builder.cells.c80_extract import extract
+    ctx = make_context(name="ws", replace={"WORKERS": 1, "OCR_DPI": 30})
+    for number in range(2):
+        data = pdfs.image_only_pdf(seed=number, creation_date="20240101000000Z")
+        sha = hashlib.sha256(data).hexdigest()
+        (ctx.workspace / f"pdf_by_hash/{sha}.pdf").write_bytes(data)
+        ctx.db.upsert_discovered([{"document_id": f"scan{number}"}])
+        ctx.db.mark_downloaded(f"scan{number}", sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
+    extract(ctx)
+    monkeypatch.setattr(c85_ocr, "ocr_engine_available", lambda engine: None)
+    monkeypatch.setitem(c85_ocr.OCR_ENGINES, "tesseract", lambda image, timeout: "  \n")   # reads nothing
+
+    result = ocr(ctx)
+
+    assert (result.pdfs, result.documents, result.blank, result.failed) == (2, 0, 2, 0)
+    words = describe_stage("ocr", result)
+    assert "0 documents now carry OCR text" in words and "2 PDFs gave no text" in words
+    assert "2 documents now carry" not in words
+    read = describe_stage("ocr", OcrResult(pdfs=3, documents=3, pages=4, chars=900, engine="tesseract"))
+    assert read == "4 scanned pages of 3 PDFs recognised (tesseract), 900 characters: 3 documents now carry " \
+                   "OCR text; 0 PDFs failed"
+    assert os.path.getsize(ctx.workspace / f"text/{sha}.ocr.txt") == 0
