@@ -54,9 +54,16 @@ def folder(id_: str, title: str, created: str = "2024-01-01T00:00:00.000Z") -> d
     return {"id": id_, "title": title, "mimeType": FOLDER, "createdDate": created}
 
 
-def file(id_: str, title: str, data: bytes, created: str = "2024-01-01T00:00:00.000Z") -> dict:
+def file(id_: str, title: str, data: bytes, created: str = "2024-01-01T00:00:00.000Z",
+         modified: str | None = None, parents: tuple[str, ...] = ()) -> dict:
     return {"id": id_, "title": title, "mimeType": "application/octet-stream",
-            "md5Checksum": md5(data), "fileSize": str(len(data)), "createdDate": created}
+            "md5Checksum": md5(data), "fileSize": str(len(data)), "createdDate": created,
+            "modifiedDate": modified or created, "parents": [{"id": parent} for parent in parents]}
+
+
+def generated_ids(*ids: str) -> tuple[dict, str]:
+    """The answer of files.generateIds: the ids the store creates files under."""
+    return answer({"kind": "drive#generatedIds", "space": "drive", "ids": list(ids)})
 
 
 def error(status: int, reason: str, message: str = "") -> tuple[dict, str]:
@@ -167,9 +174,10 @@ def test_missing_subfolder_is_created_once_and_cached():
     drive = ScriptedDrive([
         ROOT_FOUND,
         listing(),                                           # no pdf_by_hash yet
-        answer(folder("PDFS", "pdf_by_hash")),               # folder insert: its listing is known (empty)
-        *upload(file("F1", f"{SHA}.pdf", b"one")),           # no title lookup: the listing is complete
-        *upload(file("F2", f"{'b' * 64}.pdf", b"two")),      # nor for the second: our writes keep it current
+        generated_ids("G1", "G2", "G3"),                     # one batch of ids serves all three inserts
+        answer(folder("G1", "pdf_by_hash")),                 # folder insert: its listing is known (empty)
+        *upload(file("G2", f"{SHA}.pdf", b"one")),           # no title lookup: the listing is complete
+        *upload(file("G3", f"{'b' * 64}.pdf", b"two")),      # nor for the second: our writes keep it current
     ])
     store = drive.store()
     put_bytes(store, PDF_NAME, b"one")
@@ -179,11 +187,13 @@ def test_missing_subfolder_is_created_once_and_cached():
         "title = 'ky_court' and 'root' in parents and trashed = false",
         "title = 'pdf_by_hash' and 'ROOT' in parents and trashed = false",
     ]
-    assert drive.sent[2][:2] == ("POST", "/drive/v2/files")
-    assert drive.body(2) == {"title": "pdf_by_hash", "mimeType": FOLDER, "parents": [{"id": "ROOT"}]}
-    assert drive.sent[3][:2] == ("POST", "/upload/drive/v2/files")
-    assert drive.sent[3][2]["uploadType"] == "multipart"       # one request for a small file
-    assert multipart_metadata(drive, 3)["parents"] == [{"id": "PDFS"}]
+    assert drive.sent[2][:2] == ("GET", "/drive/v2/files/generateIds")
+    assert drive.sent[3][:2] == ("POST", "/drive/v2/files")
+    assert drive.body(3) == {"id": "G1", "title": "pdf_by_hash", "mimeType": FOLDER, "parents": [{"id": "ROOT"}]}
+    assert drive.sent[4][:2] == ("POST", "/upload/drive/v2/files")
+    assert drive.sent[4][2]["uploadType"] == "multipart"       # one request for a small file
+    assert multipart_metadata(drive, 4)["parents"] == [{"id": "G1"}]
+    assert multipart_metadata(drive, 4)["id"] == "G2"          # created under the id chosen first
     assert drive.all_answers_used()
 
 
@@ -262,27 +272,35 @@ def test_requests_carry_the_oauth_token():
 # ------------------------------------------------------ duplicates and writes
 
 
-def test_duplicate_titles_pick_the_oldest_and_an_upload_updates_it():
-    newer = file("NEWER", "status.json", b'{"v": 2}', created="2024-03-01T00:00:00.000Z")
-    oldest = file("OLDEST", "status.json", b'{"v": 1}', created="2024-01-01T00:00:00.000Z")
-    same_age = file("ZZZ", "status.json", b'{"v": 3}', created="2024-01-01T00:00:00.000Z")
+def test_copies_of_a_rewritten_name_keep_the_newest_trash_the_identical_and_rename_the_differing():
+    older = file("OLD", "status.json", b'{"v": 1}', created="2024-01-01T00:00:00.000Z",
+                 modified="2024-01-02T00:00:00.000Z")
+    twin = file("TWIN", "status.json", b'{"v": 1}', created="2024-02-01T00:00:00.000Z")    # same bytes, younger
+    newest = file("NEW", "status.json", b'{"v": 2}', created="2024-01-01T00:00:00.000Z",
+                  modified="2024-03-01T00:00:00.000Z")
     other_case = file("CASE", "STATUS.JSON", b"x", created="2023-01-01T00:00:00.000Z")  # queries ignore case
+    renamed = {**older, "title": "status.json.conflict-OLD"}
     drive = ScriptedDrive([
         ROOT_FOUND,
-        listing(newer, same_age, other_case, oldest),
-        media(b'{"v": 1}'),
-        listing(oldest, newer, same_age, other_case),         # the write asks afresh
-        *upload({**oldest, "md5Checksum": md5(b'{"v": 4}'), "fileSize": "8"}),
+        listing(newest, twin, other_case, older),              # the title query
+        answer({**twin, "labels": {"trashed": True}}),         # the identical copy to the trash
+        answer(renamed),                                       # the differing one renamed
+        media(b'{"v": 2}'),
+        listing(newest, other_case, renamed),                  # the write lists the folder
+        *upload({**newest, "md5Checksum": md5(b'{"v": 4}'), "fileSize": "8"}),
     ])
     store = drive.store()
-    assert store.read_file("status.json") == b'{"v": 1}'
+    assert store.read_file("status.json") == b'{"v": 2}'
     put_bytes(store, "status.json", b'{"v": 4}')
 
-    assert drive.sent[2][1] == "/drive/v2/files/OLDEST"
-    method, path, params = drive.sent[4]
-    assert (method, path) == ("PUT", "/upload/drive/v2/files/OLDEST")   # files.update, not files.insert
+    assert drive.sent[2][:2] == ("POST", "/drive/v2/files/TWIN/trash")       # moved to the trash, not deleted
+    assert drive.sent[3][:2] == ("PATCH", "/drive/v2/files/OLD")
+    assert drive.body(3) == {"title": "status.json.conflict-OLD"}
+    assert drive.sent[4][1] == "/drive/v2/files/NEW"
+    method, path, params = drive.sent[6]
+    assert (method, path) == ("PUT", "/upload/drive/v2/files/NEW")     # files.update, not files.insert
     assert params["uploadType"] == "multipart"
-    assert not any(m == "POST" for m, _, _ in drive.sent)
+    assert not any(m == "POST" and "upload" in p for m, p, _ in drive.sent)
     assert drive.all_answers_used()
 
 
@@ -313,46 +331,79 @@ def test_upload_file_checks_content_addressed_name_against_a_fresh_lookup(tmp_pa
     assert drive.all_answers_used()
 
 
-def test_insert_that_failed_after_drive_stored_it_is_not_repeated(tmp_path):
+def test_insert_that_failed_after_drive_stored_it_is_answered_409_and_checked_not_repeated(tmp_path):
     local = tmp_path / "doc.pdf"
     local.write_bytes(b"%PDF bytes")
     drive = ScriptedDrive([
         ROOT_FOUND, PDF_FOLDER_FOUND,
         listing(),
-        error(503, "backendError"),                            # Drive kept the bytes, the answer was lost
-        listing(file("P", f"{SHA}.pdf", b"%PDF bytes")),       # the retry's fresh lookup finds them
+        generated_ids("G1"),
+        error(500, "backendError"),                            # Drive kept the bytes, then answered 500
+        error(409, "duplicate", "A file already exists with the provided ID."),   # the same insert again
+        answer(file("G1", f"{SHA}.pdf", b"%PDF bytes", parents=("PDFS",))),       # checked by md5 and size
     ])
-    drive.store().upload_file(PDF_NAME, local)
-    assert [m for m, _, _ in drive.sent].count("POST") == 1
+    store = drive.store()
+    store.upload_file(PDF_NAME, local)
+    inserts = [index for index, (m, _, _) in enumerate(drive.sent) if m == "POST"]
+    assert len(inserts) == 2 and {multipart_metadata(drive, index)["id"] for index in inserts} == {"G1"}
+    assert len(drive.queries()) == 3                           # no lookup by title after the failure
+    assert drive.sent[-1][:2] == ("GET", "/drive/v2/files/G1")
     assert drive.sleeps == [1.0]
+    assert store.exists(PDF_NAME) and drive.all_answers_used()
+
+
+def test_a_409_holding_other_bytes_is_an_integrity_error_for_a_content_addressed_name(tmp_path):
+    local = tmp_path / "doc.pdf"
+    local.write_bytes(b"%PDF bytes")
+    drive = ScriptedDrive([ROOT_FOUND, PDF_FOLDER_FOUND, listing(), generated_ids("G1"),
+                           error(409, "duplicate"), answer(file("G1", f"{SHA}.pdf", b"%PDF other"))])
+    with pytest.raises(IntegrityError, match="refuses to overwrite"):
+        drive.store().upload_file(PDF_NAME, local)
+    assert drive.all_answers_used()
+
+
+def test_a_rewritten_name_whose_failed_insert_drive_kept_is_asked_for_by_id_and_updated():
+    drive = ScriptedDrive([
+        ROOT_FOUND, listing(), generated_ids("G1", "G2"),
+        error(503, "backendError"),                            # the only try: the write fails...
+        answer(file("G1", "status.json", b'{"v": 1}', parents=("ROOT",))),   # ...but Drive had kept it
+        *upload(file("G1", "status.json", b'{"v": 2}')),        # the next write updates it: the later wins
+    ])
+    store = drive.store(max_tries=1)
+    with pytest.raises(StoreError, match="after 1 tries"):
+        put_bytes(store, "status.json", b'{"v": 1}')
+    put_bytes(store, "status.json", b'{"v": 2}')
+    assert multipart_metadata(drive, 3)["id"] == "G1"
+    assert drive.sent[4][:2] == ("GET", "/drive/v2/files/G1")             # no second insert
+    assert drive.sent[-1][:2] == ("PUT", "/upload/drive/v2/files/G1")
     assert drive.all_answers_used()
 
 
 def test_empty_text_is_uploaded_in_one_multipart_request():
-    drive = ScriptedDrive([ROOT_FOUND, listing(folder("TEXT", "text")), listing(),
+    drive = ScriptedDrive([ROOT_FOUND, listing(folder("TEXT", "text")), listing(), generated_ids("T"),
                            *upload(file("T", f"{SHA}.txt", b""))])
     put_bytes(drive.store(), f"text/{SHA}.txt", b"")
     assert drive.sent[-1][:2] == ("POST", "/upload/drive/v2/files")
     assert drive.sent[-1][2]["uploadType"] == "multipart"
-    assert multipart_metadata(drive, 3)["mimeType"] == "text/plain"
+    assert multipart_metadata(drive, 4)["mimeType"] == "text/plain"
     assert drive.all_answers_used()
 
 
 def test_empty_file_over_the_multipart_limit_is_resumable_without_a_content_range():
     # With the limit at 0 every file is resumable: an empty one must not send "bytes 0--1/0".
-    drive = ScriptedDrive([ROOT_FOUND, listing(folder("TEXT", "text")), listing(),
+    drive = ScriptedDrive([ROOT_FOUND, listing(folder("TEXT", "text")), listing(), generated_ids("T"),
                            *resumable_upload(file("T", f"{SHA}.txt", b""))])
     put_bytes(drive.store(multipart_limit=-1), f"text/{SHA}.txt", b"")
     uri, method, _body, headers = drive.http.request_sequence[-1]
-    assert drive.sent[3][2]["uploadType"] == "resumable"
+    assert drive.sent[4][2]["uploadType"] == "resumable"
     assert method == "PUT" and headers[b"Content-Length"] == b"0"
     assert b"Content-Range" not in headers
-    assert drive.body(3)["mimeType"] == "text/plain"
+    assert drive.body(4)["mimeType"] == "text/plain" and drive.body(4)["id"] == "T"
     assert drive.all_answers_used()
 
 
 def test_upload_whose_stored_md5_differs_is_an_integrity_error():
-    drive = ScriptedDrive([ROOT_FOUND, listing(), *upload(file("S", "status.json", b"torn"))])
+    drive = ScriptedDrive([ROOT_FOUND, listing(), generated_ids("S"), *upload(file("S", "status.json", b"torn"))])
     with pytest.raises(IntegrityError, match="md5"):
         put_bytes(drive.store(), "status.json", b"{}")
 
@@ -411,13 +462,13 @@ def test_transient_failures_give_up_after_max_tries():
 
 
 def test_403_storage_quota_raises_quota_exceeded_without_retry():
-    drive = ScriptedDrive([ROOT_FOUND, listing(),
+    drive = ScriptedDrive([ROOT_FOUND, listing(), generated_ids("S"),
                            error(403, "storageQuotaExceeded", "The user's Drive storage quota has been exceeded."),
                            *upload(file("never", "status.json", b"{}"))])
     with pytest.raises(StoreQuotaExceeded, match="storageQuotaExceeded"):
         put_bytes(drive.store(), "status.json", b"{}")
     assert drive.sleeps == []
-    assert len(drive.sent) == 3                                  # the upload start, and nothing after
+    assert len(drive.sent) == 4                                  # the upload start, and nothing after
 
 
 def test_other_refusals_are_store_errors_without_retry():

@@ -16,8 +16,8 @@ import pytest
 
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c35_context import open_context, write_status
-from test_drive_store import (PDF_FOLDER_FOUND, ROOT_FOUND, ScriptedDrive, answer, error, file, listing,
-                              multipart_metadata, upload)
+from test_drive_store import (PDF_FOLDER_FOUND, ROOT_FOUND, ScriptedDrive, answer, error, file, generated_ids,
+                              listing, multipart_metadata, upload)
 
 GIB = 1024 ** 3
 QUOTA_FULL = error(403, "storageQuotaExceeded", "The user's Drive storage quota has been exceeded.")
@@ -93,6 +93,7 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
     full = ScriptedDrive([
         about(int(14.5 * GIB), 15 * GIB),                  # the run starts: 97% full
         ROOT_FOUND, PDF_FOLDER_FOUND, listing(),           # put: is the PDF in the store? no
+        generated_ids("G1", "G2"),                         # the ids the files are created under
         QUOTA_FULL,                                        # upload (listing known complete): refused
         about(15 * GIB, 15 * GIB),                         # the checkpoint's quota read: full
         listing(), QUOTA_FULL,                             # write_status mirrors status.json: refused too
@@ -117,6 +118,7 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
     # A later run: the user freed space. catch_up uploads the backlog; status.json is level again.
     working = ScriptedDrive([
         ROOT_FOUND, PDF_FOLDER_FOUND, listing(),           # catch_up: is the PDF there? no
+        generated_ids("F1", "S1"),
         *upload(file("F1", f"{SHA}.pdf", PDF)),            # upload it (the listing is known complete)
         listing(), *upload(stored_without_md5("S1", "status.json")),
     ])
@@ -127,11 +129,12 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
     caught_up = write_status(later)
     assert caught_up["store_lagging"] is None and caught_up["store_pending"] == 0
     assert working.all_answers_used()
-    assert multipart_metadata(working, 3)["parents"] == [{"id": "PDFS"}]   # the PDF went to pdf_by_hash/
+    assert multipart_metadata(working, 4)["parents"] == [{"id": "PDFS"}]   # the PDF went to pdf_by_hash/
 
 
 def test_once_the_quota_is_exhausted_later_uploads_are_queued_without_asking_drive(make_context):
-    drive = ScriptedDrive([ROOT_FOUND, PDF_FOLDER_FOUND, listing(), QUOTA_FULL])   # the one multipart upload: refused
+    drive = ScriptedDrive([ROOT_FOUND, PDF_FOLDER_FOUND, listing(), generated_ids("G1"),
+                           QUOTA_FULL])                                   # the one multipart upload: refused
     ctx = make_context(drive)
     assert ctx.mirror.put(PDF_NAME, local_pdf(ctx)) is False
     other = ctx.path(f"text/{SHA}.txt")

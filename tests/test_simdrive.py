@@ -63,7 +63,7 @@ def test_query_subset_matches_title_case_insensitively_parents_and_trash():
         parse_query("fullText contains 'x'")
 
 
-def test_pacer_halves_on_rate_limits_and_climbs_back_additively():
+def test_pacer_halves_on_rate_limits_and_climbs_back_additively_below_the_rate_refused():
     now = [0.0]
     slept: list[float] = []
 
@@ -73,14 +73,57 @@ def test_pacer_halves_on_rate_limits_and_climbs_back_additively():
     pacer = DriveWritePacer(2.0, now=lambda: now[0], sleep=sleep)
     assert [pacer.wait() for _ in range(3)] == [0.0, 0.5, 0.5]      # 2 a second, no burst
     pacer.limited()
-    pacer.limited()
-    assert pacer.rate == 0.5 and pacer.limited_count == 2
+    assert pacer.rate == 1.0 and pacer.ceiling == pytest.approx(1.8)
+    for _ in range(5):
+        pacer.passed()
+    assert pacer.rate == pytest.approx(1.5)                         # +0.1 a write that passes
     for _ in range(10):
         pacer.passed()
-    assert pacer.rate == pytest.approx(1.5)
-    for _ in range(100):
+    assert pacer.rate == pacer.ceiling < 2.0                        # not straight back into the limit
+    for _ in range(200):
         pacer.passed()
-    assert pacer.rate == 2.0                                        # never above the ceiling
+    assert pacer.rate == 2.0                                        # the ceiling is probed again, slowly
+    pacer.limited()
+    pacer.limited()                                                 # refused again at half: a burst
+    assert pacer.rate == 0.5 and pacer.ceiling == pytest.approx(1.8) and pacer.limited_count == 3
+
+
+def test_generated_ids_make_an_insert_409_on_a_repeat_and_400_when_never_generated(sim):
+    service = connect_drive(sim.api_root).auth.service
+    ids = service.files().generateIds(maxResults=3, space="drive").execute()["ids"]
+    assert len(set(ids)) == 3
+    made = service.files().insert(body={"id": ids[0], "title": "a.json"}).execute()
+    assert made["id"] == ids[0]
+    for body, status in (({"id": ids[0], "title": "a.json"}, 409), ({"id": "made-up", "title": "b"}, 400)):
+        with pytest.raises(Exception) as raised:
+            service.files().insert(body=body).execute()
+        assert raised.value.resp.status == status
+    assert sim.answers["insert 409"] == 1 and sim.answers["insert 400"] == 1
+    assert sim.answers["generate_ids 200"] == 1
+
+
+def test_list_delay_hides_a_new_file_from_listings_but_not_from_get(sim):
+    sim.list_delay = 0.5
+    service = connect_drive(sim.api_root).auth.service
+    made = service.files().insert(body={"title": "late.json"}).execute()
+    query = {"q": "title = 'late.json'"}
+    assert service.files().list(**query).execute()["items"] == []
+    assert service.files().get(fileId=made["id"]).execute()["title"] == "late.json"
+    time.sleep(0.6)
+    assert [f["id"] for f in service.files().list(**query).execute()["items"]] == [made["id"]]
+
+
+def test_phantom_writes_act_then_fail_and_twins_are_another_copy(sim):
+    service = connect_drive(sim.api_root).auth.service
+    sim.fail_next("phantom", 1, ("insert",))
+    with pytest.raises(Exception) as raised:
+        service.files().insert(body={"title": "once.json"}).execute()
+    assert raised.value.resp.status == 500
+    assert [f["title"] for f in sim.files_in("")] == ["once.json"]           # Drive acted all the same
+    sim.twin_rate = 1.0
+    service.files().insert(body={"title": "twice.json"}).execute()
+    assert sorted(f["title"] for f in sim.files_in("")) == ["once.json", "twice.json", "twice.json"]
+    assert sim.twins_made == 1 and sim.rejected["phantom"] == 1
 
 
 # ------------------------------------------------------------------------ requests per file
@@ -181,16 +224,18 @@ def test_token_expiring_mid_run_is_refreshed_without_a_login(sim):
     assert len(titles(sim, "pdf_by_hash")) == 6
 
 
-def test_duplicate_title_from_another_client_reads_and_updates_the_oldest(sim):
+def test_a_differing_copy_from_another_client_is_renamed_and_the_newest_read_and_updated(sim):
     store = drive_store(sim)
     put_bytes(store, "status.json", b'{"ours": 1}')
     root = sim.folder_id(FOLDER)
-    sim.add_file(root, "status.json", b'{"theirs": 1}')              # newer: another session made it
+    theirs = sim.add_file(root, "status.json", b'{"theirs": 1}')     # newer: another session wrote it
     fresh = drive_store(sim)
-    assert fresh.read_file("status.json") == b'{"ours": 1}'
+    assert fresh.read_file("status.json") == b'{"theirs": 1}'
     put_bytes(fresh, "status.json", b'{"ours": 2}')
-    copies = sorted((f["createdDate"], sim.content(f["id"])) for f in sim.files_in(FOLDER))
-    assert [content for _, content in copies] == [b'{"ours": 2}', b'{"theirs": 1}']
+    held = {f["title"]: sim.content(f["id"]) for f in sim.files_in(FOLDER)}
+    ours = next(f for f in sim._files.values() if f["title"].startswith("status.json.conflict-"))
+    assert held == {"status.json": b'{"ours": 2}', f"status.json.conflict-{ours['id']}": b'{"ours": 1}'}
+    assert sim.file_by_name(f"{FOLDER}/status.json")["id"] == theirs["id"]
 
 
 def test_file_trashed_by_hand_is_absent_from_a_fresh_listing_and_stored_again(sim):

@@ -5,15 +5,21 @@ KY_STORE=drive and KY_DRIVE_API point the run at notebook_builder.simdrive on
 store level (every name the database refers to held once, with the bytes its
 hash names) and the court's planned verdicts, after the faults of the issue:
 a rate-limit storm with 5xx, dropped connections and an expiring token; the
-quota filling in the middle of a group; a file trashed by hand.
+quota filling in the middle of a group; a file trashed by hand; and every
+switch of the simulated Drive at once (phantom writes, listings that lag,
+another runtime's copies of titles) through SIGKILLs and a fresh runtime,
+after which every title is held once.
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import json
-import zipfile
+import random
 import shutil
+import subprocess
+import time
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +32,7 @@ from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.cells.drive_store import text_pack_members
 from notebook_builder.simdrive import SimDrive
 
-from support import RecordingClock, quick_court, torture
+from support import REPO_ROOT, RecordingClock, quick_court, torture, torture_court
 
 DOCS = 30
 FOLDER = "ky_court"
@@ -203,3 +209,52 @@ def test_drive_api_knob_must_be_an_http_url():
         load_config({"KY_DRIVE_API": "127.0.0.1:9"})
     with pytest.raises(ConfigError, match="KY_DRIVE_WRITES"):
         load_config({"KY_DRIVE_WRITES": "0"})
+
+
+def titles_held_twice(sim: SimDrive) -> list[str]:
+    """Titles (files and folders) held more than once in one folder of the store, or My Drive's."""
+    twice = Counter(f"/{f['title']}" for f in sim.folders_in(""))
+    for folder in [FOLDER] + [f"{FOLDER}/{f['title']}" for f in sim.folders_in(FOLDER)]:
+        twice.update(f"{folder}/{f['title']}" for f in sim.files_in(folder) + sim.folders_in(folder))
+    return sorted(f"{title} x{count}" for title, count in twice.items() if count > 1)
+
+
+@pytest.mark.slow
+def test_sigkills_with_every_drive_switch_on_leave_every_title_held_once_and_a_fresh_runtime_restores(tmp_path):
+    rng = random.Random(11)
+    weather = dict(list_delay=2.0, phantom_rate=0.08, twin_rate=0.04, error_rate=0.02, drop_rate=0.01,
+                   token_seconds=1.0, page_limit=7, write_rate=60.0, write_burst=6.0, seed=11)
+    with torture_court(DOCS, seed=11, stall_seconds=0.1) as court, SimDrive(**weather) as sim:
+        env = {**torture.pipeline_env(court, tmp_path), "KY_STORE": "drive", "KY_DRIVE_API": sim.api_root,
+               "KY_DRIVE_FOLDER": FOLDER, "KY_DRIVE_WRITES": "400", "KY_HTTP_TIMEOUT": "5"}
+        for number in range(4):   # each killed a moment after Drive accepted a few more writes
+            target = sim.writes_accepted + rng.randint(2, 25)
+            with open(tmp_path / f"kill-{number}.log", "wb") as log:
+                child = subprocess.Popen(torture.pipeline_command(), env=env, cwd=REPO_ROOT, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                deadline = time.monotonic() + 120
+                while sim.writes_accepted < target and child.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.005)
+            finally:
+                torture.kill_group(child)          # at once: the next run starts inside the listing delay
+        assert sim.rejected["phantom"] + sim.rejected["lost"] > 0 and sim.answers["insert 409"] > 0
+
+        sim.twin_rate = 0.0                       # the other runtime is gone; the rest of the weather stays
+        time.sleep(weather["list_delay"])         # and Drive lists its last copies by now
+        runs, status = torture.run_to_completion(env, tmp_path, "final")
+        assert status == 0, (tmp_path / f"final-{runs}.log").read_text()[-3000:]
+        assert titles_held_twice(sim) == []
+        cfg = load_config(env)
+        assert drive_lags(sim, cfg) == []
+        logs = "".join(path.read_text(errors="replace") for path in tmp_path.glob("*.log"))
+        assert sim.twins_made == 0 or "healing" in logs
+        assert torture.wrong_verdicts(court, tmp_path) == []
+
+        shutil.rmtree(tmp_path / "workspace")     # a fresh runtime: restores, asks the court for no PDF
+        time.sleep(weather["list_delay"])         # (one starts later than Drive lists the last insert)
+        downloads_before = court.download_requests
+        runs, status = torture.run_to_completion(env, tmp_path, "fresh")
+        assert status == 0 and "kycourt.restore: restored " in (tmp_path / "fresh-1.log").read_text()
+        assert court.download_requests == downloads_before
+        assert titles_held_twice(sim) == [] and drive_lags(sim, cfg) == []

@@ -1654,12 +1654,14 @@ class Database:
             "SELECT * FROM documents WHERE status = 'failed' ORDER BY document_id").fetchall()
 
     @staticmethod
-    def snapshot_problems(path: str | os.PathLike) -> list[str]:
-        """`PRAGMA quick_check` of a snapshot file, read-only ([] when sound); never writes to it."""
+    def snapshot_problems(path: str | os.PathLike, *, thorough: bool = False) -> list[str]:
+        """`PRAGMA quick_check` (`thorough`: `integrity_check`) of a snapshot file, read-only ([] when
+        sound); never writes to it."""
+        pragma = "PRAGMA integrity_check" if thorough else "PRAGMA quick_check"
         try:
             conn = sqlite3.connect(database_uri(path, mode="ro", immutable="1"), uri=True)
             try:
-                problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+                problems = [row[0] for row in conn.execute(pragma).fetchall()]
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:

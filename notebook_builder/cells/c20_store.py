@@ -127,6 +127,12 @@ class Store:
         """A link a browser opens to see the stored file (search hits, show), or None."""
         return None
 
+    def sweep_duplicates(self, folders: list[str]) -> dict | None:
+        """Heals names held twice in store `folders` ('' the top) and reports what this session
+        found and healed (DriveStore: Drive lets a folder hold a title twice); None when the store
+        cannot hold a name twice (a directory)."""
+        return None
+
 
 _store_temp_numbers = itertools.count()
 _STORE_TEMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)

@@ -20,6 +20,10 @@ Guarantees:
   documents and reported; when PHASES has `index` and a session built the
   index (or one exists), it must cover every extracted document with its
   current text, unless the run stopped early (budget, signal).
+- The store's folders are swept for names held twice (Drive lets a folder
+  hold a title twice; `Store.sweep_duplicates` heals them) and the report
+  says what was found and healed; a content-addressed name held with
+  different bytes is a reason to FAIL.
 - The checkpoint is pushed as the store's `ky_court.sqlite`, status.json is
   written with the verdict, and a resume archive is written and uploaded.
 - PASS requires a sound database, consistent rows, every referenced store
@@ -47,11 +51,11 @@ from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, StoreError
-from .c20_store import ocr_text_store_name, pdf_store_name, sha256_file, text_store_name
+from .c20_store import CONTENT_ADDRESSED_PREFIXES, ocr_text_store_name, pdf_store_name, sha256_file, text_store_name
 from .c10_database import PERMANENT_HTTP_STATUSES, Database, coverage_gaps
 from .c05_durable import durable_write
 from .c35_context import Context, final_states_line, write_status
-from .c36_checkpoint import push_checkpoint, write_resume_archive
+from .c36_checkpoint import JOURNAL_PREFIX, push_checkpoint, write_resume_archive
 from .c88_audit import AuditResult, audit_store
 from .c87_index import index_coverage
 
@@ -88,6 +92,7 @@ class VerifyResult:
     coverage_gaps: list[dict] = field(default_factory=list)   # shards holding fewer than announced (a warning)
     audit: AuditResult | None = None  # AUDIT > 0: the sample re-hashed (c88_audit)
     index: Any = None                 # IndexCoverage of the search index (ky_search.sqlite)
+    duplicates: dict | None = None    # Store.sweep_duplicates: names held twice, found and healed
 
 
 # ------------------------------------------------------------- decisions
@@ -139,6 +144,13 @@ def format_verify_report(result: VerifyResult) -> str:
     lines.append(f"  store: {result.referenced} referenced names, {len(result.missing_in_store)} missing, "
                  f"{result.hashed} hashed, {len(result.hash_mismatches)} mismatched, "
                  f"{result.store_pending} pending")
+    if result.duplicates and (result.duplicates["found"] or result.duplicates["notes"]):
+        found = result.duplicates
+        lines.append(f"  store duplicates: {len(found['found'])} names held twice; healed: {found['trashed']} "
+                     f"identical copies moved to the trash, {len(found['renamed'])} differing copies renamed "
+                     f"<name>.conflict-<id>, {found['merged']} folder copies merged; {len(found['conflicts'])} "
+                     "content-addressed names with different bytes")
+        lines += [f"  warning: {note}" for note in found["notes"]]
     if result.coverage_gaps:
         shown = ", ".join(f"{gap['shard']} {gap['held']}/{gap['announced']} {gap['unit']}"
                           for gap in result.coverage_gaps[:_VERIFY_SHOWN])
@@ -210,6 +222,7 @@ def verify(ctx: Context, *, index_built: bool = False) -> VerifyResult:
                 result.reasons.append(f"audit: {len(result.audit.mismatches)} mismatches "
                                       f"({'; '.join(result.audit.mismatches[:_VERIFY_SHOWN])})")
 
+    result.duplicates = _verify_duplicates(ctx, result)
     _verify_index(ctx, db, result, index_built)
 
     result.checkpoint = push_checkpoint(ctx)
@@ -303,6 +316,20 @@ def _verify_missing_in_store(ctx: Context, names: set[str]) -> list[str]:
     for folder in sorted({name.split("/", 1)[0] for name in names}):
         present.update(ctx.store.list_dir(folder))
     return sorted(names - present)
+
+
+def _verify_duplicates(ctx: Context, result: VerifyResult) -> dict | None:
+    folders = [""] + [prefix.rstrip("/") for prefix in CONTENT_ADDRESSED_PREFIXES] + [JOURNAL_PREFIX.split("/")[0]]
+    try:
+        report = ctx.store.sweep_duplicates(folders)
+    except StoreError as exc:
+        result.reasons.append(f"store cannot be swept for names held twice: {exc}")
+        return None
+    if report and report["conflicts"]:
+        result.reasons.append(f"{len(report['conflicts'])} content-addressed names are held twice with different "
+                              f"bytes ({', '.join(report['conflicts'][:_VERIFY_SHOWN])}); none was changed: keep "
+                              "the copy whose bytes the name describes and move the other out of the store")
+    return report
 
 
 def _verify_queue_missing(ctx: Context, db: Database, missing: list[str]) -> int:

@@ -4,14 +4,37 @@ Guarantees, on top of the Store interface (c20_store):
 - A store name `a/b/c.pdf` is the file titled `c.pdf` in folder `b` in folder
   `a` under the root folder (`folder_path`, itself a path under My Drive).
   Folders are created on demand; their ids are cached.
-- One name, one file. Drive allows several files (and folders) with the same
-  title in one folder; we always pick the oldest (`createdDate`, then `id`),
-  and before inserting a new file the folder is asked afresh by title, so a
-  write never adds a second copy: it updates the one that is there.
+- One name, one file, whatever Drive answers. Every file and folder is
+  created under an id the store chose before the request (files.generateIds,
+  DRIVE_ID_BATCH at a time): a retried insert that Drive had committed (an
+  answer lost, a 500 after the act) is answered 409 and the file is then
+  checked by md5 and size, never created twice. Drive's listings show a new
+  file seconds late, so the inserts of the last two minutes (name and id)
+  are kept, and journaled before each insert is sent (`insert_journal`, so
+  a run killed mid-insert is followed by one that knows them): a name they
+  created that a listing or a lookup does not show is asked for by id
+  before anything concludes it absent.
+- Titles already held twice are healed when a listing or a lookup shows them
+  (`resolve_duplicates` decides, with plain values): identical copies (same
+  md5) keep the oldest and the others go to Drive's trash (never deleted);
+  differing copies of a name the pipeline rewrites keep the newest
+  (`modifiedDate`, then `version`) that passes its check (a `.sqlite` copy
+  must open and pass `integrity_check`) and the others are renamed
+  `<title>.conflict-<fileId>`; differing copies of a content-addressed name
+  are an integrity failure: the oldest is read, none is changed. Folders
+  held twice are merged into the oldest (the others' files moved into it,
+  the emptied copies trashed). Every read (restore's included) gets the
+  pick. `sweep_duplicates()` lists the store's folders that were not listed
+  lately and reports what was found and healed this session; a folder
+  inside the store named like the store's own folder is reported, never
+  read or changed.
 - A content-addressed name (`pdf_by_hash/`, `text/`) is never updated: the
   same bytes again (Drive's md5Checksum and fileSize) are a no-op, other
   bytes raise `IntegrityError`. Mutable names (`status.json`,
   `ky_court.sqlite`) are updated in place, as a new revision of the same file.
+- One writer a name: a DriveStore may be called from several threads; its
+  writes (and its caches) are serialized, so two writes of one name end as
+  one file holding the later bytes, as on a local disk.
 - A file up to `multipart_limit` bytes (5 MiB, Google's advice) is stored in
   one request (`uploadType=multipart`: metadata and bytes together); a larger
   one with Drive's resumable protocol (a session, then 100 MiB chunks). The
@@ -37,22 +60,20 @@ Guarantees, on top of the Store interface (c20_store):
 - Retries: 5xx, 408, 429, 403 rateLimitExceeded/userRateLimitExceeded and
   connection errors are retried up to `max_tries` times, sleeping
   `retry_delay` (backoff_base after the first failure, doubling up to
-  backoff_cap; the court client's rule) before the next. A write is retried
-  as a whole "look up, then insert or update", so a request that failed after
-  Drive had acted cannot leave a duplicate. 403 storageQuotaExceeded raises
-  `StoreQuotaExceeded` at once (callers degrade to local state); any other
-  failure raises `StoreError` naming the operation and Drive's reason.
+  backoff_cap; the court client's rule) before the next. A retry sends the
+  same request again (an insert under the same id, an update of the same
+  file): no lookup. 403 storageQuotaExceeded raises `StoreQuotaExceeded` at
+  once (callers degrade to local state); any other failure raises
+  `StoreError` naming the operation and Drive's reason.
 
 Listing cache (the trade-off): `exists`, `size` and `list_dir` list a folder
 once (1000 names per request) and answer from that listing afterwards, kept
 up to date by our own writes. Changes made by someone else (another session,
 the Drive web page) after the listing are not seen until `refresh()` or
 `list_dir` of that folder. A stale "absent" costs nothing but a fresh lookup
-(reads and writes always ask Drive before concluding a name is absent, so no
-duplicate is made); a stale "present" (a file trashed by hand) is believed,
-which is acceptable because the pipeline never deletes from the store.
-One DriveStore is meant for one thread at a time (StoreMirror's lock
-serializes the uploader thread and the stages).
+(reads ask Drive by title before concluding a name is absent); a stale
+"present" (a file trashed by hand) is believed, which is acceptable because
+the pipeline never deletes from the store.
 
 Sleeps (backoff, pacing) go through `sleep`, the run clock's interruptible
 sleep in a run: a stop requested during a Drive outage ends the wait at once
@@ -65,10 +86,14 @@ googleapiclient ships, its root URL replaced; credentials are a dummy OAuth2
 token refreshed at `<api_root>token`. For testing only.
 
 CFG knobs read (by `open_drive_store` only): DRIVE_FOLDER, DRIVE_API,
-DRIVE_WRITES_PER_SECOND, BACKOFF_BASE, BACKOFF_CAP, HTTP_TIMEOUT.
+DRIVE_WRITES_PER_SECOND, BACKOFF_BASE, BACKOFF_CAP, HTTP_TIMEOUT, WORKSPACE
+(the insert journal lives in its checkpoint/ folder: it only has to outlive
+a killed process, a lost runtime loses it with the workspace).
 """
 from __future__ import annotations
 
+import collections
+import datetime as _dt
 import hashlib
 import http.client
 import io
@@ -94,6 +119,7 @@ from pydrive2.files import ApiRequestError
 
 from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded, retry_delay
 from .c05_durable import atomic_write
+from .c10_database import Database, is_sqlite_file
 from .c20_store import Store, check_store_name, is_content_addressed
 
 log_drive = logging.getLogger("kycourt.drive")
@@ -107,6 +133,17 @@ _DRIVE_PAGE_SIZE = 1000          # the most Drive v2 files.list returns per page
 _DRIVE_HASH_BLOCK = 1024 * 1024
 _DRIVE_MULTIPART_LIMIT = 5 * 1024 * 1024   # Google: multipart for files of 5 MB or less
 _DRIVE_RESUMABLE_CHUNK = 100 * 1024 * 1024
+DRIVE_ID_BATCH = 100             # ids one files.generateIds asks for (Drive allows 1000)
+# How long a file an insert created is asked for by id when a listing does not show it (Drive's
+# listings lag seconds behind inserts; after this long a missing file was trashed by someone).
+_DRIVE_LIST_LAG_SECONDS = 120.0
+_DRIVE_SWEEP_FRESH_SECONDS = 600.0   # sweep_duplicates re-lists a folder listed longer ago than this
+CONFLICT_MARK = ".conflict-"
+# An access token this close to its expiry is refreshed before a request (a request on the way then
+# still carries a live token); oauth2client's token_expiry is naive UTC.
+_DRIVE_TOKEN_MARGIN = _dt.timedelta(seconds=5)
+_DRIVE_CHECKED_SUFFIX = ".sqlite"    # differing copies of these are opened and checked before one is kept
+INSERT_JOURNAL = "checkpoint/drive-inserts.json"   # in the workspace (open_drive_store)
 
 TEXT_PACK_PREFIX = "pack-"
 TEXT_PACK_SUFFIX = ".zip"
@@ -144,10 +181,16 @@ class DriveWritePacer:
     """A token bucket for Drive writes that slows down on rate limits and speeds up again.
 
     `wait()` blocks (through `sleep`) until the next write may start, at most
-    `rate` writes a second, never more than `max_rate`. `limited()` halves the
-    rate (not below `min_rate`); `passed()` adds `max_rate / 20` back after a
-    write that went through: additive increase, multiplicative decrease, as
-    TCP does. Thread-safe. `now` and `sleep` are injectable for tests.
+    `rate` writes a second, never more than `ceiling`. `limited()` halves the
+    rate (not below `min_rate`), and a refusal near the ceiling (at more than
+    0.9 of it) lowers the ceiling to 0.9 of the rate refused; `passed()` adds
+    `max_rate / 20` back to the rate after a write that went through, and
+    `max_rate / 1000` to the ceiling, up to `max_rate`: additive increase,
+    multiplicative decrease, as TCP does, and a ceiling learnt below Drive's
+    own limit, so the rate does not climb straight back into it (a refusal
+    costs a request). A refusal far below the ceiling is a burst (httplib2
+    sends a request whose connection dropped again at once), not a lower
+    limit. Thread-safe. `now` and `sleep` are injectable for tests.
     """
 
     def __init__(self, max_rate: float, *, min_rate: float = 0.05, now: Callable[[], float] = time.monotonic,
@@ -155,7 +198,7 @@ class DriveWritePacer:
         if max_rate <= 0:
             raise ValueError(f"writes per second must be positive, not {max_rate}")
         self.max_rate, self.min_rate = max_rate, min(min_rate, max_rate)
-        self.rate = max_rate
+        self.rate = self.ceiling = max_rate
         self._now, self._sleep = now, sleep
         self._next = now()
         self._lock = threading.Lock()
@@ -174,13 +217,16 @@ class DriveWritePacer:
 
     def limited(self) -> None:
         with self._lock:
+            if self.rate > 0.9 * self.ceiling:
+                self.ceiling = max(self.min_rate, 0.9 * min(self.ceiling, self.rate))
             self.rate = max(self.min_rate, self.rate / 2)
             self._next = max(self._next, self._now() + 1.0 / self.rate)
             self.limited_count += 1
 
     def passed(self) -> None:
         with self._lock:
-            self.rate = min(self.max_rate, self.rate + self.max_rate / 20)
+            self.ceiling = min(self.max_rate, self.ceiling + self.max_rate / 1000)
+            self.rate = min(self.ceiling, self.rate + self.max_rate / 20)
 
 
 def _drive_query_literal(text: str) -> str:
@@ -189,16 +235,64 @@ def _drive_query_literal(text: str) -> str:
 
 
 def _drive_pick(items: list[dict]) -> dict | None:
-    """Of several files with one title, the one every session picks: oldest, then lowest id."""
+    """Of several files with one title, the oldest (`createdDate`, then `id`)."""
     if not items:
         return None
-    return min(items, key=lambda item: (item.get("createdDate") or "", item.get("id") or ""))
+    return min(items, key=_drive_age)
+
+
+def _drive_age(item: dict) -> tuple[str, str]:
+    return item.get("createdDate") or "", item.get("id") or ""
+
+
+def _drive_recency(item: dict) -> tuple[str, int, str]:
+    """Newest first sorts by this, descending: `modifiedDate`, then `version`, then `id`."""
+    version = str(item.get("version") or "0")
+    return item.get("modifiedDate") or "", int(version) if version.isdigit() else 0, item.get("id") or ""
+
+
+def resolve_duplicates(copies: list[dict], *, content_addressed: bool) -> tuple[list[dict], list[dict]]:
+    """What to do with several files of one title in one folder: (keep, trash).
+
+    `trash`: the copies identical (same md5) to an older one, which stays. `keep`: one copy of each
+    distinct content, in order of preference: for a content-addressed name the oldest first (more
+    than one is an integrity failure: none is changed); for a name the pipeline rewrites the newest
+    first (`modifiedDate`, then `version`): the first that passes its check is the name's file and
+    the others are renamed `conflict_title`. A copy without an md5 (a Google Doc) is its own content.
+    """
+    by_content: dict[str, list[dict]] = {}
+    for copy in copies:
+        by_content.setdefault(copy.get("md5Checksum") or f"no md5 {copy.get('id')}", []).append(copy)
+    keep, trash = [], []
+    for group in by_content.values():
+        group = sorted(group, key=_drive_age)
+        keep.append(group[0])
+        trash.extend(group[1:])
+    if content_addressed:
+        keep.sort(key=_drive_age)
+    else:
+        keep.sort(key=_drive_recency, reverse=True)
+    return keep, sorted(trash, key=_drive_age)
+
+
+def conflict_title(title: str, file_id: str) -> str:
+    """The title a differing copy of a rewritten name is renamed to: nothing is lost, the name is one file."""
+    return f"{title}{CONFLICT_MARK}{file_id}"
 
 
 def _drive_entry(item: Any) -> dict:
-    """The few metadata fields we keep of a Drive file resource."""
-    keys = ("id", "title", "mimeType", "md5Checksum", "fileSize", "createdDate", "description")
-    return {key: item.get(key) for key in keys if item.get(key) is not None}
+    """The few metadata fields we keep of a Drive file resource (`trashed` only when it is)."""
+    keys = ("id", "title", "mimeType", "md5Checksum", "fileSize", "createdDate", "modifiedDate", "version",
+            "description")
+    entry = {key: item.get(key) for key in keys if item.get(key) is not None}
+    if (item.get("labels") or {}).get("trashed"):
+        entry["trashed"] = True
+    return entry
+
+
+def _drive_status(exc: BaseException) -> int | None:
+    failure = _drive_failure(exc)
+    return failure[0] if failure else None
 
 
 def _drive_failure(exc: BaseException) -> tuple[int | None, str, str] | None:
@@ -294,7 +388,8 @@ class DriveStore(Store):
     def __init__(self, drive, folder_path: str = "ky_court", *, backoff_base: float = 1.0,
                  backoff_cap: float = 32.0, max_tries: int = 6,
                  sleep: Callable[[float], Any] = time.sleep, writes_per_second: float | None = None,
-                 multipart_limit: int = _DRIVE_MULTIPART_LIMIT, deferred_uploads: bool = True):
+                 multipart_limit: int = _DRIVE_MULTIPART_LIMIT, deferred_uploads: bool = True,
+                 insert_journal: str | os.PathLike | None = None):
         folder_path = folder_path.strip("/")
         try:
             check_store_name(folder_path)
@@ -310,9 +405,20 @@ class DriveStore(Store):
         self.multipart_limit = multipart_limit
         self.deferred_uploads = deferred_uploads
         self.pacer = DriveWritePacer(writes_per_second, sleep=sleep) if writes_per_second else None
+        self._lock = threading.RLock()                       # one writer a name; the caches below
         self._folder_ids: dict[str, str | None] = {}        # Drive path -> id, None = known absent
+        self._folder_names: dict[str, str] = {}             # folder id -> store folder ('' the root)
         self._listings: dict[str, dict[str, dict]] = {}     # folder id -> title -> entry (complete listing)
+        self._listed_at: dict[str, float] = {}              # folder id -> when its listing was fetched
         self._pack_cache: dict[str, bytes] = {}               # pack id -> zip bytes, oldest first
+        self._id_pool: list[str] = []                        # ids from files.generateIds, not used yet
+        self._journal = Path(insert_journal) if insert_journal else None
+        # The inserts sent in the last _DRIVE_LIST_LAG_SECONDS, by this store or (read from the insert
+        # journal) a killed run before it: (time.time(), key, file id), oldest first. The key is the
+        # store name; a folder's is its Drive path and "/".
+        self._sent: collections.deque = collections.deque(self._load_journal())
+        self._healing = {"found": set(), "trashed": 0, "renamed": [], "merged": 0, "conflicts": set(),
+                         "notes": []}
 
     # ---------------------------------------------------------- Store API
 
@@ -339,15 +445,21 @@ class DriveStore(Store):
             return target.read_bytes()
 
     def download_file(self, name: str, local_path: str | os.PathLike) -> None:
-        entry = self._fresh_entry(name)
-        if entry is None:
-            raise StoreError(f"{name} is not in the store ({self.description})")
+        with self._lock:
+            entry = self._fresh_entry(name)
+            if entry is None:
+                raise StoreError(f"{name} is not in the store ({self.description})")
+            packed = self._packed_text(name, entry) if "pack" in entry else None
         target = Path(local_path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temp = target.with_name(target.name + ".download")
-        if "pack" in entry:
-            atomic_write(target, self._packed_text(name, entry), temp=temp)
+        if packed is not None:
+            atomic_write(target, packed, temp=target.with_name(target.name + ".download"))
             return
+        self._download_entry(name, entry, target)
+
+    def _download_entry(self, name: str, entry: dict, target: Path) -> None:
+        """The bytes of one Drive file to `target`, checked against Drive's md5 (torn: retried)."""
+        temp = target.with_name(target.name + ".download")
 
         def attempt() -> None:
             self.drive.CreateFile({"id": entry["id"]}).GetContentFile(str(temp))
@@ -386,17 +498,18 @@ class DriveStore(Store):
                 self.upload_file(name, path)
         if len(texts) < 2:
             return
-        missing: list[tuple[str, bytes]] = []
-        for name, path in texts:
-            data = Path(path).read_bytes()
-            folder, title = self._split(name)
-            held = self._listed_entry(name)
-            if held is not None:
-                self._check_same(name, held, hashlib.md5(data).hexdigest(), len(data))
-                continue
-            missing.append((title, data))
-        for start in range(0, len(missing), self.text_pack_members):
-            self._upload_pack(missing[start:start + self.text_pack_members])
+        with self._lock:
+            missing: list[tuple[str, bytes]] = []
+            for name, path in texts:
+                data = Path(path).read_bytes()
+                folder, title = self._split(name)
+                held = self._listed_entry(name)
+                if held is not None:
+                    self._check_same(name, held, hashlib.md5(data).hexdigest(), len(data))
+                    continue
+                missing.append((title, data))
+            for start in range(0, len(missing), self.text_pack_members):
+                self._upload_pack(missing[start:start + self.text_pack_members])
 
     def _packable(self, name: str) -> bool:
         folder, title = PurePosixPath(name).parent.as_posix(), PurePosixPath(name).name
@@ -434,12 +547,13 @@ class DriveStore(Store):
         """Files directly in folder `prefix`, sorted; always asks Drive and refreshes the listing."""
         if prefix:
             check_store_name(prefix)
-        folder_id = self._folder_id(prefix, create=False)
-        if folder_id is None:
-            return []
-        self._listings.pop(folder_id, None)
-        base = PurePosixPath(prefix) if prefix else PurePosixPath()
-        return sorted(str(base / title) for title in self._listing(folder_id))
+        with self._lock:
+            folder_id = self._folder_id(prefix, create=False)
+            if folder_id is None:
+                return []
+            self._listings.pop(folder_id, None)
+            base = PurePosixPath(prefix) if prefix else PurePosixPath()
+            return sorted(str(base / title) for title in self._listing(folder_id))
 
     def quota(self) -> dict | None:
         """{'used', 'total'} bytes from Drive About; None when Drive reports no limit."""
@@ -453,8 +567,27 @@ class DriveStore(Store):
 
     def refresh(self) -> None:
         """Forget every cached folder id and listing (to see changes made by others)."""
-        self._folder_ids.clear()
-        self._listings.clear()
+        with self._lock:
+            self._folder_ids.clear()
+            self._listings.clear()
+
+    def sweep_duplicates(self, folders: list[str]) -> dict:
+        """Lists each of the store `folders` ('' the top, first) not listed in the last
+        _DRIVE_SWEEP_FRESH_SECONDS, healing titles (and folders) held twice on the way; returns what
+        this session found and healed: `found` (names held twice), `trashed` (identical copies),
+        `renamed` (`.conflict-` titles given), `merged` (folder copies emptied into the oldest),
+        `conflicts` (content-addressed names held with different bytes) and `notes`."""
+        with self._lock:
+            for folder in folders:
+                folder_id = self._folder_id(folder, create=False)
+                if folder_id is not None:
+                    if time.monotonic() - self._listed_at.get(folder_id, float("-inf")) > _DRIVE_SWEEP_FRESH_SECONDS:
+                        self._listings.pop(folder_id, None)
+                    self._listing(folder_id)
+            healing = self._healing
+            return {"found": sorted(healing["found"]), "trashed": healing["trashed"],
+                    "renamed": list(healing["renamed"]), "merged": healing["merged"],
+                    "conflicts": sorted(healing["conflicts"]), "notes": list(healing["notes"])}
 
     # ------------------------------------------------------------ lookups
 
@@ -463,46 +596,79 @@ class DriveStore(Store):
         parent = str(path.parent)
         return ("" if parent == "." else parent), path.name
 
+    def _store_name(self, folder_id: str, title: str) -> str:
+        """The store name of `title` in folder `folder_id` (the title alone outside the store)."""
+        folder = self._folder_names.get(folder_id)
+        return f"{folder}/{title}" if folder else title
+
     def _listed_entry(self, name: str) -> dict | None:
         """The file behind `name` according to its folder's (cached) listing."""
         folder, title = self._split(name)
-        folder_id = self._folder_id(folder, create=False)
-        return None if folder_id is None else self._listing(folder_id).get(title)
+        with self._lock:
+            folder_id = self._folder_id(folder, create=False)
+            return None if folder_id is None else self._listing(folder_id).get(title)
 
     def _fresh_entry(self, name: str) -> dict | None:
-        """The file behind `name`: a cached hit, else Drive is asked by title."""
+        """The file behind `name`: a cached hit, else Drive is asked by title (then by id)."""
         folder, title = self._split(name)
-        folder_id = self._folder_id(folder, create=False)
-        if folder_id is None:
-            return None
-        cached = self._listings.get(folder_id, {}).get(title)
-        if cached is not None:
-            return cached
-        found = self._retrying(f"look up {name}", lambda: self._find_and_remember(folder_id, title))
-        if found is None and folder == _TEXT_PACK_FOLDER and not title.startswith(TEXT_PACK_PREFIX):
-            # A packed text has no file of its own: its pack's index in the folder listing names it.
-            self._listings.pop(folder_id, None)
-            found = self._listing(folder_id).get(title)
-        return found
+        with self._lock:
+            folder_id = self._folder_id(folder, create=False)
+            if folder_id is None:
+                return None
+            cached = self._listings.get(folder_id, {}).get(title)
+            if cached is not None:
+                return cached
+            found = self._find(folder_id, title, folder=False)
+            if found is None and folder == _TEXT_PACK_FOLDER and not title.startswith(TEXT_PACK_PREFIX):
+                # A packed text has no file of its own: its pack's index in the folder listing names it.
+                self._listings.pop(folder_id, None)
+                return self._listing(folder_id).get(title)
+            self._remember(folder_id, title, found)
+            return found
 
     def _listing(self, folder_id: str) -> dict[str, dict]:
-        """Every file in the folder, title -> entry; one files.list per 1000 names, cached."""
+        """Every file in the folder, title -> entry; one files.list per 1000 names, cached. Titles
+        held twice are healed; our own files the listing does not show yet are added."""
         if folder_id in self._listings:
             return self._listings[folder_id]
         query = f"{_drive_query_literal(folder_id)} in parents and trashed = false"
         file_list = self.drive.ListFile({"q": query, "maxResults": _DRIVE_PAGE_SIZE})
         by_title: dict[str, list[dict]] = {}
+        subfolders: dict[str, list[dict]] = {}
         # One retry loop per page: pydrive2 keeps the page token, so a retry asks for the same page.
         while (page := self._retrying("list a Drive folder", lambda: next(file_list, None))) is not None:
             for item in page:
-                if item.get("mimeType") != _DRIVE_FOLDER_MIME:
-                    by_title.setdefault(item["title"], []).append(_drive_entry(item))
-        listing = {title: _drive_pick(items) for title, items in by_title.items()}
+                into = subfolders if item.get("mimeType") == _DRIVE_FOLDER_MIME else by_title
+                into.setdefault(item["title"], []).append(_drive_entry(item))
+        for title, copies in subfolders.items():
+            if len(copies) > 1 and folder_id in self._folder_names:
+                folder = self._folder_names[folder_id]
+                kept = self._merge_folders(folder_id, title, copies)
+                self._folder_ids[self._drive_path(f"{folder}/{title}" if folder else title)] = kept["id"]
+        listing: dict[str, dict] = {}
+        for title, copies in by_title.items():
+            listing[title] = copies[0] if len(copies) == 1 else self._heal(folder_id, title, copies, listing)
+        self._add_unlisted(folder_id, listing)
         for entry in [entry for entry in listing.values() if entry["title"].startswith(TEXT_PACK_PREFIX)]:
             self._index_pack(listing, entry)
         self._listings[folder_id] = listing
+        self._listed_at[folder_id] = time.monotonic()
+        self._note_store_copy(folder_id, subfolders)
         log_drive.debug("listed Drive folder %s: %d files", folder_id, len(listing))
         return listing
+
+    def _note_store_copy(self, folder_id: str, subfolders: dict[str, list[dict]]) -> None:
+        """A folder inside the store named like the store's own: reported once, never read or changed."""
+        own = PurePosixPath(self.folder_path).name
+        if own not in subfolders or folder_id not in self._folder_names:
+            return
+        where = self._store_name(folder_id, own)
+        note = (f"Drive folder {self.folder_path}/{where} is named like the store's own folder: it is not "
+                f"part of the store and is neither read nor changed (move it out of {self.folder_path} "
+                f"if it is a copy)")
+        if note not in self._healing["notes"]:
+            self._healing["notes"].append(note)
+            log_drive.warning("%s", note)
 
     def _index_pack(self, listing: dict[str, dict], pack: dict) -> None:
         """Adds a text pack's members to its folder's listing (a loose file of a name wins)."""
@@ -520,7 +686,7 @@ class DriveStore(Store):
         try:
             with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
                 target = Path(temp_dir) / "pack.zip"
-                self.download_file(f"{_TEXT_PACK_FOLDER}/{pack['title']}", target)
+                self._download_entry(f"{_TEXT_PACK_FOLDER}/{pack['title']}", pack, target)
                 with zipfile.ZipFile(target) as archive:
                     return {info.filename: (info.file_size, hashlib.md5(archive.read(info)).hexdigest())
                             for info in archive.infolist()}
@@ -529,23 +695,21 @@ class DriveStore(Store):
             return None
 
     def _find(self, parent_id: str, title: str, *, folder: bool) -> dict | None:
-        """One unretried files.list by title; the deterministic pick among duplicates."""
+        """The file (or folder) titled `title` in `parent_id`: asked by title (a title held twice
+        healed), else, when Drive's listing may not show it yet, one of ours asked for by id."""
         query = (f"title = {_drive_query_literal(title)} and {_drive_query_literal(parent_id)} in parents"
                  f" and trashed = false")
-        items = self.drive.ListFile({"q": query}).GetList()   # GetList pages through all results
+        what = f"find Drive folder {title}" if folder else f"look up {self._store_name(parent_id, title)}"
+        items = self._retrying(what, lambda: self.drive.ListFile({"q": query}).GetList())   # pages through all
         # Title queries ignore case; Drive keeps it, and so do we.
         matches = [_drive_entry(item) for item in items
                    if item.get("title") == title and (item.get("mimeType") == _DRIVE_FOLDER_MIME) == folder]
         if len(matches) > 1:
-            log_drive.warning("Drive folder %s holds %d %s titled %r; using the oldest, %s",
-                              parent_id, len(matches), "folders" if folder else "files", title,
-                              _drive_pick(matches)["id"])
-        return _drive_pick(matches)
-
-    def _find_and_remember(self, folder_id: str, title: str) -> dict | None:
-        entry = self._find(folder_id, title, folder=False)
-        self._remember(folder_id, title, entry)
-        return entry
+            return self._merge_folders(parent_id, title, matches) if folder else \
+                self._heal(parent_id, title, matches, self._listings.get(parent_id))
+        if matches or folder:
+            return matches[0] if matches else None
+        return self._sent_file(self._store_name(parent_id, title), parent_id, folder=False)
 
     def _remember(self, folder_id: str, title: str, entry: dict | None) -> None:
         listing = self._listings.get(folder_id)
@@ -570,25 +734,167 @@ class DriveStore(Store):
             if known is None:
                 if walked in self._folder_ids and not create:
                     return None          # known absent, and reading only
-                known = self._retrying(f"find Drive folder {walked}",
-                                       lambda: self._find_or_create_folder(parent_id, part, create))
+                known = self._find_or_create_folder(parent_id, part, walked, create)
                 self._folder_ids[walked] = known
                 if known is None:
                     return None
             parent_id = known
+        self._folder_names[parent_id] = folder
         return parent_id
 
-    def _find_or_create_folder(self, parent_id: str, title: str, create: bool) -> str | None:
-        found = self._find(parent_id, title, folder=True)
+    def _find_or_create_folder(self, parent_id: str, title: str, drive_path: str, create: bool) -> str | None:
+        found = self._find(parent_id, title, folder=True) or self._sent_file(drive_path + "/", parent_id, folder=True)
         if found is not None or not create:
             return found and found["id"]
         log_drive.info("creating Drive folder %s in %s", title, parent_id)
-        self._pace()
-        created = self.drive.CreateFile({"title": title, "mimeType": _DRIVE_FOLDER_MIME,
-                                         "parents": [{"id": parent_id}]})
-        created.Upload()
+        created, _ = self._insert(drive_path + "/", f"create Drive folder {drive_path}",
+                                  {"title": title, "mimeType": _DRIVE_FOLDER_MIME, "parents": [{"id": parent_id}]})
         self._listings[created["id"]] = {}   # a new folder is empty: its listing is known
+        self._listed_at[created["id"]] = time.monotonic()
         return created["id"]
+
+    # ------------------------------------------------- files Drive does not list yet
+
+    def _add_unlisted(self, folder_id: str, listing: dict[str, dict]) -> None:
+        """Files a fresh listing of `folder_id` lacks though an insert of ours sent them lately (Drive
+        lists new files late), asked for by id."""
+        folder = self._folder_names.get(folder_id)
+        for key in sorted({key for _, key, _ in self._recent_inserts() if not key.endswith("/")}):
+            key_folder, title = self._split(key)
+            if key_folder == folder and title not in listing:
+                found = self._sent_file(key, folder_id, folder=False)
+                if found is not None:
+                    listing[title] = found
+
+    def _sent_file(self, key: str, folder_id: str, *, folder: bool) -> dict | None:
+        """The file (folder) an insert of `key` sent lately created, asked for by id; None when no
+        such insert was sent, or Drive committed none of them."""
+        for _, sent_key, file_id in reversed(self._recent_inserts()):
+            if sent_key == key:
+                found = self._held(file_id, folder_id, folder=folder)
+                if found is not None:
+                    log_drive.info("Drive holds %s as %s, which its listing does not show yet", key, file_id)
+                    return found
+        return None
+
+    def _recent_inserts(self) -> list[tuple[float, str, str]]:
+        horizon = time.time() - _DRIVE_LIST_LAG_SECONDS
+        while self._sent and self._sent[0][0] < horizon:
+            self._sent.popleft()
+        return list(self._sent)
+
+    def _held(self, file_id: str, folder_id: str, *, folder: bool) -> dict | None:
+        """files.get of `file_id`: its entry when it is an untrashed file (folder) in `folder_id`."""
+        item = self._get(file_id)
+        if item is None or (item.get("labels") or {}).get("trashed"):
+            return None
+        if (item.get("mimeType") == _DRIVE_FOLDER_MIME) != folder:
+            return None
+        if not any(parent.get("id") == folder_id for parent in item.get("parents") or []):
+            return None
+        return _drive_entry(item)
+
+    def _get(self, file_id: str) -> dict | None:
+        """The Drive file resource of `file_id` (retried); None when Drive has no such file."""
+        def attempt() -> dict | None:
+            try:
+                return self._execute(self._service().files().get(fileId=file_id))
+            except Exception as exc:   # noqa: BLE001 - a 404 is an answer; the rest is _retrying's
+                if _drive_status(exc) == 404:
+                    return None
+                raise
+        return self._retrying(f"look up Drive file {file_id}", attempt)
+
+    # ------------------------------------------------------------- healing
+
+    def _heal(self, folder_id: str, title: str, copies: list[dict], listing: dict[str, dict] | None) -> dict:
+        """The file behind `title` of several copies in one folder (`resolve_duplicates`): identical
+        copies trashed, differing copies of a rewritten name renamed (into `listing` under their new
+        titles), differing copies of a content-addressed name left as they are and reported."""
+        name = self._store_name(folder_id, title)
+        content_addressed = is_content_addressed(name)
+        keep, trash = resolve_duplicates(copies, content_addressed=content_addressed)
+        self._healing["found"].add(name)
+        log_drive.warning("Drive holds %s %d times (%s); healing", name, len(copies),
+                          ", ".join(copy["id"] for copy in copies))
+        for copy in trash:
+            self._trash(copy["id"], f"an identical copy of {name}")
+            self._healing["trashed"] += 1
+        if len(keep) == 1:
+            return keep[0]
+        if content_addressed:
+            self._healing["conflicts"].add(name)
+            log_drive.error("%s is held with different bytes (%s): an integrity failure; the oldest, %s, is "
+                            "read and none is changed", name, ", ".join(copy["id"] for copy in keep), keep[0]["id"])
+            return keep[0]
+        pick = self._first_sound(name, keep) if title.endswith(_DRIVE_CHECKED_SUFFIX) else keep[0]
+        if pick is None:
+            note = (f"none of the {len(keep)} copies of {name} opens as a sound database "
+                    f"({', '.join(copy['id'] for copy in keep)}); the newest is read, none is changed")
+            if note not in self._healing["notes"]:
+                self._healing["notes"].append(note)
+                log_drive.error("%s", note)
+            return keep[0]
+        for copy in keep:
+            if copy is pick:
+                continue
+            new_title = conflict_title(title, copy["id"])
+            renamed = _drive_entry(self._patch(copy["id"], f"rename a differing copy of {name} to {new_title}",
+                                               body={"title": new_title}))
+            self._healing["renamed"].append(new_title)
+            if listing is not None:
+                listing[new_title] = renamed
+        log_drive.warning("%s: kept %s (the newest sound copy); the others are renamed %s<id>",
+                          name, pick["id"], title + CONFLICT_MARK)
+        return pick
+
+    def _first_sound(self, name: str, copies: list[dict]) -> dict | None:
+        """The first copy (newest first) of a database name that opens and passes integrity_check."""
+        for copy in copies:
+            with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
+                target = Path(temp_dir) / "copy.sqlite"
+                try:
+                    self._download_entry(name, copy, target)
+                except IntegrityError as exc:
+                    problems = [str(exc)]
+                else:
+                    problems = (Database.snapshot_problems(target, thorough=True) if is_sqlite_file(target)
+                                else ["not an SQLite database"])
+            if not problems:
+                return copy
+            log_drive.warning("copy %s of %s is not kept: %s", copy["id"], name, "; ".join(problems[:3]))
+        return None
+
+    def _merge_folders(self, parent_id: str, title: str, folders: list[dict]) -> dict:
+        """The oldest of several folders of one title; the others' contents are moved into it and the
+        emptied copies trashed (a title then held twice in it is healed when it is listed)."""
+        keep = _drive_pick(folders)
+        name = self._store_name(parent_id, title) + "/"
+        self._healing["found"].add(name)
+        log_drive.warning("Drive holds folder %s %d times; moving everything into the oldest, %s",
+                          name, len(folders), keep["id"])
+        for other in folders:
+            if other is keep:
+                continue
+            query = f"{_drive_query_literal(other['id'])} in parents and trashed = false"
+            children = self._retrying(f"list a copy of Drive folder {name}",
+                                      lambda query=query: self.drive.ListFile({"q": query}).GetList())
+            for child in children:
+                self._patch(child["id"], f"move {child['title']} into the oldest Drive folder {name}",
+                            body={}, addParents=keep["id"], removeParents=other["id"])
+            self._trash(other["id"], f"an emptied copy of Drive folder {name}")
+            self._healing["merged"] += 1
+        self._listings.pop(keep["id"], None)     # it holds more now
+        return keep
+
+    def _trash(self, file_id: str, what: str) -> None:
+        """files.trash: Drive keeps the file in its trash (the user may restore it); never a delete."""
+        self._write(f"move {what} to Drive's trash",
+                    lambda: self._execute(self._service().files().trash(fileId=file_id)))
+
+    def _patch(self, file_id: str, what: str, **fields: Any) -> dict:
+        """files.patch (metadata only: a title, the parents)."""
+        return self._write(what, lambda: self._execute(self._service().files().patch(fileId=file_id, **fields)))
 
     # -------------------------------------------------------------- writes
 
@@ -596,52 +902,133 @@ class DriveStore(Store):
                description: str | None = None) -> None:
         folder, title = self._split(name)
         content_addressed = is_content_addressed(name)
-        if content_addressed:
-            cached = self._listed_if_cached(folder, title)
-            if cached is not None:
-                self._check_same(name, cached, md5, size)
-                return
-        folder_id = self._folder_id(folder, create=True)
-        tries = 0
-
-        def attempt() -> None:
-            nonlocal tries
-            tries += 1
-            listing = self._listings.get(folder_id)
-            if tries == 1 and listing is not None:
-                # A complete listing, kept current by our own writes: no files.list per upload
-                # (one per PDF and per text otherwise, ~200k requests at full scale).
-                existing = listing.get(title)
-            else:
-                # Asked afresh on a retry: the try before may have stored the file and then failed.
-                existing = self._find_and_remember(folder_id, title)
+        with self._lock:
+            if content_addressed:
+                cached = self._listed_if_cached(folder, title)
+                if cached is not None:
+                    self._check_same(name, cached, md5, size)
+                    return
+            folder_id = self._folder_id(folder, create=True)
+            # A complete listing, kept current by our own writes: no files.list per upload
+            # (one per PDF and per text otherwise, ~200k requests at full scale).
+            existing = self._listing(folder_id).get(title) or self._sent_file(name, folder_id, folder=False)
             if existing is not None and content_addressed:
                 self._check_same(name, existing, md5, size)
                 return
             mime_type = (existing or {}).get("mimeType") or _drive_mime_type(title)
-            self._pace()
-            with open_source() as stream:
-                media = MediaIoBaseUpload(stream, mime_type, resumable=size > self.multipart_limit,
-                                          chunksize=_DRIVE_RESUMABLE_CHUNK)
-                files = self._service().files()
-                if existing is None:
-                    body = {"title": title, "parents": [{"id": folder_id}], "mimeType": mime_type}
-                    if description is not None:
-                        body["description"] = description
-                    request = files.insert(body=body, media_body=media)
-                else:
-                    request = files.update(fileId=existing["id"], body={"mimeType": mime_type},
-                                           media_body=media)
-                stored = _drive_entry(request.execute(http=self._http()))
-            if self.pacer is not None:
-                self.pacer.passed()
+            if existing is None:
+                body = {"title": title, "parents": [{"id": folder_id}], "mimeType": mime_type}
+                if description is not None:
+                    body["description"] = description
+                stored, earlier = self._insert(name, f"upload {name}", body, open_source, size)
+                if earlier and (stored.get("md5Checksum") != md5 or int(stored.get("fileSize", -1)) != size):
+                    # Held under our id with other bytes: an earlier write of a rewritten name.
+                    if content_addressed:
+                        self._check_same(name, stored, md5, size)
+                    stored = self._update(name, stored, mime_type, open_source, size)
+            else:
+                stored = self._update(name, existing, mime_type, open_source, size)
             self._remember(folder_id, title, stored)
             if description is not None and folder_id in self._listings:
                 self._index_pack(self._listings[folder_id], stored)
             if stored.get("md5Checksum") and stored["md5Checksum"] != md5:
                 raise IntegrityError(f"Drive stored {name} with md5 {stored['md5Checksum']}, "
                                      f"the local bytes have {md5}")
-        self._retrying(f"upload {name}", attempt)
+
+    def _insert(self, key: str, what: str, body: dict, open_source: Callable[[], Any] | None = None,
+                size: int = 0) -> tuple[dict, bool]:
+        """files.insert under an id chosen first and journaled as `key`; a retry sends the same insert,
+        and Drive's 409 (an earlier try was committed) is answered with the file itself.
+        Returns (the file, whether an earlier try made it)."""
+        file_id = self._reserve(key)
+        earlier = False
+
+        def attempt() -> dict:
+            nonlocal earlier
+            try:
+                if open_source is None:
+                    return self._execute(self._service().files().insert(body={**body, "id": file_id}))
+                with open_source() as stream:
+                    media = MediaIoBaseUpload(stream, body["mimeType"], resumable=size > self.multipart_limit,
+                                              chunksize=_DRIVE_RESUMABLE_CHUNK)
+                    return self._execute(self._service().files().insert(body={**body, "id": file_id},
+                                                                        media_body=media))
+            except Exception as exc:   # noqa: BLE001 - a 409 is an answer; the rest is _retrying's
+                if _drive_status(exc) != 409:
+                    raise
+            log_drive.info("Drive already holds %s as %s (an earlier try was committed)", key, file_id)
+            held = self._get(file_id)
+            if held is None:
+                raise StoreError(f"Drive answered that {file_id} exists, then that it does not")
+            earlier = True
+            return held
+        stored = _drive_entry(self._write(what, attempt))
+        if stored.get("trashed"):    # ours, trashed by someone since: a new file under a new id
+            return self._insert(key, what, body, open_source, size)
+        return stored, earlier
+
+    def _update(self, name: str, existing: dict, mime_type: str, open_source: Callable[[], Any], size: int) -> dict:
+        def attempt():
+            with open_source() as stream:
+                media = MediaIoBaseUpload(stream, mime_type, resumable=size > self.multipart_limit,
+                                          chunksize=_DRIVE_RESUMABLE_CHUNK)
+                return self._execute(self._service().files().update(
+                    fileId=existing["id"], body={"mimeType": mime_type}, media_body=media))
+        return _drive_entry(self._write(f"upload {name}", attempt))
+
+    def _write(self, what: str, call: Callable[[], Any]) -> Any:
+        """`call()`, a write request, paced and retried."""
+        def attempt() -> Any:
+            self._pace()
+            result = call()
+            if self.pacer is not None:
+                self.pacer.passed()
+            return result
+        return self._retrying(what, attempt)
+
+    def _execute(self, request) -> Any:
+        """A googleapiclient request sent with this thread's http, the access token refreshed first
+        when it is about to expire (pydrive2's own calls do that; a 401 would cost a request)."""
+        self.drive.auth.access_token_expired         # noqa: B018 - RefreshingAuth refreshes on reading it
+        return request.execute(http=self._http())
+
+    def _reserve(self, key: str) -> str:
+        """A new id for an insert of `key`, journaled before the insert is sent (so a run killed while
+        it was in flight is followed by one that asks for it by id)."""
+        if not self._id_pool:
+            answer = self._retrying("reserve Drive file ids", lambda: self._execute(
+                self._service().files().generateIds(maxResults=DRIVE_ID_BATCH, space="drive")))
+            self._id_pool = list(answer.get("ids") or [])
+            if not self._id_pool:
+                raise StoreError("Google Drive generated no file ids")
+        file_id = self._id_pool.pop(0)
+        self._sent.append((time.time(), key, file_id))
+        self._write_journal()
+        return file_id
+
+    def _load_journal(self) -> list[tuple[float, str, str]]:
+        """The inserts of the last _DRIVE_LIST_LAG_SECONDS the journal records (unreadable lines skipped)."""
+        if self._journal is None or not self._journal.is_file():
+            return []
+        horizon = time.time() - _DRIVE_LIST_LAG_SECONDS
+        sent = []
+        for line in self._journal.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                at, key, file_id = json.loads(line)
+                if float(at) >= horizon and isinstance(key, str) and isinstance(file_id, str):
+                    sent.append((float(at), key, file_id))
+            except (ValueError, TypeError):
+                log_drive.warning("Drive insert journal %s: unreadable line skipped", self._journal)
+        return sent
+
+    def _write_journal(self) -> None:
+        """The inserts of the last _DRIVE_LIST_LAG_SECONDS, one JSON line each, replacing the journal
+        (atomic: it only has to outlive a killed process; a lost runtime loses it with the workspace)."""
+        if self._journal is None:
+            return
+        self._journal.parent.mkdir(parents=True, exist_ok=True)
+        lines = "".join(json.dumps(list(sent)) + "\n" for sent in self._recent_inserts())
+        atomic_write(self._journal, lines.encode("utf-8"))
 
     def _listed_if_cached(self, folder: str, title: str) -> dict | None:
         folder_id = self._folder_ids.get(self._drive_path(folder))
@@ -710,7 +1097,6 @@ class DriveStore(Store):
 
 
 
-
 # ------------------------------------------------------------ connecting
 
 
@@ -725,8 +1111,10 @@ class RefreshingAuth(GoogleAuth):
         credentials = self.credentials
         if credentials is None:
             return True
-        if credentials.access_token_expired:
-            log_drive.info("Drive access token expired; refreshing it")
+        expiry = credentials.token_expiry
+        if credentials.access_token_expired or (
+                expiry is not None and expiry - _dt.datetime.utcnow() < _DRIVE_TOKEN_MARGIN):
+            log_drive.info("Drive access token expires; refreshing it")
             credentials.refresh(self._build_http())
         return False
 
@@ -771,7 +1159,8 @@ def open_drive_store(cfg, *, sleep: Callable[[float], Any] = time.sleep) -> Driv
     Raises StoreError outside Colab without DRIVE_API, or when the user does not authorise.
     """
     options = dict(backoff_base=cfg.BACKOFF_BASE, backoff_cap=cfg.BACKOFF_CAP, sleep=sleep,
-                   writes_per_second=cfg.DRIVE_WRITES_PER_SECOND)
+                   writes_per_second=cfg.DRIVE_WRITES_PER_SECOND,
+                   insert_journal=Path(cfg.WORKSPACE) / INSERT_JOURNAL)
     api_root = cfg.DRIVE_API
     if api_root:
         return DriveStore(connect_drive(api_root, http_timeout=cfg.HTTP_TIMEOUT), cfg.DRIVE_FOLDER, **options)

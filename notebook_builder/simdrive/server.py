@@ -13,11 +13,17 @@ Guarantees:
   `nextPageToken`, in creation order; the query runs once per listing (its
   result is the cursor the page tokens walk), as Drive's listings behave. files.get, `alt=media`, files.insert
   (metadata only, multipart, resumable: a session then one or more PUT
-  chunks answered 308 until complete), files.update (the same three ways),
-  about.get. `'root'` is My Drive's id. Drive's habits are kept: several
-  files may share a title in one folder, trashed files are invisible to
-  queries that say `trashed = false`, md5Checksum and fileSize describe
-  what was stored.
+  chunks answered 308 until complete), files.update and files.patch (the
+  same three ways; `addParents`/`removeParents` move a file), files.trash,
+  files.generateIds, about.get. `'root'` is My Drive's id. Drive's habits
+  are kept: several files may share a title in one folder, trashed files
+  are invisible to queries that say `trashed = false`, md5Checksum and
+  fileSize describe what was stored, `version` grows with every change.
+- Ids chosen by the client: files.generateIds hands out ids
+  (`maxResults`, at most 1000); an insert whose body carries `id` creates
+  the file under it, answers `409 duplicate` when a file has that id
+  already (a repeat of an insert Drive committed), and `400
+  fileIdNotUsable` for an id it never generated.
 - Knobs (attributes, changeable while serving): `latency` seconds before
   every answer; `write_rate` writes (inserts, updates, folder creations)
   a second per user with a burst of `write_burst`: past it a write is
@@ -27,16 +33,26 @@ Guarantees:
   answered 503 backendError / whose connection is closed without an answer
   (seeded by `seed`); `token_seconds` (None: never): an access token's life,
   after which requests carrying it are 401 authError until the client gets
-  a new one from `token` (any refresh token is accepted).
+  a new one from `token` (any refresh token is accepted); `list_delay`
+  seconds before a file the API created shows up in files.list (files.get
+  and downloads see it at once; files made by the test hooks show at
+  once); `phantom_rate`: the share of writes Drive commits and then answers
+  500 backendError or, every other time, not at all; `twin_rate`: the share
+  of inserts after which the folder holds the title twice (another
+  runtime's copy: the same bytes, its own id, created just after);
+  `page_limit`: the most a list page holds whatever `maxResults` asks.
 - `fail_next(kind, count, methods)` scripts the next faults exactly:
   'error' (503), 'drop' (closed before acting), 'lost' (acted, then closed
-  before the answer), 'truncate' (a media download sends half its body and
-  closes), 'quota', 'rate'. Counters: `requests` (by kind: list, get,
-  media, insert, update, upload_chunk, about, token), `rejected` (by reason),
-  `writes_accepted`.
+  before the answer), 'phantom' (acted, then answered 500), 'truncate' (a
+  media download sends half its body and closes), 'quota', 'rate'.
+  Counters: `requests` (by kind: list, get, media, insert, update, trash,
+  generate_ids, upload_chunk, about, token), `answers` (by kind and
+  status: 'insert 409', 'list 200', 'update dropped'), `rejected` (by
+  reason), `writes_accepted`.
 - Test hooks act as another client would: `add_file` (also with no bytes
   held, a phantom, for scale), `add_folder`, `trash`, `file_by_name`,
-  `folder_id`, `files_in`.
+  `folder_id`, `files_in`, `folders_in`, `set_content` (another client's
+  change, or a file torn on Drive).
 """
 from __future__ import annotations
 
@@ -62,6 +78,8 @@ from notebook_builder.loopback import LoopbackServer, LoopbackService
 FOLDER_MIME = "application/vnd.google-apps.folder"
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
+MAX_GENERATED_IDS = 1000
+WRITE_KINDS = ("insert", "update", "trash")
 INITIAL_TOKEN = "simdrive-token"
 
 _CLAUSE_TITLE = re.compile(r"^title\s*=\s*'((?:[^'\\]|\\.)*)'$")
@@ -135,11 +153,14 @@ class SimDrive(LoopbackService):
 
     def __init__(self, *, latency: float = 0.0, write_rate: float | None = None, write_burst: float = 3.0,
                  quota_bytes: int | None = None, error_rate: float = 0.0, drop_rate: float = 0.0,
-                 token_seconds: float | None = None, seed: int = 1):
+                 token_seconds: float | None = None, list_delay: float = 0.0, phantom_rate: float = 0.0,
+                 twin_rate: float = 0.0, page_limit: int = MAX_PAGE, seed: int = 1):
         self.latency = latency
         self.quota_bytes = quota_bytes
         self.error_rate, self.drop_rate = error_rate, drop_rate
         self.token_seconds = token_seconds
+        self.list_delay, self.phantom_rate, self.twin_rate = list_delay, phantom_rate, twin_rate
+        self.page_limit = page_limit
         self._bucket = _WriteBucket(write_rate, write_burst)
         self._random = random.Random(seed)
         self._lock = threading.RLock()
@@ -148,14 +169,19 @@ class SimDrive(LoopbackService):
         self._sessions: dict[str, dict] = {}       # resumable upload id -> state
         self._children: dict[str, list[str]] = {}  # parent id -> child ids, in creation order
         self._cursors: dict[str, list[str]] = {}   # a listing's page cursor -> the ids it found
+        self._listed_from: dict[str, float] = {}   # id -> when files.list starts to show it (list_delay)
+        self._generated: set[str] = set()          # ids handed out by generateIds, not used yet
         self._ids = itertools.count(1)
         self._clock = itertools.count()
         self._tokens: dict[str, float] = {INITIAL_TOKEN: time.monotonic()}   # token -> issued at
         self._scripted: list[list] = []            # [kind, count, methods]
         self._rate_answers = 0
+        self._phantoms = 0
         self.requests: Counter = Counter()
+        self.answers: Counter = Counter()
         self.rejected: Counter = Counter()
         self.writes_accepted = 0
+        self.twins_made = 0
         self.api_root: str | None = None
 
     @property
@@ -179,7 +205,7 @@ class SimDrive(LoopbackService):
 
     def fail_next(self, kind: str, count: int = 1, methods: tuple[str, ...] = ()) -> None:
         """The next `count` requests (of `methods`, e.g. ('insert', 'update'); all when empty) fail."""
-        if kind not in ("error", "drop", "lost", "truncate", "quota", "rate"):
+        if kind not in ("error", "drop", "lost", "phantom", "truncate", "quota", "rate"):
             raise ValueError(kind)
         with self._lock:
             self._scripted.append([kind, count, tuple(methods)])
@@ -233,13 +259,25 @@ class SimDrive(LoopbackService):
 
     def files_in(self, folder_path: str) -> list[dict]:
         """Every untrashed file directly in the folder at `folder_path`."""
+        return self._children_of(folder_path, folders=False)
+
+    def folders_in(self, folder_path: str) -> list[dict]:
+        """Every untrashed folder directly in the folder at `folder_path` ('' is My Drive)."""
+        return self._children_of(folder_path, folders=True)
+
+    def _children_of(self, folder_path: str, *, folders: bool) -> list[dict]:
         with self._lock:
-            parent = self.folder_id(folder_path)
+            parent = self.folder_id(folder_path) if folder_path else "root"
             if parent is None:
                 return []
             return [dict(f) for f in self._files.values()
                     if any(p["id"] == parent for p in f["parents"]) and not f["labels"]["trashed"]
-                    and f["mimeType"] != FOLDER_MIME]
+                    and (f["mimeType"] == FOLDER_MIME) == folders]
+
+    def set_content(self, file_id: str, data: bytes) -> None:
+        """New bytes for a file, as another client's update would write them."""
+        with self._lock:
+            self._set_content(self._files[file_id], data)
 
     def content(self, file_id: str) -> bytes | None:
         with self._lock:
@@ -258,13 +296,17 @@ class SimDrive(LoopbackService):
         moment = base + _dt.timedelta(milliseconds=next(self._clock))
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
-    def _new_record(self, metadata: dict) -> dict:
-        file_id = f"F{next(self._ids):07d}"
+    def _new_record(self, metadata: dict, *, api: bool = False) -> dict:
+        """A new file; `api`: made through the API (files.list shows it `list_delay` later)."""
+        file_id = metadata.get("id") or f"F{next(self._ids):07d}"
+        self._generated.discard(file_id)
         stamp = self._stamp()
         record = {"kind": "drive#file", "id": file_id, "title": metadata.get("title") or "Untitled",
                   "mimeType": metadata.get("mimeType") or "application/octet-stream",
                   "parents": [{"id": p["id"]} for p in metadata.get("parents") or [{"id": "root"}]],
-                  "labels": {"trashed": False}, "createdDate": stamp, "modifiedDate": stamp}
+                  "labels": {"trashed": False}, "createdDate": stamp, "modifiedDate": stamp, "version": "1"}
+        if api and self.list_delay:
+            self._listed_from[file_id] = time.monotonic() + self.list_delay
         if metadata.get("description") is not None:
             record["description"] = metadata["description"]
         self._files[file_id] = record
@@ -278,8 +320,38 @@ class SimDrive(LoopbackService):
             size, md5 = len(data), hashlib.md5(data).hexdigest()
         record["fileSize"] = str(size or 0)
         record["md5Checksum"] = md5 or hashlib.md5(b"").hexdigest()
-        record["modifiedDate"] = self._stamp()
+        self._touch(record)
         self._content[record["id"]] = data
+
+    def _touch(self, record: dict) -> None:
+        record["modifiedDate"] = self._stamp()
+        record["version"] = str(int(record.get("version", "0")) + 1)
+
+    def _listed(self, file_id: str, now: float) -> bool:
+        return now >= self._listed_from.get(file_id, 0.0)
+
+    def _move(self, record: dict, add: list[str], remove: list[str]) -> None:
+        """addParents / removeParents of files.update and files.patch."""
+        for parent in remove:
+            if any(p["id"] == parent for p in record["parents"]):
+                record["parents"] = [p for p in record["parents"] if p["id"] != parent]
+                self._children[parent].remove(record["id"])
+        for parent in add:
+            if not any(p["id"] == parent for p in record["parents"]):
+                record["parents"].append({"id": parent})
+                self._children.setdefault(parent, []).append(record["id"])
+
+    def _twin(self, record: dict) -> None:
+        """Another runtime's copy of a file just inserted (twin_rate): same title, folder, bytes."""
+        metadata = {key: record[key] for key in ("title", "mimeType", "parents", "description") if key in record}
+        twin = self._new_record(metadata, api=True)
+        if twin["mimeType"] != FOLDER_MIME:
+            self._set_content(twin, self._content.get(record["id"]))
+        self.twins_made += 1
+
+    def _maybe_twin(self, record: dict) -> None:
+        if self.twin_rate and self._random.random() < self.twin_rate:
+            self._twin(record)
 
     def _fits(self, extra: int, replacing: int = 0) -> bool:
         return self.quota_bytes is None or self.used_bytes - replacing + extra <= self.quota_bytes
@@ -344,6 +416,27 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self._serve("PATCH")
 
+    _kind = "unknown"
+    _muted = False          # the answer of an act whose answer is lost (never sent, not counted)
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        if not self._muted:
+            self._count(str(code))
+        super().send_response(code, message)
+
+    def _count(self, outcome: str) -> None:
+        drive = self.server.drive
+        with drive._lock:
+            drive.answers[f"{self._kind} {outcome}"] += 1
+
+    def _act_unanswered(self, handler, params, body) -> None:
+        """Drive acts; its answer goes nowhere."""
+        real, self.wfile, self._muted = self.wfile, io.BytesIO(), True
+        try:
+            handler(params, body)
+        finally:
+            self.wfile, self._muted = real, False
+
     # ------------------------------------------------------------ routing
 
     def _serve(self, method: str) -> None:
@@ -354,6 +447,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         path = parts.path.rstrip("/")
         kind, handler = self._route(method, path, params)
+        self._kind = kind
         if drive.latency:
             time.sleep(drive.latency)
         with drive._lock:
@@ -372,23 +466,33 @@ class _Handler(BaseHTTPRequestHandler):
                     fault = "drop"
                 elif roll < drive.drop_rate + drive.error_rate:
                     fault = "error"
+                elif kind in WRITE_KINDS and drive.phantom_rate:
+                    with drive._lock:
+                        if drive._random.random() < drive.phantom_rate:
+                            drive._phantoms += 1
+                            fault = "phantom" if drive._phantoms % 2 else "lost"
             if fault == "drop":
                 drive.rejected["dropped"] += 1
+                self._count("dropped")
                 raise _Dropped()
             if fault == "error":
                 drive.rejected["backendError"] += 1
                 return self._error(503, "backendError", "Backend Error", domain="global")
             if fault == "quota":
                 return self._quota()
-            if fault == "rate" or (kind in ("insert", "update") and not drive._bucket.take()):
+            if fault == "rate" or (kind in WRITE_KINDS and not drive._bucket.take()):
                 return self._rate_limited()
             if handler is None:
                 return self._error(404, "notFound", f"no such endpoint {method} {path}")
             if fault == "lost":                  # Drive acts, then the answer never arrives
                 drive.rejected["lost"] += 1
-                self.wfile = io.BytesIO()
-                handler(params, body)
+                self._act_unanswered(handler, params, body)
+                self._count("lost")
                 raise _Dropped()
+            if fault == "phantom":               # Drive acts, then answers that it failed
+                drive.rejected["phantom"] += 1
+                self._act_unanswered(handler, params, body)
+                return self._error(500, "backendError", "Backend Error", domain="global")
             handler(params, body, truncate=(fault == "truncate"))
         except _Dropped:
             self.close_connection = True
@@ -402,6 +506,11 @@ class _Handler(BaseHTTPRequestHandler):
             return "token", None
         if path == "/drive/v2/about" and method == "GET":
             return "about", self._about
+        if path == "/drive/v2/files/generateIds" and method == "GET":
+            return "generate_ids", self._generate_ids
+        if (match := re.fullmatch(r"/drive/v2/files/([^/]+)/trash", path)) and method == "POST":
+            file_id = match.group(1)
+            return "trash", lambda p, b, **_: self._trash(file_id)
         if path == "/drive/v2/files":
             if method == "GET":
                 return "list", self._list
@@ -478,7 +587,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, "invalidQuery", str(exc), domain="global")
         token = params.get("pageToken") or ""
         try:
-            size = min(MAX_PAGE, max(1, int(params.get("maxResults") or DEFAULT_PAGE)))
+            size = min(MAX_PAGE, drive.page_limit, max(1, int(params.get("maxResults") or DEFAULT_PAGE)))
             cursor, _, offset = token.rpartition(":")
             start = int(offset or 0)
         except ValueError:
@@ -487,7 +596,9 @@ class _Handler(BaseHTTPRequestHandler):
             found = drive._cursors.get(cursor) if token else None
             if found is None:      # a first page (or a forgotten cursor): the query is run once
                 candidates = (drive._children.get(parent, []) if parent is not None else list(drive._files))
-                found = [file_id for file_id in candidates if match(drive._files[file_id])]
+                now = time.monotonic()
+                found = [file_id for file_id in candidates
+                         if drive._listed(file_id, now) and match(drive._files[file_id])]
                 cursor = f"C{next(drive._ids):07d}"
                 drive._cursors[cursor] = found
                 while len(drive._cursors) > 64:
@@ -508,6 +619,45 @@ class _Handler(BaseHTTPRequestHandler):
         if record is None:
             return self._error(404, "notFound", f"File not found: {file_id}", domain="global")
         self._json(200, record)
+
+    def _generate_ids(self, params, body, **_) -> None:
+        drive = self.server.drive
+        try:
+            count = int(params.get("maxResults") or 10)
+        except ValueError:
+            return self._error(400, "invalid", "Invalid Value", domain="global")
+        if not 1 <= count <= MAX_GENERATED_IDS:
+            return self._error(400, "invalid", f"maxResults must be 1 to {MAX_GENERATED_IDS}", domain="global")
+        with drive._lock:
+            ids = [f"G{next(drive._ids):07d}" for _ in range(count)]
+            drive._generated.update(ids)
+        self._json(200, {"kind": "drive#generatedIds", "space": params.get("space", "drive"), "ids": ids})
+
+    def _trash(self, file_id: str) -> None:
+        drive = self.server.drive
+        with drive._lock:
+            record = self._record(file_id)
+            if record is None:
+                return self._error(404, "notFound", f"File not found: {file_id}", domain="global")
+            record["labels"]["trashed"] = True
+            drive._touch(record)
+            drive.writes_accepted += 1
+            answer = dict(record)
+        self._json(200, answer)
+
+    def _id_refused(self, metadata: dict) -> bool:
+        """An insert's own `id`: 409 when a file has it (a repeated insert), 400 when never generated."""
+        drive = self.server.drive
+        file_id = metadata.get("id")
+        if file_id is None:
+            return False
+        if file_id in drive._files:
+            self._error(409, "duplicate", "A file already exists with the provided ID.", domain="global")
+            return True
+        if file_id not in drive._generated:
+            self._error(400, "fileIdNotUsable", "The provided file ID is not usable.", domain="global")
+            return True
+        return False
 
     def _media(self, file_id: str, truncate: bool) -> None:
         drive = self.server.drive
@@ -546,19 +696,22 @@ class _Handler(BaseHTTPRequestHandler):
             metadata, data = self._split_upload(body, upload_type)
         except (ValueError, json.JSONDecodeError) as exc:
             return self._error(400, "badContent", str(exc), domain="global")
-        if upload_type == "resumable":
-            return self._open_session(None, metadata)
         with drive._lock:
+            if self._id_refused(metadata):
+                return None
+            if upload_type == "resumable":
+                return self._open_session(None, metadata)
             if data is not None and not drive._fits(len(data)):
                 return self._quota()
             for parent in metadata.get("parents") or []:
                 if parent["id"] != "root" and parent["id"] not in drive._files:
                     return self._error(404, "notFound", f"File not found: {parent['id']}", domain="global")
-            record = drive._new_record(metadata)
+            record = drive._new_record(metadata, api=True)
             if record["mimeType"] != FOLDER_MIME:
                 drive._set_content(record, data if data is not None else b"")
             drive.writes_accepted += 1
             answer = dict(record)
+            drive._maybe_twin(record)
         self._json(200, answer)
 
     def _update(self, file_id: str, params, body, upload_type: str) -> None:
@@ -576,8 +729,11 @@ class _Handler(BaseHTTPRequestHandler):
             if data is not None and not drive._fits(len(data), int(record.get("fileSize", 0))):
                 return self._quota()
             self._apply_metadata(record, metadata)
+            drive._move(record, _id_list(params.get("addParents")), _id_list(params.get("removeParents")))
             if data is not None:
                 drive._set_content(record, data)
+            else:
+                drive._touch(record)
             drive.writes_accepted += 1
             answer = dict(record)
         self._json(200, answer)
@@ -630,13 +786,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = bytes(session["data"])
         with drive._lock:
+            if session["file_id"] is None and self._id_refused(session["metadata"]):
+                drive._sessions.pop(upload_id, None)
+                return None
             file_id = session["file_id"]
             replacing = int(drive._files[file_id].get("fileSize", 0)) if file_id in drive._files else 0
             if not drive._fits(len(data), replacing):
                 drive._sessions.pop(upload_id, None)
                 return self._quota()
             if file_id is None:
-                record = drive._new_record(session["metadata"])
+                record = drive._new_record(session["metadata"], api=True)
             else:
                 record = drive._files[file_id]
                 self._apply_metadata(record, session["metadata"])
@@ -644,7 +803,14 @@ class _Handler(BaseHTTPRequestHandler):
             drive._sessions.pop(upload_id, None)
             drive.writes_accepted += 1
             answer = dict(record)
+            if file_id is None:
+                drive._maybe_twin(record)
         self._json(200, answer)
+
+
+def _id_list(value: str | None) -> list[str]:
+    """The ids of an `addParents` / `removeParents` parameter (comma-separated)."""
+    return [part for part in (value or "").split(",") if part]
 
 
 def serve(port: int = 8766, **options) -> None:
