@@ -1,24 +1,33 @@
-"""Index: the full-text search index of every extracted text (`ky_search.sqlite`), kept level.
+"""Index: the full-text search index of every extracted document's best text (`ky_search.sqlite`), kept level.
 
 Guarantees:
-- `index(ctx)` brings the workspace's `ky_search.sqlite` level with the state
-  database, incrementally: a document newly extracted, or whose text changed
-  (another sha256), is indexed with its text; one whose metadata changed
-  (title, court, the optional fields) gets its fields rewritten without its
-  text being read again; one no longer extracted leaves the index. What is
-  indexed and unchanged is not touched.
+- `index(ctx)` first records each document's best text (c83_best_text: the
+  OCR merge of a scanned PDF, its text layer, or the court's own text where
+  both are empty or very poor), then brings the workspace's
+  `ky_search.sqlite` level with the state database, incrementally: a document
+  newly extracted, or whose best text changed (OCR's text appeared, another
+  PDF, the court's text replaced a poor one), is indexed with that text; one
+  whose title, description, year or court changed is indexed again with the
+  same text; one whose other fields changed (court, the optional fields) gets
+  them rewritten without its text being read; one no longer extracted leaves
+  the index. What is indexed and unchanged is not touched.
+- The index holds no copy of the texts (SearchDatabase: FTS5 over the text
+  files): snippets are read from the workspace's texts, and re-indexing or
+  removing a document reads its former text again (workspace, else store). A
+  document whose text (new or former) neither holds is counted and left as
+  it is for a later run, never a crash.
 - Filter and facet columns: court (and its code CA/SC), year, case number,
   case type, docket entry type, description, publication status, judge,
-  filed date, from `documents` and, when other parts of the project have
-  added them, the `cases`, `docket_entries` and `derived` tables (found by
-  name and column at run time; null when absent). Ranking is FTS5's bm25
-  (title x10, description x4, text x1).
+  filed date, which text was indexed (`text_source`), from `documents` and,
+  when other parts of the project have added them, the `cases`,
+  `docket_entries` and `derived` tables (found by name and column at run
+  time; null when absent). Ranking is FTS5's bm25 (title x10, description x4,
+  text x1).
 - A fresh runtime (no index in the workspace) takes the store's copy first,
   checked (quick_check, schema version), and catches up from there; with
   none, the index is built from the texts (the workspace's, else fetched
-  from the store). A text that neither holds is counted and left for a
-  later run, never a crash. A damaged index is moved aside and rebuilt: it
-  is derived data.
+  from the store). A damaged index is moved aside and rebuilt; one of an
+  older schema version is deleted and rebuilt: it is derived data.
 - The stage runs last, so the index is mirrored to the store (a consistent
   one-file copy, `ky_search.sqlite`) once per session, when it changed or
   the store lacks it; never at checkpoints: the state snapshot that every
@@ -28,7 +37,7 @@ Guarantees:
   the CLI, the notebook and the benchmark; a query FTS5 cannot parse raises
   `SearchQueryError`, a missing or outdated index `IndexMissingError`.
 
-Knobs read: WORKSPACE, PROGRESS (the store through the context).
+Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context).
 """
 from __future__ import annotations
 
@@ -41,13 +50,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .c00_config import IntegrityError, PipelineError
-from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, SEARCH_RANK_CAP, Database,
-                           SearchDatabase, SearchQueryError, backup_database, connect, extracted_fingerprint, extracted_keys,
-                           is_sqlite_file, iter_document_records, search_bucket)
-from .c20_store import text_store_name
+from .c00_config import IntegrityError, PipelineError, StoreError
+from .c05_durable import atomic_write
+from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_RANK_CAP, Database, SearchDatabase,
+                           SearchIndexOutdated, SearchQueryError, backup_database, connect, extracted_fingerprint,
+                           is_sqlite_file, iter_document_records, search_bucket, text_source_inputs)
 from .c34_mirror import progress
 from .c35_context import Context
+from .c83_best_text import TEXT_LAYER, fetch_into_workspace, read_text, record_text_sources, text_name
 
 log_index = logging.getLogger("kycourt.index")
 
@@ -82,7 +92,9 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("extracted_chars", "int64", "characters of extracted text (0: no text layer)"),
     ("likely_scanned", "bool", "too few characters per page: probably a scan"),
     ("pdf", "string", "the PDF's name in the store"),
-    ("text", "string", "the extracted text (null when not extracted, or its file is unavailable)"),
+    ("text_source", "string", "which text `text` is: text_layer (the PDF's), ocr (its scanned pages "
+                              "recognised and merged in) or court_text (the court's own, where ours is empty or poor)"),
+    ("text", "string", "the document's best text (null when not extracted, or its file is unavailable)"),
 )
 BUILD_HINT = "build it with `kycourt-pipeline index` (or a run whose phases include index)"
 
@@ -96,7 +108,7 @@ class IndexResult:
     indexed: int = 0          # texts (re)indexed
     refreshed: int = 0        # metadata-only rewrites
     removed: int = 0          # documents no longer extracted
-    missing_texts: int = 0    # extracted documents whose text neither workspace nor store holds
+    missing_texts: int = 0    # documents whose text (or former text) neither workspace nor store holds
     total: int = 0            # documents in the index afterwards
     text_bytes: int = 0       # bytes of text read
     restored_from_store: bool = False
@@ -132,9 +144,11 @@ def year_of(case_number: str | None, filed_date: str | None) -> int | None:
 
 
 def search_fields(record: Any) -> dict[str, Any]:
-    """The `docs` row of one state-database record (documents + optional fields)."""
+    """The `docs` row of one state-database record (documents + optional fields), its text named
+    by the recorded best text (the text layer where none is recorded yet)."""
     fields = {
         "document_id": record["document_id"], "sha256": record["sha256"],
+        "text_source": record["text_source"] or TEXT_LAYER,
         "case_number": record["case_number"], "court": record["court"],
         "court_code": court_code_of(record["case_number"], record["court"]),
         "year": year_of(record["case_number"], record["filed_date"]),
@@ -142,9 +156,12 @@ def search_fields(record: Any) -> dict[str, Any]:
         "docket_entry_type": record["docket_entry_type"], "description": record["description"],
         "publication_status": record["publication_status"], "judge": record["judge"],
         "filed_date": record["filed_date"], "document_name": record["document_name"],
-        "pages": record["pages"], "text_chars": record["extracted_chars"], "kind": record["kind"],
+        "pages": record["pages"], "kind": record["kind"],
     }
-    fields["source_key"] = source_key(fields)
+    fields["text_name"] = text_name(fields["text_source"], record["sha256"], record["court_text_sha256"])
+    fields["text_key"] = _digest(fields["text_name"], fields["case_title"], fields["description"],
+                                 search_bucket(fields["year"], fields["court_code"]))
+    fields["source_key"] = _digest(*(fields[name] for name in sorted(fields) if name != "text_key"))
     return fields
 
 
@@ -152,24 +169,20 @@ def _one_line(text: str | None) -> str | None:
     return None if text is None else " ".join(text.split())
 
 
-_INDEX_KEY_FIELDS = tuple(name for name in SEARCH_FIELDS if name != "source_key")
+def _digest(*values: Any) -> str:
+    return hashlib.blake2b(repr(values).encode("utf-8"), digest_size=12).hexdigest()
 
 
-def source_key(fields: dict[str, Any]) -> str:
-    """A stable digest of what the index holds of a document (its text by sha256, and its fields)."""
-    payload = repr(tuple(fields.get(name) for name in _INDEX_KEY_FIELDS))
-    return hashlib.blake2b(payload.encode("utf-8"), digest_size=12).hexdigest()
-
-
-def plan_index(wanted: dict[str, dict[str, Any]], indexed: dict[str, tuple[int, str, str]]
+def plan_index(wanted: dict[str, dict[str, Any]], indexed: dict[str, tuple[int, str, str, str]]
                ) -> tuple[list[str], list[str], list[int]]:
-    """(document ids whose text to index, ids whose fields only to rewrite, doc_rowids to delete)."""
+    """(document ids to index with their text: new, or another text, title, description or
+    bucket; ids whose other fields only to rewrite; doc_rowids to delete)."""
     texts, fields_only = [], []
     for document_id, fields in wanted.items():
         have = indexed.get(document_id)
-        if have is None or have[1] != fields["sha256"]:
+        if have is None or have[2] != fields["text_key"]:
             texts.append(document_id)
-        elif have[2] != fields["source_key"]:
+        elif have[3] != fields["source_key"]:
             fields_only.append(document_id)
     deletes = [have[0] for document_id, have in indexed.items() if document_id not in wanted]
     return sorted(texts), sorted(fields_only), sorted(deletes)
@@ -234,11 +247,15 @@ def index(ctx: Context) -> IndexResult:
 def _index_open(path: Path, result: IndexResult) -> SearchDatabase:
     try:
         return SearchDatabase.open(path)
+    except SearchIndexOutdated as exc:   # nothing in it is worth keeping: its size is the disk's
+        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            name.unlink(missing_ok=True)
+        log_index.warning("%s; building the index anew from the texts", exc)
     except IntegrityError as exc:
         aside = _index_move_aside(path)
         log_index.warning("search index unusable (%s); moved to %s, rebuilding it from the texts", exc, aside.name)
-        result.rebuilt = True
-        return SearchDatabase.open(path)
+    result.rebuilt = True
+    return SearchDatabase.open(path)
 
 
 def _index_move_aside(path: Path) -> Path:
@@ -275,19 +292,27 @@ def _index_restore(ctx: Context, path: Path) -> bool:
 
 
 def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: IndexResult) -> bool:
+    record_text_sources(db, ctx.cfg.MIN_TEXT_QUALITY)
     fingerprint = extracted_fingerprint(db.conn)
     wanted = {record["document_id"]: search_fields(record)
               for record in iter_document_records(db.conn, "d.status = 'extracted'")}
-    texts, fields_only, deletes = plan_index(wanted, sdb.indexed())
-    # Rowids ascend within each (year, court) bucket; FTS5 flushes its pending terms whenever a
-    # rowid goes down, so texts are written bucket by bucket (measured: builds 1.6x faster).
-    texts.sort(key=lambda i: (search_bucket(wanted[i]["year"], wanted[i]["court_code"]), i))
+    indexed = sdb.indexed()
+    texts, fields_only, deletes = plan_index(wanted, indexed)
+    fetch = fetch_into_workspace(ctx)
+    # A document's former tokens are deleted by reading its former text back: one that cannot be
+    # read stays indexed as it is (counted), never half removed.
+    former = {have[0]: have[1] for have in indexed.values()}
+    kept = [rowid for rowid in deletes if not _index_text_at_hand(ctx, former[rowid], fetch)]
     if deletes:
-        sdb.write_batch(deletes=deletes)
-        result.removed = len(deletes)
+        sdb.write_batch(deletes=[rowid for rowid in deletes if rowid not in kept])
+        result.removed = len(deletes) - len(kept)
+    result.missing_texts += len(kept)
     for start in range(0, len(fields_only), INDEX_BATCH):
         sdb.write_batch(upserts=[(wanted[i], None) for i in fields_only[start:start + INDEX_BATCH]])
     result.refreshed = len(fields_only)
+    # Rowids ascend within each (year, court) bucket; FTS5 flushes its pending terms whenever a
+    # rowid goes down, so texts are written bucket by bucket (measured: builds 1.6x faster).
+    texts.sort(key=lambda i: (search_bucket(wanted[i]["year"], wanted[i]["court_code"]), i))
     bar = progress(ctx.cfg, len(texts), "index")
     try:
         for start in range(0, len(texts), INDEX_BATCH):
@@ -296,12 +321,15 @@ def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: Ind
                 break
             batch = []
             for document_id in texts[start:start + INDEX_BATCH]:
-                body = _index_read_text(ctx, wanted[document_id]["sha256"])
-                if body is None:
+                fields = wanted[document_id]
+                body = read_text(ctx.workspace, fields["text_name"], fetch)
+                have = indexed.get(document_id)
+                if body is None or (have is not None and not _index_text_at_hand(ctx, have[1], fetch)):
                     result.missing_texts += 1
                     continue
                 result.text_bytes += len(body)
-                batch.append((wanted[document_id], body.decode("utf-8", "replace")))
+                text = body.decode("utf-8", "replace")
+                batch.append(({**fields, "text_chars": len(text)}, text))
             if batch:
                 sdb.write_batch(upserts=batch)
                 result.indexed += len(batch)
@@ -309,8 +337,8 @@ def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: Ind
     finally:
         bar.close()
     if result.missing_texts:
-        log_index.warning("index: %d extracted documents have no text in the workspace or the store; "
-                          "a later run indexes them", result.missing_texts)
+        log_index.warning("index: %d texts (to index, or to take out of the index) are neither in the workspace "
+                          "nor in the store; a later run indexes them", result.missing_texts)
     if should_optimize(result.indexed, sdb.indexed_count()):
         sdb.optimize()
         result.optimized = True
@@ -319,18 +347,9 @@ def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: Ind
     return bool(result.indexed or result.refreshed or result.removed)
 
 
-def _index_read_text(ctx: Context, sha256: str) -> bytes | None:
-    local = ctx.path("text") / f"{sha256}.txt"
-    try:
-        return local.read_bytes()
-    except FileNotFoundError:
-        pass
-    if ctx.mirror.fetch(text_store_name(sha256), local):
-        try:
-            return local.read_bytes()
-        except FileNotFoundError:
-            return None
-    return None
+def _index_text_at_hand(ctx: Context, name: str, fetch) -> bool:
+    """Whether text `name` is in the workspace, where docs_text reads it (fetched from the store)."""
+    return ctx.path(name).is_file() or fetch(name) is not None
 
 
 def _index_push(ctx: Context, path: Path) -> bool:
@@ -365,7 +384,8 @@ class IndexCoverage:
 
 
 def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection | None = None) -> IndexCoverage:
-    """How the workspace's index compares with the extracted documents of its state database."""
+    """How the workspace's index compares with the extracted documents of its state database (and
+    the best text recorded for each)."""
     workspace = Path(workspace)
     path = workspace / SEARCH_DB_FILENAME
     if not path.is_file():
@@ -377,7 +397,8 @@ def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection 
             return IndexCoverage(exists=True, problem=f"{state_path} is not a database")
         state_conn = connect(state_path, readonly=True)
     try:
-        wanted = extracted_keys(state_conn)
+        wanted = {row["document_id"]: text_name(row["text_source"] or TEXT_LAYER, row["sha256"], row["court_sha256"])
+                  for row in text_source_inputs(state_conn, "d.status = 'extracted'")}
     finally:
         if own:
             state_conn.close()
@@ -386,15 +407,15 @@ def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection 
     except IntegrityError as exc:
         return IndexCoverage(exists=False, extracted=len(wanted), problem=str(exc))
     try:
-        indexed = {document_id: sha for document_id, (_, sha, _) in sdb.indexed().items()}
+        indexed = {document_id: name for document_id, (_, name, _, _) in sdb.indexed().items()}
     finally:
         sdb.close()
     coverage = IndexCoverage(exists=True, extracted=len(wanted), indexed=len(indexed))
-    for document_id, sha in wanted.items():
+    for document_id, name in wanted.items():
         have = indexed.get(document_id)
         if have is None:
             coverage.missing += 1
-        elif have != sha:
+        elif have != name:
             coverage.outdated += 1
     coverage.extra = sum(1 for document_id in indexed if document_id not in wanted)
     return coverage
@@ -435,11 +456,14 @@ def open_search_index(workspace: str | os.PathLike) -> SearchDatabase:
 
 def search_archive(workspace: str | os.PathLike, query: str, *, court: str | None = None,
                    year: int | None = None, kind: str | None = None, limit: int = 20,
-                   rank_all: bool = False, sdb: SearchDatabase | None = None) -> list[dict[str, Any]]:
+                   rank_all: bool = False, sdb: SearchDatabase | None = None,
+                   store: Any = None) -> list[dict[str, Any]]:
     """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type.
 
     A query matching more than SEARCH_RANK_CAP documents is ranked among the most recent
-    SEARCH_RANK_CAP of them (hits say `rank_capped`) unless `rank_all`."""
+    SEARCH_RANK_CAP of them (hits say `rank_capped`) unless `rank_all`. Snippets come from the
+    workspace's texts; with a `store`, a hit's text the workspace lacks (a fresh runtime) is
+    fetched from it first."""
     if not query or not query.strip():
         raise SearchQueryError("the query is empty")
     if limit <= 0:
@@ -448,10 +472,29 @@ def search_archive(workspace: str | os.PathLike, query: str, *, court: str | Non
     sdb = sdb or open_search_index(workspace)
     try:
         return sdb.search(query, year=year, kind=kind, limit=limit, rank_cap=None if rank_all else SEARCH_RANK_CAP,
+                          fetch_texts=None if store is None else _fetch_texts(Path(workspace), store),
                           **court_filter(court))
     finally:
         if own:
             sdb.close()
+
+
+def _fetch_texts(workspace: Path, store: Any):
+    """search()'s fetch_texts: the named texts the workspace lacks, copied from the store (a text
+    the store cannot give is left out: its hit has no snippet)."""
+    def fetch(names: list[str]) -> None:
+        for name in names:
+            target = workspace / name
+            if target.is_file():
+                continue
+            try:
+                data = store.read_file(name)
+            except (StoreError, OSError) as exc:
+                log_index.warning("no snippet from %s: %s", name, exc)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, data)
+    return fetch
 
 
 def format_hits(hits: Iterable[dict[str, Any]]) -> str:

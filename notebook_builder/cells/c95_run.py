@@ -163,8 +163,12 @@ def _words_extract(get) -> str:
 
 
 def _words_ocr(get) -> str:
-    return (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}), "
-            f"{get('documents')} documents now carry OCR text, {get('failed')} PDFs failed")
+    text = (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}; "
+            f"{get('rotated_pages')} turned upright, {get('blank_pages')} blank), "
+            f"{get('documents')} documents now carry OCR text, {get('failed_pages')} pages and "
+            f"{get('failed')} PDFs failed")
+    orientation = get("orientation", "")
+    return text + (f"; orientation not detected: {orientation}" if orientation not in ("", "detected") else "")
 
 
 def _words_derive(get) -> str:

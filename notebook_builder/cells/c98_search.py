@@ -4,15 +4,19 @@ Guarantees:
 - The form's query (FTS5 syntax: words, "a phrase", NEAR(a b, 5),
   prefix*, AND/OR/NOT), court (CA, SC, or part of the court's name) and
   year run `search_archive()` over the workspace's index (built by the
-  index stage); the hits are shown as a table, best first (bm25), with the
-  case number, date, title, description, a highlighted snippet and a link
-  to the PDF in the store (a Drive file link when the store is Drive). A
-  query FTS5 cannot parse, or a missing index, is one line saying what to do.
+  index stage: each document's best text, OCR'd scans included); the hits
+  are shown as a table, best first (bm25), with the case number, date,
+  title, description, a highlighted snippet of that text (fetched from the
+  store when the workspace lacks it) and a link to the PDF in the store (a
+  Drive file link when the store is Drive). A query FTS5 cannot parse, or a
+  missing index, is one line saying what to do.
 - `FORM_SERVE` starts Datasette (installed on demand in Colab) over
   one-file copies of ky_court.sqlite and ky_search.sqlite, every database
   immutable, bound to 127.0.0.1, with the project's metadata: titles,
   column descriptions, facets (court, year, status) and canned queries
-  ("documents of a case", "failures by reason", "search"). In Colab it is
+  ("documents of a case", "failures by reason", "search"), and a plugin
+  giving its connections the index's kycourt_text(name) over the
+  workspace's texts, which snippets read. In Colab it is
   shown in an output frame through Colab's port proxy. A port in use is
   refused with one clear error (`ServeError`). `kycourt-pipeline serve`
   runs the same code.
@@ -33,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, PipelineError, in_colab, load_config
-from .c10_database import DB_FILENAME, SEARCH_DB_FILENAME, SearchQueryError, backup_database, is_sqlite_file
+from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_TEXT_FUNCTION, SearchQueryError, backup_database,
+                           is_sqlite_file)
 from .c20_store import pdf_store_name
 from .c87_index import EXPORT_FIELDS, IndexMissingError, search_archive
 
@@ -89,7 +94,8 @@ def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit:
                 store: Any = None) -> str:
     """Runs the form's search and displays the hits; returns the text it printed."""
     try:
-        hits = search_archive(cfg.WORKSPACE, query, court=court or None, year=parse_year(year), limit=int(limit))
+        hits = search_archive(cfg.WORKSPACE, query, court=court or None, year=parse_year(year), limit=int(limit),
+                              store=store)
     except (SearchQueryError, IndexMissingError) as exc:
         message = f"search: {exc}"
         print(message)
@@ -182,8 +188,32 @@ def datasette_metadata() -> dict[str, Any]:
     }
 
 
+# Datasette's connections read the index's texts through this plugin (docs_text's kycourt_text):
+# the same reading as c10_database.search_text_reader, standalone, for Datasette's process.
+SERVE_PLUGIN = '''"""kycourt-colab: kycourt_text(name), the text file the search index names, for snippets."""
+import pathlib
+
+from datasette import hookimpl
+
+TEXT_ROOT = pathlib.Path({root!r})
+
+
+def kycourt_text(name):
+    try:
+        return None if name is None else (TEXT_ROOT / name).read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+
+
+@hookimpl
+def prepare_connection(conn):
+    conn.execute("PRAGMA trusted_schema = ON")
+    conn.create_function({function!r}, 1, kycourt_text, deterministic=True)
+'''
+
+
 def prepare_serve(cfg: Config) -> tuple[list[Path], Path]:
-    """One-file copies of the databases and the metadata file under workspace/serve/."""
+    """One-file copies of the databases, the metadata file and the plugin under workspace/serve/."""
     workspace = Path(cfg.WORKSPACE)
     state = workspace / DB_FILENAME
     if not is_sqlite_file(state):
@@ -197,13 +227,16 @@ def prepare_serve(cfg: Config) -> tuple[list[Path], Path]:
         log_search.warning("no search index at %s: serving the archive without it", search)
     metadata = folder / "metadata.json"
     metadata.write_text(json.dumps(datasette_metadata(), indent=2) + "\n", encoding="utf-8")
+    (folder / "plugins").mkdir(exist_ok=True)
+    (folder / "plugins" / "kycourt_text.py").write_text(
+        SERVE_PLUGIN.format(root=str(workspace), function=SEARCH_TEXT_FUNCTION), encoding="utf-8")
     return databases, metadata
 
 
 def serve_command(databases: list[Path], metadata: Path, port: int) -> list[str]:
     command = [sys.executable, "-m", "datasette", "serve", "--host", SERVE_HOST, "--port", str(port),
-               "--metadata", str(metadata), "--setting", "sql_time_limit_ms", "5000",
-               "--setting", "default_page_size", "50"]
+               "--metadata", str(metadata), "--plugins-dir", str(metadata.parent / "plugins"),
+               "--setting", "sql_time_limit_ms", "5000", "--setting", "default_page_size", "50"]
     for database in databases:
         command += ["--immutable", str(database)]
     return command
