@@ -13,8 +13,9 @@ from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME
                                                  SearchQueryError, checkpoint)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c87_index import (IndexMissingError, court_code_of, court_filter, index, index_behind,
-                                              index_coverage, plan_index, search_archive, year_of)
+from notebook_builder.cells.c87_index import (IndexMissingError, candidate_words, court_code_of, court_filter, index,
+                                              index_behind, index_coverage, make_snippet, match_places, phrase_keys,
+                                              plan_index, query_phrases, search_archive, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 
 from archive_fixture import DOCUMENTS, add_text, build_archive, document_id, make_config
@@ -68,6 +69,33 @@ def test_plan_index_separates_new_texts_field_changes_and_removals():
     indexed = {"a": (1, "x", "ta", "sa"), "b": (2, "x", "tb", "old"), "c": (3, "x", "old", "sc"),
                "gone": (4, "x", "t", "s")}
     assert plan_index(wanted, indexed) == (["c", "d"], ["b"], [4])
+
+
+def test_a_snippet_marks_the_querys_phrases_not_its_operators_nor_what_not_leaves_out():
+    assert query_phrases('"Search warrant" AND suppress* NOT (murder OR theft)') == [
+        [("search", False), ("warrant", False)], [("suppress", True)]]
+    assert query_phrases("NEAR(summary judgment, 5) case_title:smith") == [
+        [("summary", False)], [("judgment", False)], [("smith", False)]]
+    assert query_phrases('"a ""quoted"" word"*') == [[("a", False), ("quoted", False), ("word", True)]]
+
+
+def test_a_snippet_is_the_densest_stretch_of_the_querys_words_with_their_stemmed_forms_marked():
+    phrases = query_phrases('negligence OR "search warrant" OR suppress*')
+    # As the index's porter stemmer has them.
+    stems = {"negligence": "neglig", "negligently": "neglig", "search": "search", "warrant": "warrant",
+             "suppressed": "suppress", "neglected": "neglect", "searched": "search", "warrants": "warrant"}
+    text = ("The negligence claim is addressed first. " + "Unrelated words about the weather. " * 10
+            + "Then the search  warrant was negligently executed and the evidence suppressed. "
+            + "Unrelated words follow here; the officer neglected nothing and searched, warrants in hand. " * 10)
+    matches = match_places(candidate_words(text, phrase_keys(phrases, stems), 2), phrases, stems)
+    snippet = make_snippet(text, matches)
+    assert snippet.startswith("… ") and snippet.endswith(" …")
+    assert "[search  warrant]" not in snippet       # whitespace is made single
+    assert "[search warrant] was [negligently] executed and the evidence [suppressed]" in snippet
+    assert "[neglected]" not in make_snippet(text[-200:], match_places(
+        candidate_words(text[-200:], phrase_keys(phrases, stems), 2), phrases, stems))   # another stem
+    assert make_snippet("Nothing of the query here at all.", []) == "Nothing of the query here at all."
+    assert make_snippet(" ".join(["word"] * 100), []).endswith(" …")
 
 
 # ----------------------------------------------------------------- build

@@ -1443,6 +1443,7 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
 
 SEARCH_DB_FILENAME = "ky_search.sqlite"
 SEARCH_TEXT_FUNCTION = "kycourt_text"
+SEARCH_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # Filter and facet columns of `docs`, in order; the index stage fills them from the state database.
 # `text_key` digests what docs_fts holds of a document (its text's name, title, description and
 # rowid bucket), `source_key` the rest.
@@ -1486,7 +1487,7 @@ CREATE VIEW IF NOT EXISTS docs_text AS
     SELECT doc_rowid, case_title, description, {SEARCH_TEXT_FUNCTION}(text_name) AS body FROM docs;
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
     case_title, description, body, content = 'docs_text', content_rowid = 'doc_rowid',
-    tokenize = 'porter unicode61 remove_diacritics 2'
+    tokenize = '{SEARCH_TOKENIZE}'
 );
 INSERT INTO docs_fts(docs_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 1.0)');
 """
@@ -1564,6 +1565,15 @@ class SearchDatabase:
         if readonly and not path.is_file():
             raise IntegrityError(f"{path} does not exist")
         try:
+            if not readonly and (not path.exists() or path.stat().st_size == 0):
+                # Merging segments (optimize) frees many pages; incremental vacuum gives them back to
+                # the disk. It must be set before the header is written (turning WAL on writes it).
+                fresh = sqlite3.connect(str(path))
+                try:
+                    fresh.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                    fresh.execute("PRAGMA journal_mode = WAL")
+                finally:
+                    fresh.close()
             db = cls(connect(path, readonly=readonly), path)
             # Posting lists of common words span many pages: a 64 MiB cache keeps them between queries.
             db.conn.execute("PRAGMA cache_size = -65536")
@@ -1673,21 +1683,20 @@ class SearchDatabase:
             [rowid] + [fields.get(column) for column in columns] + [now])
 
     def optimize(self) -> None:
-        """Merges the FTS5 segments into one b-tree (faster queries after a large build)."""
+        """Merges the FTS5 segments into one b-tree (faster queries after a large build) and returns
+        the pages that frees to the disk."""
         self.conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
+        self.conn.executescript("PRAGMA incremental_vacuum;")   # execute() would free one page only
 
     def search(self, query: str, *, court_code: str | None = None, court_like: str | None = None,
                year: int | None = None, kind: str | None = None, limit: int = 20,
-               rank_cap: int | None = SEARCH_RANK_CAP, snippet_tokens: int = 16,
-               fetch_texts: Any = None) -> list[dict[str, Any]]:
-        """Ranked hits (bm25: title x10, description x4, text x1) with a highlighted snippet.
+               rank_cap: int | None = SEARCH_RANK_CAP) -> list[dict[str, Any]]:
+        """Ranked hits (bm25: title x10, description x4, text x1): each its docs row.
 
         bm25 costs about a microsecond per matching document, so a query that matches more than
         `rank_cap` documents is ranked among the `rank_cap` most recent matches (the highest
         rowids: the latest years); each hit says `ranked_among` and `rank_capped`. None ranks
-        every match. Snippets are made for the hits only, from their text files (`fetch_texts`,
-        given the hits' text names, may bring missing ones into place first; a text found nowhere
-        gives no snippet). Raises SearchQueryError when FTS5 cannot parse `query`.
+        every match. Raises SearchQueryError when FTS5 cannot parse `query`.
         """
         where, params = ["docs_fts MATCH :query"], {"query": query, "limit": limit, "cap": rank_cap or -1}
         joined = []
@@ -1716,29 +1725,28 @@ class SearchDatabase:
                       "ORDER BY score LIMIT :limit")
         try:
             ranked = self.conn.execute(ranked_sql, params).fetchall()
-            if not ranked:
-                return []
-            order = {row[0]: index for index, row in enumerate(ranked)}
-            scores = {row[0]: row[1] for row in ranked}
-            considered = ranked[0][2]
-            rowids = ", ".join(map(str, order))
-            if fetch_texts is not None:
-                fetch_texts([row[0] for row in self.conn.execute(
-                    f"SELECT text_name FROM docs WHERE doc_rowid IN ({rowids})")])
-            hits = self.conn.execute(
-                f"SELECT d.*, highlight(docs_fts, 0, '[', ']') AS title_highlighted, "
-                f"snippet(docs_fts, 2, '[', ']', ' … ', {int(snippet_tokens)}) AS snippet "
-                f"FROM docs_fts JOIN docs d ON d.doc_rowid = docs_fts.rowid "
-                f"WHERE docs_fts MATCH :query AND docs_fts.rowid IN ({rowids})",
-                {"query": query}).fetchall()
         except sqlite3.OperationalError as exc:
             message = str(exc)
             if "fts5" in message or "no such column" in message or "unterminated" in message:
                 raise SearchQueryError(message) from None
             raise
-        hits = sorted(hits, key=lambda row: order[row["doc_rowid"]])
+        if not ranked:
+            return []
+        considered = ranked[0][2]
+        rows = {row["doc_rowid"]: row for row in self.conn.execute(
+            f"SELECT * FROM docs WHERE doc_rowid IN ({', '.join(str(row[0]) for row in ranked)})")}
         capped = bool(rank_cap) and considered >= rank_cap
-        return [_SearchHit(row, scores[row["doc_rowid"]], considered, capped) for row in hits]
+        return [_SearchHit(rows[rowid], score, considered, capped) for rowid, score, _ in ranked if rowid in rows]
+
+    def stems(self, words: Sequence[str]) -> dict[str, str]:
+        """word -> the term the index holds it as (its porter stem, case and diacritics folded)."""
+        self.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words USING fts5(word, "
+                          f"tokenize = '{SEARCH_TOKENIZE}')")
+        self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING "
+                          "fts5vocab('temp', 'query_words', 'instance')")
+        self.conn.execute("DELETE FROM temp.query_words")
+        self.conn.executemany("INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)", enumerate(words))
+        return {words[row[0]]: row[1] for row in self.conn.execute("SELECT doc, term FROM temp.query_stems")}
 
     def get(self, document_id: str) -> sqlite3.Row | None:
         return self.conn.execute("SELECT * FROM docs WHERE document_id = ?", (document_id,)).fetchone()

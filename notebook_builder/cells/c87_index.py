@@ -42,6 +42,7 @@ Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import re
@@ -458,12 +459,13 @@ def search_archive(workspace: str | os.PathLike, query: str, *, court: str | Non
                    year: int | None = None, kind: str | None = None, limit: int = 20,
                    rank_all: bool = False, sdb: SearchDatabase | None = None,
                    store: Any = None) -> list[dict[str, Any]]:
-    """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type.
+    """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type, each
+    with a snippet of its text and its title, the query's words [marked].
 
     A query matching more than SEARCH_RANK_CAP documents is ranked among the most recent
     SEARCH_RANK_CAP of them (hits say `rank_capped`) unless `rank_all`. Snippets come from the
     workspace's texts; with a `store`, a hit's text the workspace lacks (a fresh runtime) is
-    fetched from it first."""
+    fetched from it first (a text found nowhere: no snippet)."""
     if not query or not query.strip():
         raise SearchQueryError("the query is empty")
     if limit <= 0:
@@ -471,30 +473,202 @@ def search_archive(workspace: str | os.PathLike, query: str, *, court: str | Non
     own = sdb is None
     sdb = sdb or open_search_index(workspace)
     try:
-        return sdb.search(query, year=year, kind=kind, limit=limit, rank_cap=None if rank_all else SEARCH_RANK_CAP,
-                          fetch_texts=None if store is None else _fetch_texts(Path(workspace), store),
+        hits = sdb.search(query, year=year, kind=kind, limit=limit, rank_cap=None if rank_all else SEARCH_RANK_CAP,
                           **court_filter(court))
+        if hits:
+            _add_snippets(Path(workspace), hits, query, sdb, None if store is None else _fetch_into(Path(workspace), store))
+        return hits
     finally:
         if own:
             sdb.close()
 
 
-def _fetch_texts(workspace: Path, store: Any):
-    """search()'s fetch_texts: the named texts the workspace lacks, copied from the store (a text
-    the store cannot give is left out: its hit has no snippet)."""
-    def fetch(names: list[str]) -> None:
-        for name in names:
-            target = workspace / name
-            if target.is_file():
-                continue
-            try:
-                data = store.read_file(name)
-            except (StoreError, OSError) as exc:
-                log_index.warning("no snippet from %s: %s", name, exc)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, data)
+def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: str, sdb: SearchDatabase, fetch) -> None:
+    """Each hit's `snippet` (None when its text is nowhere) and `title_highlighted`."""
+    phrases = query_phrases(query)
+    stems = sdb.stems(sorted({word for phrase in phrases for word, _ in phrase}))
+    keys, length = phrase_keys(phrases, stems), max((len(phrase) for phrase in phrases), default=1)
+    texts, candidates = [], []
+    for hit in hits:
+        data = read_text(workspace, hit["text_name"], fetch)
+        texts.append(None if data is None else data.decode("utf-8", "replace"))
+        title = hit["case_title"] or ""
+        candidates.append((candidate_words(texts[-1], keys, length) if texts[-1] else [],
+                           candidate_words(title, keys, length)))
+    words = {word for in_text, in_title in candidates for places in (in_text, in_title)
+             for place in places for _, _, word in place}
+    stems.update(sdb.stems(sorted(words - stems.keys())))
+    for hit, text, (in_text, in_title) in zip(hits, texts, candidates):
+        hit["snippet"] = None if text is None else make_snippet(text, match_places(in_text, phrases, stems))
+        hit["title_highlighted"] = mark(hit["case_title"] or "", match_places(in_title, phrases, stems))
+
+
+def _fetch_into(workspace: Path, store: Any):
+    """A `read_text` fetch for the query layer: the store's copy, kept in the workspace (a text the
+    store cannot give is None: its hit has no snippet)."""
+    def fetch(name: str) -> bytes | None:
+        try:
+            data = store.read_file(name)
+        except (StoreError, OSError) as exc:
+            log_index.warning("no snippet from %s: %s", name, exc)
+            return None
+        target = workspace / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+        return data
     return fetch
+
+
+# ---------------------------------------------------------------- snippets
+#
+# A snippet is made here, from the text file, not by FTS5's snippet(), which tokenizes a hit's whole
+# text twice: about 0.7 ms a hit, most of a query's time (a case-insensitive regular expression over
+# the whole text is as slow). The places where the query's first words (or their stems) begin are
+# found with str.find on the lowercased text; the words there are stemmed as the index stems them
+# (SearchDatabase.stems, one call for every hit) and a phrase matches where its words' stems follow
+# one another; the snippet is the stretch where most of the query's phrases lie close together.
+
+SNIPPET_WORDS = 16
+SNIPPET_PLACES = 400     # places of the query's first words looked at in one text, at most
+_QUERY_TOKEN = re.compile(r'"(?:[^"]|"")*"\*?|[^\s(){}:^+,"]+|[(){}:^+,]')
+_WORD = re.compile(r"[^\W_]+")
+_WORD_START, _WORD_END = re.compile(r"\b\w"), re.compile(r"\w\b")
+
+Phrase = list[tuple[str, bool]]   # (word, lowercased; whether it is a prefix)
+
+
+def query_phrases(query: str) -> list[Phrase]:
+    """The phrases of an FTS5 query a snippet marks, each a list of (word, is a prefix): its
+    barewords and quoted phrases, without operators, column names, NEAR's distance or what NOT
+    leaves out."""
+    tokens = _QUERY_TOKEN.findall(query)
+    phrases: list[Phrase] = []
+    excluded_depth = depth = 0
+    excluding = False
+    for index, token in enumerate(tokens):
+        following = tokens[index + 1] if index + 1 < len(tokens) else ""
+        if token == "(":
+            depth += 1
+            if excluding:
+                excluded_depth, excluding = depth, False
+            continue
+        if token == ")":
+            if depth == excluded_depth:
+                excluded_depth = 0
+            depth -= 1
+            continue
+        if token in ("AND", "OR", "NEAR", ":", "^", "+", ",", "{", "}") or following == ":" or (
+                token.isdigit() and index and tokens[index - 1] == ","):
+            continue
+        if token == "NOT":
+            excluding = True
+            continue
+        prefix = token.endswith("*")
+        words = [word.lower() for word in _WORD.findall(token.replace('""', '"'))]
+        if words and not excluding and not excluded_depth:
+            phrases.append([(word, False) for word in words[:-1]] + [(words[-1], prefix)])
+        excluding = False
+    return phrases
+
+
+def phrase_keys(phrases: list[Phrase], stems: dict[str, str]) -> tuple[str, ...]:
+    """Lowercase strings one of which every match of a phrase begins with: its first word, and
+    that word's stem (a word the stem does not begin, "happy"/"happi", is found by itself)."""
+    keys = set()
+    for phrase in phrases:
+        word, prefix = phrase[0]
+        keys.add(word)
+        if not prefix and stems.get(word):
+            keys.add(stems[word])
+    # A key inside another finds the same places: the shorter one does.
+    return tuple(sorted(key for key in keys if not any(other != key and other in key for other in keys)))
+
+
+def candidate_words(text: str, keys: tuple[str, ...], length: int,
+                    limit: int = SNIPPET_PLACES) -> list[list[tuple[int, int, str]]]:
+    """At each word start where a key occurs (the first `limit`), the `length` words from there:
+    (start, end, word lowercased)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):     # a letter whose lower case is longer: find in the text itself
+        lowered = text
+        keys = tuple(key for key in keys if key.isascii())
+    places = set()
+    for key in keys:
+        at = lowered.find(key)
+        while at != -1 and len(places) < 4 * limit:
+            if at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_"):
+                places.add(at)
+            at = lowered.find(key, at + 1)
+    return [[(match.start(), match.end(), match.group().lower())
+             for match in itertools.islice(_WORD.finditer(text, at), length)]
+            for at in sorted(places)[:limit]]
+
+
+def _stem_matches(word: str, term: str, prefix: bool, stems: dict[str, str]) -> bool:
+    stem = stems.get(word, word)
+    if prefix:
+        return word.startswith(term) or stem.startswith(stems.get(term, term))
+    return word == term or stem == stems.get(term, term)
+
+
+def match_places(candidates: list[list[tuple[int, int, str]]], phrases: list[Phrase],
+                 stems: dict[str, str]) -> list[tuple[int, int, int]]:
+    """(start, end, phrase number) of each candidate place where a phrase's words follow one
+    another, stem for stem."""
+    found = []
+    for words in candidates:
+        for number, phrase in enumerate(phrases):
+            if len(words) >= len(phrase) and all(_stem_matches(word, term, prefix, stems)
+                                                 for (_, _, word), (term, prefix) in zip(words, phrase)):
+                found.append((words[0][0], words[len(phrase) - 1][1], number))
+                break
+    return found
+
+
+def mark(text: str, matches: list[tuple[int, int, int]], start: int = 0, end: int | None = None) -> str:
+    """text[start:end] with each match inside it [marked]."""
+    end = len(text) if end is None else end
+    parts, at = [], start
+    for first, last, _ in matches:
+        if first >= at and last <= end:
+            parts += [text[at:first], "[", text[first:last], "]"]
+            at = last
+    return "".join(parts) + text[at:end]
+
+
+def make_snippet(text: str, matches: list[tuple[int, int, int]], words: int = SNIPPET_WORDS) -> str:
+    """About `words` words of `text` where the most of the query's phrases (then the most matches)
+    lie close together, the matches [marked]; the text's first words when none matches."""
+    span = words * 7   # characters: a legal text's words average six and a space
+    start = 0
+    if matches:
+        best, last = None, 0
+        for first, match in enumerate(matches):
+            last = max(last, first)
+            while last + 1 < len(matches) and matches[last + 1][1] <= match[0] + span:
+                last += 1
+            cluster = matches[first:last + 1]
+            score = (len({number for _, _, number in cluster}), len(cluster))
+            if best is None or score > best[0]:
+                best = (score, match[0])
+        start = max(0, best[1] - span // 4)
+        start = start if start == 0 else _word_start(text, start)
+    end = min(len(text), start + span)
+    end = end if end == len(text) else _word_end(text, end)
+    body = " ".join(mark(text, matches, start, end).split())
+    return ("… " if start else "") + body + (" …" if end < len(text) else "")
+
+
+def _word_start(text: str, at: int) -> int:
+    """Where the first word at or after `at` begins."""
+    found = _WORD_START.search(text, at)
+    return found.start() if found else at
+
+
+def _word_end(text: str, at: int) -> int:
+    """Where the word going on at `at` (or the next one) ends."""
+    found = _WORD_END.search(text, at)
+    return found.end() if found else at
 
 
 def format_hits(hits: Iterable[dict[str, Any]]) -> str:

@@ -135,9 +135,12 @@ def datasette_metadata() -> dict[str, Any]:
     })
     # The index's own columns only (the rest are described on the documents table): a table page
     # lists every description above its rows.
-    search_columns = {name: described[name] for name in ("court_code", "year", "kind", "publication_status", "judge")}
+    search_columns = {name: described[name] for name in ("court_code", "year", "kind", "publication_status", "judge",
+                                                         "text_source")}
     search_columns.update({"text_chars": "characters of indexed text", "doc_rowid": "the row in docs_fts",
-                           "source_key": "digest of what was indexed (incremental builds)"})
+                           "text_name": "the indexed text's file (in the workspace and the store)",
+                           "text_key": "digest of what docs_fts holds of it (incremental builds)",
+                           "source_key": "digest of its other fields (incremental builds)"})
     return {
         "title": "Kentucky appellate courts: public record archive",
         "description": "The Kentucky Supreme Court's and Court of Appeals' documents from C-Track "
