@@ -13,7 +13,7 @@ import pytest
 
 from notebook_builder.cells import c85_ocr
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, text_agreement
-from notebook_builder.cells.c85_ocr import hocr_rotation, merge_ocr_text, ocr, ocr_engine_available, render_page
+from notebook_builder.cells.c85_ocr import hocr_orientation, merge_ocr_text, ocr, ocr_engine_available, render_page
 from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c87_index import index, search_archive
 from notebook_builder.query import export_records, show_document
@@ -75,9 +75,9 @@ def needs_engine(cfg):
 def test_the_rotation_is_the_textangle_most_lines_carry():
     line = "<span class='ocr_line' id='line_1_{n}' title=\"bbox 1 2 3 4; baseline 0 0;{angle} x_size 30\">"
     upside_down = "".join(line.format(n=n, angle=" textangle 180;") for n in range(5))
-    assert hocr_rotation(upside_down + line.format(n=9, angle="")) == 180
-    assert hocr_rotation("".join(line.format(n=n, angle="") for n in range(3))) == 0     # upright: no textangle
-    assert hocr_rotation("<div class='ocr_page' title='bbox 0 0 10 10'></div>") is None   # nothing read
+    assert hocr_orientation(upside_down + line.format(n=9, angle="")) == (180, 6)
+    assert hocr_orientation("".join(line.format(n=n, angle="") for n in range(3))) == (0, 3)   # upright
+    assert hocr_orientation("<div class='ocr_page' title='bbox 0 0 10 10'></div>") == (None, 0)  # nothing read
 
 
 def test_merge_replaces_only_the_recognised_pages():

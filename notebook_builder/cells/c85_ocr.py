@@ -14,7 +14,9 @@ Guarantees:
   OSD, from the `osd` traineddata: page segmentation mode 1) and reads the
   page turned upright; the rotation it applied is `pages.rotation` (degrees
   clockwise; NULL where nothing was detected: a blank page, RapidOCR, or no
-  `osd` data, which the result's `orientation` then says).
+  `osd` data, which the result's `orientation` then says). A page with too
+  few lines for OSD to tell is read upside down too, and the reading with
+  more word-like tokens kept.
 - The document's text with each OCR'd page's text layer replaced by the
   recognised text (pages still separated by form feeds) is written to
   `text/<sha256>.ocr.txt` (temp name, rename), mirrored to the store, and
@@ -63,7 +65,7 @@ from .c05_durable import atomic_write
 from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
 from .c34_mirror import progress
 from .c35_context import Context
-from .c80_extract import text_quality
+from .c80_extract import text_quality, word_like_count
 from .c83_best_text import record_text_sources
 
 log_ocr = logging.getLogger("kycourt.ocr")
@@ -92,31 +94,45 @@ _OCR_IMAGE_FORMAT = "BMP"
 # hOCR's text lines (and the captions, headings and floating text Tesseract finds) with their title.
 _HOCR_LINE = re.compile(r"""class=['"]ocr_(?:line|caption|header|textfloat)['"][^>]*?title=['"]([^'"]*)['"]""")
 _HOCR_TEXTANGLE = re.compile(r"textangle (\d+)")
+# A page of fewer lines has too few characters for Tesseract's OSD (it wants 50) to tell its
+# orientation: it is read upside down too, and the reading more like words is kept.
+_OSD_MIN_LINES = 6
 
 
-def hocr_rotation(hocr: str) -> int | None:
-    """The rotation (degrees clockwise) Tesseract applied to read the page: the textangle most of
-    its hOCR lines carry (a line without one is upright); None when it found no line."""
+def hocr_orientation(hocr: str) -> tuple[int | None, int]:
+    """(the rotation, in degrees clockwise, Tesseract applied to read the page: the textangle most
+    of its hOCR lines carry, a line without one being upright, None when it found no line; how
+    many lines it found)."""
     angles = collections.Counter()
     for title in _HOCR_LINE.findall(hocr):
         found = _HOCR_TEXTANGLE.search(title)
         angles[int(found.group(1)) % 360 if found else 0] += 1
-    return angles.most_common(1)[0][0] if angles else None
+    return (angles.most_common(1)[0][0] if angles else None), sum(angles.values())
+
+
+def _tesseract_read(image, timeout: float) -> tuple[str, str]:
+    """(text, hOCR) of mode 1: OSD, then the page read in the orientation found."""
+    from pytesseract.pytesseract import run_tesseract, save
+    image.format = _OCR_IMAGE_FORMAT
+    with save(image) as (output_base, input_name):
+        run_tesseract(input_name, output_base, "txt hocr", "eng", config="--psm 1", timeout=timeout)
+        return (Path(f"{output_base}.txt").read_bytes().decode("utf-8", "replace"),
+                Path(f"{output_base}.hocr").read_bytes().decode("utf-8", "replace"))
 
 
 def _ocr_tesseract(image, timeout: float = 0, orientation: bool = True) -> tuple[str, int | None]:
     import pytesseract
-    from pytesseract.pytesseract import run_tesseract, save
-    image.format = _OCR_IMAGE_FORMAT
     # pytesseract kills the tesseract process past `timeout` (RuntimeError): a page never hangs a worker.
     if not orientation:
+        image.format = _OCR_IMAGE_FORMAT
         return pytesseract.image_to_string(image, lang="eng", timeout=timeout), None
-    # Mode 1: OSD, then the page read in the orientation found; the hOCR says which it was.
-    with save(image) as (output_base, input_name):
-        run_tesseract(input_name, output_base, "txt hocr", "eng", config="--psm 1", timeout=timeout)
-        text = Path(f"{output_base}.txt").read_bytes().decode("utf-8", "replace")
-        hocr = Path(f"{output_base}.hocr").read_bytes().decode("utf-8", "replace")
-    return text, hocr_rotation(hocr)
+    text, hocr = _tesseract_read(image, timeout)
+    rotation, lines = hocr_orientation(hocr)
+    if 0 < lines < _OSD_MIN_LINES and not rotation:
+        turned_text, _ = _tesseract_read(image.rotate(180), timeout)
+        if word_like_count(turned_text) > word_like_count(text):
+            return turned_text, 180
+    return text, rotation
 
 
 _RAPIDOCR = []
@@ -362,8 +378,9 @@ class _OcrPool:
         """Yields (page, text, rotation, None) or (page, None, None, why) for the pages of `pages`
         (taken from its left) until it is empty or `should_stop()`; what is left stays in it."""
         cfg = self.cfg
-        # Tesseract is killed at EXTRACT_TIMEOUT; a page still out long after that hangs its worker.
-        hung_after = 2 * cfg.EXTRACT_TIMEOUT + 5
+        # Each Tesseract run is killed at EXTRACT_TIMEOUT (a short page has two); a page still out
+        # long after that hangs its worker.
+        hung_after = 3 * cfg.EXTRACT_TIMEOUT + 5
         suspects: collections.deque = collections.deque()   # out when a worker died: read again alone
         in_flight: dict = {}                                  # future -> (page, read alone)
         while True:
