@@ -2,7 +2,8 @@
 
 Guarantees:
 - Nothing here writes to ky_court.sqlite or ky_search.sqlite: both are
-  opened read-only.
+  opened read-only (a text read from the store is kept in the workspace,
+  under its own name, as the stages keep theirs).
 - `show_document()` gathers everything known about a document id, a sha256
   or a case number: its `documents` row, the rows of every table that names
   it (extraction_log today; cases, docket entries, derived fields and
@@ -37,7 +38,7 @@ from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME
                                                  documents_matching, is_sqlite_file, iter_document_records,
                                                  rows_where, tables_with_column)
 from notebook_builder.cells.c20_store import pdf_store_name, sha256_file, text_store_name
-from notebook_builder.cells.c83_best_text import best_text_sources, read_text
+from notebook_builder.cells.c83_best_text import best_text_sources, fetch_from_store, read_text
 from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
 
 log_query = logging.getLogger("kycourt.query")
@@ -145,21 +146,8 @@ def _show_files(workspace: Path, row: dict, best_name: str | None, store: Any) -
 
 
 def _show_preview(workspace: Path, name: str | None, store: Any) -> str | None:
-    data = read_text(workspace, name, store_reader(store))
+    data = read_text(workspace, name, fetch_from_store(workspace, store))
     return None if data is None else data[:PREVIEW_CHARS * 4].decode("utf-8", "replace")[:PREVIEW_CHARS]
-
-
-def store_reader(store: Any) -> Callable[[str], bytes | None] | None:
-    """A `read_text` fetch that reads the store without writing to the workspace (None: no store)."""
-    if store is None:
-        return None
-
-    def read(name: str) -> bytes | None:
-        try:
-            return store.read_file(name)
-        except (StoreError, OSError):
-            return None
-    return read
 
 
 def format_show(report: dict[str, Any]) -> str:
@@ -213,7 +201,7 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
     """One record per document, by document_id, with EXPORT_FIELDS."""
     workspace = Path(cfg.WORKSPACE)
     conn = open_state(workspace)
-    fetch = store_reader(store)
+    fetch = fetch_from_store(workspace, store)
     try:
         best = best_text_sources(conn, cfg.MIN_TEXT_QUALITY, "d.status = 'extracted'")
         for row in iter_document_records(conn):

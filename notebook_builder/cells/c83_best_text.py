@@ -20,18 +20,25 @@ Guarantees:
   derive and index stages call it before they read, so after a run the column
   says what every reader read.
 - `read_text()` gives a text's bytes from the workspace, else from a fetch
-  function (the store), else None; never an exception for a missing text.
+  function (the store: `fetch_into_workspace` for a stage, through its
+  mirror; `fetch_from_store` for the query layer), else None; never an
+  exception for a missing text. A fetched text is kept in the workspace.
 
 Knobs read: MIN_TEXT_QUALITY (passed in by the callers).
 """
 from __future__ import annotations
 
+import logging
 import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .c00_config import StoreError
+from .c05_durable import atomic_write
 from .c10_database import Database, text_source_inputs
 from .c20_store import court_text_store_name, ocr_text_store_name, text_store_name
+
+log_best_text = logging.getLogger("kycourt.best_text")
 
 TEXT_LAYER = "text_layer"
 OCR_MERGE = "ocr"
@@ -126,6 +133,25 @@ def fetch_into_workspace(ctx) -> Callable[[str], bytes | None]:
             return path.read_bytes()
         except FileNotFoundError:
             return None
+    return fetch
+
+
+def fetch_from_store(workspace: str | Path, store: Any) -> Callable[[str], bytes | None] | None:
+    """A `read_text` fetch for the query layer (show, export, search): the store's copy, kept in
+    the workspace for the next read; None without a store. A text the store cannot give is None."""
+    if store is None:
+        return None
+
+    def fetch(name: str) -> bytes | None:
+        try:
+            data = store.read_file(name)
+        except (StoreError, OSError) as exc:
+            log_best_text.warning("%s cannot be read from the store: %s", name, exc)
+            return None
+        target = Path(workspace) / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+        return data
     return fetch
 
 

@@ -51,14 +51,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .c00_config import IntegrityError, PipelineError, StoreError
-from .c05_durable import atomic_write
+from .c00_config import IntegrityError, PipelineError
 from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_RANK_CAP, Database, SearchDatabase,
                            SearchIndexOutdated, SearchQueryError, backup_database, connect, extracted_fingerprint,
                            is_sqlite_file, iter_document_records, search_bucket, text_source_inputs)
 from .c34_mirror import progress
 from .c35_context import Context
-from .c83_best_text import TEXT_LAYER, fetch_into_workspace, read_text, record_text_sources, text_name
+from .c83_best_text import (TEXT_LAYER, fetch_from_store, fetch_into_workspace, read_text, record_text_sources,
+                            text_name)
 
 log_index = logging.getLogger("kycourt.index")
 
@@ -303,11 +303,11 @@ def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: Ind
     # A document's former tokens are deleted by reading its former text back: one that cannot be
     # read stays indexed as it is (counted), never half removed.
     former = {have[0]: have[1] for have in indexed.values()}
-    kept = [rowid for rowid in deletes if not _index_text_at_hand(ctx, former[rowid], fetch)]
-    if deletes:
-        sdb.write_batch(deletes=[rowid for rowid in deletes if rowid not in kept])
-        result.removed = len(deletes) - len(kept)
-    result.missing_texts += len(kept)
+    removable = [rowid for rowid in deletes if _index_text_at_hand(ctx, former[rowid], fetch)]
+    if removable:
+        sdb.write_batch(deletes=removable)
+    result.removed = len(removable)
+    result.missing_texts += len(deletes) - len(removable)
     for start in range(0, len(fields_only), INDEX_BATCH):
         sdb.write_batch(upserts=[(wanted[i], None) for i in fields_only[start:start + INDEX_BATCH]])
     result.refreshed = len(fields_only)
@@ -476,7 +476,7 @@ def search_archive(workspace: str | os.PathLike, query: str, *, court: str | Non
         hits = sdb.search(query, year=year, kind=kind, limit=limit, rank_cap=None if rank_all else SEARCH_RANK_CAP,
                           **court_filter(court))
         if hits:
-            _add_snippets(Path(workspace), hits, query, sdb, None if store is None else _fetch_into(Path(workspace), store))
+            _add_snippets(Path(workspace), hits, query, sdb, fetch_from_store(workspace, store))
         return hits
     finally:
         if own:
@@ -501,22 +501,6 @@ def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: str, sdb: 
     for hit, text, (in_text, in_title) in zip(hits, texts, candidates):
         hit["snippet"] = None if text is None else make_snippet(text, match_places(in_text, phrases, stems))
         hit["title_highlighted"] = mark(hit["case_title"] or "", match_places(in_title, phrases, stems))
-
-
-def _fetch_into(workspace: Path, store: Any):
-    """A `read_text` fetch for the query layer: the store's copy, kept in the workspace (a text the
-    store cannot give is None: its hit has no snippet)."""
-    def fetch(name: str) -> bytes | None:
-        try:
-            data = store.read_file(name)
-        except (StoreError, OSError) as exc:
-            log_index.warning("no snippet from %s: %s", name, exc)
-            return None
-        target = workspace / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data)
-        return data
-    return fetch
 
 
 # ---------------------------------------------------------------- snippets
