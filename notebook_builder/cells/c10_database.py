@@ -1002,7 +1002,8 @@ class Database:
                 "UPDATE documents SET status = 'extracted', pages = :pages, extracted_chars = :chars, "
                 "likely_scanned = :likely_scanned, pages_needing_ocr = :pages_needing_ocr, "
                 "text_quality = :quality, extracted_by_ocr = :extracted_by_ocr, ocr_pages = :ocr_pages, "
-                "ocr_quality = NULL, extract_failure = NULL, extract_attempts = extract_attempts + 1, updated_at = :now "
+                "ocr_quality = NULL, extract_failure = NULL, extract_attempts = extract_attempts + 1, "
+                "updated_at = :now "
                 "WHERE document_id = :document_id AND status = 'downloaded'",
                 [{"document_id": entry["document_id"], "pages": entry["pages"], "chars": entry["chars"],
                   "likely_scanned": int(entry["likely_scanned"]), "quality": entry.get("quality"),

@@ -433,5 +433,5 @@ def _ocr_commit(ctx: Context, sha: str, recognised: dict[int, tuple[str, int | N
     target = ctx.workspace / ocr_text_store_name(sha)
     atomic_write(target, merged.encode("utf-8", "replace"))     # the store's copy is the durable one
     ctx.mirror.put(ocr_text_store_name(sha), target)
-    return ctx.db.record_ocr(sha, {page: (len(text.strip()), rotation) for page, (text, rotation) in recognised.items()},
-                             quality=text_quality(merged))
+    pages = {page: (len(text.strip()), rotation) for page, (text, rotation) in recognised.items()}
+    return ctx.db.record_ocr(sha, pages, quality=text_quality(merged))

@@ -134,8 +134,8 @@ def _derive_document(ctx: Context, row, result: DeriveResult) -> dict:
     return {
         "row": {"document_id": document_id, "method": DERIVE_METHOD, "version": DERIVE_VERSION,
                 "source_sha256": row["sha256"] if text is not None else None,
-                "source_description": row["description"],
-                "text_source": (row["text_source"] or TEXT_LAYER) if text is not None else None, "text_sha256": text_sha256,
+                "source_description": row["description"], "text_sha256": text_sha256,
+                "text_source": (row["text_source"] or TEXT_LAYER) if text is not None else None,
                 "text_chars": None if text is None else len(text), **values,
                 "citation_count": len(citations.citations) if text is not None else None,
                 "warnings": json.dumps(warnings), "derived_at": utc_now()},
