@@ -2,20 +2,23 @@
 
 Guarantees:
 - Nothing here writes to ky_court.sqlite or ky_search.sqlite: both are
-  opened read-only.
+  opened read-only (a text read from the store is kept in the workspace,
+  under its own name, as the stages keep theirs).
 - `show_document()` gathers everything known about a document id, a sha256
   or a case number: its `documents` row, the rows of every table that names
   it (extraction_log today; cases, docket entries, derived fields and
   whatever else when those tables exist), the download outcome, the files
-  in the workspace and in the store, its entry in the search index and a
-  preview of its text. An ID that matches nothing raises `NotFound`.
+  in the workspace and in the store, its entry in the search index, which
+  of its texts is the best (c83_best_text, decided now from the archive) and
+  a preview of that text. An ID that matches nothing raises `NotFound`.
 - `export_archive()` writes one record per document (ordered by
   document_id) with its metadata, what derive found (rendered date,
   disposition, publication status, judge, lower court, citations), why no
-  text was extracted (`extract_failure`), which text it is (`text_source`,
-  where the archive records it) and the text, as JSON Lines, CSV (every
-  value quoted, so texts with newlines survive; null is an empty unquoted
-  field, so it differs from "") or Parquet (pyarrow, an optional extra),
+  text was extracted (`extract_failure`), which text it is (`text_source`:
+  the text layer, the OCR merge or the court's own text) and that best
+  text, as JSON Lines, CSV (every value quoted, so texts with newlines
+  survive; null is an empty unquoted field, so it differs from "") or
+  Parquet (pyarrow, an optional extra),
   plus `schema.json`, `manifest.json` (each file's sha256 and bytes, the
   counts) and `manifest-sha256.txt` (BagIt-style `sha256  path` lines). All
   files are written under temp names, then renamed; an earlier export's
@@ -26,7 +29,7 @@ Guarantees:
 - `serve` lives in the notebook's search cell (c98_search.py), which Colab
   needs too.
 
-Knobs read: WORKSPACE, STORE (through load_config in the CLI).
+Knobs read: WORKSPACE, STORE (through load_config in the CLI), MIN_TEXT_QUALITY (the best text).
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME
                                                  document_citations, documents_matching, is_sqlite_file,
                                                  iter_document_records, rows_where, tables_with_column)
 from notebook_builder.cells.c20_store import pdf_store_name, sha256_file, text_store_name
+from notebook_builder.cells.c83_best_text import best_text_sources, fetch_from_store, read_text
 from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
 
 log_query = logging.getLogger("kycourt.query")
@@ -80,6 +84,8 @@ def show_document(cfg: Config, identifier: str, *, store: Any = None) -> dict[st
         related_tables = {column: [t for t in tables_with_column(conn, column) if t != "documents"]
                           for column in ("document_id", "docket_entry_id", "case_id")}
         search = _show_open_index(workspace)
+        best = best_text_sources(conn, cfg.MIN_TEXT_QUALITY, f"d.document_id IN ({', '.join('?' * len(rows))})",
+                                 tuple(row["document_id"] for row in rows))
         documents = []
         for row in rows:
             entry: dict[str, Any] = {"document": row}
@@ -93,9 +99,11 @@ def show_document(cfg: Config, identifier: str, *, store: Any = None) -> dict[st
                 found = {table: rows_where(conn, table, column, row[column], limit=200)
                          for table in related_tables[column]}
                 entry[label] = {table: hits for table, hits in found.items() if hits}
-            entry["files"] = _show_files(workspace, row, store)
-            entry["index"] = _show_index_entry(search, row)
-            entry["text_preview"] = _show_preview(workspace, row, store)
+            source, name = best[row["document_id"]]
+            entry["files"] = _show_files(workspace, row, name, store)
+            entry["index"] = _show_index_entry(search, row, name)
+            entry["text_source"] = source
+            entry["text_preview"] = _show_preview(workspace, name, store)
             documents.append(entry)
         if search is not None:
             search.close()
@@ -111,22 +119,25 @@ def _show_open_index(workspace: Path) -> SearchDatabase | None:
         return None
 
 
-def _show_index_entry(search: SearchDatabase | None, row: dict) -> dict[str, Any]:
+def _show_index_entry(search: SearchDatabase | None, row: dict, text_name: str | None) -> dict[str, Any]:
     if search is None:
         return {"indexed": False, "note": "no search index in the workspace"}
     indexed = search.get(row["document_id"])
     if indexed is None:
         return {"indexed": False}
-    return {"indexed": True, "current": indexed["sha256"] == row["sha256"], "indexed_at": indexed["indexed_at"],
-            "year": indexed["year"], "court_code": indexed["court_code"]}
+    return {"indexed": True, "current": indexed["text_name"] == text_name, "indexed_at": indexed["indexed_at"],
+            "text_source": indexed["text_source"], "year": indexed["year"], "court_code": indexed["court_code"]}
 
 
-def _show_files(workspace: Path, row: dict, store: Any) -> dict[str, Any]:
+def _show_files(workspace: Path, row: dict, best_name: str | None, store: Any) -> dict[str, Any]:
     sha = row.get("sha256")
     if not sha:
         return {}
     files = {}
-    for kind, name in (("pdf", pdf_store_name(sha)), ("text", text_store_name(sha))):
+    named = [("pdf", pdf_store_name(sha)), ("text", text_store_name(sha))]
+    if best_name not in (None, text_store_name(sha)):
+        named.append(("best text", best_name))
+    for kind, name in named:
         local = workspace / name
         info: dict[str, Any] = {"name": name, "workspace_bytes": local.stat().st_size if local.is_file() else None}
         if store is not None:
@@ -141,22 +152,9 @@ def _show_files(workspace: Path, row: dict, store: Any) -> dict[str, Any]:
     return files
 
 
-def _show_preview(workspace: Path, row: dict, store: Any) -> str | None:
-    sha = row.get("sha256")
-    if not sha or row.get("status") != "extracted":
-        return None
-    local = workspace / text_store_name(sha)
-    try:
-        with open(local, "rb") as handle:
-            data = handle.read(PREVIEW_CHARS * 4)
-    except FileNotFoundError:
-        if store is None:
-            return None
-        try:
-            data = store.read_file(text_store_name(sha))[:PREVIEW_CHARS * 4]
-        except (StoreError, OSError):
-            return None
-    return data.decode("utf-8", "replace")[:PREVIEW_CHARS]
+def _show_preview(workspace: Path, name: str | None, store: Any) -> str | None:
+    data = read_text(workspace, name, fetch_from_store(workspace, store))
+    return None if data is None else data[:PREVIEW_CHARS * 4].decode("utf-8", "replace")[:PREVIEW_CHARS]
 
 
 def format_show(report: dict[str, Any]) -> str:
@@ -193,7 +191,7 @@ def format_show(report: dict[str, Any]) -> str:
             state = f"not indexed ({index['note']})" if index.get("note") else "not indexed"
         lines.append(f"  index {state}")
         if entry.get("text_preview"):
-            lines.append("  text preview:")
+            lines.append(f"  text preview ({entry.get('text_source')}):")
             lines.extend("    " + line for line in entry["text_preview"].splitlines()[:12])
     return "\n".join(lines)
 
@@ -212,7 +210,9 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
     """One record per document, by document_id, with EXPORT_FIELDS."""
     workspace = Path(cfg.WORKSPACE)
     conn = open_state(workspace)
+    fetch = fetch_from_store(workspace, store)
     try:
+        best = best_text_sources(conn, cfg.MIN_TEXT_QUALITY, "d.status = 'extracted'")
         for row in iter_document_records(conn):
             record = {name: None for name, _, _ in EXPORT_FIELDS}
             for name in record:
@@ -226,8 +226,9 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
             record["citations"] = document_citations(conn, row["document_id"])
             record["pdf"] = pdf_store_name(row["sha256"]) if row["sha256"] and row["status"] in (
                 "downloaded", "extracted") else None
-            if row["status"] == "extracted" and row["sha256"]:
-                record["text"] = _export_text(workspace, row["sha256"], store)
+            record["text_source"], name = best.get(row["document_id"], (None, None))
+            data = read_text(workspace, name, fetch)
+            record["text"] = None if data is None else data.decode("utf-8", "replace")
             if counts is not None:
                 counts["documents"] = counts.get("documents", 0) + 1
                 key = "with_text" if record["text"] is not None else "without_text"
@@ -236,20 +237,6 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
             yield record
     finally:
         conn.close()
-
-
-def _export_text(workspace: Path, sha: str, store: Any) -> str | None:
-    local = workspace / text_store_name(sha)
-    try:
-        return local.read_bytes().decode("utf-8", "replace")
-    except FileNotFoundError:
-        pass
-    if store is None:
-        return None
-    try:
-        return store.read_file(text_store_name(sha)).decode("utf-8", "replace")
-    except (StoreError, OSError):
-        return None
 
 
 def export_archive(cfg: Config, out_dir: str | os.PathLike, fmt: str, *, store: Any = None) -> dict[str, Any]:

@@ -27,17 +27,38 @@ def test_setup_installs_the_missing_in_one_pip_call_then_tesseract_then_signs_in
     check_call, call, sign_in = Recorder(), Recorder(), Recorder()
     actions = bootstrap.colab_setup(find_spec=lambda name: None if name == "eyecite" else object(),
                                     which=lambda program: None, check_call=check_call, call=call,
-                                    sign_in=sign_in)
+                                    languages=lambda: [], sign_in=sign_in)
     assert check_call.calls == [(([sys.executable, "-m", "pip", "install", "--quiet", "eyecite>=2.6"],), {})]
     assert call.calls == [((bootstrap.TESSERACT_INSTALL,), {"shell": True})]
+    assert "tesseract-ocr-osd" in bootstrap.TESSERACT_INSTALL and "tesseract-ocr-eng" in bootstrap.TESSERACT_INSTALL
     assert len(sign_in.calls) == 1
-    assert actions == ["pip install eyecite>=2.6", "apt-get install tesseract-ocr", "signed in to Google"]
+    assert actions == ["pip install eyecite>=2.6", "apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd",
+                       "signed in to Google"]
+
+
+def test_a_tesseract_without_its_orientation_data_gets_it():
+    call = Recorder()
+    actions = bootstrap.colab_setup(find_spec=lambda name: object(), which=lambda program: "/usr/bin/" + program,
+                                    check_call=Recorder(), call=call, languages=lambda: ["eng"], sign_in=Recorder())
+    assert call.calls == [((bootstrap.TESSERACT_INSTALL,), {"shell": True})]
+    assert actions[0].startswith("apt-get install") and actions[-1] == "signed in to Google"
+
+
+def test_tesseract_languages_are_read_from_list_langs():
+    class Listed:
+        stdout = 'List of available languages in "/usr/share/tesseract-ocr/5/tessdata/" (2):\neng\nosd\n'
+    assert bootstrap.tesseract_languages(lambda *args, **kwargs: Listed()) == ["eng", "osd"]
+
+    def absent(*args, **kwargs):
+        raise FileNotFoundError("tesseract")
+    assert bootstrap.tesseract_languages(absent) == []
 
 
 def test_setup_with_everything_present_only_signs_in():
     check_call, call, sign_in = Recorder(), Recorder(), Recorder()
     actions = bootstrap.colab_setup(find_spec=lambda name: object(), which=lambda program: "/usr/bin/" + program,
-                                    check_call=check_call, call=call, sign_in=sign_in)
+                                    check_call=check_call, call=call, languages=lambda: ["eng", "osd"],
+                                    sign_in=sign_in)
     assert check_call.calls == [] and call.calls == [] and len(sign_in.calls) == 1
     assert actions == ["signed in to Google"]
 

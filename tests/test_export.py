@@ -7,12 +7,10 @@ import errno
 import json
 import os
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from notebook_builder import query
 from notebook_builder.cells.c10_database import DB_FILENAME, Database
 from notebook_builder.cli import main
 
@@ -74,23 +72,10 @@ def test_records_carry_the_derived_fields_the_failure_and_the_text_source(capsys
     assert first["citations"] == ["1 S.W.3d 2", "KRS 500.080"]        # distinct, in text order
     assert records[document_id(1)]["citations"] == [] and records[document_id(1)]["rendered_date"] is None
     assert records[document_id(4)]["extract_failure"] == "unparseable" and first["extract_failure"] is None
-    assert first["text_source"] is None                # this archive records no text source
+    assert first["text_source"] == "text_layer" and records[document_id(4)]["text_source"] is None
     schema = json.loads((out / "schema.json").read_text())
     names = [field["name"] for field in schema["fields"]]
     assert {"rendered_date", "disposition", "lower_court", "citations", "extract_failure", "text_source"} <= set(names)
-
-
-def test_text_source_is_exported_where_the_archive_records_it(capsys, tmp_path, archive):
-    conn = sqlite3.connect(Path(archive.WORKSPACE) / DB_FILENAME)
-    if "text_source" not in [row[1] for row in conn.execute("PRAGMA table_info(documents)")]:
-        conn.execute("ALTER TABLE documents ADD COLUMN text_source TEXT")      # as issue 25's schema adds it
-    conn.execute("UPDATE documents SET text_source = 'ocr' WHERE document_id = ?", (document_id(3),))
-    conn.commit()
-    conn.close()
-    out = tmp_path / "export"
-    assert export(capsys, archive, out, "jsonl")[0] == 0
-    records = {record["document_id"]: record for record in map(json.loads, (out / "documents.jsonl").open())}
-    assert records[document_id(3)]["text_source"] == "ocr"
 
 
 def test_csv_tells_null_from_empty_and_writes_lists_as_json(capsys, tmp_path, archive):

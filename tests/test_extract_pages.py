@@ -231,7 +231,7 @@ def test_a_page_every_engine_reads_as_garbage_goes_to_ocr_and_an_empty_ocr_leave
 
     # OCR that finds nothing on it: no crash, the document and its text kept, the page unreadable.
     monkeypatch.setattr(c85_ocr, "ocr_engine_available", lambda engine: None)
-    monkeypatch.setitem(c85_ocr.OCR_ENGINES, ctx.cfg.OCR_ENGINE, lambda image, timeout=0: "")
+    monkeypatch.setitem(c85_ocr.OCR_ENGINES, ctx.cfg.OCR_ENGINE, lambda image, timeout=0, orientation=True: ("", None))
     ocr_result = c85_ocr.ocr(ctx)
     assert (ocr_result.pdfs, ocr_result.failed) == (1, 0)
     assert ctx.db.get_document("garbled")["status"] == "extracted"

@@ -79,7 +79,7 @@ def test_the_ocr_summary_counts_only_documents_whose_ocr_text_holds_words(make_c
         ctx.db.mark_downloaded(f"scan{number}", sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
     extract(ctx)
     monkeypatch.setattr(c85_ocr, "ocr_engine_available", lambda engine: None)
-    monkeypatch.setitem(c85_ocr.OCR_ENGINES, "tesseract", lambda image, timeout: "  \n")   # reads nothing
+    monkeypatch.setitem(c85_ocr.OCR_ENGINES, "tesseract", lambda image, timeout, orientation=True: ("  \n", None))   # reads nothing
 
     result = ocr(ctx)
 
@@ -88,6 +88,6 @@ def test_the_ocr_summary_counts_only_documents_whose_ocr_text_holds_words(make_c
     assert "0 documents now carry OCR text" in words and "2 PDFs gave no text" in words
     assert "2 documents now carry" not in words
     read = describe_stage("ocr", OcrResult(pdfs=3, documents=3, pages=4, chars=900, engine="tesseract"))
-    assert read == "4 scanned pages of 3 PDFs recognised (tesseract), 900 characters: 3 documents now carry " \
-                   "OCR text; 0 PDFs failed"
+    assert read == "4 scanned pages of 3 PDFs recognised (tesseract; 0 turned upright, 0 blank), 900 characters: " \
+                   "3 documents now carry OCR text; 0 pages and 0 PDFs failed"
     assert os.path.getsize(ctx.workspace / f"text/{sha}.ocr.txt") == 0

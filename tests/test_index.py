@@ -13,8 +13,9 @@ from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME
                                                  SearchQueryError, checkpoint)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c87_index import (IndexMissingError, court_code_of, court_filter, index, index_behind,
-                                              index_coverage, plan_index, search_archive, year_of)
+from notebook_builder.cells.c87_index import (IndexMissingError, candidate_words, court_code_of, court_filter, index,
+                                              index_behind, index_coverage, make_snippet, match_places, phrase_keys,
+                                              plan_index, query_phrases, search_archive, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 
 from archive_fixture import DOCUMENTS, add_text, build_archive, document_id, make_config
@@ -26,6 +27,15 @@ def run_index(cfg):
         return index(ctx)
     finally:
         ctx.close()
+
+
+def assert_index_sound(cfg):
+    """FTS5's own check of the index against its content: every text's tokens, and no others."""
+    sdb = SearchDatabase.open(Path(cfg.WORKSPACE) / SEARCH_DB_FILENAME)
+    try:
+        sdb.conn.execute("INSERT INTO docs_fts(docs_fts, rank) VALUES ('integrity-check', 1)")
+    finally:
+        sdb.close()
 
 
 @pytest.fixture
@@ -54,10 +64,38 @@ def test_court_filter_accepts_codes_and_names():
 
 
 def test_plan_index_separates_new_texts_field_changes_and_removals():
-    wanted = {"a": {"sha256": "1", "source_key": "k1"}, "b": {"sha256": "2", "source_key": "k2"},
-              "c": {"sha256": "3", "source_key": "k3"}}
-    indexed = {"a": (1, "1", "k1"), "b": (2, "2", "old"), "c": (3, "old sha", "k3"), "gone": (4, "9", "k9")}
-    assert plan_index(wanted, indexed) == (["c"], ["b"], [4])
+    wanted = {name: {"text_key": f"t{name}", "source_key": f"s{name}"} for name in "abcd"}
+    # (doc_rowid, text_name, text_key, source_key): b's fields changed, c's text (or title), d is new.
+    indexed = {"a": (1, "x", "ta", "sa"), "b": (2, "x", "tb", "old"), "c": (3, "x", "old", "sc"),
+               "gone": (4, "x", "t", "s")}
+    assert plan_index(wanted, indexed) == (["c", "d"], ["b"], [4])
+
+
+def test_a_snippet_marks_the_querys_phrases_not_its_operators_nor_what_not_leaves_out():
+    assert query_phrases('"Search warrant" AND suppress* NOT (murder OR theft)') == [
+        [("search", False), ("warrant", False)], [("suppress", True)]]
+    assert query_phrases("NEAR(summary judgment, 5) case_title:smith") == [
+        [("summary", False)], [("judgment", False)], [("smith", False)]]
+    assert query_phrases('"a ""quoted"" word"*') == [[("a", False), ("quoted", False), ("word", True)]]
+
+
+def test_a_snippet_is_the_densest_stretch_of_the_querys_words_with_their_stemmed_forms_marked():
+    phrases = query_phrases('negligence OR "search warrant" OR suppress*')
+    # As the index's porter stemmer has them.
+    stems = {"negligence": "neglig", "negligently": "neglig", "search": "search", "warrant": "warrant",
+             "suppressed": "suppress", "neglected": "neglect", "searched": "search", "warrants": "warrant"}
+    text = ("The negligence claim is addressed first. " + "Unrelated words about the weather. " * 10
+            + "Then the search  warrant was negligently executed and the evidence suppressed. "
+            + "Unrelated words follow here; the officer neglected nothing and searched, warrants in hand. " * 10)
+    matches = match_places(candidate_words(text, phrase_keys(phrases, stems), 2), phrases, stems)
+    snippet = make_snippet(text, matches)
+    assert snippet.startswith("… ") and snippet.endswith(" …")
+    assert "[search  warrant]" not in snippet       # whitespace is made single
+    assert "[search warrant] was [negligently] executed and the evidence [suppressed]" in snippet
+    assert "[neglected]" not in make_snippet(text[-200:], match_places(
+        candidate_words(text[-200:], phrase_keys(phrases, stems), 2), phrases, stems))   # another stem
+    assert make_snippet("Nothing of the query here at all.", []) == "Nothing of the query here at all."
+    assert make_snippet(" ".join(["word"] * 100), []).endswith(" …")
 
 
 # ----------------------------------------------------------------- build
@@ -102,24 +140,73 @@ def test_a_second_run_indexes_only_what_changed(archive):
     store = LocalStore(archive.STORE)
     try:
         add_text(archive, db, store, 1, "A new text: rehearing granted on reconsideration.", revision=1)
-        with db.transaction():   # a metadata change only: the new title must reach the index
-            db.conn.execute("UPDATE documents SET case_title = 'SMYTHE VS. COMMONWEALTH' WHERE document_id = ?",
+        with db.transaction():
+            # The court's name only: not in the full-text index, so its text is not read again.
+            db.conn.execute("UPDATE documents SET court = 'Court of Appeals of Kentucky' WHERE document_id = ?",
                             (document_id(0),))
+            # A new title: indexed again with the same text.
+            db.conn.execute("UPDATE documents SET case_title = 'SMYTHE VS. COMMONWEALTH' WHERE document_id = ?",
+                            (document_id(3),))
             db.conn.execute("UPDATE documents SET status = 'downloaded' WHERE document_id = ?", (document_id(2),))
     finally:
         db.close()
-    # The metadata-only change must not read its text again: no other text is left anywhere.
-    for path in Path(archive.WORKSPACE, "text").glob("*.txt"):
-        if "rehearing granted" not in path.read_text():
-            path.unlink()
-    shutil.rmtree(Path(archive.STORE) / "text")
+    sha0 = Database.open(Path(archive.WORKSPACE) / DB_FILENAME).get_document(document_id(0))["sha256"]
+    text0 = (Path(archive.WORKSPACE) / "text" / f"{sha0}.txt").read_bytes()
+    (Path(archive.WORKSPACE) / "text" / f"{sha0}.txt").unlink()     # the field change must not need it
+    (Path(archive.STORE) / "text" / f"{sha0}.txt").unlink()
     changed = run_index(archive)
-    assert (changed.indexed, changed.refreshed, changed.removed, changed.missing_texts) == (1, 1, 1, 0)
+    assert (changed.indexed, changed.refreshed, changed.removed, changed.missing_texts) == (2, 1, 1, 0)
     assert changed.pushed and changed.total == len(DOCUMENTS) - 1
     assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, "reconsideration")] == [document_id(1)]
     assert search_archive(archive.WORKSPACE, "petition") == []          # the old text is gone
-    assert search_archive(archive.WORKSPACE, "smythe")[0]["document_id"] == document_id(0)
+    assert search_archive(archive.WORKSPACE, "smythe")[0]["document_id"] == document_id(3)
+    assert search_archive(archive.WORKSPACE, "brown") == []             # and the old title
+    assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, "suppression", court="of Kentucky")] == [
+        document_id(0)]
     assert search_archive(archive.WORKSPACE, "suspended") == []         # no longer extracted
+    assert index_coverage(archive.WORKSPACE).behind == 0
+    (Path(archive.WORKSPACE) / "text" / f"{sha0}.txt").write_bytes(text0)
+    assert_index_sound(archive)
+
+
+def test_the_index_keeps_no_copy_of_the_texts_and_reads_snippets_from_them(tmp_path, archive):
+    run_index(archive)
+    index_bytes = (Path(archive.WORKSPACE) / SEARCH_DB_FILENAME).read_bytes()
+    for _, _, _, _, text in DOCUMENTS:
+        assert text.split("\n")[0][:40].encode() not in index_bytes
+    assert "[Suppression]" in search_archive(archive.WORKSPACE, "suppression")[0]["snippet"]
+    # A fresh runtime restored the index but not the texts: the hits come, their snippets with a store.
+    fresh = make_config(tmp_path / "fresh", KY_STORE=archive.STORE)
+    Path(fresh.WORKSPACE).mkdir(parents=True)
+    shutil.copy(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, Path(fresh.WORKSPACE) / SEARCH_DB_FILENAME)
+    bare = search_archive(fresh.WORKSPACE, "suppression")
+    assert [hit["document_id"] for hit in bare] == [document_id(3), document_id(0)]
+    assert not any(hit["snippet"] for hit in bare)
+    fetched = search_archive(fresh.WORKSPACE, "suppression", store=LocalStore(archive.STORE))
+    assert "[Suppression]" in fetched[0]["snippet"] and "[suppression]" in fetched[1]["snippet"]
+
+
+def test_a_text_that_cannot_be_read_again_keeps_its_document_indexed_as_it_was(archive):
+    run_index(archive)
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        sha = db.get_document(document_id(2))["sha256"]
+        with db.transaction():
+            db.conn.execute("UPDATE documents SET status = 'downloaded', updated_at = 'later' WHERE document_id = ?",
+                            (document_id(2),))
+    finally:
+        db.close()
+    text = (Path(archive.WORKSPACE) / "text" / f"{sha}.txt").read_bytes()
+    (Path(archive.WORKSPACE) / "text" / f"{sha}.txt").unlink()
+    (Path(archive.STORE) / "text" / f"{sha}.txt").unlink()
+    result = run_index(archive)
+    # Its tokens can only be removed by reading them back: it stays, counted, and the index sound.
+    assert (result.removed, result.missing_texts) == (0, 1) and index_coverage(archive.WORKSPACE).extra == 1
+    (Path(archive.STORE) / "text" / f"{sha}.txt").write_bytes(text)
+    result = run_index(archive)
+    assert (result.removed, result.missing_texts) == (1, 0) and index_coverage(archive.WORKSPACE).behind == 0
+    assert search_archive(archive.WORKSPACE, "suspended") == []
+    assert_index_sound(archive)
 
 
 def test_optional_tables_fill_case_type_entry_type_publication_and_judge(archive):
@@ -224,6 +311,21 @@ def test_an_index_from_a_newer_schema_is_refused_by_readers_and_rebuilt_by_the_s
     assert len(search_archive(archive.WORKSPACE, "suppression")) == 2
 
 
+def test_an_index_of_an_older_version_is_built_again_not_kept(archive):
+    path = Path(archive.WORKSPACE) / SEARCH_DB_FILENAME
+    conn = sqlite3.connect(path)     # version 2 kept a copy of every text in the index
+    conn.executescript("CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT); "
+                       "INSERT INTO kv VALUES ('search_schema_version', '2'); "
+                       "CREATE VIRTUAL TABLE docs_fts USING fts5(case_title, description, body);")
+    conn.close()
+    with pytest.raises(IndexMissingError, match="version 2, older"):
+        search_archive(archive.WORKSPACE, "suppression")
+    result = run_index(archive)
+    assert result.rebuilt and result.indexed == len(DOCUMENTS)
+    assert not list(path.parent.glob(f"{SEARCH_DB_FILENAME}.damaged-*"))
+    assert len(search_archive(archive.WORKSPACE, "suppression")) == 2
+
+
 def test_an_index_from_before_the_schema_is_migrated(archive):
     path = Path(archive.WORKSPACE) / SEARCH_DB_FILENAME
     conn = sqlite3.connect(path)
@@ -310,10 +412,9 @@ def test_a_new_year_or_court_moves_the_document_to_its_rowid_range_keeping_its_t
     finally:
         db.close()
     for path in Path(archive.WORKSPACE, "text").glob("*.txt"):
-        path.unlink()
-    shutil.rmtree(Path(archive.STORE) / "text")
+        path.unlink()      # a fresh runtime: the store has the texts
     moved = run_index(archive)
-    assert (moved.indexed, moved.refreshed, moved.missing_texts) == (0, 1, 0)
+    assert (moved.indexed, moved.refreshed, moved.missing_texts) == (1, 0, 0)
     assert search_archive(archive.WORKSPACE, "suppression", year=2019) == []
     hits = search_archive(archive.WORKSPACE, "suppression", year=2022, court="SC")
     assert [hit["document_id"] for hit in hits] == [document_id(0)] and "[suppression]" in hits[0]["snippet"]

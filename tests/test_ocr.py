@@ -1,14 +1,22 @@
-"""OCR: pages that show an image and have no text layer are recognised and merged into the document's text."""
+"""OCR: pages that show an image and have no text layer are turned upright, recognised and merged into
+the document's text, which search, derive, show and export then read."""
 from __future__ import annotations
 
 import hashlib
 import io
+import os
+import signal
+import time
 
 import pypdf
 import pytest
 
+from notebook_builder.cells import c85_ocr
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, text_agreement
-from notebook_builder.cells.c85_ocr import merge_ocr_text, ocr, ocr_engine_available, render_page
+from notebook_builder.cells.c85_ocr import hocr_orientation, merge_ocr_text, ocr, ocr_engine_available, render_page
+from notebook_builder.cells.c86_derive import derive
+from notebook_builder.cells.c87_index import index, search_archive
+from notebook_builder.query import export_records, show_document
 from notebook_builder.simcourt import pdfs
 
 from support import put_bytes
@@ -22,12 +30,14 @@ def opinion(number: int) -> bytes:
                             filed="2021-05-01", creation_date=CREATED)
 
 
-def scanned(data: bytes, tmp_path, dpi: int = 150) -> tuple[bytes, list[str]]:
-    """`data` printed and scanned: each page an image only (Pillow's PDF writer), and the true texts."""
+def scanned(data: bytes, tmp_path, dpi: int = 150, upside_down: tuple[int, ...] = ()) -> tuple[bytes, list[str]]:
+    """`data` printed and scanned: each page an image only (Pillow's PDF writer), the pages numbered
+    in `upside_down` (1-based) turned over, and the true texts."""
     source = tmp_path / "source.pdf"
     source.write_bytes(data)
     truths = [entry[0] for entry in EXTRACT_ENGINE_FUNCTIONS["pypdfium2"](str(source))]
     images = [render_page(str(source), index, dpi).convert("L") for index in range(len(truths))]
+    images = [image.rotate(180) if number in upside_down else image for number, image in enumerate(images, 1)]
     out = io.BytesIO()
     images[0].save(out, "PDF", resolution=dpi, save_all=True, append_images=images[1:])
     return out.getvalue(), truths
@@ -60,6 +70,14 @@ def needs_engine(cfg):
     missing = ocr_engine_available(cfg.OCR_ENGINE)
     if missing:
         pytest.skip(f"OCR engine not installed here: {missing} (.ci/run installs it)")
+
+
+def test_the_rotation_is_the_textangle_most_lines_carry():
+    line = "<span class='ocr_line' id='line_1_{n}' title=\"bbox 1 2 3 4; baseline 0 0;{angle} x_size 30\">"
+    upside_down = "".join(line.format(n=n, angle=" textangle 180;") for n in range(5))
+    assert hocr_orientation(upside_down + line.format(n=9, angle="")) == (180, 6)
+    assert hocr_orientation("".join(line.format(n=n, angle="") for n in range(3))) == (0, 3)   # upright
+    assert hocr_orientation("<div class='ocr_page' title='bbox 0 0 10 10'></div>") == (None, 0)  # nothing read
 
 
 def test_merge_replaces_only_the_recognised_pages():
@@ -135,10 +153,10 @@ def test_an_ocr_worker_that_dies_fails_only_its_pdf(ctx, tmp_path, monkeypatch):
     sha_second = add_document(ctx, "second", second)
     extract(ctx)
 
-    def engine(image, timeout):             # dies on the one-page PDF's page, reads the others
+    def engine(image, timeout, orientation):    # dies on the one-page PDF's page, reads the others
         if image.info.get("pdf") == hashlib.sha256(first).hexdigest():
             os.kill(os.getpid(), signal.SIGSEGV)
-        return "recognised words"
+        return "recognised words", 0
     monkeypatch.setattr(c85_ocr, "ocr_engine_available", lambda engine: None)
     monkeypatch.setitem(c85_ocr.OCR_ENGINES, "tesseract", engine)
     original_render = c85_ocr.render_page
@@ -156,3 +174,198 @@ def test_an_ocr_worker_that_dies_fails_only_its_pdf(ctx, tmp_path, monkeypatch):
     assert (ctx.db.get_document("second")["extracted_by_ocr"], ctx.db.get_document("second")["ocr_pages"]) == (1, 2)
     assert (ctx.workspace / "text" / f"{sha_second}.ocr.txt").read_text() == "recognised words\frecognised words"
     assert ocr(ctx).pages == 0
+
+
+# ------------------------------------------- a scanned opinion, found by search, derived, shown
+
+# Words only the scans carry: the upright first page's, the upside-down second page's, the mixed
+# document's scanned page's; and one word of the mixed document's text layer.
+UPRIGHT_WORDS = ("marzipan", "quillwort", "halcyon", "oxbow", "zephyrine")
+UPSIDE_DOWN_WORDS = ("porcelain", "lighthouse", "saxophone", "windmill", "buttercup")
+MIXED_SCAN_WORDS = ("gondola", "pinwheel", "tamarind")
+SCANNED_OPINION = [
+    ["RENDERED: MARCH 8, 2024", "TO BE PUBLISHED", "Supreme Court of Kentucky", "2023-SC-0123-MR", "",
+     "JANE ZEPHYRINE                                APPELLANT", "",
+     "ON APPEAL FROM OXBOW CIRCUIT COURT", "V.            HONORABLE A. QUILLWORT, JUDGE", "NO. 21-CR-00077", "",
+     "COMMONWEALTH OF KENTUCKY                      APPELLEE", "",
+     "OPINION OF THE COURT BY JUSTICE MARZIPAN", "AFFIRMING", "",
+     "The appellant argues that the halcyon days of the trial were unfair to her.",
+     "We have read the record of the trial court and find no error in it."],
+    ["The second page of the opinion was scanned upside down by the clerk.",
+     "It speaks of a porcelain cup, a lighthouse keeper and a saxophone player,",
+     "of a windmill on the hill and a buttercup in the field behind the courthouse.",
+     "For these reasons the judgment of the trial court is affirmed."],
+]
+
+
+def scanned_opinion(tmp_path) -> bytes:
+    data, _ = scanned(pdfs.text_pdf(SCANNED_OPINION, creation_date=CREATED), tmp_path, dpi=200, upside_down=(2,))
+    return data
+
+
+def mixed_filing(tmp_path) -> bytes:
+    """A brief whose first page has a text layer and whose exhibit is a scan."""
+    text_page = pdfs.text_pdf([["BRIEF FOR THE APPELLANT", "The tangerine orchard was sold in 2019."]],
+                              creation_date=CREATED)
+    exhibit, _ = scanned(pdfs.text_pdf([["EXHIBIT A", "A gondola, a pinwheel and a tamarind tree were",
+                                         "listed in the inventory of the estate."]], creation_date=CREATED),
+                         tmp_path, dpi=200)
+    return concatenated(text_page, exhibit)
+
+
+def found(ctx, word: str) -> list[str]:
+    return [hit["document_id"] for hit in search_archive(ctx.workspace, word)]
+
+
+def test_a_scanned_opinion_is_searched_derived_shown_and_exported_from_its_ocr_text(ctx, tmp_path):
+    needs_engine(ctx.cfg)
+    sha = add_document(ctx, "opinion", scanned_opinion(tmp_path))
+    ctx.db.conn.execute("UPDATE documents SET case_number = '2023-SC-0123', description = 'OPINION' "
+                        "WHERE document_id = 'opinion'")
+    add_document(ctx, "mixed", mixed_filing(tmp_path))
+    extract(ctx)
+    derive(ctx)
+    index(ctx)
+    # Before OCR: the text layer is empty; nothing the scans say is found, nothing derived from them.
+    assert all(found(ctx, word) == [] for word in UPRIGHT_WORDS + MIXED_SCAN_WORDS)
+    assert found(ctx, "tangerine") == ["mixed"]
+    assert ctx.db.derived("opinion")["rendered_date"] is None
+
+    result = ocr(ctx)
+
+    assert (result.pdfs, result.pages, result.failed_pages, result.rotated_pages) == (2, 3, 0, 1)
+    assert result.orientation == "detected"
+    rotations = dict(ctx.db.conn.execute("SELECT page, rotation FROM pages WHERE sha256 = ?", (sha,)).fetchall())
+    assert rotations == {1: 0, 2: 180}
+    assert ctx.db.get_document("opinion")["text_source"] == "ocr"
+    derived = derive(ctx)
+    assert derived.derived == 2          # both read again: their best text changed
+    row = ctx.db.derived("opinion")
+    assert (row["rendered_date"], row["publication_status"], row["text_source"]) == ("2024-03-08", "published", "ocr")
+    assert row["judge"] == "MARZIPAN"
+    indexed = index(ctx)
+    assert indexed.indexed == 2
+    for word in UPRIGHT_WORDS + UPSIDE_DOWN_WORDS:
+        assert found(ctx, word) == ["opinion"], word
+    for word in MIXED_SCAN_WORDS + ("tangerine",):
+        assert found(ctx, word) == ["mixed"], word
+    assert "[lighthouse]" in search_archive(ctx.workspace, "lighthouse")[0]["snippet"]
+    assert (index(ctx).indexed, derive(ctx).derived) == (0, 0)      # level
+
+    shown = show_document(ctx.cfg, "opinion", store=ctx.store)["documents"][0]
+    assert shown["text_source"] == "ocr" and shown["text_preview"].startswith("RENDERED: MARCH 8, 2024")
+    assert shown["files"]["best text"]["name"] == f"text/{sha}.ocr.txt" and shown["index"]["current"]
+    exported = {record["document_id"]: record for record in export_records(ctx.cfg, store=ctx.store)}
+    assert exported["opinion"]["text_source"] == "ocr" and "saxophone" in exported["opinion"]["text"]
+    assert "tangerine" in exported["mixed"]["text"] and "gondola" in exported["mixed"]["text"].lower()
+
+
+# ------------------------------------------------------------------- bad pages, long scans
+
+
+def fake_engine(read):
+    """An OCR engine for the stage's forked workers: read(page number) -> text, or it raises/dies."""
+    def engine(image, timeout, orientation):
+        return read(image.info["page"]), 0
+    return engine
+
+
+@pytest.fixture
+def quick_pages(monkeypatch):
+    """The stage with an installed engine that `engine_reads` decides, over pages rendered tiny."""
+    monkeypatch.setattr(c85_ocr, "ocr_engine_available", lambda engine: None)
+    original = c85_ocr.render_page
+
+    def render(pdf_path, index, dpi):
+        image = original(pdf_path, index, 10)
+        image.info["page"] = index + 1
+        return image
+    monkeypatch.setattr(c85_ocr, "render_page", render)
+
+    def engine_reads(read):
+        monkeypatch.setitem(c85_ocr.OCR_ENGINES, "tesseract", fake_engine(read))
+    return engine_reads
+
+
+def blank_scan(pages: int) -> bytes:
+    """`pages` image-only pages (small grey scans, no text layer)."""
+    return concatenated(*[pdfs.image_only_pdf(seed=number, creation_date=CREATED) for number in range(pages)])
+
+
+def test_a_page_that_cannot_be_read_is_counted_and_the_rest_of_the_document_goes_on(ctx, quick_pages):
+    def read(page):
+        if page == 2:
+            raise RuntimeError("Tesseract process timeout")    # what pytesseract raises past the limit
+        if page == 4:
+            os.kill(os.getpid(), signal.SIGSEGV)               # Tesseract's worker dies on this one
+        return f"words of page {page}"
+    quick_pages(read)
+    sha = add_document(ctx, "long", blank_scan(5))
+    extract(ctx)
+
+    result = ocr(ctx)
+
+    assert (result.pdfs, result.pages, result.failed_pages, result.failed) == (1, 3, 2, 0)
+    assert any("page 2: over the OCR time limit" in error for error in result.errors)
+    assert any("page 4: the OCR worker died" in error for error in result.errors)
+    merged = (ctx.workspace / "text" / f"{sha}.ocr.txt").read_text().split("\f")
+    assert merged == ["words of page 1", "", "words of page 3", "", "words of page 5"]
+    chars = dict(ctx.db.conn.execute("SELECT page, ocr_chars FROM pages WHERE sha256 = ?", (sha,)).fetchall())
+    assert chars == {1: 15, 2: None, 3: 15, 4: None, 5: 15}
+    assert (ctx.db.get_document("long")["extracted_by_ocr"], ctx.db.get_document("long")["ocr_pages"]) == (1, 3)
+
+
+def test_a_page_whose_worker_hangs_is_counted_and_the_rest_goes_on(ctx, quick_pages):
+    def read(page):
+        if page == 1:
+            time.sleep(3600)       # a page pdfium or Tesseract never finishes
+        return f"words of page {page}"
+    quick_pages(read)
+    ctx.cfg = ctx.cfg.replace(EXTRACT_TIMEOUT=0.5)
+    sha = add_document(ctx, "stuck", blank_scan(2))
+    extract(ctx)
+    result = ocr(ctx)
+    assert (result.pages, result.failed_pages) == (1, 1) and "no answer within" in result.errors[0]
+    assert (ctx.workspace / "text" / f"{sha}.ocr.txt").read_text() == "\fwords of page 2"
+
+
+def test_a_blank_scan_is_read_as_nothing_and_counted(ctx):
+    needs_engine(ctx.cfg)
+    data, _ = scanned(pdfs.blank_pdf(seed=1, creation_date=CREATED), ctx.workspace, dpi=100)
+    pages = len(pypdf.PdfReader(io.BytesIO(data)).pages)
+    sha = add_document(ctx, "blank", data)
+    extract(ctx)
+    assert ctx.db.get_document("blank")["pages_needing_ocr"] == pages
+    result = ocr(ctx)
+    assert (result.pages, result.blank_pages, result.failed_pages, result.failed) == (pages, pages, 0, 0)
+    rotations = [row[0] for row in ctx.db.conn.execute("SELECT rotation FROM pages WHERE sha256 = ?", (sha,))]
+    assert rotations == [None] * pages          # nothing to tell the orientation by
+    assert ctx.db.get_document("blank")["text_source"] == "ocr"
+
+
+def test_a_long_scan_stopped_by_the_budget_goes_on_from_its_last_page_next_run(ctx, quick_pages, monkeypatch):
+    cache = None
+
+    def read(page):
+        if cache is not None and (cache / f"{page}.json").exists():
+            return "READ TWICE"
+        return f"page {page}"
+    quick_pages(read)
+    sha = add_document(ctx, "long", blank_scan(300))
+    extract(ctx)
+    cache = ctx.workspace / "tmp" / "ocr" / sha
+    # The session's budget ends a third of the way through the scan.
+    monkeypatch.setattr(ctx.clock, "should_stop", lambda: len(list(cache.glob("*.json"))) >= 100)
+
+    stopped = ocr(ctx)
+
+    assert stopped.stopped and stopped.pages == 0 and stopped.failed_pages == 0
+    assert ctx.db.get_document("long")["extracted_by_ocr"] is None           # still queued
+    read_before = len(list(cache.glob("*.json")))
+    assert 100 <= read_before < 300
+    monkeypatch.setattr(ctx.clock, "should_stop", lambda: False)
+    finished = ocr(ctx)
+    assert (finished.pdfs, finished.pages, finished.failed_pages) == (1, 300, 0)
+    merged = (ctx.workspace / "text" / f"{sha}.ocr.txt").read_text().split("\f")
+    assert merged == [f"page {number}" for number in range(1, 301)]        # none read twice
+    assert not cache.exists() and ctx.db.get_document("long")["ocr_pages"] == 300

@@ -65,7 +65,7 @@ def test_show_by_sha256_and_by_case_number(capsys, archive):
     assert status == 0
     assert out.startswith("2 document(s) matched by case_number: 2019-ca-0012")
     assert "-- cases (1 row)" in out and "case_type=Appeal" in out
-    assert "text preview:" in out and "The petition for rehearing is denied." in out
+    assert "text preview (text_layer):" in out and "The petition for rehearing is denied." in out
 
 
 def test_show_an_id_that_matches_nothing_exits_1_with_one_line(capsys, archive):

@@ -8,10 +8,13 @@ Guarantees:
   `SETUP_ACTIONS` is then empty.
 - In Colab: one `pip install` of every requirement in
   `COLAB_MISSING_PACKAGES` whose module cannot be found (the requirements
-  match pyproject.toml's); Tesseract (the ocr stage's engine) from apt-get
-  when it is not on PATH, a failure there only skips that stage later; then
-  Google's sign-in, which the Drive store needs. `SETUP_ACTIONS` lists what
-  was done, in order.
+  match pyproject.toml's); Tesseract (the ocr stage's engine) with its
+  English and `osd` (orientation detection) data from apt-get when it is not
+  on PATH or lists no `osd` data (Debian's and Ubuntu's tesseract-ocr depend
+  on tesseract-ocr-osd, but an image may hold a Tesseract installed without
+  it); a failure there only skips the stage, or its orientation detection,
+  later; then Google's sign-in, which the Drive store needs. `SETUP_ACTIONS`
+  lists what was done, in order.
 - Standard library only, and no import of another cell: it runs first.
 
 Knobs: none (it runs before the configuration exists).
@@ -31,7 +34,8 @@ COLAB_MISSING_PACKAGES = (
     ("pydrive2", "pydrive2>=1.15"),
     ("eyecite", "eyecite>=2.6"),
 )
-TESSERACT_INSTALL = "apt-get update -qq && apt-get install -y -qq tesseract-ocr"
+TESSERACT_PACKAGES = "tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd"
+TESSERACT_INSTALL = f"apt-get update -qq && apt-get install -y -qq {TESSERACT_PACKAGES}"
 
 
 def running_in_colab() -> bool:
@@ -49,9 +53,18 @@ def missing_requirements(find_spec: Callable = importlib.util.find_spec) -> list
             if find_spec(import_name) is None]
 
 
+def tesseract_languages(run: Callable = subprocess.run) -> list[str]:
+    """What `tesseract --list-langs` lists ([] when it cannot say)."""
+    try:
+        listed = run(["tesseract", "--list-langs"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in (listed.stdout or "").splitlines()[1:] if line.strip()]
+
+
 def colab_setup(*, find_spec: Callable = importlib.util.find_spec, which: Callable = shutil.which,
                 check_call: Callable = subprocess.check_call, call: Callable = subprocess.call,
-                sign_in: Callable | None = None) -> list[str]:
+                languages: Callable = tesseract_languages, sign_in: Callable | None = None) -> list[str]:
     """Installs what is missing and signs in; returns what it did. The I/O is passed in for tests."""
     actions = []
     missing = missing_requirements(find_spec)
@@ -59,9 +72,10 @@ def colab_setup(*, find_spec: Callable = importlib.util.find_spec, which: Callab
         check_call([sys.executable, "-m", "pip", "install", "--quiet", *missing])
         importlib.invalidate_caches()
         actions.append("pip install " + " ".join(missing))
-    if which("tesseract") is None:   # Colab runs as root; the ocr stage is skipped if this fails
+    # Colab runs as root; the ocr stage is skipped (or reads pages as they lie) if this fails.
+    if which("tesseract") is None or not {"eng", "osd"} <= set(languages()):
         call(TESSERACT_INSTALL, shell=True)
-        actions.append("apt-get install tesseract-ocr")
+        actions.append(f"apt-get install {TESSERACT_PACKAGES}")
     if sign_in is None:
         from google.colab import auth   # exists only inside Colab
         sign_in = auth.authenticate_user

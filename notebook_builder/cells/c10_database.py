@@ -29,8 +29,10 @@ Guarantees:
   `cites`/`cited_by`/`citations_of`/`derived`/`derived_facets` are the query
   layer's reads of them.
 - The search index is a database of its own (`SearchDatabase`,
-  ky_search.sqlite, its own `search_schema_version`): FTS5 over the texts,
-  the filter columns in `docs`, rows placed in (year, court) rowid ranges.
+  ky_search.sqlite, its own `search_schema_version`): FTS5 over each
+  document's best text without a copy of it (external content read from the
+  text files), the filter columns in `docs`, rows placed in (year, court)
+  rowid ranges.
   The query layer's reads of ky_court.sqlite (`iter_document_records`,
   `documents_matching`, `rows_where`) join the optional tables other
   features add (cases, docket_entries, derived) only when they exist.
@@ -43,6 +45,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -411,10 +414,22 @@ CREATE TABLE IF NOT EXISTS legacy_documents (
 CREATE INDEX IF NOT EXISTS legacy_documents_kind ON legacy_documents(id_kind);
 """
 
+# v10: which of a document's texts its readers use (`documents.text_source`: text_layer, ocr or
+# court_text, as c83_best_text chooses), the quality of the text OCR merged (`ocr_quality`, one of
+# the choice's inputs), the text a derived row was read from (`derived.text_source`), and the
+# rotation OCR's orientation detection gave each page before recognising it (`pages.rotation`,
+# degrees clockwise; NULL where none was detected).
+_SCHEMA_V10 = """
+ALTER TABLE documents ADD COLUMN text_source TEXT;
+ALTER TABLE documents ADD COLUMN ocr_quality REAL;
+ALTER TABLE derived ADD COLUMN text_source TEXT;
+ALTER TABLE pages ADD COLUMN rotation INTEGER;
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8,
-                              9: _SCHEMA_V9}
+                              9: _SCHEMA_V9, 10: _SCHEMA_V10}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 # The response headers that identify a download's bytes (download_events), in its column order.
@@ -1286,7 +1301,8 @@ class Database:
                 "UPDATE documents SET status = 'extracted', pages = :pages, extracted_chars = :chars, "
                 "likely_scanned = :likely_scanned, pages_needing_ocr = :pages_needing_ocr, "
                 "text_quality = :quality, extracted_by_ocr = :extracted_by_ocr, ocr_pages = :ocr_pages, "
-                "extract_failure = NULL, extract_attempts = extract_attempts + 1, updated_at = :now "
+                "ocr_quality = NULL, extract_failure = NULL, extract_attempts = extract_attempts + 1, "
+                "updated_at = :now "
                 "WHERE document_id = :document_id AND status = 'downloaded'",
                 [{"document_id": entry["document_id"], "pages": entry["pages"], "chars": entry["chars"],
                   "likely_scanned": int(entry["likely_scanned"]), "quality": entry.get("quality"),
@@ -1344,16 +1360,29 @@ class Database:
     def page_count(self, sha256: str) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM pages WHERE sha256 = ?", (sha256,)).fetchone()[0]
 
-    def record_ocr(self, sha256: str, ocr_chars: Mapping[int, int], *, failed: bool = False) -> int:
-        """OCR's outcome for every document holding `sha256`: the characters it gave each page, and
-        `extracted_by_ocr` 1 with `ocr_pages` (or 0 when it failed). Returns the documents changed."""
+    def record_ocr(self, sha256: str, recognised: Mapping[int, tuple[int, int | None]], *,
+                   quality: float | None = None, failed: bool = False) -> int:
+        """OCR's outcome for every document holding `sha256`: per recognised page (chars it gave,
+        rotation applied), and `extracted_by_ocr` 1 with `ocr_pages` and the merged text's
+        `ocr_quality` (or 0 when it failed). Their court-text agreement is measured again (it
+        compares the best text, which OCR may have changed). Returns the documents changed."""
         with self.transaction():
-            self.conn.executemany("UPDATE pages SET ocr_chars = ? WHERE sha256 = ? AND page = ?",
-                                  [(chars, sha256, page) for page, chars in ocr_chars.items()])
+            self.conn.executemany("UPDATE pages SET ocr_chars = ?, rotation = ? WHERE sha256 = ? AND page = ?",
+                                  [(chars, rotation, sha256, page) for page, (chars, rotation) in recognised.items()])
             return self.conn.execute(
-                "UPDATE documents SET extracted_by_ocr = ?, ocr_pages = ?, updated_at = ? "
-                "WHERE sha256 = ? AND status = 'extracted'",
-                (0 if failed else 1, 0 if failed else len(ocr_chars), utc_now(), sha256)).rowcount
+                "UPDATE documents SET extracted_by_ocr = ?, ocr_pages = ?, ocr_quality = ?, "
+                "court_text_agreement = NULL, updated_at = ? WHERE sha256 = ? AND status = 'extracted'",
+                (0 if failed else 1, 0 if failed else len(recognised), None if failed else quality, utc_now(),
+                 sha256)).rowcount
+
+    def set_text_sources(self, changes: Sequence[tuple[str | None, str]]) -> None:
+        """(text_source, document_id) pairs: the best text each document's readers use now."""
+        if not changes:
+            return
+        now = utc_now()
+        with self.transaction():
+            self.conn.executemany("UPDATE documents SET text_source = ?, updated_at = ? WHERE document_id = ?",
+                                  [(source, now, document_id) for source, document_id in changes])
 
     def extraction_failures(self, cfg: Config) -> list[sqlite3.Row]:
         """Downloaded documents whose extraction attempts are used up."""
@@ -1373,15 +1402,20 @@ class Database:
 
     def _derive_queue_sql(self, what: str, *, redo: bool) -> str:
         select, join, description = self._docket_entry_join()
+        # A derived row older than text_source read the text layer; a document whose source is not
+        # recorded yet is read from it too. The court's text is named by its hash.
         stale = "1" if redo else (
             "(x.document_id IS NULL OR x.method != :method OR x.version < :version "
             f"OR x.source_description IS NOT {description} "
-            "OR (d.status = 'extracted' AND x.source_sha256 IS NOT d.sha256))")
+            "OR (d.status = 'extracted' AND (x.source_sha256 IS NOT d.sha256 "
+            "OR COALESCE(x.text_source, 'text_layer') IS NOT COALESCE(d.text_source, 'text_layer') "
+            "OR (d.text_source = 'court_text' AND x.text_sha256 IS NOT ct.sha256))))")
         columns = ("COUNT(*)" if what == "count" else
                    "d.rowid AS rowid, d.document_id, d.case_number, d.court, d.status, d.sha256, "
-                   f"d.extracted_chars, d.document_name, {description} AS description, {select}")
+                   f"d.extracted_chars, d.document_name, d.text_source, ct.sha256 AS court_sha256, "
+                   f"{description} AS description, {select}")
         return (f"SELECT {columns} FROM documents d LEFT JOIN derived x ON x.document_id = d.document_id "
-                f"{join} WHERE {stale}")
+                f"LEFT JOIN court_text ct ON ct.document_id = d.document_id {join} WHERE {stale}")
 
     def derive_queue(self, method: str, version: int, limit: int, after_rowid: int = 0, *,
                      redo: bool = False) -> list[sqlite3.Row]:
@@ -1398,12 +1432,12 @@ class Database:
 
     def court_text_agreement_queue(self, limit: int, after_rowid: int = 0) -> list[sqlite3.Row]:
         """Extracted documents whose court text is known and whose agreement is not recorded yet:
-        (rowid, document_id, sha256 of the PDF, court_sha256 of the court's text)."""
-        return self.conn.execute(
-            "SELECT d.rowid AS rowid, d.document_id, d.sha256, ct.sha256 AS court_sha256 FROM documents d "
-            "JOIN court_text ct ON ct.document_id = d.document_id "
-            "WHERE d.status = 'extracted' AND d.sha256 IS NOT NULL AND d.court_text_agreement IS NULL "
-            "AND ct.chars > 0 AND d.rowid > ? ORDER BY d.rowid LIMIT ?", (after_rowid, limit)).fetchall()
+        rowid and `text_source_inputs` (c83_best_text names the text of ours to compare)."""
+        return [row for row in text_source_inputs(
+            self.conn, "d.rowid IN (SELECT d.rowid FROM documents d JOIN court_text ct "
+            "ON ct.document_id = d.document_id WHERE d.status = 'extracted' AND d.sha256 IS NOT NULL "
+            "AND d.court_text_agreement IS NULL AND ct.chars > 0 AND d.rowid > ? ORDER BY d.rowid LIMIT ?)",
+            (after_rowid, limit))]
 
     def record_court_text_agreement(self, agreements: Sequence[tuple[float, str]]) -> None:
         """(agreement, document_id) pairs."""
@@ -1514,19 +1548,24 @@ class Database:
         rows = self.conn.execute(
             "SELECT DISTINCT sha256, 'pdf_by_hash/' || sha256 || '.pdf' FROM documents "
             "WHERE status IN ('downloaded', 'extracted') AND sha256 IS NOT NULL "
-            "UNION SELECT DISTINCT x.text_sha256, 'text/' || x.source_sha256 || '.txt' FROM derived x "
+            "UNION SELECT DISTINCT x.text_sha256, CASE COALESCE(x.text_source, 'text_layer') "
+            "WHEN 'ocr' THEN 'text/' || x.source_sha256 || '.ocr.txt' "
+            "WHEN 'court_text' THEN 'court_text/' || x.text_sha256 || '.txt' "
+            "ELSE 'text/' || x.source_sha256 || '.txt' END FROM derived x "
             "JOIN documents d ON d.document_id = x.document_id AND d.sha256 = x.source_sha256 "
             "WHERE d.status = 'extracted' AND x.text_sha256 IS NOT NULL").fetchall()
         return sorted(((row[0], row[1]) for row in rows), key=lambda pair: pair[1])
 
     def audit_candidates(self) -> list[sqlite3.Row]:
         """Each distinct PDF the archive holds: sha256, size_bytes, whether a text was extracted,
-        its extracted_chars, and the text's sha256 recorded when it was derived (or NULL)."""
+        its extracted_chars, and the sha256 derive recorded of the PDF's text it read (or NULL) with
+        that text's source (text_layer or ocr; a derived row older than the column read the layer)."""
         return self.conn.execute(
             "SELECT d.sha256, MAX(d.size_bytes) AS size_bytes, MAX(d.status = 'extracted') AS extracted, "
             "MAX(CASE WHEN d.status = 'extracted' THEN d.extracted_chars END) AS extracted_chars, "
-            "MAX(x.text_sha256) AS text_sha256 FROM documents d "
-            "LEFT JOIN derived x ON x.document_id = d.document_id AND x.source_sha256 = d.sha256 "
+            "MAX(x.text_sha256) AS text_sha256, MAX(COALESCE(x.text_source, 'text_layer')) AS text_source "
+            "FROM documents d LEFT JOIN derived x ON x.document_id = d.document_id AND x.source_sha256 = d.sha256 "
+            "AND COALESCE(x.text_source, 'text_layer') IN ('text_layer', 'ocr') "
             "WHERE d.status IN ('downloaded', 'extracted') AND d.sha256 IS NOT NULL "
             "GROUP BY d.sha256 ORDER BY d.sha256").fetchall()
 
@@ -1799,23 +1838,32 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
 # The index lives in a database of its own, next to ky_court.sqlite, so the state snapshot that
 # every checkpoint pushes stays as small as it was; it has its own schema version (kv
 # `search_schema_version`). `docs` holds one row per indexed document, its filter and facet
-# columns; `docs_fts` (FTS5, porter stemming over unicode61) holds the searchable text, with
-# rowid = docs.doc_rowid. The text is stored in the index so snippets and highlights come out of
-# SQL (and out of Datasette).
+# columns and the name of the text it was indexed with (`text_name`: a file of the workspace and
+# the store, c83_best_text's choice); `docs_fts` (FTS5, porter stemming over unicode61) is the
+# inverted index over title, description and that text, rowid = docs.doc_rowid. It keeps no copy
+# of the texts: its content is the view `docs_text`, whose body is the function kycourt_text(name)
+# reading the text file, so snippets, highlights and FTS5's own deletes read the files
+# (a connection without the function can still search and rank, not snippet).
 
 SEARCH_DB_FILENAME = "ky_search.sqlite"
+SEARCH_TEXT_FUNCTION = "kycourt_text"
+SEARCH_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # Filter and facet columns of `docs`, in order; the index stage fills them from the state database.
+# `text_key` digests what docs_fts holds of a document (its text's name, title, description and
+# rowid bucket), `source_key` the rest.
 SEARCH_FIELDS = (
-    "document_id", "sha256", "case_number", "court", "court_code", "year", "case_title",
-    "case_type", "docket_entry_type", "description", "publication_status", "judge", "filed_date",
-    "document_name", "pages", "text_chars", "kind", "source_key",
+    "document_id", "sha256", "text_source", "text_name", "case_number", "court", "court_code", "year",
+    "case_title", "case_type", "docket_entry_type", "description", "publication_status", "judge", "filed_date",
+    "document_name", "pages", "text_chars", "kind", "text_key", "source_key",
 )
-_SEARCH_SCHEMA_V1 = """
+_SEARCH_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS docs (
     doc_rowid          INTEGER PRIMARY KEY,
     document_id        TEXT NOT NULL UNIQUE,
     sha256             TEXT NOT NULL,
+    text_source        TEXT,
+    text_name          TEXT NOT NULL,
     case_number        TEXT,
     court              TEXT,
     court_code         TEXT,
@@ -1830,24 +1878,54 @@ CREATE TABLE IF NOT EXISTS docs (
     document_name      TEXT,
     pages              INTEGER,
     text_chars         INTEGER,
+    kind               TEXT,
+    text_key           TEXT NOT NULL,
     source_key         TEXT NOT NULL,
     indexed_at         TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_court_year ON docs(court_code, year);
 CREATE INDEX IF NOT EXISTS docs_year ON docs(year);
 CREATE INDEX IF NOT EXISTS docs_case_number ON docs(case_number);
+CREATE INDEX IF NOT EXISTS docs_kind ON docs(kind);
+CREATE VIEW IF NOT EXISTS docs_text AS
+    SELECT doc_rowid, case_title, description, {SEARCH_TEXT_FUNCTION}(text_name) AS body FROM docs;
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
-    case_title, description, body, tokenize = 'porter unicode61 remove_diacritics 2'
+    case_title, description, body, content = 'docs_text', content_rowid = 'doc_rowid',
+    tokenize = '{SEARCH_TOKENIZE}'
 );
 INSERT INTO docs_fts(docs_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 1.0)');
 """
-# v2: the document's kind (opinion, order, brief, other) as derive found it: a filter and a facet.
-_SEARCH_SCHEMA_V2 = """
-ALTER TABLE docs ADD COLUMN kind TEXT;
-CREATE INDEX IF NOT EXISTS docs_kind ON docs(kind);
-"""
-SEARCH_MIGRATIONS: dict[int, str] = {1: _SEARCH_SCHEMA_V1, 2: _SEARCH_SCHEMA_V2}
-SEARCH_SCHEMA_VERSION = max(SEARCH_MIGRATIONS)
+# An index of an older version is not migrated but built again (it is derived data): version 3 is
+# the first without a copy of the texts.
+SEARCH_SCHEMA_VERSION = 3
+
+
+class SearchIndexOutdated(IntegrityError):
+    """The index was made by an older version of the code: it is built again, not repaired."""
+
+
+# The names kycourt_text reads: an archive's texts (text layer, OCR merge, court text), nothing else,
+# so that SQL a user types (Datasette's query box) can never read a file outside the archive.
+_SEARCH_TEXT_NAME = re.compile(r"(?:text/[0-9a-f]{64}(?:\.ocr)?|court_text/[0-9a-f]{64})\.txt")
+
+
+def search_text_reader(root: str | os.PathLike, *, strict: bool) -> Any:
+    """kycourt_text(name): the text file `root/name` as SQLite reads it for docs_text (UTF-8, bad
+    bytes replaced, as the index stage inserted it). A name that is not an archive text's is NULL;
+    a missing file is NULL, or, `strict` (a writer, whose deletes must see every token they
+    remove), an error."""
+    root = Path(root)
+
+    def kycourt_text(name: str | None) -> str | None:
+        if not isinstance(name, str) or not _SEARCH_TEXT_NAME.fullmatch(name):
+            return None
+        try:
+            return (root / name).read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:
+            if strict:
+                raise
+            return None
+    return kycourt_text
 
 
 # doc_rowid = bucket << SEARCH_BUCKET_BITS | sequence, the bucket being year * 4 + court (0 unknown,
@@ -1886,28 +1964,42 @@ class SearchDatabase:
         self.path = path
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, readonly: bool = False) -> "SearchDatabase":
-        """Opens (and, writable, creates or migrates) the index; IntegrityError names what is wrong."""
+    def open(cls, path: str | os.PathLike, *, readonly: bool = False,
+             text_root: str | os.PathLike | None = None) -> "SearchDatabase":
+        """Opens (and, writable, creates) the index whose texts are under `text_root` (the index's
+        folder, the workspace, by default); IntegrityError names what is wrong, SearchIndexOutdated
+        an index of an older version."""
         path = Path(path)
         if path.exists() and path.stat().st_size > 0 and not is_sqlite_file(path):
             raise IntegrityError(f"{path} is not an SQLite database (bad header)")
         if readonly and not path.is_file():
             raise IntegrityError(f"{path} does not exist")
         try:
+            if not readonly and (not path.exists() or path.stat().st_size == 0):
+                # Merging segments (optimize) frees many pages; incremental vacuum gives them back to
+                # the disk. It must be set before the header is written (turning WAL on writes it).
+                fresh = sqlite3.connect(str(path))
+                try:
+                    fresh.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                    fresh.execute("PRAGMA journal_mode = WAL")
+                finally:
+                    fresh.close()
             db = cls(connect(path, readonly=readonly), path)
             # Posting lists of common words span many pages: a 64 MiB cache keeps them between queries.
             db.conn.execute("PRAGMA cache_size = -65536")
+            db.conn.execute("PRAGMA trusted_schema = ON")   # docs_text calls kycourt_text (builds may default OFF)
+            db.conn.create_function(SEARCH_TEXT_FUNCTION, 1, search_text_reader(
+                path.parent if text_root is None else text_root, strict=not readonly), deterministic=True)
             version = db.schema_version()
-            if version > SEARCH_SCHEMA_VERSION:
+            if version != SEARCH_SCHEMA_VERSION and (version or readonly):
                 db.close()
-                raise IntegrityError(f"{path} has search schema version {version}, newer than this "
-                                     f"code's {SEARCH_SCHEMA_VERSION}: upgrade kycourt-colab")
-            if not readonly:
-                db.migrate()
-            elif version < SEARCH_SCHEMA_VERSION:
-                db.close()
-                raise IntegrityError(f"{path} has search schema version {version}, older than "
-                                     f"{SEARCH_SCHEMA_VERSION}: rebuild it (kycourt-pipeline index)")
+                if version > SEARCH_SCHEMA_VERSION:
+                    raise IntegrityError(f"{path} has search schema version {version}, newer than this "
+                                         f"code's {SEARCH_SCHEMA_VERSION}: upgrade kycourt-colab")
+                raise SearchIndexOutdated(f"{path} has search schema version {version}, older than "
+                                          f"{SEARCH_SCHEMA_VERSION}: rebuild it (kycourt-pipeline index)")
+            if not readonly and version == 0:
+                db.create()
         except sqlite3.DatabaseError as exc:
             raise IntegrityError(f"{path} cannot be opened as SQLite: {exc}") from None
         return db
@@ -1921,15 +2013,13 @@ class SearchDatabase:
         row = self.conn.execute("SELECT value FROM kv WHERE key = 'search_schema_version'").fetchone()
         return int(row[0]) if row and str(row[0]).isdigit() else 0
 
-    def migrate(self) -> None:
-        current = self.schema_version()
+    def create(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            for version in sorted(v for v in SEARCH_MIGRATIONS if v > current):
-                for statement in _split_sql(SEARCH_MIGRATIONS[version]):
-                    self.conn.execute(statement)
-                self.conn.execute("INSERT INTO kv(key, value) VALUES ('search_schema_version', ?) "
-                                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(version),))
+            for statement in _split_sql(_SEARCH_SCHEMA):
+                self.conn.execute(statement)
+            self.conn.execute("INSERT INTO kv(key, value) VALUES ('search_schema_version', ?) "
+                              "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(SEARCH_SCHEMA_VERSION),))
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -1943,10 +2033,10 @@ class SearchDatabase:
         self.conn.execute("INSERT INTO kv(key, value) VALUES (?, ?) "
                           "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, str(value)))
 
-    def indexed(self) -> dict[str, tuple[int, str, str]]:
-        """document_id -> (doc_rowid, sha256, source_key) of every indexed document."""
-        return {row[0]: (row[1], row[2], row[3]) for row in self.conn.execute(
-            "SELECT document_id, doc_rowid, sha256, source_key FROM docs")}
+    def indexed(self) -> dict[str, tuple[int, str, str, str]]:
+        """document_id -> (doc_rowid, text_name, text_key, source_key) of every indexed document."""
+        return {row[0]: (row[1], row[2], row[3], row[4]) for row in self.conn.execute(
+            "SELECT document_id, doc_rowid, text_name, text_key, source_key FROM docs")}
 
     def indexed_count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
@@ -1955,10 +2045,12 @@ class SearchDatabase:
                     deletes: Sequence[int] = ()) -> None:
         """In one transaction: deletes the given doc_rowids, then writes each (fields, body).
 
-        A document's doc_rowid lies in the bucket of its year and court (`search_bucket`), so a
-        year or court filter is a rowid range FTS5 seeks to. A body of None keeps the indexed text
-        (a metadata change only; the row must exist): when the year or court changed, the text
-        is moved to the new bucket from the index itself.
+        A body is the text `fields["text_name"]` names, indexed with the fields' title and
+        description; the document's former tokens are deleted first (FTS5 reads them back through
+        docs_text: its former text file must be readable). A body of None rewrites the fields only:
+        the caller knows that what docs_fts holds (`text_key`) has not changed. A document's
+        doc_rowid lies in the bucket of its year and court (`search_bucket`), so a year or court
+        filter is a rowid range FTS5 seeks to.
         """
         now = utc_now()
         self.conn.execute("BEGIN IMMEDIATE")
@@ -1967,24 +2059,18 @@ class SearchDatabase:
                 self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (rowid,))
                 self.conn.execute("DELETE FROM docs WHERE doc_rowid = ?", (rowid,))
             for fields, body in upserts:
-                bucket = search_bucket(fields.get("year"), fields.get("court_code"))
                 old = self.conn.execute("SELECT doc_rowid FROM docs WHERE document_id = ?",
                                         (fields["document_id"],)).fetchone()
+                if body is None:   # the indexed text's length stays
+                    self._write_fields(old[0], fields, now, [c for c in SEARCH_FIELDS if c != "text_chars"])
+                    continue
+                bucket = search_bucket(fields.get("year"), fields.get("court_code"))
+                if old is not None:
+                    self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (old[0],))
                 if old is not None and old[0] >> SEARCH_BUCKET_BITS == bucket:
                     rowid = old[0]
-                    if body is None:
-                        self._write_fields(rowid, fields, now)
-                        self.conn.execute("UPDATE docs_fts SET case_title = ?, description = ? WHERE rowid = ?",
-                                          (fields.get("case_title"), fields.get("description"), rowid))
-                        continue
-                    self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (rowid,))
                 else:
                     if old is not None:
-                        if body is None:
-                            found = self.conn.execute("SELECT body FROM docs_fts WHERE rowid = ?",
-                                                      (old[0],)).fetchone()
-                            body = found[0] if found else ""
-                        self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (old[0],))
                         self.conn.execute("DELETE FROM docs WHERE doc_rowid = ?", (old[0],))
                     rowid = self.conn.execute(
                         "SELECT COALESCE(MAX(doc_rowid) + 1, :low) FROM docs WHERE doc_rowid BETWEEN :low AND :high",
@@ -1998,8 +2084,8 @@ class SearchDatabase:
             self.conn.execute("ROLLBACK")
             raise
 
-    def _write_fields(self, rowid: int, fields: dict[str, Any], now: str) -> None:
-        columns = SEARCH_FIELDS
+    def _write_fields(self, rowid: int, fields: dict[str, Any], now: str,
+                      columns: Sequence[str] = SEARCH_FIELDS) -> None:
         self.conn.execute(
             f"INSERT INTO docs(doc_rowid, {', '.join(columns)}, indexed_at) "
             f"VALUES ({', '.join('?' * (len(columns) + 2))}) ON CONFLICT(doc_rowid) DO UPDATE SET "
@@ -2007,20 +2093,20 @@ class SearchDatabase:
             [rowid] + [fields.get(column) for column in columns] + [now])
 
     def optimize(self) -> None:
-        """Merges the FTS5 segments into one b-tree (faster queries after a large build)."""
+        """Merges the FTS5 segments into one b-tree (faster queries after a large build) and returns
+        the pages that frees to the disk."""
         self.conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
+        self.conn.executescript("PRAGMA incremental_vacuum;")   # execute() would free one page only
 
     def search(self, query: str, *, court_code: str | None = None, court_like: str | None = None,
                year: int | None = None, kind: str | None = None, publication_status: str | None = None,
-               limit: int = 20, rank_cap: int | None = SEARCH_RANK_CAP, snippet_tokens: int = 16
-               ) -> list[dict[str, Any]]:
-        """Ranked hits (bm25: title x10, description x4, text x1) with a highlighted snippet.
+               limit: int = 20, rank_cap: int | None = SEARCH_RANK_CAP) -> list[dict[str, Any]]:
+        """Ranked hits (bm25: title x10, description x4, text x1): each its docs row.
 
         bm25 costs about a microsecond per matching document, so a query that matches more than
         `rank_cap` documents is ranked among the `rank_cap` most recent matches (the highest
         rowids: the latest years); each hit says `ranked_among` and `rank_capped`. None ranks
-        every match. Snippets are made for the hits only. Raises SearchQueryError when FTS5
-        cannot parse `query`.
+        every match. Raises SearchQueryError when FTS5 cannot parse `query`.
         """
         source, params = _search_source(query, court_code=court_code, court_like=court_like, year=year,
                                         kind=kind, publication_status=publication_status)
@@ -2031,20 +2117,23 @@ class SearchDatabase:
                       "ORDER BY score LIMIT :limit")
         with _search_query_errors():
             ranked = self.conn.execute(ranked_sql, params).fetchall()
-            if not ranked:
-                return []
-            order = {row[0]: index for index, row in enumerate(ranked)}
-            scores = {row[0]: row[1] for row in ranked}
-            considered = ranked[0][2]
-            hits = self.conn.execute(
-                f"SELECT d.*, highlight(docs_fts, 0, '[', ']') AS title_highlighted, "
-                f"snippet(docs_fts, 2, '[', ']', ' … ', {int(snippet_tokens)}) AS snippet "
-                f"FROM docs_fts JOIN docs d ON d.doc_rowid = docs_fts.rowid "
-                f"WHERE docs_fts MATCH :query AND docs_fts.rowid IN ({', '.join(map(str, order))})",
-                {"query": query}).fetchall()
-        hits = sorted(hits, key=lambda row: order[row["doc_rowid"]])
+        if not ranked:
+            return []
+        considered = ranked[0][2]
+        rows = {row["doc_rowid"]: row for row in self.conn.execute(
+            f"SELECT * FROM docs WHERE doc_rowid IN ({', '.join(str(row[0]) for row in ranked)})")}
         capped = bool(rank_cap) and considered >= rank_cap
-        return [_SearchHit(row, scores[row["doc_rowid"]], considered, capped) for row in hits]
+        return [_SearchHit(rows[rowid], score, considered, capped) for rowid, score, _ in ranked if rowid in rows]
+
+    def stems(self, words: Sequence[str]) -> dict[str, str]:
+        """word -> the term the index holds it as (its porter stem, case and diacritics folded)."""
+        self.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words USING fts5(word, "
+                          f"tokenize = '{SEARCH_TOKENIZE}')")
+        self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING "
+                          "fts5vocab('temp', 'query_words', 'instance')")
+        self.conn.execute("DELETE FROM temp.query_words")
+        self.conn.executemany("INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)", enumerate(words))
+        return {words[row[0]]: row[1] for row in self.conn.execute("SELECT doc, term FROM temp.query_stems")}
 
     def match_count(self, query: str, **filters: Any) -> int:
         """How many documents match `query` with `filters` (search()'s), every one counted."""
@@ -2175,6 +2264,7 @@ OPTIONAL_SOURCES: dict[str, tuple[str, str, str, str]] = {
     "rendered_date": ("derived", "rendered_date", "document_id", "document_id"),
     "disposition": ("derived", "disposition", "document_id", "document_id"),
     "lower_court": ("derived", "lower_court", "document_id", "document_id"),
+    "court_text_sha256": ("court_text", "sha256", "document_id", "document_id"),   # its name (the best text's)
 }
 
 
@@ -2232,17 +2322,38 @@ def document_citations(conn: sqlite3.Connection, document_id: str) -> list[str]:
         (document_id,))]
 
 
+def text_source_inputs(conn: sqlite3.Connection, where: str = "1",
+                       params: Sequence[Any] | Mapping[str, Any] = ()) -> Iterator[sqlite3.Row]:
+    """What c83_best_text's choice reads, for each document `where` (over alias d) selects, in
+    rowid order: rowid, document_id, status, sha256, extracted_chars, text_quality, extracted_by_ocr, the recorded
+    text_source, ocr_chars (what OCR gave the PDF's pages), ocr_quality (of the merged text, any
+    document holding the PDF), court_chars and court_sha256 (the court's own text). A column an
+    older archive (read without migrating) lacks is NULL."""
+    documents, pages = set(table_columns(conn, "documents")), set(table_columns(conn, "pages"))
+    merged = "d.extracted_by_ocr = 1" if "extracted_by_ocr" in documents else "0"
+    columns = ["d.rowid AS rowid"] + [f"d.{name}" if name in documents else f"NULL AS {name}" for name in (
+        "document_id", "status", "sha256", "extracted_chars", "text_quality", "extracted_by_ocr", "text_source")]
+    columns.append(f"CASE WHEN {merged} THEN (SELECT SUM(p.ocr_chars) FROM pages p WHERE p.sha256 = d.sha256) END "
+                   "AS ocr_chars" if "ocr_chars" in pages else "NULL AS ocr_chars")
+    columns.append(f"CASE WHEN {merged} THEN (SELECT MAX(o.ocr_quality) FROM documents o "
+                   "WHERE o.sha256 = d.sha256) END AS ocr_quality" if "ocr_quality" in documents
+                   else "NULL AS ocr_quality")
+    join = ""
+    if table_columns(conn, "court_text"):
+        columns += ["ct.chars AS court_chars", "ct.sha256 AS court_sha256"]
+        join = "LEFT JOIN court_text ct ON ct.document_id = d.document_id"
+    else:
+        columns += ["NULL AS court_chars", "NULL AS court_sha256"]
+    yield from conn.execute(f"SELECT {', '.join(columns)} FROM documents d {join} WHERE {where} "
+                            "ORDER BY d.rowid", params)
+
+
 def extracted_fingerprint(conn: sqlite3.Connection) -> str:
     """Count and newest update of the extracted documents: changes whenever one is added, removed
     or given another text (each of those writes updated_at). A cheap "is the index current?"."""
     count, newest = conn.execute(
         "SELECT COUNT(*), MAX(updated_at) FROM documents WHERE status = 'extracted'").fetchone()
     return f"{count}/{newest}"
-
-
-def extracted_keys(conn: sqlite3.Connection) -> dict[str, str]:
-    """document_id -> sha256 of every extracted document (what the index must cover)."""
-    return dict(conn.execute("SELECT document_id, sha256 FROM documents WHERE status = 'extracted'").fetchall())
 
 
 def tables_with_column(conn: sqlite3.Connection, column: str) -> list[str]:

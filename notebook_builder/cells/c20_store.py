@@ -67,6 +67,11 @@ def ocr_text_store_name(sha256: str) -> str:
     return f"text/{sha256}.ocr.txt"
 
 
+def court_text_store_name(sha256: str) -> str:
+    """The court's own text of a document (its documentText), named by the hash of that text."""
+    return f"court_text/{sha256}.txt"
+
+
 def is_content_addressed(name: str) -> bool:
     return name.startswith(CONTENT_ADDRESSED_PREFIXES)
 

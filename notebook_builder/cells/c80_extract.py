@@ -1241,8 +1241,11 @@ def extract(ctx: Context) -> ExtractResult:
 
 def court_text_agreements(ctx: Context, batch: int = 500) -> int:
     """Records, for each extracted document whose court text (`court_text/<sha256>.txt`, the
-    court's own documentText) the workspace holds, the word agreement of our text with it; returns
-    how many were recorded. A document whose files are not local is left for a later run."""
+    court's own documentText) the workspace holds, the word agreement of our best text
+    (c83_best_text, the court's left out of the choice) with it; returns how many were recorded.
+    A document whose files are not local is left for a later run."""
+    from .c20_store import court_text_store_name
+    from .c83_best_text import best_text_name, read_text
     db, recorded, after = ctx.db, 0, 0
     while not ctx.clock.should_stop():
         rows = db.court_text_agreement_queue(batch, after)
@@ -1250,10 +1253,11 @@ def court_text_agreements(ctx: Context, batch: int = 500) -> int:
             break
         agreements = []
         for row in rows:
-            ours, theirs = ctx.path(text_store_name(row["sha256"])), ctx.path(f"court_text/{row['court_sha256']}.txt")
-            if ours.is_file() and theirs.is_file():
-                agreements.append((text_agreement(ours.read_text("utf-8", "replace"),
-                                                  theirs.read_text("utf-8", "replace")), row["document_id"]))
+            ours = read_text(ctx.workspace, best_text_name(row, ctx.cfg.MIN_TEXT_QUALITY, with_court_text=False))
+            theirs = read_text(ctx.workspace, court_text_store_name(row["court_sha256"]))
+            if ours is not None and theirs is not None:
+                agreements.append((text_agreement(ours.decode("utf-8", "replace"), theirs.decode("utf-8", "replace")),
+                                   row["document_id"]))
         db.record_court_text_agreement(agreements)
         recorded += len(agreements)
         after = rows[-1]["rowid"]

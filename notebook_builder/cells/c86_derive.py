@@ -9,13 +9,16 @@ Guarantees:
   derives every document again.
 - A document's fields come from `c84_legal_text.derive_fields` over its
   docket description (and, when issue 13's `docket_entries` table exists, its
-  entry type and subtype) and its text `text/<sha256>.txt` when it is
-  extracted; a text missing locally is fetched from the store; one found
-  nowhere leaves the text-borne fields NULL with a warning. Nothing is
-  guessed: unknown is NULL.
+  entry type and subtype) and, when it is extracted, its best text
+  (c83_best_text: the OCR merge of a scan, the text layer, or the court's
+  own text; recorded first, so the queue sees a new one); a text missing
+  locally is fetched from the store; one found nowhere leaves the text-borne
+  fields NULL with a warning. Nothing is guessed: unknown is NULL.
 - Each derived row records the method and version, the PDF hash and the
-  description it was derived from, and the sha256 and length of the text it
-  read (`text_sha256`: verify's audit re-hashes the store's text against it).
+  description it was derived from, which text it read (`text_source`) and
+  that text's sha256 and length (`text_sha256`: verify's audit re-hashes the
+  store's text against it). A document whose best text changes (OCR gave
+  one, the court's text replaced a poor one) is derived again.
 - Citations (`c84_legal_text.extract_citations`) replace the document's rows
   of `citations` in the same transaction; its own case numbers go to
   `derived_case_numbers`, through which `Database.cites`/`cited_by` resolve
@@ -26,7 +29,7 @@ Guarantees:
   and a count in the result, never an exception. The stage stops between
   batches when the clock says so.
 
-Knobs read: DERIVE_BATCH, DRY_RUN (a dry run derives nothing).
+Knobs read: DERIVE_BATCH, MIN_TEXT_QUALITY (the best text), DRY_RUN (a dry run derives nothing).
 """
 from __future__ import annotations
 
@@ -38,9 +41,9 @@ import time
 from dataclasses import dataclass, field
 
 from .c00_config import utc_now
-from .c20_store import text_store_name
 from .c34_mirror import progress
 from .c35_context import Context
+from .c83_best_text import TEXT_LAYER, decode_text, fetch_into_workspace, read_text, record_text_sources, text_name
 from .c84_legal_text import (FIELD_NAMES, LEGAL_TEXT_VERSION, derive_fields, eyecite_version,
                              extract_citations)
 
@@ -72,6 +75,8 @@ def derive(ctx: Context, *, redo: bool = False) -> DeriveResult:
     started = time.monotonic()
     cfg, db = ctx.cfg, ctx.open_database()
     result = DeriveResult(eyecite=eyecite_version())
+    if not cfg.DRY_RUN:
+        record_text_sources(db, cfg.MIN_TEXT_QUALITY)
     result.queued = db.derive_queue_size(DERIVE_METHOD, DERIVE_VERSION, redo=redo)
     if cfg.DRY_RUN or result.queued == 0:
         result.dry_run = cfg.DRY_RUN
@@ -130,6 +135,7 @@ def _derive_document(ctx: Context, row, result: DeriveResult) -> dict:
         "row": {"document_id": document_id, "method": DERIVE_METHOD, "version": DERIVE_VERSION,
                 "source_sha256": row["sha256"] if text is not None else None,
                 "source_description": row["description"], "text_sha256": text_sha256,
+                "text_source": (row["text_source"] or TEXT_LAYER) if text is not None else None,
                 "text_chars": None if text is None else len(text), **values,
                 "citation_count": len(citations.citations) if text is not None else None,
                 "warnings": json.dumps(warnings), "derived_at": utc_now()},
@@ -142,21 +148,15 @@ def _derive_document(ctx: Context, row, result: DeriveResult) -> dict:
 
 
 def _derive_read_text(ctx: Context, row, result: DeriveResult) -> tuple[str | None, str | None, list[str]]:
-    """(the text, the sha256 of its bytes, warnings) of an extracted document; (None, None, [])
+    """(the best text, the sha256 of its bytes, warnings) of an extracted document; (None, None, [])
     for one not extracted."""
     if row["status"] != "extracted" or not row["sha256"]:
         return None, None, []
-    name = text_store_name(row["sha256"])
-    path = ctx.path(name)
-    if not path.is_file() and not ctx.mirror.fetch(name, path):
+    name = text_name(row["text_source"] or TEXT_LAYER, row["sha256"], row["court_sha256"])
+    data = read_text(ctx.workspace, name, fetch_into_workspace(ctx))
+    if data is None:
         result.texts_missing += 1
         return None, None, [f"text missing: {name} is neither in the workspace nor in the store"]
-    data = path.read_bytes()
-    warnings = []
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        text = data.decode("utf-8", "replace")
-        warnings.append(f"undecodable text: {exc.reason} at byte {exc.start}")
+    text, undecodable = decode_text(data)
     result.with_text += 1
-    return text, hashlib.sha256(data).hexdigest(), warnings
+    return text, hashlib.sha256(data).hexdigest(), [undecodable] if undecodable else []

@@ -1,24 +1,33 @@
-"""Index: the full-text search index of every extracted text (`ky_search.sqlite`), kept level.
+"""Index: the full-text search index of every extracted document's best text (`ky_search.sqlite`), kept level.
 
 Guarantees:
-- `index(ctx)` brings the workspace's `ky_search.sqlite` level with the state
-  database, incrementally: a document newly extracted, or whose text changed
-  (another sha256), is indexed with its text; one whose metadata changed
-  (title, court, the optional fields) gets its fields rewritten without its
-  text being read again; one no longer extracted leaves the index. What is
-  indexed and unchanged is not touched.
+- `index(ctx)` first records each document's best text (c83_best_text: the
+  OCR merge of a scanned PDF, its text layer, or the court's own text where
+  both are empty or very poor), then brings the workspace's
+  `ky_search.sqlite` level with the state database, incrementally: a document
+  newly extracted, or whose best text changed (OCR's text appeared, another
+  PDF, the court's text replaced a poor one), is indexed with that text; one
+  whose title, description, year or court changed is indexed again with the
+  same text; one whose other fields changed (court, the optional fields) gets
+  them rewritten without its text being read; one no longer extracted leaves
+  the index. What is indexed and unchanged is not touched.
+- The index holds no copy of the texts (SearchDatabase: FTS5 over the text
+  files): snippets are read from the workspace's texts, and re-indexing or
+  removing a document reads its former text again (workspace, else store). A
+  document whose text (new or former) neither holds is counted and left as
+  it is for a later run, never a crash.
 - Filter and facet columns: court (and its code CA/SC), year, case number,
   case type, docket entry type, description, publication status, judge,
-  filed date, from `documents` and, when other parts of the project have
-  added them, the `cases`, `docket_entries` and `derived` tables (found by
-  name and column at run time; null when absent). Ranking is FTS5's bm25
-  (title x10, description x4, text x1).
+  filed date, which text was indexed (`text_source`), from `documents` and,
+  when other parts of the project have added them, the `cases`,
+  `docket_entries` and `derived` tables (found by name and column at run
+  time; null when absent). Ranking is FTS5's bm25 (title x10, description x4,
+  text x1).
 - A fresh runtime (no index in the workspace) takes the store's copy first,
   checked (quick_check, schema version), and catches up from there; with
   none, the index is built from the texts (the workspace's, else fetched
-  from the store). A text that neither holds is counted and left for a
-  later run, never a crash. A damaged index is moved aside and rebuilt: it
-  is derived data.
+  from the store). A damaged index is moved aside and rebuilt; one of an
+  older schema version is deleted and rebuilt: it is derived data.
 - The stage runs last, so the index is mirrored to the store (a consistent
   one-file copy, `ky_search.sqlite`) once per session, when it changed or
   the store lacks it; never at checkpoints: the state snapshot that every
@@ -28,11 +37,12 @@ Guarantees:
   the CLI, the notebook and the benchmark; a query FTS5 cannot parse raises
   `SearchQueryError`, a missing or outdated index `IndexMissingError`.
 
-Knobs read: WORKSPACE, PROGRESS (the store through the context).
+Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context).
 """
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import re
@@ -42,12 +52,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .c00_config import IntegrityError, PipelineError, kentucky_date
-from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_FIELDS, SEARCH_RANK_CAP, Database,
-                           SearchDatabase, SearchQueryError, backup_database, connect, extracted_fingerprint, extracted_keys,
-                           is_sqlite_file, iter_document_records, search_bucket)
-from .c20_store import text_store_name
+from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_RANK_CAP, Database, SearchDatabase,
+                           SearchIndexOutdated, SearchQueryError, backup_database, connect, extracted_fingerprint,
+                           is_sqlite_file, iter_document_records, search_bucket, text_source_inputs)
 from .c34_mirror import progress
 from .c35_context import Context
+from .c83_best_text import (TEXT_LAYER, fetch_from_store, fetch_into_workspace, read_text, record_text_sources,
+                            text_name)
 
 log_index = logging.getLogger("kycourt.index")
 
@@ -88,10 +99,10 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("likely_scanned", "bool", "too few characters per page: probably a scan"),
     ("extract_failure", "string", "why no text will ever be extracted (unparseable, encrypted, empty, too "
                                   "large, ...); null otherwise"),
-    ("text_source", "string", "which text `text` is (the PDF's text layer, its OCR, the court's own), "
-                              "when the archive records it"),
     ("pdf", "string", "the PDF's name in the store"),
-    ("text", "string", "the extracted text (null when not extracted, or its file is unavailable)"),
+    ("text_source", "string", "which text `text` is: text_layer (the PDF's), ocr (its scanned pages "
+                              "recognised and merged in) or court_text (the court's own, where ours is empty or poor)"),
+    ("text", "string", "the document's best text (null when not extracted, or its file is unavailable)"),
 )
 BUILD_HINT = "build it with `kycourt-pipeline index` (or a run whose phases include index)"
 
@@ -105,7 +116,7 @@ class IndexResult:
     indexed: int = 0          # texts (re)indexed
     refreshed: int = 0        # metadata-only rewrites
     removed: int = 0          # documents no longer extracted
-    missing_texts: int = 0    # extracted documents whose text neither workspace nor store holds
+    missing_texts: int = 0    # documents whose text (or former text) neither workspace nor store holds
     total: int = 0            # documents in the index afterwards
     text_bytes: int = 0       # bytes of text read
     restored_from_store: bool = False
@@ -141,9 +152,11 @@ def year_of(case_number: str | None, filed_date: str | None) -> int | None:
 
 
 def search_fields(record: Any) -> dict[str, Any]:
-    """The `docs` row of one state-database record (documents + optional fields)."""
+    """The `docs` row of one state-database record (documents + optional fields), its text named
+    by the recorded best text (the text layer where none is recorded yet)."""
     fields = {
         "document_id": record["document_id"], "sha256": record["sha256"],
+        "text_source": record["text_source"] or TEXT_LAYER,
         "case_number": record["case_number"], "court": record["court"],
         "court_code": court_code_of(record["case_number"], record["court"]),
         "year": year_of(record["case_number"], record["filed_date"]),
@@ -151,9 +164,12 @@ def search_fields(record: Any) -> dict[str, Any]:
         "docket_entry_type": record["docket_entry_type"], "description": record["description"],
         "publication_status": record["publication_status"], "judge": record["judge"],
         "filed_date": kentucky_date(record["filed_date"]), "document_name": record["document_name"],
-        "pages": record["pages"], "text_chars": record["extracted_chars"], "kind": record["kind"],
+        "pages": record["pages"], "kind": record["kind"],
     }
-    fields["source_key"] = source_key(fields)
+    fields["text_name"] = text_name(fields["text_source"], record["sha256"], record["court_text_sha256"])
+    fields["text_key"] = _digest(fields["text_name"], fields["case_title"], fields["description"],
+                                 search_bucket(fields["year"], fields["court_code"]))
+    fields["source_key"] = _digest(*(fields[name] for name in sorted(fields) if name != "text_key"))
     return fields
 
 
@@ -161,24 +177,20 @@ def _one_line(text: str | None) -> str | None:
     return None if text is None else " ".join(text.split())
 
 
-_INDEX_KEY_FIELDS = tuple(name for name in SEARCH_FIELDS if name != "source_key")
+def _digest(*values: Any) -> str:
+    return hashlib.blake2b(repr(values).encode("utf-8"), digest_size=12).hexdigest()
 
 
-def source_key(fields: dict[str, Any]) -> str:
-    """A stable digest of what the index holds of a document (its text by sha256, and its fields)."""
-    payload = repr(tuple(fields.get(name) for name in _INDEX_KEY_FIELDS))
-    return hashlib.blake2b(payload.encode("utf-8"), digest_size=12).hexdigest()
-
-
-def plan_index(wanted: dict[str, dict[str, Any]], indexed: dict[str, tuple[int, str, str]]
+def plan_index(wanted: dict[str, dict[str, Any]], indexed: dict[str, tuple[int, str, str, str]]
                ) -> tuple[list[str], list[str], list[int]]:
-    """(document ids whose text to index, ids whose fields only to rewrite, doc_rowids to delete)."""
+    """(document ids to index with their text: new, or another text, title, description or
+    bucket; ids whose other fields only to rewrite; doc_rowids to delete)."""
     texts, fields_only = [], []
     for document_id, fields in wanted.items():
         have = indexed.get(document_id)
-        if have is None or have[1] != fields["sha256"]:
+        if have is None or have[2] != fields["text_key"]:
             texts.append(document_id)
-        elif have[2] != fields["source_key"]:
+        elif have[3] != fields["source_key"]:
             fields_only.append(document_id)
     deletes = [have[0] for document_id, have in indexed.items() if document_id not in wanted]
     return sorted(texts), sorted(fields_only), sorted(deletes)
@@ -243,11 +255,15 @@ def index(ctx: Context) -> IndexResult:
 def _index_open(path: Path, result: IndexResult) -> SearchDatabase:
     try:
         return SearchDatabase.open(path)
+    except SearchIndexOutdated as exc:   # nothing in it is worth keeping: its size is the disk's
+        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            name.unlink(missing_ok=True)
+        log_index.warning("%s; building the index anew from the texts", exc)
     except IntegrityError as exc:
         aside = _index_move_aside(path)
         log_index.warning("search index unusable (%s); moved to %s, rebuilding it from the texts", exc, aside.name)
-        result.rebuilt = True
-        return SearchDatabase.open(path)
+    result.rebuilt = True
+    return SearchDatabase.open(path)
 
 
 def _index_move_aside(path: Path) -> Path:
@@ -284,19 +300,27 @@ def _index_restore(ctx: Context, path: Path) -> bool:
 
 
 def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: IndexResult) -> bool:
+    record_text_sources(db, ctx.cfg.MIN_TEXT_QUALITY)
     fingerprint = extracted_fingerprint(db.conn)
     wanted = {record["document_id"]: search_fields(record)
               for record in iter_document_records(db.conn, "d.status = 'extracted'")}
-    texts, fields_only, deletes = plan_index(wanted, sdb.indexed())
-    # Rowids ascend within each (year, court) bucket; FTS5 flushes its pending terms whenever a
-    # rowid goes down, so texts are written bucket by bucket (measured: builds 1.6x faster).
-    texts.sort(key=lambda i: (search_bucket(wanted[i]["year"], wanted[i]["court_code"]), i))
-    if deletes:
-        sdb.write_batch(deletes=deletes)
-        result.removed = len(deletes)
+    indexed = sdb.indexed()
+    texts, fields_only, deletes = plan_index(wanted, indexed)
+    fetch = fetch_into_workspace(ctx)
+    # A document's former tokens are deleted by reading its former text back: one that cannot be
+    # read stays indexed as it is (counted), never half removed.
+    former = {have[0]: have[1] for have in indexed.values()}
+    removable = [rowid for rowid in deletes if _index_text_at_hand(ctx, former[rowid], fetch)]
+    if removable:
+        sdb.write_batch(deletes=removable)
+    result.removed = len(removable)
+    result.missing_texts += len(deletes) - len(removable)
     for start in range(0, len(fields_only), INDEX_BATCH):
         sdb.write_batch(upserts=[(wanted[i], None) for i in fields_only[start:start + INDEX_BATCH]])
     result.refreshed = len(fields_only)
+    # Rowids ascend within each (year, court) bucket; FTS5 flushes its pending terms whenever a
+    # rowid goes down, so texts are written bucket by bucket (measured: builds 1.6x faster).
+    texts.sort(key=lambda i: (search_bucket(wanted[i]["year"], wanted[i]["court_code"]), i))
     bar = progress(ctx.cfg, len(texts), "index")
     try:
         for start in range(0, len(texts), INDEX_BATCH):
@@ -305,12 +329,15 @@ def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: Ind
                 break
             batch = []
             for document_id in texts[start:start + INDEX_BATCH]:
-                body = _index_read_text(ctx, wanted[document_id]["sha256"])
-                if body is None:
+                fields = wanted[document_id]
+                body = read_text(ctx.workspace, fields["text_name"], fetch)
+                have = indexed.get(document_id)
+                if body is None or (have is not None and not _index_text_at_hand(ctx, have[1], fetch)):
                     result.missing_texts += 1
                     continue
                 result.text_bytes += len(body)
-                batch.append((wanted[document_id], body.decode("utf-8", "replace")))
+                text = body.decode("utf-8", "replace")
+                batch.append(({**fields, "text_chars": len(text)}, text))
             if batch:
                 sdb.write_batch(upserts=batch)
                 result.indexed += len(batch)
@@ -318,8 +345,8 @@ def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: Ind
     finally:
         bar.close()
     if result.missing_texts:
-        log_index.warning("index: %d extracted documents have no text in the workspace or the store; "
-                          "a later run indexes them", result.missing_texts)
+        log_index.warning("index: %d texts (to index, or to take out of the index) are neither in the workspace "
+                          "nor in the store; a later run indexes them", result.missing_texts)
     if should_optimize(result.indexed, sdb.indexed_count()):
         sdb.optimize()
         result.optimized = True
@@ -328,18 +355,9 @@ def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: Ind
     return bool(result.indexed or result.refreshed or result.removed)
 
 
-def _index_read_text(ctx: Context, sha256: str) -> bytes | None:
-    local = ctx.path("text") / f"{sha256}.txt"
-    try:
-        return local.read_bytes()
-    except FileNotFoundError:
-        pass
-    if ctx.mirror.fetch(text_store_name(sha256), local):
-        try:
-            return local.read_bytes()
-        except FileNotFoundError:
-            return None
-    return None
+def _index_text_at_hand(ctx: Context, name: str, fetch) -> bool:
+    """Whether text `name` is in the workspace, where docs_text reads it (fetched from the store)."""
+    return ctx.path(name).is_file() or fetch(name) is not None
 
 
 def _index_push(ctx: Context, path: Path) -> bool:
@@ -374,7 +392,8 @@ class IndexCoverage:
 
 
 def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection | None = None) -> IndexCoverage:
-    """How the workspace's index compares with the extracted documents of its state database."""
+    """How the workspace's index compares with the extracted documents of its state database (and
+    the best text recorded for each)."""
     workspace = Path(workspace)
     path = workspace / SEARCH_DB_FILENAME
     if not path.is_file():
@@ -386,7 +405,8 @@ def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection 
             return IndexCoverage(exists=True, problem=f"{state_path} is not a database")
         state_conn = connect(state_path, readonly=True)
     try:
-        wanted = extracted_keys(state_conn)
+        wanted = {row["document_id"]: text_name(row["text_source"] or TEXT_LAYER, row["sha256"], row["court_sha256"])
+                  for row in text_source_inputs(state_conn, "d.status = 'extracted'")}
     finally:
         if own:
             state_conn.close()
@@ -395,15 +415,15 @@ def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection 
     except IntegrityError as exc:
         return IndexCoverage(exists=False, extracted=len(wanted), problem=str(exc))
     try:
-        indexed = {document_id: sha for document_id, (_, sha, _) in sdb.indexed().items()}
+        indexed = {document_id: name for document_id, (_, name, _, _) in sdb.indexed().items()}
     finally:
         sdb.close()
     coverage = IndexCoverage(exists=True, extracted=len(wanted), indexed=len(indexed))
-    for document_id, sha in wanted.items():
+    for document_id, name in wanted.items():
         have = indexed.get(document_id)
         if have is None:
             coverage.missing += 1
-        elif have != sha:
+        elif have != name:
             coverage.outdated += 1
     coverage.extra = sum(1 for document_id in indexed if document_id not in wanted)
     return coverage
@@ -444,12 +464,15 @@ def open_search_index(workspace: str | os.PathLike) -> SearchDatabase:
 
 def search_archive(workspace: str | os.PathLike, query: str, *, court: str | None = None,
                    year: int | None = None, kind: str | None = None, publication_status: str | None = None,
-                   limit: int = 20, rank_all: bool = False, sdb: SearchDatabase | None = None
-                   ) -> list[dict[str, Any]]:
-    """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type.
+                   limit: int = 20, rank_all: bool = False, sdb: SearchDatabase | None = None,
+                   store: Any = None) -> list[dict[str, Any]]:
+    """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type, each
+    with a snippet of its text and its title, the query's words [marked].
 
     A query matching more than SEARCH_RANK_CAP documents is ranked among the most recent
-    SEARCH_RANK_CAP of them (hits say `rank_capped`) unless `rank_all`."""
+    SEARCH_RANK_CAP of them (hits say `rank_capped`) unless `rank_all`. Snippets come from the
+    workspace's texts; with a `store`, a hit's text the workspace lacks (a fresh runtime) is
+    fetched from it first (a text found nowhere: no snippet)."""
     if not query or not query.strip():
         raise SearchQueryError("the query is empty")
     if limit <= 0:
@@ -457,11 +480,186 @@ def search_archive(workspace: str | os.PathLike, query: str, *, court: str | Non
     own = sdb is None
     sdb = sdb or open_search_index(workspace)
     try:
-        return sdb.search(query, year=year, kind=kind, publication_status=publication_status, limit=limit,
+        hits = sdb.search(query, year=year, kind=kind, publication_status=publication_status, limit=limit,
                           rank_cap=None if rank_all else SEARCH_RANK_CAP, **court_filter(court))
+        if hits:
+            _add_snippets(Path(workspace), hits, query, sdb, fetch_from_store(workspace, store))
+        return hits
     finally:
         if own:
             sdb.close()
+
+
+def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: str, sdb: SearchDatabase, fetch) -> None:
+    """Each hit's `snippet` (None when its text is nowhere) and `title_highlighted`."""
+    phrases = query_phrases(query)
+    stems = sdb.stems(sorted({word for phrase in phrases for word, _ in phrase}))
+    keys, length = phrase_keys(phrases, stems), max((len(phrase) for phrase in phrases), default=1)
+    texts, candidates = [], []
+    for hit in hits:
+        data = read_text(workspace, hit["text_name"], fetch)
+        texts.append(None if data is None else data.decode("utf-8", "replace"))
+        title = hit["case_title"] or ""
+        candidates.append((candidate_words(texts[-1], keys, length) if texts[-1] else [],
+                           candidate_words(title, keys, length)))
+    words = {word for in_text, in_title in candidates for places in (in_text, in_title)
+             for place in places for _, _, word in place}
+    stems.update(sdb.stems(sorted(words - stems.keys())))
+    for hit, text, (in_text, in_title) in zip(hits, texts, candidates):
+        hit["snippet"] = None if text is None else make_snippet(text, match_places(in_text, phrases, stems))
+        hit["title_highlighted"] = mark(hit["case_title"] or "", match_places(in_title, phrases, stems))
+
+
+# ---------------------------------------------------------------- snippets
+#
+# A snippet is made here, from the text file, not by FTS5's snippet(), which tokenizes a hit's whole
+# text twice: about 0.7 ms a hit, most of a query's time (a case-insensitive regular expression over
+# the whole text is as slow). The places where the query's first words (or their stems) begin are
+# found with str.find on the lowercased text; the words there are stemmed as the index stems them
+# (SearchDatabase.stems, one call for every hit) and a phrase matches where its words' stems follow
+# one another; the snippet is the stretch where most of the query's phrases lie close together.
+
+SNIPPET_WORDS = 16
+SNIPPET_PLACES = 400     # places of the query's first words looked at in one text, at most
+_QUERY_TOKEN = re.compile(r'"(?:[^"]|"")*"\*?|[^\s(){}:^+,"]+|[(){}:^+,]')
+_WORD = re.compile(r"[^\W_]+")
+_WORD_START, _WORD_END = re.compile(r"\b\w"), re.compile(r"\w\b")
+
+Phrase = list[tuple[str, bool]]   # (word, lowercased; whether it is a prefix)
+
+
+def query_phrases(query: str) -> list[Phrase]:
+    """The phrases of an FTS5 query a snippet marks, each a list of (word, is a prefix): its
+    barewords and quoted phrases, without operators, column names, NEAR's distance or what NOT
+    leaves out."""
+    tokens = _QUERY_TOKEN.findall(query)
+    phrases: list[Phrase] = []
+    excluded_depth = depth = 0
+    excluding = False
+    for index, token in enumerate(tokens):
+        following = tokens[index + 1] if index + 1 < len(tokens) else ""
+        if token == "(":
+            depth += 1
+            if excluding:
+                excluded_depth, excluding = depth, False
+            continue
+        if token == ")":
+            if depth == excluded_depth:
+                excluded_depth = 0
+            depth -= 1
+            continue
+        if token in ("AND", "OR", "NEAR", ":", "^", "+", ",", "{", "}") or following == ":" or (
+                token.isdigit() and index and tokens[index - 1] == ","):
+            continue
+        if token == "NOT":
+            excluding = True
+            continue
+        prefix = token.endswith("*")
+        words = [word.lower() for word in _WORD.findall(token.replace('""', '"'))]
+        if words and not excluding and not excluded_depth:
+            phrases.append([(word, False) for word in words[:-1]] + [(words[-1], prefix)])
+        excluding = False
+    return phrases
+
+
+def phrase_keys(phrases: list[Phrase], stems: dict[str, str]) -> tuple[str, ...]:
+    """Lowercase strings one of which every match of a phrase begins with: its first word, and
+    that word's stem (a word the stem does not begin, "happy"/"happi", is found by itself)."""
+    keys = set()
+    for phrase in phrases:
+        word, prefix = phrase[0]
+        keys.add(word)
+        if not prefix and stems.get(word):
+            keys.add(stems[word])
+    # A key inside another finds the same places: the shorter one does.
+    return tuple(sorted(key for key in keys if not any(other != key and other in key for other in keys)))
+
+
+def candidate_words(text: str, keys: tuple[str, ...], length: int,
+                    limit: int = SNIPPET_PLACES) -> list[list[tuple[int, int, str]]]:
+    """At each word start where a key occurs (the first `limit`), the `length` words from there:
+    (start, end, word lowercased)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):     # a letter whose lower case is longer: find in the text itself
+        lowered = text
+        keys = tuple(key for key in keys if key.isascii())
+    places = set()
+    for key in keys:
+        at = lowered.find(key)
+        while at != -1 and len(places) < 4 * limit:
+            if at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_"):
+                places.add(at)
+            at = lowered.find(key, at + 1)
+    return [[(match.start(), match.end(), match.group().lower())
+             for match in itertools.islice(_WORD.finditer(text, at), length)]
+            for at in sorted(places)[:limit]]
+
+
+def _stem_matches(word: str, term: str, prefix: bool, stems: dict[str, str]) -> bool:
+    stem = stems.get(word, word)
+    if prefix:
+        return word.startswith(term) or stem.startswith(stems.get(term, term))
+    return word == term or stem == stems.get(term, term)
+
+
+def match_places(candidates: list[list[tuple[int, int, str]]], phrases: list[Phrase],
+                 stems: dict[str, str]) -> list[tuple[int, int, int]]:
+    """(start, end, phrase number) of each candidate place where a phrase's words follow one
+    another, stem for stem."""
+    found = []
+    for words in candidates:
+        for number, phrase in enumerate(phrases):
+            if len(words) >= len(phrase) and all(_stem_matches(word, term, prefix, stems)
+                                                 for (_, _, word), (term, prefix) in zip(words, phrase)):
+                found.append((words[0][0], words[len(phrase) - 1][1], number))
+                break
+    return found
+
+
+def mark(text: str, matches: list[tuple[int, int, int]], start: int = 0, end: int | None = None) -> str:
+    """text[start:end] with each match inside it [marked]."""
+    end = len(text) if end is None else end
+    parts, at = [], start
+    for first, last, _ in matches:
+        if first >= at and last <= end:
+            parts += [text[at:first], "[", text[first:last], "]"]
+            at = last
+    return "".join(parts) + text[at:end]
+
+
+def make_snippet(text: str, matches: list[tuple[int, int, int]], words: int = SNIPPET_WORDS) -> str:
+    """About `words` words of `text` where the most of the query's phrases (then the most matches)
+    lie close together, the matches [marked]; the text's first words when none matches."""
+    span = words * 7   # characters: a legal text's words average six and a space
+    start = 0
+    if matches:
+        best, last = None, 0
+        for first, match in enumerate(matches):
+            last = max(last, first)
+            while last + 1 < len(matches) and matches[last + 1][1] <= match[0] + span:
+                last += 1
+            cluster = matches[first:last + 1]
+            score = (len({number for _, _, number in cluster}), len(cluster))
+            if best is None or score > best[0]:
+                best = (score, match[0])
+        start = max(0, best[1] - span // 4)
+        start = start if start == 0 else _word_start(text, start)
+    end = min(len(text), start + span)
+    end = end if end == len(text) else _word_end(text, end)
+    body = " ".join(mark(text, matches, start, end).split())
+    return ("… " if start else "") + body + (" …" if end < len(text) else "")
+
+
+def _word_start(text: str, at: int) -> int:
+    """Where the first word at or after `at` begins."""
+    found = _WORD_START.search(text, at)
+    return found.start() if found else at
+
+
+def _word_end(text: str, at: int) -> int:
+    """Where the word going on at `at` (or the next one) ends."""
+    found = _WORD_END.search(text, at)
+    return found.end() if found else at
 
 
 def format_hits(hits: Iterable[dict[str, Any]]) -> str:

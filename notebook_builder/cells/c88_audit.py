@@ -9,9 +9,10 @@ Guarantees:
     database's size_bytes, its md5 the store's own (Drive's md5Checksum) when
     the store records one; the workspace's copy, when there is one, must hash
     to its name too;
-  * `text/<sha256>.txt` of an extracted PDF: its sha256 must be the one the
-    derive stage recorded when it read the text (`derived.text_sha256`), or,
-    before any derive, its UTF-8 length must be the database's
+  * the text of an extracted PDF that derive read (`text/<sha256>.txt`, or
+    `text/<sha256>.ocr.txt` where OCR's merge was the best text): its sha256
+    must be the one derive recorded (`derived.text_sha256`); before any
+    derive, `text/<sha256>.txt`'s UTF-8 length must be the database's
     extracted_chars; its md5 the store's own when recorded.
 - Each disagreement is one line of `mismatches` naming the file and what
   differs; a name the store cannot give is one of `errors`; a name missing
@@ -37,7 +38,8 @@ from typing import Any, Sequence
 
 from .c00_config import IntegrityError, StoreError
 from .c10_database import KV_CHECKPOINT_SEQ
-from .c20_store import pdf_store_name, text_store_name
+from .c20_store import pdf_store_name
+from .c83_best_text import TEXT_LAYER, text_name
 from .c35_context import Context
 
 log_audit = logging.getLogger("kycourt.audit")
@@ -131,7 +133,8 @@ def audit_store(ctx: Context, share: float) -> AuditResult:
 
 
 def _audit_text(ctx: Context, row, copy: Path, result: AuditResult) -> None:
-    name = text_store_name(row["sha256"])
+    # The text derive read and hashed (the text layer, or the OCR merge); without one, the layer.
+    name = text_name(row["text_source"] if row["text_sha256"] else TEXT_LAYER, row["sha256"])
     digests = _audit_fetch(ctx, name, copy, result, keep=True)
     if digests is None:
         return

@@ -199,11 +199,14 @@ def _words_extract(get) -> str:
 
 
 def _words_ocr(get) -> str:
-    text = (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}), "
-            f"{get('chars')} characters: {get('documents')} documents now carry OCR text")
+    text = (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}; "
+            f"{get('rotated_pages')} turned upright, {get('blank_pages')} blank), {get('chars')} characters: "
+            f"{get('documents')} documents now carry OCR text")
     if get("blank"):
         text += f", {get('blank')} PDFs gave no text (blank or unreadable scans)"
-    return text + f"; {get('failed')} PDFs failed"
+    text += f"; {get('failed_pages')} pages and {get('failed')} PDFs failed"
+    orientation = get("orientation", "")
+    return text + (f"; orientation not detected: {orientation}" if orientation not in ("", "detected") else "")
 
 
 def _words_derive(get) -> str:

@@ -43,6 +43,7 @@ from .c00_config import StoreError
 from .c10_database import (DB_FILENAME, Database, SearchQueryError, connect, document_citations,
                            documents_matching, rows_where)
 from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
+from .c83_best_text import best_text_sources
 from .c87_index import INDEX_COURT_CODES, court_filter, open_search_index, query_hint, search_archive
 
 WEB_FACETS = (("court_code", "court"), ("year", "year"), ("kind", "kind"),
@@ -51,6 +52,8 @@ WEB_HITS = 20                 # hits on a page; "more" asks for WEB_HITS more, u
 WEB_HITS_MAX = 500
 WEB_TEXT_CHARS = 200_000      # of a document's text shown on its page (the whole text is one click away)
 WEB_FILE_CHUNK = 256 * 1024
+_WEB_TEXT_SOURCES = {"text_layer": "the PDF's text layer", "ocr": "the text layer with OCR of its scanned pages",
+                     "court_text": "the court's own text of the document"}
 _WEB_SHA = r"(?P<sha>[0-9a-f]{64})"
 _WEB_ROUTES = (
     ("search", re.compile(r"/")),
@@ -68,6 +71,7 @@ class ServedArchive:
     workspace: Path
     folder: Path
     store: Any = None
+    min_quality: float = 0.5      # MIN_TEXT_QUALITY: which of a document's texts is its best (c83)
 
 
 @dataclass
@@ -181,9 +185,10 @@ def search_page(site: ServedArchive, request: WebSearch) -> WebResponse:
     try:
         facets = sdb.match_facets(query, [column for column, _ in WEB_FACETS], **request.filters())
         total = sdb.match_count(query, **request.filters())
+        # The index is the served copy; the texts its snippets quote are the workspace's (or the store's).
         hits = [] if query is None else search_archive(
-            site.folder, query, court=request.court or None, year=request.year, kind=request.kind or None,
-            publication_status=request.publication_status or None, limit=request.limit, sdb=sdb)
+            site.workspace, query, court=request.court or None, year=request.year, kind=request.kind or None,
+            publication_status=request.publication_status or None, limit=request.limit, sdb=sdb, store=site.store)
     except SearchQueryError as exc:
         problem = (f"The query {request.q!r} cannot be read ({exc}): {query_hint(request.q)}.")
         return _web_html(_web_page(f"{request.q} - search", f'<p class="problem">{html.escape(problem)}</p>',
@@ -260,17 +265,18 @@ def document_page(site: ServedArchive, document_id: str) -> WebResponse:
         cites = _web_optional(lambda: [dict(r) for r in db.cites(document_id)])
         cited_by = _web_optional(lambda: [dict(r) for r in db.cited_by(document_id)])
         citations = _web_optional(lambda: document_citations(conn, document_id))
+        text_source, text_name = best_text_sources(conn, site.min_quality, "d.document_id = ?",
+                                                   (document_id,)).get(document_id, (None, None))
     finally:
         db.close()
     sha = row.get("sha256")
     has_pdf = bool(sha) and row.get("status") in ("downloaded", "extracted")
-    text_name = None
-    if sha and row.get("status") == "extracted":
-        text_name = ocr_text_store_name(sha) if row.get("extracted_by_ocr") else text_store_name(sha)
+    # The court's own text is shown on the page, not served as a file of its own.
+    text_link = text_name if text_name and web_route(f"/{text_name}") is not None else None
     title = f"{row.get('case_number') or '?'} · {row.get('case_title') or 'untitled'}"
     links = [f'<a href="/{pdf_store_name(sha)}">PDF</a>' if has_pdf else "no PDF in the archive"]
-    if text_name:
-        links.append(f'<a href="/{text_name}">text</a>')
+    if text_link:
+        links.append(f'<a href="/{text_link}">text</a>')
     links.append(f'<a href="/ky_court/documents/{urllib.parse.quote(document_id)}">row in Datasette</a>')
     found = derived[0] if derived else {}
     summary = [row.get("court"), (row.get("filed_date") or "")[:10], row.get("description"), found.get("kind"),
@@ -290,13 +296,14 @@ def document_page(site: ServedArchive, document_id: str) -> WebResponse:
     body.append(_web_citation_list("The archive's opinions it cites", cites)
                 + _web_citation_list("Documents of the archive citing it", cited_by))
     body.append("<p>In its text: " + (html.escape("; ".join(citations)) if citations else "none found") + "</p>")
-    body.append("<h2>Text</h2>")
+    body.append(f"<h2>Text ({html.escape(_WEB_TEXT_SOURCES.get(text_source, 'none'))})</h2>")
     text = _web_read_text(site, text_name) if text_name else None
     if text is None:
         body.append("<p>No text: " + html.escape(row.get("extract_failure") or row.get("status") or "unknown") + "</p>")
     else:
         shown = text[:WEB_TEXT_CHARS]
-        more = (f'<p>The first {WEB_TEXT_CHARS:,} of {len(text):,} characters; <a href="/{text_name}">the whole text</a>.</p>'
+        more = (f'<p>The first {WEB_TEXT_CHARS:,} of {len(text):,} characters'
+                + (f'; <a href="/{text_link}">the whole text</a>' if text_link else "") + ".</p>"
                 if len(text) > WEB_TEXT_CHARS else "")
         body.append(f'{more}<pre class="text">{html.escape(shown)}</pre>')
     body.append("<h2>Everything the archive records of it</h2><details><summary>the document's row</summary>"

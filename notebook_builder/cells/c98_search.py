@@ -4,15 +4,20 @@ Guarantees:
 - The form's query (FTS5 syntax: words, "a phrase", NEAR(a b, 5),
   prefix*, AND/OR/NOT), court (CA, SC, or part of the court's name) and
   year run `search_archive()` over the workspace's index (built by the
-  index stage); the hits are shown as a table, best first (bm25), with the
-  case number, date, title, description, a highlighted snippet and a link
-  to the PDF in the store (a Drive file link when the store is Drive). A
-  query FTS5 cannot parse, or a missing index, is one line saying what to do.
+  index stage: each document's best text, OCR'd scans included); the hits
+  are shown as a table, best first (bm25), with the case number, date,
+  title, description, a highlighted snippet of that text (fetched from the
+  store when the workspace lacks it) and a link to the PDF in the store (a
+  Drive file link when the store is Drive). A query FTS5 cannot parse, or a
+  missing index, is one line saying what to do.
 - `start_serve()` serves the archive on 127.0.0.1 in a thread of this
   process (uvicorn, as `datasette serve` itself runs): c96_web's search
   page, document pages and files in front of Datasette (installed on
   demand in Colab) over one-file copies of ky_court.sqlite and
-  ky_search.sqlite, every database immutable, with the project's metadata.
+  ky_search.sqlite, every database immutable, with the project's metadata;
+  Datasette's connections get the index's kycourt_text(name) over the
+  workspace's texts (c10 `search_text_reader`: archive text names only),
+  which its snippets read.
   There is no child process and no pipe: each request is one line of
   workspace/serve/requests.log. `Served.stop()` ends it: the CLI calls it
   on SIGINT, SIGTERM and SIGHUP, the form's box when FORM_SERVE is
@@ -35,12 +40,14 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, PipelineError, in_colab, load_config, utc_now
-from .c10_database import DB_FILENAME, SEARCH_DB_FILENAME, SearchQueryError, backup_database, is_sqlite_file
+from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_TEXT_FUNCTION, SearchQueryError, backup_database,
+                           is_sqlite_file, search_text_reader)
 from .c20_store import pdf_store_name
 from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, search_archive
 from .c96_web import ArchiveWeb, ServedArchive
@@ -100,7 +107,8 @@ def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit:
                 store: Any = None) -> str:
     """Runs the form's search and displays the hits; returns the text it printed."""
     try:
-        hits = search_archive(cfg.WORKSPACE, query, court=court or None, year=parse_year(year), limit=int(limit))
+        hits = search_archive(cfg.WORKSPACE, query, court=court or None, year=parse_year(year), limit=int(limit),
+                              store=store)
     except (SearchQueryError, IndexMissingError) as exc:
         message = f"search: {exc}"
         print(message)
@@ -132,9 +140,12 @@ def datasette_metadata() -> dict[str, Any]:
     })
     # The index's own columns only (the rest are described on the documents table): a table page
     # lists every description above its rows.
-    search_columns = {name: described[name] for name in ("court_code", "year", "kind", "publication_status", "judge")}
+    search_columns = {name: described[name] for name in ("court_code", "year", "kind", "publication_status", "judge",
+                                                         "text_source")}
     search_columns.update({"text_chars": "characters of indexed text", "doc_rowid": "the row in docs_fts",
-                           "source_key": "digest of what was indexed (incremental builds)"})
+                           "text_name": "the indexed text's file (in the workspace and the store)",
+                           "text_key": "digest of what docs_fts holds of it (incremental builds)",
+                           "source_key": "digest of its other fields (incremental builds)"})
     return {
         "title": "Kentucky appellate courts: public record archive",
         "description_html": 'The Kentucky Supreme Court\'s and Court of Appeals\' documents from C-Track '
@@ -200,6 +211,30 @@ def _serve_require_datasette() -> None:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "datasette>=0.64"])
 
 
+def _serve_register_text_function() -> None:
+    """Datasette's connections get the index's kycourt_text(name) (docs_text reads it): a plugin
+    registered once in this process, reading the texts of the workspace each Datasette instance
+    serves (its `kycourt_text_root`)."""
+    from datasette import hookimpl
+    from datasette.plugins import pm
+    if pm.get_plugin(_SERVE_TEXT_PLUGIN) is not None:
+        return
+
+    @hookimpl
+    def prepare_connection(conn, datasette):
+        root = getattr(datasette, "kycourt_text_root", None)
+        if root is not None:
+            conn.execute("PRAGMA trusted_schema = ON")
+            conn.create_function(SEARCH_TEXT_FUNCTION, 1, search_text_reader(root, strict=False), deterministic=True)
+
+    plugin = types.ModuleType(_SERVE_TEXT_PLUGIN)   # Datasette lists its plugins as modules
+    plugin.prepare_connection = prepare_connection
+    pm.register(plugin, name=_SERVE_TEXT_PLUGIN)
+
+
+_SERVE_TEXT_PLUGIN = "kycourt_text"
+
+
 def _serve_socket(port: int) -> socket.socket:
     """The listening socket on 127.0.0.1, bound before anything is written: a port in use is one
     ServeError. Port 0 lets the system choose a free one."""
@@ -257,7 +292,10 @@ def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = Non
         folder = Path(cfg.WORKSPACE) / SERVE_DIR
         datasette = Datasette([], immutables=[str(path) for path in databases], metadata=datasette_metadata(),
                               settings={"sql_time_limit_ms": 5000, "default_page_size": 50})
-        site = ServedArchive(workspace=Path(cfg.WORKSPACE), folder=folder, store=store)
+        _serve_register_text_function()
+        datasette.kycourt_text_root = Path(cfg.WORKSPACE)
+        site = ServedArchive(workspace=Path(cfg.WORKSPACE), folder=folder, store=store,
+                             min_quality=cfg.MIN_TEXT_QUALITY)
         log = folder / SERVE_LOG
         app = _ServeRequestLog(ArchiveWeb(site, datasette.app()), log)
         server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", ws="none",

@@ -119,6 +119,11 @@ def _text_page(lines: list[str]) -> bytes:
 LINES_PER_PAGE = 48
 
 
+def text_pdf(pages: list[list[str]], *, creation_date: str) -> bytes:
+    """A PDF with a text layer: each page these lines, Helvetica 11 pt from the top left."""
+    return _document([_text_page(lines) for lines in pages], creation_date)
+
+
 def opinion_pdf(*, seed: int | str, case_number: str, court: str, title: str,
                 description: str, filed: str, creation_date: str) -> bytes:
     """A 1-5 page opinion whose first lines carry the case number and title."""
