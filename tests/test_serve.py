@@ -175,6 +175,24 @@ def test_serve_refuses_writes(server):
     assert rows == [{"n": 5}]
 
 
+def test_datasettes_sql_reads_the_archives_texts_and_no_other_file(server):
+    cfg, served = server
+    workspace = Path(cfg.WORKSPACE)
+    (workspace / "secret.txt").write_text("not the archive's", encoding="utf-8")
+    name = next(iter(sorted((workspace / "text").glob("*.txt")))).relative_to(workspace).as_posix()
+
+    def text_of(argument: str):
+        sql = urllib.parse.quote(f"select kycourt_text('{argument}') as t")
+        status, rows = get_json(f"{served.url}/ky_search.json?sql={sql}&_shape=array")
+        assert status == 200
+        return rows[0]["t"]
+
+    assert text_of(name) == (workspace / name).read_text(encoding="utf-8")      # snippets read the texts
+    for outside in ("secret.txt", "text/../secret.txt", f"{name}/../../secret.txt", "/etc/hostname",
+                    "ky_court.sqlite"):
+        assert text_of(outside) is None
+
+
 def test_no_path_outside_the_archive_is_ever_served(server):
     cfg, served = server
     workspace = Path(cfg.WORKSPACE)
