@@ -12,6 +12,9 @@ import pypdf
 import pytest
 
 from notebook_builder.cells import c85_ocr
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c38_legacy import adopt
+from notebook_builder.cells.c60_backfill import backfill
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, text_agreement
 from notebook_builder.cells.c85_ocr import hocr_orientation, merge_ocr_text, ocr, ocr_engine_available, render_page
 from notebook_builder.cells.c86_derive import derive
@@ -19,6 +22,7 @@ from notebook_builder.cells.c87_index import index, search_archive
 from notebook_builder.query import export_records, show_document
 from notebook_builder.simcourt import pdfs
 
+from legacy_fixture import write_legacy_database
 from support import put_bytes
 
 CREATED = "20240101000000Z"
@@ -369,3 +373,32 @@ def test_a_long_scan_stopped_by_the_budget_goes_on_from_its_last_page_next_run(c
     merged = (ctx.workspace / "text" / f"{sha}.ocr.txt").read_text().split("\f")
     assert merged == [f"page {number}" for number in range(1, 301)]        # none read twice
     assert not cache.exists() and ctx.db.get_document("long")["ocr_pages"] == 300
+
+
+# ------------------------------------------------------------------- a scan adopted from v1.2
+
+
+def test_a_scan_v12_extracted_with_no_text_is_recognised_and_found_after_adoption(make_context, quick_pages):
+    """v1.2 had no OCR: its scans are `extracted` rows with 0 characters. Adopted, they are read as
+    any scan this pipeline downloads is: extracted again (pages measured), recognised, found."""
+    quick_pages(lambda page: f"marzipan gondola page {page}")
+    data = blank_scan(2)
+    sha = hashlib.sha256(data).hexdigest()
+    ctx = make_context(name="ws", database=False, env={"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"})
+    write_legacy_database(ctx.db_path, [{
+        "document_id": "scan", "case_number": "2019-SC-000123", "court": "Supreme Court", "status": "extracted",
+        "sha256": sha, "size_bytes": len(data), "local_pdf": f"/content/ky_court_workspace/pdf_by_hash/{sha}.pdf",
+        "pages": 2, "extracted_chars": 0, "likely_scanned": 1, "extract_attempts": 1,
+        "updated_at": "2024-03-01T00:00:00Z"}])
+    store = LocalStore(ctx.cfg.STORE)
+    put_bytes(store, f"pdf_by_hash/{sha}.pdf", data)
+    put_bytes(store, f"text/{sha}.txt", b"")                   # what v1.2 extracted from the scan
+    adopt(ctx, lambda ctx: backfill(ctx, force=True))
+    extract(ctx)
+    result = ocr(ctx)
+    index(ctx)
+    assert (result.pdfs, result.pages) == (1, 2)
+    assert found(ctx, "marzipan") == ["scan"]
+    assert ctx.db.get_document("scan")["text_source"] == "ocr"
+    assert store.read_file(f"text/{sha}.txt") == b""         # the store's text is still v1.2's bytes
+    assert (ctx.workspace / "text" / f"{sha}.txt").read_bytes() == b""
