@@ -16,7 +16,8 @@ from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c38_legacy import adopt
 from notebook_builder.cells.c60_backfill import backfill
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, text_agreement
-from notebook_builder.cells.c85_ocr import hocr_orientation, merge_ocr_text, ocr, ocr_engine_available, render_page
+from notebook_builder.cells.c85_ocr import (hocr_confidence, hocr_orientation, merge_ocr_text, ocr, ocr_engine_available,
+                                            render_page)
 from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c87_index import index, search_archive
 from notebook_builder.query import export_records, show_document
@@ -82,6 +83,12 @@ def test_the_rotation_is_the_textangle_most_lines_carry():
     assert hocr_orientation(upside_down + line.format(n=9, angle="")) == (180, 6)
     assert hocr_orientation("".join(line.format(n=n, angle="") for n in range(3))) == (0, 3)   # upright
     assert hocr_orientation("<div class='ocr_page' title='bbox 0 0 10 10'></div>") == (None, 0)  # nothing read
+
+
+def test_the_confidence_is_the_mean_of_the_words_tesseract_read():
+    word = "<span class='ocrx_word' id='word_1_{n}' title='bbox 1 2 3 4; x_wconf {conf}'>w</span>"
+    assert hocr_confidence("".join(word.format(n=n, conf=conf) for n, conf in enumerate((96, 90, 0)))) == 62.0
+    assert hocr_confidence("<div class='ocr_page' title='bbox 0 0 10 10'></div>") == 0.0
 
 
 def test_merge_replaces_only_the_recognised_pages():
@@ -402,3 +409,21 @@ def test_a_scan_v12_extracted_with_no_text_is_recognised_and_found_after_adoptio
     assert ctx.db.get_document("scan")["text_source"] == "ocr"
     assert store.read_file(f"text/{sha}.txt") == b""         # the store's text is still v1.2's bytes
     assert (ctx.workspace / "text" / f"{sha}.txt").read_bytes() == b""
+
+
+def test_a_one_line_page_scanned_upside_down_is_read_the_right_way_up(make_context, tmp_path):
+    # Read upside down, a line of plain words can give as many word-like tokens as read upright
+    # ("*pajou diam ejopuocb euvebue} ey"): Tesseract's own confidence tells the two readings apart.
+    ctx = make_context(name="ws", replace={"WORKERS": 2, "OCR_DPI": 300})
+    needs_engine(ctx.cfg)
+    lines = {"stamp": "The tangerine gondola were noted.", "last": "The judgment is affirmed."}
+    shas = {}
+    for (document_id, line), dpi in zip(lines.items(), (200, 300)):
+        data, _ = scanned(pdfs.text_pdf([[line]], creation_date=CREATED), tmp_path, dpi=dpi, upside_down=(1,))
+        shas[document_id] = add_document(ctx, document_id, data)
+    extract(ctx)
+    ocr(ctx)
+    index(ctx)
+    assert (found(ctx, "tangerine"), found(ctx, "judgment")) == (["stamp"], ["last"])
+    assert [ctx.db.conn.execute("SELECT rotation FROM pages WHERE sha256 = ?", (sha,)).fetchone()[0]
+            for sha in shas.values()] == [180, 180]
