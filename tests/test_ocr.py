@@ -16,8 +16,8 @@ from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c38_legacy import adopt
 from notebook_builder.cells.c60_backfill import backfill
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, text_agreement
-from notebook_builder.cells.c85_ocr import (hocr_confidence, hocr_orientation, merge_ocr_text, ocr, ocr_engine_available,
-                                            render_page)
+from notebook_builder.cells.c85_ocr import (hocr_confidence, hocr_orientation, merge_ocr_text, ocr,
+                                            ocr_engine_available, render_page)
 from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c87_index import index, search_archive
 from notebook_builder.query import export_records, show_document

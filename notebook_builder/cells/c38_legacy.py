@@ -52,7 +52,7 @@ Guarantees:
   again, and so is one the older version read no text from (0 characters:
   a scan, and v1.2 had no OCR; extracting measures its pages, so the ocr
   stage reads them, and writes the same empty text); any other row whose
-  text is found is extracted with it (evidence decides: a second
+  text is found keeps it and is `extracted` (evidence decides: a second
   extraction would leave the workspace's text and the store's, never
   overwritten, different under one name).
 - Restore's two legacy states: `merge_legacy_rows` adds to the newer state
