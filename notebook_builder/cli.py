@@ -638,7 +638,7 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
     sdb = open_search_index(cfg.WORKSPACE)
     try:
         hits = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
-                              limit=args.limit, rank_all=args.rank_all, sdb=sdb)
+                              limit=args.limit, rank_all=args.rank_all, sdb=sdb, store=query_store(cfg)[0])
         total = sdb.match_count(args.query, year=args.year, kind=args.kind, **court_filter(args.court))
     except SearchQueryError as exc:
         raise SearchQueryError(f"malformed query {args.query!r}: {exc}; {query_hint(args.query)}") from None

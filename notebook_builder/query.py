@@ -13,8 +13,10 @@ Guarantees:
   a preview of that text. An ID that matches nothing raises `NotFound`.
 - `export_archive()` writes one record per document (ordered by
   document_id) with its metadata, what derive found (rendered date,
-  disposition, publication status, judge, lower court, citations), why no
-  text was extracted (`extract_failure`), which text it is (`text_source`:
+  disposition, publication status, judge, lower court, citations), whether
+  the court withholds its file (`document_available` false: withheld, never
+  requested), why no text was extracted (`extract_failure`), which text it
+  is (`text_source`:
   the text layer, the OCR merge or the court's own text) and that best
   text, as JSON Lines, CSV (every value quoted, so texts with newlines
   survive; null is an empty unquoted field, so it differs from "") or
@@ -222,7 +224,8 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
             record["court_code"] = court_code_of(row["case_number"], row["court"])
             record["year"] = year_of(row["case_number"], row["filed_date"])
             record["filed_date"] = kentucky_date(row["filed_date"])
-            record["likely_scanned"] = None if row["likely_scanned"] is None else bool(row["likely_scanned"])
+            for flag in ("likely_scanned", "document_available"):
+                record[flag] = None if record[flag] is None else bool(record[flag])
             record["citations"] = document_citations(conn, row["document_id"])
             record["pdf"] = pdf_store_name(row["sha256"]) if row["sha256"] and row["status"] in (
                 "downloaded", "extracted") else None

@@ -186,3 +186,38 @@ def test_threads_read_and_write_on_connections_of_their_own(tmp_path):
         assert db._connections == [db.conn]                  # the workers' closed as they ended
     finally:
         db.close()
+
+
+# Another process's checkpoints of the same workspace: what `kycourt-pipeline verify` in a second
+# terminal does while a run's checkpointer snapshots the database.
+_CHECKPOINT_LOOP = """
+import sys
+from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c36_checkpoint import push_checkpoint
+ctx = open_context(load_config(env={"KY_WORKSPACE": sys.argv[1], "KY_STORE": sys.argv[2], "KY_PROGRESS": "0"}))
+ctx.open_database()
+for _ in range(int(sys.argv[3])):
+    push_checkpoint(ctx)
+ctx.close()
+"""
+
+
+def test_checkpoints_of_two_processes_in_one_workspace_never_collide(make_context):
+    ctx = make_context()
+    ctx.db.upsert_discovered([{"document_id": f"{number:064x}"} for number in range(2000)])
+    other = subprocess.Popen([sys.executable, "-c", _CHECKPOINT_LOOP, str(ctx.workspace), str(ctx.cfg.STORE), "20"],
+                             cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    from notebook_builder.cells.c36_checkpoint import push_checkpoint
+    pushed = 0
+    while other.poll() is None or pushed < 10:
+        assert push_checkpoint(ctx)["uploaded"]
+        pushed += 1
+    assert other.wait(60) == 0, other.stderr.read()[-2000:]
+    snapshot = Path(ctx.cfg.STORE) / DB_FILENAME
+    conn = sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True)
+    try:
+        assert conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 2000
+    finally:
+        conn.close()

@@ -78,6 +78,25 @@ def test_records_carry_the_derived_fields_the_failure_and_the_text_source(capsys
     assert {"rendered_date", "disposition", "lower_court", "citations", "extract_failure", "text_source"} <= set(names)
 
 
+def test_a_withheld_document_is_told_from_one_the_court_answered_404(capsys, tmp_path, archive):
+    # Both are `failed` with http_status 404; only document_available says the court lists the
+    # withheld one and never served it (it was never asked for), where the other is gone.
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        db.conn.execute("UPDATE documents SET status = 'failed', http_status = 404, document_available = ? "
+                        "WHERE document_id = ?", (0, document_id(1)))
+        db.conn.execute("UPDATE documents SET status = 'failed', http_status = 404, document_available = ? "
+                        "WHERE document_id = ?", (1, document_id(2)))
+    finally:
+        db.close()
+    out = tmp_path / "export"
+    assert export(capsys, archive, out, "jsonl") == (0, "")
+    records = {record["document_id"]: record for record in map(json.loads, (out / "documents.jsonl").open())}
+    assert [records[document_id(n)]["document_available"] for n in (1, 2)] == [False, True]
+    assert "withheld" in {field["name"]: field for field in json.loads((out / "schema.json").read_text())[
+        "fields"]}["document_available"]["description"]
+
+
 def test_csv_tells_null_from_empty_and_writes_lists_as_json(capsys, tmp_path, archive):
     out = tmp_path / "csv"
     assert export(capsys, archive, out, "csv")[0] == 0

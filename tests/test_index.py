@@ -1,6 +1,7 @@
 """The search index (ky_search.sqlite): incremental build, filters, ranking, restore, verify."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -17,6 +18,7 @@ from notebook_builder.cells.c87_index import (IndexMissingError, candidate_words
                                               index_behind, index_coverage, make_snippet, match_places, phrase_keys,
                                               plan_index, query_phrases, search_archive, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
+from notebook_builder.cli import main
 
 from archive_fixture import DOCUMENTS, add_text, build_archive, document_id, make_config
 
@@ -169,7 +171,7 @@ def test_a_second_run_indexes_only_what_changed(archive):
     assert_index_sound(archive)
 
 
-def test_the_index_keeps_no_copy_of_the_texts_and_reads_snippets_from_them(tmp_path, archive):
+def test_the_index_keeps_no_copy_of_the_texts_and_reads_snippets_from_them(tmp_path, archive, capsys):
     run_index(archive)
     index_bytes = (Path(archive.WORKSPACE) / SEARCH_DB_FILENAME).read_bytes()
     for _, _, _, _, text in DOCUMENTS:
@@ -184,6 +186,11 @@ def test_the_index_keeps_no_copy_of_the_texts_and_reads_snippets_from_them(tmp_p
     assert not any(hit["snippet"] for hit in bare)
     fetched = search_archive(fresh.WORKSPACE, "suppression", store=LocalStore(archive.STORE))
     assert "[Suppression]" in fetched[0]["snippet"] and "[suppression]" in fetched[1]["snippet"]
+    # The command line's search reads them from the store its workspace names, as show and export do.
+    shutil.rmtree(Path(fresh.WORKSPACE) / "text")
+    shutil.copy(Path(archive.WORKSPACE) / DB_FILENAME, Path(fresh.WORKSPACE) / DB_FILENAME)
+    assert main(["search", "suppression", "--json", "--workspace", fresh.WORKSPACE, "--store", archive.STORE]) == 0
+    assert "[Suppression]" in json.loads(capsys.readouterr().out)["hits"][0]["snippet"]
 
 
 def test_a_text_that_cannot_be_read_again_keeps_its_document_indexed_as_it_was(archive):

@@ -223,6 +223,43 @@ def test_an_extracted_row_whose_pdf_only_the_store_holds_is_never_asked_of_the_c
     assert ctx.db.download_queue_size(ctx.cfg) == 0
 
 
+def test_a_row_v12_extracted_with_no_text_is_extracted_again_so_ocr_can_read_its_scanned_pages(planned_court,
+                                                                                                tmp_path):
+    # v1.2 had no OCR: a scan it "extracted" holds an empty text and no page measures, so the ocr
+    # stage (which works from the pages extract measured) would never read it.
+    ok = planned_court.documents_with("ok")
+    scan, read = ok[:2]
+    pdfs = {document.document_id: planned_court.pdf_bytes(document.document_id) for document in (scan, read)}
+    ctx = legacy_context(tmp_path, [
+        extracted_row(scan, pdfs[scan.document_id], "/content/w/s.pdf", extracted_chars=0, likely_scanned=1),
+        extracted_row(read, pdfs[read.document_id], "/content/w/r.pdf")])
+    store = LocalStore(ctx.cfg.STORE)
+    for document, text in ((scan, b""), (read, b"the text v1.2 extracted")):
+        put_bytes(store, f"pdf_by_hash/{sha256(pdfs[document.document_id])}.pdf", pdfs[document.document_id])
+        put_bytes(store, f"text/{sha256(pdfs[document.document_id])}.txt", text)
+    result = adopt(ctx, fold)
+    status = {row["document_id"]: row["status"] for row in ctx.db.iter_documents()}
+    assert status == {scan.document_id: "downloaded", read.document_id: "extracted"}
+    assert [row["document_id"] for row in ctx.db.extract_queue(ctx.cfg, 10)] == [scan.document_id]
+    assert (result.texts_reused, result.texts_missing) == (1, 1)
+    assert store.read_file(f"text/{sha256(pdfs[scan.document_id])}.txt") == b""      # v1.2's, untouched
+
+
+def test_a_downloaded_row_whose_text_the_archive_holds_reuses_it_and_writes_no_other_text_under_its_name(
+        planned_court, tmp_path):
+    # v1.2 wrote the text and was killed before it marked the row: extracting it again would leave the
+    # workspace's text and the store's (v1.2's, never overwritten) different under one name.
+    document = planned_court.documents_with("ok")[0]
+    data = planned_court.pdf_bytes(document.document_id)
+    ctx = legacy_context(tmp_path, [downloaded_row(document, data, "/content/w/d.pdf")])
+    store = LocalStore(ctx.cfg.STORE)
+    put_bytes(store, f"pdf_by_hash/{sha256(data)}.pdf", data)
+    put_bytes(store, f"text/{sha256(data)}.txt", b"the text v1.2 extracted")
+    result = adopt(ctx, fold)
+    assert ctx.db.get_document(document.document_id)["status"] == "extracted"
+    assert ctx.db.extract_queue_size(ctx.cfg) == 0 and result.texts_reused == 1
+
+
 # ------------------------------------------------------------------ refusing
 
 

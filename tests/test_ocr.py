@@ -12,13 +12,18 @@ import pypdf
 import pytest
 
 from notebook_builder.cells import c85_ocr
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c38_legacy import adopt
+from notebook_builder.cells.c60_backfill import backfill
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, text_agreement
-from notebook_builder.cells.c85_ocr import hocr_orientation, merge_ocr_text, ocr, ocr_engine_available, render_page
+from notebook_builder.cells.c85_ocr import (hocr_confidence, hocr_orientation, merge_ocr_text, ocr,
+                                            ocr_engine_available, render_page)
 from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c87_index import index, search_archive
 from notebook_builder.query import export_records, show_document
 from notebook_builder.simcourt import pdfs
 
+from legacy_fixture import write_legacy_database
 from support import put_bytes
 
 CREATED = "20240101000000Z"
@@ -78,6 +83,12 @@ def test_the_rotation_is_the_textangle_most_lines_carry():
     assert hocr_orientation(upside_down + line.format(n=9, angle="")) == (180, 6)
     assert hocr_orientation("".join(line.format(n=n, angle="") for n in range(3))) == (0, 3)   # upright
     assert hocr_orientation("<div class='ocr_page' title='bbox 0 0 10 10'></div>") == (None, 0)  # nothing read
+
+
+def test_the_confidence_is_the_mean_of_the_words_tesseract_read():
+    word = "<span class='ocrx_word' id='word_1_{n}' title='bbox 1 2 3 4; x_wconf {conf}'>w</span>"
+    assert hocr_confidence("".join(word.format(n=n, conf=conf) for n, conf in enumerate((96, 90, 0)))) == 62.0
+    assert hocr_confidence("<div class='ocr_page' title='bbox 0 0 10 10'></div>") == 0.0
 
 
 def test_merge_replaces_only_the_recognised_pages():
@@ -369,3 +380,50 @@ def test_a_long_scan_stopped_by_the_budget_goes_on_from_its_last_page_next_run(c
     merged = (ctx.workspace / "text" / f"{sha}.ocr.txt").read_text().split("\f")
     assert merged == [f"page {number}" for number in range(1, 301)]        # none read twice
     assert not cache.exists() and ctx.db.get_document("long")["ocr_pages"] == 300
+
+
+# ------------------------------------------------------------------- a scan adopted from v1.2
+
+
+def test_a_scan_v12_extracted_with_no_text_is_recognised_and_found_after_adoption(make_context, quick_pages):
+    """v1.2 had no OCR: its scans are `extracted` rows with 0 characters. Adopted, they are read as
+    any scan this pipeline downloads is: extracted again (pages measured), recognised, found."""
+    quick_pages(lambda page: f"marzipan gondola page {page}")
+    data = blank_scan(2)
+    sha = hashlib.sha256(data).hexdigest()
+    ctx = make_context(name="ws", database=False, env={"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"})
+    write_legacy_database(ctx.db_path, [{
+        "document_id": "scan", "case_number": "2019-SC-000123", "court": "Supreme Court", "status": "extracted",
+        "sha256": sha, "size_bytes": len(data), "local_pdf": f"/content/ky_court_workspace/pdf_by_hash/{sha}.pdf",
+        "pages": 2, "extracted_chars": 0, "likely_scanned": 1, "extract_attempts": 1,
+        "updated_at": "2024-03-01T00:00:00Z"}])
+    store = LocalStore(ctx.cfg.STORE)
+    put_bytes(store, f"pdf_by_hash/{sha}.pdf", data)
+    put_bytes(store, f"text/{sha}.txt", b"")                   # what v1.2 extracted from the scan
+    adopt(ctx, lambda ctx: backfill(ctx, force=True))
+    extract(ctx)
+    result = ocr(ctx)
+    index(ctx)
+    assert (result.pdfs, result.pages) == (1, 2)
+    assert found(ctx, "marzipan") == ["scan"]
+    assert ctx.db.get_document("scan")["text_source"] == "ocr"
+    assert store.read_file(f"text/{sha}.txt") == b""         # the store's text is still v1.2's bytes
+    assert (ctx.workspace / "text" / f"{sha}.txt").read_bytes() == b""
+
+
+def test_a_one_line_page_scanned_upside_down_is_read_the_right_way_up(make_context, tmp_path):
+    # Read upside down, a line of plain words can give as many word-like tokens as read upright
+    # ("*pajou diam ejopuocb euvebue} ey"): Tesseract's own confidence tells the two readings apart.
+    ctx = make_context(name="ws", replace={"WORKERS": 2, "OCR_DPI": 300})
+    needs_engine(ctx.cfg)
+    lines = {"stamp": "The tangerine gondola were noted.", "last": "The judgment is affirmed."}
+    shas = {}
+    for (document_id, line), dpi in zip(lines.items(), (200, 300)):
+        data, _ = scanned(pdfs.text_pdf([[line]], creation_date=CREATED), tmp_path, dpi=dpi, upside_down=(1,))
+        shas[document_id] = add_document(ctx, document_id, data)
+    extract(ctx)
+    ocr(ctx)
+    index(ctx)
+    assert (found(ctx, "tangerine"), found(ctx, "judgment")) == (["stamp"], ["last"])
+    assert [ctx.db.conn.execute("SELECT rotation FROM pages WHERE sha256 = ?", (sha,)).fetchone()[0]
+            for sha in shas.values()] == [180, 180]

@@ -1574,7 +1574,7 @@ class Database:
     def adopted_rows_claiming_files(self) -> list[sqlite3.Row]:
         """Adopted rows whose status says a PDF is held, with their legacy status."""
         return self.conn.execute(
-            "SELECT d.document_id, d.status, d.sha256, d.size_bytes, d.local_pdf, l.legacy_status "
+            "SELECT d.document_id, d.status, d.sha256, d.size_bytes, d.local_pdf, d.extracted_chars, l.legacy_status "
             "FROM documents d JOIN legacy_documents l ON l.document_id = d.document_id "
             "WHERE d.status IN ('downloaded', 'extracted') ORDER BY d.rowid").fetchall()
 

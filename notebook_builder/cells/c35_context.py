@@ -13,10 +13,9 @@ Guarantees:
   stages use. It says up to which Kentucky day the archive is complete
   (`complete_through`) and, once the court was asked this run, `court`:
   requests so far, the latency observed and the projected hours of the
-  downloads left at the current pacing.
-  stages use. An archive that began as an older version's (c38_legacy) says
-  what adoption brought in `legacy_adoption` (and its ids by `id_kind`).
-  stages use. It names the store the run mirrors to (`store`, and
+  downloads left at the current pacing. An archive that began as an older
+  version's (c38_legacy) says what adoption brought in `legacy_adoption`
+  (and its ids by `id_kind`). It names the store the run mirrors to (`store`, and
   `drive_folder` on Drive): `store_of_workspace()` reads it back, so the
   query commands find a workspace's store without being told. The
   `final_states` say which documents are in their state for good (not

@@ -4,7 +4,9 @@ Guarantees:
 - `push_checkpoint(ctx)` writes a consistent database snapshot (c10
   `checkpoint`) and mirrors it as the store's ky_court.sqlite; once the store
   holds it, the database notes it (`record_store_checkpoint`, which never
-  moves backwards), and the download journal follows it. Before the first
+  moves backwards), and the download journal follows it; `snapshot_lock`
+  lets one thread of one process at a time do so in a workspace (a
+  `verify` beside a run takes its turn). Before the first
   snapshot of a database replaces the store's ky_court.sqlite, the legacy
   originals are in the store (c38 `keep_legacy_originals`): a v1.2 database
   there is never overwritten before it is kept under legacy/.
@@ -26,7 +28,9 @@ Knobs read: CHECKPOINT_SECONDS, JOURNAL_SECONDS.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import json
 import logging
 import tarfile
@@ -46,6 +50,7 @@ JOURNAL_PREFIX = "journal/downloads-after-"
 JOURNAL_SUFFIX = ".jsonl"
 RESUME_ARCHIVE_PREFIX = "ky_court-WIP-resume-"
 RESUME_ARCHIVE_SUFFIX = ".tar.gz"
+SNAPSHOT_LOCK = "checkpoint/snapshot.lock"
 
 
 def journal_store_name(checkpoint_seq: int) -> str:
@@ -71,13 +76,27 @@ def resume_archive_name(taken_at: _dt.datetime, checkpoint_seq: int) -> str:
     return f"{RESUME_ARCHIVE_PREFIX}{stamp}-{checkpoint_seq}{RESUME_ARCHIVE_SUFFIX}"
 
 
+@contextlib.contextmanager
+def snapshot_lock(ctx: Context):
+    """Held while the workspace's snapshot file is written and mirrored: by one thread of this
+    process (the checkpointer's, verify's) and by no other process working in the workspace (a
+    `verify` in a second terminal beside a run). A POSIX lock, which a forked worker does not
+    inherit, so a pool forked while it is held never keeps it."""
+    with ctx.checkpoint_lock:
+        path = ctx.path(SNAPSHOT_LOCK)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as handle:
+            fcntl.lockf(handle, fcntl.LOCK_EX)
+            yield                                  # closing the file releases the lock
+
+
 def push_checkpoint(ctx: Context) -> dict[str, Any] | None:
     """Snapshot the database and mirror it as the store's ky_court.sqlite."""
     if ctx.db is None:
         return None
     from .c38_legacy import keep_legacy_originals
     snapshot = ctx.path("checkpoint") / DB_FILENAME
-    with ctx.checkpoint_lock:  # the background thread and verify share the snapshot file
+    with snapshot_lock(ctx):
         info = checkpoint(ctx.db_path, snapshot)
         # An older version's database in the store is kept under legacy/ before it is replaced.
         info["uploaded"] = keep_legacy_originals(ctx) and ctx.mirror.put(DB_FILENAME, snapshot, mutable=True)
@@ -94,7 +113,7 @@ def push_journal(ctx: Context) -> int:
     many documents it lists (0: none since the snapshot, or no snapshot yet)."""
     if ctx.db is None:
         return 0
-    with ctx.checkpoint_lock:
+    with snapshot_lock(ctx):
         sequence, rows = journal_rows(ctx.db_path)
         if not rows:
             return 0

@@ -49,8 +49,12 @@ Guarantees:
   what the store lacks is mirrored; a row whose PDF is nowhere goes back to
   the download queue with a warning naming it (`legacy_documents.note`);
   an extracted row whose `text/<sha256>.txt` is in neither is extracted
-  again; a row of an unknown legacy status is extracted when its text is
-  found (evidence decides).
+  again, and so is one the older version read no text from (0 characters:
+  a scan, and v1.2 had no OCR; extracting measures its pages, so the ocr
+  stage reads them, and writes the same empty text); any other row whose
+  text is found keeps it and is `extracted` (evidence decides: a second
+  extraction would leave the workspace's text and the store's, never
+  overwritten, different under one name).
 - Restore's two legacy states: `merge_legacy_rows` adds to the newer state
   the rows only the older one has, with the columns only it has.
 - `reconcile_legacy_ids()` (after discovery): an adopted id the discovery
@@ -405,7 +409,7 @@ class AdoptResult:
     pdfs: int = 0                  # adopted rows whose PDF the archive holds
     distinct_pdfs: int = 0
     texts_reused: int = 0
-    texts_missing: int = 0         # extracted rows whose text is nowhere: extracted again
+    texts_missing: int = 0         # extracted rows whose text is nowhere, or empty (v1.2 read none): extracted again
     requeued: list[str] = field(default_factory=list)   # rows whose PDF is nowhere: queued again
     uploaded: int = 0              # PDFs and texts the store lacked, mirrored
     held: int = 0                  # rows waiting for discovery to confirm their ids
@@ -625,7 +629,7 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
     its local_pdf rewritten, else queued again; extracted rows' texts reused or extracted again."""
     store_pdfs = set(ctx.store.list_dir("pdf_by_hash"))
     store_texts = set(ctx.store.list_dir("text"))
-    pointers, requeue, reextract, text_found, uploads = [], [], [], [], []
+    pointers, requeue, reextract, unread, text_found, uploads = [], [], [], [], [], []
     distinct: set[str] = set()
     for row in db.adopted_rows_claiming_files():
         sha, size = row["sha256"], row["size_bytes"]
@@ -645,22 +649,25 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
         distinct.add(sha)
         if (row["sha256"], row["size_bytes"], row["local_pdf"]) != (sha, size, name):
             pointers.append((sha, size, name, row["document_id"]))
-        if row["status"] == "extracted" or row["legacy_status"] not in STATUSES:
-            text = text_store_name(sha)
-            text_local = ctx.path(text).is_file()
-            if text_local or text in store_texts:
-                if text_local and text not in store_texts:
-                    uploads.append(text)
-                result.texts_reused += 1
-                if row["status"] != "extracted":
-                    text_found.append(row["document_id"])
-            elif row["status"] == "extracted":
-                reextract.append(row["document_id"])
+        text = text_store_name(sha)
+        text_local = ctx.path(text).is_file()
+        if row["status"] == "extracted" and row["extracted_chars"] == 0:
+            unread.append(row["document_id"])     # its text is empty, as extracting again writes it
+        elif text_local or text in store_texts:
+            if text_local and text not in store_texts:
+                uploads.append(text)
+            result.texts_reused += 1
+            if row["status"] != "extracted":
+                text_found.append(row["document_id"])
+        elif row["status"] == "extracted":
+            reextract.append(row["document_id"])
     with db.transaction():
         db.set_pdf_pointers(pointers)
         db.mark_text_found(text_found)
         db.extract_again(reextract, "adopted from an older version: its text is in neither the workspace "
                                     "nor the store; extracted again")
+        db.extract_again(unread, "adopted from an older version that read no text from it and had no OCR: "
+                                 "extracted again, so its scanned pages are measured and recognised")
         if requeue:
             db.revert_to_discovered(requeue, "adopted from an older version: its PDF is in neither the "
                                              "workspace, the store, nor pdf_backup/; downloaded again")
@@ -669,7 +676,7 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
         result.uploaded += bool(ctx.mirror.put(name, ctx.path(name)))
     result.pdfs = db.adopted_rows_holding_pdfs()
     result.distinct_pdfs = len(distinct)
-    result.texts_missing = len(reextract)
+    result.texts_missing = len(reextract) + len(unread)
     result.requeued = requeue
     if requeue:
         log_legacy.warning("%d adopted rows claimed a PDF that is nowhere (workspace, store, pdf_backup/): back "

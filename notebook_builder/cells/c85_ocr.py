@@ -15,8 +15,9 @@ Guarantees:
   page turned upright; the rotation it applied is `pages.rotation` (degrees
   clockwise; NULL where nothing was detected: a blank page, RapidOCR, or no
   `osd` data, which the result's `orientation` then says). A page with too
-  few lines for OSD to tell is read upside down too, and the reading with
-  more word-like tokens kept.
+  few lines for OSD to tell is read upside down too, and the reading
+  Tesseract is surer of kept (its mean word confidence; on a tie, the one
+  with more word-like tokens).
 - The document's text with each OCR'd page's text layer replaced by the
   recognised text (pages still separated by form feeds) is written to
   `text/<sha256>.ocr.txt` (temp name, rename), mirrored to the store, and
@@ -94,8 +95,9 @@ _OCR_IMAGE_FORMAT = "BMP"
 # hOCR's text lines (and the captions, headings and floating text Tesseract finds) with their title.
 _HOCR_LINE = re.compile(r"""class=['"]ocr_(?:line|caption|header|textfloat)['"][^>]*?title=['"]([^'"]*)['"]""")
 _HOCR_TEXTANGLE = re.compile(r"textangle (\d+)")
+_HOCR_WORD_CONFIDENCE = re.compile(r"""class=['"]ocrx_word['"][^>]*?x_wconf (\d+)""")
 # A page of fewer lines has too few characters for Tesseract's OSD (it wants 50) to tell its
-# orientation: it is read upside down too, and the reading more like words is kept.
+# orientation: it is read upside down too, and the reading Tesseract is surer of is kept.
 _OSD_MIN_LINES = 6
 
 
@@ -108,6 +110,12 @@ def hocr_orientation(hocr: str) -> tuple[int | None, int]:
         found = _HOCR_TEXTANGLE.search(title)
         angles[int(found.group(1)) % 360 if found else 0] += 1
     return (angles.most_common(1)[0][0] if angles else None), sum(angles.values())
+
+
+def hocr_confidence(hocr: str) -> float:
+    """Tesseract's mean confidence (0-100) in the words of its hOCR; 0 when it read none."""
+    confidences = [int(value) for value in _HOCR_WORD_CONFIDENCE.findall(hocr)]
+    return sum(confidences) / len(confidences) if confidences else 0.0
 
 
 def _tesseract_read(image, timeout: float) -> tuple[str, str]:
@@ -129,8 +137,11 @@ def _ocr_tesseract(image, timeout: float = 0, orientation: bool = True) -> tuple
     text, hocr = _tesseract_read(image, timeout)
     rotation, lines = hocr_orientation(hocr)
     if 0 < lines < _OSD_MIN_LINES and not rotation:
-        turned_text, _ = _tesseract_read(image.rotate(180), timeout)
-        if word_like_count(turned_text) > word_like_count(text):
+        turned_text, turned_hocr = _tesseract_read(image.rotate(180), timeout)
+        # Glyphs read upside down often still make word-like tokens ("*pajou diam"), as many as the
+        # page's words: the reading Tesseract is surer of wins, the more word-like one on a tie.
+        turned = (hocr_confidence(turned_hocr), word_like_count(turned_text))
+        if turned > (hocr_confidence(hocr), word_like_count(text)):
             return turned_text, 180
     return text, rotation
 

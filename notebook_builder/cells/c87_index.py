@@ -92,6 +92,8 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
                                   "first appear"),
     ("status", "string", "discovered, downloaded, extracted or failed"),
     ("http_status", "int64", "the court's last HTTP status for the download"),
+    ("document_available", "bool", "false: the court lists the document but withholds its file (a failed one "
+                                   "is withheld: never requested, its 404 not the court's answer); null when unknown"),
     ("sha256", "string", "SHA-256 of the PDF; the store holds it as pdf_by_hash/<sha256>.pdf"),
     ("size_bytes", "int64", "size of the PDF in bytes"),
     ("pages", "int64", "pages of the PDF"),
