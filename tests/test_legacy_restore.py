@@ -127,6 +127,18 @@ def test_the_newer_legacy_state_wins_by_content_and_the_older_ones_rows_are_kept
     assert rows[documents[0].document_id]["shelf"] == "B1"           # a column only the older state had
 
 
+@pytest.mark.parametrize("archive_newer", [True, False])
+def test_two_legacy_states_merged_are_each_kept_byte_for_byte(planned_court, tmp_path, archive_newer):
+    _, snapshot_bytes, _ = store_legacy_states(planned_court, tmp_path, archive_newer=archive_newer)
+    archived_bytes = (tmp_path / "v12" / "archived.sqlite").read_bytes()
+    ctx = fresh(tmp_path)
+    ctx.close()
+    report = run_pipeline(ctx.cfg.replace(PHASES=("backfill",)), handle_signals=False)
+    assert report.exit_status == 0, report.summary()
+    for original in (snapshot_bytes, archived_bytes):   # as v1.2 wrote each, whichever was merged into
+        assert (tmp_path / "store" / legacy_original_name(sha256(original))).read_bytes() == original
+
+
 def test_the_store_snapshot_wins_when_its_content_is_newer(planned_court, tmp_path):
     documents, _, _ = store_legacy_states(planned_court, tmp_path, archive_newer=False)
     conn = sqlite3.connect(tmp_path / "store" / "ky_court.sqlite")

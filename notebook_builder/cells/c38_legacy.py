@@ -517,7 +517,7 @@ def _adopt_workspace_database(ctx: Context, judgement: LegacyJudgement) -> str:
             adopt_connection(conn, legacy_kv=judgement.kind == "legacy",
                              record={"adopted_at": utc_now(), "original": name, "legacy_rows": judgement.rows,
                                      "legacy_statuses": judgement.statuses, "legacy_version": judgement.version},
-                             kv={KV_LEGACY_ORIGINALS: json.dumps(_originals(ctx, name))})
+                             kv={KV_LEGACY_ORIGINALS: json.dumps(_originals(ctx))})
             conn.execute("PRAGMA journal_mode = DELETE")
         finally:
             conn.close()
@@ -546,16 +546,19 @@ def _backup(source: Path, target: Path) -> None:
         reader.close()
 
 
-def _originals(ctx: Context, name: str) -> list[str]:
-    names = [name] + ([f"{name}-wal"] if ctx.path(f"{name}-wal").is_file() else [])
-    return names
+def _originals(ctx: Context) -> list[str]:
+    """Every file kept under the workspace's legacy/ (the originals and their -wal), by name."""
+    folder = ctx.path(LEGACY_FOLDER)
+    return sorted(f"{LEGACY_FOLDER}/{path.name}" for path in folder.iterdir() if path.is_file()) \
+        if folder.is_dir() else []
 
 
-def keep_original(ctx: Context, path: Path) -> str:
-    """Keeps the legacy database at `path` byte for byte as legacy/<name> in the workspace (durable)
-    and tries the store; returns the name. A file kept before (same bytes, same name) is reused."""
-    sha = sha256_file(path)
-    name = legacy_original_name(sha)
+def keep_original_locally(ctx: Context, path: Path) -> str:
+    """Keeps the legacy database at `path` (and its -wal) byte for byte as legacy/<name> in the
+    workspace (durable); returns the name. A file kept before (same bytes, same name) is reused.
+    Restore keeps each legacy state so before it merges two; the store gets them with the rest of
+    legacy/ (`keep_original`, or `keep_legacy_originals` before the first checkpoint)."""
+    name = legacy_original_name(sha256_file(path))
     kept = ctx.path(name)
     kept.parent.mkdir(parents=True, exist_ok=True)
     if not (kept.is_file() and kept.stat().st_size == path.stat().st_size):
@@ -563,7 +566,14 @@ def keep_original(ctx: Context, path: Path) -> str:
     wal = Path(f"{path}-wal")
     if wal.is_file() and wal.stat().st_size > 0:
         _copy_durably(wal, Path(f"{kept}-wal"))
-    for stored in _originals(ctx, name):
+    return name
+
+
+def keep_original(ctx: Context, path: Path) -> str:
+    """Keeps the legacy database at `path` as `keep_original_locally` does and tries the store with
+    everything legacy/ holds; returns the name."""
+    name = keep_original_locally(ctx, path)
+    for stored in _originals(ctx):
         if not ctx.mirror.put(stored, ctx.path(stored)):
             log_legacy.warning("the store could not take %s now: it is kept in the workspace and uploaded "
                                "before the first checkpoint replaces the store's %s", stored, DB_FILENAME)

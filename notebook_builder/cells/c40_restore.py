@@ -14,7 +14,8 @@ Guarantees:
   then its row count; one that cannot be adopted is rejected with c38's
   reason. When an older version's state is chosen, the rows only the other
   older-version states hold are merged into it (c38 `merge_legacy_rows`,
-  newest first), and it is installed as it is, for c38 to adopt.
+  newest first), each state first kept byte for byte under legacy/ (c38
+  `keep_original_locally`), and it is installed as it is, for c38 to adopt.
 - A candidate that is not SQLite, fails `quick_check`, or is a corrupt,
   truncated or hostile archive is rejected with its reason (a warning in the
   log, `RestoreResult.rejected`), and the next one is used. When the store
@@ -85,7 +86,7 @@ from .c20_store import pdf_store_name
 from .c05_durable import durable_rename, raise_if_disk_full
 from .c35_context import STATUS_FILENAME, WORKSPACE_FOLDERS, Context
 from .c36_checkpoint import is_resume_archive_name, journal_sequence
-from .c38_legacy import LegacyJudgement, judge_database, merge_legacy_rows
+from .c38_legacy import LegacyJudgement, judge_database, keep_original_locally, merge_legacy_rows
 
 log_restore = logging.getLogger("kycourt.restore")
 
@@ -221,7 +222,11 @@ def restore(ctx: Context) -> RestoreResult:
             result.message = "store holds no saved state: starting a new archive"
             return result
         contributing = [best]
-        for candidate in _restore_older_legacy(best, others) if best.legacy is not None else []:
+        older = _restore_older_legacy(best, others) if best.legacy is not None else []
+        for candidate in [best, *older] if older else []:
+            # Merging changes the newer state's file: each state is kept as v1.2 wrote it first.
+            keep_original_locally(ctx, candidate.database)
+        for candidate in older:
             added = merge_legacy_rows(best.database, candidate.database)
             result.merged.append((candidate.name, added))
             log_restore.info("restore: %d rows only the older legacy state %s holds merged into %s",
