@@ -2152,8 +2152,9 @@ class SearchDatabase:
         params.update(limit=limit, cap=rank_cap or -1)
         if rank_cap:
             source += " ORDER BY docs_fts.rowid DESC LIMIT :cap"
-        ranked_sql = (f"SELECT doc_rowid, score, COUNT(*) OVER () AS considered FROM ({source}) "
-                      "ORDER BY score LIMIT :limit")
+        # Materialized once, then counted and sorted: cheaper than COUNT(*) OVER ().
+        ranked_sql = (f"WITH ranked AS MATERIALIZED ({source}) SELECT doc_rowid, score, "
+                      "(SELECT COUNT(*) FROM ranked) AS considered FROM ranked ORDER BY score LIMIT :limit")
         with _search_query_errors():
             ranked = self.conn.execute(ranked_sql, params).fetchall()
         if not ranked:
