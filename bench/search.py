@@ -25,6 +25,7 @@ before and after.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import math
 import multiprocessing
@@ -35,6 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -170,6 +172,21 @@ def _spin() -> None:
         pass
 
 
+@contextlib.contextmanager
+def every_core_busy() -> Iterator[list[multiprocessing.Process]]:
+    """One spinning process per CPU, started a second before the block and killed after it."""
+    burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 2)]
+    for burner in burners:
+        burner.start()
+    try:
+        time.sleep(1.0)
+        yield burners
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.join()
+
+
 def process_cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system) process `pid` has used (0 where /proc cannot say)."""
     try:
@@ -229,12 +246,8 @@ def busy_phase(workspace: Path, sdb, runs: int) -> tuple[Timings, dict[str, floa
     """timed_queries with one spinning process per CPU beside them; what the machine did meanwhile:
     the load average before, the cores the spinners used, the cores busy in all, the share of a
     core the querying process got."""
-    burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 2)]
     load_before = os.getloadavg()[0]
-    for burner in burners:
-        burner.start()
-    try:
-        time.sleep(1.0)
+    with every_core_busy() as burners:
         spun = sum(process_cpu_seconds(burner.pid) for burner in burners)
         machine, own, started = machine_busy_seconds(), time.process_time(), time.perf_counter()
         timings, _, _ = timed_queries(workspace, sdb, runs)
@@ -242,10 +255,6 @@ def busy_phase(workspace: Path, sdb, runs: int) -> tuple[Timings, dict[str, floa
         spun = sum(process_cpu_seconds(burner.pid) for burner in burners) - spun
         machine = machine_busy_seconds() - machine
         own = time.process_time() - own
-    finally:
-        for burner in burners:
-            burner.kill()
-            burner.join()
     return timings, {"load_before": load_before, "spinners": spun / seconds, "machine": machine / seconds,
                      "queries": own / seconds, "spinning": len(burners)}
 

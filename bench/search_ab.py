@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search import QUERIES, _spin, percentile  # noqa: E402
+from search import QUERIES, every_core_busy, percentile  # noqa: E402
 
 # A version's process: its tree's search_archive over its index, a JSON line per query.
 WORKER = """
@@ -100,17 +98,9 @@ def main() -> int:
         for version in versions:
             print(f"  {version.name}: wall {summary(quiet[version.name], 'wall')}; "
                   f"CPU {summary(quiet[version.name], 'cpu')}")
-        burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 2)]
         load = os.getloadavg()[0]
-        for burner in burners:
-            burner.start()
-        try:
-            time.sleep(1.0)
+        with every_core_busy() as burners:
             busy = phase(versions, args.runs)
-        finally:
-            for burner in burners:
-                burner.kill()
-                burner.join()
         print(f"with {len(burners)} spinning processes (load average {load:.1f} before):")
         for version in versions:
             print(f"  {version.name}: wall {summary(busy[version.name], 'wall')} (goal: p95 < 50 ms); "
