@@ -141,7 +141,7 @@ def test_filters_by_court_year_and_type(archive):
     assert len(search_archive(archive.WORKSPACE, "the", limit=2)) == 2
 
 
-def test_filters_fts5_applies_select_what_the_docs_columns_say_and_leave_the_scores_as_they_were(archive):
+def test_filters_applied_by_fts5_select_what_the_docs_columns_say_and_leave_the_scores_unchanged(archive):
     db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
     try:
         with db.transaction():
@@ -170,7 +170,7 @@ def test_filters_fts5_applies_select_what_the_docs_columns_say_and_leave_the_sco
         sdb.close()
 
 
-def test_a_filter_fts5_cannot_apply_joins_docs_with_fts5_driving_even_when_every_match_is_ranked(archive):
+def test_a_filtered_search_is_driven_by_the_full_text_index_not_by_docs(archive):
     run_index(archive)
     sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
     try:
