@@ -9,9 +9,14 @@ the same texts (the baseline: the build cannot beat the disk), an
 incremental run with nothing to do, the index size as a ratio of the text
 (goal <= 0.6: the index keeps no copy of the texts), p50/p95 of 20 fixed
 queries (snippets included) on a quiet machine and with every core busy
-(one spinning process per CPU beside the queries; goal: p95 < 50 ms),
-against one grep-style scan of every text (what a user had before),
-`show` p50/p95, and the state snapshot's size before and after.
+(one spinning process per CPU beside the queries; goal: p95 < 50 ms), in
+wall time and in the CPU time of the querying thread (what the code costs,
+whatever else the machine runs), with the load average before each phase,
+the cores the spinners used and the share of a core the queries got;
+filtered counts and every-match rankings (what `search --rank-all`, the CLI's
+total and the web page's counts run), against one grep-style scan of every
+text (what a user had before), `show` p50/p95, and the state snapshot's size
+before and after.
 
     .venv/bin/python bench/search.py                      # full scale, corpus in /tmp/kycourt-bench-search
     .venv/bin/python bench/search.py --docs 5000          # a quick run
@@ -20,6 +25,7 @@ against one grep-style scan of every text (what a user had before),
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import math
 import multiprocessing
@@ -30,6 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -165,20 +172,91 @@ def _spin() -> None:
         pass
 
 
-def timed_queries(workspace: Path, sdb, runs: int) -> tuple[dict[str, list[float]], dict[str, int], dict[str, bool]]:
-    """Each of QUERIES `runs` times: (seconds per query, hits, whether its ranking was capped)."""
-    timings: dict[str, list[float]] = {}
+@contextlib.contextmanager
+def every_core_busy() -> Iterator[list[multiprocessing.Process]]:
+    """One spinning process per CPU, started a second before the block and killed after it."""
+    burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 2)]
+    for burner in burners:
+        burner.start()
+    try:
+        time.sleep(1.0)
+        yield burners
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.join()
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used (0 where /proc cannot say)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine has spent busy (not idle, not waiting), from /proc/stat."""
+    try:
+        values = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Timings:
+    """Per query key, its wall and CPU (the querying thread's) seconds of each run."""
+
+    def __init__(self) -> None:
+        self.wall: dict[str, list[float]] = {}
+        self.cpu: dict[str, list[float]] = {}
+
+    def add(self, key: str, wall: float, cpu: float) -> None:
+        self.wall.setdefault(key, []).append(wall)
+        self.cpu.setdefault(key, []).append(cpu)
+
+    @staticmethod
+    def every(values: dict[str, list[float]], skip: int = 0) -> list[float]:
+        return [value for runs in values.values() for value in runs[skip:]]
+
+    @staticmethod
+    def summary(values: list[float]) -> str:
+        return (f"p50 {1000 * statistics.median(values):.1f} ms, p95 {1000 * percentile(values, 0.95):.1f} ms, "
+                f"max {1000 * max(values):.1f} ms")
+
+
+def timed_queries(workspace: Path, sdb, runs: int) -> tuple[Timings, dict[str, int], dict[str, bool]]:
+    """Each of QUERIES `runs` times: (its timings, hits, whether its ranking was capped)."""
+    timings = Timings()
     hits_of: dict[str, int] = {}
     capped_of: dict[str, bool] = {}
     for _ in range(runs):
         for query, filters in QUERIES:
             key = query + str(filters or "")
-            query_started = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.thread_time()
             hits = search_archive(workspace, query, limit=20, sdb=sdb, **filters)
-            timings.setdefault(key, []).append(time.perf_counter() - query_started)
+            timings.add(key, time.perf_counter() - wall, time.thread_time() - cpu)
             hits_of[key] = len(hits)
             capped_of[key] = bool(hits and hits[0]["rank_capped"])
     return timings, hits_of, capped_of
+
+
+def busy_phase(workspace: Path, sdb, runs: int) -> tuple[Timings, dict[str, float]]:
+    """timed_queries with one spinning process per CPU beside them; what the machine did meanwhile:
+    the load average before, the cores the spinners used, the cores busy in all, the share of a
+    core the querying process got."""
+    load_before = os.getloadavg()[0]
+    with every_core_busy() as burners:
+        spun = sum(process_cpu_seconds(burner.pid) for burner in burners)
+        machine, own, started = machine_busy_seconds(), time.process_time(), time.perf_counter()
+        timings, _, _ = timed_queries(workspace, sdb, runs)
+        seconds = time.perf_counter() - started
+        spun = sum(process_cpu_seconds(burner.pid) for burner in burners) - spun
+        machine = machine_busy_seconds() - machine
+        own = time.process_time() - own
+    return timings, {"load_before": load_before, "spinners": spun / seconds, "machine": machine / seconds,
+                     "queries": own / seconds, "spinning": len(burners)}
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -239,28 +317,27 @@ def main() -> int:
     sdb = SearchDatabase.open(workspace / SEARCH_DB_FILENAME, readonly=True)
     load_quiet = os.getloadavg()[0]
     timings, hits_of, capped_of = timed_queries(workspace, sdb, 6)
-    burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 2)]
-    for burner in burners:
-        burner.start()
-    try:
-        time.sleep(1.0)
-        busy_timings, _, _ = timed_queries(workspace, sdb, 5)
-        load_busy = os.getloadavg()[0]
-    finally:
-        for burner in burners:
-            burner.kill()
-            burner.join()
-    busy = [value for values in busy_timings.values() for value in values]
-    exact = []
-    for _ in range(3):     # the generic word again, every match ranked
-        query_started = time.perf_counter()
-        search_archive(workspace, "commonwealth", limit=20, sdb=sdb, rank_all=True)
-        exact.append(time.perf_counter() - query_started)
+    busy_timings, machine = busy_phase(workspace, sdb, 5)
+    every_match = {}     # the generic word again, every match ranked; a filtered one; a filtered count
+    for label, run in (("commonwealth with every match ranked (--rank-all)",
+                        lambda: search_archive(workspace, "commonwealth", limit=20, sdb=sdb, rank_all=True)),
+                       ('"double jeopardy" in SC with every match ranked (--rank-all --court SC)',
+                        lambda: search_archive(workspace, '"double jeopardy"', court="SC", limit=20, sdb=sdb,
+                                               rank_all=True)),
+                       ('"persistent felony offender" in SC counted (the CLI\'s total, the web page\'s)',
+                        lambda: sdb.match_count('"persistent felony offender"', court_code="SC"))):
+        seconds = []
+        for _ in range(3):
+            query_started = time.perf_counter()
+            run()
+            seconds.append(time.perf_counter() - query_started)
+        every_match[label] = statistics.median(seconds)
     sdb.close()
-    first = [values[0] for values in timings.values()]
-    warm = [value for values in timings.values() for value in values[1:]]
+    first = [values[0] for values in timings.wall.values()]
+    warm, warm_cpu = Timings.every(timings.wall, 1), Timings.every(timings.cpu, 1)
+    busy, busy_cpu = Timings.every(busy_timings.wall), Timings.every(busy_timings.cpu)
 
-    indexed_word = timings["suppression"][1:]
+    indexed_word = timings.wall["suppression"][1:]
     grep_started = time.monotonic()        # baseline: what a user had, a scan of every text
     grep_hits = sum(1 for path in (workspace / "text").glob("*.txt") if b"suppression" in path.read_bytes().lower())
     grep_seconds = time.monotonic() - grep_started
@@ -290,18 +367,20 @@ def main() -> int:
     print(f"index size: {index_bytes / 1e6:.0f} MB = {index_bytes / text_bytes:.2f}x the text (goal <= 0.6)")
     print(f"state snapshot: {snapshot_before} bytes before, {snapshot_after} after "
           f"({100 * (snapshot_after - snapshot_before) / snapshot_before:+.2f}%)")
-    print(f"queries (20 fixed, 5 warm runs each; load average {load_quiet:.1f} before): "
-          f"p50 {1000 * statistics.median(warm):.1f} ms, "
-          f"p95 {1000 * percentile(warm, 0.95):.1f} ms, max {1000 * max(warm):.1f} ms; "
-          f"first run p50 {1000 * statistics.median(first):.1f} ms, p95 {1000 * percentile(first, 0.95):.1f} ms")
-    print(f"queries with every core busy ({len(burners)} spinning processes, load average {load_busy:.1f}): "
-          f"p50 {1000 * statistics.median(busy):.1f} ms, p95 {1000 * percentile(busy, 0.95):.1f} ms (goal < 50), "
-          f"max {1000 * max(busy):.1f} ms")
-    for key, values in timings.items():
-        print(f"  {1000 * statistics.median(values[1:]):7.1f} ms ({1000 * statistics.median(busy_timings[key]):7.1f} "
-              f"busy)  {hits_of[key]:>3} hits  {key}"
+    print(f"queries (20 fixed, 5 warm runs each; load average {load_quiet:.1f} before): {Timings.summary(warm)}; "
+          f"CPU {Timings.summary(warm_cpu)}; first run p50 {1000 * statistics.median(first):.1f} ms, "
+          f"p95 {1000 * percentile(first, 0.95):.1f} ms")
+    print(f"queries with every core busy ({machine['spinning']} spinning processes using {machine['spinners']:.2f} "
+          f"cores, {machine['machine']:.2f} of {os.cpu_count()} cores busy in all, the queries got "
+          f"{machine['queries']:.2f} of a core; load average {machine['load_before']:.1f} before): "
+          f"{Timings.summary(busy)} (goal: p95 < 50 ms); CPU {Timings.summary(busy_cpu)}")
+    print("  wall ms, busy wall ms, CPU ms (medians), hits, query")
+    for key, values in timings.wall.items():
+        print(f"  {1000 * statistics.median(values[1:]):7.1f} {1000 * statistics.median(busy_timings.wall[key]):7.1f} "
+              f"{1000 * statistics.median(timings.cpu[key][1:]):7.1f}  {hits_of[key]:>3}  {key}"
               f"{'  (ranked among the 20,000 most recent matches)' if capped_of[key] else ''}")
-    print(f"  {1000 * statistics.median(exact):7.1f} ms  commonwealth with every match ranked (--rank-all)")
+    for label, seconds in every_match.items():
+        print(f"  {1000 * seconds:7.1f} ms  {label}")
     print(f"grep-style scan of every text for 'suppression': {grep_seconds:.1f} s ({grep_hits} documents); "
           f"the index answers it {grep_seconds / statistics.median(indexed_word):.0f}x faster")
     print(f"show (20 document ids, 5 case numbers): p50 {1000 * statistics.median(show_times):.1f} ms, "

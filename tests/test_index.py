@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from notebook_builder.cells.c00_config import IntegrityError
-from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, Database, SearchDatabase,
-                                                 SearchQueryError, checkpoint)
+from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_KINDS, Database,
+                                                 SearchDatabase, SearchQueryError, _search_source, checkpoint,
+                                                 search_kinds)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c87_index import (IndexMissingError, candidate_words, court_code_of, court_filter, index,
@@ -63,6 +64,15 @@ def test_court_filter_accepts_codes_and_names():
     assert court_filter("Supreme") == {"court_code": "SC"}
     assert court_filter("Family") == {"court_like": "Family"}
     assert court_filter("  ") == {}
+
+
+def test_the_kind_filter_accepts_the_derived_kind_else_the_entry_types_or_descriptions_first_word():
+    assert search_kinds("order", "OPINION", "OPINION AFFIRMING") == ["order"]       # derived: it alone
+    assert search_kinds("motion", None, "ORDER DENYING") == []                      # derived, none of ours
+    assert search_kinds(None, "Opinion", "ORDER DENYING REHEARING") == ["opinion", "order"]
+    assert search_kinds(None, None, "ordered to pay") == ["order"]                  # as LIKE 'order%'
+    assert search_kinds(None, None, "ÖRDER") == [] and search_kinds(None, None, " ORDER") == []
+    assert search_kinds(None, None, None) == []
 
 
 def test_plan_index_separates_new_texts_field_changes_and_removals():
@@ -131,6 +141,50 @@ def test_filters_by_court_year_and_type(archive):
     assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "warrant", kind="opinion",
                                                          court="Appeals", year=2021)} == {document_id(4)}
     assert len(search_archive(archive.WORKSPACE, "the", limit=2)) == 2
+
+
+def test_filters_applied_by_fts5_select_what_the_docs_columns_say_and_leave_the_scores_unchanged(archive):
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        with db.transaction():
+            db.conn.execute("INSERT INTO derived (document_id, method, version, kind, publication_status, "
+                            "derived_at) VALUES (?, 'test', 1, 'order', 'TO BE PUBLISHED', '2026-01-01')",
+                            (document_id(2),))
+    finally:
+        db.close()
+    run_index(archive)
+    sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
+    try:
+        every = {hit["doc_rowid"]: hit["score"] for hit in sdb.search("the OR a OR about", limit=10)}
+        assert len(every) == len(DOCUMENTS)
+        filters = [{"court_code": "SC"}, {"court_code": "CA"}, {"court_code": "XX"}, {"court_like": "Supreme"},
+                   {"publication_status": "TO BE PUBLISHED"}, {"kind": "OPINIO"}, {"kind": "Order", "court_code": "SC"}]
+        filters += [{"kind": kind} for kind in SEARCH_KINDS]
+        for chosen in filters:
+            source, params = _search_source(None, **chosen)     # the docs columns' answer
+            expected = {row[0] for row in sdb.conn.execute(source, params)}
+            hits = sdb.search("the OR a OR about", limit=10, **chosen)
+            assert {hit["doc_rowid"] for hit in hits} == expected, chosen
+            assert all(hit["score"] == every[hit["doc_rowid"]] for hit in hits), chosen
+            assert sdb.match_count("the OR a OR about", **chosen) == len(expected)
+        assert len(sdb.search("the", kind="order", limit=10)) == 2     # the derived order and the ORDER DENYING
+    finally:
+        sdb.close()
+
+
+def test_a_filtered_search_is_driven_by_the_full_text_index_not_by_docs(archive):
+    run_index(archive)
+    sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
+    try:
+        for chosen in ({"court_like": "Supreme"}, {"kind": "OPINION AFF"}, {"court_code": "SC"}):
+            source, params = _search_source("suppression", **chosen)
+            # As match_count counts, and as search ranks every match: driven from docs' court index,
+            # SQLite would run the FTS5 query once for each document of the court.
+            for statement in (f"SELECT COUNT(*) FROM ({source})", f"SELECT * FROM ({source}) ORDER BY score"):
+                plan = [row[3] for row in sdb.conn.execute(f"EXPLAIN QUERY PLAN {statement}", params)]
+                assert "docs_fts" in next(step for step in plan if step.startswith(("SCAN", "SEARCH"))), (chosen, plan)
+    finally:
+        sdb.close()
 
 
 def test_a_second_run_indexes_only_what_changed(archive):
@@ -265,6 +319,7 @@ def test_optional_tables_fill_case_type_entry_type_publication_and_judge(archive
         document_id(0)]
     assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, "suppression", kind="order")] == [
         document_id(3)]
+    assert_index_sound(archive)     # the former kind's filter token went out with it
 
 
 # ---------------------------------------------------- restore, bad input

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import re
@@ -1840,21 +1841,23 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
 # `search_schema_version`). `docs` holds one row per indexed document, its filter and facet
 # columns and the name of the text it was indexed with (`text_name`: a file of the workspace and
 # the store, c83_best_text's choice); `docs_fts` (FTS5, porter stemming over unicode61) is the
-# inverted index over title, description and that text, rowid = docs.doc_rowid. It keeps no copy
-# of the texts: its content is the view `docs_text`, whose body is the function kycourt_text(name)
-# reading the text file, so snippets, highlights and FTS5's own deletes read the files
-# (a connection without the function can still search and rank, not snippet).
+# inverted index over title, description, that text and the document's filter tokens (`facets`),
+# rowid = docs.doc_rowid. It keeps no copy of the texts: its content is the view `docs_text`, whose
+# body is the function kycourt_text(name) reading the text file, so snippets, highlights and FTS5's
+# own deletes read the files (a connection without the function can still search and rank, not
+# snippet).
 
 SEARCH_DB_FILENAME = "ky_search.sqlite"
 SEARCH_TEXT_FUNCTION = "kycourt_text"
 SEARCH_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # Filter and facet columns of `docs`, in order; the index stage fills them from the state database.
-# `text_key` digests what docs_fts holds of a document (its text's name, title, description and
-# rowid bucket), `source_key` the rest.
+# `facets` holds the document's filter tokens (`search_facets`); `text_key` digests what docs_fts
+# holds of a document (its text's name, title, description, facets and rowid bucket), `source_key`
+# the rest.
 SEARCH_FIELDS = (
     "document_id", "sha256", "text_source", "text_name", "case_number", "court", "court_code", "year",
     "case_title", "case_type", "docket_entry_type", "description", "publication_status", "judge", "filed_date",
-    "document_name", "pages", "text_chars", "kind", "text_key", "source_key",
+    "document_name", "pages", "text_chars", "kind", "facets", "text_key", "source_key",
 )
 _SEARCH_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT);
@@ -1879,6 +1882,7 @@ CREATE TABLE IF NOT EXISTS docs (
     pages              INTEGER,
     text_chars         INTEGER,
     kind               TEXT,
+    facets             TEXT NOT NULL,
     text_key           TEXT NOT NULL,
     source_key         TEXT NOT NULL,
     indexed_at         TEXT NOT NULL
@@ -1888,16 +1892,16 @@ CREATE INDEX IF NOT EXISTS docs_year ON docs(year);
 CREATE INDEX IF NOT EXISTS docs_case_number ON docs(case_number);
 CREATE INDEX IF NOT EXISTS docs_kind ON docs(kind);
 CREATE VIEW IF NOT EXISTS docs_text AS
-    SELECT doc_rowid, case_title, description, {SEARCH_TEXT_FUNCTION}(text_name) AS body FROM docs;
+    SELECT doc_rowid, case_title, description, {SEARCH_TEXT_FUNCTION}(text_name) AS body, facets FROM docs;
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
-    case_title, description, body, content = 'docs_text', content_rowid = 'doc_rowid',
+    case_title, description, body, facets, content = 'docs_text', content_rowid = 'doc_rowid',
     tokenize = '{SEARCH_TOKENIZE}'
 );
-INSERT INTO docs_fts(docs_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 1.0)');
+INSERT INTO docs_fts(docs_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 1.0, 0.0)');
 """
 # An index of an older version is not migrated but built again (it is derived data): version 3 is
-# the first without a copy of the texts.
-SEARCH_SCHEMA_VERSION = 3
+# the first without a copy of the texts, version 4 the first with the filter tokens (`facets`).
+SEARCH_SCHEMA_VERSION = 4
 
 
 class SearchIndexOutdated(IntegrityError):
@@ -1945,6 +1949,40 @@ def search_bucket_range(year: int, court_code: str | None = None) -> tuple[int, 
     else:
         first, last = year * 4, year * 4 + 3
     return first << SEARCH_BUCKET_BITS, ((last + 1) << SEARCH_BUCKET_BITS) - 1
+
+
+# A document's filter tokens (docs.facets, a column of docs_fts weighted 0 in the ranking): one per
+# filter value it answers to (its court code, each kind the kind filter accepts for it, its
+# publication status), so that FTS5 applies those filters itself, stepping over the posting lists
+# of the query's words to the documents holding the token, instead of a join reading a docs row
+# for every match.
+SEARCH_KINDS = ("opinion", "order", "brief", "other")
+
+
+def search_facet_token(name: str, value: str) -> str:
+    """The token of filter `name` = `value`: letters and digits (one unicode61 token) no text holds."""
+    return "kyf" + hashlib.blake2b(f"{name}={value}".encode("utf-8"), digest_size=8).hexdigest()
+
+
+def search_kinds(kind: str | None, docket_entry_type: str | None, description: str | None) -> list[str]:
+    """The SEARCH_KINDS whose kind filter accepts a document: its derived kind, or, not derived
+    yet, those its docket entry type or description begins with (as SQL's LIKE 'kind%', ASCII
+    case folded)."""
+    if kind is not None:
+        return [kind] if kind in SEARCH_KINDS else []
+    return [name for name in SEARCH_KINDS
+            if any(text[:len(name)].isascii() and text[:len(name)].lower() == name
+                   for text in (docket_entry_type or "", description or ""))]
+
+
+def search_facets(fields: Mapping[str, Any]) -> str:
+    """docs.facets of a docs row's `fields`: its filter tokens, space-separated."""
+    tokens = [search_facet_token("court_code", fields["court_code"])] if fields.get("court_code") else []
+    tokens += [search_facet_token("kind", name)
+               for name in search_kinds(fields.get("kind"), fields.get("docket_entry_type"), fields.get("description"))]
+    if fields.get("publication_status") is not None:
+        tokens.append(search_facet_token("publication_status", fields["publication_status"]))
+    return " ".join(tokens)
 
 
 # A query matching more documents than this is ranked among this many of the most recent
@@ -2077,8 +2115,9 @@ class SearchDatabase:
                         {"low": bucket << SEARCH_BUCKET_BITS,
                          "high": ((bucket + 1) << SEARCH_BUCKET_BITS) - 1}).fetchone()[0]
                 self._write_fields(rowid, fields, now)
-                self.conn.execute("INSERT INTO docs_fts(rowid, case_title, description, body) VALUES (?, ?, ?, ?)",
-                                  (rowid, fields.get("case_title"), fields.get("description"), body))
+                self.conn.execute("INSERT INTO docs_fts(rowid, case_title, description, body, facets) "
+                                  "VALUES (?, ?, ?, ?, ?)",
+                                  (rowid, fields.get("case_title"), fields.get("description"), body, fields["facets"]))
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -2113,8 +2152,9 @@ class SearchDatabase:
         params.update(limit=limit, cap=rank_cap or -1)
         if rank_cap:
             source += " ORDER BY docs_fts.rowid DESC LIMIT :cap"
-        ranked_sql = (f"SELECT doc_rowid, score, COUNT(*) OVER () AS considered FROM ({source}) "
-                      "ORDER BY score LIMIT :limit")
+        # Materialized once, then counted and sorted: cheaper than COUNT(*) OVER ().
+        ranked_sql = (f"WITH ranked AS MATERIALIZED ({source}) SELECT doc_rowid, score, "
+                      "(SELECT COUNT(*) FROM ranked) AS considered FROM ranked ORDER BY score LIMIT :limit")
         with _search_query_errors():
             ranked = self.conn.execute(ranked_sql, params).fetchall()
         if not ranked:
@@ -2184,35 +2224,45 @@ def _search_source(query: str | None, *, court_code: str | None = None, court_li
                    year: int | None = None, kind: str | None = None, publication_status: str | None = None
                    ) -> tuple[str, dict[str, Any]]:
     """SQL selecting (doc_rowid, score) of the documents matching `query` (None: every indexed
-    document, score NULL) and the filters; the one definition of search's filters."""
+    document, score NULL) and the filters; the one definition of search's filters.
+
+    With a query, FTS5 applies the filters itself: a year (and court) is a range of rowids it
+    seeks to; a court code, one of SEARCH_KINDS or a publication status is a facet token it
+    intersects with the query. Only part of a court's name or another kind joins docs, FTS5
+    driving the join (SQLite's planner would drive it from docs' indexes, one query per row)."""
     params: dict[str, Any] = {}
-    where, joined = [], []
-    if query is not None:
-        where.append("docs_fts MATCH :query")
-        params["query"] = query
-    if year is not None:     # a year (and court) is a range of rowids: FTS5 seeks to it
-        low, high = search_bucket_range(year, court_code)
-        where.append("d.doc_rowid BETWEEN :low AND :high" if query is None
-                     else "docs_fts.rowid BETWEEN :low AND :high")
-        params.update(low=low, high=high)
+    ranges, filters = [], []     # filters: (facet token, None when there is none; SQL over docs d)
+    if year is not None:
+        params["low"], params["high"] = search_bucket_range(year, court_code)
+        ranges.append("BETWEEN :low AND :high")
     elif court_code:
-        joined.append("d.court_code = :court_code")
+        filters.append((search_facet_token("court_code", court_code), "d.court_code = :court_code"))
         params["court_code"] = court_code
     if court_like:
-        joined.append("d.court LIKE :court_like")
+        filters.append((None, "d.court LIKE :court_like"))
         params["court_like"] = f"%{court_like}%"
     if kind:   # the derived kind (opinion, order, ...) where known, else the docket entry's words
-        joined.append("(d.kind = lower(:kind_exact) OR (d.kind IS NULL AND "
-                      "(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)))")
+        known = kind.lower() if kind.isascii() and kind.lower() in SEARCH_KINDS else None
+        filters.append((known and search_facet_token("kind", known),
+                        "(d.kind = lower(:kind_exact) OR (d.kind IS NULL AND "
+                        "(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)))"))
         params.update(kind=f"{kind}%", kind_exact=kind)
     if publication_status:
-        joined.append("d.publication_status = :publication_status")
+        filters.append((search_facet_token("publication_status", publication_status),
+                        "d.publication_status = :publication_status"))
         params["publication_status"] = publication_status
     if query is None:
-        return (f"SELECT d.doc_rowid AS doc_rowid, NULL AS score FROM docs d "
-                f"WHERE {' AND '.join(where + joined) or '1'}"), params
+        where = [f"d.doc_rowid {condition}" for condition in ranges] + [sql for _, sql in filters]
+        return f"SELECT d.doc_rowid AS doc_rowid, NULL AS score FROM docs d WHERE {' AND '.join(where) or '1'}", params
+    params["query"] = query
+    where = ["docs_fts MATCH :query"] + [f"docs_fts.rowid {condition}" for condition in ranges]
+    tokens = [token for token, _ in filters if token]
+    if tokens:
+        where.append("docs_fts MATCH :facets")
+        params["facets"] = " AND ".join(f"facets : {token}" for token in tokens)
+    joined = [sql for token, sql in filters if not token]
     if joined:
-        return (f"SELECT d.doc_rowid AS doc_rowid, docs_fts.rank AS score FROM docs_fts JOIN docs d "
+        return (f"SELECT d.doc_rowid AS doc_rowid, docs_fts.rank AS score FROM docs_fts CROSS JOIN docs d "
                 f"ON d.doc_rowid = docs_fts.rowid WHERE {' AND '.join(where + joined)}"), params
     return f"SELECT rowid AS doc_rowid, rank AS score FROM docs_fts WHERE {' AND '.join(where)}", params
 

@@ -7,10 +7,11 @@ Guarantees:
   `ky_search.sqlite` level with the state database, incrementally: a document
   newly extracted, or whose best text changed (OCR's text appeared, another
   PDF, the court's text replaced a poor one), is indexed with that text; one
-  whose title, description, year or court changed is indexed again with the
-  same text; one whose other fields changed (court, the optional fields) gets
-  them rewritten without its text being read; one no longer extracted leaves
-  the index. What is indexed and unchanged is not touched.
+  whose title, description, year or filter tokens (court code, kind,
+  publication status) changed is indexed again with the same text; one
+  whose other fields changed (the court's name, the other optional fields)
+  gets them rewritten without its text being read; one no longer extracted
+  leaves the index. What is indexed and unchanged is not touched.
 - The index holds no copy of the texts (SearchDatabase: FTS5 over the text
   files): snippets are read from the workspace's texts, and re-indexing or
   removing a document reads its former text again (workspace, else store). A
@@ -22,7 +23,9 @@ Guarantees:
   when other parts of the project have added them, the `cases`,
   `docket_entries` and `derived` tables (found by name and column at run
   time; null when absent). Ranking is FTS5's bm25 (title x10, description x4,
-  text x1).
+  text x1). A court code, kind or publication status filter is applied by
+  FTS5 itself (the document's filter tokens, SearchDatabase), a year by its
+  rowid range.
 - A fresh runtime (no index in the workspace) takes the store's copy first,
   checked (quick_check, schema version), and catches up from there; with
   none, the index is built from the texts (the workspace's, else fetched
@@ -54,7 +57,7 @@ from typing import Any, Iterable
 from .c00_config import IntegrityError, PipelineError, kentucky_date
 from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_RANK_CAP, Database, SearchDatabase,
                            SearchIndexOutdated, SearchQueryError, backup_database, connect, extracted_fingerprint,
-                           is_sqlite_file, iter_document_records, search_bucket, text_source_inputs)
+                           is_sqlite_file, iter_document_records, search_bucket, search_facets, text_source_inputs)
 from .c34_mirror import progress
 from .c35_context import Context
 from .c83_best_text import (TEXT_LAYER, fetch_from_store, fetch_into_workspace, read_text, record_text_sources,
@@ -169,8 +172,9 @@ def search_fields(record: Any) -> dict[str, Any]:
         "pages": record["pages"], "kind": record["kind"],
     }
     fields["text_name"] = text_name(fields["text_source"], record["sha256"], record["court_text_sha256"])
+    fields["facets"] = search_facets(fields)
     fields["text_key"] = _digest(fields["text_name"], fields["case_title"], fields["description"],
-                                 search_bucket(fields["year"], fields["court_code"]))
+                                 fields["facets"], search_bucket(fields["year"], fields["court_code"]))
     fields["source_key"] = _digest(*(fields[name] for name in sorted(fields) if name != "text_key"))
     return fields
 
