@@ -144,6 +144,8 @@ def datasette_metadata() -> dict[str, Any]:
                                                          "text_source")}
     search_columns.update({"text_chars": "characters of indexed text", "doc_rowid": "the row in docs_fts",
                            "text_name": "the indexed text's file (in the workspace and the store)",
+                           "facets": "the document's filter tokens (court code, kind, publication status) "
+                                     "that docs_fts matches",
                            "text_key": "digest of what docs_fts holds of it (incremental builds)",
                            "source_key": "digest of its other fields (incremental builds)"})
     return {
