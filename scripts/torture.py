@@ -268,7 +268,7 @@ def choose_target(report: TortureReport, reach: set[str], download_quota: int, r
     candidates = set(reach)
     if "download" in reach and report.stages_hit["download"] < download_quota:
         candidates -= set(CONSUMING)
-    for stage in ("discover", "backfill", "download", "restore", "extract", "verify"):
+    for stage in ("backfill", "discover", "download", "restore", "extract", "verify"):   # a run's order
         if stage in candidates and report.stages_hit[stage] == 0:
             return stage
     ordered = sorted(candidates)
