@@ -386,7 +386,9 @@ CREATE INDEX IF NOT EXISTS docket_entries_files_missing ON docket_entries(files_
 # search row as it was when the case was last walked (a case whose row is unchanged is not walked
 # again); `cases.details_sweep`: the walked sweep whose parties and lower courts were fetched (the
 # details pass, after the documents; NULL: not yet). Cases walked before this step with their details
-# (the walk fetched them itself) count as fetched.
+# (the walk fetched them itself) count as fetched. `documents_download_queue`: the rows the download
+# queue can hold, without the withheld ones, so the crawl's look at the queue after each unit of work
+# reads the queue, not every failure.
 _SCHEMA_V9 = """
 ALTER TABLE cases ADD COLUMN search_row TEXT;
 ALTER TABLE cases ADD COLUMN details_sweep INTEGER;
@@ -395,6 +397,8 @@ UPDATE cases SET details_sweep = walked_sweep WHERE walked_sweep IS NOT NULL
          OR EXISTS (SELECT 1 FROM lower_courts l WHERE l.case_id = cases.case_id));
 CREATE INDEX IF NOT EXISTS cases_details_due ON cases(case_number)
     WHERE walked_sweep IS NOT NULL AND (details_sweep IS NULL OR details_sweep < walked_sweep);
+CREATE INDEX IF NOT EXISTS documents_download_queue ON documents(status)
+    WHERE status IN ('discovered', 'failed') AND document_available IS NOT 0;
 """
 
 # Forward migrations: version -> SQL. Append only; never edit a released step.

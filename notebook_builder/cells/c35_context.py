@@ -155,16 +155,18 @@ def crawl_projection(figures: Mapping[str, Any], *, opinions_queued: int, queued
     """Requests left and projected hours until (a) every opinion, (b) every document and (c) every
     detail is archived, in the crawl's order (each figure includes the ones before it), from what the
     crawl's units cost and found so far (`figures`, kv crawl_figures: per kind its requests, units,
-    documents found, cases walked; the work left; the latency observed) and what waits now.
+    documents found, cases walked; discovery's work left, none once it has converged; the latency
+    observed) and what waits now.
     `pauses`: the mean pacing pause of a JSON request and of a download. A figure is None while
     there is no evidence for it yet (work left of a kind no unit has finished)."""
     def rate(kind: str, what: str, default: float | None = None) -> float | None:
         entry = figures.get(kind) or {}
         return entry.get(what, 0) / entry["units"] if entry.get("units") else default
 
-    left = figures.get("left")
+    # Once discovery has converged, what is left of it (an update's few shards) is not projected.
+    left = {"windows": 0, "shards": 0} if converged else figures.get("left")
     windows = left["windows"] if left else 0
-    shards = left["shards"] if left else (0 if converged else None)
+    shards = left["shards"] if left else None
     per_download = rate("downloads", "requests", 1.0)      # one GET a document until downloads say more
     parts: list[tuple[float, float] | None] = []           # (JSON requests, downloads) of each kind left
     if windows and rate("opinions", "requests") is None:

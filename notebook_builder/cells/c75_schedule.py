@@ -19,9 +19,9 @@ Guarantees:
   downloads, details) with the latency observed and the work left (`add_figures`): the evidence
   the projection of status.json and the summary reads (c35 `crawl_projection`). kv
   `opinions_archived_at` is set the first time every opinion the court lists is archived.
-- status.json's `phase` follows the crawl (discover, download, details): the workspace's copy is
-  written whenever the phase changes, the store's at most every CRAWL_STATUS_SECONDS (a Drive
-  write each time) and when the crawl ends.
+- status.json's `phase` follows the crawl (discover, download, details): written when the phase
+  changes, at most every CRAWL_STATUS_SECONDS (the workspace's copy) and CRAWL_MIRROR_SECONDS (the
+  store's: a Drive write each time), and when the crawl ends.
 
 Knobs read: DOWNLOAD_BATCH, DRY_RUN (and, through discovery and download, theirs: CASE_DETAILS,
 DOWNLOAD_LIMIT, MAX_SWEEPS, ...).
@@ -44,7 +44,8 @@ from .c70_download import DownloadResult, Downloads, RecoverResult, download
 log_schedule = logging.getLogger("kycourt.schedule")
 
 CRAWL_WALK_CASES = 50          # cases the walk takes before their documents are downloaded
-CRAWL_STATUS_SECONDS = 30.0    # the store's status.json at most this often while the phase changes
+CRAWL_STATUS_SECONDS = 1.0     # status.json at most this often while the phase changes
+CRAWL_MIRROR_SECONDS = 30.0    # the store's copy at most this often
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class _Scheduler:
         self.discovery, self.downloads, self.result = discovery, downloads, result
         self.drained_nothing = False
         self.details_exhausted = False       # the details pass found nothing more to do this run
-        self.mirrored_at = 0.0
+        self.written_at = self.mirrored_at = 0.0
         try:
             self.figures = json.loads(self.db.kv_get(KV_CRAWL_FIGURES) or "{}")
         except ValueError:
@@ -149,7 +150,7 @@ class _Scheduler:
         unit = self.discovery.unit()
         # Asked only once discovery is done: the details cannot come before.
         details_due = (unit is None and not self.details_exhausted and cfg.CASE_DETAILS
-                       and db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None and db.details_due_count() > 0)
+                       and db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None and bool(db.cases_needing_details(1)))
         return CrawlState(stopping=ctx.clock.should_stop() or bool(self.result.court_unreachable),
                           discovery=unit, queue=db.download_queue_size(cfg), downloads_open=self.downloads.open,
                           drained_nothing=self.drained_nothing, details_due=details_due)
@@ -171,7 +172,7 @@ class _Scheduler:
             ctx.phase = phase
             self.status()
         client = ctx.client
-        before = (client.requests_sent, client.answers, client.answer_seconds) if client is not None else None
+        sent, answers, answer_seconds = client.requests_sent, client.answers, client.answer_seconds
         found_before, walked_before, shards_before = result.rows_new, result.cases_walked, discovery.shards_done
         windows_before, details_before = result.opinion_windows, result.details_cases
         downloaded_before = self.downloads.result.documents
@@ -189,21 +190,18 @@ class _Scheduler:
         finally:
             self.result.seconds["download" if work == "download" else "discover"] += time.monotonic() - started
             self.result.units[work] = self.result.units.get(work, 0) + 1
-            client = ctx.client
-            if client is not None:
-                sent, answers, seconds = before or (0, 0, 0.0)
-                kind = "downloads" if work == "download" else work
-                units = {"downloads": self.downloads.result.documents - downloaded_before,
-                         "opinions": result.opinion_windows - windows_before,
-                         "walk": discovery.shards_done - shards_before,
-                         "details": result.details_cases - details_before}[kind]
-                self.figures = add_figures(
-                    self.figures, kind, requests=client.requests_sent - sent, units=units,
-                    documents=result.rows_new - found_before, cases=result.cases_walked - walked_before,
-                    answers=client.answers - answers, answer_seconds=client.answer_seconds - seconds)
-                self.figures["left"] = discovery.work_left()
-                self.figures["opinion_pass_complete"] = result.opinion_pass_complete
-                self.db.kv_set(KV_CRAWL_FIGURES, json.dumps(self.figures, sort_keys=True))
+            kind = "downloads" if work == "download" else work
+            units = {"downloads": self.downloads.result.documents - downloaded_before,
+                     "opinions": result.opinion_windows - windows_before,
+                     "walk": discovery.shards_done - shards_before,
+                     "details": result.details_cases - details_before}[kind]
+            self.figures = add_figures(
+                self.figures, kind, requests=client.requests_sent - sent, units=units,
+                documents=result.rows_new - found_before, cases=result.cases_walked - walked_before,
+                answers=client.answers - answers, answer_seconds=client.answer_seconds - answer_seconds)
+            self.figures["left"] = discovery.work_left()
+            self.figures["opinion_pass_complete"] = result.opinion_pass_complete
+            self.db.kv_set(KV_CRAWL_FIGURES, json.dumps(self.figures, sort_keys=True))
         self._note_opinions_archived()
 
     def _note_opinions_archived(self) -> None:
@@ -216,7 +214,11 @@ class _Scheduler:
             log_schedule.info("every opinion the court lists is archived")
 
     def status(self, *, force: bool = False) -> None:
-        mirror = force or time.monotonic() - self.mirrored_at >= CRAWL_STATUS_SECONDS
+        now = time.monotonic()
+        if not force and now - self.written_at < CRAWL_STATUS_SECONDS:
+            return
+        mirror = force or now - self.mirrored_at >= CRAWL_MIRROR_SECONDS
+        self.written_at = now
         if mirror:
-            self.mirrored_at = time.monotonic()
+            self.mirrored_at = now
         write_status(self.ctx, mirror=mirror)
