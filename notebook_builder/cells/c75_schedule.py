@@ -19,9 +19,9 @@ Guarantees:
   downloads, details) with the latency observed and the work left (`add_figures`): the evidence
   the projection of status.json and the summary reads (c35 `crawl_projection`). kv
   `opinions_archived_at` is set the first time every opinion the court lists is archived.
-- status.json's `phase` follows the crawl (discover, download, details): written when the phase
-  changes, at most every CRAWL_STATUS_SECONDS (the workspace's copy) and CRAWL_MIRROR_SECONDS (the
-  store's: a Drive write each time), and when the crawl ends.
+- status.json's `phase` follows the crawl (discover, download, details): the workspace's copy is
+  written whenever the phase changes (what a watcher, the torture harness included, reads), the
+  store's at most every CRAWL_MIRROR_SECONDS (a Drive write each time) and when the crawl ends.
 
 Knobs read: DOWNLOAD_BATCH, DRY_RUN (and, through discovery and download, theirs: CASE_DETAILS,
 DOWNLOAD_LIMIT, MAX_SWEEPS, ...).
@@ -44,8 +44,7 @@ from .c70_download import DownloadResult, Downloads, RecoverResult, download
 log_schedule = logging.getLogger("kycourt.schedule")
 
 CRAWL_WALK_CASES = 50          # cases the walk takes before their documents are downloaded
-CRAWL_STATUS_SECONDS = 1.0     # status.json at most this often while the phase changes
-CRAWL_MIRROR_SECONDS = 30.0    # the store's copy at most this often
+CRAWL_MIRROR_SECONDS = 30.0    # the store's status.json at most this often while the phase changes
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ class _Scheduler:
         self.discovery, self.downloads, self.result = discovery, downloads, result
         self.drained_nothing = False
         self.details_exhausted = False       # the details pass found nothing more to do this run
-        self.written_at = self.mirrored_at = 0.0
+        self.mirrored_at = 0.0
         try:
             self.figures = json.loads(self.db.kv_get(KV_CRAWL_FIGURES) or "{}")
         except ValueError:
@@ -215,10 +214,7 @@ class _Scheduler:
 
     def status(self, *, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self.written_at < CRAWL_STATUS_SECONDS:
-            return
         mirror = force or now - self.mirrored_at >= CRAWL_MIRROR_SECONDS
-        self.written_at = now
         if mirror:
             self.mirrored_at = now
         write_status(self.ctx, mirror=mirror)
