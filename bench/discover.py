@@ -7,8 +7,9 @@ before; then the case walk (KY_DISCOVERY=cases, parties and lower courts on,
 the court's text kept) against a court of the captured shape with the same
 documents, and its requests compared with the floor the data sets: one per
 case-search page, one per case (its docket entries), one per docket entry
-with documents, plus one each per case for parties and lower courts. The
-case walk runs twice: against the captured court as it was, and against the
+with documents, plus one each per case for parties and lower courts (the
+details pass asks those once discovery has converged: they count in the
+requests to convergence, not in the first sweep's). The case walk runs twice: against the captured court as it was, and against the
 same court with every behaviour of the real court the simulated one has
 switched on (withheld files, paged lists of at most 3 rows, entries listing
 no file, null texts, late opinions in closed cases, neighbouring case

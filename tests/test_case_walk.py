@@ -13,8 +13,8 @@ from notebook_builder import cli
 from notebook_builder.cells.c00_config import kentucky_today, load_config
 from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c50_discover import (choose_strategy, discover, needs_walk, opinion_windows,
-                                                 plan_sweep)
+from notebook_builder.cells.c50_discover import (OPEN_CASE_REWALK_DAYS, choose_strategy, discover, needs_walk,
+                                                 opinion_windows, plan_sweep)
 from notebook_builder.cells.c55_probe import PROBE_MAX_REQUESTS, probe
 from notebook_builder.cells.c97_report import report_table
 from notebook_builder.simcourt import SimCourt
@@ -137,13 +137,25 @@ def test_the_opinion_search_pages_by_filed_date_with_headers_and_facets():
 # ---------------------------------------------------------- pure decisions
 
 
-def test_a_case_is_walked_when_new_unwalked_or_open_never_twice_in_a_sweep():
-    assert needs_walk(None, {"closed": 1}, 1)
-    assert needs_walk({"walked_sweep": None, "closed": 1}, {"closed": 1}, 2)
-    assert not needs_walk({"walked_sweep": 2, "closed": 0}, {"closed": 0}, 2)
-    assert needs_walk({"walked_sweep": 1, "closed": 0}, {"closed": 0}, 2)
-    assert not needs_walk({"walked_sweep": 1, "closed": 1}, {"closed": 1}, 2)
-    assert needs_walk({"walked_sweep": 1, "closed": 1}, {"closed": 0}, 2)
+def test_a_case_is_walked_when_new_unwalked_or_its_search_row_changed_never_twice_in_a_sweep():
+    walked = lambda sweep, closed, row: {"walked_sweep": sweep, "closed": closed, "search_row": row}  # noqa: E731
+    assert needs_walk(None, {"closed": 1, "search_row": "a"}, 1)
+    assert needs_walk(walked(None, 1, None), {"closed": 1, "search_row": "a"}, 2)
+    assert not needs_walk(walked(2, 0, "a"), {"closed": 0, "search_row": "b"}, 2)       # walked in this sweep
+    # Walked in an earlier sweep: again only when the court's row for it changed (it closed, say).
+    assert not needs_walk(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2)
+    assert needs_walk(walked(1, 0, "a"), {"closed": 1, "search_row": "b"}, 2)
+    assert not needs_walk(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 2)
+    # An open case walked OPEN_CASE_REWALK_DAYS ago (an update), or with FULL_SWEEP, is walked again.
+    assert needs_walk(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2, days_since_walk=OPEN_CASE_REWALK_DAYS)
+    assert not needs_walk(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2, days_since_walk=2)
+    assert not needs_walk(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 2, days_since_walk=400)
+    assert needs_walk(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2, rewalk_open=True)
+    assert not needs_walk(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 2, rewalk_open=True)
+    # Walked before rows were fingerprinted: open ones, or reopened ones, as before.
+    assert needs_walk(walked(1, 0, None), {"closed": 0, "search_row": "a"}, 2)
+    assert not needs_walk(walked(1, 1, None), {"closed": 1, "search_row": "a"}, 2)
+    assert needs_walk(walked(1, 1, None), {"closed": 0, "search_row": "a"}, 2)
 
 
 def test_a_strategy_fails_when_most_of_its_answers_are_unusable_never_on_one_missing_case():
@@ -186,7 +198,7 @@ def test_an_update_sweeps_the_last_two_years_and_their_admin_shards():
 
 @pytest.mark.parametrize("document_search", ["absent", "entries"])
 def test_auto_walks_the_cases_of_a_court_without_a_usable_document_search(make_context, document_search):
-    with SimCourt(120, seed=5, shape="captured", document_search=document_search, faults=False, late_docs=3,
+    with SimCourt(120, seed=5, shape="captured", document_search=document_search, faults=False,
                   results_limit=12, max_page=6, first_year=2021, last_year=2024) as court:
         ctx = make_context(court, PAGE_SIZE=6, CONVERGENCE_DELTA=1)
         result = discover(ctx)
@@ -244,29 +256,59 @@ def test_a_killed_walk_resumes_per_case_and_never_walks_a_case_twice_in_a_sweep(
         assert ids(ctx) == served_ids(court)
 
 
-def test_once_converged_a_run_updates_only_what_can_change_unless_full_sweep(make_context):
+def test_once_converged_an_update_walks_new_changed_and_stale_open_cases_unless_full_sweep(make_context):
     with SimCourt(160, seed=8, shape="captured", document_search="absent", faults=False, first_year=2020,
                   last_year=2026) as court:
         ctx = make_context(court, CONVERGENCE_DELTA=1, CASE_DETAILS=False)
         assert discover(ctx).converged and ctx.db.kv_get("archive_updated_at")
-        ctx.db.kv_set("opinions_checked_through", "2026-01-01")
-        # Documents the court added since (in open cases of the last two years): the update finds them.
+        week_ago = (kentucky_today() - dt.timedelta(days=8)).isoformat()
+        ctx.db.kv_set("opinions_checked_through", kentucky_today().isoformat())
+        # Documents the court added since (in an open case of the last two years, none of them filed in
+        # the week the opinion update reads again).
         open_case = ctx.db.conn.execute(
             "SELECT case_id FROM cases WHERE closed = 0 AND substr(case_number, 1, 4) IN ('2025', '2026') "
-            "AND case_number NOT LIKE '% ADMIN%' LIMIT 1").fetchone()[0]
+            "AND case_number NOT LIKE '% ADMIN%' AND case_id NOT IN (SELECT case_id FROM documents "
+            "WHERE substr(filed_date, 1, 10) >= ?) LIMIT 1", (week_ago,)).fetchone()[0]
         added = ctx.db.conn.execute("DELETE FROM documents WHERE case_id = ?", (open_case,)).rowcount
         searches_before = court.endpoint_requests["case_search"]
+        walks_before = court.endpoint_requests["docketentries"]
         update = discover(ctx)
-        assert added and update.incremental and update.converged and update.rows_new == added
+        # Days after its walk, an open case whose search row is unchanged is not walked again.
+        assert added and update.incremental and update.converged and update.rows_new == 0
+        assert court.endpoint_requests["docketentries"] == walks_before and update.cases_unchanged > 0
         asked = court.endpoint_requests["case_search"] - searches_before
         assert asked == len(plan_sweep(2020, 2026, incremental=True)) < len(plan_sweep(2020, 2026, incremental=False))
-        assert court.endpoint_requests["opinion_search"] > 0 and update.opinion_rows > 0
+        assert court.endpoint_requests["opinion_search"] > 0
         assert ctx.db.kv_get("opinions_checked_through") == kentucky_today().isoformat()
+        # Four weeks after their walk, the open cases of the years an update sweeps are walked again.
+        ctx.db.conn.execute("UPDATE cases SET walked_at = '2020-01-01T00:00:00Z'")
+        again = discover(ctx)
+        assert again.incremental and again.rows_new == added
+        assert court.endpoint_requests["docketentries"] > walks_before
         ctx.cfg = ctx.cfg.replace(FULL_SWEEP=True, MAX_SWEEPS=1)
         searches_before = court.endpoint_requests["case_search"]
         full = discover(ctx)
         assert not full.incremental
         assert court.endpoint_requests["case_search"] - searches_before == len(plan_sweep(2020, 2026, incremental=False))
+
+
+def test_a_late_filing_in_an_open_case_waits_for_its_row_to_change_or_for_full_sweep(make_context):
+    # The sweeps after a case's walk do not walk it again while its search row is unchanged: a document
+    # filed in it since (late) waits for the row to change, an update four weeks on, or FULL_SWEEP,
+    # which walks every open case again.
+    with SimCourt(120, seed=5, shape="captured", document_search="absent", faults=False, late_docs=3,
+                  unavailable_files=False, first_year=2023, last_year=2024) as court:     # an update sweeps them all
+        late = {court.documents[doc].document_id for doc in court.corpus.late}
+        court.hold_late_documents()
+        ctx = make_context(court, CONVERGENCE_DELTA=1, CASE_DETAILS=False)
+        assert discover(ctx).converged and not late & ids(ctx)
+        court.hold_late_documents(False)        # filed now, in cases the crawl walked while open
+        ctx.cfg = ctx.cfg.replace(MAX_SWEEPS=2)
+        update = discover(ctx)
+        assert update.converged and update.cases_unchanged > 0 and not late & ids(ctx)
+        ctx.cfg = ctx.cfg.replace(FULL_SWEEP=True, MAX_SWEEPS=1)
+        discover(ctx)
+        assert ids(ctx) == served_ids(court)
 
 
 # ------------------------------------------------------------- the probe

@@ -123,7 +123,7 @@ def test_queues_exclude_permanent_failures_and_exhausted_attempts(db):
 def test_keyset_paging_of_the_queue(db):
     db.upsert_discovered([_doc(i) for i in range(7)])
     first = db.download_queue(CFG, 3)
-    second = db.download_queue(CFG, 3, after_rowid=first[-1]["rowid"])
+    second = db.download_queue(CFG, 3, after=first[-1]["queue_key"])
     assert len(first) == 3 and len(second) == 3
     assert not {r["document_id"] for r in first} & {r["document_id"] for r in second}
 

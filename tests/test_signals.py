@@ -1,7 +1,10 @@
 """SIGINT and SIGTERM in each stage: exit 130 soon, nothing in flight left torn, a checkpoint pushed, resumable.
 
 The court is slowed a little (download pacing 0.05 s, search pacing 0.02 s) so
-each stage lasts long enough to be hit; the stage is read from status.json. The
+each stage lasts long enough to be hit; the stage is read from status.json.
+Discovery is hit as its own stage (in the crawl its units are short between
+the downloads of what each found), downloads as the crawl's drain of a queue a
+discover-only run filled (test_schedule stops and kills the crawl's units). The
 extract case needs no pacing (one worker and small batches make extract last),
 and the court's stalled bodies stall 0.1 s, not 1 s (a stall fails its request
 once, however long it is): neither is what these tests are about.
@@ -67,11 +70,17 @@ def test_signal_in_a_stage_exits_130_saves_state_and_the_next_run_resumes(tmp_pa
                     "KY_CHECKPOINT_SECONDS": "30"})   # the checkpoint after the signal is the stop's own
         if stage == "extract":  # extract is CPU-bound and quick: one worker, small batches, an early signal
             env.update({"KY_WORKERS": "1", "KY_EXTRACT_BATCH": "2", "KY_PACING": "0"})
+        if stage == "download":
+            # The crawl downloads what each unit of discovery found before the next one: a queue that a
+            # discover-only run filled makes its first drain last long enough to be hit.
+            subprocess.run(torture.pipeline_command(), env={**env, "KY_PHASES": "discover", "KY_PACING": "0"},
+                           cwd=REPO_ROOT, check=True, capture_output=True)
+        phases = "discover" if stage == "discover" else None   # discover as its own stage: units back to back
         workspace, store = tmp_path / "workspace", tmp_path / "store"
         spawned_ns = time.time_ns()
         with open(tmp_path / "interrupted.log", "wb") as log:
-            child = subprocess.Popen(torture.pipeline_command(), env=env, cwd=REPO_ROOT, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+            child = subprocess.Popen(torture.pipeline_command(), env={**env, **({"KY_PHASES": phases} if phases else {})},
+                                     cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_for_stage(child, workspace, stage, spawned_ns)
             time.sleep(0.02 if stage == "extract" else 0.3)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import email.utils
 import http.client
 import io
@@ -372,6 +373,35 @@ def test_full_size_corpus_builds_quickly_in_little_memory():
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert len(court.documents) == 98724 and court.documents[-1].index == 98723
     assert seconds < 10 and grown_mib < 200
+
+
+def test_the_real_record_has_the_yearly_case_counts_mostly_empty_cases_and_a_fifth_opinions():
+    from notebook_builder.simcourt.corpus import FULL_CORPUS, yearly_cases
+    court = SimCourt(docs=FULL_CORPUS, seed=1, faults=False, shape="captured", document_search="absent",
+                     real_counts=True)
+    corpus = court.corpus
+    per_shard = collections.Counter(corpus.shard_of_case(case) for case in range(len(corpus.case_keys)))
+    assert all(per_shard[f"{year}-{court_code}"] == yearly_cases(year, court_code)
+               for year in range(1990, 2027) for court_code in ("CA", "SC"))
+    sizes = [len(corpus.case_docs(case)) for case in range(len(corpus.case_keys))]
+    assert sum(size <= 1 for size in sizes) > 0.75 * len(sizes) and sizes.count(0) > len(sizes) / 2
+    opinions = sum(1 for doc in range(len(corpus)) if corpus.is_opinion(corpus.doc_entry[doc]))
+    assert 0.17 < opinions / len(corpus) < 0.23
+    assert max(corpus.doc_filed) < dt.date.today().toordinal()      # nothing filed today or later
+    assert all(corpus.doc_description[doc] == corpus.doc_description[corpus.doc_entry[doc]]
+               for doc in range(len(corpus)))                       # an entry's files share its description
+
+
+def test_a_recording_court_logs_every_request_in_order_with_its_document_or_entry(session):
+    with SimCourt(docs=40, seed=2, shape="captured", document_search="absent", faults=False,
+                  record_requests=True) as court:
+        document = court.documents[3]
+        session.get(f"{court.base_url}/publicaccessdocuments", params={
+            "filter": f"parentCategory=docketentries,parentID={document.docket_entry_id}"}, timeout=10)
+        download(session, court, document)
+        session.get(f"{court.base_url}/cases/{document.case_id}/parties", timeout=10)
+    assert list(court.request_log) == [("entry_documents", court.corpus.doc_entry[3]), ("download", 3),
+                                       ("parties", -1)]
 
 
 def test_a_stalled_body_stops_half_way_then_the_court_hangs_up(session):

@@ -399,12 +399,13 @@ KNOBS: tuple[Knob, ...] = (
          flag=Flag("--discovery", "auto|documents|cases", "strategy to probe for")),
     Knob("CASE_DETAILS", "KY_CASE_DETAILS", True, _parse_bool, "0 or 1",
          "the case walk also fetches each case's parties (with attorneys) and lower courts, one "
-         "request each"),
+         "request each, in a pass after every document is downloaded"),
     Knob("COURT_TEXT", "KY_COURT_TEXT", True, _parse_bool, "0 or 1",
          "keep the court's own per-page text of each document (court_text/<sha256>.txt in the store)"),
     Knob("FULL_SWEEP", "KY_FULL_SWEEP", False, _parse_bool, "0 or 1",
          "once discovery has converged, sweep every year again instead of the incremental update "
-         "(current and previous year, opinions filed since the last sweep)"),
+         "(current and previous year, opinions filed since the last sweep), and walk every open "
+         "case again, not only those whose search row changed"),
     Knob("PROBE_FIRST", "KY_PROBE_FIRST", False, _parse_bool, "0 or 1",
          "probe the court (at most 10 requests) before the stages; a failed probe stops the run",
          form=FormField("probe_first", intro="**Probe first.** Ask the court at most 10 requests, print what "

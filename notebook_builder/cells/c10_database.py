@@ -6,7 +6,8 @@ Guarantees:
   in WAL mode with busy_timeout=30000 and synchronous=NORMAL.
 - The download and extract queues are defined once (`DOWNLOAD_QUEUE_SQL`,
   `EXTRACT_QUEUE_SQL`); the stages take work from them and verify counts
-  them with the same text, so `done` is true by construction.
+  them with the same text, so `done` is true by construction. The download
+  queue hands opinions (`OPINION_SQL`) out first.
 - Discovery upserts refresh metadata and never move a status backwards.
 - `checkpoint()` makes a consistent single-file snapshot with SQLite's online
   backup API from a separate connection, in one step (a stepped backup
@@ -22,6 +23,10 @@ Guarantees:
 - Schema version 9 keeps what adoption brought per row (`legacy_documents`);
   the download queue holds an adopted row whose id discovery has not
   confirmed, or found to be a docket entry's or a case's (LEGACY_HELD_KINDS).
+- Schema version 11 orders the crawl's work (c75_schedule): a case's search
+  row fingerprint (an unchanged case is not walked again), the sweep whose
+  details were fetched, and a partial index of the rows the download queue
+  can hold.
 - Schema version 5 adds what is derived of each document (`derived`,
   `derived_case_numbers`, `citations`) and the provenance of each download
   response (`download_events`); the derive queue (`derive_queue`) reads
@@ -72,6 +77,8 @@ KV_DISCOVERY_STRATEGY = "discovery_strategy"
 KV_COMPLETE_THROUGH = "complete_through"           # the Kentucky day up to which the archive is complete
 KV_DOWNLOAD_PATH = "download_path"                 # the download path that answers PDFs (c30 DOWNLOAD_PATHS)
 KV_LEGACY_ADOPTION = "legacy_adoption"             # JSON: what adopting an older version's database brought
+KV_CRAWL_FIGURES = "crawl_figures"                 # what each kind of the crawl's work cost (c75), JSON
+KV_OPINIONS_ARCHIVED_AT = "opinions_archived_at"   # when every opinion the court lists was first archived
 
 _PERMANENT_LIST = ",".join(str(code) for code in PERMANENT_HTTP_STATUSES)
 
@@ -90,6 +97,13 @@ DOWNLOAD_QUEUE_SQL = f"""
     AND document_available IS NOT 0
     AND document_id NOT IN (SELECT document_id FROM legacy_documents WHERE id_kind IN ({_LEGACY_HELD_LIST}))
 """
+# An opinion: a document whose docket entry's type or description names one, as every entry the
+# opinion search lists does ("DISPOSITION - OPINION OF THE COURT BY A JUSTICE", "CA - OPINION",
+# "MEMORANDUM OPINION AND ORDER"). The download queue hands opinions out first.
+OPINION_SQL = "(entry_type LIKE '%OPINION%' OR description LIKE '%OPINION%')"
+# The download queue's order: opinions first, then rowid; one integer, so paging stays a keyset
+# (`after` is the last row's queue_key).
+_QUEUE_KEY_SQL = f"((CASE WHEN {OPINION_SQL} THEN 0 ELSE 1 END) << 40 | rowid)"
 EXTRACT_QUEUE_SQL = """
     status = 'downloaded'
     AND extract_attempts < :max_extract_attempts
@@ -427,10 +441,29 @@ ALTER TABLE derived ADD COLUMN text_source TEXT;
 ALTER TABLE pages ADD COLUMN rotation INTEGER;
 """
 
+# v11: the order of the crawl's work (c75_schedule). `cases.search_row`: a fingerprint of the case
+# search row as it was when the case was last walked (a case whose row is unchanged is not walked
+# again); `cases.details_sweep`: the walked sweep whose parties and lower courts were fetched (the
+# details pass, after the documents; NULL: not yet). Cases walked before this step with their details
+# (the walk fetched them itself) count as fetched. `documents_download_queue`: the rows the download
+# queue can hold, without the withheld ones, so the crawl's look at the queue after each unit of work
+# reads the queue, not every failure.
+_SCHEMA_V11 = """
+ALTER TABLE cases ADD COLUMN search_row TEXT;
+ALTER TABLE cases ADD COLUMN details_sweep INTEGER;
+UPDATE cases SET details_sweep = walked_sweep WHERE walked_sweep IS NOT NULL
+    AND (EXISTS (SELECT 1 FROM parties p WHERE p.case_id = cases.case_id)
+         OR EXISTS (SELECT 1 FROM lower_courts l WHERE l.case_id = cases.case_id));
+CREATE INDEX IF NOT EXISTS cases_details_due ON cases(case_number)
+    WHERE walked_sweep IS NOT NULL AND (details_sweep IS NULL OR details_sweep < walked_sweep);
+CREATE INDEX IF NOT EXISTS documents_download_queue ON documents(status)
+    WHERE status IN ('discovered', 'failed') AND document_available IS NOT 0;
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8,
-                              9: _SCHEMA_V9, 10: _SCHEMA_V10}
+                              9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 # The response headers that identify a download's bytes (download_events), in its column order.
@@ -449,7 +482,8 @@ DOCUMENT_DETAIL_COLUMNS = (
     "document_available", "related_case_numbers",
 )
 CASE_COLUMNS = ("case_id", "case_number", "court", "court_level", "title", "case_type", "classification",
-                "status", "status_date", "filed_date", "closed", "category", "shard", "related_case_numbers")
+                "status", "status_date", "filed_date", "closed", "category", "shard", "related_case_numbers",
+                "search_row")
 DOCKET_ENTRY_COLUMNS = ("docket_entry_id", "case_id", "entry_type", "subtype", "description", "filed_date",
                         "has_documents", "related_case_numbers")
 
@@ -829,12 +863,20 @@ class Database:
         return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {where}",
                                  self._queue_params(cfg)).fetchone()[0]
 
-    def download_queue(self, cfg: Config, limit: int, after_rowid: int = 0) -> list[sqlite3.Row]:
-        """The next `limit` documents to fetch, in rowid order after `after_rowid`."""
-        return self._queue(DOWNLOAD_QUEUE_SQL, cfg, limit, after_rowid)
+    def download_queue(self, cfg: Config, limit: int, after: int = -1) -> list[sqlite3.Row]:
+        """The next `limit` documents to fetch after the row whose `queue_key` is `after`: opinions
+        first, then in rowid order."""
+        return self.conn.execute(
+            f"SELECT rowid, {_QUEUE_KEY_SQL} AS queue_key, * FROM documents WHERE ({DOWNLOAD_QUEUE_SQL}) "
+            f"AND {_QUEUE_KEY_SQL} > :after ORDER BY queue_key LIMIT :limit",
+            {**self._queue_params(cfg), "after": after, "limit": limit}).fetchall()
 
     def download_queue_size(self, cfg: Config) -> int:
         return self._queue_size(DOWNLOAD_QUEUE_SQL, cfg)
+
+    def opinions_to_download(self, cfg: Config) -> int:
+        """Opinions (OPINION_SQL) in the download queue."""
+        return self._queue_size(f"({DOWNLOAD_QUEUE_SQL}) AND {OPINION_SQL}", cfg)
 
     def extract_queue(self, cfg: Config, limit: int, after_rowid: int = 0) -> list[sqlite3.Row]:
         """The next `limit` documents to extract, in rowid order after `after_rowid`."""
@@ -949,25 +991,21 @@ class Database:
     # ------------------------------------------------------------ case walk
 
     def cases_to_walk(self, sweep: int, case_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
-        """case_id -> (walked_sweep, closed) of the given cases the table holds."""
+        """case_id -> (walked_sweep, walked_at, closed, search_row) of the given cases the table holds."""
         found: dict[str, sqlite3.Row] = {}
         wanted = list(case_ids)
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
             for row in self.conn.execute(
-                    f"SELECT case_id, walked_sweep, closed FROM cases WHERE case_id IN ({', '.join('?' * len(chunk))})",
-                    chunk):
+                    f"SELECT case_id, walked_sweep, walked_at, closed, search_row FROM cases "
+                    f"WHERE case_id IN ({', '.join('?' * len(chunk))})", chunk):
                 found[row["case_id"]] = row
         return found
 
     def record_case_walk(self, sweep: int | None, case: Mapping[str, Any] | None, entries: Sequence[Mapping[str, Any]],
-                         documents: list[dict], court_texts: Sequence[Mapping[str, Any]] = (),
-                         parties: Sequence[Mapping[str, Any]] | None = None,
-                         lower_courts: Sequence[Mapping[str, Any]] | None = None) -> int:
+                         documents: list[dict], court_texts: Sequence[Mapping[str, Any]] = ()) -> int:
         """One walked case in one transaction: its row (walked in `sweep`; None: seen, not walked; a
-        case of None: entries alone), entries, documents, the court's texts and, when fetched, parties and lower courts. Returns
-        the new documents."""
-        import json as _json
+        case of None: entries alone), entries, documents and the court's texts. Returns the new documents."""
         now = utc_now()
         with self.transaction():
             if case is not None:
@@ -989,27 +1027,46 @@ class Database:
                 "ON CONFLICT(document_id) DO UPDATE SET sha256 = excluded.sha256, pages = excluded.pages, "
                 "chars = excluded.chars, replacement_chars = excluded.replacement_chars, fetched_at = excluded.fetched_at",
                 ({**text, "now": now} for text in court_texts))
+            return new
+
+    # The details pass: walked cases whose parties and lower courts are not fetched for their last walk.
+    _DETAILS_DUE_SQL = "walked_sweep IS NOT NULL AND (details_sweep IS NULL OR details_sweep < walked_sweep)"
+
+    def cases_needing_details(self, limit: int, after: str = "") -> list[sqlite3.Row]:
+        """The next `limit` walked cases whose details are due, in case-number order after `after`."""
+        return self.conn.execute(
+            f"SELECT case_id, case_number, walked_sweep FROM cases WHERE {self._DETAILS_DUE_SQL} "
+            "AND case_number > ? ORDER BY case_number LIMIT ?", (after, limit)).fetchall()
+
+    def details_due_count(self) -> int:
+        return self.conn.execute(f"SELECT COUNT(*) FROM cases WHERE {self._DETAILS_DUE_SQL}").fetchone()[0]
+
+    def record_case_details(self, case_id: str, walked_sweep: int, parties: Sequence[Mapping[str, Any]] | None,
+                            lower_courts: Sequence[Mapping[str, Any]] | None) -> None:
+        """A case's parties and lower courts (each None: the court gave no usable list, the old rows
+        stay), and that they were fetched for the walk of `walked_sweep`; one transaction."""
+        with self.transaction():
             if parties is not None:
-                self.conn.execute("DELETE FROM parties WHERE case_id = ?", (case["case_id"],))
+                self.conn.execute("DELETE FROM parties WHERE case_id = ?", (case_id,))
                 self.conn.executemany(
                     "INSERT INTO parties(case_id, position, name, role, status, pro_se, address, attorneys) "
                     "VALUES (:case_id, :position, :name, :role, :status, :pro_se, :address, :attorneys)",
-                    ({**party, "attorneys": _json.dumps(party.get("attorneys") or [])} for party in parties))
+                    ({**party, "attorneys": json.dumps(party.get("attorneys") or [])} for party in parties))
             if lower_courts is not None:
-                self.conn.execute("DELETE FROM lower_courts WHERE case_id = ?", (case["case_id"],))
+                self.conn.execute("DELETE FROM lower_courts WHERE case_id = ?", (case_id,))
                 self.conn.executemany(
                     "INSERT INTO lower_courts(case_id, position, name, case_number, case_title) "
                     "VALUES (:case_id, :position, :name, :case_number, :case_title)", lower_courts)
-            return new
+            self.conn.execute("UPDATE cases SET details_sweep = ? WHERE case_id = ?", (walked_sweep, case_id))
 
-    def entries_to_ask_again(self, sweep: int) -> list[sqlite3.Row]:
-        """Docket entries whose file list came back empty or with withheld files, not asked in `sweep`
-        yet (with their case's number, for the documents' rows)."""
+    def entries_to_ask_again(self, sweep: int, limit: int = -1, after: str = "") -> list[sqlite3.Row]:
+        """The next `limit` docket entries (by id, after `after`) whose file list came back empty or with
+        withheld files, not asked in `sweep` yet (with their case's number, for the documents' rows)."""
         return self.conn.execute(
             "SELECT e.*, c.case_number, c.court, c.title FROM docket_entries e "
             "LEFT JOIN cases c ON c.case_id = e.case_id "
-            "WHERE e.files_missing IS NOT NULL AND COALESCE(e.files_asked_sweep, 0) < ? "
-            "ORDER BY e.docket_entry_id", (sweep,)).fetchall()
+            "WHERE e.files_missing IS NOT NULL AND COALESCE(e.files_asked_sweep, 0) < ? AND e.docket_entry_id > ? "
+            "ORDER BY e.docket_entry_id LIMIT ?", (sweep, after, limit)).fetchall()
 
     def entries_missing_files(self) -> dict[str, int]:
         """How many docket entries wait for their files to be listed again, by reason."""
@@ -1028,14 +1085,18 @@ class Database:
         return self.conn.execute("SELECT COUNT(*) FROM documents WHERE document_available = 0").fetchone()[0]
 
     def known_docket_entries_with_documents(self, entry_ids: Sequence[str]) -> set[str]:
-        """Which of these docket entries already have a document in the table."""
+        """Which of these docket entries already have a document in the table that the court listed:
+        an adopted row discovery has not confirmed as a document (legacy_documents: unchecked, or an
+        entry's or case's id) does not count, so its entry is asked and the answer confirms it, or
+        finds the entry's real documents (c38_legacy)."""
         known: set[str] = set()
         wanted = list(entry_ids)
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
             known.update(row[0] for row in self.conn.execute(
-                f"SELECT DISTINCT docket_entry_id FROM documents WHERE docket_entry_id IN ({', '.join('?' * len(chunk))})",
-                chunk))
+                f"SELECT DISTINCT docket_entry_id FROM documents d WHERE docket_entry_id IN ({', '.join('?' * len(chunk))}) "
+                "AND NOT EXISTS (SELECT 1 FROM legacy_documents l WHERE l.document_id = d.document_id "
+                "AND l.id_kind != 'document')", chunk))
         return known
 
     def coverage_audit(self) -> list[sqlite3.Row]:

@@ -21,9 +21,17 @@ Guarantees:
   `final_states` say which documents are in their state for good (not
   extractable, withheld, failed for good) and `counts_explained` says in
   words what `downloaded` and `failed` hold, against `permanent_failures`.
+- status.json's `crawl` (`crawl_status`, `crawl_projection`): the requests
+  left and the hours projected at the current pacing and the latency the
+  crawl observed, until (a) every opinion, (b) every document and (c) every
+  detail is archived, in the crawl's order, from what its units cost and
+  found so far (kv crawl_figures, written by c75) and what waits now; None
+  while a kind of work has no evidence yet. Each says whether it is
+  archived; `opinions_archived_at` when every opinion the court lists first
+  was. `crawl_words` says it in one line (the run summary, the status cell).
 
 Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, QUOTA_WARN_FRACTION, PROGRESS,
-BUDGET_SECONDS, SHUTDOWN_SECONDS.
+BUDGET_SECONDS, SHUTDOWN_SECONDS, PACING, PACING_SEARCH, PACING_DL, CASE_DETAILS.
 """
 from __future__ import annotations
 
@@ -33,12 +41,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .c00_config import Config, RunClock, StoreError, utc_now
 from .c05_durable import durable_write, raise_if_disk_full
 from .c10_database import (DB_FILENAME, KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH,
-                           KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, KV_LEGACY_ADOPTION, Database)
+                           KV_CRAWL_FIGURES, KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY,
+                           KV_LEGACY_ADOPTION, KV_OPINIONS_ARCHIVED_AT, SCHEMA_VERSION, Database)
 from .c20_store import LocalStore, Store
 from .c34_mirror import StoreMirror
 
@@ -187,6 +196,92 @@ def final_states_line(final: dict[str, Any]) -> str:
     return (f"{final['not_extractable']} PDFs not extractable{_final_reasons(final)}, "
             f"{final['failed_for_good']} failed for good, {final['withheld']} withheld, "
             f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying")
+def crawl_projection(figures: Mapping[str, Any], *, opinions_queued: int, queued: int, details_due: int,
+                     converged: bool, details: bool, pauses: tuple[float, float]) -> dict[str, Any]:
+    """Requests left and projected hours until (a) every opinion, (b) every document and (c) every
+    detail is archived, in the crawl's order (each figure includes the ones before it), from what the
+    crawl's units cost and found so far (`figures`, kv crawl_figures: per kind its requests, units,
+    documents found, cases walked; discovery's work left, none once it has converged; the latency
+    observed) and what waits now.
+    `pauses`: the mean pacing pause of a JSON request and of a download. A figure is None while
+    there is no evidence for it yet (work left of a kind no unit has finished)."""
+    def rate(kind: str, what: str, default: float | None = None) -> float | None:
+        entry = figures.get(kind) or {}
+        return entry.get(what, 0) / entry["units"] if entry.get("units") else default
+
+    # Once discovery has converged, what is left of it (an update's few shards) is not projected.
+    left = {"windows": 0, "shards": 0} if converged else figures.get("left")
+    windows = left["windows"] if left else 0
+    shards = left["shards"] if left else None
+    per_download = rate("downloads", "requests", 1.0)      # one GET a document until downloads say more
+    parts: list[tuple[float, float] | None] = []           # (JSON requests, downloads) of each kind left
+    if windows and rate("opinions", "requests") is None:
+        parts.append(None)
+    else:
+        found = windows * (rate("opinions", "documents") or 0.0)
+        parts.append((windows * (rate("opinions", "requests") or 0.0), (found + opinions_queued) * per_download))
+    if shards is None or (shards and rate("walk", "requests") is None):
+        parts.append(None)
+    else:
+        found = shards * rate("walk", "documents", 0.0)
+        parts.append((shards * rate("walk", "requests", 0.0), (found + queued - opinions_queued) * per_download))
+    if not details:
+        parts.append((0.0, 0.0))
+    elif shards is None:
+        parts.append(None)
+    else:
+        cases = details_due + shards * rate("walk", "cases", 0.0)
+        parts.append((cases * rate("details", "requests", 2.0), 0.0))   # parties and lower courts: two lists
+    latency = figures.get("latency") or {}
+    seconds = latency["seconds"] / latency["answers"] if latency.get("answers") else 0.0
+    projection: dict[str, Any] = {"latency_seconds": round(seconds, 3)}
+    total: tuple[float, float] | None = (0.0, 0.0)
+    for name, part in zip(("opinions", "documents", "details"), parts):
+        total = None if total is None or part is None else (total[0] + part[0], total[1] + part[1])
+        projection[name] = {"requests_left": None if total is None else round(total[0] + total[1]),
+                            "hours": None if total is None else round(
+                                (total[0] * (pauses[0] + seconds) + total[1] * (pauses[1] + seconds)) / 3600, 2)}
+    listed = bool(figures.get("opinion_pass_complete")) or converged
+    projection["opinions"]["archived"] = listed and opinions_queued == 0
+    projection["documents"]["archived"] = converged and queued == 0
+    projection["details"]["archived"] = converged and queued == 0 and (details_due == 0 or not details)
+    return projection
+
+
+def crawl_status(db: Database, cfg: Config, *, queued: int | None = None) -> dict[str, Any] | None:
+    """The crawl's projection (`crawl_projection`) from the database, and when every opinion the court
+    lists was first archived (`opinions_archived_at`); None for a database this code has not migrated
+    yet (read-only, by `status` or a report before the next run)."""
+    if int(db.kv_get("schema_version", "0") or 0) < SCHEMA_VERSION:
+        return None
+    try:
+        figures = json.loads(db.kv_get(KV_CRAWL_FIGURES) or "{}")
+    except ValueError:
+        figures = {}
+    mean = lambda window: cfg.PACING * (window[0] + window[1]) / 2     # noqa: E731
+    projection = crawl_projection(
+        figures if isinstance(figures, dict) else {}, opinions_queued=db.opinions_to_download(cfg),
+        queued=db.download_queue_size(cfg) if queued is None else queued, details_due=db.details_due_count(),
+        converged=db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None, details=cfg.CASE_DETAILS,
+        pauses=(mean(cfg.PACING_SEARCH), mean(cfg.PACING_DL)))
+    projection["opinions_archived_at"] = db.kv_get(KV_OPINIONS_ARCHIVED_AT)
+    return projection
+
+
+def crawl_words(projection: Mapping[str, Any]) -> str:
+    """The projection in words: for every opinion, every document and every detail, archived, or the
+    requests left and the hours they take (unknown before a unit of that kind has finished)."""
+    said = []
+    for name, noun in (("opinions", "every opinion"), ("documents", "every document"), ("details", "every detail")):
+        figure = projection[name]
+        if figure.get("archived"):
+            since = projection.get("opinions_archived_at") if name == "opinions" else None
+            said.append(f"{noun} archived" + (f" (since {since})" if since else ""))
+        elif figure["requests_left"] is None:
+            said.append(f"{noun}: not known yet")
+        else:
+            said.append(f"{noun} in {figure['requests_left']:,} requests, {figure['hours']:.1f} h")
+    return "; ".join(said)
 
 
 def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str | None = None,
@@ -229,11 +324,14 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         adoption = db.kv_get(KV_LEGACY_ADOPTION)
         if adoption:
             document["legacy_adoption"] = {**json.loads(adoption), "ids": db.legacy_summary()}
+        # Time to a useful archive: requests left and hours until every opinion, document, detail.
+        document["crawl"] = crawl_status(db, cfg, queued=queues["download"])
     document.update(extra or {})
     return document
 
 
-def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> dict[str, Any]:
+def write_status(ctx: Context, *, verify: str | None = None, mirror: bool = True, **extra: Any) -> dict[str, Any]:
+    """status.json written durably to the workspace and (unless not `mirror`) to the store."""
     extra = dict(extra)
     # The store this workspace mirrors to: the query commands read it (store_of_workspace).
     extra["store"] = ctx.cfg.STORE
@@ -251,5 +349,6 @@ def write_status(ctx: Context, *, verify: str | None = None, **extra: Any) -> di
     document = status_document(ctx.db, ctx.cfg, phase=ctx.phase, verify=verify, extra=extra)
     path = ctx.path(STATUS_FILENAME)
     durable_write(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    ctx.mirror.put(STATUS_FILENAME, path, mutable=True)
+    if mirror:
+        ctx.mirror.put(STATUS_FILENAME, path, mutable=True)
     return document

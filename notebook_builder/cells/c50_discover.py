@@ -14,14 +14,22 @@ Guarantees:
   distinct document ids than the shard's totalcount, the shard is paged
   again (at most DISCOVER_MAX_REPAGES extra passes, stopping as soon as the
   distinct count reaches the total), so each sweep is near-complete.
+- Discovery is a sequence of units (`Discovery`): the strategy; the opinion
+  pass (when the crawl asks for it); each sweep's shards (the document
+  search: a shard; the case walk: a shard's case search, then its cases a
+  batch at a time); the file lists asked again; the opinion update or the
+  window's closing. Every unit commits what it found before it returns, so
+  the crawl (c75) downloads it before the next unit, and a kill loses only
+  the unit in flight. `discover()` runs the units in turn, then (once
+  discovery has converged) the details pass.
 - Rows are upserted as `discovered` (metadata refreshed, a status never
   moved backwards); rows whose metadata fingerprint is unchanged are not
   written at all. A shard's rows and progress are held in memory
   (`DiscoveryWriter`, at most DISCOVER_FLUSH_ROWS rows per batch) and
   committed in few large transactions (DISCOVER_COMMIT_ROWS rows, or
-  DISCOVER_COMMIT_SECONDS); no transaction ever waits on a request. A shard's `done` is in the
-  transaction that holds its last rows, so it is never marked done before
-  its rows are committed.
+  DISCOVER_COMMIT_SECONDS, and at the shard's end); no transaction ever
+  waits on a request. A shard's `done` is in the transaction that holds its
+  last rows, so it is never marked done before its rows are committed.
 - Sweeps repeat until one, complete and without errors, adds fewer than
   CONVERGENCE_DELTA documents; then kv `discovery_converged_at` is set (what
   status.json's `done` reads). At most MAX_SWEEPS sweeps a run. Every sweep
@@ -43,12 +51,28 @@ Guarantees:
 - Strategies (DISCOVERY): `documents` pages the document search as above;
   `cases` walks the record (ctrack-api.md's confirmed endpoints): each
   shard's case search (same paging, splitting and re-paging), then per case
-  its docket entries, the file list of each entry with `hasDocuments`, and
-  (CASE_DETAILS) its parties and lower courts. Each walked case is committed
-  in one transaction with its `walked_sweep`, so a sweep killed (even by
-  SIGKILL) resumes at the case in flight, the only one asked again; a later sweep re-walks only new and open cases (`needs_walk`: a
-  closed case's record is final). A case whose docket entries the court
-  will not list is recorded, not walked.
+  its docket entries and the file list of each entry with `hasDocuments`
+  (on a case's first walk, not those of entries whose documents the table
+  holds: the opinion pass found them). Each walked case is committed in one
+  transaction with its `walked_sweep` and its search row's fingerprint
+  (`case_row_fingerprint`), so a sweep killed (even by SIGKILL) resumes at
+  the case in flight, the only one asked again. A later sweep walks a case
+  again only when its search row changed (it closed, was reopened,
+  retitled), when it is open and its last walk is OPEN_CASE_REWALK_DAYS old
+  (an update), or, open, with FULL_SWEEP (`needs_walk`). A case whose docket
+  entries the court will not list, or whose answers had the wrong shape, is
+  recorded, not walked (walked again).
+- The opinion pass (`Discovery(opinion_pass=True)`, the crawl's): in the
+  case walk's first crawl, before the walk, the opinion search newest week
+  first back to FIRST_YEAR (7-day windows, both courts, `sweep_opinions`),
+  one window a unit, its progress in kv `opinion_pass_top` and
+  `opinion_pass_from`; a failed window is left to the walk, a court without
+  an opinion search ends the pass.
+- The details pass (`Discovery.details`, CASE_DETAILS): each walked case's
+  parties and lower courts, DISCOVER_DETAILS_BATCH cases a unit in
+  case-number order, each committed with `cases.details_sweep`, once
+  discovery has converged; a case the court gave no answer for waits for
+  the next run.
 - `auto` decides on evidence (`choose_strategy`): the document search is
   probed shard by shard, newest first, until one answers rows (or every
   shard is empty); rows carrying `documentID` choose `documents`; otherwise
@@ -112,6 +136,7 @@ from __future__ import annotations
 import collections
 import datetime as _dt
 import hashlib
+import json
 import logging
 import operator
 import time
@@ -151,6 +176,16 @@ OPINION_WINDOW_DAYS = 7         # crawlers ask the opinion search for 7-day wind
 OPINION_OVERLAP_DAYS = 7        # an update re-reads this many days before the last one's end
 COURT_TEXT_FOLDER = "court_text"
 KV_CRAWL_STARTED_ON = "crawl_started_on"    # the Kentucky day the first sweep began
+# The opinion pass: its windows end on the day it began (KV_OPINION_PASS_TOP) and go back a week at
+# a time; KV_OPINION_PASS_FROM is the first day of the earliest window swept.
+KV_OPINION_PASS_TOP = "opinion_pass_top"
+KV_OPINION_PASS_FROM = "opinion_pass_from"
+KV_OPINION_PASS_REFUSED = "opinion_pass_refused"     # the court has no usable opinion search: the walk finds them
+# An open case whose search row is unchanged is walked again once its last walk is this old: the
+# sweeps of one crawl (hours apart) skip it, a later update refreshes it.
+OPEN_CASE_REWALK_DAYS = 28
+DISCOVER_ASK_AGAIN_BATCH = 50   # file lists asked again in one unit of work
+DISCOVER_DETAILS_BATCH = 25     # cases whose parties and lower courts one unit of the details pass fetches
 
 
 @dataclass
@@ -180,6 +215,12 @@ class DiscoverResult:
     list_warnings: dict = field(default_factory=dict)     # doubtful lists (client.list_warnings), this run
     requests: int = 0             # requests this stage sent
     shape_problems: dict = field(default_factory=dict)   # field -> count of answers lacking it
+    opinion_windows: int = 0      # windows of the opinion pass swept this run
+    opinion_pass_complete: bool = False   # the crawl's opinion pass has swept every window
+    entries_known: int = 0        # file lists the walk did not ask: their entry's documents are held
+    cases_unchanged: int = 0      # walked before, search row unchanged: not walked again
+    details_cases: int = 0        # cases whose parties and lower courts were fetched
+    details_errors: int = 0       # cases whose details the court did not give (tried again next run)
 
 
 # ----------------------------------------------------------- pure decisions
@@ -202,16 +243,54 @@ def plan_sweep(first: int, last: int, *, incremental: bool) -> list[str]:
     return sorted(plan_shards(first, last) + plan_admin_shards(first, last))
 
 
-def needs_walk(previous: Mapping[str, Any] | None, case: Mapping[str, Any], sweep: int) -> bool:
+def needs_walk(previous: Mapping[str, Any] | None, case: Mapping[str, Any], sweep: int, *,
+               days_since_walk: float = 0.0, rewalk_open: bool = False) -> bool:
     """Whether the case walk must fetch a case's record in this sweep.
 
-    New cases and cases never walked, yes; a case walked in this very sweep (a resumed one), no;
-    afterwards only open ones (closed cases do not gain documents), or one the court reopened."""
+    New cases and cases never walked, yes; a case walked in this very sweep (a resumed one), no.
+    Afterwards: one whose search row (`search_row`, `case_row_fingerprint`) changed since its last
+    walk (it closed, was reopened, retitled); an open one whose last walk is OPEN_CASE_REWALK_DAYS
+    old (an unchanged row says nothing of the filings since), or with `rewalk_open` (FULL_SWEEP).
+    A case walked before rows were fingerprinted: when open, or reopened."""
     if previous is None or previous["walked_sweep"] is None:
         return True
     if previous["walked_sweep"] >= sweep:
         return False
-    return previous["closed"] != 1 or case.get("closed") == 0
+    if case.get("closed") != 1 and (rewalk_open or days_since_walk >= OPEN_CASE_REWALK_DAYS):
+        return True
+    if previous["search_row"] is None:
+        return previous["closed"] != 1 or case.get("closed") == 0
+    return previous["search_row"] != case.get("search_row")
+
+
+def case_row_fingerprint(item: Mapping[str, Any]) -> str:
+    """What a case search row says, hashed (stable across runs): a changed row means a changed case."""
+    text = json.dumps(item.get("rowMap"), sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def next_opinion_window(top: _dt.date, swept_from: _dt.date | None, first_day: _dt.date
+                        ) -> tuple[_dt.date, _dt.date] | None:
+    """The opinion pass's next window, newest first: the OPINION_WINDOW_DAYS days before the earliest
+    one swept (`swept_from`; None: the window ending on `top`), never before `first_day`; None once
+    the pass has reached `first_day`."""
+    last = top if swept_from is None else swept_from - _dt.timedelta(days=1)
+    if last < first_day:
+        return None
+    return max(first_day, last - _dt.timedelta(days=OPINION_WINDOW_DAYS - 1)), last
+
+
+def opinion_windows_left(top: _dt.date, swept_from: _dt.date | None, first_day: _dt.date) -> int:
+    """How many windows the opinion pass has left (`next_opinion_window`'s arguments)."""
+    window = next_opinion_window(top, swept_from, first_day)
+    return 0 if window is None else -(-((window[1] - first_day).days + 1) // OPINION_WINDOW_DAYS)
+
+
+def opinion_pass_due(strategy: str, converged: bool, next_window: tuple | None) -> bool:
+    """The opinion pass runs in the case walk's first crawl until its last window: the walk reaches an
+    opinion only among every other filing, the opinion search lists them all in a few thousand
+    requests. The document search lists opinions with their ids; an update has its own opinion sweep."""
+    return strategy == "cases" and not converged and next_window is not None
 
 
 def choose_strategy(configured: str, document_rows: list | None,
@@ -385,23 +464,6 @@ def raw_row_fingerprint(item, shard: str) -> int:
     return hash((*values, shard, availability_of(row_map.get("documentAvailable"))))
 
 
-def run_shard_queue(pending: list[str], bar, work: Callable[[str], str]) -> bool:
-    """Works the pending shards in order (`work(shard)` -> done, error, split, stopped): a split
-    shard's children join the queue in their sorted place. True when a stop ended it."""
-    while pending:
-        shard = pending.pop(0)
-        outcome = work(shard)
-        if outcome == "stopped":
-            return True
-        if outcome == "split":
-            children = split_shard(shard)
-            pending[:] = sorted(pending + children)
-            bar.total += len(children)
-            bar.refresh()
-        bar.update(1)
-    return False
-
-
 def is_converged(*, complete: bool, errors: int, rows_new: int, delta: int) -> bool:
     return complete and errors == 0 and rows_new < delta
 
@@ -508,103 +570,395 @@ class StrategyUnusable(PipelineError):
 
 
 def discover(ctx: Context) -> DiscoverResult:
-    """Runs sweeps until discovery converges, MAX_SWEEPS are done, or the run must stop.
-
-    Once discovery has converged (and unless FULL_SWEEP), one incremental update instead."""
-    cfg = ctx.cfg
-    result = DiscoverResult()
-    if cfg.DRY_RUN:
+    """Runs sweeps until discovery converges, MAX_SWEEPS are done, or the run must stop; then, once it
+    has converged, the details pass. Once discovery has converged (and unless FULL_SWEEP), one
+    incremental update instead. The same units of work as the crawl (c75), without its downloads."""
+    if ctx.cfg.DRY_RUN:
         log_discover.info("dry run: discovery makes no requests")
-        return result
-    db = ctx.open_database()
-    client = ctx.client
-    own_client = client is None
-    if own_client:
-        client = CourtClient(cfg, ctx.clock)
-    started = time.monotonic()
-    requests_before = client.requests_sent
-    warnings_before = collections.Counter(client.list_warnings)
-    walk = _CaseWalk(ctx, db, client, result)
-    unusable: dict[str, str] = {}       # strategy -> what the court answered, this run
+        return DiscoverResult()
+    discovery = Discovery(ctx)
     try:
-        result.strategy = _discover_strategy(ctx, db, client)
+        while discovery.step():
+            pass
+        if discovery.details_due():
+            while discovery.details(DISCOVER_DETAILS_BATCH):
+                pass
+    finally:
+        discovery.finish()
+    return discovery.result
+
+
+@dataclass
+class ShardInFlight:
+    """A case-walk shard whose case search is paged, its cases walked a batch at a time."""
+    sweep: int
+    shard: str
+    cases: list[dict]                      # in case-number order
+    previous: dict                         # case_id -> what the table held before (cases_to_walk)
+    total: int                             # the court's count, neighbouring numbers left out
+    pages: int
+    position: int = 0                      # cases[:position] are walked (or needed no walk)
+    rows_new: int = 0
+    errors: int = 0
+    last_error: str | None = None
+
+
+class Discovery:
+    """Discovery's work as units, in its order: the strategy, the opinion pass (when asked for and
+    due), then each sweep's shards (the document search: a shard; the case walk: a shard's case
+    search and its cases, a batch at a time), the file lists asked again, the opinion update or the
+    window's closing. `step()` runs the next unit and says whether one is left this run; `unit()`
+    names it; `details(limit)` is the details pass; `finish()` ends the run's bookkeeping on every
+    exit path. Every unit commits what it learnt before it returns (a case, a window, a shard's
+    rows), so the crawl may download it at once and a kill loses only the unit in flight."""
+
+    def __init__(self, ctx: Context, *, opinion_pass: bool = False):
+        self.ctx, self.cfg = ctx, ctx.cfg
+        self.db = ctx.open_database()
+        self.result = DiscoverResult()
+        self.own_client = ctx.client is None
+        self.client = CourtClient(ctx.cfg, ctx.clock) if self.own_client else ctx.client
+        self.started = time.monotonic()
+        self.requests_before = self.client.requests_sent
+        self.warnings_before = collections.Counter(self.client.list_warnings)
+        self.walk = _CaseWalk(ctx, self.db, self.client, self.result)
+        self.opinion_pass = opinion_pass
+        self.stage = "begin"          # begin, opinions, sweep, update, ask_again, close, done
+        self.plan: list[str] = []
+        self.unusable: dict[str, str] = {}     # strategy -> what the court answered, this run
+        self.known: dict[str, int] | None = None   # the document search's unchanged rows
+        self.in_sweep = False
+        self.sweep = 0
+        self.pending: list[str] = []
+        self.flight: ShardInFlight | None = None
+        self.bar = None
+        self.sweep_started = 0.0
+        self.sweep_figures = (0, 0)   # the result's repages and cases walked when the sweep began
+        self.problems_before = 0
+        self.summary = None
+        self.asked = self.asked_new = 0
+        self.ask_after = ""
+        self.details_after = ""
+        self.shards_done = 0          # shards finished (done, split, error) this run
+
+    # ------------------------------------------------------------ units
+
+    def unit(self) -> str | None:
+        """What `step()` does next: 'opinions' (the opinion pass), 'walk' (the rest), None: done this run."""
+        return None if self.stage == "done" else "opinions" if self.stage == "opinions" else "walk"
+
+    def work_left(self) -> dict[str, int]:
+        """What is left of discovery: the opinion pass's windows, and the shards of the sweep in hand
+        (between sweeps of a crawl that has not converged: a whole sweep's)."""
+        converged = self.db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None
+        if self.in_sweep:
+            shards = len(self.pending) + (self.flight is not None)
+        elif converged:
+            shards = 0
+        else:
+            shards = len(self.plan or plan_sweep(self.cfg.FIRST_YEAR, self.cfg.last_year, incremental=False))
+        windows = 0
+        if self.stage == "opinions" or (self.stage == "begin" and self.opinion_pass and not converged):
+            top = _kv_date(self.db, KV_OPINION_PASS_TOP) or kentucky_today()
+            windows = opinion_windows_left(top, _kv_date(self.db, KV_OPINION_PASS_FROM),
+                                           _dt.date(self.cfg.FIRST_YEAR, 1, 1))
+        return {"windows": windows, "shards": shards}
+
+    def step(self, cases: int | None = None) -> bool:
+        """Runs the next unit (of the case walk, at most `cases` cases; None: a shard's rest); False
+        once discovery has nothing left to do in this run."""
+        if self.stage != "done" and self.ctx.clock.should_stop():
+            self._stop()
+        elif self.stage == "begin":
+            self._begin()
+        elif self.stage == "opinions":
+            self._opinion_window()
+        elif self.stage == "sweep":
+            self._sweep_unit(cases)
+        elif self.stage == "update":
+            if self.walk.opinion_update():
+                self.stage = "sweep"
+            else:
+                self._stop()
+        elif self.stage == "ask_again":
+            self._ask_again()
+        elif self.stage == "close":
+            self._close_window()
+        return self.stage != "done"
+
+    def _begin(self) -> None:
+        cfg, db, result = self.cfg, self.db, self.result
+        result.strategy = _discover_strategy(self.ctx, db, self.client)
         result.incremental = bool(db.kv_get(KV_DISCOVERY_CONVERGED_AT)) and not cfg.FULL_SWEEP
-        plan = plan_sweep(cfg.FIRST_YEAR, cfg.last_year, incremental=result.incremental)
+        self.plan = plan_sweep(cfg.FIRST_YEAR, cfg.last_year, incremental=result.incremental)
         if db.kv_get(KV_CRAWL_STARTED_ON) is None:
             db.kv_set(KV_CRAWL_STARTED_ON, kentucky_today().isoformat())
-        known: dict[str, int] | None = None
-        while result.sweeps < cfg.MAX_SWEEPS and not ctx.clock.should_stop():
-            sweep = _discover_current_sweep(db)
-            result.sweeps += 1
-            walk.begin_sweep(sweep)
-            problems_before = sum(walk.problems.values()) + result.unresolved
-            sweep_started = time.monotonic()
+        converged, window = bool(db.kv_get(KV_DISCOVERY_CONVERGED_AT)), self._next_window()
+        self.stage = "opinions" if self.opinion_pass and opinion_pass_due(result.strategy, converged, window) else "sweep"
+        self._note_pass_complete()
+
+    def _note_pass_complete(self) -> None:
+        """`opinion_pass_complete`: the crawl's opinion pass has swept every window (so every opinion the
+        court lists is in the table); never for a court whose opinion search it could not use."""
+        self.result.opinion_pass_complete = (self.opinion_pass and self.result.strategy == "cases"
+                                             and self._next_window() is None
+                                             and self.db.kv_get(KV_OPINION_PASS_REFUSED) is None)
+
+    def _next_window(self) -> tuple[_dt.date, _dt.date] | None:
+        top = _kv_date(self.db, KV_OPINION_PASS_TOP) or kentucky_today()
+        return next_opinion_window(top, _kv_date(self.db, KV_OPINION_PASS_FROM), _dt.date(self.cfg.FIRST_YEAR, 1, 1))
+
+    def _opinion_window(self) -> None:
+        """One window of the opinion pass, both courts: its opinions' documents committed, then the window."""
+        db = self.db
+        if db.kv_get(KV_OPINION_PASS_TOP) is None:
+            db.kv_set(KV_OPINION_PASS_TOP, kentucky_today().isoformat())
+        window = self._next_window()
+        if window is not None:
+            swept = self.walk.sweep_opinions(*window)
+            if swept.stopped:
+                self._stop()
+                return
+            if swept.errors:
+                log_discover.warning("opinion pass %s..%s: %d pages failed; the case walk finds those opinions",
+                                     window[0], window[1], swept.errors)
+            if swept.refused:       # no opinion search here: the walk finds the opinions with everything else
+                db.kv_set(KV_OPINION_PASS_REFUSED, kentucky_today().isoformat())
+            done = _dt.date(self.cfg.FIRST_YEAR, 1, 1) if swept.refused else window[0]
+            db.kv_set(KV_OPINION_PASS_FROM, done.isoformat())
+            self.result.opinion_windows += 1
+        if self._next_window() is None:
+            self._note_pass_complete()
+            if self.result.opinion_pass_complete:
+                log_discover.info("opinion pass complete: every opinion the court lists since %d is discovered",
+                                  self.cfg.FIRST_YEAR)
+            self.stage = "sweep"
+
+    def _sweep_unit(self, cases: int | None) -> None:
+        if not self.in_sweep:
+            if self.result.sweeps >= self.cfg.MAX_SWEEPS:
+                self.stage = "done"
+                return
+            self._start_sweep()
+            if self.result.incremental:
+                self.stage = "update"      # the opinions of an update first
+                return
+        shard = None
+        try:
+            if self.flight is not None:
+                shard, outcome = self.flight.shard, self.walk.walk_cases(self.flight, cases, self.cfg.FULL_SWEEP)
+            elif self.pending:
+                shard = self.pending.pop(0)
+                outcome = self._open_shard(shard, cases)
+            else:
+                self._end_sweep()
+                return
+        except (StrategyUnusable, SearchRefused) as exc:
+            self._abandon(exc)
+            return
+        if outcome == "stopped":
+            self._stop()
+        elif outcome == "split":
+            children = split_shard(shard)
+            self.pending = sorted(self.pending + children)
+            self.bar.total += len(children)
+            self.bar.refresh()
+            self.bar.update(1)
+            self.shards_done += 1
+        elif outcome != "more":
+            self.flight = None
+            self.bar.update(1)
+            self.shards_done += 1
+
+    def _open_shard(self, shard: str, cases: int | None) -> str:
+        """The shard's search; the document search's rows committed, or the case walk's first batch."""
+        ctx, db, result = self.ctx, self.db, self.result
+        if result.strategy == "documents":
+            if self.known is None:
+                # Rows the table already holds unchanged are not rewritten (most rows of every sweep after
+                # the first): the upsert would be a no-op, and skipping it keeps Discover near the bare
+                # paging loop's speed. ~25 MB for 100k documents.
+                self.known = {values[0]: metadata_fingerprint(values) for values in db.iter_document_metadata()}
+            writer = DiscoveryWriter(db, self.sweep)
             try:
-                if result.strategy == "documents":
-                    if known is None:
-                        # Rows the table already holds unchanged are not rewritten (most rows of every
-                        # sweep after the first): the upsert would be a no-op, and skipping it keeps
-                        # Discover near the bare paging loop's speed. ~25 MB for 100k documents.
-                        known = {values[0]: metadata_fingerprint(values) for values in db.iter_document_metadata()}
-                    summary, stopped = _discover_sweep(ctx, db, client, sweep, plan, result, known, walk)
-                else:
-                    summary, stopped = walk.sweep(sweep, plan)
-                if not stopped:
-                    walk.check_evidence(complete=True)
-            except (StrategyUnusable, SearchRefused) as exc:
-                why = str(exc) if isinstance(exc, StrategyUnusable) else f"its search was refused: {exc}"
-                db.abandon_sweep(sweep, f"{result.strategy} unusable: {why}", time.monotonic() - sweep_started)
-                result.errors += 1
-                unusable[result.strategy] = why
-                result.strategy = _discover_fall_back(ctx, db, result, unusable)
+                with writer:
+                    return _discover_shard(ctx, db, self.client, writer, shard, result, self.known, self.walk)
+            finally:
+                result.rows_new += writer.rows_new
+        opened = self.walk.open_shard(self.sweep, shard)
+        if isinstance(opened, str):
+            return opened
+        self.flight = opened
+        return self.walk.walk_cases(opened, cases, self.cfg.FULL_SWEEP)
+
+    def _start_sweep(self) -> None:
+        db, result = self.db, self.result
+        self.sweep = sweep = _discover_current_sweep(db)
+        result.sweeps += 1
+        self.walk.begin_sweep(sweep)
+        self.problems_before = sum(self.walk.problems.values()) + result.unresolved
+        self.sweep_started = time.monotonic()
+        self.sweep_figures = (result.repages, result.cases_walked)
+        db.start_sweep(sweep, self.plan)
+        db.kv_set("discovery_sweep", sweep)
+        states = db.shard_states(sweep)
+        # The pending list lives here, not in a query per unit: split children join it in their sorted
+        # place (right after their parent), so a resumed sweep starts where this one would have gone next.
+        self.pending = db.pending_shards(sweep)
+        what = "case walk" if result.strategy == "cases" else "discover"
+        self.bar = progress(self.cfg, sum(states.values()), f"{what} sweep {sweep}", unit="shard")
+        self.bar.update(sum(states.values()) - states.get("pending", 0))
+        self.in_sweep, self.summary = True, None
+        self.asked = self.asked_new = 0
+        self.ask_after = ""
+
+    def _end_sweep(self) -> None:
+        db, result = self.db, self.result
+        summary = db.finish_sweep(self.sweep, time.monotonic() - self.sweep_started, complete=True)
+        self._close_bar()
+        repages_before, walked_before = self.sweep_figures
+        log_discover.info("sweep %d (%s) complete: %d shards, %d search pages (%d shard re-pages), %d rows seen, "
+                          "%d cases walked, %d new documents, %d errors, %.1f s", self.sweep, result.strategy,
+                          summary["shards"], summary["pages"], result.repages - repages_before, summary["rows_seen"],
+                          result.cases_walked - walked_before, summary["rows_new"], summary["errors"],
+                          summary["seconds"])
+        if summary["errors"] == 0 and summary["rows_seen"] == 0:
+            noun = "case" if result.strategy == "cases" else "document"
+            raise CourtTrapError(f"sweep {self.sweep} saw no {noun} in {summary['shards']} shards: the court "
+                                 "answered every search empty (the x-ctrack-excludeselflinks trap?)")
+        self.walk.check_evidence(complete=True)
+        self.summary = summary
+        self.stage = "ask_again"
+
+    def _abandon(self, exc: Exception) -> None:
+        """The strategy proved unusable: the sweep ends as errors (never converged), auto falls back."""
+        result = self.result
+        why = str(exc) if isinstance(exc, StrategyUnusable) else f"its search was refused: {exc}"
+        self.db.abandon_sweep(self.sweep, f"{result.strategy} unusable: {why}", time.monotonic() - self.sweep_started)
+        self._close_bar()
+        self.in_sweep, self.flight, self.pending = False, None, []
+        result.errors += 1
+        self.unusable[result.strategy] = why
+        result.strategy = _discover_fall_back(self.ctx, self.db, result, self.unusable)
+
+    def _ask_again(self) -> None:
+        """Entries whose file list was empty or held withheld files: asked again, once a sweep, a batch a unit."""
+        asked = self.walk.ask_again(self.sweep, DISCOVER_ASK_AGAIN_BATCH, self.ask_after)
+        if asked is None:
+            self._stop()
+            return
+        rows, new, last = asked
+        self.asked += rows
+        self.asked_new += new
+        if rows:
+            self.ask_after = last
+            return
+        if self.asked:
+            log_discover.info("sweep %d: %d file lists asked again (empty or withheld before), %d new documents",
+                              self.sweep, self.asked, self.asked_new)
+        if self.result.incremental:
+            self._end_update()
+        else:
+            self._converge()
+
+    def _end_update(self) -> None:
+        db = self.db
+        if self.summary["errors"] == 0 and self.result.errors == 0:
+            db.kv_set(KV_ARCHIVE_UPDATED_AT, utc_now())
+            db.kv_set(KV_COMPLETE_THROUGH, db.kv_get("opinions_checked_through"))
+        self.result.converged = True
+        self.stage = "done"
+
+    def _converge(self) -> None:
+        """A sweep ended: converged (then the window closes), or another sweep."""
+        cfg, result, summary = self.cfg, self.result, self.summary
+        # Answers of the wrong shape in this sweep: what they held is unknown. A few are reported; as many
+        # as would stop convergence by new documents (or 1% of the rows), and the sweep cannot converge.
+        shape_problems = sum(self.walk.problems.values()) + result.unresolved - self.problems_before
+        blocking = shape_problems >= max(cfg.CONVERGENCE_DELTA, summary["rows_seen"] // 100)
+        if shape_problems:
+            log_discover.warning("sweep %d: %d answers of the wrong shape%s", self.sweep, shape_problems,
+                                 "; not converged" if blocking else "")
+        self.in_sweep = False
+        self.stage = "sweep"
+        if is_converged(complete=True, errors=summary["errors"] + int(blocking),
+                        rows_new=summary["rows_new"] + self.asked_new, delta=cfg.CONVERGENCE_DELTA):
+            self.stage = "close"
+
+    def _close_window(self) -> None:
+        closed = self.walk.close_window()
+        if closed is None:
+            self._stop()
+        elif not closed:
+            self.stage = "sweep"       # the opinion search failed: the window stays open, sweep again
+        else:
+            now = utc_now()
+            self.db.kv_set(KV_DISCOVERY_CONVERGED_AT, now)
+            self.db.kv_set(KV_ARCHIVE_UPDATED_AT, now)
+            self.result.converged = True
+            self.stage = "done"
+
+    def _stop(self) -> None:
+        """A stop: what the shard in flight walked is recorded (the shard stays pending)."""
+        if self.flight is not None:
+            flight, self.flight = self.flight, None
+            self.db.add_shard_progress(flight.sweep, flight.shard, pages=flight.pages, rows_seen=0,
+                                       rows_new=flight.rows_new)
+        self.result.stopped = True
+        self.stage = "done"
+
+    def _close_bar(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    # ------------------------------------------------------- details
+
+    def details_due(self) -> bool:
+        """The details pass may run: CASE_DETAILS, discovery has converged, and no stop."""
+        return (self.cfg.CASE_DETAILS and self.db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None
+                and not self.ctx.clock.should_stop())
+
+    def details(self, limit: int) -> int | None:
+        """The parties and lower courts of the next `limit` walked cases whose details are due, each
+        case committed with them (one request each, the court's lists followed). Returns the cases
+        done (0: none due), None on a stop. A case the court gave no answer for is tried next run."""
+        rows = self.db.cases_needing_details(limit, self.details_after)
+        for row in rows:
+            if self.ctx.clock.should_stop():
+                self.result.stopped = True
+                return None
+            self.details_after = row["case_number"]
+            try:
+                parties = self.walk.details_list("parties", "parties", row["case_id"], normalize_party)
+                lower_courts = self.walk.details_list("lower_courts", "lowercourts", row["case_id"],
+                                                      normalize_lower_court)
+            except StopRequested:
+                self.result.stopped = True
+                return None
+            except TransientFetchError as exc:
+                self.result.details_errors += 1
+                log_discover.debug("details of %s: %s", row["case_number"], exc)
                 continue
-            if stopped:
-                result.stopped = True
-                break
-            # Entries whose file list was empty or held withheld files: asked again, once a sweep.
-            asked = walk.ask_again(sweep)
-            if asked is None:
-                result.stopped = True
-                break
-            if result.incremental:
-                if not walk.opinion_update():
-                    result.stopped = True
-                    break
-                if summary["errors"] == 0 and result.errors == 0:
-                    db.kv_set(KV_ARCHIVE_UPDATED_AT, utc_now())
-                    db.kv_set(KV_COMPLETE_THROUGH, db.kv_get("opinions_checked_through"))
-                result.converged = True
-                break
-            # Answers of the wrong shape in this sweep: what they held is unknown. A few are reported; as many
-            # as would stop convergence by new documents (or 1% of the rows), and the sweep cannot converge.
-            shape_problems = sum(walk.problems.values()) + result.unresolved - problems_before
-            blocking = shape_problems >= max(cfg.CONVERGENCE_DELTA, summary["rows_seen"] // 100)
-            if shape_problems:
-                log_discover.warning("sweep %d: %d answers of the wrong shape%s", sweep, shape_problems,
-                                     "; not converged" if blocking else "")
-            if is_converged(complete=True, errors=summary["errors"] + int(blocking),
-                            rows_new=summary["rows_new"] + asked, delta=cfg.CONVERGENCE_DELTA):
-                closed = walk.close_window()
-                if closed is None:
-                    result.stopped = True
-                    break
-                if not closed:
-                    continue       # the opinion search failed: the window stays open, sweep again
-                now = utc_now()
-                db.kv_set(KV_DISCOVERY_CONVERGED_AT, now)
-                db.kv_set(KV_ARCHIVE_UPDATED_AT, now)
-                result.converged = True
-                break
-        result.stopped = result.stopped or ctx.clock.stop_event.is_set()
-    finally:
-        if own_client:
+            self.db.record_case_details(row["case_id"], row["walked_sweep"], parties, lower_courts)
+            self.result.details_cases += 1
+        return len(rows)
+
+    # -------------------------------------------------------- the end
+
+    def finish(self) -> DiscoverResult:
+        """The run's figures and log lines, whatever ended it."""
+        result, client, walk = self.result, self.client, self.walk
+        self._close_bar()
+        if self.own_client:
             client.close()
-        result.requests = client.requests_sent - requests_before
+        result.stopped = result.stopped or self.ctx.clock.stop_event.is_set()
+        result.requests = client.requests_sent - self.requests_before
         result.shape_problems = dict(walk.problems)
-        result.list_warnings = dict(collections.Counter(client.list_warnings) - warnings_before)
-        result.seconds = round(time.monotonic() - started, 3)
-        result.documents = db.document_count()
-        result.complete_through = db.kv_get(KV_COMPLETE_THROUGH)
+        result.list_warnings = dict(collections.Counter(client.list_warnings) - self.warnings_before)
+        result.seconds = round(time.monotonic() - self.started, 3)
+        result.documents = self.db.document_count()
+        result.complete_through = self.db.kv_get(KV_COMPLETE_THROUGH)
         if walk.problems or result.unresolved:
             log_discover.warning("discovery: %d search rows unresolvable (no documentID, no docketEntryID); "
                                  "answers lacking a field: %s", result.unresolved,
@@ -614,7 +968,23 @@ def discover(ctx: Context) -> DiscoverResult:
                 f"{kind} x{count}" for kind, count in sorted(result.list_warnings.items())))
         if result.foreign_rows:
             log_discover.info("discovery: %d search rows outside their shard's prefix dropped", result.foreign_rows)
-    return result
+        return result
+
+
+def _days_since(stamp: str | None) -> float:
+    """Days since a `utc_now()` stamp (0 for none or an unreadable one)."""
+    try:
+        then = _dt.datetime.strptime(stamp or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc)
+    except ValueError:
+        return 0.0
+    return (_dt.datetime.now(_dt.timezone.utc) - then).total_seconds() / 86400
+
+
+def _kv_date(db: Database, key: str) -> _dt.date | None:
+    try:
+        return _dt.date.fromisoformat(db.kv_get(key) or "")
+    except ValueError:
+        return None
 
 
 def _discover_fall_back(ctx: Context, db: Database, result: DiscoverResult, unusable: dict[str, str]) -> str:
@@ -776,28 +1146,9 @@ class _CaseWalk:
 
     # ------------------------------------------------------------ sweep
 
-    def sweep(self, sweep: int, plan: list[str]):
-        db, ctx, result = self.db, self.ctx, self.result
-        db.start_sweep(sweep, plan)
-        db.kv_set("discovery_sweep", sweep)
-        states = db.shard_states(sweep)
-        pending = db.pending_shards(sweep)
-        started = time.monotonic()
-        walked_before = result.cases_walked
-        with progress(ctx.cfg, sum(states.values()), f"case walk sweep {sweep}", unit="shard") as bar:
-            bar.update(sum(states.values()) - states.get("pending", 0))
-            stopped = run_shard_queue(pending, bar, lambda shard: self._walk_shard(sweep, shard))
-        summary = db.finish_sweep(sweep, time.monotonic() - started, complete=not stopped)
-        log_discover.info("case walk sweep %d %s: %d shards, %d search pages, %d cases seen, %d walked, "
-                          "%d new documents, %d errors, %.1f s", sweep, "stopped" if stopped else "complete",
-                          summary["shards"], summary["pages"], summary["rows_seen"], result.cases_walked - walked_before,
-                          summary["rows_new"], summary["errors"], summary["seconds"])
-        if not stopped and summary["errors"] == 0 and summary["rows_seen"] == 0:
-            raise CourtTrapError(f"sweep {sweep} saw no case in {summary['shards']} shards: the court "
-                                 "answered every search empty (the x-ctrack-excludeselflinks trap?)")
-        return summary, stopped
-
-    def _walk_shard(self, sweep: int, shard: str) -> str:
+    def open_shard(self, sweep: int, shard: str) -> "ShardInFlight | str":
+        """Pages a shard's case search: its cases to walk, or its outcome ('split', 'error' recorded;
+        'stopped': left pending)."""
         ctx, db, client, result = self.ctx, self.db, self.client, self.result
         top = top_level_shard(shard)
         cases: dict[str, dict] = {}
@@ -820,25 +1171,9 @@ class _CaseWalk:
                             result.foreign_rows += 1
                         continue
                     case["shard"] = top
+                    case["search_row"] = case_row_fingerprint(item)
                     cases[case["case_id"]] = case
                 result.rows_seen += page.raw_count
-            page = paging.page
-            previous = db.cases_to_walk(sweep, list(cases))
-            rows_new = errors = 0
-            last_error = None
-            for case_id in sorted(cases, key=lambda key: cases[key]["case_number"]):
-                if ctx.clock.should_stop():
-                    db.add_shard_progress(sweep, shard, pages=pages, rows_seen=0, rows_new=rows_new)
-                    return "stopped"
-                case = cases[case_id]
-                if not needs_walk(previous.get(case_id), case, sweep):
-                    continue
-                try:
-                    rows_new += self.walk_case(sweep, case)
-                except TransientFetchError as exc:
-                    errors += 1
-                    last_error = f"{case['case_number']}: {exc}"
-                self.check_evidence()
         except StopRequested:
             return "stopped"
         except ResultsLimitExceeded as exc:
@@ -857,23 +1192,63 @@ class _CaseWalk:
             result.errors += 1
             log_discover.warning("sweep %d shard %s: %s", sweep, shard, exc)
             return "error"
-        state = "error" if errors else "done"
-        result.rows_new += rows_new
-        if errors:
+        ordered = sorted(cases.values(), key=operator.itemgetter("case_number"))
+        return ShardInFlight(sweep, shard, ordered, db.cases_to_walk(sweep, list(cases)),
+                             total=paging.page.total_count - len(foreign), pages=pages)
+
+    def walk_cases(self, flight: "ShardInFlight", limit: int | None, rewalk_open: bool) -> str:
+        """Walks the shard's next `limit` cases that need a walk (None: all that are left), each
+        committed on its own: 'more' (cases left), 'done' or 'error' (the shard recorded), 'stopped'."""
+        ctx, db, result = self.ctx, self.db, self.result
+        walked = 0
+        try:
+            while flight.position < len(flight.cases):
+                if limit is not None and walked >= limit:
+                    return "more"
+                if ctx.clock.should_stop():
+                    return "stopped"
+                case = flight.cases[flight.position]
+                previous = flight.previous.get(case["case_id"])
+                if not needs_walk(previous, case, flight.sweep, rewalk_open=rewalk_open,
+                                  days_since_walk=_days_since(previous["walked_at"] if previous else None)):
+                    flight.position += 1
+                    result.cases_unchanged += previous["walked_sweep"] < flight.sweep
+                    continue
+                try:
+                    flight.rows_new += self.walk_case(flight.sweep, case,
+                                                      first=previous is None or previous["walked_sweep"] is None)
+                except TransientFetchError as exc:
+                    flight.errors += 1
+                    flight.last_error = f"{case['case_number']}: {exc}"
+                flight.position += 1
+                walked += 1
+                self.check_evidence()
+        except StopRequested:
+            return "stopped"
+        state = "error" if flight.errors else "done"
+        result.rows_new += flight.rows_new
+        if flight.errors:
             result.errors += 1
-            log_discover.warning("sweep %d shard %s: %d cases failed; last: %s", sweep, shard, errors, last_error)
-        db.finish_shard(sweep, shard, state=state, total_count=page.total_count - len(foreign), pages=pages,
-                        rows_seen=len(cases), rows_new=rows_new, error=last_error and last_error[:500])
+            log_discover.warning("sweep %d shard %s: %d cases failed; last: %s", flight.sweep, flight.shard,
+                                 flight.errors, flight.last_error)
+        db.finish_shard(flight.sweep, flight.shard, state=state, total_count=flight.total, pages=flight.pages,
+                        rows_seen=len(flight.cases), rows_new=flight.rows_new,
+                        error=flight.last_error and flight.last_error[:500])
         return state
 
-    def walk_case(self, sweep: int, case: dict) -> int:
-        """One case's record: docket entries, their files, parties and lower courts; committed as one.
-        A case whose docket entries the court would not list is recorded, not walked (asked again)."""
-        ctx, result = self.ctx, self.result
+    def walk_case(self, sweep: int, case: dict, *, first: bool = True) -> int:
+        """One case's record: docket entries and the files of each entry with documents, committed as
+        one (parties and lower courts come later, in the details pass). On a case's `first` walk, an
+        entry whose documents the table holds (the opinion pass found them) is not asked again; a
+        later walk asks every entry (a file may have joined one). An entry left incomplete is asked
+        again by `ask_again`. A case whose docket entries the court would not list, or whose answers
+        had the wrong shape, is recorded, not walked (walked again next sweep)."""
+        result = self.result
         case_id = case["case_id"]
         entries: list[dict] = []
         documents: list[dict] = []
         texts: list[dict] = []
+        problems_before = sum(self.problems.values())
         try:
             raw_entries = self._json_list("docket_entries", "docketentries", case_id=case_id)
         except (PermanentFetchError, ShapeProblem) as exc:
@@ -886,9 +1261,13 @@ class _CaseWalk:
                 entries.append(normalize_docket_entry(raw, case_id))
             except ShapeProblem as problem:
                 self.problems[problem.field] += 1
+        with_documents = [entry for entry in entries if entry["has_documents"]]
+        known = self.db.known_docket_entries_with_documents(
+            [entry["docket_entry_id"] for entry in with_documents]) if first else set()
         header = None
-        for entry in entries:
-            if not entry["has_documents"]:
+        for entry in with_documents:
+            if entry["docket_entry_id"] in known:
+                result.entries_known += 1
                 continue
             try:
                 found, found_texts, found_header = self.entry_files(entry, case, case["shard"])
@@ -902,14 +1281,13 @@ class _CaseWalk:
             case = {**case, **{key: value for key, value in header.items() if value is not None}}
         related = [entry["related_case_numbers"] for entry in entries if entry["related_case_numbers"]]
         case["related_case_numbers"] = ", ".join(dict.fromkeys(", ".join(related).split(", "))) if related else None
-        parties = lower_courts = None
-        if ctx.cfg.CASE_DETAILS:
-            parties = self._details("parties", "parties", case_id, normalize_party)
-            lower_courts = self._details("lower_courts", "lowercourts", case_id, normalize_lower_court)
         result.cases_walked += 1
-        return self.db.record_case_walk(sweep, case, entries, documents, texts, parties, lower_courts)
+        # Answers of the wrong shape: what they held is unknown, so the case counts as seen, not walked.
+        walked = sweep if sum(self.problems.values()) == problems_before else None
+        return self.db.record_case_walk(walked, case, entries, documents, texts)
 
-    def _details(self, endpoint: str, what: str, case_id: str, normalize) -> list[dict] | None:
+    def details_list(self, endpoint: str, what: str, case_id: str, normalize) -> list[dict] | None:
+        """A case's parties or lower courts, normalized; None when the court gives no list (404, not a list)."""
         try:
             raw = self.client.get_json(endpoint, case_id=case_id)
         except PermanentFetchError:
@@ -972,11 +1350,11 @@ class _CaseWalk:
             documents += found_documents
         return documents
 
-    def ask_again(self, sweep: int) -> int | None:
-        """The file lists of entries that came back empty or with withheld files before this sweep,
-        asked once more: new documents written (a released one is queued by the upsert). Returns the
-        documents new to the table, or None on a stop."""
-        rows = self.db.entries_to_ask_again(sweep)
+    def ask_again(self, sweep: int, limit: int, after: str) -> tuple[int, int, str] | None:
+        """The file lists of the next `limit` entries (by id, after `after`) that came back empty or with
+        withheld files before this sweep, asked once more: (entries asked, documents new to the table,
+        the last entry's id), or None on a stop. A released withheld file is queued by the upsert."""
+        rows = self.db.entries_to_ask_again(sweep, limit, after)
         new = 0
         for row in rows:
             if self.ctx.clock.should_stop():
@@ -996,11 +1374,8 @@ class _CaseWalk:
                 continue
             self.result.entries_asked_again += 1
             new += self.db.record_case_walk(None, None, [entry], documents, texts)
-        if rows:
-            log_discover.info("sweep %d: %d file lists asked again (empty or withheld before), %d new documents",
-                              sweep, len(rows), new)
         self.result.rows_new += new
-        return new
+        return len(rows), new, rows[-1]["docket_entry_id"] if rows else after
 
     def sweep_opinions(self, first_day: _dt.date, last_day: _dt.date) -> OpinionSweep:
         """The opinion search over [first_day, last_day] (7-day windows, both courts): its rows are
@@ -1097,36 +1472,6 @@ def _discover_current_sweep(db: Database) -> int:
     if current in runs and not runs[current]["complete"]:
         return current
     return max([current, *runs]) + 1
-
-
-def _discover_sweep(ctx: Context, db: Database, client: CourtClient, sweep: int, plan: list[str],
-                    result: DiscoverResult, known: dict[str, int], walk: "_CaseWalk"):
-    db.start_sweep(sweep, plan)
-    db.kv_set("discovery_sweep", sweep)
-    states = db.shard_states(sweep)
-    # The pending list lives here, not in a query per shard: a shard handed to the writer may
-    # not be committed as done yet. Kept in the table's order (split children sort right
-    # after their parent), so a resumed sweep starts where this one would have gone next.
-    pending = db.pending_shards(sweep)
-    repages_before = result.repages
-    started = time.monotonic()
-    writer = DiscoveryWriter(db, sweep)
-    try:
-        with writer, progress(ctx.cfg, sum(states.values()), f"discover sweep {sweep}", unit="shard") as bar:
-            bar.update(sum(states.values()) - states.get("pending", 0))
-            stopped = run_shard_queue(
-                pending, bar, lambda shard: _discover_shard(ctx, db, client, writer, shard, result, known, walk))
-    finally:
-        result.rows_new += writer.rows_new
-    summary = db.finish_sweep(sweep, time.monotonic() - started, complete=not stopped)
-    log_discover.info("sweep %d %s: %d shards, %d pages (%d shard re-pages), %d rows seen, %d new, "
-                      "%d errors, %.1f s", sweep, "stopped" if stopped else "complete", summary["shards"],
-                      summary["pages"], result.repages - repages_before, summary["rows_seen"],
-                      summary["rows_new"], summary["errors"], summary["seconds"])
-    if not stopped and summary["errors"] == 0 and summary["rows_seen"] == 0:
-        raise CourtTrapError(f"sweep {sweep} saw no document in {summary['shards']} shards: the court "
-                             "answered every search empty (the x-ctrack-excludeselflinks trap?)")
-    return summary, stopped
 
 
 def _discover_shard(ctx: Context, db: Database, client: CourtClient, writer: DiscoveryWriter, shard: str,

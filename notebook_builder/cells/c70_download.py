@@ -2,7 +2,11 @@
 
 Guarantees:
 - Work comes from the download queue of CONTRACT.md (`Database.download_queue`,
-  the same SQL verify counts), DOWNLOAD_BATCH rows at a time in rowid order.
+  the same SQL verify counts), DOWNLOAD_BATCH rows at a time, opinions first
+  (c10 OPINION_SQL), then in rowid order. The stage is a session of drains
+  (`Downloads`): `download()` drains the whole queue; the crawl (c75) drains
+  after each unit of discovery, every document a drain fetched committed
+  before it returns.
 - One streamed GET per attempt, no HEAD, one request in flight. The pacing
   pause comes first; then the attempt is committed before the request is
   sent, so a kill can never hide one and a stop during the pause costs the
@@ -23,10 +27,9 @@ Guarantees:
   drops the body; one already in the store uploads nothing. The group is
   finished on every exit path; a kill leaves its documents in memory (gone),
   as `.part` files, or as promoted files no row claims yet, never a row
-  claiming a missing file. This runs in the stage's own thread: a finisher
-  thread used to overlap it with the next GET, and saved 7 ms a document
-  against the 0.4 s pause before each GET at the default pacing (1.8%,
-  bench/threads.py): not worth a thread.
+  claiming a missing file. This runs in the stage's own thread (a finisher
+  thread saves 7 ms a document against the 0.4 s pause before each GET,
+  bench/threads.py: not worth a thread).
 - Every response is a row of `download_events`: its request time, status and
   the headers that identify the bytes (Content-Length, ETag, Last-Modified,
   Content-Type), committed before the body is read.
@@ -49,8 +52,8 @@ Guarantees:
 - A stop (budget minus SHUTDOWN_SECONDS, SIGINT/SIGTERM) is honoured between
   attempts, during pacing and during backoff; the document in flight is
   finished, or rolled back (its `.part` removed) if the stream is aborted.
-  DOWNLOAD_LIMIT > 0 stops the run (`stopped == "limit"`) once that many
-  documents have been taken from the queue. A full disk, while fetching or
+  DOWNLOAD_LIMIT > 0 ends the run's downloads (`stopped == "limit"`) once
+  that many documents have been taken from the queue. A full disk, while fetching or
   finishing, removes the `.part` and raises DiskFullError from the stage.
 - Logging: one INFO line per batch and one for the stage; per-document
   outcomes are DEBUG; warnings (disk, store) come from where they are found.
@@ -258,78 +261,135 @@ def _download_store_holds(ctx: Context, names: list[str]):
 def download(ctx: Context, recovered: RecoverResult | None = None) -> DownloadResult:
     """Fetches the download queue; see the module docstring for what is guaranteed. `recovered`:
     the result of the `recover()` this session already ran (None: it runs here)."""
-    started = time.monotonic()
-    cfg, db = ctx.cfg, ctx.open_database()
-    result = DownloadResult()
-    result.recovered = recovered if recovered is not None else recover(ctx)
-    result.queued = db.download_queue_size(cfg)
-    if cfg.DRY_RUN:
+    downloads = Downloads(ctx, recovered)
+    result = downloads.result
+    if ctx.cfg.DRY_RUN:
         result.dry_run, result.left = True, result.queued
         log_download.info("dry run: %d documents in the download queue, nothing fetched", result.queued)
         return result
     if result.queued == 0:
         return result
-    client = ctx.client
-    if client is None:
-        client = ctx.client = CourtClient(cfg, ctx.clock)
-    ctx.path("tmp").mkdir(parents=True, exist_ok=True)
-    ctx.path("pdf_by_hash").mkdir(parents=True, exist_ok=True)
-    uploads_before = ctx.mirror.uploads
-    since_heartbeat = 0
-    paths = DownloadPaths(db)
-    try:
-        with _DownloadGroup(ctx, result) as group, \
-                progress(cfg, result.queued, "download") as bar:
-            # Keyset passes in rowid order; a document leaves the queue when it is done, so one pass
-            # normally empties it. A new pass picks up rows a stop or a concurrent insert left behind.
-            for _ in range(cfg.MAX_ATTEMPTS + 1):
-                after, taken = 0, 0
-                while result.stopped is None:
-                    batch = db.download_queue(cfg, cfg.DOWNLOAD_BATCH, after)
-                    if not batch:
-                        break
-                    batch_counts, outcomes = _download_counts(result), collections.Counter()
-                    for row in batch:
-                        if cfg.DOWNLOAD_LIMIT and result.documents >= cfg.DOWNLOAD_LIMIT:
-                            result.stopped = "limit"
-                            break
-                        if ctx.clock.should_stop():
-                            result.stopped = ctx.clock.stop_reason or "stop"
-                            break
-                        attempts_before = result.requests
-                        outcome = _download_document(ctx, client, group, row, result, paths)
-                        outcomes[outcome] += 1
-                        since_heartbeat += result.requests - attempts_before
-                        after, taken = row["rowid"], taken + 1
-                        if outcome != "deferred":
-                            result.documents += 1
-                            bar.update(1)
-                        if since_heartbeat >= cfg.HEARTBEAT_EVERY:
-                            since_heartbeat = 0
-                            write_status(ctx, download=_download_counts(result))
-                        if outcome == "deferred":
-                            result.stopped = ctx.clock.stop_reason or "stop"
-                            break
-                    _download_log_batch(result, batch_counts, outcomes)
-                if result.stopped is not None or taken == 0:
-                    break
-                group.finish()    # the next pass must not hand out a row that is still being finished
-    except CourtUnreachable as exc:
-        # The attempts spent since the court last answered say nothing about their documents.
-        result.stopped, result.court_unreachable = "court unreachable", str(exc)
-        result.refunded = db.refund_download_attempts(client.health.outage_attempts,
-                                                      f"court unreachable; attempts given back: {exc}")
-        log_download.warning("download stopped: %s; %d attempts given back", exc, result.refunded)
-    finally:
-        result.uploaded = ctx.mirror.uploads - uploads_before
-        result.left = db.download_queue_size(cfg)
-        result.seconds = round(time.monotonic() - started, 3)
-    write_status(ctx, download=_download_counts(result))
-    log_download.info("download: %d downloaded (%d duplicate content, %d uploaded), %d permanent, "
-                      "%d exhausted, %d requests, %d left in the queue%s", result.downloaded,
-                      result.duplicates, result.uploaded, result.permanent_failures, result.exhausted,
-                      result.requests, result.left, f"; stopped: {result.stopped}" if result.stopped else "")
+    with downloads:
+        # Passes over the queue; a document leaves it when it is done, so one pass normally empties
+        # it. A new pass picks up rows a stop or a concurrent insert left behind.
+        for _ in range(ctx.cfg.MAX_ATTEMPTS + 1):
+            if not downloads.drain():
+                break
     return result
+
+
+class Downloads:
+    """The download stage as a session of drains (its client, download path, group, progress bar and
+    result held across them). `drain(limit)` takes up to `limit` documents from the queue (None: one
+    pass to its end), opinions first, and finishes them before it returns, so every document it
+    fetched is committed `downloaded`; `with Downloads(...)` ends the session (the last group
+    finished on every exit path, status.json written, one log line). `download()` is one session of
+    passes; the crawl (c75) drains after each unit of discovery."""
+
+    def __init__(self, ctx: Context, recovered: RecoverResult | None = None):
+        self.ctx, self.cfg = ctx, ctx.cfg
+        self.db = ctx.open_database()
+        self.started = time.monotonic()
+        self.result = DownloadResult()
+        self.result.recovered = recovered if recovered is not None else recover(ctx)
+        self.result.queued = self.db.download_queue_size(self.cfg)
+        self.uploads_before = ctx.mirror.uploads
+        self.client: CourtClient | None = None
+        self.paths: DownloadPaths | None = None
+        self.group: _DownloadGroup | None = None
+        self.bar = None
+        self.since_heartbeat = 0
+
+    @property
+    def open(self) -> bool:
+        """Whether a drain may still take documents in this run (no stop, no DOWNLOAD_LIMIT reached,
+        the court not unreachable, not a dry run)."""
+        return self.result.stopped is None and not self.cfg.DRY_RUN
+
+    def __enter__(self) -> "Downloads":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        result, db = self.result, self.db
+        try:
+            if self.group is not None:
+                self.group.__exit__(exc_type, exc, tb)
+            if self.bar is not None:
+                self.bar.close()
+        finally:
+            result.uploaded = self.ctx.mirror.uploads - self.uploads_before
+            result.left = db.download_queue_size(self.cfg)
+            result.seconds = round(time.monotonic() - self.started, 3)
+        if exc_type is not None or self.group is None:
+            return
+        write_status(self.ctx, download=_download_counts(result))
+        log_download.info("download: %d downloaded (%d duplicate content, %d uploaded), %d permanent, "
+                          "%d exhausted, %d requests, %d left in the queue%s", result.downloaded,
+                          result.duplicates, result.uploaded, result.permanent_failures, result.exhausted,
+                          result.requests, result.left, f"; stopped: {result.stopped}" if result.stopped else "")
+
+    def _start(self) -> None:
+        ctx = self.ctx
+        if self.client is None:
+            self.client = ctx.client if ctx.client is not None else CourtClient(self.cfg, ctx.clock)
+            ctx.client = self.client
+            ctx.path("tmp").mkdir(parents=True, exist_ok=True)
+            ctx.path("pdf_by_hash").mkdir(parents=True, exist_ok=True)
+            self.paths = DownloadPaths(self.db)
+            self.group = _DownloadGroup(ctx, self.result)
+            self.bar = progress(self.cfg, 0, "download")
+        # The queue grows while discovery runs: the bar's total is what was taken plus what waits.
+        self.bar.total = self.result.documents + self.db.download_queue_size(self.cfg)
+        self.bar.refresh()
+
+    def drain(self, limit: int | None = None) -> int:
+        """Takes up to `limit` documents of the queue in its order (None: to its end); returns how many
+        were taken (fetched, failed, or out of attempts). A stop, DOWNLOAD_LIMIT or the breaker
+        ends it (`result.stopped`); the group in hand is finished before it returns."""
+        if not self.open:
+            return 0
+        self._start()
+        ctx, cfg, db, result = self.ctx, self.cfg, self.db, self.result
+        client, group, bar = self.client, self.group, self.bar
+        after, taken = -1, 0
+        try:
+            while result.stopped is None and (limit is None or taken < limit):
+                size = cfg.DOWNLOAD_BATCH if limit is None else min(cfg.DOWNLOAD_BATCH, limit - taken)
+                batch = db.download_queue(cfg, size, after)
+                if not batch:
+                    break
+                batch_counts, outcomes = _download_counts(result), collections.Counter()
+                for row in batch:
+                    if cfg.DOWNLOAD_LIMIT and result.documents >= cfg.DOWNLOAD_LIMIT:
+                        result.stopped = "limit"
+                        break
+                    if ctx.clock.should_stop():
+                        result.stopped = ctx.clock.stop_reason or "stop"
+                        break
+                    attempts_before = result.requests
+                    outcome = _download_document(ctx, client, group, row, result, self.paths)
+                    outcomes[outcome] += 1
+                    self.since_heartbeat += result.requests - attempts_before
+                    after, taken = row["queue_key"], taken + 1
+                    if outcome != "deferred":
+                        result.documents += 1
+                        bar.update(1)
+                    if self.since_heartbeat >= cfg.HEARTBEAT_EVERY:
+                        self.since_heartbeat = 0
+                        write_status(ctx, download=_download_counts(result))
+                    if outcome == "deferred":
+                        result.stopped = ctx.clock.stop_reason or "stop"
+                        break
+                _download_log_batch(result, batch_counts, outcomes)
+            group.finish()    # committed before the next drain, or unit of discovery, looks at the queue
+        except CourtUnreachable as exc:
+            group.finish_quietly()
+            # The attempts spent since the court last answered say nothing about their documents.
+            result.stopped, result.court_unreachable = "court unreachable", str(exc)
+            result.refunded += db.refund_download_attempts(client.health.outage_attempts,
+                                                           f"court unreachable; attempts given back: {exc}")
+            log_download.warning("download stopped: %s; %d attempts given back", exc, result.refunded)
+        return taken
 
 
 def _download_counts(result: DownloadResult) -> dict[str, int]:
@@ -563,7 +623,12 @@ class _DownloadGroup:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.finish()
-            return
+        else:
+            self.finish_quietly()
+
+    def finish_quietly(self) -> None:
+        """`finish()` while the stage is stopping on an exception of its own: that one is raised, this
+        one's error only logged."""
         try:
             self.finish()
         except Exception as error:   # noqa: BLE001 - the stage's own exception is the one raised

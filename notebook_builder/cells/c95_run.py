@@ -27,6 +27,13 @@ Guarantees:
   summary says in words what each stage did and what remains, and (when the
   court was asked) the requests this run, the latency observed and the
   projected hours of the downloads left at the current pacing.
+- When PHASES has both discover and download, they run as one crawl (c75
+  `crawl`: discovery's units with the downloads of what each found in
+  between, the details pass last) in download's place, so the local phases
+  before it (backfill) credit what the workspace holds before anything is
+  asked of the court; each alone runs as its stage. The summary then says,
+  from the crawl's evidence, when every opinion, document and detail will be
+  archived (or that it is).
 - PROBE_FIRST: the probe (c55) runs before the stages; when the pipeline
   cannot run against the court, no stage runs, verify still does, and the
   run fails with one line naming the probe.
@@ -50,7 +57,7 @@ from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, 
 from .c10_database import LegacyDatabaseError
 from .c20_store import Store
 from .c30_client import CourtClient
-from .c35_context import Context, open_context, write_status
+from .c35_context import Context, crawl_status, crawl_words, open_context, write_status
 from .c36_checkpoint import Checkpointer
 from .c38_legacy import adopt, describe_adoption, describe_reconcile, reconcile_legacy_ids
 from .c40_restore import restore
@@ -58,6 +65,7 @@ from .c50_discover import discover
 from .c55_probe import probe
 from .c60_backfill import backfill
 from .c70_download import download, recover
+from .c75_schedule import crawl
 from .c80_extract import extract
 from .c85_ocr import ocr
 from .c86_derive import derive
@@ -97,6 +105,7 @@ class RunReport:
     bad_input: bool = False                # the error is the input's (a database that cannot be adopted): exit 2
     skipped: list[str] = field(default_factory=list)   # stages not run because the court is unreachable
     court: dict | None = None              # politeness by evidence (CourtClient.pace_figures) at the end
+    crawl: dict | None = None              # time to a useful archive (c35 crawl_status) at the end
 
     def summary(self) -> str:
         lines = [f"config: {warning}" for warning in (self.cfg.warnings if self.cfg else ())]
@@ -105,6 +114,8 @@ class RunReport:
             lines.append(f"{name:>9}  {seconds:7.1f}s  {describe_stage(name, result)}")
         if self.court:
             lines.append(court_line(self.court, self.cfg))
+        if self.crawl:
+            lines.append(f"  archive  {crawl_words(self.crawl)}")
         if self.court_unreachable:
             remaining = self.verify.remaining if self.verify is not None else None
             skipped = f"; skipped {', '.join(self.skipped)}" if self.skipped else ""
@@ -167,6 +178,11 @@ def _words_discover(get) -> str:
             f"({get('documents')} known); {'converged' if get('converged', False) else 'not converged'}")
     if get("complete_through", None):
         text += f", complete through {get('complete_through')}"
+    if get("opinion_windows"):
+        text += (f"; opinion pass: {get('opinion_windows')} weeks swept"
+                 + (", complete" if get("opinion_pass_complete", False) else ""))
+    if get("details_cases"):
+        text += f"; parties and lower courts of {get('details_cases')} cases"
     if get("unavailable"):
         text += f"; {get('unavailable')} files withheld by the court"
     if get("fallback", None):
@@ -340,21 +356,29 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                 _run_timed(report, "recover", lambda: recover(ctx))
             # A session killed between discovery and its check of the ids finishes the check here.
             _run_check_legacy_ids(ctx, report)
+            crawling = COURT_STAGES <= set(cfg.PHASES)
             # Every phase commits work worth keeping if the runtime dies: checkpoint throughout.
             with Checkpointer(ctx):
                 for phase in cfg.PHASES:
                     if ctx.clock.should_stop():
                         break
+                    if crawling and phase == "discover":
+                        continue           # the crawl runs in download's place
                     if report.court_unreachable and phase in COURT_STAGES:
                         report.skipped.append(phase)
                         continue
                     ctx.phase = phase
                     write_status(ctx)
-                    _run_court_stage(ctx, report, phase)
+                    if crawling and phase == "download":
+                        _run_crawl(ctx, report)
+                    else:
+                        _run_court_stage(ctx, report, phase)
         if ctx.clock.stop_reason:
             report.stopped = ctx.clock.stop_reason
         if ctx.client is not None and ctx.client.requests_sent:
             report.court = ctx.client.pace_figures(ctx.db.download_queue_size(cfg))
+        if COURT_STAGES & set(report.stages):
+            report.crawl = crawl_status(ctx.db, cfg)
     except DiskFullError as exc:
         report.stopped = report.error = str(exc)
         log_run.error("%s", exc)
@@ -392,9 +416,28 @@ def _run_court_stage(ctx: Context, report: RunReport, phase: str) -> None:
         return
     if phase in COURT_STAGES:
         _run_check_legacy_ids(ctx, report)
+    _breaker_opened(ctx, report, getattr(report.stages.get(phase), "court_unreachable", None))
+
+
+def _run_crawl(ctx: Context, report: RunReport) -> None:
+    """The crawl (discover and download as one); its stages' results under their names. Adopted ids
+    discovery confirmed are checked as soon as discovery is done, so the same crawl downloads them."""
+    crawled = crawl(ctx, report.stages.get("recover"), discovered=lambda: _run_check_legacy_ids(ctx, report))
+    _run_check_legacy_ids(ctx, report)
+    report.stages["discover"], report.stages["download"] = crawled.discover, crawled.download
+    for name, seconds in crawled.seconds.items():
+        report.seconds[name] = report.seconds.get(name, 0.0) + seconds
+    if crawled.court_unreachable:
+        _court_unreachable(ctx, report, crawled.court_unreachable)
+        return
+    _breaker_opened(ctx, report, crawled.download.court_unreachable)
+
+
+def _breaker_opened(ctx: Context, report: RunReport, message: str | None) -> None:
+    """The breaker opened inside a stage that ended by itself (its health says so): the court is
+    unreachable for the rest of the run."""
     health = getattr(ctx.client, "health", None)
     if health is not None and health.unreachable() and not report.court_unreachable:
-        message = getattr(report.stages.get(phase), "court_unreachable", None)
         _court_unreachable(ctx, report, message or f"no usable answer for {health.silent_seconds():.0f} s")
 
 

@@ -22,11 +22,14 @@ Guarantees:
   raised.
 - `show_report(ctx)` is the notebook's status cell: the same chart and
   table, displayed inline when IPython is there.
-- The table ends with the documents the court lists but withholds
-  (`withheld_lines`: their count and the first REPORT_WITHHELD_SHOWN).
+- The table says when every opinion, document and detail will be archived
+  at the current pacing (c35 `crawl_status`, in `crawl_words`' words), and
+  ends with the documents the court lists but withholds (`withheld_lines`:
+  their count and the first REPORT_WITHHELD_SHOWN).
 
 Knobs read: WORKSPACE, STORE (write_report), MAX_ATTEMPTS and
-MAX_EXTRACT_ATTEMPTS (through the queue sizes).
+MAX_EXTRACT_ATTEMPTS (through the queue sizes), PACING, PACING_SEARCH, PACING_DL
+and CASE_DETAILS (through the projection).
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ from .c05_durable import atomic_write
 from .c10_database import (DB_FILENAME, KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_DISCOVERY_CONVERGED_AT, Database,
                            coverage_gaps, is_sqlite_file)
 from .c34_mirror import StoreMirror
-from .c35_context import Context, final_states_line, open_context, open_store
+from .c35_context import Context, crawl_status, crawl_words, final_states_line, open_context, open_store
 
 log_report = logging.getLogger("kycourt.report")
 
@@ -220,6 +223,9 @@ def report_table(db: Database, cfg: Config) -> str:
                  f"checkpoint {db.kv_get(KV_CHECKPOINT_SEQ, '0')}; "
                  f"discovery converged: {'yes' if db.kv_get(KV_DISCOVERY_CONVERGED_AT) else 'not yet'}")
     lines.append(f"for good: {final_states_line(db.final_states(cfg))}")
+    crawl = crawl_status(db, cfg, queued=queues["download"])
+    if crawl is not None:
+        lines.append(f"archive: {crawl_words(crawl)}")
     lines += coverage_audit_lines(db)
     lines += withheld_lines(db)
     return "\n".join(lines)

@@ -24,6 +24,14 @@ Guarantees:
   yesterday in cases that stay closed; `midnight_instants` writes captured
   instants as an evening in Kentucky (00:00-03:59 UTC of the next day) and
   date-only values as Kentucky's midnight in UTC.
+- `real_counts`: the shape of the real record (ctrack-api.md): each year
+  and court gets its yearly case count (SC 500-1,100, CA 1,300-3,500,
+  scaled by docs / FULL_CORPUS, so 98,724 documents give the real counts),
+  most cases with few or no public documents (SPARSE_DOCS_PER_CASE), the
+  files of one entry sharing its description, opinions about a fifth of the
+  documents (OPINION_SHARE_WEIGHTS, ADMIN opinions included), and nothing
+  filed after yesterday. Off, the corpus is planned as before (1-4
+  documents a case, half of them opinions).
 - `admin_share` > 0 files that share of each year's documents under ADMIN
   numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`, one opinion a
   case), whose real case numbers are only in the description; they sort
@@ -37,7 +45,7 @@ import hashlib
 import math
 import random
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from . import pdfs
@@ -67,6 +75,10 @@ _FAULT_WEIGHTS = {
 }
 FAULTY_FRACTION = 0.30
 _DOCS_PER_CASE = ((1, 3), (2, 3), (3, 2), (4, 2))   # (documents, weight): mean ~2.3
+FULL_CORPUS = 98_724           # documents of the real record (the v1.2 archive's count)
+# real_counts: (documents, weight) of a case, before the shard's total is met exactly: most cases
+# hold no public document or one.
+SPARSE_DOCS_PER_CASE = ((0, 52), (1, 24), (2, 11), (3, 6), (4, 4), (6, 2), (9, 1))
 
 # (docketEntryDescription, the word in documentName)
 DESCRIPTIONS = (
@@ -76,6 +88,8 @@ DESCRIPTIONS = (
     ("ORDER DISMISSING APPEAL", "order"), ("ORDER GRANTING MOTION", "order"),
     ("OPINION AND ORDER", "opinion"), ("NOTICE OF APPEAL", "notice"), ("BRIEF FOR APPELLANT", "brief"),
 )
+# real_counts: the weight of each description (opinions 35 of 200; with ADMIN opinions about a fifth).
+OPINION_SHARE_WEIGHTS = tuple(7 if word in ("opinion", "memorandum") else 33 for _, word in DESCRIPTIONS)
 _SURNAMES = ("SMITH JOHNSON WILLIAMS BROWN JONES MILLER DAVIS WILSON ANDERSON TAYLOR THOMAS MOORE "
              "JACKSON MARTIN LEE THOMPSON WHITE HARRIS CLARK LEWIS ROBINSON WALKER YOUNG ALLEN KING "
              "WRIGHT SCOTT HILL GREEN ADAMS BAKER NELSON CARTER MITCHELL ROBERTS TURNER PHILLIPS "
@@ -178,11 +192,13 @@ class Corpus:
 
     def __init__(self, docs: int, seed: int, *, faults: bool = True, late_docs: int = 0,
                  first_year: int = 1990, last_year: int = 2026, admin_share: float = 0.0,
-                 late_opinions: int = 0, midnight_instants: bool = False):
+                 late_opinions: int = 0, midnight_instants: bool = False, real_counts: bool = False):
         if docs < 0 or not 0 <= late_docs <= docs or first_year > last_year or not 0 <= admin_share < 0.5:
             raise ValueError("need docs >= 0, 0 <= late_docs <= docs, first_year <= last_year, "
                              "0 <= admin_share < 0.5")
         self.seed, self.size = seed, docs
+        self.real_counts = real_counts
+        self.horizon = _dt.date.today().toordinal() - 1     # real_counts: the last day anything is filed
         self.midnight_instants = midnight_instants
         self.admin_share = admin_share
         self.admin_description: dict[int, str] = {}      # ADMIN documents: their description
@@ -223,7 +239,10 @@ class Corpus:
                 self._plan_admin_cases(year, court, admin[f"{year}-{court}"])
             for court in COURT_CODES:
                 shard = f"{year}-{court}"
-                self._plan_shard_cases(shard, counts[shard] - admin[shard], sizes, weights)
+                if self.real_counts:
+                    self._plan_real_cases(shard, counts[shard] - admin[shard])
+                else:
+                    self._plan_shard_cases(shard, counts[shard] - admin[shard], sizes, weights)
         self.case_first_doc.append(len(self.doc_case))
 
     def _plan_admin_cases(self, year: int, court: str, documents: int) -> None:
@@ -233,6 +252,8 @@ class Corpus:
             self.case_keys.append(f"{year} {court} ADMIN - NON-CONFIDENTIAL OPINION - {number:03d}")
             self.case_first_doc.append(len(self.doc_case))
             filed = _dt.date(year, 1, 1).toordinal() + rng.randrange(365)
+            if self.real_counts:
+                filed = min(filed, self.horizon)
             self.case_filed.append(filed)
             doc = len(self.doc_case)
             self.doc_case.append(case)
@@ -255,18 +276,46 @@ class Corpus:
             in_case = max(rng.choices(sizes, weights)[0], math.ceil(remaining / slots_left))
             in_case = min(in_case, remaining)
             remaining -= in_case
-            case = len(self.case_keys)
-            self.case_keys.append(f"{shard}-{sequence:04d}")
-            self.case_first_doc.append(len(self.doc_case))
-            case_filed = _dt.date(year, 1, 1).toordinal() + rng.randrange(365)
-            self.case_filed.append(case_filed)
-            for position in range(in_case):
-                doc = len(self.doc_case)
-                self.doc_case.append(case)
-                shares_entry = position > 0 and rng.random() < 0.2
-                self.doc_entry.append(self.doc_entry[-1] if shares_entry else doc)
-                self.doc_description.append(rng.randrange(len(DESCRIPTIONS)))
-                self.doc_filed.append(case_filed + rng.randrange(0, 400))
+            self._add_case(f"{shard}-{sequence:04d}", _dt.date(year, 1, 1).toordinal() + rng.randrange(365),
+                           in_case, rng, lambda shares_entry: rng.randrange(len(DESCRIPTIONS)),
+                           lambda case_filed: rng.randrange(0, 400))
+
+    def _add_case(self, key: str, case_filed: int, documents: int, rng: random.Random,
+                  describe: Callable[[bool], int], filed_after: Callable[[int], int]) -> None:
+        """A case and its documents (one entry in five shared with the document before): `describe`
+        (shares the entry?) -> a DESCRIPTIONS index, `filed_after` (case_filed) -> days after it."""
+        case = len(self.case_keys)
+        self.case_keys.append(key)
+        self.case_first_doc.append(len(self.doc_case))
+        self.case_filed.append(case_filed)
+        for position in range(documents):
+            doc = len(self.doc_case)
+            self.doc_case.append(case)
+            shares_entry = position > 0 and rng.random() < 0.2
+            self.doc_entry.append(self.doc_entry[-1] if shares_entry else doc)
+            self.doc_description.append(describe(shares_entry))
+            self.doc_filed.append(case_filed + filed_after(case_filed))
+
+    def _plan_real_cases(self, shard: str, remaining: int) -> None:
+        """real_counts: the year's real case count (scaled), most cases with few or no documents."""
+        year, court = int(shard[:4]), shard[5:7]
+        rng = random.Random(f"{self.seed}:{shard}:real")
+        cases = max(1 if remaining else 0, round(yearly_cases(year, court) * self.size / FULL_CORPUS))
+        sizes = rng.choices(*zip(*SPARSE_DOCS_PER_CASE), k=cases)
+        missing = remaining - sum(sizes)            # met exactly: documents added to or taken from cases
+        while missing:
+            case = rng.randrange(cases)
+            if missing > 0 or sizes[case]:
+                sizes[case] += 1 if missing > 0 else -1
+                missing += -1 if missing > 0 else 1
+        sequence = 0
+        for in_case in sizes:
+            sequence += 2 if rng.random() < 0.04 else 1      # dense, not gap-free
+            self._add_case(f"{shard}-{sequence:04d}",
+                           min(_dt.date(year, 1, 1).toordinal() + rng.randrange(365), self.horizon), in_case, rng,
+                           lambda shares_entry: self.doc_description[-1] if shares_entry else
+                           rng.choices(range(len(DESCRIPTIONS)), OPINION_SHARE_WEIGHTS)[0],
+                           lambda case_filed: rng.randrange(max(1, min(400, self.horizon - case_filed + 1))))
 
     def _plan_faults(self) -> None:
         rng = random.Random(f"{self.seed}:faults")

@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+from array import array
 import datetime as _dt
 import email.utils
 import json
@@ -93,7 +94,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..loopback import LoopbackServer, LoopbackService
 from . import pdfs
-from .corpus import COURTS, FAULTS, PERMANENT_STATUS, TRANSIENT_FAULTS, Corpus, DocumentList, SimDocument, hex_id
+from .corpus import (COURTS, FAULTS, NEVER, PERMANENT_STATUS, TRANSIENT_FAULTS, Corpus, DocumentList, SimDocument,
+                     hex_id)
 
 API_PATH = "/api/api/v1"
 STATS_PATH = "/__sim__/stats"   # the simulated court's own counters (JSON); no real court has it
@@ -129,7 +131,7 @@ class SimCourt(LoopbackService):
                  case_walk: str = "present", unavailable_files: bool = True, release_withheld: bool = False,
                  paged_lists: int = 0, empty_file_lists: bool = False, null_texts: bool = False,
                  late_opinions: int = 0, neighbours: bool = False, download_paths: str = "api",
-                 midnight_instants: bool = False):
+                 midnight_instants: bool = False, real_counts: bool = False, record_requests: bool = False):
         if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1 or paged_lists < 0:
             raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1], "
                              "paged_lists >= 0")
@@ -156,7 +158,10 @@ class SimCourt(LoopbackService):
         self.enforce_retry_after = enforce_retry_after   # off for tests whose clock does not really sleep
         self.corpus = Corpus(docs, seed, faults=faults, late_docs=late_docs,
                              first_year=first_year, last_year=last_year, admin_share=admin_share,
-                             late_opinions=late_opinions, midnight_instants=midnight_instants)
+                             late_opinions=late_opinions, midnight_instants=midnight_instants,
+                             real_counts=real_counts)
+        # record_requests: every request in order, as (endpoint, item): the bench's account of a crawl.
+        self.request_log: RequestLog | None = RequestLog() if record_requests else None
         self.documents = DocumentList(self.corpus)
         self._lock = threading.Lock()
         self._requests: dict[int, int] = {}
@@ -215,6 +220,12 @@ class SimCourt(LoopbackService):
     def reveal_after(self, document_id: str) -> int:
         """Search requests the court answers before a late document shows (0 if not late)."""
         return self._reveal_at.get(self._index(document_id), 0)
+
+    def hold_late_documents(self, held: bool = True) -> None:
+        """Late documents stay hidden whatever the court answers (held), or are filed at once (not held):
+        a test's control over what the court files while a crawl runs."""
+        for doc in self.corpus.late:
+            self._reveal_at[doc] = NEVER if held else 0
 
     def documents_with(self, fault: str) -> list[SimDocument]:
         """Every document planned with `fault` (a name from FAULTS)."""
@@ -384,8 +395,8 @@ class SimCourt(LoopbackService):
                 relevance = corpus.doc_relevance
                 base = sorted(items, key=relevance.__getitem__)
             else:
-                firsts, relevance = corpus.case_first_doc, corpus.doc_relevance
-                base = sorted(range(lo, hi), key=lambda case: relevance[firsts[case]] ^ 0x5A5A5A5A)
+                firsts, relevance, last = corpus.case_first_doc, corpus.doc_relevance, max(0, corpus.size - 1)
+                base = sorted(range(lo, hi), key=lambda case: relevance[min(firsts[case], last)] ^ 0x5A5A5A5A)
             with self._lock:
                 self._orders[cache_key] = base
                 while len(self._orders) > 64:
@@ -407,6 +418,36 @@ class SimCourt(LoopbackService):
             i = rng.randrange(len(order) - 1)
             order[i], order[i + 1] = order[i + 1], order[i]
         return order
+
+
+class RequestLog:
+    """Every request a court answered, in order: its endpoint (`_endpoint_name`) and its item (a
+    download's document, a file list's entry: the index of its first document; -1 otherwise)."""
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.endpoints = array("B")
+        self.items = array("i")
+
+    def note(self, court: "SimCourt", endpoint: str, parts: list[str], query: dict) -> None:
+        item = None
+        if endpoint in ("download", "download_site"):
+            item = court.corpus.find_document(parts[2])
+        elif endpoint == "entry_documents":
+            filters = dict(part.split("=", 1) for part in query.get("filter", [""])[0].split(",") if "=" in part)
+            found = court.corpus.find_entry(filters.get("parentID", "").lower())
+            item = found[0] if found else None
+        with court._lock:
+            if endpoint not in self.names:
+                self.names.append(endpoint)
+            self.endpoints.append(self.names.index(endpoint))
+            self.items.append(-1 if item is None else item)
+
+    def __len__(self) -> int:
+        return len(self.endpoints)
+
+    def __iter__(self):
+        return ((self.names[code], item) for code, item in zip(self.endpoints, self.items))
 
 
 class _Server(LoopbackServer):
@@ -481,6 +522,8 @@ class _Handler(BaseHTTPRequestHandler):
         if len(site) == 4 and site[1] == "documents" and site[3] == "download":
             with court._lock:
                 court.endpoint_requests["download_site"] += 1
+            if court.request_log is not None:
+                court.request_log.note(court, "download_site", site, {})
             if court.download_paths == "api":
                 return self._json(404, {"message": "Not found"}, head)
             return self._download(court, site[2], head)
@@ -489,8 +532,11 @@ class _Handler(BaseHTTPRequestHandler):
         path = path[len(API_PATH):]
         parts = path.split("/")
         is_download = len(parts) == 4 and parts[1] in ("publicaccessdocuments", "documents") and parts[3] == "download"
+        endpoint = _endpoint_name(path, parts)
         with court._lock:
-            court.endpoint_requests[_endpoint_name(path, parts)] += 1
+            court.endpoint_requests[endpoint] += 1
+        if court.request_log is not None:
+            court.request_log.note(court, endpoint, parts, query)
         if not is_download:
             if "application/json" not in self.headers.get("Accept", "").lower():
                 return self._send(406, b"<html><body><h1>406 Not Acceptable</h1></body></html>",
