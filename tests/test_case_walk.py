@@ -13,8 +13,8 @@ from notebook_builder import cli
 from notebook_builder.cells.c00_config import kentucky_today, load_config
 from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c50_discover import (OPEN_CASE_REWALK_DAYS, choose_strategy, discover, needs_walk,
-                                                 opinion_windows, plan_sweep)
+from notebook_builder.cells.c50_discover import (DISCOVER_DETAILS_BATCH, OPEN_CASE_REWALK_DAYS, Discovery,
+                                                 choose_strategy, discover, needs_walk, opinion_windows, plan_sweep)
 from notebook_builder.cells.c55_probe import PROBE_MAX_REQUESTS, probe
 from notebook_builder.cells.c97_report import report_table
 from notebook_builder.simcourt import SimCourt
@@ -196,6 +196,18 @@ def test_an_update_sweeps_the_last_two_years_and_their_admin_shards():
 # ------------------------------------------------------------- the walk
 
 
+def fetch_details(ctx):
+    """The details pass, as the crawl runs it once the PDFs are downloaded (`discover` alone leaves it
+    while any waits to be downloaded); its result."""
+    discovery = Discovery(ctx)
+    try:
+        while discovery.details(DISCOVER_DETAILS_BATCH):
+            pass
+    finally:
+        result = discovery.finish()
+    return result
+
+
 @pytest.mark.parametrize("document_search", ["absent", "entries"])
 def test_auto_walks_the_cases_of_a_court_without_a_usable_document_search(make_context, document_search):
     with SimCourt(120, seed=5, shape="captured", document_search=document_search, faults=False,
@@ -213,6 +225,8 @@ def test_auto_walks_the_cases_of_a_court_without_a_usable_document_search(make_c
         assert splits > 0, "a case shard over the announced limit was split"
         cases = ctx.db.conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
         assert cases == len(set(doc.case_id for doc in court.documents))
+        assert ctx.db.conn.execute("SELECT COUNT(*) FROM parties").fetchone()[0] == 0     # PDFs wait
+        assert fetch_details(ctx).details_cases == cases
         assert ctx.db.conn.execute("SELECT COUNT(*) FROM parties").fetchone()[0] >= cases
         assert ctx.db.conn.execute("SELECT COUNT(*) FROM lower_courts").fetchone()[0] == cases
         assert ctx.db.conn.execute("SELECT COUNT(*) FROM docket_entries WHERE has_documents = 0").fetchone()[0] > 0
@@ -562,6 +576,7 @@ def test_paged_lists_are_followed_and_nothing_is_cut(make_context):
         ctx = make_context(court, CONVERGENCE_DELTA=1)
         result = discover(ctx)
         assert result.converged and ids(ctx) == served_ids(court) and not result.list_warnings
+        assert not fetch_details(ctx).list_warnings
         parties = ctx.db.conn.execute("SELECT COUNT(*) FROM parties").fetchone()[0]
         assert parties == sum(len(court.corpus.parties(case)) for case in range(len(court.corpus.case_keys)))
         entries = ctx.db.conn.execute("SELECT COUNT(*) FROM docket_entries").fetchone()[0]

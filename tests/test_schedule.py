@@ -15,12 +15,14 @@ import pytest
 
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c10_database import Database
-from notebook_builder.cells.c30_client import CourtClient
+from notebook_builder.cells.c30_client import CourtClient, TransientFetchError
 from notebook_builder.cells.c35_context import crawl_projection, crawl_words
 from notebook_builder.cells.c50_discover import (next_opinion_window, opinion_pass_due, opinion_windows_left,
                                                  plan_sweep)
+from notebook_builder.cells import c75_schedule
 from notebook_builder.cells.c75_schedule import CrawlState, add_figures, next_work
 from notebook_builder.cells.c95_run import run_pipeline
+from notebook_builder.cells.c97_report import report_table
 from notebook_builder.simcourt import SimCourt
 
 # ------------------------------------------------------------ decisions
@@ -45,9 +47,12 @@ def test_the_details_never_come_before_a_pdf_that_is_still_missing():
                                 details_due=True)) == "walk"
     done = CrawlState(stopping=False, discovery=None, queue=0, downloads_open=True, details_due=True)
     assert next_work(done) == "details"
-    # Downloads that cannot go on this run (DOWNLOAD_LIMIT) no longer hold the details back.
+    # DOWNLOAD_LIMIT (downloads closed) holds the details back too: the PDFs come first, next run.
     assert next_work(CrawlState(stopping=False, discovery=None, queue=4, downloads_open=False,
-                                details_due=True)) == "details"
+                                details_due=True)) is None
+    # A drain that could take nothing (every waiting PDF failed this run) does not.
+    assert next_work(CrawlState(stopping=False, discovery=None, queue=4, downloads_open=True,
+                                drained_nothing=True, details_due=True)) == "details"
     assert next_work(CrawlState(stopping=False, discovery=None, queue=0, downloads_open=True)) is None
 
 
@@ -123,9 +128,9 @@ COURT = dict(docs=90, seed=41, shape="captured", document_search="absent", fault
 def crawl_config(court, workspace, **knobs):
     return load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0", "KY_BACKOFF_BASE": "0.01",
                             "KY_BACKOFF_CAP": "0.05"},
-                       WORKSPACE=str(workspace), STORE=f"{workspace}-store", API_BASE=court.base_url,
-                       FIRST_YEAR=2025, LAST_YEAR=2026, PHASES=("discover", "download"), CONVERGENCE_DELTA=1,
-                       **knobs)
+                       **{"WORKSPACE": str(workspace), "STORE": f"{workspace}-store", "API_BASE": court.base_url,
+                          "FIRST_YEAR": 2025, "LAST_YEAR": 2026, "PHASES": ("discover", "download"),
+                          "CONVERGENCE_DELTA": 1, **knobs})
 
 
 def opinion_documents(court) -> set[int]:
@@ -176,15 +181,134 @@ def test_the_crawl_downloads_from_the_first_requests_opinions_first_details_last
     assert crawl["opinions_archived_at"] and crawl["documents"]["requests_left"] == 0
     assert "every opinion archived (since" in report.summary()
     assert report.stages["discover"].opinion_pass_complete and report.stages["discover"].details_cases > 0
+    # The notebook's status cell (the report's table) says it too.
+    db = Database.open(f"{tmp_path / 'w'}/ky_court.sqlite")
+    try:
+        table = report_table(db, crawl_config(court, tmp_path / "w"))
+    finally:
+        db.close()
+    assert "archive: every opinion archived (since" in table and "every detail archived" in table
 
+
+
+def _failing_opinion_weeks(monkeypatch, fails) -> list:
+    """The opinion search's first page of a (court, week) fails while `fails(key, times_asked)` says so;
+    returns [(the documents' statuses when kv opinions_archived_at was set, whether discovery had
+    converged then)] as the crawl records them."""
+    real, asked, noted = CourtClient.search_opinions, collections.Counter(), []
+
+    def search_opinions(self, court, first_day, last_day, start_index, max_results):
+        key = (court, first_day, last_day)
+        if start_index == 1:
+            asked[key] += 1
+            if fails(key, asked[key]):
+                raise TransientFetchError(f"simulated 503 for {key}")
+        return real(self, court, first_day, last_day, start_index, max_results)
+
+    real_note = c75_schedule._Scheduler._note_opinions_archived
+
+    def note(scheduler):
+        before = scheduler.db.kv_get("opinions_archived_at")
+        real_note(scheduler)
+        if before is None and scheduler.db.kv_get("opinions_archived_at"):
+            noted.append(({row["document_id"]: row["status"] for row in scheduler.db.iter_documents()},
+                          scheduler.db.kv_get("discovery_converged_at") is not None))
+
+    monkeypatch.setattr(CourtClient, "search_opinions", search_opinions)
+    monkeypatch.setattr(c75_schedule._Scheduler, "_note_opinions_archived", note)
+    return noted
+
+
+def test_an_opinion_week_whose_search_failed_is_asked_again_before_every_opinion_is_called_archived(
+        tmp_path, monkeypatch):
+    noted = _failing_opinion_weeks(monkeypatch, lambda key, times: times == 1)     # every week fails once
+    with SimCourt(**COURT) as court:
+        report = run_pipeline(crawl_config(court, tmp_path / "w", MAX_SWEEPS=1), handle_signals=False)
+        log = list(court.request_log)
+        opinions = opinion_documents(court)
+        ids = {court.documents[doc].document_id for doc in opinions}
+    assert report.stages["discover"].opinion_pass_complete, report.summary()
+    walk = [number for number, (endpoint, _) in enumerate(log) if endpoint == "docketentries"]
+    assert opinions and opinions <= {item for endpoint, item in log[:walk[0]] if endpoint == "download"}
+    statuses, converged = noted[0]
+    assert not converged and all(statuses.get(doc) == "downloaded" for doc in ids)
+    db = Database.open(f"{tmp_path / 'w'}/ky_court.sqlite")
+    try:
+        assert json.loads(db.kv_get("opinion_pass_failed")) == []
+    finally:
+        db.close()
+
+
+def test_an_opinion_week_that_never_answers_keeps_the_pass_incomplete_until_the_walk_has_converged(
+        tmp_path, monkeypatch):
+    first: list = []
+
+    def fails(key, times):
+        first.append(key)
+        return key == first[0]          # the pass's first week, every time it is asked
+    noted = _failing_opinion_weeks(monkeypatch, fails)
+    with SimCourt(**COURT) as court:
+        report = run_pipeline(crawl_config(court, tmp_path / "w"), handle_signals=False)
+    assert not report.stages["discover"].opinion_pass_complete and report.stages["discover"].converged
+    # Said archived only once the walk had converged (it lists every opinion too), not after the pass.
+    assert len(noted) == 1 and noted[0][1]
+    assert "every opinion archived (since" in report.summary()
+    db = Database.open(f"{tmp_path / 'w'}/ky_court.sqlite")
+    try:
+        failed = json.loads(db.kv_get("opinion_pass_failed"))
+        assert len(failed) == 1 and failed[0][1] == dt.datetime.strptime(first[0][2], "%m/%d/%Y").date().isoformat()
+    finally:
+        db.close()
+
+
+def test_the_opinion_pass_of_a_year_limited_archive_asks_for_no_later_week(tmp_path, monkeypatch):
+    real, weeks = CourtClient.search_opinions, []
+
+    def search_opinions(self, court, first_day, last_day, start_index, max_results):
+        weeks.append(dt.datetime.strptime(last_day, "%m/%d/%Y").date())
+        return real(self, court, first_day, last_day, start_index, max_results)
+    monkeypatch.setattr(CourtClient, "search_opinions", search_opinions)
+    with SimCourt(**COURT) as court:
+        report = run_pipeline(crawl_config(court, tmp_path / "w", LAST_YEAR=2025, MAX_SWEEPS=1),
+                              handle_signals=False)
+    assert report.stages["discover"].opinion_pass_complete, report.summary()
+    pass_weeks = weeks[:report.stages["discover"].opinion_windows * 2]        # both courts a week
+    assert pass_weeks and max(pass_weeks) == dt.date(2025, 12, 31)
+
+
+def test_discover_alone_leaves_the_details_until_nothing_waits_to_be_downloaded(tmp_path):
+    with SimCourt(**COURT) as court:
+        first = run_pipeline(crawl_config(court, tmp_path / "w", PHASES=("discover",)), handle_signals=False)
+        assert first.stages["discover"].converged and first.stages["discover"].details_cases == 0
+        assert court.endpoint_requests["parties"] == court.endpoint_requests["lowercourts"] == 0
+        run_pipeline(crawl_config(court, tmp_path / "w", PHASES=("download",)), handle_signals=False)
+        last = run_pipeline(crawl_config(court, tmp_path / "w", PHASES=("discover",)), handle_signals=False)
+    assert last.stages["discover"].details_cases > 0
+    assert archived(tmp_path / "w")["details"] == 0
+
+
+def test_a_later_sweep_is_priced_at_its_own_shards_not_the_first_sweeps(tmp_path):
+    with SimCourt(**COURT) as court:
+        run_pipeline(crawl_config(court, tmp_path / "w", MAX_SWEEPS=1), handle_signals=False)
+        first = len(court.request_log)
+        crawl = json.loads((tmp_path / "w" / "status.json").read_text())["crawl"]
+        report = run_pipeline(crawl_config(court, tmp_path / "w"), handle_signals=False)
+        second = len(court.request_log) - first
+    assert report.stages["discover"].converged
+    # Sweep 2 re-walks only new and changed cases (here: none); the first sweep's cost a shard
+    # (hundreds of requests for this court) would say several times what it takes.
+    projected = crawl["documents"]["requests_left"]
+    assert projected is None or projected <= 2 * second, (projected, second)
+    assert "every document: not known yet" in crawl_words(crawl) or projected is not None
 
 @pytest.mark.slow
 def test_download_limit_ends_the_downloads_and_the_crawl_goes_on(tmp_path):
     with SimCourt(**COURT) as court:
         report = run_pipeline(crawl_config(court, tmp_path / "w", DOWNLOAD_LIMIT=5), handle_signals=False)
     assert report.stages["download"].stopped == "limit" and report.stages["download"].downloaded == 5
-    assert report.stages["discover"].converged and report.stages["discover"].details_cases > 0
+    assert report.stages["discover"].converged and report.stages["discover"].details_cases == 0
     assert court.endpoint_requests["download"] == 5
+    assert court.endpoint_requests["parties"] == court.endpoint_requests["lowercourts"] == 0
 
 
 # The kills' court: the dense corpus, so that the walk and the details pass have cases enough to be hit.

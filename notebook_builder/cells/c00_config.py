@@ -399,7 +399,8 @@ KNOBS: tuple[Knob, ...] = (
          flag=Flag("--discovery", "auto|documents|cases", "strategy to probe for")),
     Knob("CASE_DETAILS", "KY_CASE_DETAILS", True, _parse_bool, "0 or 1",
          "the case walk also fetches each case's parties (with attorneys) and lower courts, one "
-         "request each, in a pass after every document is downloaded"),
+         "request each, in a pass after the documents: it waits while any discovered PDF can still "
+         "be downloaded"),
     Knob("COURT_TEXT", "KY_COURT_TEXT", True, _parse_bool, "0 or 1",
          "keep the court's own per-page text of each document (court_text/<sha256>.txt in the store)"),
     Knob("FULL_SWEEP", "KY_FULL_SWEEP", False, _parse_bool, "0 or 1",

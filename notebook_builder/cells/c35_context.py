@@ -196,6 +196,8 @@ def final_states_line(final: dict[str, Any]) -> str:
     return (f"{final['not_extractable']} PDFs not extractable{_final_reasons(final)}, "
             f"{final['failed_for_good']} failed for good, {final['withheld']} withheld, "
             f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying")
+
+
 def crawl_projection(figures: Mapping[str, Any], *, opinions_queued: int, queued: int, details_due: int,
                      converged: bool, details: bool, pauses: tuple[float, float]) -> dict[str, Any]:
     """Requests left and projected hours until (a) every opinion, (b) every document and (c) every

@@ -181,6 +181,9 @@ KV_CRAWL_STARTED_ON = "crawl_started_on"    # the Kentucky day the first sweep b
 KV_OPINION_PASS_TOP = "opinion_pass_top"
 KV_OPINION_PASS_FROM = "opinion_pass_from"
 KV_OPINION_PASS_REFUSED = "opinion_pass_refused"     # the court has no usable opinion search: the walk finds them
+# Windows of the opinion pass whose pages failed (JSON [[first, last], ...]): each is asked once more a
+# run, after the pass's last window; the pass is complete only once none is left.
+KV_OPINION_PASS_FAILED = "opinion_pass_failed"
 # An open case whose search row is unchanged is walked again once its last walk is this old: the
 # sweeps of one crawl (hours apart) skip it, a later update refreshes it.
 OPEN_CASE_REWALK_DAYS = 28
@@ -286,11 +289,12 @@ def opinion_windows_left(top: _dt.date, swept_from: _dt.date | None, first_day: 
     return 0 if window is None else -(-((window[1] - first_day).days + 1) // OPINION_WINDOW_DAYS)
 
 
-def opinion_pass_due(strategy: str, converged: bool, next_window: tuple | None) -> bool:
-    """The opinion pass runs in the case walk's first crawl until its last window: the walk reaches an
-    opinion only among every other filing, the opinion search lists them all in a few thousand
-    requests. The document search lists opinions with their ids; an update has its own opinion sweep."""
-    return strategy == "cases" and not converged and next_window is not None
+def opinion_pass_due(strategy: str, converged: bool, next_window: tuple | None, failed: int = 0) -> bool:
+    """The opinion pass runs in the case walk's first crawl until its last window, and until its
+    `failed` windows answered (each asked once more a run): the walk reaches an opinion only among
+    every other filing, the opinion search lists them all in a few thousand requests. The document
+    search lists opinions with their ids; an update has its own opinion sweep."""
+    return strategy == "cases" and not converged and (next_window is not None or failed > 0)
 
 
 def choose_strategy(configured: str, document_rows: list | None,
@@ -570,8 +574,8 @@ class StrategyUnusable(PipelineError):
 
 
 def discover(ctx: Context) -> DiscoverResult:
-    """Runs sweeps until discovery converges, MAX_SWEEPS are done, or the run must stop; then, once it
-    has converged, the details pass. Once discovery has converged (and unless FULL_SWEEP), one
+    """Runs sweeps until discovery converges, MAX_SWEEPS are done, or the run must stop; then, when
+    nothing waits to be downloaded, the details pass. Once discovery has converged (and unless FULL_SWEEP), one
     incremental update instead. The same units of work as the crawl (c75), without its downloads."""
     if ctx.cfg.DRY_RUN:
         log_discover.info("dry run: discovery makes no requests")
@@ -623,6 +627,7 @@ class Discovery:
         self.warnings_before = collections.Counter(self.client.list_warnings)
         self.walk = _CaseWalk(ctx, self.db, self.client, self.result)
         self.opinion_pass = opinion_pass
+        self.retrying: list | None = None     # the pass's failed windows left to ask again this run
         self.stage = "begin"          # begin, opinions, sweep, update, ask_again, close, done
         self.plan: list[str] = []
         self.unusable: dict[str, str] = {}     # strategy -> what the court answered, this run
@@ -659,9 +664,9 @@ class Discovery:
             shards = len(self.plan or plan_sweep(self.cfg.FIRST_YEAR, self.cfg.last_year, incremental=False))
         windows = 0
         if self.stage == "opinions" or (self.stage == "begin" and self.opinion_pass and not converged):
-            top = _kv_date(self.db, KV_OPINION_PASS_TOP) or kentucky_today()
-            windows = opinion_windows_left(top, _kv_date(self.db, KV_OPINION_PASS_FROM),
+            windows = opinion_windows_left(self._pass_top(), _kv_date(self.db, KV_OPINION_PASS_FROM),
                                            _dt.date(self.cfg.FIRST_YEAR, 1, 1))
+            windows += len(self._failed_windows() if self.retrying is None else self.retrying)
         return {"windows": windows, "shards": shards}
 
     def step(self, cases: int | None = None) -> bool:
@@ -694,40 +699,71 @@ class Discovery:
         if db.kv_get(KV_CRAWL_STARTED_ON) is None:
             db.kv_set(KV_CRAWL_STARTED_ON, kentucky_today().isoformat())
         converged, window = bool(db.kv_get(KV_DISCOVERY_CONVERGED_AT)), self._next_window()
-        self.stage = "opinions" if self.opinion_pass and opinion_pass_due(result.strategy, converged, window) else "sweep"
+        due = opinion_pass_due(result.strategy, converged, window, len(self._failed_windows()))
+        self.stage = "opinions" if self.opinion_pass and due else "sweep"
         self._note_pass_complete()
 
     def _note_pass_complete(self) -> None:
         """`opinion_pass_complete`: the crawl's opinion pass has swept every window (so every opinion the
         court lists is in the table); never for a court whose opinion search it could not use."""
         self.result.opinion_pass_complete = (self.opinion_pass and self.result.strategy == "cases"
-                                             and self._next_window() is None
+                                             and self._next_window() is None and not self._failed_windows()
                                              and self.db.kv_get(KV_OPINION_PASS_REFUSED) is None)
 
+    def _pass_top(self) -> _dt.date:
+        """The last day of the opinion pass's first window: the day it began, or the end of LAST_YEAR
+        when that is earlier (a year-limited archive asks for no later opinion)."""
+        return _kv_date(self.db, KV_OPINION_PASS_TOP) or min(kentucky_today(), _dt.date(self.cfg.last_year, 12, 31))
+
     def _next_window(self) -> tuple[_dt.date, _dt.date] | None:
-        top = _kv_date(self.db, KV_OPINION_PASS_TOP) or kentucky_today()
-        return next_opinion_window(top, _kv_date(self.db, KV_OPINION_PASS_FROM), _dt.date(self.cfg.FIRST_YEAR, 1, 1))
+        return next_opinion_window(self._pass_top(), _kv_date(self.db, KV_OPINION_PASS_FROM),
+                                   _dt.date(self.cfg.FIRST_YEAR, 1, 1))
+
+    def _failed_windows(self) -> list[tuple[_dt.date, _dt.date]]:
+        try:
+            return [(_dt.date.fromisoformat(first), _dt.date.fromisoformat(last))
+                    for first, last in json.loads(self.db.kv_get(KV_OPINION_PASS_FAILED) or "[]")]
+        except (TypeError, ValueError):
+            return []
+
+    def _set_failed_windows(self, windows: list[tuple[_dt.date, _dt.date]]) -> None:
+        self.db.kv_set(KV_OPINION_PASS_FAILED, json.dumps(sorted({(a.isoformat(), b.isoformat()) for a, b in windows},
+                                                                  reverse=True)))
 
     def _opinion_window(self) -> None:
-        """One window of the opinion pass, both courts: its opinions' documents committed, then the window."""
+        """One window of the opinion pass, both courts: its opinions' documents committed, then the window.
+        A window whose pages failed is kept (KV_OPINION_PASS_FAILED) and, after the pass's last window,
+        asked once more a run; it leaves the list when it answers."""
         db = self.db
         if db.kv_get(KV_OPINION_PASS_TOP) is None:
-            db.kv_set(KV_OPINION_PASS_TOP, kentucky_today().isoformat())
-        window = self._next_window()
+            db.kv_set(KV_OPINION_PASS_TOP, self._pass_top().isoformat())
+        window, retry = self._next_window(), False
+        if window is None:
+            if self.retrying is None:
+                self.retrying = self._failed_windows()
+            if self.retrying:
+                window, retry = self.retrying.pop(0), True
         if window is not None:
             swept = self.walk.sweep_opinions(*window)
             if swept.stopped:
                 self._stop()
                 return
-            if swept.errors:
-                log_discover.warning("opinion pass %s..%s: %d pages failed; the case walk finds those opinions",
-                                     window[0], window[1], swept.errors)
+            failed = [w for w in self._failed_windows() if w != window]
+            if swept.errors and not swept.refused:
+                log_discover.warning("opinion pass %s..%s: %d pages failed; asked again after the pass's last "
+                                     "window (the case walk finds those opinions too)", window[0], window[1], swept.errors)
+                failed.append(window)
+            self._set_failed_windows(failed)
             if swept.refused:       # no opinion search here: the walk finds the opinions with everything else
                 db.kv_set(KV_OPINION_PASS_REFUSED, kentucky_today().isoformat())
-            done = _dt.date(self.cfg.FIRST_YEAR, 1, 1) if swept.refused else window[0]
-            db.kv_set(KV_OPINION_PASS_FROM, done.isoformat())
+                self._set_failed_windows([])
+                self.retrying = []
+            if not retry:
+                done = _dt.date(self.cfg.FIRST_YEAR, 1, 1) if swept.refused else window[0]
+                db.kv_set(KV_OPINION_PASS_FROM, done.isoformat())
             self.result.opinion_windows += 1
-        if self._next_window() is None:
+        if self._next_window() is None and not (self.retrying is None and self._failed_windows()) \
+                and not self.retrying:
             self._note_pass_complete()
             if self.result.opinion_pass_complete:
                 log_discover.info("opinion pass complete: every opinion the court lists since %d is discovered",
@@ -915,8 +951,10 @@ class Discovery:
     # ------------------------------------------------------- details
 
     def details_due(self) -> bool:
-        """The details pass may run: CASE_DETAILS, discovery has converged, and no stop."""
-        return (self.cfg.CASE_DETAILS and self.db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None
+        """The details pass may run (after discovery's units of this run): CASE_DETAILS, nothing waits to
+        be downloaded (never before a PDF that is still missing: `discover` alone leaves them for a
+        later run), and no stop."""
+        return (self.cfg.CASE_DETAILS and self.db.download_queue_size(self.cfg) == 0
                 and not self.ctx.clock.should_stop())
 
     def details(self, limit: int) -> int | None:

@@ -7,17 +7,20 @@ Guarantees:
   each, drains the queue (c70 `Downloads`, opinions first) before the next unit begins, so a
   session stores PDFs from its first minutes and every opinion the court lists comes before the
   rest of the walk. The details pass (each walked case's parties and lower courts) runs only once
-  discovery has converged and nothing waits to be downloaded: never before a PDF that is still
-  missing. `next_work` decides, from plain values (`CrawlState`).
+  discovery has no unit left this run and nothing this run can download waits (DOWNLOAD_LIMIT holds
+  it back too): never before a PDF that is still missing. `next_work` decides, from plain values
+  (`CrawlState`).
 - Every unit commits what it did before it returns (a window, a case, a shard's rows, a group of
   downloads, a case's details), so a kill (SIGKILL included) loses at most the unit in flight, and
   the next run resumes from the database: the same units, in the same order.
 - A stop (budget, signal) ends the crawl between units, and inside one as each stage honours it;
-  DOWNLOAD_LIMIT ends the downloads while discovery goes on (the details pass may then run); the
+  DOWNLOAD_LIMIT ends the downloads while discovery goes on (the details pass waits); the
   breaker's CourtUnreachable ends the crawl and is reported (`Crawl.court_unreachable`).
 - After each unit, kv `crawl_figures` adds what it cost and found to its kind (opinions, walk,
   downloads, details) with the latency observed and the work left (`add_figures`): the evidence
-  the projection of status.json and the summary reads (c35 `crawl_projection`). kv
+  the projection of status.json and the summary reads (c35 `crawl_projection`). The walk's figures
+  are the current sweep's: a later sweep walks only new and changed cases, so until its first
+  shard is done the documents and details left are "not known yet", never a first sweep's price. kv
   `opinions_archived_at` is set the first time every opinion the court lists is archived.
 - status.json's `phase` follows the crawl (discover, download, details): the workspace's copy is
   written whenever the phase changes (what a watcher, the torture harness included, reads), the
@@ -55,13 +58,14 @@ class CrawlState:
     queue: int                     # documents waiting in the download queue
     downloads_open: bool           # Downloads.open: no stop, no DOWNLOAD_LIMIT reached
     drained_nothing: bool = False  # the last drain took nothing although documents were waiting
-    details_due: bool = False      # CASE_DETAILS, discovery converged, and cases wait for details
+    details_due: bool = False      # CASE_DETAILS, discovery has no unit left, and cases wait for details
 
 
 def next_work(state: CrawlState) -> str | None:
     """What the crawl does next: 'download' (a drain), 'opinions' or 'walk' (discovery's next unit),
     'details', or None (nothing more this run). What discovery finds is downloaded before discovery
-    goes on; the details wait until nothing is left to download in this run."""
+    goes on; the details wait until the queue is empty, or holds only what this run cannot take (a
+    drain took nothing): never while DOWNLOAD_LIMIT holds PDFs back."""
     if state.stopping:
         return None
     downloading = state.downloads_open and not state.drained_nothing
@@ -69,7 +73,7 @@ def next_work(state: CrawlState) -> str | None:
         return "download"
     if state.discovery is not None:
         return state.discovery
-    if state.details_due and not (state.queue and downloading):
+    if state.details_due and (not state.queue or (state.downloads_open and state.drained_nothing)):
         return "details"
     return None
 
@@ -155,9 +159,10 @@ class _Scheduler:
     def state(self) -> CrawlState:
         ctx, cfg, db = self.ctx, self.ctx.cfg, self.db
         unit = self.discovery.unit()
-        # Asked only once discovery is done: the details cannot come before.
+        # Asked only once discovery has no unit left this run (converged or not: a case the court
+        # never answers must not hold every case's details back): the details cannot come before.
         details_due = (unit is None and not self.details_exhausted and cfg.CASE_DETAILS
-                       and db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None and bool(db.cases_needing_details(1)))
+                       and bool(db.cases_needing_details(1)))
         return CrawlState(stopping=ctx.clock.should_stop() or bool(self.result.court_unreachable),
                           discovery=unit, queue=db.download_queue_size(cfg), downloads_open=self.downloads.open,
                           drained_nothing=self.drained_nothing, details_due=details_due)
@@ -203,6 +208,8 @@ class _Scheduler:
             self.result.seconds["download" if work == "download" else "discover"] += time.monotonic() - started
             self.result.units[work] = self.result.units.get(work, 0) + 1
             kind = "downloads" if work == "download" else work
+            if kind == "walk":
+                self._walk_figures_of(discovery.sweep)
             units = {"downloads": self.downloads.result.documents - downloaded_before,
                      "opinions": result.opinion_windows - windows_before,
                      "walk": discovery.shards_done - shards_before,
@@ -211,10 +218,24 @@ class _Scheduler:
                 self.figures, kind, requests=client.requests_sent - sent, units=units,
                 documents=result.rows_new - found_before, cases=result.cases_walked - walked_before,
                 answers=client.answers - answers, answer_seconds=client.answer_seconds - answer_seconds)
+            if (kind == "walk" and discovery.sweep and not discovery.in_sweep
+                    and self.db.kv_get(KV_DISCOVERY_CONVERGED_AT) is None):
+                # The sweep ended without converging: the next walks only new and changed cases, so
+                # its shards are priced at what they cost, once the first has (not the first sweep's).
+                self.figures["walk"] = {"sweep": discovery.sweep + 1}
             self.figures["left"] = discovery.work_left()
             self.figures["opinion_pass_complete"] = result.opinion_pass_complete
             self.db.kv_set(KV_CRAWL_FIGURES, json.dumps(self.figures, sort_keys=True))
         self._note_opinions_archived()
+
+    def _walk_figures_of(self, sweep: int) -> None:
+        """kv crawl_figures' walk figures are one sweep's (`sweep` in them): a later sweep walks only
+        new and changed cases, and the projection prices its shards at what its own shards cost."""
+        walk = self.figures.get("walk")
+        if not isinstance(walk, dict) or walk.get("sweep", sweep) != sweep:
+            self.figures["walk"] = {"sweep": sweep}
+        else:
+            walk["sweep"] = sweep
 
     def _note_opinions_archived(self) -> None:
         db = self.db
