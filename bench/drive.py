@@ -52,7 +52,6 @@ import logging
 import os
 import random
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time

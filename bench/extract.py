@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     print("  of which this process (the stage's supervisor: dispatch, text files, database): "
           + ", ".join(f"{label} {statistics.median(values):.2f}" for label, values in supervisor_cpu.items()
                       if label.startswith("stage")))
-    print(f"file create (CPU ms per new file, before the rounds and after each): "
+    print("file create (CPU ms per new file, before the rounds and after each): "
           + ", ".join(f"{ms:.3f}" for ms in create_costs)
           + (f"; waited {waited:.0f} s for it to settle" if waited >= 1 else ""))
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (anything above ~0.2 is other work sharing the cores)")

@@ -194,7 +194,7 @@ def test_cli_report_exits_0_and_writes_the_file(workspace, tmp_path):
     assert result.returncode == 0, result.stderr
     assert_png_has_a_chart(path / "status.png")
     assert (store / "status.png").is_file()
-    assert f"all" in result.stdout and "queues: download" in result.stdout
+    assert "all" in result.stdout and "queues: download" in result.stdout
 
 
 def test_cli_report_output_flag_chooses_the_png_path(workspace, tmp_path):
