@@ -150,6 +150,29 @@ def test_the_store_snapshot_wins_when_its_content_is_newer(planned_court, tmp_pa
     assert restored.merged[0][0].startswith("ky_court-WIP-resume-") and restored.merged[0][1] == 2
 
 
+def test_when_the_store_snapshot_wins_the_newest_archives_backups_still_come_back(planned_court, tmp_path):
+    """v1.2 uploaded its snapshot more often than its archives, and kept pdf_backup/ only in them: the
+    snapshot holds every row, the older archive nothing more but the PDFs of rows both hold."""
+    ok = planned_court.documents_with("ok")[:3]
+    data = {d.document_id: planned_court.pdf_bytes(d.document_id) for d in ok}
+    rows = [downloaded_row(d, data[d.document_id], f"{FOREIGN_WORKSPACE}/pdf_backup/{n}.pdf")
+            for n, d in enumerate(ok)]
+    store = LocalStore(tmp_path / "store")
+    newer = [dict(row, updated_at="2024-06-01T00:00:00Z") for row in rows]
+    put_bytes(store, "ky_court.sqlite", write_legacy_database(tmp_path / "v12" / "s.sqlite", newer).read_bytes())
+    files = {f"pdf_backup/{n}.pdf": data[d.document_id] for n, d in enumerate(ok)}
+    older = write_legacy_database(tmp_path / "v12" / "a.sqlite", rows)
+    put_bytes(store, ARCHIVE, legacy_archive(tmp_path / "a.tar.gz", older, files=files).read_bytes())
+    ctx = fresh(tmp_path)
+    restored = restore(ctx)
+    assert restored.source == "ky_court.sqlite" and restored.merged == [(ARCHIVE, 0)]
+    assert restored.files == 3
+    adopt(ctx, fold)
+    rows = {row["document_id"]: row for row in ctx.db.iter_documents()}
+    assert all(rows[d.document_id]["status"] == "downloaded" and rows[d.document_id]["sha256"]
+               == sha256(data[d.document_id]) for d in ok)
+    assert not list(ctx.db.download_queue(ctx.cfg, 10))
+
 def test_the_first_checkpoint_keeps_the_stores_v12_snapshot_before_replacing_it(planned_court, tmp_path):
     documents, snapshot_bytes, _ = store_legacy_states(planned_court, tmp_path, archive_newer=True)
     ctx = fresh(tmp_path)

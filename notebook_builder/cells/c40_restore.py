@@ -29,7 +29,9 @@ Guarantees:
   v1.2's layout; two are rejected, naming them); it and the `status.json`
   (and a `ky_court.sqlite-wal`, folded into the copy) of its folder are
   copied out to fixed temp names. From the chosen archives (the state
-  restored, and the older-version states merged into it) the regular files
+  restored, the older-version states whose merge added rows, and, when the
+  store's v1.2 snapshot is the state restored, the newest v1.2 archive: v1.2
+  kept its pdf_backup/ only in archives) the regular files
   under that folder's `pdf_backup/`, `pdf_by_hash/` and `text/` come back to
   the workspace (`_restore_unpack_files`): never over a file the workspace
   holds (a backup of other bytes goes to `pdf_backup/<archive>/`), and a
@@ -226,12 +228,15 @@ def restore(ctx: Context) -> RestoreResult:
         for candidate in [best, *older] if older else []:
             # Merging changes the newer state's file: each state is kept as v1.2 wrote it first.
             keep_original_locally(ctx, candidate.database)
+        # v1.2 kept its backups only in its archives: when the store's snapshot wins, the newest
+        # archive's pdf_backup/ holds the PDFs of the rows both states hold.
+        newest_archive = next((candidate for candidate in older if is_resume_archive_name(candidate.name)), None)
         for candidate in older:
             added = merge_legacy_rows(best.database, candidate.database)
             result.merged.append((candidate.name, added))
             log_restore.info("restore: %d rows only the older legacy state %s holds merged into %s",
                              added, candidate.name, best.name)
-            if added:
+            if added or (candidate is newest_archive and not is_resume_archive_name(best.name)):
                 contributing.append(candidate)      # its workspace files may be those rows' PDFs
         for candidate in contributing:
             result.files += _restore_unpack_files(ctx, candidate, workspace, temp_root)
