@@ -251,3 +251,30 @@ def test_the_demo_passes_then_its_printed_commands_and_the_readmes_searches_work
     assert main(["status", "--workspace", "demo"]) == 2
     assert "the archive is in" in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["demo"]
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_status_and_report_read_an_earlier_versions_database_before_the_run_that_migrates_it(tmp_path, capsys,
+                                                                                          version):
+    """A user upgrading looks first: `status` and `report` read the last release's database (schema 6)
+    as it is, counts and queues included, and change nothing in it."""
+    import hashlib
+    import sqlite3
+    from notebook_builder.cells.c10_database import MIGRATIONS
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    conn = sqlite3.connect(workspace / "ky_court.sqlite")
+    for step in range(1, version + 1):
+        conn.executescript(MIGRATIONS[step])
+    conn.execute("INSERT OR REPLACE INTO kv(key, value) VALUES ('schema_version', ?)", (str(version),))
+    conn.executemany("INSERT INTO documents(document_id, status) VALUES (?, ?)",
+                     [("a", "discovered"), ("b", "discovered"), ("c", "extracted")])
+    conn.commit()
+    conn.close()
+    before = hashlib.sha256((workspace / "ky_court.sqlite").read_bytes()).hexdigest()
+    assert main(["status", "--workspace", str(workspace)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["counts"]["discovered"] == 2 and status["queues"]["download"] == 2 and status["database"] is True
+    assert main(["report", "--workspace", str(workspace), "--store", str(tmp_path / "store")]) == 0
+    assert "queues: download 2" in capsys.readouterr().out
+    assert hashlib.sha256((workspace / "ky_court.sqlite").read_bytes()).hexdigest() == before

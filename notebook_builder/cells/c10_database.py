@@ -674,6 +674,19 @@ def connect(path: str | os.PathLike, *, readonly: bool = False) -> sqlite3.Conne
     return conn
 
 
+def _reader_view(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """A read-only connection able to run the shared queue SQL on an older version's database too
+    (`status` or `report` before the run that migrates it): DOWNLOAD_QUEUE_SQL names legacy_documents
+    (schema 9), which such a reader sees empty, in its connection's own temp schema."""
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'legacy_documents'").fetchone() is None:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS legacy_documents "
+                         "(document_id TEXT PRIMARY KEY, id_kind TEXT)")
+    except sqlite3.DatabaseError:
+        pass        # not a database (yet): the reader's first query says so
+    return conn
+
+
 def is_sqlite_file(path: str | os.PathLike) -> bool:
     """Whether `path` holds an SQLite database, asked of SQLite itself on a read-only connection.
 
@@ -747,7 +760,8 @@ class Database:
         """This thread's connection, opened on first use."""
         holder = getattr(self._local, "holder", None)
         if holder is None:
-            holder = self._local.holder = _ThreadConnection(self, connect(self.path, readonly=self.readonly))
+            conn = connect(self.path, readonly=self.readonly)
+            holder = self._local.holder = _ThreadConnection(self, _reader_view(conn) if self.readonly else conn)
         return holder.conn
 
     # ------------------------------------------------------------ lifecycle
@@ -782,7 +796,7 @@ class Database:
     @classmethod
     def open_readonly(cls, path: str | os.PathLike) -> "Database":
         """A reader's view (reports, the CLI's queries): never writes, never migrates."""
-        return cls(connect(path, readonly=True), Path(path), readonly=True)
+        return cls(_reader_view(connect(path, readonly=True)), Path(path), readonly=True)
 
     def close(self) -> None:
         with self._connections_lock:
