@@ -639,7 +639,9 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
     try:
         hits = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
                               limit=args.limit, rank_all=args.rank_all, sdb=sdb, store=query_store(cfg)[0])
-        total = sdb.match_count(args.query, year=args.year, kind=args.kind, **court_filter(args.court))
+        # An uncapped ranking counted every match already; a capped one (or none) asks the index.
+        total = hits[0]["ranked_among"] if hits and not hits[0]["rank_capped"] else sdb.match_count(
+            args.query, year=args.year, kind=args.kind, **court_filter(args.court))
     except SearchQueryError as exc:
         raise SearchQueryError(f"malformed query {args.query!r}: {exc}; {query_hint(args.query)}") from None
     finally:

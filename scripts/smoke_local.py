@@ -23,10 +23,8 @@ scale against the simulated court.)
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
@@ -36,7 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
-from notebook_builder.cells.c10_database import DB_FILENAME, STATUSES, Database  # noqa: E402
+from notebook_builder.cells.c10_database import DB_FILENAME, STATUSES, Database, backup_database  # noqa: E402
+from notebook_builder.cells.c20_store import sha256_file  # noqa: E402
 from notebook_builder.cells.c38_legacy import judge_database  # noqa: E402
 from notebook_builder.cells.c95_run import EXIT_USAGE, run_pipeline  # noqa: E402
 
@@ -46,14 +45,6 @@ LATENCY_SECONDS = 0.25           # per request, on top of the pacing pause (benc
 CASE_WALK_REQUESTS_PER_DOCUMENT = 2.3   # README, "Discovery against the real court"
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def copy_database(original: Path, workspace: Path, scratch: Path) -> None:
     """The original's bytes (and -wal) into `scratch`, then one self-contained file in the workspace."""
     source = scratch / DB_FILENAME
@@ -61,16 +52,7 @@ def copy_database(original: Path, workspace: Path, scratch: Path) -> None:
     wal = Path(f"{original}-wal")
     if wal.is_file() and wal.stat().st_size:
         shutil.copyfile(wal, f"{source}-wal")
-    reader = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
-    try:
-        writer = sqlite3.connect(workspace / DB_FILENAME)
-        try:
-            reader.backup(writer)
-            writer.execute("PRAGMA journal_mode = DELETE")
-        finally:
-            writer.close()
-    finally:
-        reader.close()
+    backup_database(source, workspace / DB_FILENAME)
 
 
 def hours(requests: int, pause: tuple[float, float]) -> float:
@@ -160,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if (workspace / DB_FILENAME).exists():
         print(f"smoke_local: {workspace} already holds a database: give --keep an empty folder", file=sys.stderr)
         return EXIT_USAGE
-    fingerprint = sha256_of(original)
+    fingerprint = sha256_file(original)
     started = time.monotonic()
     copy_database(original, workspace, scratch)
     if args.backups is not None:
@@ -180,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"smoke_local: {report.error}", file=sys.stderr)
     else:
         print("\n".join(report_lines(cfg, report, before)))
-    unchanged = sha256_of(original) == fingerprint
+    unchanged = sha256_file(original) == fingerprint
     print(f"smoke: {time.monotonic() - started:.1f}s; the original {'is unchanged' if unchanged else 'CHANGED'} "
           f"(sha256 {fingerprint[:16]}...); scratch {'kept in ' + str(root) if args.keep else 'removed'}")
     if not args.keep:

@@ -24,6 +24,7 @@ from notebook_builder.cells.c75_schedule import CrawlState, add_figures, next_wo
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.cells.c97_report import report_table
 from notebook_builder.simcourt import SimCourt
+from support import FAST_ENV
 
 # ------------------------------------------------------------ decisions
 
@@ -126,8 +127,7 @@ COURT = dict(docs=90, seed=41, shape="captured", document_search="absent", fault
 
 
 def crawl_config(court, workspace, **knobs):
-    return load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0", "KY_BACKOFF_BASE": "0.01",
-                            "KY_BACKOFF_CAP": "0.05"},
+    return load_config(env=FAST_ENV,
                        **{"WORKSPACE": str(workspace), "STORE": f"{workspace}-store", "API_BASE": court.base_url,
                           "FIRST_YEAR": 2025, "LAST_YEAR": 2026, "PHASES": ("discover", "download"),
                           "CONVERGENCE_DELTA": 1, **knobs})

@@ -344,11 +344,11 @@ def write_status(ctx: Context, *, verify: str | None = None, mirror: bool = True
         extra["store_eta_seconds"] = ctx.mirror.eta_seconds()
     if ctx.court_unreachable:
         extra["court_unreachable"] = ctx.court_unreachable
-    if ctx.client is not None and getattr(ctx.client, "requests_sent", 0) and ctx.db is not None:
-        extra["court"] = ctx.client.pace_figures(ctx.db.download_queue_size(ctx.cfg))
     if ctx.quota is not None:
         extra["store_quota"] = ctx.quota
     document = status_document(ctx.db, ctx.cfg, phase=ctx.phase, verify=verify, extra=extra)
+    if ctx.client is not None and getattr(ctx.client, "requests_sent", 0) and ctx.db is not None:
+        document["court"] = ctx.client.pace_figures(document["queues"]["download"])   # the queue counted once
     path = ctx.path(STATUS_FILENAME)
     durable_write(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     if mirror:

@@ -610,10 +610,7 @@ def keep_legacy_originals(ctx: Context) -> bool:
             if not ctx.mirror.fetch(DB_FILENAME, snapshot):
                 return False
             if judge_database(snapshot).legacy:
-                name = legacy_original_name(sha256_file(snapshot))
-                if not ctx.path(name).is_file():
-                    ctx.path(name).parent.mkdir(parents=True, exist_ok=True)
-                    _copy_durably(snapshot, ctx.path(name))
+                name = keep_original_locally(ctx, snapshot)
                 if name not in originals:
                     originals.append(name)
                     db.kv_set(KV_LEGACY_ORIGINALS, json.dumps(originals))

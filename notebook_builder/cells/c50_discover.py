@@ -1422,7 +1422,6 @@ class _CaseWalk:
         update and the convergence's closing pass both call it."""
         db, ctx, client, result = self.db, self.ctx, self.client, self.result
         swept = OpinionSweep()
-        before = db.document_count()
         for court in COURT_NAMES.values():
             for window_first, window_last in opinion_windows(first_day, last_day):
                 start = 1
@@ -1448,11 +1447,10 @@ class _CaseWalk:
                     rows = [item for item in page.raw_items if not document_id_of(item)]
                     documents = self.resolve_rows(rows, "")
                     if documents:
-                        db.upsert_discovered(documents)
+                        swept.rows_new += db.upsert_discovered(documents)
                     if not page.more or page.result_count <= 0:
                         break
                     start += page.result_count
-        swept.rows_new = db.document_count() - before
         result.rows_new += swept.rows_new
         return swept
 

@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping
 from .c00_config import CourtUnreachable, utc_now
 from .c10_database import KV_CRAWL_FIGURES, KV_DISCOVERY_CONVERGED_AT, KV_OPINIONS_ARCHIVED_AT
 from .c30_client import CourtClient
-from .c35_context import Context, crawl_status, write_status
+from .c35_context import Context, write_status
 from .c50_discover import DISCOVER_DETAILS_BATCH, DiscoverResult, Discovery, discover
 from .c70_download import DownloadResult, Downloads, RecoverResult, download
 
@@ -242,7 +242,7 @@ class _Scheduler:
         listed = self.figures.get("opinion_pass_complete") or db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None
         if not listed or db.kv_get(KV_OPINIONS_ARCHIVED_AT) is not None:
             return
-        if crawl_status(db, self.ctx.cfg)["opinions"]["archived"]:     # the database is this code's
+        if db.opinions_to_download(self.ctx.cfg) == 0:     # listed, and none left: crawl_projection's rule
             db.kv_set(KV_OPINIONS_ARCHIVED_AT, utc_now())
             log_schedule.info("every opinion the court lists is archived")
 

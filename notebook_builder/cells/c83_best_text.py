@@ -43,7 +43,6 @@ log_best_text = logging.getLogger("kycourt.best_text")
 TEXT_LAYER = "text_layer"
 OCR_MERGE = "ocr"
 COURT_TEXT = "court_text"
-TEXT_SOURCES = (TEXT_LAYER, OCR_MERGE, COURT_TEXT)
 
 
 def choose_text_source(*, extracted: bool, layer_chars: int | None, layer_quality: float | None,

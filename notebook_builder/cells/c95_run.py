@@ -375,10 +375,11 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                         _run_court_stage(ctx, report, phase)
         if ctx.clock.stop_reason:
             report.stopped = ctx.clock.stop_reason
+        queued = ctx.db.download_queue_size(cfg)
         if ctx.client is not None and ctx.client.requests_sent:
-            report.court = ctx.client.pace_figures(ctx.db.download_queue_size(cfg))
+            report.court = ctx.client.pace_figures(queued)
         if COURT_STAGES & set(report.stages):
-            report.crawl = crawl_status(ctx.db, cfg)
+            report.crawl = crawl_status(ctx.db, cfg, queued=queued)
     except DiskFullError as exc:
         report.stopped = report.error = str(exc)
         log_run.error("%s", exc)

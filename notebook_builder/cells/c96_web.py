@@ -184,11 +184,13 @@ def search_page(site: ServedArchive, request: WebSearch) -> WebResponse:
         return _web_html(_web_page("Search", f'<p class="problem">{html.escape(str(exc))}</p>'), 503)
     try:
         facets = sdb.match_facets(query, [column for column, _ in WEB_FACETS], **request.filters())
-        total = sdb.match_count(query, **request.filters())
         # The index is the served copy; the texts its snippets quote are the workspace's (or the store's).
         hits = [] if query is None else search_archive(
             site.workspace, query, court=request.court or None, year=request.year, kind=request.kind or None,
             publication_status=request.publication_status or None, limit=request.limit, sdb=sdb, store=site.store)
+        # An uncapped ranking counted every match already; a capped one (or none) asks the index.
+        total = hits[0]["ranked_among"] if hits and not hits[0]["rank_capped"] else sdb.match_count(
+            query, **request.filters())
     except SearchQueryError as exc:
         problem = (f"The query {request.q!r} cannot be read ({exc}): {query_hint(request.q)}.")
         return _web_html(_web_page(f"{request.q} - search", f'<p class="problem">{html.escape(problem)}</p>',

@@ -903,12 +903,7 @@ class DriveStore(Store):
         folder, title = self._split(name)
         content_addressed = is_content_addressed(name)
         with self._lock:
-            if content_addressed:
-                cached = self._listed_if_cached(folder, title)
-                if cached is not None:
-                    self._check_same(name, cached, md5, size)
-                    return
-            folder_id = self._folder_id(folder, create=True)
+            folder_id = self._folder_id(folder, create=True)     # no request once the folder is known
             # A complete listing, kept current by our own writes: no files.list per upload
             # (one per PDF and per text otherwise, ~200k requests at full scale).
             existing = self._listing(folder_id).get(title) or self._sent_file(name, folder_id, folder=False)
@@ -1029,10 +1024,6 @@ class DriveStore(Store):
         self._journal.parent.mkdir(parents=True, exist_ok=True)
         lines = "".join(json.dumps(list(sent)) + "\n" for sent in self._recent_inserts())
         atomic_write(self._journal, lines.encode("utf-8"))
-
-    def _listed_if_cached(self, folder: str, title: str) -> dict | None:
-        folder_id = self._folder_ids.get(self._drive_path(folder))
-        return None if folder_id is None else self._listings.get(folder_id, {}).get(title)
 
     @staticmethod
     def _check_same(name: str, entry: dict, md5: str, size: int) -> None:
