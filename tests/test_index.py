@@ -12,7 +12,7 @@ import pytest
 from notebook_builder.cells.c00_config import IntegrityError
 from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_KINDS, Database,
                                                  SearchDatabase, SearchQueryError, _search_source, checkpoint,
-                                                 search_kinds)
+                                                 index_query, index_words, search_kinds)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c87_index import (IndexMissingError, candidate_words, court_code_of, court_filter, index,
@@ -88,7 +88,7 @@ def test_a_snippet_marks_the_querys_phrases_not_its_operators_nor_what_not_leave
         [("search", False), ("warrant", False)], [("suppress", True)]]
     assert query_phrases("NEAR(summary judgment, 5) case_title:smith") == [
         [("summary", False)], [("judgment", False)], [("smith", False)]]
-    assert query_phrases('"a ""quoted"" word"*') == [[("a", False), ("quoted", False), ("word", True)]]
+    assert query_phrases('"a ""quoted"" word"*') == [[("quoted", False), ("word", True)]]   # "a": a common word
 
 
 def test_a_snippet_is_the_densest_stretch_of_the_querys_words_with_their_stemmed_forms_marked():
@@ -111,6 +111,45 @@ def test_a_snippet_is_the_densest_stretch_of_the_querys_words_with_their_stemmed
 
 
 # ----------------------------------------------------------------- build
+
+
+def test_common_words_are_left_out_of_what_is_indexed_and_of_queries_where_the_rest_still_says_what_to_find():
+    assert index_words("The abuse OF discretion, in re: X_of y") == "  abuse   discretion,   re: X_  y"
+    assert index_query("suppression") == "suppression"                     # untouched when there is none
+    assert index_query('"abuse of the discretion"') == '"abuse discretion"'
+    assert index_query("abuse of discretion AND warrant") == "abuse discretion AND warrant"
+    assert index_query("NEAR(abuse of discretion, 5)") == "NEAR ( abuse discretion , 5 )"
+    assert index_query('the* "in re"') == 'the* "re"'                     # a prefix matches other words: kept
+    assert index_query('"abuse of discretion') == '"abuse of discretion'    # unterminated: FTS5 says so
+    assert index_query("{case_title description} : \"commonwealth of kentucky\"") == (
+        '{ case_title description } : "commonwealth kentucky"')
+    for query, says in (("the", "only common words"), ("of AND the", "only common words"),
+                        ("warrant NOT the", "the is a common word"), ("case_title : of", "of is a common word"),
+                        ("(the) warrant", "a group"), ("NEAR(of the, 5) warrant", "a group")):
+        with pytest.raises(SearchQueryError, match=says):
+            index_query(query)
+
+
+def test_a_phrase_with_common_words_finds_and_marks_the_text_whichever_common_words_stand_between(archive):
+    run_index(archive)
+    for query in ('"ineffective assistance of counsel"', '"ineffective assistance the counsel"',
+                  '"ineffective assistance counsel"'):
+        hits = search_archive(archive.WORKSPACE, query)
+        assert [hit["document_id"] for hit in hits] == [document_id(3)], query
+        assert "[Ineffective assistance of counsel]" in hits[0]["snippet"], query
+    words = search_archive(archive.WORKSPACE, "ineffective assistance of counsel")    # three words, each marked
+    assert [hit["document_id"] for hit in words] == [document_id(3)] and "[assistance] of [counsel]" in words[0]["snippet"]
+    assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, '"holdings vs city the louisville"')] == [
+        document_id(4)]                                  # the title's "VS. CITY OF LOUISVILLE"
+    sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
+    try:
+        sdb.conn.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab('main', 'docs_fts', 'row')")
+        terms = {row[0] for row in sdb.conn.execute("SELECT term FROM temp.terms")}
+    finally:
+        sdb.close()
+    assert {"suppress", "counsel", "louisvil"} <= terms and not terms & {"the", "of", "a", "and"}
+    with pytest.raises(SearchQueryError, match="only common words"):
+        search_archive(archive.WORKSPACE, '"of the"')
 
 
 def test_index_covers_every_extracted_text_and_ranks_with_bm25(archive):
@@ -136,11 +175,11 @@ def test_filters_by_court_year_and_type(archive):
                                                          court="SC")} == {document_id(3)}
     assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "suppression OR warrant",
                                                          year=2019)} == {document_id(0)}
-    assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "the", kind="order")} == {
+    assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "vs", kind="order")} == {
         document_id(1)}
     assert {hit["document_id"] for hit in search_archive(archive.WORKSPACE, "warrant", kind="opinion",
                                                          court="Appeals", year=2021)} == {document_id(4)}
-    assert len(search_archive(archive.WORKSPACE, "the", limit=2)) == 2
+    assert len(search_archive(archive.WORKSPACE, "vs", limit=2)) == 2
 
 
 def test_filters_applied_by_fts5_select_what_the_docs_columns_say_and_leave_the_scores_unchanged(archive):
@@ -155,7 +194,7 @@ def test_filters_applied_by_fts5_select_what_the_docs_columns_say_and_leave_the_
     run_index(archive)
     sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
     try:
-        every = {hit["doc_rowid"]: hit["score"] for hit in sdb.search("the OR a OR about", limit=10)}
+        every = {hit["doc_rowid"]: hit["score"] for hit in sdb.search("vs", limit=10)}
         assert len(every) == len(DOCUMENTS)
         filters = [{"court_code": "SC"}, {"court_code": "CA"}, {"court_code": "XX"}, {"court_like": "Supreme"},
                    {"publication_status": "TO BE PUBLISHED"}, {"kind": "OPINIO"}, {"kind": "Order", "court_code": "SC"}]
@@ -163,11 +202,11 @@ def test_filters_applied_by_fts5_select_what_the_docs_columns_say_and_leave_the_
         for chosen in filters:
             source, params = _search_source(None, **chosen)     # the docs columns' answer
             expected = {row[0] for row in sdb.conn.execute(source, params)}
-            hits = sdb.search("the OR a OR about", limit=10, **chosen)
+            hits = sdb.search("vs", limit=10, **chosen)
             assert {hit["doc_rowid"] for hit in hits} == expected, chosen
             assert all(hit["score"] == every[hit["doc_rowid"]] for hit in hits), chosen
-            assert sdb.match_count("the OR a OR about", **chosen) == len(expected)
-        assert len(sdb.search("the", kind="order", limit=10)) == 2     # the derived order and the ORDER DENYING
+            assert sdb.match_count("vs", **chosen) == len(expected)
+        assert len(sdb.search("vs", kind="order", limit=10)) == 2     # the derived order and the ORDER DENYING
     finally:
         sdb.close()
 
@@ -488,8 +527,8 @@ def test_a_query_matching_more_than_the_cap_is_ranked_among_the_most_recent_matc
     run_index(archive)
     sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
     try:
-        every = sdb.search("the OR a", rank_cap=None)
-        capped = sdb.search("the OR a", rank_cap=2)
+        every = sdb.search("vs", rank_cap=None)
+        capped = sdb.search("vs", rank_cap=2)
         narrow = sdb.search("suppression", rank_cap=2)
     finally:
         sdb.close()

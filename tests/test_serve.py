@@ -156,6 +156,18 @@ def test_datasettes_tables_are_one_click_away_and_answer_json(server):
         "ky_court": False, "ky_search": False}
 
 
+def test_datasettes_search_box_leaves_out_the_common_words_the_index_leaves_out(server):
+    _, served = server
+
+    def found(words: str) -> list[str]:
+        status, rows = get_json(f"{served.url}/ky_search/docs.json?_search={urllib.parse.quote(words)}&_shape=array")
+        assert status == 200
+        return [row["document_id"] for row in rows]
+
+    assert found("assistance of counsel") == [document_id(3)]     # Datasette's own escape_fts finds nothing
+    assert found("the of") == []                                   # nothing but common words: no match, no error
+
+
 def test_serve_refuses_writes(server):
     _, served = server
     sql = urllib.parse.quote("DELETE FROM documents")

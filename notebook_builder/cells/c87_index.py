@@ -55,9 +55,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .c00_config import IntegrityError, PipelineError, kentucky_date
-from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_RANK_CAP, Database, SearchDatabase,
-                           SearchIndexOutdated, SearchQueryError, backup_database, connect, extracted_fingerprint,
-                           is_sqlite_file, iter_document_records, search_bucket, search_facets, text_source_inputs)
+from .c10_database import (DB_FILENAME, QUERY_TOKEN, SEARCH_COMMON_WORDS, SEARCH_DB_FILENAME, SEARCH_RANK_CAP,
+                           Database, SearchDatabase, SearchIndexOutdated, SearchQueryError, backup_database, connect,
+                           extracted_fingerprint, is_sqlite_file, iter_document_records, search_bucket, search_facets,
+                           text_source_inputs)
 from .c34_mirror import progress
 from .c35_context import Context
 from .c83_best_text import (TEXT_LAYER, fetch_from_store, fetch_into_workspace, read_text, record_text_sources,
@@ -523,11 +524,11 @@ def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: str, sdb: 
 # the whole text is as slow). The places where the query's first words (or their stems) begin are
 # found with str.find on the lowercased text; the words there are stemmed as the index stems them
 # (SearchDatabase.stems, one call for every hit) and a phrase matches where its words' stems follow
-# one another; the snippet is the stretch where most of the query's phrases lie close together.
+# one another, common words (which the index leaves out) skipped in both; the snippet is the
+# stretch where most of the query's phrases lie close together.
 
 SNIPPET_WORDS = 16
 SNIPPET_PLACES = 400     # places of the query's first words looked at in one text, at most
-_QUERY_TOKEN = re.compile(r'"(?:[^"]|"")*"\*?|[^\s(){}:^+,"]+|[(){}:^+,]')
 _WORD = re.compile(r"[^\W_]+")
 _WORD_START, _WORD_END = re.compile(r"\b\w"), re.compile(r"\w\b")
 
@@ -538,7 +539,7 @@ def query_phrases(query: str) -> list[Phrase]:
     """The phrases of an FTS5 query a snippet marks, each a list of (word, is a prefix): its
     barewords and quoted phrases, without operators, column names, NEAR's distance or what NOT
     leaves out."""
-    tokens = _QUERY_TOKEN.findall(query)
+    tokens = QUERY_TOKEN.findall(query)
     phrases: list[Phrase] = []
     excluded_depth = depth = 0
     excluding = False
@@ -562,8 +563,11 @@ def query_phrases(query: str) -> list[Phrase]:
             continue
         prefix = token.endswith("*")
         words = [word.lower() for word in _WORD.findall(token.replace('""', '"'))]
-        if words and not excluding and not excluded_depth:
-            phrases.append([(word, False) for word in words[:-1]] + [(words[-1], prefix)])
+        # The index leaves common words out (a prefix stays): so do the phrases matched in a text.
+        phrase = [(word, prefix and number == len(words) - 1) for number, word in enumerate(words)]
+        phrase = [(word, is_prefix) for word, is_prefix in phrase if is_prefix or word not in SEARCH_COMMON_WORDS]
+        if phrase and not excluding and not excluded_depth:
+            phrases.append(phrase)
         excluding = False
     return phrases
 
@@ -583,8 +587,8 @@ def phrase_keys(phrases: list[Phrase], stems: dict[str, str]) -> tuple[str, ...]
 
 def candidate_words(text: str, keys: tuple[str, ...], length: int,
                     limit: int = SNIPPET_PLACES) -> list[list[tuple[int, int, str]]]:
-    """At each word start where a key occurs (the first `limit`), the `length` words from there:
-    (start, end, word lowercased)."""
+    """At each word start where a key occurs (the first `limit`), the `length` words from there
+    that the index holds (SEARCH_COMMON_WORDS skipped): (start, end, word lowercased)."""
     lowered = text.lower()
     if len(lowered) != len(text):     # a letter whose lower case is longer: find in the text itself
         lowered = text
@@ -596,8 +600,8 @@ def candidate_words(text: str, keys: tuple[str, ...], length: int,
             if at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_"):
                 places.add(at)
             at = lowered.find(key, at + 1)
-    return [[(match.start(), match.end(), match.group().lower())
-             for match in itertools.islice(_WORD.finditer(text, at), length)]
+    return [list(itertools.islice(((match.start(), match.end(), word) for match in _WORD.finditer(text, at)
+                                   if (word := match.group().lower()) not in SEARCH_COMMON_WORDS), length))
             for at in sorted(places)[:limit]]
 
 

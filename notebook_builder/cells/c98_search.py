@@ -17,7 +17,8 @@ Guarantees:
   ky_search.sqlite, every database immutable, with the project's metadata;
   Datasette's connections get the index's kycourt_text(name) over the
   workspace's texts (c10 `search_text_reader`: archive text names only),
-  which its snippets read.
+  which its snippets read, kycourt_words(text), and an escape_fts that
+  leaves out the common words the index leaves out (c10 `index_query`).
   There is no child process and no pipe: each request is one line of
   workspace/serve/requests.log. `Served.stop()` ends it: the CLI calls it
   on SIGINT, SIGTERM and SIGHUP, the form's box when FORM_SERVE is
@@ -46,8 +47,9 @@ from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, PipelineError, in_colab, load_config, utc_now
-from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_TEXT_FUNCTION, SearchQueryError, backup_database,
-                           is_sqlite_file, search_text_reader)
+from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_TEXT_FUNCTION, SEARCH_WORDS_FUNCTION,
+                           SearchQueryError, backup_database, index_query, index_words, is_sqlite_file,
+                           search_text_reader)
 from .c20_store import pdf_store_name
 from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, search_archive
 from .c96_web import ArchiveWeb, ServedArchive
@@ -214,20 +216,31 @@ def _serve_require_datasette() -> None:
 
 
 def _serve_register_text_function() -> None:
-    """Datasette's connections get the index's kycourt_text(name) (docs_text reads it): a plugin
+    """Datasette's connections get the index's kycourt_text(name) and kycourt_words(text)
+    (docs_text reads them), and an escape_fts that leaves out the common words the index leaves
+    out (a table's search box: "abuse of discretion" finds what `search` finds): a plugin
     registered once in this process, reading the texts of the workspace each Datasette instance
     serves (its `kycourt_text_root`)."""
     from datasette import hookimpl
     from datasette.plugins import pm
+    from datasette.utils import escape_fts
     if pm.get_plugin(_SERVE_TEXT_PLUGIN) is not None:
         return
 
-    @hookimpl
+    def escape_fts_indexed(query: str) -> str:
+        try:
+            return index_query(escape_fts(query))
+        except SearchQueryError:    # common words alone: an empty phrase, which matches nothing
+            return '""'
+
+    @hookimpl(trylast=True)    # after Datasette's own escape_fts, which this one replaces
     def prepare_connection(conn, datasette):
         root = getattr(datasette, "kycourt_text_root", None)
         if root is not None:
             conn.execute("PRAGMA trusted_schema = ON")
             conn.create_function(SEARCH_TEXT_FUNCTION, 1, search_text_reader(root, strict=False), deterministic=True)
+            conn.create_function(SEARCH_WORDS_FUNCTION, 1, index_words, deterministic=True)
+            conn.create_function("escape_fts", 1, escape_fts_indexed)
 
     plugin = types.ModuleType(_SERVE_TEXT_PLUGIN)   # Datasette lists its plugins as modules
     plugin.prepare_connection = prepare_connection
