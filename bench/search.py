@@ -41,8 +41,8 @@ from typing import Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
-from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, Database,  # noqa: E402
-                                                 SearchDatabase, checkpoint)
+from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_RANK_CAP,  # noqa: E402
+                                                 Database, SearchDatabase, checkpoint)
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
 from notebook_builder.cells.c83_best_text import record_text_sources  # noqa: E402
 from notebook_builder.cells.c87_index import index, search_archive  # noqa: E402
@@ -378,7 +378,7 @@ def main() -> int:
     for key, values in timings.wall.items():
         print(f"  {1000 * statistics.median(values[1:]):7.1f} {1000 * statistics.median(busy_timings.wall[key]):7.1f} "
               f"{1000 * statistics.median(timings.cpu[key][1:]):7.1f}  {hits_of[key]:>3}  {key}"
-              f"{'  (ranked among the 20,000 most recent matches)' if capped_of[key] else ''}")
+              f"{f'  (ranked among the {SEARCH_RANK_CAP:,} most recent matches)' if capped_of[key] else ''}")
     for label, seconds in every_match.items():
         print(f"  {1000 * seconds:7.1f} ms  {label}")
     print(f"grep-style scan of every text for 'suppression': {grep_seconds:.1f} s ({grep_hits} documents); "

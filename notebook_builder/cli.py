@@ -553,8 +553,8 @@ def _add_query_commands(commands) -> None:
                              "entry type or description prefix, e.g. OPINION or ORDER")
     search.add_argument("--limit", type=_bounded(int, 1), default=20, help="hits at most (default 20)")
     search.add_argument("--rank-all", action="store_true",
-                        help="rank every match (by default a query matching more than 20,000 documents is "
-                             "ranked among the 20,000 most recent matches)")
+                        help="rank every match (by default a query matching more than 10,000 documents is "
+                             "ranked among the 10,000 most recent matches)")
     search.add_argument("--json", action="store_true", help="print JSON")
     export = commands.add_parser("export", help="the archive as a dataset: one record per document, with text")
     _query_flags(export)

@@ -2089,8 +2089,10 @@ def search_facets(fields: Mapping[str, Any]) -> str:
 
 
 # A query matching more documents than this is ranked among this many of the most recent
-# matches: bm25 over every match of a word in every document costs ~0.13 s at full scale.
-SEARCH_RANK_CAP = 20000
+# matches: bm25 costs about a microsecond a match, over every match of a word in every document
+# ~0.11 s at full scale. 10,000 (a tenth of the archive, its latest two years or so) keeps the p95
+# of bench/search.py's queries under 50 ms with both cores busy; 20,000 gave 51 ms.
+SEARCH_RANK_CAP = 10000
 
 
 class SearchQueryError(ValueError):
