@@ -17,7 +17,7 @@ from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c87_index import (IndexMissingError, candidate_words, court_code_of, court_filter, index,
                                               index_behind, index_coverage, make_snippet, match_places, phrase_keys,
-                                              plan_index, query_phrases, search_archive, year_of)
+                                              plan_index, query_phrases, search_archive, snippet_html, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.cli import main
 
@@ -100,14 +100,25 @@ def test_a_snippet_is_the_densest_stretch_of_the_querys_words_with_their_stemmed
             + "Then the search  warrant was negligently executed and the evidence suppressed. "
             + "Unrelated words follow here; the officer neglected nothing and searched, warrants in hand. " * 10)
     matches = match_places(candidate_words(text, phrase_keys(phrases, stems), 2), phrases, stems)
-    snippet = make_snippet(text, matches)
+    snippet, marks = make_snippet(text, matches)
     assert snippet.startswith("… ") and snippet.endswith(" …")
+    assert [snippet[start:end] for start, end in marks] == ["search warrant", "negligently", "suppressed"]
     assert "[search  warrant]" not in snippet       # whitespace is made single
     assert "[search warrant] was [negligently] executed and the evidence [suppressed]" in snippet
     assert "[neglected]" not in make_snippet(text[-200:], match_places(
-        candidate_words(text[-200:], phrase_keys(phrases, stems), 2), phrases, stems))   # another stem
-    assert make_snippet("Nothing of the query here at all.", []) == "Nothing of the query here at all."
-    assert make_snippet(" ".join(["word"] * 100), []).endswith(" …")
+        candidate_words(text[-200:], phrase_keys(phrases, stems), 2), phrases, stems))[0]   # another stem
+    assert make_snippet("Nothing of the query here at all.", []) == ("Nothing of the query here at all.", [])
+    assert make_snippet(" ".join(["word"] * 100), [])[0].endswith(" …")
+
+
+def test_a_bracket_the_text_has_itself_is_no_mark_in_the_snippet_nor_on_the_page():
+    text = 'The court found the search "was [sic] unlawful" and \x02[t]he evidence\x03 suppressed.'
+    at = text.index("search")
+    snippet, marks = make_snippet(text, [(at, at + len("search"), 0)])
+    assert snippet == 'The court found the [search] "was [sic] unlawful" and [t]he evidence suppressed.'
+    assert [snippet[start:end] for start, end in marks] == ["search"]
+    assert snippet_html(snippet, marks) == (
+        "The court found the <mark>search</mark> &quot;was [sic] unlawful&quot; and [t]he evidence suppressed.")
 
 
 # ----------------------------------------------------------------- build

@@ -45,6 +45,7 @@ Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context
 from __future__ import annotations
 
 import hashlib
+import html
 import itertools
 import logging
 import os
@@ -498,7 +499,7 @@ def search_archive(workspace: str | os.PathLike, query: str, *, court: str | Non
 
 
 def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: str, sdb: SearchDatabase, fetch) -> None:
-    """Each hit's `snippet` (None when its text is nowhere) and `title_highlighted`."""
+    """Each hit's `snippet` (None when its text is nowhere), `snippet_marks` and `title_highlighted`."""
     phrases = query_phrases(query)
     stems = sdb.stems(sorted({word for phrase in phrases for word, _ in phrase}))
     keys, length = phrase_keys(phrases, stems), max((len(phrase) for phrase in phrases), default=1)
@@ -513,7 +514,8 @@ def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: str, sdb: 
              for place in places for _, _, word in place}
     stems.update(sdb.stems(sorted(words - stems.keys())))
     for hit, text, (in_text, in_title) in zip(hits, texts, candidates):
-        hit["snippet"] = None if text is None else make_snippet(text, match_places(in_text, phrases, stems))
+        hit["snippet"], hit["snippet_marks"] = (None, []) if text is None else make_snippet(
+            text, match_places(in_text, phrases, stems))
         hit["title_highlighted"] = mark(hit["case_title"] or "", match_places(in_title, phrases, stems))
 
 
@@ -626,20 +628,28 @@ def match_places(candidates: list[list[tuple[int, int, str]]], phrases: list[Phr
     return found
 
 
-def mark(text: str, matches: list[tuple[int, int, int]], start: int = 0, end: int | None = None) -> str:
-    """text[start:end] with each match inside it [marked]."""
+def mark(text: str, matches: list[tuple[int, int, int]], start: int = 0, end: int | None = None,
+         signs: tuple[str, str] = ("[", "]")) -> str:
+    """text[start:end] with each match inside it [marked] (between `signs`)."""
     end = len(text) if end is None else end
     parts, at = [], start
     for first, last, _ in matches:
         if first >= at and last <= end:
-            parts += [text[at:first], "[", text[first:last], "]"]
+            parts += [text[at:first], signs[0], text[first:last], signs[1]]
             at = last
     return "".join(parts) + text[at:end]
 
 
-def make_snippet(text: str, matches: list[tuple[int, int, int]], words: int = SNIPPET_WORDS) -> str:
+# What make_snippet marks with before it knows where the marks end up: characters no text keeps.
+_SNIPPET_SIGNS = ("\x02", "\x03")
+
+
+def make_snippet(text: str, matches: list[tuple[int, int, int]], words: int = SNIPPET_WORDS
+                 ) -> tuple[str, list[tuple[int, int]]]:
     """About `words` words of `text` where the most of the query's phrases (then the most matches)
-    lie close together, the matches [marked]; the text's first words when none matches."""
+    lie close together, the matches [marked], and where each marked match lies in it (start, end,
+    brackets excluded): a bracket the text has itself ("[sic]") is no mark. The text's first words
+    when none matches."""
     span = words * 7   # characters: a legal text's words average six and a space
     start = 0
     if matches:
@@ -656,8 +666,26 @@ def make_snippet(text: str, matches: list[tuple[int, int, int]], words: int = SN
         start = start if start == 0 else _word_start(text, start)
     end = min(len(text), start + span)
     end = end if end == len(text) else _word_end(text, end)
-    body = " ".join(mark(text, matches, start, end).split())
-    return ("… " if start else "") + body + (" …" if end < len(text) else "")
+    if any(sign in text[start:end] for sign in _SNIPPET_SIGNS):
+        text = text.replace(_SNIPPET_SIGNS[0], " ").replace(_SNIPPET_SIGNS[1], " ")
+    snippet, marks = "… " if start else "", []
+    for piece in re.split("([\x02\x03])", " ".join(mark(text, matches, start, end, _SNIPPET_SIGNS).split())):
+        if piece == _SNIPPET_SIGNS[0]:
+            marks.append((len(snippet) + 1, None))
+        elif piece == _SNIPPET_SIGNS[1]:
+            marks[-1] = (marks[-1][0], len(snippet))
+        snippet += {_SNIPPET_SIGNS[0]: "[", _SNIPPET_SIGNS[1]: "]"}.get(piece, piece)
+    return snippet + (" …" if end < len(text) else ""), marks
+
+
+def snippet_html(snippet: str | None, marks: Iterable[tuple[int, int]]) -> str:
+    """A snippet as HTML, each of its `marks` (make_snippet's) a <mark>; its own brackets stay."""
+    snippet = snippet or ""
+    parts, at = [], 0
+    for start, end in marks:
+        parts += [html.escape(snippet[at:start - 1]), "<mark>", html.escape(snippet[start:end]), "</mark>"]
+        at = end + 1
+    return "".join(parts) + html.escape(snippet[at:])
 
 
 def _word_start(text: str, at: int) -> int:

@@ -44,7 +44,7 @@ from .c10_database import (DB_FILENAME, Database, SearchQueryError, connect, doc
                            documents_matching, rows_where)
 from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
 from .c83_best_text import best_text_sources
-from .c87_index import INDEX_COURT_CODES, court_filter, open_search_index, query_hint, search_archive
+from .c87_index import INDEX_COURT_CODES, court_filter, open_search_index, query_hint, search_archive, snippet_html
 
 WEB_FACETS = (("court_code", "court"), ("year", "year"), ("kind", "kind"),
               ("publication_status", "publication status"))
@@ -128,11 +128,6 @@ class WebSearch:
         values.update(changes)
         kept = {key: value for key, value in values.items() if value not in (None, "")}
         return "/?" + urllib.parse.urlencode(kept) if kept else "/"
-
-
-def marked_snippet(snippet: str | None) -> str:
-    """An FTS5 snippet (matches in [brackets]) as HTML, the matches marked."""
-    return html.escape(snippet or "").replace("[", "<mark>").replace("]", "</mark>")
 
 
 # ----------------------------------------------------------------- pages
@@ -249,7 +244,7 @@ def _web_hit(hit: dict[str, Any]) -> str:
             f'<div class="meta">{" · ".join(html.escape(str(part)) for part in details if part)}'
             f' · <span title="bm25: lower is better">score {hit["score"]:.3g}</span>'
             f' · <a href="/{pdf_store_name(hit["sha256"])}">PDF</a></div>'
-            f"<div>{marked_snippet(hit.get('snippet'))}</div></div>")
+            f"<div>{snippet_html(hit.get('snippet'), hit.get('snippet_marks') or [])}</div></div>")
 
 
 def document_page(site: ServedArchive, document_id: str) -> WebResponse:

@@ -51,7 +51,7 @@ from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_TEXT_FUNCTION
                            SearchQueryError, backup_database, index_query, index_words, is_sqlite_file,
                            search_text_reader)
 from .c20_store import pdf_store_name
-from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, search_archive
+from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, search_archive, snippet_html
 from .c96_web import ArchiveWeb, ServedArchive
 
 log_search = logging.getLogger("kycourt.search")
@@ -94,7 +94,7 @@ def hits_html(hits: list[dict[str, Any]], store: Any = None) -> str:
             except Exception:   # a listing that fails must not hide the hits
                 link = None
         pdf_cell = f'<a href="{html.escape(link)}" target="_blank">PDF</a>' if link else html.escape(pdf)
-        snippet = html.escape(hit.get("snippet") or "").replace("[", "<mark>").replace("]", "</mark>")
+        snippet = snippet_html(hit.get("snippet"), hit.get("snippet_marks") or [])
         cells = [str(number), html.escape(hit.get("case_number") or ""),
                  html.escape((hit.get("filed_date") or "")[:10]),
                  html.escape(hit.get("case_title") or ""), html.escape(hit.get("description") or ""), snippet,
