@@ -632,7 +632,7 @@ def _cmd_index(cfg) -> int:
 
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
-    from notebook_builder.cells.c10_database import SearchQueryError
+    from notebook_builder.cells.c10_database import CommonWordsQuery, SearchQueryError
     from notebook_builder.cells.c87_index import (court_filter, format_hits, index_behind, open_search_index,
                                                   query_hint, search_archive)
     sdb = open_search_index(cfg.WORKSPACE)
@@ -642,6 +642,8 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
         # An uncapped ranking counted every match already; a capped one (or none) asks the index.
         total = hits[0]["ranked_among"] if hits and not hits[0]["rank_capped"] else sdb.match_count(
             args.query, year=args.year, kind=args.kind, **court_filter(args.court))
+    except CommonWordsQuery as exc:
+        raise SearchQueryError(f"query {args.query!r}: {exc}") from None
     except SearchQueryError as exc:
         raise SearchQueryError(f"malformed query {args.query!r}: {exc}; {query_hint(args.query)}") from None
     finally:

@@ -110,6 +110,9 @@ def test_a_malformed_query_is_one_clear_error_exit_2(capsys, archive):
     assert "malformed query '2019-CA-0012'" in err and 'double quotes, e.g. "2019-CA-0012"' in err
     status, _, err = cli(capsys, "search", '"2019-CA-0012"', *flags(archive))   # quoted: fine
     assert status == 0
+    status, out, err = cli(capsys, "search", "of the", *flags(archive))       # words the index leaves out
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert "only common words the index leaves out (of, the)" in err and "malformed" not in err
 
 
 def test_search_without_an_index_says_how_to_build_it(capsys, archive):

@@ -121,6 +121,10 @@ def test_a_query_fts5_cannot_read_is_one_line_on_the_page(server):
         assert status == 400 and len(problems) == 1 and "\n" not in problems[0], query
         assert "Traceback" not in page and "operators are" in html.unescape(problems[0])
     assert get(f"{served.url}/?q=%222019-CA-0012%22")[0] == 200          # quoted: fine
+    status, _, body = get(f"{served.url}/?q={urllib.parse.quote('warrant NOT the')}")
+    problems = re.findall(r'<p class="problem">(.*?)</p>', body.decode(), re.S)
+    assert status == 400 and problems == ["The query &#x27;warrant NOT the&#x27;: the is a common word the index "
+                                          "leaves out: take it out of the query."]
 
 
 def test_the_document_page_shows_metadata_case_text_and_files(server):

@@ -2099,6 +2099,11 @@ class SearchQueryError(ValueError):
     """The FTS5 query cannot be parsed (exit status 2 in the CLI)."""
 
 
+class CommonWordsQuery(SearchQueryError):
+    """The query has only words the index leaves out (SEARCH_COMMON_WORDS), or one beside an
+    operator: the message says what to change (exit status 2 in the CLI)."""
+
+
 # An FTS5 query's tokens: a quoted phrase (with its prefix star), a bareword (a word, an operator,
 # a column name, NEAR's distance) or one of FTS5's punctuation marks.
 QUERY_TOKEN = re.compile(r'"(?:[^"]|"")*"\*?|[^\s(){}:^+,"]+|[(){}:^+,]')
@@ -2110,7 +2115,7 @@ def index_query(query: str) -> str:
     """`query` as the index answers it: SEARCH_COMMON_WORDS left out of its phrases and words (a
     prefix, `the*`, is kept: it matches other words). A phrase or word of common words alone is
     dropped where the rest still says what to match (beside other words, inside NEAR); beside an
-    operator, a column filter or `^`, or as the whole query, SearchQueryError names it. A query
+    operator, a column filter or `^`, or as the whole query, CommonWordsQuery names it. A query
     with an unterminated phrase is left as it is, for FTS5 to say so."""
     if query.count('"') % 2:
         return query
@@ -2137,14 +2142,14 @@ def index_query(query: str) -> str:
         return " ".join(kept)
     common = ", ".join(sorted({word.lower() for token in dropped.values() for word in _INDEX_WORD.findall(token)}))
     if all(at in dropped or token in _QUERY_MARKS or token in _QUERY_OPERATORS for at, token in enumerate(kept)):
-        raise SearchQueryError(f"the query has only common words the index leaves out ({common}): "
+        raise CommonWordsQuery(f"the query has only common words the index leaves out ({common}): "
                                "add a word that says what to find")
     for at, token in dropped.items():
         if any(side in ("AND", "OR", "NOT", ":", "^", "+") for side in kept[max(0, at - 1):at] + kept[at + 1:at + 2]):
-            raise SearchQueryError(f"{token} is a common word the index leaves out: take it out of the query")
+            raise CommonWordsQuery(f"{token} is a common word the index leaves out: take it out of the query")
     rewritten = " ".join(token for at, token in enumerate(kept) if at not in dropped)
     if re.search(r"\(\s*[),]", rewritten):
-        raise SearchQueryError(f"a group of the query has only common words the index leaves out ({common})")
+        raise CommonWordsQuery(f"a group of the query has only common words the index leaves out ({common})")
     return rewritten
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .c00_config import StoreError
-from .c10_database import (DB_FILENAME, Database, SearchQueryError, connect, document_citations,
+from .c10_database import (DB_FILENAME, CommonWordsQuery, Database, SearchQueryError, connect, document_citations,
                            documents_matching, rows_where)
 from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
 from .c83_best_text import best_text_sources
@@ -187,7 +187,8 @@ def search_page(site: ServedArchive, request: WebSearch) -> WebResponse:
         total = hits[0]["ranked_among"] if hits and not hits[0]["rank_capped"] else sdb.match_count(
             query, **request.filters())
     except SearchQueryError as exc:
-        problem = (f"The query {request.q!r} cannot be read ({exc}): {query_hint(request.q)}.")
+        problem = (f"The query {request.q!r}: {exc}." if isinstance(exc, CommonWordsQuery) else
+                   f"The query {request.q!r} cannot be read ({exc}): {query_hint(request.q)}.")
         return _web_html(_web_page(f"{request.q} - search", f'<p class="problem">{html.escape(problem)}</p>',
                                    query=request.q), 400)
     finally:
