@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import sqlite3
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,8 @@ import pytest
 from notebook_builder.cells.c00_config import IntegrityError
 from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_KINDS, Database,
                                                  SearchDatabase, SearchQueryError, _search_source, checkpoint,
-                                                 index_query, index_words, search_kinds)
+                                                 INDEX_WORD, SEARCH_COMMON_WORDS, index_query, index_words,
+                                                 search_kinds)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c87_index import (IndexMissingError, candidate_words, court_code_of, court_filter, index,
@@ -132,11 +135,15 @@ def test_common_words_are_left_out_of_what_is_indexed_and_of_queries_where_the_r
     assert index_query("NEAR(abuse of discretion, 5)") == "NEAR ( abuse discretion , 5 )"
     assert index_query('the* "in re"') == 'the* "re"'                     # a prefix matches other words: kept
     assert index_query('"abuse of discretion') == '"abuse of discretion'    # unterminated: FTS5 says so
+    assert index_query('"x ()" the abuse') == '"x ()" abuse'                # parentheses inside a phrase
+    assert index_query("NEAR the") == "NEAR"                                 # NEAR without "(" is a word
+    assert index_query('warrant "of abuse" *') == 'warrant "abuse"*'        # FTS5 allows a space before *
     assert index_query("{case_title description} : \"commonwealth of kentucky\"") == (
         '{ case_title description } : "commonwealth kentucky"')
     for query, says in (("the", "only common words"), ("of AND the", "only common words"),
-                        ("warrant NOT the", "the is a common word"), ("case_title : of", "of is a common word"),
-                        ("(the) warrant", "a group"), ("NEAR(of the, 5) warrant", "a group")):
+                        ("warrant NOT the", "the is a common word"), ("case_title : of", "only common words"),
+                        ("warrant AND case_title : of", "of is a common word"), ("(the) warrant", "a group"),
+                        ("NEAR(of the, 5) warrant", "a group")):
         with pytest.raises(SearchQueryError, match=says):
             index_query(query)
 
@@ -149,7 +156,8 @@ def test_a_phrase_with_common_words_finds_and_marks_the_text_whichever_common_wo
         assert [hit["document_id"] for hit in hits] == [document_id(3)], query
         assert "[Ineffective assistance of counsel]" in hits[0]["snippet"], query
     words = search_archive(archive.WORKSPACE, "ineffective assistance of counsel")    # three words, each marked
-    assert [hit["document_id"] for hit in words] == [document_id(3)] and "[assistance] of [counsel]" in words[0]["snippet"]
+    assert [hit["document_id"] for hit in words] == [document_id(3)]
+    assert "[assistance] of [counsel]" in words[0]["snippet"]
     assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, '"holdings vs city the louisville"')] == [
         document_id(4)]                                  # the title's "VS. CITY OF LOUISVILLE"
     sdb = SearchDatabase.open(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, readonly=True)
@@ -161,6 +169,32 @@ def test_a_phrase_with_common_words_finds_and_marks_the_text_whichever_common_wo
     assert {"suppress", "counsel", "louisvil"} <= terms and not terms & {"the", "of", "a", "and"}
     with pytest.raises(SearchQueryError, match="only common words"):
         search_archive(archive.WORKSPACE, '"of the"')
+    for spaced, joined in (("suppression of *", "suppression of*"), ('"assistance of" *', '"assistance of"*'),
+                           ('counsel "the" *', 'counsel "the"*')):      # a star after a space: the same prefix
+        assert [hit["document_id"] for hit in search_archive(archive.WORKSPACE, spaced)] == [
+            hit["document_id"] for hit in search_archive(archive.WORKSPACE, joined)], spaced
+
+
+def test_index_words_leaves_exactly_the_words_that_are_not_common_as_fts5_splits_them():
+    # unicode61's word characters: letters, digits, nonspacing marks, private use; "_" and a spacing
+    # mark (U+0903) or an enclosing one (U+20DD) split words. index_words must agree with INDEX_WORD.
+    rng = random.Random(7)
+    alphabet = list("theofaandisx_ -.,1É") + ["\u0303", "\u0301", "\ue000", "\u0903", "\u20dd"]
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        assert INDEX_WORD.findall(index_words(text)) == [
+            word for word in INDEX_WORD.findall(text) if word.lower() not in SEARCH_COMMON_WORDS], repr(text)
+
+
+def test_a_word_with_a_decomposed_accent_is_one_word_as_fts5_reads_it(tmp_path):
+    # Text from a PDF may spell "Peña" as "Pen" + U+0303 + "a": unicode61 reads one word (it folds the
+    # mark away), so the common-word filter must not take its "a" for a word.
+    nfd = unicodedata.normalize("NFD", "Álvarez and Ángel Peña testified.")
+    cfg = build_archive(tmp_path, (("2019-CA-0012", "SMITH VS. COMMONWEALTH", "OPINION AFFIRMING",
+                                     "2019-05-02T00:00:00.000-04:00", nfd),))
+    run_index(cfg)
+    for query in ("Álvarez", "Ángel", "Peña", "alvarez", "pena", nfd.split()[-2]):
+        assert [hit["document_id"] for hit in search_archive(cfg.WORKSPACE, query)] == [document_id(0)], query
 
 
 def test_index_covers_every_extracted_text_and_ranks_with_bm25(archive):
@@ -418,6 +452,19 @@ def test_an_index_from_a_newer_schema_is_refused_by_readers_and_rebuilt_by_the_s
     conn.commit()
     conn.close()
     with pytest.raises(IndexMissingError, match="version 99, newer"):
+        search_archive(archive.WORKSPACE, "suppression")
+    assert run_index(archive).rebuilt
+    assert len(search_archive(archive.WORKSPACE, "suppression")) == 2
+
+
+def test_an_index_built_under_other_unicode_tables_is_built_again(archive):
+    run_index(archive)
+    path = Path(archive.WORKSPACE) / SEARCH_DB_FILENAME
+    conn = sqlite3.connect(path)     # kycourt_words' word breaks at its deletes could differ from its inserts'
+    conn.execute("UPDATE kv SET value = '1.0.0' WHERE key = 'search_unicode_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(IndexMissingError, match="Unicode 1.0.0"):
         search_archive(archive.WORKSPACE, "suppression")
     assert run_index(archive).rebuilt
     assert len(search_archive(archive.WORKSPACE, "suppression")) == 2

@@ -170,6 +170,10 @@ def test_datasettes_search_box_leaves_out_the_common_words_the_index_leaves_out(
 
     assert found("assistance of counsel") == [document_id(3)]     # Datasette's own escape_fts finds nothing
     assert found("the of") == []                                   # nothing but common words: no match, no error
+    sql = urllib.parse.quote("""select d.document_id from docs_fts join docs d on d.doc_rowid = docs_fts.rowid
+                                where docs_fts match kycourt_query('"assistance of counsel"')""")
+    status, rows = get_json(f"{served.url}/ky_search.json?sql={sql}&_shape=array")
+    assert status == 200 and [row["document_id"] for row in rows] == [document_id(3)]   # raw FTS5 in SQL
 
 
 def test_serve_refuses_writes(server):

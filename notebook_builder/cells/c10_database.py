@@ -55,6 +55,7 @@ import re
 import sqlite3
 import threading
 import time
+import unicodedata
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -1937,16 +1938,42 @@ SEARCH_TOKENIZE = "porter unicode61 remove_diacritics 2"
 SEARCH_COMMON_WORDS = frozenset((
     "a an and are as at be been but by for from had has have his in into is it its of on or such that the "
     "their this to was were which with").split())
-_INDEX_WORD = re.compile(r"([^\W_]+)")
+
+
+# Characters unicode61 reads as part of a word that Python's \\w does not: the nonspacing marks it
+# folds away ("Peña" spelled n + U+0303 is one word) and private-use characters (BMP).
+_WORD_JOINERS = frozenset(chr(code) for code in range(0x10000)
+                          if unicodedata.category(chr(code)) == "Mn" or 0xE000 <= code <= 0xF8FF)
+
+
+def _class_of(characters: Iterable[str]) -> str:
+    """A regular-expression character class of `characters`, as ranges of code points."""
+    codes, ranges = sorted(map(ord, characters)), []
+    for code in codes:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return "[" + "".join(f"\\u{first:04x}-\\u{last:04x}" for first, last in ranges) + "]"
+
+
+# A word as unicode61 reads one (letters and digits, and _WORD_JOINERS).
+INDEX_WORD = re.compile(f"(?:[^\\W_]|{_class_of(_WORD_JOINERS)})+")
+_LETTERS_AND_DIGITS = re.compile(r"([^\W_]+)")
 
 
 def index_words(text: str | None) -> str | None:
-    """What docs_fts is given of a text (kycourt_words): the text with each of SEARCH_COMMON_WORDS
-    (any case) replaced by a space, everything else as it was."""
+    """What docs_fts is given of a text (kycourt_words): the text with each of its INDEX_WORDs that
+    is one of SEARCH_COMMON_WORDS (any case) replaced by a space, everything else as it was.
+
+    It splits on letters and digits alone (twice as fast at full scale) and keeps a common word
+    that a _WORD_JOINERS character touches: that word is part of a longer INDEX_WORD."""
     if text is None:
         return None
-    parts = _INDEX_WORD.split(text)
-    parts[1::2] = [" " if word.lower() in SEARCH_COMMON_WORDS else word for word in parts[1::2]]
+    parts = _LETTERS_AND_DIGITS.split(text)
+    parts[1::2] = [" " if word.lower() in SEARCH_COMMON_WORDS and parts[2 * number][-1:] not in _WORD_JOINERS
+                   and parts[2 * number + 2][:1] not in _WORD_JOINERS else word
+                   for number, word in enumerate(parts[1::2])]
     return "".join(parts)
 
 
@@ -2003,8 +2030,8 @@ INSERT INTO docs_fts(docs_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 1.0, 0.0)'
 """
 # An index of an older version is not migrated but built again (it is derived data): version 3 is
 # the first without a copy of the texts, version 4 the first with the filter tokens (`facets`),
-# version 5 the first without SEARCH_COMMON_WORDS.
-SEARCH_SCHEMA_VERSION = 5
+# version 6 the first without SEARCH_COMMON_WORDS (and with kv `search_unicode_version`).
+SEARCH_SCHEMA_VERSION = 6
 
 
 class SearchIndexOutdated(IntegrityError):
@@ -2090,13 +2117,14 @@ def search_facets(fields: Mapping[str, Any]) -> str:
 
 # A query matching more documents than this is ranked among this many of the most recent
 # matches: bm25 costs about a microsecond a match, over every match of a word in every document
-# ~0.11 s at full scale. 10,000 (a tenth of the archive, its latest two years or so) keeps the p95
-# of bench/search.py's queries under 50 ms with both cores busy; 20,000 gave 51 ms.
+# ~0.12 s at full scale. 10,000 (a tenth of the archive, its latest two years or so) keeps the p95
+# of bench/search.py's queries under 50 ms with both cores busy.
 SEARCH_RANK_CAP = 10000
 
 
 class SearchQueryError(ValueError):
-    """The FTS5 query cannot be parsed (exit status 2 in the CLI)."""
+    """The FTS5 query cannot be parsed, or asks only for words the index leaves out (exit status 2
+    in the CLI)."""
 
 
 class CommonWordsQuery(SearchQueryError):
@@ -2104,53 +2132,64 @@ class CommonWordsQuery(SearchQueryError):
     operator: the message says what to change (exit status 2 in the CLI)."""
 
 
-# An FTS5 query's tokens: a quoted phrase (with its prefix star), a bareword (a word, an operator,
-# a column name, NEAR's distance) or one of FTS5's punctuation marks.
-QUERY_TOKEN = re.compile(r'"(?:[^"]|"")*"\*?|[^\s(){}:^+,"]+|[(){}:^+,]')
-_QUERY_OPERATORS = ("AND", "OR", "NOT", "NEAR")
-_QUERY_MARKS = ("(", ")", "{", "}", ":", "^", "+", ",")
+# An FTS5 query's tokens: a quoted phrase or a bareword, each with its prefix star (FTS5 allows a
+# space before it), or one of FTS5's punctuation marks.
+QUERY_TOKEN = re.compile(r'"(?:[^"]|"")*"(?:\s*\*)?|[^\s(){}:^+,"*]+(?:\s*\*)?|[(){}:^+,*]')
+_QUERY_MARKS = ("(", ")", "{", "}", ":", "^", "+", ",", "*")
+
+
+def query_terms(query: str) -> list[tuple[str, bool]]:
+    """Each token of an FTS5 query (QUERY_TOKEN) and whether it is a term, a phrase or word to
+    match, rather than an operator (AND, OR, NOT, NEAR before its parenthesis), a punctuation mark,
+    a column name or NEAR's distance."""
+    tokens = QUERY_TOKEN.findall(query)
+    terms = []
+    for index, token in enumerate(tokens):
+        following = tokens[index + 1] if index + 1 < len(tokens) else ""
+        syntax = (token in ("AND", "OR", "NOT") or (token == "NEAR" and following == "(") or token in _QUERY_MARKS
+                  or following == ":" or (token.isdigit() and index > 0 and tokens[index - 1] == ","))
+        terms.append((token, not syntax))
+    return terms
 
 
 def index_query(query: str) -> str:
     """`query` as the index answers it: SEARCH_COMMON_WORDS left out of its phrases and words (a
     prefix, `the*`, is kept: it matches other words). A phrase or word of common words alone is
     dropped where the rest still says what to match (beside other words, inside NEAR); beside an
-    operator, a column filter or `^`, or as the whole query, CommonWordsQuery names it. A query
-    with an unterminated phrase is left as it is, for FTS5 to say so."""
+    operator, a column filter, `^` or `+`, or as the whole query, CommonWordsQuery names it. A
+    query with an unterminated phrase is left as it is, for FTS5 to say so."""
     if query.count('"') % 2:
         return query
-    tokens = QUERY_TOKEN.findall(query)
+    terms = query_terms(query)
     kept: list[str] = []
     dropped: dict[int, str] = {}     # position in `kept`: a phrase or word of common words alone
-    for index, token in enumerate(tokens):
-        following = tokens[index + 1] if index + 1 < len(tokens) else ""
-        if token in _QUERY_OPERATORS or token in _QUERY_MARKS or following == ":" or (
-                token.isdigit() and index and tokens[index - 1] == ","):
+    for token, is_term in terms:
+        if not is_term:
             kept.append(token)
             continue
         prefix = token.endswith("*")
-        body = token[1:token.rindex('"')].replace('""', '"') if token.startswith('"') else token.rstrip("*")
-        words = _INDEX_WORD.findall(body)
+        body = token[1:token.rindex('"')].replace('""', '"') if token.startswith('"') else token.rstrip("*").rstrip()
+        words = INDEX_WORD.findall(body)
         left = [word for number, word in enumerate(words)
                 if word.lower() not in SEARCH_COMMON_WORDS or (prefix and number == len(words) - 1)]
         if not left and words:
             dropped[len(kept)] = token
         kept.append(token if len(left) == len(words) else '"' + " ".join(left) + '"' + "*" * prefix)
-    if kept == tokens:
+    if kept == [token for token, _ in terms]:
         return query
     if not dropped:
         return " ".join(kept)
-    common = ", ".join(sorted({word.lower() for token in dropped.values() for word in _INDEX_WORD.findall(token)}))
-    if all(at in dropped or token in _QUERY_MARKS or token in _QUERY_OPERATORS for at, token in enumerate(kept)):
+    common = ", ".join(sorted({word.lower() for token in dropped.values() for word in INDEX_WORD.findall(token)}))
+    if all(at in dropped or not is_term for at, (_, is_term) in enumerate(terms)):
         raise CommonWordsQuery(f"the query has only common words the index leaves out ({common}): "
                                "add a word that says what to find")
     for at, token in dropped.items():
         if any(side in ("AND", "OR", "NOT", ":", "^", "+") for side in kept[max(0, at - 1):at] + kept[at + 1:at + 2]):
             raise CommonWordsQuery(f"{token} is a common word the index leaves out: take it out of the query")
-    rewritten = " ".join(token for at, token in enumerate(kept) if at not in dropped)
-    if re.search(r"\(\s*[),]", rewritten):
+    left_tokens = [token for at, token in enumerate(kept) if at not in dropped]
+    if any(token == "(" and after in (")", ",") for token, after in zip(left_tokens, left_tokens[1:])):
         raise CommonWordsQuery(f"a group of the query has only common words the index leaves out ({common})")
-    return rewritten
+    return " ".join(left_tokens)
 
 
 class SearchDatabase:
@@ -2196,6 +2235,13 @@ class SearchDatabase:
                                          f"code's {SEARCH_SCHEMA_VERSION}: upgrade kycourt-colab")
                 raise SearchIndexOutdated(f"{path} has search schema version {version}, older than "
                                           f"{SEARCH_SCHEMA_VERSION}: rebuild it (kycourt-pipeline index)")
+            # kycourt_words splits words by Python's Unicode tables: another version could give FTS5's
+            # deletes other tokens than the inserts had, so an index made under another is built again.
+            unicode = db.kv_get("search_unicode_version") if version else None
+            if unicode not in (None, unicodedata.unidata_version):
+                db.close()
+                raise SearchIndexOutdated(f"{path} was built with Unicode {unicode}, this Python has "
+                                          f"{unicodedata.unidata_version}: rebuild it (kycourt-pipeline index)")
             if not readonly and version == 0:
                 db.create()
         except sqlite3.DatabaseError as exc:
@@ -2216,8 +2262,8 @@ class SearchDatabase:
         try:
             for statement in _split_sql(_SEARCH_SCHEMA):
                 self.conn.execute(statement)
-            self.conn.execute("INSERT INTO kv(key, value) VALUES ('search_schema_version', ?) "
-                              "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(SEARCH_SCHEMA_VERSION),))
+            self.kv_set("search_schema_version", SEARCH_SCHEMA_VERSION)
+            self.kv_set("search_unicode_version", unicodedata.unidata_version)
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")

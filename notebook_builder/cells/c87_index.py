@@ -37,8 +37,13 @@ Guarantees:
   checkpoint pushes does not grow.
 - `index_coverage()` tells verify and the CLI which extracted documents the
   index lacks or holds with another text; `search_archive()` is the query of
-  the CLI, the notebook and the benchmark; a query FTS5 cannot parse raises
-  `SearchQueryError`, a missing or outdated index `IndexMissingError`.
+  the CLI, the notebook and the benchmark. The index leaves out the common
+  words (c10 SEARCH_COMMON_WORDS) and so does every query (c10 index_query):
+  a phrase matches whichever of them stand between its other words, and
+  snippets still mark it whole. A query FTS5 cannot parse raises
+  `SearchQueryError`; one of common words alone (or with one beside an
+  operator) its subclass `CommonWordsQuery`; a missing or outdated index
+  `IndexMissingError`.
 
 Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context).
 """
@@ -56,10 +61,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .c00_config import IntegrityError, PipelineError, kentucky_date
-from .c10_database import (DB_FILENAME, QUERY_TOKEN, SEARCH_COMMON_WORDS, SEARCH_DB_FILENAME, SEARCH_RANK_CAP,
+from .c10_database import (DB_FILENAME, INDEX_WORD, SEARCH_COMMON_WORDS, SEARCH_DB_FILENAME, SEARCH_RANK_CAP,
                            Database, SearchDatabase, SearchIndexOutdated, SearchQueryError, backup_database, connect,
-                           extracted_fingerprint, is_sqlite_file, iter_document_records, search_bucket, search_facets,
-                           text_source_inputs)
+                           extracted_fingerprint, is_sqlite_file, iter_document_records, query_terms, search_bucket,
+                           search_facets, text_source_inputs)
 from .c34_mirror import progress
 from .c35_context import Context
 from .c83_best_text import (TEXT_LAYER, fetch_from_store, fetch_into_workspace, read_text, record_text_sources,
@@ -531,7 +536,6 @@ def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: str, sdb: 
 
 SNIPPET_WORDS = 16
 SNIPPET_PLACES = 400     # places of the query's first words looked at in one text, at most
-_WORD = re.compile(r"[^\W_]+")
 _WORD_START, _WORD_END = re.compile(r"\b\w"), re.compile(r"\w\b")
 
 Phrase = list[tuple[str, bool]]   # (word, lowercased; whether it is a prefix)
@@ -539,14 +543,12 @@ Phrase = list[tuple[str, bool]]   # (word, lowercased; whether it is a prefix)
 
 def query_phrases(query: str) -> list[Phrase]:
     """The phrases of an FTS5 query a snippet marks, each a list of (word, is a prefix): its
-    barewords and quoted phrases, without operators, column names, NEAR's distance or what NOT
-    leaves out."""
-    tokens = QUERY_TOKEN.findall(query)
+    barewords and quoted phrases, without operators, column names, NEAR's distance, what NOT
+    leaves out or the common words the index leaves out (a prefix stays)."""
     phrases: list[Phrase] = []
     excluded_depth = depth = 0
     excluding = False
-    for index, token in enumerate(tokens):
-        following = tokens[index + 1] if index + 1 < len(tokens) else ""
+    for token, is_term in query_terms(query):
         if token == "(":
             depth += 1
             if excluding:
@@ -557,15 +559,13 @@ def query_phrases(query: str) -> list[Phrase]:
                 excluded_depth = 0
             depth -= 1
             continue
-        if token in ("AND", "OR", "NEAR", ":", "^", "+", ",", "{", "}") or following == ":" or (
-                token.isdigit() and index and tokens[index - 1] == ","):
-            continue
         if token == "NOT":
             excluding = True
             continue
+        if not is_term:
+            continue
         prefix = token.endswith("*")
-        words = [word.lower() for word in _WORD.findall(token.replace('""', '"'))]
-        # The index leaves common words out (a prefix stays): so do the phrases matched in a text.
+        words = [word.lower() for word in INDEX_WORD.findall(token.replace('""', '"'))]
         phrase = [(word, prefix and number == len(words) - 1) for number, word in enumerate(words)]
         phrase = [(word, is_prefix) for word, is_prefix in phrase if is_prefix or word not in SEARCH_COMMON_WORDS]
         if phrase and not excluding and not excluded_depth:
@@ -602,7 +602,7 @@ def candidate_words(text: str, keys: tuple[str, ...], length: int,
             if at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_"):
                 places.add(at)
             at = lowered.find(key, at + 1)
-    return [list(itertools.islice(((match.start(), match.end(), word) for match in _WORD.finditer(text, at)
+    return [list(itertools.islice(((match.start(), match.end(), word) for match in INDEX_WORD.finditer(text, at)
                                    if (word := match.group().lower()) not in SEARCH_COMMON_WORDS), length))
             for at in sorted(places)[:limit]]
 

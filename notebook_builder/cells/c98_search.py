@@ -15,10 +15,13 @@ Guarantees:
   page, document pages and files in front of Datasette (installed on
   demand in Colab) over one-file copies of ky_court.sqlite and
   ky_search.sqlite, every database immutable, with the project's metadata;
-  Datasette's connections get the index's kycourt_text(name) over the
-  workspace's texts (c10 `search_text_reader`: archive text names only),
-  which its snippets read, kycourt_words(text), and an escape_fts that
-  leaves out the common words the index leaves out (c10 `index_query`).
+  Datasette's connections get the functions the index's view docs_text
+  calls, kycourt_text(name) over the workspace's texts (c10
+  `search_text_reader`: archive text names only) and kycourt_words(text);
+  an escape_fts that leaves out the common words the index leaves out (c10
+  `index_query`), so the docs table's search box finds what `search` finds;
+  and kycourt_query(q), the same rewrite for raw FTS5 in SQL
+  (`docs_fts MATCH kycourt_query('"abuse of discretion"')`).
   There is no child process and no pipe: each request is one line of
   workspace/serve/requests.log. `Served.stop()` ends it: the CLI calls it
   on SIGINT, SIGTERM and SIGHUP, the form's box when FORM_SERVE is
@@ -181,7 +184,10 @@ def datasette_metadata() -> dict[str, Any]:
             },
             "ky_search": {
                 "title": "Full-text search (ky_search.sqlite)",
-                "description_html": 'The search page is <a href="/">the front page</a>.',
+                "description_html": 'The search page is <a href="/">the front page</a>. The index leaves '
+                                    'out common words (the, of, and, ...): in SQL, match '
+                                    "<code>docs_fts MATCH kycourt_query('...')</code>, which leaves them "
+                                    'out of the query too.',
                 "tables": {
                     "docs": {"title": "Indexed documents", "fts_table": "docs_fts", "fts_pk": "doc_rowid",
                              "facets": ["court", "year", "kind", "publication_status"], "columns": search_columns},
@@ -217,10 +223,10 @@ def _serve_require_datasette() -> None:
 
 def _serve_register_text_function() -> None:
     """Datasette's connections get the index's kycourt_text(name) and kycourt_words(text)
-    (docs_text reads them), and an escape_fts that leaves out the common words the index leaves
-    out (a table's search box: "abuse of discretion" finds what `search` finds): a plugin
-    registered once in this process, reading the texts of the workspace each Datasette instance
-    serves (its `kycourt_text_root`)."""
+    (docs_text reads them), an escape_fts that leaves out the common words the index leaves out
+    (a table's search box: "abuse of discretion" finds what `search` finds) and kycourt_query(q)
+    (the same for a raw query in SQL): a plugin registered once in this process, reading the
+    texts of the workspace each Datasette instance serves (its `kycourt_text_root`)."""
     from datasette import hookimpl
     from datasette.plugins import pm
     from datasette.utils import escape_fts
@@ -241,6 +247,7 @@ def _serve_register_text_function() -> None:
             conn.create_function(SEARCH_TEXT_FUNCTION, 1, search_text_reader(root, strict=False), deterministic=True)
             conn.create_function(SEARCH_WORDS_FUNCTION, 1, index_words, deterministic=True)
             conn.create_function("escape_fts", 1, escape_fts_indexed)
+            conn.create_function("kycourt_query", 1, index_query)
 
     plugin = types.ModuleType(_SERVE_TEXT_PLUGIN)   # Datasette lists its plugins as modules
     plugin.prepare_connection = prepare_connection
