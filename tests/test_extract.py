@@ -19,7 +19,7 @@ from notebook_builder import build
 from notebook_builder.cells import c80_extract
 from notebook_builder.cells.c00_config import ConfigError, DiskFullError, StoreError
 from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_likely_scanned,
-                                                join_page_texts, page_needs_ocr)
+                                                join_page_texts, page_needs_ocr, pages_a_kept_text_lacks)
 from notebook_builder.simcourt import pdfs
 
 from support import put_bytes
@@ -94,6 +94,12 @@ def test_a_page_needs_ocr_when_it_shows_an_image_and_has_no_text_layer():
     assert page_needs_ocr(5, True, 20, image_cover=0.9)
     assert page_needs_ocr(0, True, 0)                # threshold 0 still means "no text at all"
     assert is_likely_scanned(1) and not is_likely_scanned(0)
+
+
+def test_a_page_a_kept_text_lacks_is_one_this_reading_found_characters_on():
+    assert pages_a_kept_text_lacks("", [12, 0]) == [True, False]                # v1.2 read nothing
+    assert pages_a_kept_text_lacks("FILED\f ", [5, 30]) == [False, True]       # its pages, one empty
+    assert pages_a_kept_text_lacks("FILED stamp", [5, 0, 30]) == [True, False, True]   # not its pages
 
 
 def test_page_texts_join_with_form_feeds_and_blank_pages_give_an_empty_text():

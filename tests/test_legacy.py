@@ -227,21 +227,26 @@ def test_a_row_v12_extracted_with_no_text_is_extracted_again_so_ocr_can_read_its
                                                                                                 tmp_path):
     # v1.2 had no OCR: a scan it "extracted" holds an empty text and no page measures, so the ocr
     # stage (which works from the pages extract measured) would never read it.
+    # So is one it read a stamp from and judged likely scanned: its text is kept, its pages measured.
     ok = planned_court.documents_with("ok")
-    scan, read = ok[:2]
-    pdfs = {document.document_id: planned_court.pdf_bytes(document.document_id) for document in (scan, read)}
+    scan, read, stamped = ok[:3]
+    pdfs = {document.document_id: planned_court.pdf_bytes(document.document_id) for document in (scan, read, stamped)}
     ctx = legacy_context(tmp_path, [
         extracted_row(scan, pdfs[scan.document_id], "/content/w/s.pdf", extracted_chars=0, likely_scanned=1),
-        extracted_row(read, pdfs[read.document_id], "/content/w/r.pdf")])
+        extracted_row(read, pdfs[read.document_id], "/content/w/r.pdf", likely_scanned=0),
+        extracted_row(stamped, pdfs[stamped.document_id], "/content/w/t.pdf", extracted_chars=5, likely_scanned=1)])
     store = LocalStore(ctx.cfg.STORE)
-    for document, text in ((scan, b""), (read, b"the text v1.2 extracted")):
+    for document, text in ((scan, b""), (read, b"the text v1.2 extracted"), (stamped, b"FILED")):
         put_bytes(store, f"pdf_by_hash/{sha256(pdfs[document.document_id])}.pdf", pdfs[document.document_id])
         put_bytes(store, f"text/{sha256(pdfs[document.document_id])}.txt", text)
     result = adopt(ctx, fold)
     status = {row["document_id"]: row["status"] for row in ctx.db.iter_documents()}
-    assert status == {scan.document_id: "downloaded", read.document_id: "extracted"}
-    assert [row["document_id"] for row in ctx.db.extract_queue(ctx.cfg, 10)] == [scan.document_id]
-    assert (result.texts_reused, result.texts_missing) == (1, 1)
+    assert status == {scan.document_id: "downloaded", read.document_id: "extracted",
+                      stamped.document_id: "downloaded"}
+    assert [row["document_id"] for row in ctx.db.extract_queue(ctx.cfg, 10)] == [scan.document_id,
+                                                                                  stamped.document_id]
+    assert (result.texts_reused, result.texts_missing, result.rescanned) == (2, 1, 1)
+    assert json.loads(ctx.db.kv_get(KV_LEGACY_ADOPTION))["rescanned"] == 1
     assert store.read_file(f"text/{sha256(pdfs[scan.document_id])}.txt") == b""      # v1.2's, untouched
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from notebook_builder.cells import c85_ocr
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c38_legacy import adopt
+from notebook_builder.cells.c38_legacy import adopt, describe_adoption
 from notebook_builder.cells.c60_backfill import backfill
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, text_agreement
 from notebook_builder.cells.c85_ocr import (hocr_confidence, hocr_orientation, merge_ocr_text, ocr,
@@ -95,6 +95,12 @@ def test_merge_replaces_only_the_recognised_pages():
     assert merge_ocr_text("one\f\ftwo", 3, {2: " scanned \n"}) == "one\fscanned\ftwo"
     assert merge_ocr_text("", 2, {1: "a", 2: "b"}) == "a\fb"       # no text layer at all
     assert merge_ocr_text("one", 2, {2: "b"}) == "one\fb"
+
+
+def test_merge_keeps_a_text_not_split_into_the_pdfs_pages_whole_before_the_recognised_pages():
+    # An older version's text: which page a character came from is unknown, so none is dropped.
+    assert merge_ocr_text("FILED stamp", 2, {2: "b", 1: "a"}) == "FILED stamp\fa\fb"
+    assert merge_ocr_text("one\ftwo\fthree", 2, {1: "a"}) == "one\ftwo\fthree\fa"
 
 
 def test_the_stage_is_skipped_saying_why_when_its_engine_is_missing(ctx, monkeypatch):
@@ -409,6 +415,67 @@ def test_a_scan_v12_extracted_with_no_text_is_recognised_and_found_after_adoptio
     assert ctx.db.get_document("scan")["text_source"] == "ocr"
     assert store.read_file(f"text/{sha}.txt") == b""         # the store's text is still v1.2's bytes
     assert (ctx.workspace / "text" / f"{sha}.txt").read_bytes() == b""
+
+
+def test_a_scan_v12_read_a_stamp_from_has_its_scanned_pages_recognised_once_and_its_text_kept(
+        make_context, quick_pages):
+    """v1.2 recorded some scans `likely_scanned` with the few characters it read (a clerk's stamp, a
+    junk text layer) and no page measures. Adopted, their pages are measured and the scanned ones
+    recognised, once; v1.2's text stays byte for byte in the workspace and the store, and what it
+    read is found as well as what OCR read."""
+    quick_pages(lambda page: f"marzipan gondola page {page}")
+    data = blank_scan(2)
+    sha = hashlib.sha256(data).hexdigest()
+    stamp = b"FILED MAR 01 2024 SUSAN QUILLWORT CLERK"      # v1.2's text: no page breaks of its own
+    ctx = make_context(name="ws", database=False, env={"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"})
+    write_legacy_database(ctx.db_path, [{
+        "document_id": "scan", "case_number": "2019-SC-000124", "court": "Supreme Court", "status": "extracted",
+        "sha256": sha, "size_bytes": len(data), "local_pdf": f"/content/ky_court_workspace/pdf_by_hash/{sha}.pdf",
+        "pages": 2, "extracted_chars": len(stamp), "likely_scanned": 1, "extract_attempts": 1,
+        "updated_at": "2024-03-01T00:00:00Z"}])
+    store = LocalStore(ctx.cfg.STORE)
+    put_bytes(store, f"pdf_by_hash/{sha}.pdf", data)
+    put_bytes(store, f"text/{sha}.txt", stamp)
+    adopted = adopt(ctx, lambda ctx: backfill(ctx, force=True))
+    extract(ctx)
+    result = ocr(ctx)
+    derive(ctx)
+    index(ctx)
+    assert (result.pdfs, result.pages) == (1, 2)
+    assert found(ctx, "marzipan") == ["scan"] and found(ctx, "quillwort") == ["scan"]
+    row = ctx.db.get_document("scan")
+    assert (row["text_source"], row["pages_needing_ocr"], row["extracted_chars"]) == ("ocr", 2, len(stamp))
+    assert store.read_file(f"text/{sha}.txt") == stamp and (ctx.workspace / "text" / f"{sha}.txt").read_bytes() == stamp
+    assert adopted.rescanned == 1 and adopted.record["rescanned"] == 1
+    assert "1 of them scans whose pages are measured again for OCR" in describe_adoption(adopted)
+    assert (extract(ctx).extracted, ocr(ctx).pdfs) == (0, 0)        # once
+
+
+def test_extracting_a_v12_scan_again_keeps_the_text_v12_read_under_its_name(make_context, quick_pages):
+    """v1.2 read no text from a scan whose first page carries a stamp this pipeline's engines read.
+    Its pages are measured again, but text/<sha256>.txt keeps v1.2's bytes, in the workspace as in
+    the store (one name, one text), the extraction's figures are that text's, and the page whose
+    text it lacks is recognised with the scanned one."""
+    quick_pages(lambda page: f"marzipan gondola page {page}")
+    data = concatenated(pdfs.text_pdf([["FILED MARCH 1 2024 BY THE CLERK OF THE COURT"]], creation_date=CREATED),
+                        pdfs.image_only_pdf(seed=7, creation_date=CREATED))
+    sha = hashlib.sha256(data).hexdigest()
+    ctx = make_context(name="ws", database=False, env={"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"})
+    write_legacy_database(ctx.db_path, [{
+        "document_id": "scan", "status": "extracted", "sha256": sha, "size_bytes": len(data),
+        "local_pdf": f"/content/ky_court_workspace/pdf_by_hash/{sha}.pdf", "pages": 2, "extracted_chars": 0,
+        "likely_scanned": 1, "extract_attempts": 1, "updated_at": "2024-03-01T00:00:00Z"}])
+    store = LocalStore(ctx.cfg.STORE)
+    put_bytes(store, f"pdf_by_hash/{sha}.pdf", data)
+    put_bytes(store, f"text/{sha}.txt", b"")
+    adopt(ctx, lambda ctx: backfill(ctx, force=True))
+    assert extract(ctx).extracted == 1
+    assert (ctx.workspace / "text" / f"{sha}.txt").read_bytes() == b"" == store.read_file(f"text/{sha}.txt")
+    row = ctx.db.get_document("scan")
+    # The stamp v1.2's text lacks is recognised with the scanned page: OCR finds what the kept text lacks.
+    assert (row["status"], row["extracted_chars"], row["pages_needing_ocr"]) == ("extracted", 0, 2)
+    assert ocr(ctx).pages == 2
+    assert (ctx.workspace / "text" / f"{sha}.ocr.txt").read_text() == "marzipan gondola page 1\fmarzipan gondola page 2"
 
 
 def test_a_one_line_page_scanned_upside_down_is_read_the_right_way_up(make_context, tmp_path):

@@ -1651,7 +1651,8 @@ class Database:
     def adopted_rows_claiming_files(self) -> list[sqlite3.Row]:
         """Adopted rows whose status says a PDF is held, with their legacy status."""
         return self.conn.execute(
-            "SELECT d.document_id, d.status, d.sha256, d.size_bytes, d.local_pdf, d.extracted_chars, l.legacy_status "
+            "SELECT d.document_id, d.status, d.sha256, d.size_bytes, d.local_pdf, d.extracted_chars, d.likely_scanned, "
+            "l.legacy_status "
             "FROM documents d JOIN legacy_documents l ON l.document_id = d.document_id "
             "WHERE d.status IN ('downloaded', 'extracted') ORDER BY d.rowid").fetchall()
 
@@ -1675,7 +1676,8 @@ class Database:
                                   [(utc_now(), document_id) for document_id in document_ids])
 
     def extract_again(self, document_ids: Sequence[str], reason: str) -> None:
-        """Extracted rows whose text is gone: back in the extract queue, attempts reset."""
+        """Extracted rows back in the extract queue, attempts reset (their text gone, or their pages
+        never measured; a text the archive holds is kept: c80)."""
         with self.transaction():
             self.conn.executemany(
                 "UPDATE documents SET status = 'downloaded', extract_attempts = 0, extract_failure = NULL, "

@@ -49,12 +49,15 @@ Guarantees:
   what the store lacks is mirrored; a row whose PDF is nowhere goes back to
   the download queue with a warning naming it (`legacy_documents.note`);
   an extracted row whose `text/<sha256>.txt` is in neither is extracted
-  again, and so is one the older version read no text from (0 characters:
-  a scan, and v1.2 had no OCR; extracting measures its pages, so the ocr
-  stage reads them, and writes the same empty text); any other row whose
-  text is found keeps it and is `extracted` (evidence decides: a second
-  extraction would leave the workspace's text and the store's, never
-  overwritten, different under one name).
+  again, and so is one the older version read no text from (0 characters)
+  or judged `likely_scanned` (v1.2 had no OCR and measured no pages: a
+  scan's stamp or junk text layer was all it read): extracting measures
+  its pages, so the ocr stage reads its scanned ones (and the pages its
+  text lacks) once, and keeps the text v1.2 wrote (c80: a text the
+  archive holds is never rewritten); any other row whose text is found
+  keeps it and is `extracted` (evidence decides: a second extraction would
+  leave the workspace's text and the store's, never overwritten, different
+  under one name).
 - Restore's two legacy states: `merge_legacy_rows` adds to the newer state
   the rows only the older one has, with the columns only it has.
 - `reconcile_legacy_ids()` (after discovery): an adopted id the discovery
@@ -68,7 +71,8 @@ Guarantees:
   `LEGACY_HELD_KINDS`): a 404 for an id that is not a documentID would
   otherwise read as a withdrawal.
 - Reporting: `AdoptResult` (the run summary's `adopt` line, once, in the
-  session that adopted), kv `legacy_adoption` (status.json `legacy_adoption`).
+  session that adopted), kv `legacy_adoption` (status.json `legacy_adoption`;
+  `rescanned`: the likely scans with a text whose pages are measured again).
 
 This module owns the SQL it runs on a legacy file before that file is the
 pipeline's database (introspection, the adoption transaction, the merge);
@@ -410,6 +414,7 @@ class AdoptResult:
     distinct_pdfs: int = 0
     texts_reused: int = 0
     texts_missing: int = 0         # extracted rows whose text is nowhere, or empty (v1.2 read none): extracted again
+    rescanned: int = 0             # of the texts reused, likely scans: their pages measured again for OCR
     requeued: list[str] = field(default_factory=list)   # rows whose PDF is nowhere: queued again
     uploaded: int = 0              # PDFs and texts the store lacked, mirrored
     held: int = 0                  # rows waiting for discovery to confirm their ids
@@ -452,7 +457,7 @@ def adopt(ctx: Context, fold: Callable[[Context], Any]) -> AdoptResult:
     settle_adopted_rows(ctx, db, result)
     result.held = db.legacy_held_count()
     record.update(state="done", settled_at=utc_now(), pdfs=result.pdfs, distinct_pdfs=result.distinct_pdfs,
-                  texts_reused=result.texts_reused, texts_missing=result.texts_missing,
+                  texts_reused=result.texts_reused, texts_missing=result.texts_missing, rescanned=result.rescanned,
                   requeued=len(result.requeued), held=result.held,
                   backups=_backfill_counts(result.backfill))
     db.kv_set(KV_LEGACY_ADOPTION, json.dumps(record, sort_keys=True))
@@ -472,9 +477,10 @@ def describe_adoption(result: AdoptResult) -> str:
     record = result.record
     backups = record.get("backups") or _backfill_counts(result.backfill)
     mapped = sum((record.get("statuses_mapped") or {}).values())
+    rescanned = f"{result.rescanned} of them scans whose pages are measured again for OCR; " if result.rescanned else ""
     text = (f"{'v1.2 archive adopted' if result.adopted else 'adoption of a v1.2 archive finished'}: "
             f"{record.get('rows', 0)} rows, {result.pdfs} with their PDF ({result.distinct_pdfs} distinct), "
-            f"{result.texts_reused} texts reused ({result.texts_missing} to extract again), "
+            f"{result.texts_reused} texts reused ({rescanned}{result.texts_missing} to extract again), "
             f"{backups['files']} backup files folded ({backups['distinct']} distinct PDFs, "
             f"{backups['credited']} rows credited, {backups['not_pdf']} not PDFs), "
             f"{len(result.requeued)} rows back to the download queue (PDF nowhere)")
@@ -636,7 +642,7 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
     its local_pdf rewritten, else queued again; extracted rows' texts reused or extracted again."""
     store_pdfs = set(ctx.store.list_dir("pdf_by_hash"))
     store_texts = set(ctx.store.list_dir("text"))
-    pointers, requeue, reextract, unread, text_found, uploads = [], [], [], [], [], []
+    pointers, requeue, reextract, unread, rescan, text_found, uploads = [], [], [], [], [], [], []
     distinct: set[str] = set()
     for row in db.adopted_rows_claiming_files():
         sha, size = row["sha256"], row["size_bytes"]
@@ -659,13 +665,15 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
         text = text_store_name(sha)
         text_local = ctx.path(text).is_file()
         if row["status"] == "extracted" and row["extracted_chars"] == 0:
-            unread.append(row["document_id"])     # its text is empty, as extracting again writes it
+            unread.append(row["document_id"])     # its text is empty, and extracting again keeps it
         elif text_local or text in store_texts:
             if text_local and text not in store_texts:
                 uploads.append(text)
             result.texts_reused += 1
             if row["status"] != "extracted":
                 text_found.append(row["document_id"])
+            elif row["likely_scanned"] == 1:
+                rescan.append(row["document_id"])   # v1.2 read a stamp or a junk layer: measure its pages
         elif row["status"] == "extracted":
             reextract.append(row["document_id"])
     with db.transaction():
@@ -675,6 +683,8 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
                                     "nor the store; extracted again")
         db.extract_again(unread, "adopted from an older version that read no text from it and had no OCR: "
                                  "extracted again, so its scanned pages are measured and recognised")
+        db.extract_again(rescan, "adopted from an older version that judged it likely scanned and had no OCR: "
+                                 "its pages are measured (its text kept), so its scanned pages are recognised")
         if requeue:
             db.revert_to_discovered(requeue, "adopted from an older version: its PDF is in neither the "
                                              "workspace, the store, nor pdf_backup/; downloaded again")
@@ -684,6 +694,7 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
     result.pdfs = db.adopted_rows_holding_pdfs()
     result.distinct_pdfs = len(distinct)
     result.texts_missing = len(reextract) + len(unread)
+    result.rescanned = len(rescan)
     result.requeued = requeue
     if requeue:
         log_legacy.warning("%d adopted rows claimed a PDF that is nowhere (workspace, store, pdf_backup/): back "

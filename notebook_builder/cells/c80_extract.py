@@ -66,7 +66,12 @@ Guarantees:
   worker waits on the disk, and the store costs one flush per group, not
   one per PDF (an fsync each cost 0.3-1.2 ms of CPU here, a share of what
   the workers need). Pages are separated by a form feed; a PDF with no text
-  layer is `extracted` with an empty file and 0 chars.
+  layer is `extracted` with an empty file and 0 chars. A `text/<sha256>.txt`
+  is never rewritten: one the workspace holds, or (for a document extracted
+  before: an adopted v1.2 row whose pages are measured) the store holds, is
+  kept, and the document's chars and quality are that text's; its pages'
+  facts are this reading's, and a page whose text the kept one lacks
+  (`pages_a_kept_text_lacks`) needs OCR.
 - Per page, the `pages` table holds the kept reading's facts (chars, has
   images, image_cover: the share of the page its images cover, as pdfium
   measures it; needs_ocr; engine, engine_reason). A page needs OCR when it
@@ -404,6 +409,16 @@ def page_needs_ocr(chars: int, has_images: bool, chars_per_page: int, image_cove
     of the page, when the engine measured it), is not one."""
     return (bool(has_images) and chars < max(1, chars_per_page)
             and (image_cover is None or image_cover >= SCAN_IMAGE_COVER))
+
+
+def pages_a_kept_text_lacks(text: str, page_chars: list[int]) -> list[bool]:
+    """Per page, whether `text` (the archive's text of the PDF, kept instead of this reading) lacks
+    what this reading found there (`page_chars`): every page with characters when its form feeds do
+    not split it into the PDF's pages, else each page it holds empty where the reading is not."""
+    parts = text.split("\f") if text else [""] * len(page_chars)
+    if len(parts) != len(page_chars):
+        return [chars > 0 for chars in page_chars]
+    return [chars > 0 and not part.strip() for part, chars in zip(parts, page_chars)]
 
 
 def is_likely_scanned(pages_needing_ocr: int) -> bool:
@@ -974,6 +989,7 @@ class ExtractOutcome:
     quality: float | None = None
     page_measures: tuple = ()                  # PageMeasures of each page read
     page_numbers: tuple[int, ...] | None = None   # the pages read (0-based), when not all of them
+    kept_text: bool = False                    # `data` is the text the archive held, not this reading's
 
 
 class ExtractWorkerPool:
@@ -1469,6 +1485,8 @@ class _ExtractPass:
         finished, self.finished = self.finished, []
         if not finished:
             return
+        finished = [(rows, _extract_held_text(self.ctx, rows, outcome), attempts, choices)
+                    for rows, outcome, attempts, choices in finished]
         self._save([outcome for _, outcome, _, _ in finished])
         _extract_commit_saved(self.ctx, finished, self.result, self.bar)
         for _, outcome, _, _ in finished:
@@ -1476,13 +1494,15 @@ class _ExtractPass:
             self.committed.add(outcome.key)
 
     def _save(self, outcomes: list[ExtractOutcome]) -> None:
-        """The texts to `text/<sha256>.txt`, then to the store as one group."""
+        """The texts to `text/<sha256>.txt` (one the workspace holds is kept: `_extract_held_text`),
+        then to the store as one group."""
         items = []
         for outcome in outcomes:
             text_path = os.path.join(self.text_folder, f"{outcome.key}.txt")
             # Atomic, no fsync: the store's copy is the durable one; when the store lags, the
             # local files are synced below.
-            atomic_write(text_path, outcome.data)
+            if not os.path.isfile(text_path):
+                atomic_write(text_path, outcome.data)
             items.append((text_store_name(outcome.key), text_path))
         held = self.ctx.mirror.put_many(items)
         lagging = [path for name, path in items if not held.get(name)]
@@ -1525,8 +1545,12 @@ def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, b
     for sha_rows, outcome, attempts, choices in finished:
         scans = [page_needs_ocr(chars, has_images, cfg.SCANNED_CHARS_PER_PAGE, cover)
                  for chars, has_images, cover in outcome.page_facts]
-        # A page poor in every engine needs OCR as a scan does; only scans make a PDF likely scanned.
-        flags = [scan or poor for scan, (_, _, poor) in zip(scans, choices)]
+        # A page poor in every engine needs OCR as a scan does, and so does one whose text a kept
+        # text lacks (OCR is then the only way it is found); only scans make a PDF likely scanned.
+        lacking = (pages_a_kept_text_lacks(outcome.data.decode("utf-8", "replace"),
+                                           [chars for chars, _, _ in outcome.page_facts])
+                   if outcome.kept_text else [False] * len(scans))
+        flags = [scan or poor or lacks for scan, (_, _, poor), lacks in zip(scans, choices, lacking)]
         needing = sum(flags)
         result.pages_needing_ocr += needing
         result.pages_poor_text += sum(poor for _, _, poor in choices)
@@ -1550,6 +1574,26 @@ def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, b
     result.pages += sum(outcome.pages for _, outcome, _, _ in finished)
     result.chars += sum(outcome.chars for _, outcome, _, _ in finished)
     bar.update(documents)
+
+
+def _extract_held_text(ctx: Context, rows: list, outcome: ExtractOutcome) -> ExtractOutcome:
+    """`outcome` with the text the archive already holds under its PDF's name, if it holds one (a
+    `text/<sha256>.txt` is never rewritten): the workspace's, or, for a document extracted before
+    (an adopted row sent back to have its pages measured), the store's. The pages' facts stay this
+    reading's; the characters and quality become the kept text's."""
+    name = text_store_name(outcome.key)
+    path = ctx.workspace / name
+    if not path.is_file() and (all(row["extracted_chars"] is None for row in rows)
+                               or not ctx.mirror.fetch(name, path)):
+        return outcome
+    held = path.read_bytes()
+    if held == outcome.data:
+        return outcome
+    text = held.decode("utf-8", "replace")
+    log_extract.info("extract %s: the archive holds its text already (%d characters): kept, pages measured",
+                     outcome.key[:12], len(text))
+    return dataclasses.replace(outcome, data=held, chars=len(text), quality=text_quality(text, min_tokens=3),
+                               kept_text=True)
 
 
 def _extract_reuse_twin(ctx: Context, sha: str, row, twin, result: ExtractResult, bar) -> bool:

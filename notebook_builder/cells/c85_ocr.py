@@ -19,7 +19,9 @@ Guarantees:
   Tesseract is surer of kept (its mean word confidence; on a tie, the one
   with more word-like tokens).
 - The document's text with each OCR'd page's text layer replaced by the
-  recognised text (pages still separated by form feeds) is written to
+  recognised text (pages still separated by form feeds; a text whose form
+  feeds are not the PDF's pages, v1.2's, kept whole before the recognised
+  pages) is written to
   `text/<sha256>.ocr.txt` (temp name, rename), mirrored to the store, and
   only then committed for every document holding that sha256:
   `extracted_by_ocr = 1`, `ocr_pages` = the pages recognised, `ocr_quality`
@@ -196,9 +198,13 @@ def orientation_unavailable(engine: str) -> str | None:
 
 def merge_ocr_text(text: str, pages: int, recognised: dict[int, str]) -> str:
     """The document's text with page n (1-based) replaced by `recognised[n]`; pages are separated
-    by form feeds (a text with no text layer at all is '' and stands for `pages` empty pages)."""
+    by form feeds (a text with no text layer at all is '' and stands for `pages` empty pages). A
+    text whose form feeds do not split it into `pages` pages (an older version's) is kept whole,
+    the recognised pages after it in order: which of its characters came from which page is not
+    known, and none is dropped."""
     page_texts = text.split("\f") if text else [""] * pages
-    page_texts += [""] * (pages - len(page_texts))
+    if len(page_texts) != pages:
+        return "\f".join([text] + [recognised[number].strip() for number in sorted(recognised)])
     for number, page_text in recognised.items():
         if 1 <= number <= len(page_texts):
             page_texts[number - 1] = page_text.strip()
