@@ -66,12 +66,13 @@ Guarantees:
   worker waits on the disk, and the store costs one flush per group, not
   one per PDF (an fsync each cost 0.3-1.2 ms of CPU here, a share of what
   the workers need). Pages are separated by a form feed; a PDF with no text
-  layer is `extracted` with an empty file and 0 chars. A `text/<sha256>.txt`
-  is never rewritten: one the workspace holds, or (for a document extracted
-  before: an adopted v1.2 row whose pages are measured) the store holds, is
-  kept, and the document's chars and quality are that text's; its pages'
-  facts are this reading's, and a page whose text the kept one lacks
-  (`pages_a_kept_text_lacks`) needs OCR.
+  layer is `extracted` with an empty file and 0 chars. A committed text is
+  never rewritten: for a document extracted before (an adopted v1.2 row
+  whose pages are measured), the `text/<sha256>.txt` the workspace or else
+  the store holds is kept, and the document's chars and quality are that
+  text's; its pages' facts are this reading's, and a page whose text the
+  kept one lacks (`pages_a_kept_text_lacks`) needs OCR. A file an attempt
+  cut short left for a document never extracted is written again.
 - Per page, the `pages` table holds the kept reading's facts (chars, has
   images, image_cover: the share of the page its images cover, as pdfium
   measures it; needs_ocr; engine, engine_reason). A page needs OCR when it
@@ -1494,14 +1495,14 @@ class _ExtractPass:
             self.committed.add(outcome.key)
 
     def _save(self, outcomes: list[ExtractOutcome]) -> None:
-        """The texts to `text/<sha256>.txt` (one the workspace holds is kept: `_extract_held_text`),
-        then to the store as one group."""
+        """The texts to `text/<sha256>.txt` (a kept one is there already: `_extract_held_text`), then
+        to the store as one group."""
         items = []
         for outcome in outcomes:
             text_path = os.path.join(self.text_folder, f"{outcome.key}.txt")
             # Atomic, no fsync: the store's copy is the durable one; when the store lags, the
             # local files are synced below.
-            if not os.path.isfile(text_path):
+            if not outcome.kept_text:
                 atomic_write(text_path, outcome.data)
             items.append((text_store_name(outcome.key), text_path))
         held = self.ctx.mirror.put_many(items)
@@ -1577,14 +1578,16 @@ def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, b
 
 
 def _extract_held_text(ctx: Context, rows: list, outcome: ExtractOutcome) -> ExtractOutcome:
-    """`outcome` with the text the archive already holds under its PDF's name, if it holds one (a
-    `text/<sha256>.txt` is never rewritten): the workspace's, or, for a document extracted before
-    (an adopted row sent back to have its pages measured), the store's. The pages' facts stay this
-    reading's; the characters and quality become the kept text's."""
+    """`outcome` with the text the archive already holds under its PDF's name, for a document
+    extracted before (an adopted row sent back to have its pages measured: a committed text is
+    never rewritten), the workspace's or else the store's. The pages' facts stay this reading's;
+    the characters and quality become the kept text's. A document never extracted keeps this
+    reading: a file under its name is what an attempt cut short wrote, and is written again."""
+    if all(row["extracted_chars"] is None for row in rows):
+        return outcome
     name = text_store_name(outcome.key)
     path = ctx.workspace / name
-    if not path.is_file() and (all(row["extracted_chars"] is None for row in rows)
-                               or not ctx.mirror.fetch(name, path)):
+    if not path.is_file() and not ctx.mirror.fetch(name, path):
         return outcome
     held = path.read_bytes()
     if held == outcome.data:
