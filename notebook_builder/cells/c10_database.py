@@ -1928,6 +1928,7 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
 SEARCH_DB_FILENAME = "ky_search.sqlite"
 SEARCH_TEXT_FUNCTION = "kycourt_text"
 SEARCH_WORDS_FUNCTION = "kycourt_words"
+SEARCH_QUERY_FUNCTION = "kycourt_query"
 SEARCH_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # The common words the index leaves out of every column, as Westlaw's and Lexis's noise words and
 # PostgreSQL's english configuration do: function words with no legal meaning of their own ("not",
@@ -2154,6 +2155,16 @@ def query_terms(query: str) -> list[tuple[str, bool]]:
     return terms
 
 
+def term_words(token: str) -> tuple[list[str], list[str], bool]:
+    """A query term's (query_terms') words, those of them the index holds (SEARCH_COMMON_WORDS left
+    out; the last word of a prefix kept: it matches other words) and whether it is a prefix."""
+    prefix = token.endswith("*")
+    body = token[1:token.rindex('"')].replace('""', '"') if token.startswith('"') else token.rstrip("*").rstrip()
+    words = INDEX_WORD.findall(body)
+    return words, [word for number, word in enumerate(words)
+                   if word.lower() not in SEARCH_COMMON_WORDS or (prefix and number == len(words) - 1)], prefix
+
+
 def index_query(query: str) -> str:
     """`query` as the index answers it: SEARCH_COMMON_WORDS left out of its phrases and words (a
     prefix, `the*`, is kept: it matches other words). A phrase or word of common words alone is
@@ -2169,11 +2180,7 @@ def index_query(query: str) -> str:
         if not is_term:
             kept.append(token)
             continue
-        prefix = token.endswith("*")
-        body = token[1:token.rindex('"')].replace('""', '"') if token.startswith('"') else token.rstrip("*").rstrip()
-        words = INDEX_WORD.findall(body)
-        left = [word for number, word in enumerate(words)
-                if word.lower() not in SEARCH_COMMON_WORDS or (prefix and number == len(words) - 1)]
+        words, left, prefix = term_words(token)
         if not left and words:
             dropped[len(kept)] = token
         kept.append(token if len(left) == len(words) else '"' + " ".join(left) + '"' + "*" * prefix)
@@ -2192,6 +2199,16 @@ def index_query(query: str) -> str:
     if any(token == "(" and after in (")", ",") for token, after in zip(left_tokens, left_tokens[1:])):
         raise CommonWordsQuery(f"a group of the query has only common words the index leaves out ({common})")
     return " ".join(left_tokens)
+
+
+def add_search_functions(conn: sqlite3.Connection, text_root: str | os.PathLike, *, strict: bool) -> None:
+    """The SQL functions of the index on `conn`: kycourt_text (search_text_reader over `text_root`)
+    and kycourt_words, which the view docs_text calls, and kycourt_query (index_query, for raw
+    FTS5 in SQL)."""
+    conn.execute("PRAGMA trusted_schema = ON")   # docs_text calls them (builds may default OFF)
+    conn.create_function(SEARCH_TEXT_FUNCTION, 1, search_text_reader(text_root, strict=strict), deterministic=True)
+    conn.create_function(SEARCH_WORDS_FUNCTION, 1, index_words, deterministic=True)
+    conn.create_function(SEARCH_QUERY_FUNCTION, 1, index_query, deterministic=True)
 
 
 class SearchDatabase:
@@ -2225,10 +2242,7 @@ class SearchDatabase:
             db = cls(connect(path, readonly=readonly), path)
             # Posting lists of common words span many pages: a 64 MiB cache keeps them between queries.
             db.conn.execute("PRAGMA cache_size = -65536")
-            db.conn.execute("PRAGMA trusted_schema = ON")   # docs_text calls kycourt_text (builds may default OFF)
-            db.conn.create_function(SEARCH_TEXT_FUNCTION, 1, search_text_reader(
-                path.parent if text_root is None else text_root, strict=not readonly), deterministic=True)
-            db.conn.create_function(SEARCH_WORDS_FUNCTION, 1, index_words, deterministic=True)
+            add_search_functions(db.conn, path.parent if text_root is None else text_root, strict=not readonly)
             version = db.schema_version()
             if version != SEARCH_SCHEMA_VERSION and (version or readonly):
                 db.close()

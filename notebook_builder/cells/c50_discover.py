@@ -1457,10 +1457,7 @@ class _CaseWalk:
     def opinion_update(self) -> bool:
         """The opinion search for the days since the last update (both courts); False on a stop."""
         today = kentucky_today()
-        try:
-            since = _dt.date.fromisoformat(self.db.kv_get("opinions_checked_through")) - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
-        except (TypeError, ValueError):
-            since = today - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
+        since = (_kv_date(self.db, "opinions_checked_through") or today) - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
         swept = self.sweep_opinions(since, today)
         if swept.stopped:
             return False
@@ -1476,10 +1473,7 @@ class _CaseWalk:
         again), None on a stop. A court with no opinion search converges complete through the day
         the crawl began."""
         today = kentucky_today()
-        try:
-            began = _dt.date.fromisoformat(self.db.kv_get(KV_CRAWL_STARTED_ON))
-        except (TypeError, ValueError):
-            began = today
+        began = _kv_date(self.db, KV_CRAWL_STARTED_ON) or today
         swept = self.sweep_opinions(min(began, today) - _dt.timedelta(days=OPINION_OVERLAP_DAYS), today)
         if swept.stopped:
             return None

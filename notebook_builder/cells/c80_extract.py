@@ -412,12 +412,19 @@ def page_needs_ocr(chars: int, has_images: bool, chars_per_page: int, image_cove
             and (image_cover is None or image_cover >= SCAN_IMAGE_COVER))
 
 
+def text_pages(text: str, pages: int) -> list[str] | None:
+    """A text's pages, split at its form feeds ('' stands for `pages` empty pages); None when its
+    form feeds do not split it into `pages` pages (an older version's text)."""
+    parts = text.split("\f") if text else [""] * pages
+    return parts if len(parts) == pages else None
+
+
 def pages_a_kept_text_lacks(text: str, page_chars: list[int]) -> list[bool]:
     """Per page, whether `text` (the archive's text of the PDF, kept instead of this reading) lacks
     what this reading found there (`page_chars`): every page with characters when its form feeds do
     not split it into the PDF's pages, else each page it holds empty where the reading is not."""
-    parts = text.split("\f") if text else [""] * len(page_chars)
-    if len(parts) != len(page_chars):
+    parts = text_pages(text, len(page_chars))
+    if parts is None:
         return [chars > 0 for chars in page_chars]
     return [chars > 0 and not part.strip() for part, chars in zip(parts, page_chars)]
 
@@ -1583,14 +1590,11 @@ def _extract_held_text(ctx: Context, rows: list, outcome: ExtractOutcome) -> Ext
     never rewritten), the workspace's or else the store's. The pages' facts stay this reading's;
     the characters and quality become the kept text's. A document never extracted keeps this
     reading: a file under its name is what an attempt cut short wrote, and is written again."""
+    from .c83_best_text import fetch_into_workspace, read_text
     if all(row["extracted_chars"] is None for row in rows):
         return outcome
-    name = text_store_name(outcome.key)
-    path = ctx.workspace / name
-    if not path.is_file() and not ctx.mirror.fetch(name, path):
-        return outcome
-    held = path.read_bytes()
-    if held == outcome.data:
+    held = read_text(ctx.workspace, text_store_name(outcome.key), fetch_into_workspace(ctx))
+    if held is None or held == outcome.data:
         return outcome
     text = held.decode("utf-8", "replace")
     log_extract.info("extract %s: the archive holds its text already (%d characters): kept, pages measured",

@@ -68,7 +68,7 @@ from .c05_durable import atomic_write
 from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
 from .c34_mirror import progress
 from .c35_context import Context
-from .c80_extract import text_quality, word_like_count
+from .c80_extract import text_pages, text_quality, word_like_count
 from .c83_best_text import record_text_sources
 
 log_ocr = logging.getLogger("kycourt.ocr")
@@ -202,8 +202,8 @@ def merge_ocr_text(text: str, pages: int, recognised: dict[int, str]) -> str:
     text whose form feeds do not split it into `pages` pages (an older version's) is kept whole,
     the recognised pages after it in order: which of its characters came from which page is not
     known, and none is dropped."""
-    page_texts = text.split("\f") if text else [""] * pages
-    if len(page_texts) != pages:
+    page_texts = text_pages(text, pages)
+    if page_texts is None:
         return "\f".join([text] + [recognised[number].strip() for number in sorted(recognised)])
     for number, page_text in recognised.items():
         if 1 <= number <= len(page_texts):

@@ -64,7 +64,7 @@ from .c00_config import IntegrityError, PipelineError, kentucky_date
 from .c10_database import (DB_FILENAME, INDEX_WORD, SEARCH_COMMON_WORDS, SEARCH_DB_FILENAME, SEARCH_RANK_CAP,
                            Database, SearchDatabase, SearchIndexOutdated, SearchQueryError, backup_database, connect,
                            extracted_fingerprint, is_sqlite_file, iter_document_records, query_terms, search_bucket,
-                           search_facets, text_source_inputs)
+                           search_facets, term_words, text_source_inputs)
 from .c34_mirror import progress
 from .c35_context import Context
 from .c83_best_text import (TEXT_LAYER, fetch_from_store, fetch_into_workspace, read_text, record_text_sources,
@@ -564,10 +564,8 @@ def query_phrases(query: str) -> list[Phrase]:
             continue
         if not is_term:
             continue
-        prefix = token.endswith("*")
-        words = [word.lower() for word in INDEX_WORD.findall(token.replace('""', '"'))]
-        phrase = [(word, prefix and number == len(words) - 1) for number, word in enumerate(words)]
-        phrase = [(word, is_prefix) for word, is_prefix in phrase if is_prefix or word not in SEARCH_COMMON_WORDS]
+        _, kept, prefix = term_words(token)
+        phrase = [(word.lower(), prefix and number == len(kept) - 1) for number, word in enumerate(kept)]
         if phrase and not excluding and not excluded_depth:
             phrases.append(phrase)
         excluding = False

@@ -50,9 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, PipelineError, in_colab, load_config, utc_now
-from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_TEXT_FUNCTION, SEARCH_WORDS_FUNCTION,
-                           SearchQueryError, backup_database, index_query, index_words, is_sqlite_file,
-                           search_text_reader)
+from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SearchQueryError, add_search_functions,
+                           backup_database, index_query, is_sqlite_file)
 from .c20_store import pdf_store_name
 from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, search_archive, snippet_html
 from .c96_web import ArchiveWeb, ServedArchive
@@ -243,11 +242,8 @@ def _serve_register_text_function() -> None:
     def prepare_connection(conn, datasette):
         root = getattr(datasette, "kycourt_text_root", None)
         if root is not None:
-            conn.execute("PRAGMA trusted_schema = ON")
-            conn.create_function(SEARCH_TEXT_FUNCTION, 1, search_text_reader(root, strict=False), deterministic=True)
-            conn.create_function(SEARCH_WORDS_FUNCTION, 1, index_words, deterministic=True)
+            add_search_functions(conn, root, strict=False)
             conn.create_function("escape_fts", 1, escape_fts_indexed)
-            conn.create_function("kycourt_query", 1, index_query)
 
     plugin = types.ModuleType(_SERVE_TEXT_PLUGIN)   # Datasette lists its plugins as modules
     plugin.prepare_connection = prepare_connection
