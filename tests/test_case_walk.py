@@ -12,6 +12,7 @@ import requests
 from notebook_builder import cli
 from notebook_builder.cells.c00_config import kentucky_today, load_config
 from notebook_builder.cells.c30_client import CourtClient
+from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c50_discover import (DISCOVER_DETAILS_BATCH, OPEN_CASE_REWALK_DAYS, Discovery,
                                                  choose_strategy, discover, needs_walk, opinion_windows, plan_sweep)
@@ -156,6 +157,20 @@ def test_a_case_is_walked_when_new_unwalked_or_its_search_row_changed_never_twic
     assert needs_walk(walked(1, 0, None), {"closed": 0, "search_row": "a"}, 2)
     assert not needs_walk(walked(1, 1, None), {"closed": 1, "search_row": "a"}, 2)
     assert needs_walk(walked(1, 1, None), {"closed": 0, "search_row": "a"}, 2)
+
+
+def test_a_changed_case_whose_walk_failed_is_still_walked_in_the_next_sweep(tmp_path):
+    # The fingerprint says "walked at this row": a sweep that saw the changed row but could not walk
+    # the case (the court refused its entries) must not record the new row as walked.
+    db = Database.open(tmp_path / "ky_court.sqlite")
+    try:
+        case = {"case_id": "c1", "case_number": "2024-CA-0001", "closed": 1, "search_row": "a"}
+        db.record_case_walk(1, case, [], [])
+        db.record_case_walk(None, {**case, "search_row": "b"}, [], [])    # sweep 2 saw "b", walk refused
+        previous = db.cases_to_walk(3, ["c1"])["c1"]
+    finally:
+        db.close()
+    assert previous["search_row"] == "a" and needs_walk(previous, {**case, "search_row": "b"}, 3)
 
 
 def test_a_strategy_fails_when_most_of_its_answers_are_unusable_never_on_one_missing_case():

@@ -483,8 +483,7 @@ DOCUMENT_DETAIL_COLUMNS = (
     "document_available", "related_case_numbers",
 )
 CASE_COLUMNS = ("case_id", "case_number", "court", "court_level", "title", "case_type", "classification",
-                "status", "status_date", "filed_date", "closed", "category", "shard", "related_case_numbers",
-                "search_row")
+                "status", "status_date", "filed_date", "closed", "category", "shard", "related_case_numbers")
 DOCKET_ENTRY_COLUMNS = ("docket_entry_id", "case_id", "entry_type", "subtype", "description", "filed_date",
                         "has_documents", "related_case_numbers")
 
@@ -1019,15 +1018,17 @@ class Database:
 
     def record_case_walk(self, sweep: int | None, case: Mapping[str, Any] | None, entries: Sequence[Mapping[str, Any]],
                          documents: list[dict], court_texts: Sequence[Mapping[str, Any]] = ()) -> int:
-        """One walked case in one transaction: its row (walked in `sweep`; None: seen, not walked; a
-        case of None: entries alone), entries, documents and the court's texts. Returns the new documents."""
+        """One walked case in one transaction: its row (walked in `sweep`, with the search row's
+        fingerprint it was walked at; None: seen, not walked, so the fingerprint of its last walk
+        stays; a case of None: entries alone), entries, documents and the court's texts. Returns the
+        new documents."""
         now = utc_now()
         with self.transaction():
             if case is not None:
                 self.conn.execute(_UPSERT_CASE_SQL, [case.get(c) for c in CASE_COLUMNS] + [now])
             if sweep is not None and case is not None:
-                self.conn.execute("UPDATE cases SET walked_sweep = ?, walked_at = ? WHERE case_id = ?",
-                                  (sweep, now, case["case_id"]))
+                self.conn.execute("UPDATE cases SET walked_sweep = ?, walked_at = ?, search_row = ? WHERE case_id = ?",
+                                  (sweep, now, case.get("search_row"), case["case_id"]))
             self.conn.executemany(_UPSERT_ENTRY_SQL, ([entry.get(c) for c in DOCKET_ENTRY_COLUMNS] + [now]
                                                       for entry in entries))
             # Entries whose file list was asked: why it must be asked again (NULL: it need not).
