@@ -406,3 +406,35 @@ def test_a_stop_ends_the_crawl_in_its_unit_and_the_next_run_goes_on_from_there(t
     extra = {name: counts[name] - clean_counts[name] for name in counts}
     assert all(extra[name] <= KILLS["walk"][2].get(name, 0) + KILLS["opinion window"][2].get(name, 0)
                for name in extra), extra
+
+
+@pytest.mark.slow
+def test_a_resumed_sweep_keeps_the_walk_figures_of_its_earlier_sessions(tmp_path, monkeypatch):
+    # The first unit of a run comes before discovery has resumed its sweep: it must not take the
+    # sweep's figures for another sweep's and start them afresh (status.json would say "not known
+    # yet" until a shard ends, and the earlier sessions' cost of the sweep would be lost).
+    original = CourtClient.get_json
+    asked = []
+
+    def stopping(self, *args, **kwargs):
+        asked.append(args)
+        if len(asked) in (120, 121 + 5):
+            self.clock.request_stop("budget")
+        return original(self, *args, **kwargs)
+
+    def walk_figures():
+        db = Database.open(tmp_path / "w" / "ky_court.sqlite")
+        try:
+            return json.loads(db.kv_get("crawl_figures"))["walk"]
+        finally:
+            db.close()
+
+    with SimCourt(**KILL_COURT) as court:
+        monkeypatch.setattr(CourtClient, "get_json", stopping)
+        assert run_pipeline(crawl_config(court, tmp_path / "w"), handle_signals=False).stopped == "budget"
+        before = walk_figures()
+        asked.append(None)       # the second run stops within the sweep it resumes
+        assert run_pipeline(crawl_config(court, tmp_path / "w"), handle_signals=False).stopped == "budget"
+        after = walk_figures()
+    assert before["sweep"] >= 1 and after["sweep"] == before["sweep"], (before, after)
+    assert after["requests"] > before["requests"], (before, after)

@@ -208,7 +208,7 @@ class _Scheduler:
             self.result.seconds["download" if work == "download" else "discover"] += time.monotonic() - started
             self.result.units[work] = self.result.units.get(work, 0) + 1
             kind = "downloads" if work == "download" else work
-            if kind == "walk":
+            if kind == "walk" and discovery.in_sweep:    # not the unit before a (resumed) sweep begins
                 self._walk_figures_of(discovery.sweep)
             units = {"downloads": self.downloads.result.documents - downloaded_before,
                      "opinions": result.opinion_windows - windows_before,
