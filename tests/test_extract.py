@@ -93,6 +93,10 @@ def test_a_page_needs_ocr_when_it_shows_an_image_and_has_no_text_layer():
     assert not page_needs_ocr(5, True, 20, image_cover=0.02)   # a seal or a logo on a form
     assert page_needs_ocr(5, True, 20, image_cover=0.9)
     assert page_needs_ocr(0, True, 0)                # threshold 0 still means "no text at all"
+    # A court scan under a filing stamp or docketing header: a page-sized image, a few dozen characters.
+    assert page_needs_ocr(43, True, 20, image_cover=1.0) and page_needs_ocr(199, True, 20, image_cover=0.95)
+    assert not page_needs_ocr(1500, True, 20, image_cover=1.0)    # a scan OCR'd before: its text layer
+    assert not page_needs_ocr(150, True, 20, image_cover=0.5)     # a large picture and its caption
     assert is_likely_scanned(1) and not is_likely_scanned(0)
 
 

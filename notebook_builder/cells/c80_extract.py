@@ -78,8 +78,11 @@ Guarantees:
   measures it; needs_ocr; engine, engine_reason). A page needs OCR when it
   shows an image (covering at least SCAN_IMAGE_COVER of it, where measured)
   and has fewer than SCANNED_CHARS_PER_PAGE non-blank characters (a scan: no
-  text layer), or when its text is poor in every engine; a born-digital page
-  with little text and no image, or only a logo, does not.
+  text layer), when an image covers all of it (SCAN_FULL_COVER) and its text
+  is no more than a stamp (under SCAN_STAMP_CHARS: a court's filing stamp or
+  docketing header over a scan), or when its text is poor in every engine;
+  a born-digital page with little text and no image, or only a logo, does
+  not.
   `documents.pages_needing_ocr` counts them and `likely_scanned` is "some page
   is a scan"; the `ocr` stage (c85_ocr) acts on them. `text_quality` of the
   kept text is recorded; where the court's own text of a document is known
@@ -402,14 +405,25 @@ def page_text_chars(text: str) -> int:
 
 # A scan's image covers most of its page (strips of one add up); a logo or a seal does not.
 SCAN_IMAGE_COVER = 0.25
+# A scanned page under a filing stamp or a docketing header ("Case 2:85-cv-04544 Document 569-10
+# Filed ... Page 242", "USCA4 Appeal: ... Filed: ..."): an image over the whole page and a text
+# layer of a few dozen characters, where a page of text holds a thousand or more. Of 598 pages of
+# ../shared/realpdfs, 8 are so (20-199 characters under an image covering all the page): two court
+# scans under such stamps and six scans under junk text layers.
+SCAN_FULL_COVER = 0.9
+SCAN_STAMP_CHARS = 200
 
 
 def page_needs_ocr(chars: int, has_images: bool, chars_per_page: int, image_cover: float | None = None) -> bool:
-    """A page that shows an image and has (next to) no text layer: a scan. A born-digital page
-    with little text and no image, or only a small one (images covering under SCAN_IMAGE_COVER
-    of the page, when the engine measured it), is not one."""
-    return (bool(has_images) and chars < max(1, chars_per_page)
-            and (image_cover is None or image_cover >= SCAN_IMAGE_COVER))
+    """A page that shows an image and has (next to) no text layer: a scan; and a page an image
+    covers (SCAN_FULL_COVER, when the engine measured it) whose text layer is no more than a stamp
+    (under SCAN_STAMP_CHARS). A born-digital page with little text and no image, or only a small
+    one (images covering under SCAN_IMAGE_COVER of the page, when measured), is not one."""
+    if not has_images:
+        return False
+    if chars < max(1, chars_per_page) and (image_cover is None or image_cover >= SCAN_IMAGE_COVER):
+        return True
+    return image_cover is not None and image_cover >= SCAN_FULL_COVER and chars < SCAN_STAMP_CHARS
 
 
 def text_pages(text: str, pages: int) -> list[str] | None:
