@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("KY_PROGRESS", "0")
@@ -102,7 +104,7 @@ def stage_run(base_url: str, document_ids: list[str], folder: Path, profile: cPr
     store = tempfile.mkdtemp(dir=store_root) if store_root else str(folder / "s")
     cfg = load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0"}, WORKSPACE=str(folder / "w"), STORE=store, API_BASE=base_url)
     ctx = open_context(cfg)
-    ctx.open_database().upsert_discovered({"document_id": d} for d in document_ids)
+    DiscoveryState(ctx.open_database()).upsert_discovered({"document_id": d} for d in document_ids)
     started = time.perf_counter()
     if profile:
         profile.enable()

@@ -64,8 +64,11 @@ os.environ.setdefault("KY_PROGRESS", "0")
 
 from notebook_builder.cells.c00_config import RunClock, load_config  # noqa: E402
 from notebook_builder.cells.c05_durable import durable_write  # noqa: E402
-from notebook_builder.cells.c10_database import Database, checkpoint  # noqa: E402
-from notebook_builder.cells.c20_store import pdf_store_name, text_store_name  # noqa: E402
+from notebook_builder.cells.c06_layout import pdf_store_name, text_store_name  # noqa: E402
+from notebook_builder.cells.c10_database import Database  # noqa: E402
+from notebook_builder.cells.c12_queues import WorkQueues  # noqa: E402
+from notebook_builder.cells.c15_discovery_state import DiscoveryState  # noqa: E402
+from notebook_builder.cells.c17_snapshots import StoreState, checkpoint  # noqa: E402
 from notebook_builder.cells.c34_mirror import StoreMirror  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
 from notebook_builder.cells.drive_store import (TEXT_PACK_MEMBERS, DriveStore, connect_drive,  # noqa: E402
@@ -203,11 +206,11 @@ def crawl_round(kind: str, court: SimCourt, ids: list[str], folder: Path, latenc
     try:
         cfg = load_config(env=env, WORKSPACE=str(folder / kind / "workspace"), API_BASE=court.base_url)
         ctx = open_context(cfg)
-        ctx.open_database().upsert_discovered({"document_id": d} for d in ids)
+        DiscoveryState(ctx.open_database()).upsert_discovered({"document_id": d} for d in ids)
         started = time.perf_counter()
         result = download(ctx)
         crawl = time.perf_counter() - started
-        backlog = ctx.db.store_pending_count()
+        backlog = StoreState(ctx.db).store_pending_count()
         ctx.mirror.catch_up(ctx.workspace)
         drain = time.perf_counter() - started - crawl
         ctx.close()
@@ -271,8 +274,8 @@ def fresh_runtime(docs: int, folder: Path, latency: float, rate: float) -> dict:
         db = ctx.open_database()
         recovered = recover(ctx)
         seconds = time.perf_counter() - started
-        queues = db.queue_sizes(cfg)
-        counts = db.status_counts()
+        queues = WorkQueues(db).queue_sizes(cfg)
+        counts = WorkQueues(db).status_counts()
         ctx.close()
         spent = Counter(sim.requests)
         spent.subtract(before)

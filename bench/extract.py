@@ -46,6 +46,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
+from notebook_builder.cells.c13_records import DownloadRecords  # noqa: E402
+from notebook_builder.cells.c15_discovery_state import DiscoveryState  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
 from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, join_page_texts  # noqa: E402
 from notebook_builder.simcourt.pdfs import opinion_pdf  # noqa: E402
@@ -129,12 +131,12 @@ def stage(corpus, root: Path, engine: str, workers: int) -> tuple[int, float, di
     cfg = load_config(env=env).replace(WORKERS=workers, EXTRACT_ENGINES=(engine,))
     ctx = open_context(cfg)
     db = ctx.open_database()
-    db.upsert_discovered([{"document_id": document_id} for document_id, _, _ in corpus])
+    DiscoveryState(db).upsert_discovered([{"document_id": document_id} for document_id, _, _ in corpus])
     with db.transaction():
         for document_id, sha, path in corpus:
             name = f"pdf_by_hash/{sha}.pdf"
             os.link(path, ctx.workspace / name)
-            db.mark_downloaded(document_id, sha256=sha, size_bytes=path.stat().st_size, local_pdf=name)
+            DownloadRecords(db).mark_downloaded(document_id, sha256=sha, size_bytes=path.stat().st_size, local_pdf=name)
     result = extract(ctx)
     assert result.extracted == len(corpus) and result.failed_attempts == 0, result
     texts = {sha: (ctx.workspace / "text" / f"{sha}.txt").read_text(encoding="utf-8") for _, sha, _ in corpus}

@@ -44,6 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
+from notebook_builder.cells.c13_records import DownloadRecords, TextRecords  # noqa: E402
+from notebook_builder.cells.c15_discovery_state import DiscoveryState  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
 from notebook_builder.cells.c80_extract import POOR_TEXT, ExtractWorkerPool, text_agreement  # noqa: E402
 
@@ -126,8 +128,8 @@ def fresh_workspace(folder: Path, paths: list[Path], workers: int):
         (ctx.workspace / name).write_bytes(data)
         document_id = f"real{number:04d}"
         by_id[document_id] = path
-        db.upsert_discovered([{"document_id": document_id, "document_name": path.name}])
-        db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
+        DiscoveryState(db).upsert_discovered([{"document_id": document_id, "document_name": path.name}])
+        DownloadRecords(db).mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
     return ctx, by_id
 
 
@@ -208,7 +210,7 @@ def main() -> None:
               f"kept by {result.kept_by}, pages needing OCR {result.pages_needing_ocr} "
               f"({db.conn.execute('SELECT COUNT(*) FROM documents WHERE likely_scanned = 1').fetchone()[0]} "
               f"documents likely_scanned), pages poor in every engine {result.pages_poor_text} "
-              f"(unreadable without OCR text: {db.unreadable_text_pages(POOR_TEXT)})")
+              f"(unreadable without OCR text: {TextRecords(db).unreadable_text_pages(POOR_TEXT)})")
         reasons = collections.Counter(r[0] for r in db.conn.execute(
             "SELECT extract_failure FROM documents WHERE extract_failure IS NOT NULL"))
         print(f"permanent verdicts: {dict(reasons)}")

@@ -41,8 +41,11 @@ from typing import Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
-from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_RANK_CAP,  # noqa: E402
-                                                 Database, SearchDatabase, checkpoint)
+from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME  # noqa: E402
+from notebook_builder.cells.c10_database import Database  # noqa: E402
+from notebook_builder.cells.c12_queues import WorkQueues  # noqa: E402
+from notebook_builder.cells.c17_snapshots import checkpoint  # noqa: E402
+from notebook_builder.cells.c18_search_index import SEARCH_RANK_CAP, SearchDatabase  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
 from notebook_builder.cells.c83_best_text import record_text_sources  # noqa: E402
 from notebook_builder.cells.c87_index import index, search_archive  # noqa: E402
@@ -288,7 +291,7 @@ def main() -> int:
     shutil.rmtree(store, ignore_errors=True)
     cfg = load_config({"KY_WORKSPACE": str(workspace), "KY_STORE": str(store), "KY_PROGRESS": "0"})
     state = Database.open(workspace / DB_FILENAME)
-    docs = state.document_count()
+    docs = WorkQueues(state).document_count()
     record_text_sources(state, cfg.MIN_TEXT_QUALITY)   # as derive, before the index, records them in a run
     state.close()
 

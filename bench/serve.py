@@ -31,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search as search_bench  # noqa: E402  (bench/search.py: the corpus and its queries)
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
-from notebook_builder.cells.c10_database import DB_FILENAME, SEARCH_DB_FILENAME, Database  # noqa: E402
+from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME  # noqa: E402
+from notebook_builder.cells.c10_database import Database  # noqa: E402
+from notebook_builder.cells.c12_queues import WorkQueues  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
 from notebook_builder.cells.c87_index import index, open_search_index, search_archive  # noqa: E402
 from notebook_builder.cells.c98_search import start_serve  # noqa: E402
@@ -73,7 +75,7 @@ def main() -> int:
         ctx.close()
         print(f"index built in {time.monotonic() - started:.0f} s")
     state = Database.open_readonly(workspace / DB_FILENAME)
-    docs = state.document_count()
+    docs = WorkQueues(state).document_count()
     document_id = state.conn.execute("SELECT document_id FROM documents ORDER BY document_id LIMIT 1 OFFSET ?",
                                      (docs // 2,)).fetchone()[0]
     state.close()

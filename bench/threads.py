@@ -28,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 
+from notebook_builder.cells.c12_queues import WorkQueues
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("KY_PROGRESS", "0")
@@ -93,8 +95,8 @@ def main() -> None:
                 started = time.perf_counter()
                 stage(ctx)
                 stage_seconds[name] = time.perf_counter() - started
-            documents = ctx.db.document_count()
-            downloaded = sum(ctx.db.status_counts()[s] for s in ("downloaded", "extracted"))
+            documents = WorkQueues(ctx.db).document_count()
+            downloaded = sum(WorkQueues(ctx.db).status_counts()[s] for s in ("downloaded", "extracted"))
             ctx.close()
     finally:
         for timer in timers.values():

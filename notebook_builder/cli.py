@@ -276,7 +276,8 @@ def _with_the_workspaces_store(args: argparse.Namespace, cfg, env=None):
 def _not_adopted_yet(cfg) -> str | None:
     """Why the workspace's database cannot be read as this version's yet: an older version's (v1.2),
     which only a run adopts. None when it is this version's (or there is none)."""
-    from notebook_builder.cells.c10_database import DB_FILENAME, not_adopted_message
+    from notebook_builder.cells.c06_layout import DB_FILENAME
+    from notebook_builder.cells.c10_database import not_adopted_message
     from notebook_builder.cells.c38_legacy import judge_database
     path = Path(cfg.WORKSPACE) / DB_FILENAME
     judgement = judge_database(path) if path.is_file() else None
@@ -286,7 +287,8 @@ def _not_adopted_yet(cfg) -> str | None:
 def no_archive(workspace: Path, *, database: bool) -> str | None:
     """Why there is no archive to look at in `workspace` (None when there is one); `database`: a
     status.json alone does not do. A demo folder is told where its archive is."""
-    from notebook_builder.cells.c10_database import DB_FILENAME, is_sqlite_file
+    from notebook_builder.cells.c06_layout import DB_FILENAME
+    from notebook_builder.cells.c10_database import is_sqlite_file
     if is_sqlite_file(workspace / DB_FILENAME) or (not database and (workspace / "status.json").is_file()):
         return None
     inner = workspace / "workspace"
@@ -315,7 +317,8 @@ def _cmd_run(cfg, *, verify_only: bool) -> int:
 
 def _cmd_status(cfg) -> int:
     """Reads the database read-only; writes nothing."""
-    from notebook_builder.cells.c10_database import DB_FILENAME, Database, is_sqlite_file
+    from notebook_builder.cells.c06_layout import DB_FILENAME
+    from notebook_builder.cells.c10_database import Database, is_sqlite_file
     from notebook_builder.cells.c35_context import status_document
     from notebook_builder.cells.c38_legacy import judge_database
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
@@ -460,6 +463,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             drive = None
             if args.store == "simdrive":
                 from notebook_builder.simdrive import SimDrive
+
                 # Writes limited as Drive does, faster (20 a second) so the demo stays short.
                 drive = stack.enter_context(SimDrive(write_rate=20.0, write_burst=5.0, seed=args.seed))
                 env.update({"KY_STORE": "drive", "KY_DRIVE_API": drive.api_root, "KY_DRIVE_WRITES": "20",
@@ -571,7 +575,7 @@ def _add_query_commands(commands) -> None:
 
 def _run_query_command(cfg, args: argparse.Namespace) -> int:
     from notebook_builder import query
-    from notebook_builder.cells.c10_database import SearchQueryError
+    from notebook_builder.cells.c18_search_index import SearchQueryError
     from notebook_builder.cells.c87_index import IndexMissingError
     from notebook_builder.cells.c98_search import ServeError
     _setup_logging(args.verbose)
@@ -632,9 +636,9 @@ def _cmd_index(cfg) -> int:
 
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
-    from notebook_builder.cells.c10_database import CommonWordsQuery, SearchQueryError
-    from notebook_builder.cells.c87_index import (court_filter, format_hits, index_behind, open_search_index,
-                                                  query_hint, search_archive)
+    from notebook_builder.cells.c18_search_index import CommonWordsQuery, SearchQueryError, index_behind
+    from notebook_builder.cells.c87_index import (court_filter, format_hits, open_search_index, query_hint,
+                                                  search_archive)
     sdb = open_search_index(cfg.WORKSPACE)
     try:
         hits = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,

@@ -43,10 +43,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from notebook_builder.cells.c00_config import Config, PipelineError, StoreError, kentucky_date
-from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SearchDatabase, connect,
-                                                 document_citations, documents_matching, is_sqlite_file,
-                                                 iter_document_records, rows_where, tables_with_column)
-from notebook_builder.cells.c20_store import pdf_store_name, sha256_file, text_store_name
+from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, pdf_store_name, text_store_name
+from notebook_builder.cells.c10_database import connect, is_sqlite_file
+from notebook_builder.cells.c11_reads import (document_citations, documents_matching, iter_document_records, rows_where,
+                                              tables_with_column)
+from notebook_builder.cells.c18_search_index import SearchDatabase
+from notebook_builder.cells.c20_store import sha256_file
 from notebook_builder.cells.c83_best_text import best_text_sources, fetch_from_store, read_text
 from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
 

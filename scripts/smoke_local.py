@@ -34,7 +34,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
-from notebook_builder.cells.c10_database import DB_FILENAME, STATUSES, Database, backup_database  # noqa: E402
+from notebook_builder.cells.c06_layout import DB_FILENAME  # noqa: E402
+from notebook_builder.cells.c10_database import STATUSES, Database  # noqa: E402
+from notebook_builder.cells.c12_queues import WorkQueues  # noqa: E402
+from notebook_builder.cells.c16_legacy_state import LegacyState  # noqa: E402
+from notebook_builder.cells.c17_snapshots import backup_database  # noqa: E402
 from notebook_builder.cells.c20_store import sha256_file  # noqa: E402
 from notebook_builder.cells.c38_legacy import judge_database  # noqa: E402
 from notebook_builder.cells.c95_run import EXIT_USAGE, run_pipeline  # noqa: E402
@@ -72,11 +76,11 @@ def report_lines(cfg, report, before: dict[str, int]) -> list[str]:
     adopted = report.stages.get("adopt")
     db = Database.open(Path(cfg.WORKSPACE) / DB_FILENAME)
     try:
-        after = db.status_counts()
-        queued = db.download_queue_size(cfg)
-        held = db.legacy_held_count()
-        extract_left = db.extract_queue_size(cfg)
-        documents = db.document_count()
+        after = WorkQueues(db).status_counts()
+        queued = WorkQueues(db).download_queue_size(cfg)
+        held = LegacyState(db).legacy_held_count()
+        extract_left = WorkQueues(db).extract_queue_size(cfg)
+        documents = WorkQueues(db).document_count()
         converged = db.kv_get("discovery_converged_at") is not None
     finally:
         db.close()

@@ -51,6 +51,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from notebook_builder.cells.c12_queues import WorkQueues
 from notebook_builder.cells.c20_store import sha256_file  # noqa: E402
 from notebook_builder.simcourt import SimCourt  # noqa: E402
 
@@ -249,7 +250,7 @@ def reachable_stages(workspace: Path, store: Path, env: dict[str, str]) -> set[s
         return stages | {"backfill", "download", "extract"}
     db = Database.open_readonly(db_path)
     try:
-        queues = db.queue_sizes(load_config(env))
+        queues = WorkQueues(db).queue_sizes(load_config(env))
         converged = db.kv_get("discovery_converged_at") is not None
         backfilled = db.kv_get("backfill_done") is not None
     except sqlite3.OperationalError:   # a hot journal of the killed run: only its next run rolls it back

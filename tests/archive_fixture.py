@@ -6,8 +6,11 @@ import hashlib
 from pathlib import Path
 
 from notebook_builder.cells.c00_config import load_config
-from notebook_builder.cells.c10_database import DB_FILENAME, Database
-from notebook_builder.cells.c20_store import LocalStore, pdf_store_name, text_store_name
+from notebook_builder.cells.c06_layout import DB_FILENAME, pdf_store_name, text_store_name
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c20_store import LocalStore
 
 COURT_NAMES = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
 
@@ -59,7 +62,7 @@ def build_archive(root: Path, documents=DOCUMENTS, *, upload: bool = True, extra
                          "description": description, "filed_date": filed,
                          "case_id": hashlib.sha256(case_number.encode()).hexdigest(),
                          "document_name": f"{case_number} {number}.pdf", "shard": case_number[:7]})
-        db.upsert_discovered(rows)
+        DiscoveryState(db).upsert_discovered(rows)
         for number, (_, _, _, _, text) in enumerate(documents):
             add_text(cfg, db, store if upload else None, number, text, extract=extracted is None or number < extracted)
     finally:
@@ -80,8 +83,8 @@ def add_text(cfg, db: Database, store, number: int, text: str, *, revision: int 
     doc = document_id(number)
     with db.transaction():
         db.conn.execute("UPDATE documents SET status = 'discovered' WHERE document_id = ?", (doc,))
-    db.mark_downloaded(doc, sha256=sha, size_bytes=len(data), local_pdf=pdf_store_name(sha))
+    DownloadRecords(db).mark_downloaded(doc, sha256=sha, size_bytes=len(data), local_pdf=pdf_store_name(sha))
     if extract:
-        db.record_extracted([{"document_id": doc, "sha256": sha, "attempt": 1, "engine": "pypdf", "pages": 1,
+        TextRecords(db).record_extracted([{"document_id": doc, "sha256": sha, "attempt": 1, "engine": "pypdf", "pages": 1,
                               "chars": len(text), "seconds": 0.01, "likely_scanned": False}])
     return sha

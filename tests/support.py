@@ -14,7 +14,9 @@ import tempfile
 from pathlib import Path
 
 from notebook_builder.cells.c00_config import RunClock, load_config
-from notebook_builder.cells.c10_database import DOCUMENT_METADATA_COLUMNS, Database
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
+from notebook_builder.cells.c15_discovery_state import DOCUMENT_METADATA_COLUMNS
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c95_run import run_pipeline
@@ -149,7 +151,7 @@ def store_is_level(cfg) -> list[str]:
     db = Database.open(Path(cfg.WORKSPACE) / "ky_court.sqlite")
     missing = []
     try:
-        for row in db.documents_claiming_files():
+        for row in DownloadRecords(db).documents_claiming_files():
             names = [f"pdf_by_hash/{row['sha256']}.pdf"]
             if row["status"] == "extracted":
                 names.append(f"text/{row['sha256']}.txt")
@@ -220,7 +222,7 @@ def sha256(data: bytes) -> str:
 def mark_extracted(db, document_id: str, *, pages: int, extracted_chars: int, likely_scanned: bool = False) -> None:
     """A downloaded document `extracted` as the extract stage records it (its `ok` log row included)."""
     sha = db.conn.execute("SELECT sha256 FROM documents WHERE document_id = ?", (document_id,)).fetchone()[0]
-    db.record_extracted([{"document_id": document_id, "sha256": sha, "attempt": 1, "engine": "pypdf",
+    TextRecords(db).record_extracted([{"document_id": document_id, "sha256": sha, "attempt": 1, "engine": "pypdf",
                           "pages": pages, "chars": extracted_chars, "seconds": 0.0,
                           "likely_scanned": likely_scanned}])
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from support import CountingStore, discovered_rows, open_test_context
 
 from notebook_builder.cells.c00_config import RunClock
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c60_backfill import BACKFILL_GUARD_KEY, backfill
-from support import CountingStore, discovered_rows, open_test_context
 
 
 def make_context(root, clock=None):
@@ -30,7 +31,7 @@ def legacy(planned_court, tmp_path):
     a non-PDF, an orphan, and an extracted row."""
     ok = planned_court.documents_with("ok")[:8]
     ctx = make_context(tmp_path)
-    ctx.db.upsert_discovered(discovered_rows(ok))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(ok))
     backup = ctx.path("pdf_backup")
     (backup / "old").mkdir(parents=True)
     by_name, by_path, extracted, copied = ok[0:3], ok[3:5], ok[5], ok[6]
@@ -115,7 +116,7 @@ def test_backfill_twice_gives_the_same_state_as_once(legacy):
 def test_a_stopped_backfill_leaves_the_guard_unset_and_resumes(tmp_path, planned_court):
     ctx = make_context(tmp_path, clock=RunClock(3600))
     documents = planned_court.documents_with("ok")[:3]
-    ctx.db.upsert_discovered(discovered_rows(documents))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(documents))
     for document in documents:
         ctx.path("pdf_backup").joinpath(f"{document.document_id}.pdf").write_bytes(
             planned_court.pdf_bytes(document.document_id))

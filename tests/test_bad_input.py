@@ -21,14 +21,14 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support import (REPO_ROOT, RecordingClock, expected_verdicts_hold, quick_court, run_until_done, store_is_level,
+                     torture)
 
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c95_run import run_pipeline
-
-from support import (REPO_ROOT, RecordingClock, expected_verdicts_hold, quick_court, run_until_done,
-                     store_is_level, torture)
 
 ARCHIVE = "ky_court-WIP-resume-20261201T120000Z-3.tar.gz"
 SECRET = b"the operator's file outside the workspace\n"
@@ -217,7 +217,7 @@ os._exit(0)   # killed mid-transaction: the rollback journal stays hot
 def test_status_after_a_kill_mid_transaction_reports_the_database_unreadable_and_changes_nothing(tmp_path):
     workspace = tmp_path / "workspace"
     db = Database.open(workspace / "ky_court.sqlite")
-    db.upsert_discovered([{"document_id": f"{number:064x}", "case_number": "2020-CA-0001"}
+    DiscoveryState(db).upsert_discovered([{"document_id": f"{number:064x}", "case_number": "2020-CA-0001"}
                           for number in range(400)])
     db.conn.execute("PRAGMA journal_mode = DELETE")
     db.close()

@@ -5,14 +5,17 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from support import put_bytes
 
-from notebook_builder.cells.c10_database import text_source_inputs
+from notebook_builder.cells.c06_layout import text_name
+from notebook_builder.cells.c11_reads import text_source_inputs
+from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
+from notebook_builder.cells.c14_derived import DerivedRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c80_extract import court_text_agreements
-from notebook_builder.cells.c83_best_text import choose_text_source, record_text_sources, text_name
+from notebook_builder.cells.c83_best_text import choose_text_source, record_text_sources
 from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c88_audit import audit_store
-
-from support import put_bytes
 
 GOOD = dict(extracted=True, layer_chars=5000, layer_quality=0.95, ocr_merged=False, ocr_chars=None,
             ocr_quality=None, court_chars=4800, min_quality=0.5)
@@ -76,10 +79,10 @@ def add_extracted(ctx, document_id: str, layer: str, *, quality: float | None = 
     (ctx.workspace / f"text/{sha}.txt").write_text(layer, encoding="utf-8")
     put_bytes(ctx.store, f"pdf_by_hash/{sha}.pdf", pdf)
     put_bytes(ctx.store, f"text/{sha}.txt", layer.encode())
-    ctx.db.upsert_discovered([{"document_id": document_id, "case_number": "2022-CA-0001",
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": document_id, "case_number": "2022-CA-0001",
                                "description": "OPINION AFFIRMING"}])
-    ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf), local_pdf=f"pdf_by_hash/{sha}.pdf")
-    ctx.db.record_extracted([{"document_id": document_id, "sha256": sha, "attempt": 1, "engine": "pypdfium2",
+    DownloadRecords(ctx.db).mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf), local_pdf=f"pdf_by_hash/{sha}.pdf")
+    TextRecords(ctx.db).record_extracted([{"document_id": document_id, "sha256": sha, "attempt": 1, "engine": "pypdfium2",
                               "pages": 1, "chars": len(layer), "seconds": 0.0, "likely_scanned": not layer,
                               "quality": quality, "pages_needing_ocr": 0 if layer else 1}],
                             pages=[(sha, 1, len(layer), int(not layer), 1.0 if not layer else None, int(not layer),
@@ -88,7 +91,7 @@ def add_extracted(ctx, document_id: str, layer: str, *, quality: float | None = 
         court_sha = hashlib.sha256(court.encode()).hexdigest()
         (ctx.workspace / "court_text").mkdir(exist_ok=True)
         (ctx.workspace / f"court_text/{court_sha}.txt").write_text(court, encoding="utf-8")
-        ctx.db.record_case_walk(None, {"case_id": "case-1"}, [], [], court_texts=[
+        DiscoveryState(ctx.db).record_case_walk(None, {"case_id": "case-1"}, [], [], court_texts=[
             {"document_id": document_id, "sha256": court_sha, "pages": 1, "chars": len(court),
              "replacement_chars": 0}])
     return sha
@@ -97,7 +100,7 @@ def add_extracted(ctx, document_id: str, layer: str, *, quality: float | None = 
 def add_ocr(ctx, sha: str, text: str, quality: float | None) -> None:
     (ctx.workspace / f"text/{sha}.ocr.txt").write_text(text, encoding="utf-8")
     put_bytes(ctx.store, f"text/{sha}.ocr.txt", text.encode())
-    ctx.db.record_ocr(sha, {1: (len(text), 0)}, quality=quality)
+    TextRecords(ctx.db).record_ocr(sha, {1: (len(text), 0)}, quality=quality)
 
 
 def sources(ctx) -> dict[str, str | None]:
@@ -108,7 +111,7 @@ def test_the_choice_is_recorded_where_it_changed_and_bumps_the_rows_update(ctx):
     add_extracted(ctx, "born-digital", "The opinion of the court, affirming the judgment. " * 20, quality=0.95)
     scan = add_extracted(ctx, "scan", "", court=COURT_TEXT)
     add_extracted(ctx, "junk", "x7 Qq#z ww1 " * 40, quality=0.1, court=COURT_TEXT)
-    ctx.db.upsert_discovered([{"document_id": "not-yet"}])
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": "not-yet"}])
     assert record_text_sources(ctx.db, 0.5) == 3
     assert sources(ctx) == {"born-digital": "text_layer", "scan": "court_text", "junk": "court_text",
                             "not-yet": None}
@@ -124,7 +127,7 @@ def test_the_choice_is_recorded_where_it_changed_and_bumps_the_rows_update(ctx):
 def test_derive_reads_the_courts_text_of_a_scan_and_again_the_ocr_text_once_there(ctx):
     scan = add_extracted(ctx, "scan", "", court=COURT_TEXT)
     derive(ctx)
-    row = ctx.db.derived("scan")
+    row = DerivedRecords(ctx.db).derived("scan")
     assert (row["text_source"], row["rendered_date"], row["publication_status"]) == (
         "court_text", "2023-06-01", "unpublished")
     assert row["text_sha256"] == hashlib.sha256(COURT_TEXT.encode()).hexdigest()
@@ -132,7 +135,7 @@ def test_derive_reads_the_courts_text_of_a_scan_and_again_the_ocr_text_once_ther
                 "The opinion as OCR read it, with words enough to be judged a text of good quality. " * 3)
     add_ocr(ctx, scan, ocr_text, quality=0.95)
     assert derive(ctx).derived == 1
-    row = ctx.db.derived("scan")
+    row = DerivedRecords(ctx.db).derived("scan")
     assert (row["text_source"], row["rendered_date"], row["publication_status"]) == ("ocr", "2023-06-02", "published")
     assert derive(ctx).derived == 0
 
@@ -151,11 +154,11 @@ def test_the_audit_rehashes_the_ocr_text_derive_read(ctx):
     scan = add_extracted(ctx, "scan", "")
     add_ocr(ctx, scan, "The opinion as OCR read it from the scanned pages of the filing. " * 4, quality=0.9)
     derive(ctx)
-    assert ctx.db.derived("scan")["text_source"] == "ocr"
+    assert DerivedRecords(ctx.db).derived("scan")["text_source"] == "ocr"
     assert audit_store(ctx, 1.0).mismatches == []
     (ctx.store.root / f"text/{scan}.ocr.txt").write_bytes(b"other bytes")      # the store's copy rotted
     assert audit_store(ctx, 1.0).mismatches == [
         f"text/{scan}.ocr.txt: hashes to {hashlib.sha256(b'other bytes').hexdigest()}, derive read "
-        f"{ctx.db.derived('scan')['text_sha256']}"]
-    manifest = dict((name, digest) for digest, name in ctx.db.manifest_rows())
-    assert manifest[f"text/{scan}.ocr.txt"] == ctx.db.derived("scan")["text_sha256"]
+        f"{DerivedRecords(ctx.db).derived('scan')['text_sha256']}"]
+    manifest = dict((name, digest) for digest, name in DerivedRecords(ctx.db).manifest_rows())
+    assert manifest[f"text/{scan}.ocr.txt"] == DerivedRecords(ctx.db).derived("scan")["text_sha256"]

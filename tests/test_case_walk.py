@@ -2,25 +2,26 @@
 from __future__ import annotations
 
 import collections
-import os
 import datetime as dt
+import os
 import re
 
+import captured_shapes as captured
 import pytest
 import requests
+from support import RecordingClock
 
 from notebook_builder import cli
 from notebook_builder.cells.c00_config import kentucky_today, load_config
-from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c50_discover import (DISCOVER_DETAILS_BATCH, OPEN_CASE_REWALK_DAYS, Discovery,
                                                  choose_strategy, discover, needs_walk, opinion_windows, plan_sweep)
 from notebook_builder.cells.c55_probe import PROBE_MAX_REQUESTS, probe
 from notebook_builder.cells.c97_report import report_table
 from notebook_builder.simcourt import SimCourt
-from support import RecordingClock
-import captured_shapes as captured
 
 HEADERS = {"Accept": "application/json", "x-ctrack-excludeselflinks": "true",
            "x-ctrack-paging-calculatetotalcount": "true", "x-ctrack-paging-maxresults": "500"}
@@ -165,9 +166,9 @@ def test_a_changed_case_whose_walk_failed_is_still_walked_in_the_next_sweep(tmp_
     db = Database.open(tmp_path / "ky_court.sqlite")
     try:
         case = {"case_id": "c1", "case_number": "2024-CA-0001", "closed": 1, "search_row": "a"}
-        db.record_case_walk(1, case, [], [])
-        db.record_case_walk(None, {**case, "search_row": "b"}, [], [])    # sweep 2 saw "b", walk refused
-        previous = db.cases_to_walk(3, ["c1"])["c1"]
+        DiscoveryState(db).record_case_walk(1, case, [], [])
+        DiscoveryState(db).record_case_walk(None, {**case, "search_row": "b"}, [], [])    # sweep 2 saw "b", walk refused
+        previous = DiscoveryState(db).cases_to_walk(3, ["c1"])["c1"]
     finally:
         db.close()
     assert previous["search_row"] == "a" and needs_walk(previous, {**case, "search_row": "b"}, 3)
@@ -375,18 +376,18 @@ def test_the_probe_of_an_unreachable_court_fails_without_raising():
 
 
 def test_the_audit_shows_what_the_court_announced_next_to_what_the_archive_holds(make_context):
-    from notebook_builder.cells.c10_database import coverage_gaps
+    from notebook_builder.cells.c15_discovery_state import coverage_gaps
     from notebook_builder.cells.c90_verify import format_verify_report, verify
     from notebook_builder.cells.c97_report import report_table
     with SimCourt(120, seed=9, shape="captured", document_search="absent", faults=False, first_year=2023,
                   last_year=2024) as court:
         ctx = make_context(court, CASE_DETAILS=False, MAX_SWEEPS=1)
         discover(ctx)
-        audit = {row["shard"]: dict(row) for row in ctx.db.coverage_audit()}
+        audit = {row["shard"]: dict(row) for row in DiscoveryState(ctx.db).coverage_audit()}
         assert audit["2024-CA"]["announced"] == audit["2024-CA"]["cases"] > 0 and coverage_gaps(audit.values()) == []
         assert "0 shards short" in report_table(ctx.db, ctx.cfg)
         ctx.db.conn.execute("DELETE FROM cases WHERE case_id IN (SELECT case_id FROM cases WHERE shard = '2024-CA' LIMIT 2)")
-        gaps = coverage_gaps(ctx.db.coverage_audit())
+        gaps = coverage_gaps(DiscoveryState(ctx.db).coverage_audit())
         assert gaps == [{"shard": "2024-CA", "announced": audit["2024-CA"]["announced"],
                          "held": audit["2024-CA"]["announced"] - 2, "unit": "cases"}]
         table = report_table(ctx.db, ctx.cfg)
@@ -480,7 +481,7 @@ def test_a_strategy_whose_endpoints_answer_404_falls_back_and_never_converges_on
         assert result.strategy == "documents" and result.fallback and result.converged
         assert ctx.db.kv_get("discovery_strategy") == "documents"
         assert ids(ctx) == {doc.document_id for doc in court.documents}
-        first = ctx.db.discovery_runs()[0]
+        first = DiscoveryState(ctx.db).discovery_runs()[0]
         assert first["errors"] > 0, "the abandoned sweep counts as an error, never as converged"
         if case_walk == "search-only":
             # The cases it met are recorded but not walked: a later walk would ask for them again.
@@ -535,7 +536,7 @@ def test_an_entry_that_lists_no_file_is_kept_and_asked_again_and_a_null_text_is_
                   null_texts=True, unavailable_files=False, first_year=2023, last_year=2024) as court:
         ctx = make_context(court, CASE_DETAILS=False, MAX_SWEEPS=1)
         first = discover(ctx)
-        missing = ctx.db.entries_missing_files()
+        missing = DiscoveryState(ctx.db).entries_missing_files()
         assert first.empty_entries > 0 and missing.get("empty", 0) == first.empty_entries
         assert ids(ctx) < {doc.document_id for doc in court.documents}
         empty = [row[0] for row in ctx.db.conn.execute("SELECT docket_entry_id FROM docket_entries "
@@ -556,7 +557,7 @@ def test_an_entry_that_lists_no_file_is_kept_and_asked_again_and_a_null_text_is_
 
 @pytest.mark.parametrize("discovery", ["documents", "cases"])
 def test_neighbouring_case_numbers_are_dropped_and_never_move_a_shards_totals(make_context, discovery):
-    from notebook_builder.cells.c10_database import coverage_gaps
+    from notebook_builder.cells.c15_discovery_state import coverage_gaps
     with SimCourt(80, seed=36, shape="captured", faults=False, neighbours=True, unavailable_files=False,
                   results_limit=20, max_page=8, first_year=2023, last_year=2024) as court:
         ctx = make_context(court, DISCOVERY=discovery, CASE_DETAILS=False, PAGE_SIZE=8, CONVERGENCE_DELTA=1)
@@ -565,8 +566,8 @@ def test_neighbouring_case_numbers_are_dropped_and_never_move_a_shards_totals(ma
         assert ids(ctx) == {doc.document_id for doc in court.documents}
         shards = dict(ctx.db.conn.execute("SELECT document_id, shard FROM documents"))
         assert all(shards[doc.document_id] == doc.shard for doc in court.documents)
-        assert coverage_gaps(ctx.db.coverage_audit()) == []
-        audit = {row["shard"]: row for row in ctx.db.coverage_audit()}
+        assert coverage_gaps(DiscoveryState(ctx.db).coverage_audit()) == []
+        audit = {row["shard"]: row for row in DiscoveryState(ctx.db).coverage_audit()}
         unit = "documents" if discovery == "documents" else "cases"
         assert all(row["announced"] == row[unit] for row in audit.values())
 

@@ -18,13 +18,16 @@ import time
 from pathlib import Path
 
 import pytest
+from support import REPO_ROOT, torture
 
-from notebook_builder.cells.c10_database import DB_FILENAME, Database, is_sqlite_file
+from notebook_builder.cells.c06_layout import DB_FILENAME
+from notebook_builder.cells.c10_database import Database, is_sqlite_file
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c17_snapshots import StoreState
 from notebook_builder.cells.c40_restore import workspace_has_database
 from notebook_builder.cells.c97_report import _report_open_readonly
 from notebook_builder.simcourt import SimCourt
-
-from support import REPO_ROOT, torture
 
 # A user's `sqlite3` in another process: open, count, close. Closing the last connection to a WAL
 # database checkpoints it and deletes the -wal and -shm files; SQLite decides it is the last one when
@@ -62,7 +65,7 @@ def test_looking_at_the_live_database_keeps_this_process_locks(tmp_path, look):
     wal = tmp_path / (DB_FILENAME + "-wal")
     db = Database.open(path)    # a stage's connection, open for the whole run
     try:
-        db.upsert_discovered([{"document_id": "a" * 64}])
+        DiscoveryState(db).upsert_discovered([{"document_id": "a" * 64}])
         another_process_reads(path)
         assert wal.exists()
         look(path)
@@ -70,11 +73,11 @@ def test_looking_at_the_live_database_keeps_this_process_locks(tmp_path, look):
         # would then delete the -wal under the open connection, and later commits would be lost.
         another_process_reads(path)
         assert wal.exists()
-        db.upsert_discovered([{"document_id": "b" * 64}])
-        assert db.document_count() == 2
+        DiscoveryState(db).upsert_discovered([{"document_id": "b" * 64}])
+        assert WorkQueues(db).document_count() == 2
     finally:
         db.close()
-    assert Database.open(path).document_count() == 2
+    assert WorkQueues(Database.open(path)).document_count() == 2
 
 
 def test_a_file_that_is_not_a_database_is_refused_and_left_as_it_was(tmp_path):
@@ -155,7 +158,7 @@ def test_threads_read_and_write_on_connections_of_their_own(tmp_path):
     path = tmp_path / DB_FILENAME
     db = Database.open(path)
     try:
-        db.upsert_discovered([{"document_id": f"{n:064x}"} for n in range(500)])
+        DiscoveryState(db).upsert_discovered([{"document_id": f"{n:064x}"} for n in range(500)])
         errors: list[BaseException] = []
         seen: list[int] = []
 
@@ -163,7 +166,7 @@ def test_threads_read_and_write_on_connections_of_their_own(tmp_path):
             try:
                 seen.append(id(db.conn))
                 for count in range(150):
-                    db.store_pending_add(f"pdf_by_hash/{number}-{count}.pdf", "/x.pdf", "behind the crawl")
+                    StoreState(db).store_pending_add(f"pdf_by_hash/{number}-{count}.pdf", "/x.pdf", "behind the crawl")
                     other = sqlite3.connect(str(path), isolation_level=None, timeout=5)
                     other.execute("INSERT INTO kv(key, value) VALUES ('elsewhere', ?) "
                                   "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (count,))
@@ -182,7 +185,7 @@ def test_threads_read_and_write_on_connections_of_their_own(tmp_path):
             thread.join()
         assert errors == []
         assert len(set(seen + [id(db.conn)])) == 3           # one connection per thread
-        assert len(db.store_pending()) == 300 and rows >= 500
+        assert len(StoreState(db).store_pending()) == 300 and rows >= 500
         assert db._connections == [db.conn]                  # the workers' closed as they ended
     finally:
         db.close()
@@ -205,7 +208,7 @@ ctx.close()
 
 def test_checkpoints_of_two_processes_in_one_workspace_never_collide(make_context):
     ctx = make_context()
-    ctx.db.upsert_discovered([{"document_id": f"{number:064x}"} for number in range(2000)])
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": f"{number:064x}"} for number in range(2000)])
     other = subprocess.Popen([sys.executable, "-c", _CHECKPOINT_LOOP, str(ctx.workspace), str(ctx.cfg.STORE), "20"],
                              cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
     from notebook_builder.cells.c36_checkpoint import push_checkpoint

@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
+from support import pipeline_env
 
 from notebook_builder.cells.c00_config import CourtUnreachable, RunClock, load_config
 from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c12_queues import WorkQueues
 from notebook_builder.cells.c30_client import CourtHealth
 from notebook_builder.cells.c95_run import EXIT_COURT_UNREACHABLE, run_pipeline
 from notebook_builder.simcourt import SimCourt
-
-from support import pipeline_env
 
 BREAKER = {"KY_COURT_DOWN_SECONDS": "1", "KY_COURT_DOWN_FAILURES": "3", "KY_BACKOFF_BASE": "0.1",
            "KY_BACKOFF_CAP": "0.4", "KY_SEARCH_ATTEMPTS": "3", "KY_HTTP_TIMEOUT": "2"}
@@ -162,7 +162,7 @@ def test_a_court_that_dies_mid_download_gives_the_attempts_back_and_the_next_run
         try:
             spent = db.conn.execute("SELECT count(*) FROM documents WHERE sha256 IS NULL AND attempts > 0"
                                     ).fetchone()[0]
-            queued = db.download_queue_size(cfg)
+            queued = WorkQueues(db).download_queue_size(cfg)
         finally:
             db.close()
         assert spent == 0, "attempts spent while the court was down were not given back"
@@ -178,8 +178,10 @@ def test_a_court_that_dies_mid_download_gives_the_attempts_back_and_the_next_run
 
 def test_a_long_backoff_says_what_it_waits_for(caplog):
     import logging
-    from notebook_builder.cells.c30_client import CourtClient
+
     from support import RecordingClock
+
+    from notebook_builder.cells.c30_client import CourtClient
     clock = RecordingClock()
     client = CourtClient(load_config({"KY_BACKOFF_BASE": "5", "KY_BACKOFF_CAP": "60"}), clock)
     with caplog.at_level(logging.INFO, logger="kycourt.client"):

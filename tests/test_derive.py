@@ -6,15 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
+from support import mark_extracted, open_test_context
 
 from notebook_builder import cli
 from notebook_builder.cells import c84_legal_text
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c14_derived import DerivedRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c84_legal_text import (appellate_numbers, derive_fields, extract_citations,
                                                    normalize_case_number)
 from notebook_builder.cells.c86_derive import DERIVE_METHOD, DERIVE_VERSION, derive
-from support import open_test_context
-
-from support import mark_extracted
 
 CAPTURED = Path(__file__).resolve().parent.parent / "bench" / "data" / "ky_captured_opinions.json"
 
@@ -177,10 +178,10 @@ def add_extracted(ctx, document_id: str, case_number: str, description: str | No
                   *, in_store_only: bool = False) -> str:
     pdf = f"%PDF-1.4 {document_id}".encode()
     sha = hashlib.sha256(pdf).hexdigest()
-    ctx.db.upsert_discovered([{"document_id": document_id, "case_number": case_number,
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": document_id, "case_number": case_number,
                                "court": "Kentucky Supreme Court", "description": description}])
-    ctx.db.record_download_attempt(document_id)
-    ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf), local_pdf=f"pdf_by_hash/{sha}.pdf")
+    DownloadRecords(ctx.db).record_download_attempt(document_id)
+    DownloadRecords(ctx.db).mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf), local_pdf=f"pdf_by_hash/{sha}.pdf")
     name = f"text/{sha}.txt"
     path = ctx.path(name)
     path.write_bytes(text.encode("utf-8"))
@@ -202,30 +203,30 @@ def test_derive_stage_fills_rows_resolves_citations_and_is_idempotent(tmp_path):
     citing = captured("2022-SC-0293")
     add_extracted(ctx, "CITING", citing["case_number"], citing["description"], "\f".join(citing["pages"]))
     add_extracted(ctx, "CITED", "2021-CA-0077", "OPINION AFFIRMING BY JUDGE JONES", CITED, in_store_only=True)
-    ctx.db.upsert_discovered([{"document_id": "BRIEF", "case_number": "2021-CA-0077",
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": "BRIEF", "case_number": "2021-CA-0077",
                                "description": "BRIEF FOR APPELLANT"}])
     result = derive(ctx)
     assert (result.derived, result.with_text, result.texts_missing) == (3, 2, 0)   # CITED's text from the store
-    row = ctx.db.derived("CITING")
+    row = DerivedRecords(ctx.db).derived("CITING")
     assert (row["method"], row["version"]) == (DERIVE_METHOD, DERIVE_VERSION)
     assert (row["judge"], row["kind"]) == ("LAMBERT", "opinion")
     assert json.loads(row["lower_court_numbers"]) == ["2021-CA-0077", "2021-CA-0111", "2021-CA-0112"]
     assert row["text_sha256"] == hashlib.sha256("\f".join(citing["pages"]).encode()).hexdigest()
-    assert ctx.db.derived("BRIEF")["kind"] == "brief" and ctx.db.derived("BRIEF")["text_sha256"] is None
+    assert DerivedRecords(ctx.db).derived("BRIEF")["kind"] == "brief" and DerivedRecords(ctx.db).derived("BRIEF")["text_sha256"] is None
     # The body's "Commonwealth v. Ullman, 2021-CA-0077-MR" resolves to the Court of Appeals opinion only.
-    assert [r["document_id"] for r in ctx.db.cites("CITING")] == ["CITED"]
-    assert [r["document_id"] for r in ctx.db.cited_by("CITED")] == ["CITING"]
-    assert ctx.db.cites("CITED") == []
-    kinds = {c["kind"] for c in ctx.db.citations_of("CITING")}
+    assert [r["document_id"] for r in DerivedRecords(ctx.db).cites("CITING")] == ["CITED"]
+    assert [r["document_id"] for r in DerivedRecords(ctx.db).cited_by("CITED")] == ["CITING"]
+    assert DerivedRecords(ctx.db).cites("CITED") == []
+    kinds = {c["kind"] for c in DerivedRecords(ctx.db).citations_of("CITING")}
     assert {"case", "statute", "rule", "case_number"} <= kinds
-    citations_before = len(ctx.db.citations_of("CITING"))
+    citations_before = len(DerivedRecords(ctx.db).citations_of("CITING"))
 
     again = derive(ctx)
     assert (again.queued, again.derived) == (0, 0)
-    assert len(ctx.db.citations_of("CITING")) == citations_before    # replaced, never doubled
+    assert len(DerivedRecords(ctx.db).citations_of("CITING")) == citations_before    # replaced, never doubled
     redo = derive(ctx, redo=True)
-    assert redo.derived == 3 and len(ctx.db.citations_of("CITING")) == citations_before
-    facets = ctx.db.derived_facets()
+    assert redo.derived == 3 and len(DerivedRecords(ctx.db).citations_of("CITING")) == citations_before
+    facets = DerivedRecords(ctx.db).derived_facets()
     assert ("opinion", 2) in facets["kind"] and ("brief", 1) in facets["kind"]
     ctx.close()
 
@@ -236,23 +237,23 @@ def test_a_changed_description_or_a_missing_text_is_derived_again_or_warned(tmp_
     ctx.path(f"text/{sha}.txt").unlink()
     ctx.store.root.joinpath(f"text/{sha}.txt").unlink() if hasattr(ctx.store, "root") else None
     result = derive(ctx)
-    assert result.texts_missing == 1 and ctx.db.derived("D1")["text_sha256"] is None
-    assert "text missing" in ctx.db.derive_warning_counts()
-    ctx.db.upsert_discovered([{"document_id": "D1", "description": "OPINION REVERSING BY JUDGE JONES"}])
+    assert result.texts_missing == 1 and DerivedRecords(ctx.db).derived("D1")["text_sha256"] is None
+    assert "text missing" in DerivedRecords(ctx.db).derive_warning_counts()
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": "D1", "description": "OPINION REVERSING BY JUDGE JONES"}])
     assert derive(ctx).derived == 1
-    assert ctx.db.derived("D1")["disposition"] == "REVERSING"
+    assert DerivedRecords(ctx.db).derived("D1")["disposition"] == "REVERSING"
     ctx.close()
 
 
 def test_docket_entries_table_when_present_gives_the_entry_type(tmp_path):
     ctx = make_context(tmp_path)
-    ctx.db.upsert_discovered([{"document_id": "D1", "case_number": "2022-SC-0001", "docket_entry_id": "E1",
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": "D1", "case_number": "2022-SC-0001", "docket_entry_id": "E1",
                                "description": None}])
     ctx.db.conn.execute("INSERT INTO docket_entries (docket_entry_id, entry_type, subtype, description) "
                         "VALUES ('E1', 'DISPOSITION - MEMORANDUM OPINION', 'AFFIRMING', "
                         "'MEMORANDUM OPINION OF THE COURT AFFIRMING')")
     derive(ctx)
-    row = ctx.db.derived("D1")
+    row = DerivedRecords(ctx.db).derived("D1")
     assert (row["kind"], row["disposition"]) == ("opinion", "AFFIRMING")
     ctx.close()
 
@@ -290,7 +291,7 @@ def test_undecodable_text_bytes_are_a_warning_and_the_rest_is_still_derived(tmp_
     sha = add_extracted(ctx, "D1", "2021-CA-0077", "OPINION AFFIRMING BY JUDGE JONES", CITED)
     ctx.path(f"text/{sha}.txt").write_bytes(CITED.encode("utf-8") + b"\xff\xfe broken \xc3")
     result = derive(ctx)
-    row = ctx.db.derived("D1")
+    row = DerivedRecords(ctx.db).derived("D1")
     assert result.warnings.get("undecodable text") == 1
     assert (row["judge"], row["rendered_date"], row["lower_court"]) == ("JONES", "2022-03-01", "OLDHAM CIRCUIT COURT")
     assert row["text_sha256"] == hashlib.sha256(ctx.path(f"text/{sha}.txt").read_bytes()).hexdigest()

@@ -4,12 +4,15 @@ from __future__ import annotations
 import pytest
 import requests
 from requests.adapters import HTTPAdapter
+from support import RecordingClock
 
-from notebook_builder.cells.c30_client import CourtClient, CourtTrapError
 from notebook_builder.cells import c50_discover
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c30_client import CourtClient, CourtTrapError
 from notebook_builder.cells.c50_discover import discover, needs_repage, needs_split, plan_shards, split_shard
 from notebook_builder.simcourt import SimCourt
-from support import RecordingClock
 
 
 class RecordingClient(CourtClient):
@@ -135,7 +138,7 @@ def test_a_client_without_the_selflinks_header_fails_loudly_not_empty(make_conte
     with pytest.raises(CourtTrapError, match="excludeselflinks"):
         discover(ctx)
     assert ctx.db.kv_get("discovery_converged_at") is None
-    assert ctx.db.document_count() == 0
+    assert WorkQueues(ctx.db).document_count() == 0
 
 
 def test_the_trap_after_a_good_sweep_fails_at_the_first_shard(make_context):
@@ -145,10 +148,10 @@ def test_the_trap_after_a_good_sweep_fails_at_the_first_shard(make_context):
         session = requests.Session()
         session.mount("http://", StripSelfLinksHeader())
         good.client = CourtClient(good.cfg, good.clock, session=session)
-        before = good.db.document_count()
+        before = WorkQueues(good.db).document_count()
         with pytest.raises(CourtTrapError, match="held documents before"):
             discover(good)
-        assert good.db.document_count() == before
+        assert WorkQueues(good.db).document_count() == before
 
 
 # ---------------------------------------------------------------- faults
@@ -173,7 +176,7 @@ def test_a_shard_that_keeps_failing_is_an_error_and_blocks_convergence(make_cont
         shards = len(c50_discover.plan_sweep(2020, 2020, incremental=False))     # 2020-CA, -SC, and ADMIN
         assert shards == 4 and result.errors == 2 * shards and not result.converged
         assert {row["state"] for row in shard_rows(ctx, 1).values()} == {"error"}
-        assert [row["errors"] for row in ctx.db.discovery_runs()] == [shards, shards]
+        assert [row["errors"] for row in DiscoveryState(ctx.db).discovery_runs()] == [shards, shards]
         assert ctx.db.kv_get("discovery_converged_at") is None
 
 
@@ -200,8 +203,8 @@ def test_one_sweep_over_an_unstable_order_finds_every_visible_document(make_cont
         assert len(ids) == len(set(ids)) and set(ids) == {d.document_id for d in court.documents}
         rows = shard_rows(ctx, 1)
         assert all(row["state"] == "done" for row in rows.values())
-        assert sum(row["rows_new"] for row in rows.values()) == len(ids) == ctx.db.discovery_runs()[0]["rows_new"]
-        assert ctx.db.discovery_runs()[0]["pages"] == result.pages > naive_result.pages
+        assert sum(row["rows_new"] for row in rows.values()) == len(ids) == DiscoveryState(ctx.db).discovery_runs()[0]["rows_new"]
+        assert DiscoveryState(ctx.db).discovery_runs()[0]["pages"] == result.pages > naive_result.pages
 
 
 # ------------------------------------------------------------ end to end
@@ -216,7 +219,7 @@ def test_after_convergence_every_document_ever_served_is_in_the_table_exactly_on
         assert result.converged and ctx.db.kv_get("discovery_converged_at")
         assert len(ids) == len(set(ids)) == len(court.documents)
         assert set(ids) == {d.document_id for d in court.documents}
-        runs = ctx.db.discovery_runs()
+        runs = DiscoveryState(ctx.db).discovery_runs()
         assert len(runs) == result.sweeps >= 2 and runs[-1]["rows_new"] == 0
         assert all(run["complete"] for run in runs)
         assert sum(run["rows_new"] for run in runs) == len(ids)
@@ -233,7 +236,7 @@ def test_a_stopped_sweep_resumes_at_its_first_pending_shard(make_context):
         done = {shard for shard, row in rows.items() if row["state"] == "done"}
         pending = sorted(shard for shard, row in rows.items() if row["state"] == "pending")
         assert done and pending and ctx.db.kv_get("discovery_sweep") == "1"
-        assert ctx.db.discovery_runs()[0]["complete"] == 0
+        assert DiscoveryState(ctx.db).discovery_runs()[0]["complete"] == 0
 
         ctx.client.asked.clear()
         ctx.client.stop_after_pages = None
@@ -241,11 +244,11 @@ def test_a_stopped_sweep_resumes_at_its_first_pending_shard(make_context):
         ctx.cfg = ctx.cfg.replace(MAX_SWEEPS=1)       # this run finishes sweep 1 and nothing more
         resumed = discover(ctx)
         asked = [prefix for prefix, _ in ctx.client.asked]
-        assert resumed.sweeps == 1 and ctx.db.discovery_runs()[0]["complete"] == 1
+        assert resumed.sweeps == 1 and DiscoveryState(ctx.db).discovery_runs()[0]["complete"] == 1
         assert asked[0] == pending[0]
         assert not done & set(asked), "finished shards were not asked again"
         assert sorted(document_ids(ctx)) == sorted(d.document_id for d in court.documents)
-        assert len(ctx.db.discovery_runs()) == 1 and ctx.db.discovery_runs()[0]["rows_new"] == 300
+        assert len(DiscoveryState(ctx.db).discovery_runs()) == 1 and DiscoveryState(ctx.db).discovery_runs()[0]["rows_new"] == 300
 
 
 def test_rediscovery_refreshes_metadata_but_never_moves_a_status_back(make_context):
@@ -253,7 +256,7 @@ def test_rediscovery_refreshes_metadata_but_never_moves_a_status_back(make_conte
         ctx = make_context(court)
         discover(ctx)
         target = court.documents[3]
-        ctx.db.mark_downloaded(target.document_id, sha256="0" * 64, size_bytes=10, local_pdf="x.pdf")
+        DownloadRecords(ctx.db).mark_downloaded(target.document_id, sha256="0" * 64, size_bytes=10, local_pdf="x.pdf")
         ctx.db.conn.execute("UPDATE documents SET case_title = 'STALE' WHERE document_id = ?",
                             (target.document_id,))
         discover(ctx)
@@ -277,28 +280,28 @@ def _writer_batch(shard: str, ids: list[str], state: str | None = "done") -> c50
 def test_the_writer_commits_in_order_and_an_error_stops_every_later_commit(tmp_path, monkeypatch):
     from notebook_builder.cells.c10_database import Database
     db = Database.open(tmp_path / "db.sqlite")
-    db.start_sweep(1, ["2019-CA", "2019-SC", "2020-CA"])
+    DiscoveryState(db).start_sweep(1, ["2019-CA", "2019-SC", "2020-CA"])
     monkeypatch.setattr(c50_discover, "DISCOVER_COMMIT_ROWS", 1)   # every batch is its own commit
     writer = c50_discover.DiscoveryWriter(db, 1)
     writer.submit(_writer_batch("2019-CA", ["a1", "a2"]))
     writer.close()
-    assert db.document_count() == 2 and db.shard_states(1) == {"done": 1, "pending": 2}
+    assert WorkQueues(db).document_count() == 2 and DiscoveryState(db).shard_states(1) == {"done": 1, "pending": 2}
     assert writer.rows_new == 2
 
     failing = c50_discover.DiscoveryWriter(db, 1)
-    upsert = Database.upsert_discovered
+    upsert = DiscoveryState.upsert_discovered
 
     def upsert_or_fail(self, rows):
         if any(row["document_id"].startswith("b") for row in rows):
             raise OSError("disk I/O error")
         return upsert(self, rows)
-    monkeypatch.setattr(Database, "upsert_discovered", upsert_or_fail)
+    monkeypatch.setattr(DiscoveryState, "upsert_discovered", upsert_or_fail)
     with pytest.raises(OSError, match="disk I/O"):
         failing.submit(_writer_batch("2019-SC", ["b1"]))   # its commit fails: raised at once
     failing.submit(_writer_batch("2020-CA", ["c1"]))
     failing.close()                                        # commits nothing after the failure
-    assert db.document_count() == 2
-    assert db.shard_states(1) == {"done": 1, "pending": 2}  # 2019-SC was not marked done without its rows
+    assert WorkQueues(db).document_count() == 2
+    assert DiscoveryState(db).shard_states(1) == {"done": 1, "pending": 2}  # 2019-SC was not marked done without its rows
 
 
 def test_the_fingerprint_of_a_court_row_is_that_of_the_row_it_normalizes_to():

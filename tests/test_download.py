@@ -7,15 +7,17 @@ import os
 from pathlib import Path
 
 import pytest
-
-from notebook_builder.cells.c30_client import CourtHealth
+from support import (OVERSIZE_BYTES, RecordingClock, discovered_rows, download_context, download_court,
+                     expected_download_row, mark_extracted, sha256)
 
 from notebook_builder.cells.c00_config import DiskFullError, RunClock
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c30_client import CourtHealth
 from notebook_builder.cells.c36_checkpoint import Checkpointer
 from notebook_builder.cells.c70_download import download, recover
 from notebook_builder.simcourt import FAULTS, SimCourt
-from support import (OVERSIZE_BYTES, RecordingClock, discovered_rows, download_context, download_court,
-                     expected_download_row, mark_extracted, sha256)
 
 
 def fault_sample(court: SimCourt, per_fault: int = 2) -> list:
@@ -48,7 +50,7 @@ def faults_run(court, tmp_path_factory):
     root = tmp_path_factory.mktemp("faults")
     documents = fault_sample(court)
     ctx = download_context(court, root)
-    ctx.db.upsert_discovered(discovered_rows(documents))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(documents))
     result = download(ctx)
     yield ctx, documents, result
     ctx.close()
@@ -68,7 +70,7 @@ def test_every_fault_ends_in_the_expected_row(court, faults_run):
         if actual != expected:
             wrong[document.fault] = (actual, expected, row["last_error"])
     assert not wrong
-    assert result.left == 0 and ctx.db.download_queue_size(ctx.cfg) == 0
+    assert result.left == 0 and WorkQueues(ctx.db).download_queue_size(ctx.cfg) == 0
 
 
 def test_store_holds_exactly_the_court_pdfs_under_their_hashes(court, faults_run):
@@ -152,7 +154,7 @@ def test_status_json_carries_the_download_heartbeat(faults_run):
 def _download_alone(court, root, document, **extra):
     clock = RecordingClock()
     ctx = download_context(court, root, clock=clock, **extra)
-    ctx.db.upsert_discovered(discovered_rows([document]))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows([document]))
     download(ctx)
     row = ctx.db.get_document(document.document_id)
     ctx.close()
@@ -191,7 +193,7 @@ def test_a_permanent_failure_is_requested_once_across_runs(fresh_court, tmp_path
     permanent = [fresh_court.documents_with(fault)[-1] for fault in ("http_401", "http_404", "oversized")]
     for _ in range(3):
         ctx = download_context(fresh_court, tmp_path)
-        ctx.db.upsert_discovered(discovered_rows(permanent))
+        DiscoveryState(ctx.db).upsert_discovered(discovered_rows(permanent))
         download(ctx)
         ctx.close()
     assert [fresh_court.requests_for(d.document_id) for d in permanent] == [1, 1, 1]
@@ -201,9 +203,9 @@ def test_retry_hard_asks_again_for_a_permanent_failure(fresh_court, tmp_path):
     gone = fresh_court.documents_with("http_404")[-2]
     before = fresh_court.requests_for(gone.document_id)
     ctx = download_context(fresh_court, tmp_path)
-    ctx.db.upsert_discovered(discovered_rows([gone]))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows([gone]))
     download(ctx)
-    assert ctx.db.forgive_failures() == 1
+    assert WorkQueues(ctx.db).forgive_failures() == 1
     download(ctx)
     row = ctx.db.get_document(gone.document_id)
     assert (row["status"], row["http_status"], row["attempts"]) == ("failed", 404, 1)
@@ -214,11 +216,11 @@ def test_dry_run_sends_no_request(fresh_court, tmp_path):
     sample = fresh_court.documents_with("ok")[:5]
     sent = fresh_court.download_requests
     ctx = download_context(fresh_court, tmp_path, KY_DRY="1")
-    ctx.db.upsert_discovered(discovered_rows(sample))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(sample))
     result = download(ctx)
     assert result.dry_run and result.queued == result.left == 5
     assert fresh_court.download_requests == sent
-    assert ctx.db.status_counts()["discovered"] == 5
+    assert WorkQueues(ctx.db).status_counts()["discovered"] == 5
 
 
 def test_a_budget_stop_is_clean_and_the_next_run_finishes(fresh_court, tmp_path):
@@ -226,18 +228,18 @@ def test_a_budget_stop_is_clean_and_the_next_run_finishes(fresh_court, tmp_path)
     sample = fresh_court.documents_with("rate_limited")[:6] + fresh_court.documents_with("ok")[:20]
     clock = RunClock(1.5, 0.0)
     ctx = download_context(fresh_court, tmp_path, clock=clock, KY_CHECKPOINT_SECONDS="0.3")
-    ctx.db.upsert_discovered(discovered_rows(sample))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(sample))
     with Checkpointer(ctx):  # as run_pipeline wraps every phase
         first = download(ctx)
     assert first.stopped == "budget" and first.left > 0
     assert list(ctx.path("tmp").iterdir()) == []
-    for row in ctx.db.documents_claiming_files():
+    for row in DownloadRecords(ctx.db).documents_claiming_files():
         assert ctx.path(row["local_pdf"]).is_file()
     assert ctx.store.exists("ky_court.sqlite")   # the background checkpoint ran while downloads committed
     ctx.close()
     ctx = download_context(fresh_court, tmp_path)
     second = download(ctx)
-    assert second.left == 0 and ctx.db.status_counts()["downloaded"] == len(sample)
+    assert second.left == 0 and WorkQueues(ctx.db).status_counts()["downloaded"] == len(sample)
 
 
 # ------------------------------------------------------------- recover
@@ -246,7 +248,7 @@ def test_a_budget_stop_is_clean_and_the_next_run_finishes(fresh_court, tmp_path)
 def test_recover_removes_parts_and_reverts_rows_whose_pdf_is_nowhere(fresh_court, tmp_path):
     ok = fresh_court.documents_with("ok")[:4]
     ctx = download_context(fresh_court, tmp_path)
-    ctx.db.upsert_discovered(discovered_rows(ok))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(ok))
     download(ctx)
     rows = [ctx.db.get_document(d.document_id) for d in ok]
     local_only, store_only, nowhere, extracted_nowhere = rows
@@ -273,7 +275,7 @@ def test_a_full_disk_removes_the_parts_and_stops_promptly_with_no_false_claim(fr
     from notebook_builder.cells.c70_download import _DOWNLOAD_GROUP
     sample = fresh_court.documents_with("ok")[30:30 + count]
     ctx = download_context(fresh_court, tmp_path)
-    ctx.db.upsert_discovered(discovered_rows(sample))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(sample))
 
     def no_space(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -284,7 +286,7 @@ def test_a_full_disk_removes_the_parts_and_stops_promptly_with_no_false_claim(fr
         download(ctx)
     monkeypatch.undo()
     assert list(ctx.path("tmp").iterdir()) == [] and list(ctx.path("pdf_by_hash").iterdir()) == []
-    assert ctx.db.status_counts()["discovered"] == count
+    assert WorkQueues(ctx.db).status_counts()["discovered"] == count
     # The error surfaces as the first group is finished: only that group's documents were sent.
     assert sum(fresh_court.requests_for(d.document_id) for d in sample) <= _DOWNLOAD_GROUP
     ctx.close()
@@ -325,7 +327,7 @@ def test_a_body_shorter_than_its_content_length_is_transient_and_never_promoted(
     document = court.documents_with("ok")[40]
     ctx = download_context(court, tmp_path)
     ctx.client = _ShortBodyClient(court.pdf_bytes(document.document_id))
-    ctx.db.upsert_discovered(discovered_rows([document]))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows([document]))
     download(ctx)
     row = ctx.db.get_document(document.document_id)
     assert (row["status"], row["attempts"]) == ("failed", ctx.cfg.MAX_ATTEMPTS)
@@ -350,7 +352,7 @@ def test_a_stop_during_the_pacing_pause_records_no_attempt_and_sends_nothing(fre
     document = fresh_court.documents_with("ok")[0]
     clock = StopWhilePacing()
     ctx = download_context(fresh_court, tmp_path, clock=clock, KY_PACING="1")
-    ctx.db.upsert_discovered(discovered_rows([document]))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows([document]))
     result = download(ctx)
     row = ctx.db.get_document(document.document_id)
     assert clock.sleeps and result.stopped == "SIGTERM"
@@ -362,11 +364,11 @@ def test_a_stop_during_the_pacing_pause_records_no_attempt_and_sends_nothing(fre
 def test_download_limit_stops_after_that_many_documents_taken(fresh_court, tmp_path):
     sample = fresh_court.documents_with("ok")[:10]
     ctx = download_context(fresh_court, tmp_path, KY_DOWNLOAD_LIMIT="4", KY_DOWNLOAD_BATCH="3")
-    ctx.db.upsert_discovered(discovered_rows(sample))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(sample))
     result = download(ctx)
     assert (result.stopped, result.documents, result.downloaded, result.left) == ("limit", 4, 4, 6)
     assert sum(fresh_court.requests_for(d.document_id) for d in sample) == 4
-    assert ctx.db.status_counts()["downloaded"] == 4
+    assert WorkQueues(ctx.db).status_counts()["downloaded"] == 4
     ctx.close()
 
 
@@ -392,11 +394,11 @@ def test_an_exception_in_the_main_loop_finishes_what_was_fetched(fresh_court, tm
     sample = fresh_court.documents_with("ok")[70:80]
     ctx = download_context(fresh_court, tmp_path)
     ctx.client = _InterruptingClient(CourtClient(ctx.cfg, ctx.clock), interrupt_at=6)
-    ctx.db.upsert_discovered(discovered_rows(sample))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(sample))
     with pytest.raises(KeyboardInterrupt):
         download(ctx)
     assert list(ctx.path("tmp").iterdir()) == []
-    claimed = list(ctx.db.documents_claiming_files())
+    claimed = list(DownloadRecords(ctx.db).documents_claiming_files())
     assert len(claimed) == 5   # fetched before the interrupt: all finished, none lost
     for row in claimed:
         assert ctx.path(row["local_pdf"]).is_file() and ctx.store.exists(row["local_pdf"])
@@ -434,7 +436,7 @@ def test_small_bodies_wait_in_memory_large_ones_stream_to_their_part_same_outcom
     opened = _record_opens(monkeypatch, c70_download)
     documents = fault_sample(fresh_court, per_fault=1)
     ctx = download_context(fresh_court, tmp_path)
-    ctx.db.upsert_discovered(discovered_rows(documents))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(documents))
     download(ctx)
     for document in documents:
         row = ctx.db.get_document(document.document_id)
@@ -461,7 +463,7 @@ def test_the_download_path_that_answers_a_pdf_is_kept_and_a_404_on_both_is_the_d
     with SimCourt(docs=60, seed=2, download_paths=paths, enforce_retry_after=False) as court:
         chosen = court.documents_with("ok")[:5] + court.documents_with("http_404")[:1]
         ctx = download_context(court, tmp_path)
-        ctx.db.upsert_discovered(discovered_rows(chosen))
+        DiscoveryState(ctx.db).upsert_discovered(discovered_rows(chosen))
         result = download(ctx)
         assert result.downloaded == 5 and result.permanent_failures == 1
         assert ctx.db.kv_get("download_path") == kept

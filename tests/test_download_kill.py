@@ -10,10 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from support import (REPO_ROOT, court_env, discovered_rows, download_context, download_court, expected_download_row,
+                     sha256)
 
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c70_download import _DOWNLOAD_GROUP, download
-from support import (REPO_ROOT, court_env, discovered_rows, download_context, download_court,
-                     expected_download_row, sha256)
 
 pytestmark = pytest.mark.slow   # the whole pipeline
 
@@ -42,7 +44,7 @@ def test_sigkill_mid_download_resumes_with_no_part_and_no_false_claim(tmp_path):
     with download_court() as court:
         ctx = download_context(court, tmp_path)
         documents = list(court.documents)
-        ctx.db.upsert_discovered(discovered_rows(documents))
+        DiscoveryState(ctx.db).upsert_discovered(discovered_rows(documents))
         ctx.close()
         env = {**os.environ, **court_env(court, tmp_path), "KY_PROGRESS": "0",
                "KY_CHECKPOINT_SECONDS": "0.5", "PYTHONPATH": str(REPO_ROOT)}
@@ -67,7 +69,7 @@ def test_sigkill_mid_download_resumes_with_no_part_and_no_false_claim(tmp_path):
 
         ctx = download_context(court, tmp_path)
         # Right after the kill, before any healing: no row claims a file that is not there.
-        for row in ctx.db.documents_claiming_files():
+        for row in DownloadRecords(ctx.db).documents_claiming_files():
             assert ctx.path(row["local_pdf"]).is_file() and ctx.store.exists(row["local_pdf"])
         result = download(ctx)
         assert list(ctx.path("tmp").iterdir()) == []

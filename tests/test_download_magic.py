@@ -4,14 +4,15 @@ from __future__ import annotations
 import hashlib
 
 import responses
+from support import RecordingClock
 
 from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c70_download import PDF_MAGIC_WINDOW, download, is_pdf_head
 from notebook_builder.simcourt.pdfs import opinion_pdf
-from support import RecordingClock
 
 BASE = "https://court.test/api/api/v1"
 
@@ -46,7 +47,7 @@ def test_readable_pdfs_with_bytes_before_the_header_are_stored_as_served(tmp_pat
     ctx = open_context(cfg, clock=RecordingClock(), store=LocalStore(tmp_path / "store"))
     try:
         ctx.open_database()
-        ctx.db.upsert_discovered([{"document_id": name, "case_number": "2021-SC-000007"} for name in BODIES])
+        DiscoveryState(ctx.db).upsert_discovered([{"document_id": name, "case_number": "2021-SC-000007"} for name in BODIES])
         ctx.client = CourtClient(cfg, ctx.clock)
         download(ctx)
         for name in ("crlf", "eof", "junk", "plain"):

@@ -12,12 +12,13 @@ import json
 import sqlite3
 
 import pytest
+from support import REAL_COURT_BEHAVIOURS
 
 from notebook_builder.cells.c00_config import kentucky_date, kentucky_today, load_config
-from notebook_builder.cells.c10_database import Database, coverage_gaps
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c15_discovery_state import DiscoveryState, coverage_gaps
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.simcourt import SimCourt
-from support import REAL_COURT_BEHAVIOURS
 
 pytestmark = pytest.mark.slow   # the whole pipeline
 
@@ -85,7 +86,7 @@ def test_the_pipeline_archives_every_document_whatever_the_court_shape(tmp_path,
         assert all(row["filed_date"] and "+0000" not in row["filed_date"] for row in rows.values())
         entry_ids = {row["docket_entry_id"] for row in rows.values()}
         assert not set(rows) & entry_ids
-        assert coverage_gaps(db.coverage_audit()) == []
+        assert coverage_gaps(DiscoveryState(db).coverage_audit()) == []
         if shape == "captured":
             admin = [row for row in rows.values() if " ADMIN - " in (row["case_number"] or "")]
             assert admin and all(row["related_case_numbers"] for row in admin)

@@ -10,11 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
-
-from notebook_builder.cells.c10_database import DB_FILENAME, Database
-from notebook_builder.cli import main
-
 from archive_fixture import DOCUMENTS, build_archive, document_id
+
+from notebook_builder.cells.c06_layout import DB_FILENAME
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c14_derived import DerivedRecords
+from notebook_builder.cli import main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +28,7 @@ def archive(tmp_path):
     cfg = build_archive(tmp_path, extracted=len(DOCUMENTS) - 1)
     db = Database.open(Path(cfg.WORKSPACE) / DB_FILENAME)
     try:
-        db.save_derived([{
+        DerivedRecords(db).save_derived([{
             "row": {"document_id": document_id(0), "method": "test", "version": 1, "kind": "opinion",
                     "publication_status": "TO BE PUBLISHED", "rendered_date": "2019-05-02",
                     "judge": "SMITH", "disposition": "AFFIRMING", "lower_court": "FAYETTE CIRCUIT COURT",

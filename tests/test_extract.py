@@ -14,15 +14,18 @@ from pathlib import Path
 
 import pypdf
 import pytest
+from support import put_bytes
 
 from notebook_builder import build
 from notebook_builder.cells import c80_extract
 from notebook_builder.cells.c00_config import ConfigError, DiskFullError, StoreError
-from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_likely_scanned,
-                                                join_page_texts, page_needs_ocr, pages_a_kept_text_lacks)
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c17_snapshots import StoreState
+from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_likely_scanned, join_page_texts,
+                                                page_needs_ocr, pages_a_kept_text_lacks)
 from notebook_builder.simcourt import pdfs
-
-from support import put_bytes
 
 CREATED = "20240101000000Z"
 
@@ -53,8 +56,8 @@ def add_document(ctx, document_id: str, data: bytes, *, case_number: str = "2021
         (ctx.workspace / name).write_bytes(data)
     if in_store:
         put_bytes(ctx.store, name, data)
-    ctx.db.upsert_discovered([{"document_id": document_id, "case_number": case_number}])
-    ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": document_id, "case_number": case_number}])
+    DownloadRecords(ctx.db).mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
     return sha
 
 
@@ -138,7 +141,7 @@ def test_opinion_text_holds_its_case_number_locally_and_in_the_store(make_ctx):
         [logged] = log_rows(ctx, document_id)
         assert (logged["outcome"], logged["attempt"], logged["engine"]) == ("ok", 1, "pypdf")
     assert result.pages == sum(row(ctx, d)["pages"] for d in shas)
-    assert ctx.db.extract_queue_size(ctx.cfg) == 0
+    assert WorkQueues(ctx.db).extract_queue_size(ctx.cfg) == 0
     assert extract(ctx).attempted == 0
 
 
@@ -175,8 +178,8 @@ def test_an_unparseable_pdf_is_classified_once_and_leaves_the_queue(make_ctx):
     assert document["extract_failure"] == "unparseable"
     assert document["last_error"].startswith("extract unparseable:")
     assert [(r["attempt"], r["outcome"]) for r in log_rows(ctx, "broken")] == [(1, "unparseable")]
-    assert ctx.db.extract_queue_size(ctx.cfg) == 0
-    assert [r["document_id"] for r in ctx.db.extraction_failures(ctx.cfg)] == ["broken"]
+    assert WorkQueues(ctx.db).extract_queue_size(ctx.cfg) == 0
+    assert [r["document_id"] for r in WorkQueues(ctx.db).extraction_failures(ctx.cfg)] == ["broken"]
     assert extract(ctx).attempted == 0  # a later run does not try it again
     assert row(ctx, "good")["status"] == "extracted"
 
@@ -364,26 +367,26 @@ def test_a_full_disk_stops_the_stage_without_counting_an_attempt(make_ctx, monke
     assert row(ctx, "doc")["extract_attempts"] == 0
 
 
-def test_a_stop_request_stops_before_the_next_batch(make_ctx):
+def test_a_stop_request_stops_before_the_next_batch(make_ctx, monkeypatch):
     ctx = make_ctx(EXTRACT_BATCH=2, WORKERS=1)
     for number in range(1, 6):
         add_document(ctx, f"doc{number}", opinion(number)[1])
-    original = ctx.db.extract_queue
+    original = WorkQueues.extract_queue
     batches = []
 
-    def extract_queue(cfg, limit, after_rowid=0):
+    def extract_queue(self, cfg, limit, after_rowid=0):
         if batches:
             ctx.clock.request_stop("signal")
-        rows = original(cfg, limit, after_rowid)
+        rows = original(self, cfg, limit, after_rowid)
         batches.append(len(rows))
         return rows
-    ctx.db.extract_queue = extract_queue
+    monkeypatch.setattr(WorkQueues, "extract_queue", extract_queue)
 
     result = extract(ctx)
 
     assert result.stopped
     assert 2 <= result.extracted < 5
-    assert ctx.db.extract_queue_size(ctx.cfg) == 5 - result.extracted
+    assert WorkQueues(ctx.db).extract_queue_size(ctx.cfg) == 5 - result.extracted
 
 
 def test_the_pool_survives_a_stream_of_faults_and_keeps_its_size(tmp_path, monkeypatch):
@@ -428,8 +431,8 @@ NOTEBOOK_DRIVER = textwrap.dedent("""
         data = ("%PDF- " + document_id).encode()
         sha = hashlib.sha256(data).hexdigest()
         (ctx.workspace / "pdf_by_hash" / (sha + ".pdf")).write_bytes(data)
-        db.upsert_discovered([{"document_id": document_id}])
-        db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
+        DiscoveryState(db).upsert_discovered([{"document_id": document_id}])
+        DownloadRecords(db).mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
     result = extract(ctx)
     print(json.dumps({"worker_module": _extract_worker_main.__module__,
                       "extracted": result.extracted, "failed": result.failed_attempts}))
@@ -437,8 +440,10 @@ NOTEBOOK_DRIVER = textwrap.dedent("""
 
 
 def test_workers_run_functions_defined_in_a_notebooks_main_namespace(tmp_path):
-    wanted = {"c00_config", "c05_durable", "c10_database", "c20_store", "c34_mirror", "c35_context", "c80_extract"}
-    cells = [(module.name, module.code) for module in build.load_cell_modules() if module.name in wanted]
+    modules = build.load_cell_modules()
+    wanted = {"c00_config", "c05_durable", "c06_layout", "c20_store", "c34_mirror", "c35_context", "c80_extract"}
+    wanted |= {module.name for module in modules if module.name.startswith("c1")}   # the database's floor
+    cells = [(module.name, module.code) for module in modules if module.name in wanted]
     assert [name for name, _ in cells] == sorted(wanted)
     (tmp_path / "cells.json").write_text(json.dumps(cells))
     (tmp_path / "driver.py").write_text(NOTEBOOK_DRIVER)
@@ -462,7 +467,7 @@ def test_a_store_outage_leaves_the_text_queued_for_the_store_and_the_document_ex
 
     assert extract(ctx).extracted == 1
     assert row(ctx, "doc")["status"] == "extracted"
-    assert [r["name"] for r in ctx.db.store_pending()] == [f"text/{sha}.txt"]
+    assert [r["name"] for r in StoreState(ctx.db).store_pending()] == [f"text/{sha}.txt"]
     assert ctx.mirror.lagging
 
 

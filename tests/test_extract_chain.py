@@ -12,8 +12,11 @@ import pypdf
 import pytest
 
 from notebook_builder.cells import c80_extract
-from notebook_builder.cells.c80_extract import (classify_extract_error, extract, extraction_step,
-                                                text_agreement, text_quality)
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c80_extract import (classify_extract_error, extract, extraction_step, text_agreement,
+                                                text_quality)
 from notebook_builder.simcourt import pdfs
 from notebook_builder.simcourt.pdfs import _document
 
@@ -70,8 +73,8 @@ def add_document(ctx, document_id: str, data: bytes) -> str:
     sha = hashlib.sha256(data).hexdigest()
     name = f"pdf_by_hash/{sha}.pdf"
     (ctx.workspace / name).write_bytes(data)
-    ctx.db.upsert_discovered([{"document_id": document_id, "case_number": "2021-SC-000001"}])
-    ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": document_id, "case_number": "2021-SC-000001"}])
+    DownloadRecords(ctx.db).mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
     return sha
 
 
@@ -198,7 +201,7 @@ def test_bad_inputs_are_classified_once_and_readable_ones_extracted(make_ctx):
     assert (bomb["status"], bomb["extract_failure"]) == ("downloaded", "too large")
     [(_, _, pdfium), (_, _, by_pypdf)] = attempts(ctx, "bomb")
     assert pdfium in ("crash", "too large") and by_pypdf == "too large"
-    assert ctx.db.extract_queue_size(ctx.cfg) == 0
+    assert WorkQueues(ctx.db).extract_queue_size(ctx.cfg) == 0
     assert result.permanent == 5 and result.extracted == 2
 
 

@@ -1,12 +1,14 @@
 """The right engine for each page: garbage text layers caught, rotated text kept, the choice said per page."""
 from __future__ import annotations
 
-from notebook_builder.cells import c80_extract, c85_ocr
-from notebook_builder.cells.c80_extract import (POOR_TEXT, PageMeasures, PageReading, choose_page_reading,
-                                                extract, measure_pages, page_defect, page_is_doubtful,
-                                                pages_to_reread, scattered_letter_share, word_wholeness)
-from notebook_builder.simcourt.pdfs import _document, _stream
 from test_extract_chain import add_document, make_ctx  # noqa: F401  (make_ctx: a fixture)
+
+from notebook_builder.cells import c80_extract, c85_ocr
+from notebook_builder.cells.c13_records import TextRecords
+from notebook_builder.cells.c80_extract import (POOR_TEXT, PageMeasures, PageReading, choose_page_reading, extract,
+                                                measure_pages, page_defect, page_is_doubtful, pages_to_reread,
+                                                scattered_letter_share, word_wholeness)
+from notebook_builder.simcourt.pdfs import _document, _stream
 
 CREATED = "20240101000000Z"
 BODY = b"BT /F1 11 Tf 14 TL 72 740 Td " + b" ".join(
@@ -235,6 +237,6 @@ def test_a_page_every_engine_reads_as_garbage_goes_to_ocr_and_an_empty_ocr_leave
     ocr_result = c85_ocr.ocr(ctx)
     assert (ocr_result.pdfs, ocr_result.failed) == (1, 0)
     assert ctx.db.get_document("garbled")["status"] == "extracted"
-    assert ctx.db.unreadable_text_pages(POOR_TEXT) == 1
+    assert TextRecords(ctx.db).unreadable_text_pages(POOR_TEXT) == 1
     assert "the circuit court" in (ctx.workspace / "text" / f"{sha}.txt").read_text("utf-8")
     assert extract(ctx).unreadable_pages == 1

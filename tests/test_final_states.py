@@ -8,6 +8,9 @@ import json
 import os
 
 from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c35_context import explain_counts, final_states_line, status_document, write_status
 from notebook_builder.cells.c85_ocr import OcrResult, ocr
 from notebook_builder.cells.c95_run import describe_stage
@@ -18,20 +21,20 @@ def archive_in_every_state(db: Database, max_attempts: int) -> None:
     """extracted 1, downloaded 2 (one unparseable for good, one waiting), failed 5 (404 for good,
     a 403 for good, withheld, out of attempts, retrying), discovered 1."""
     names = ["ok", "unparseable", "waiting", "gone", "restricted", "withheld", "spent", "retrying", "new"]
-    db.upsert_discovered([{"document_id": name} for name in names])
+    DiscoveryState(db).upsert_discovered([{"document_id": name} for name in names])
     for index, name in enumerate(["ok", "unparseable", "waiting"]):
         sha = f"{index + 1:064x}"
-        db.mark_downloaded(name, sha256=sha, size_bytes=10, local_pdf=f"pdf_by_hash/{sha}.pdf")
-    db.record_extracted([{"document_id": "ok", "sha256": f"{1:064x}", "attempt": 1, "engine": "pypdf",
+        DownloadRecords(db).mark_downloaded(name, sha256=sha, size_bytes=10, local_pdf=f"pdf_by_hash/{sha}.pdf")
+    TextRecords(db).record_extracted([{"document_id": "ok", "sha256": f"{1:064x}", "attempt": 1, "engine": "pypdf",
                           "pages": 1, "chars": 10, "seconds": 0.0, "likely_scanned": False}])
-    db.mark_extract_failed("unparseable", "no parser opens it", reason="unparseable", spend_all=3)
-    db.mark_download_failed("gone", http_status=404, error="not found")
-    db.mark_download_failed("restricted", http_status=403, error="forbidden")
-    db.mark_download_failed("withheld", http_status=404, error="no file")
+    TextRecords(db).mark_extract_failed("unparseable", "no parser opens it", reason="unparseable", spend_all=3)
+    DownloadRecords(db).mark_download_failed("gone", http_status=404, error="not found")
+    DownloadRecords(db).mark_download_failed("restricted", http_status=403, error="forbidden")
+    DownloadRecords(db).mark_download_failed("withheld", http_status=404, error="no file")
     db.conn.execute("UPDATE documents SET document_available = 0 WHERE document_id = 'withheld'")
-    db.mark_download_failed("spent", http_status=503, error="unavailable")
+    DownloadRecords(db).mark_download_failed("spent", http_status=503, error="unavailable")
     db.conn.execute("UPDATE documents SET attempts = ? WHERE document_id = 'spent'", (max_attempts,))
-    db.mark_download_failed("retrying", http_status=503, error="unavailable")
+    DownloadRecords(db).mark_download_failed("retrying", http_status=503, error="unavailable")
 
 
 def test_final_states_partition_the_failed_and_name_the_unextractable(make_context):
@@ -39,11 +42,11 @@ def test_final_states_partition_the_failed_and_name_the_unextractable(make_conte
     db = ctx.open_database()
     archive_in_every_state(db, ctx.cfg.MAX_ATTEMPTS)
 
-    final = db.final_states(ctx.cfg)
+    final = WorkQueues(db).final_states(ctx.cfg)
 
     assert final == {"not_extractable": 1, "not_extractable_reasons": {"unparseable": 1}, "withheld": 1,
                      "failed_for_good": 2, "out_of_attempts": 1, "retrying": 1}
-    counts = db.status_counts()
+    counts = WorkQueues(db).status_counts()
     assert final["withheld"] + final["failed_for_good"] + final["out_of_attempts"] + final["retrying"] \
         == counts["failed"] == 5
     assert final_states_line(final) == ("1 PDFs not extractable (unparseable 1), 2 failed for good, 1 withheld, "
@@ -75,8 +78,8 @@ def test_the_ocr_summary_counts_only_documents_whose_ocr_text_holds_words(make_c
         data = pdfs.image_only_pdf(seed=number, creation_date="20240101000000Z")
         sha = hashlib.sha256(data).hexdigest()
         (ctx.workspace / f"pdf_by_hash/{sha}.pdf").write_bytes(data)
-        ctx.db.upsert_discovered([{"document_id": f"scan{number}"}])
-        ctx.db.mark_downloaded(f"scan{number}", sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
+        DiscoveryState(ctx.db).upsert_discovered([{"document_id": f"scan{number}"}])
+        DownloadRecords(ctx.db).mark_downloaded(f"scan{number}", sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
     extract(ctx)
     monkeypatch.setattr(c85_ocr, "ocr_engine_available", lambda engine: None)
     monkeypatch.setitem(c85_ocr.OCR_ENGINES, "tesseract", lambda image, timeout, orientation=True: ("  \n", None))   # reads nothing

@@ -10,21 +10,22 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from archive_fixture import DOCUMENTS, add_text, build_archive, document_id, make_config
 
 from notebook_builder.cells.c00_config import IntegrityError
-from notebook_builder.cells.c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_KINDS, Database,
-                                                 SearchDatabase, SearchQueryError, _search_source, checkpoint,
-                                                 INDEX_WORD, SEARCH_COMMON_WORDS, index_query, index_words,
-                                                 search_kinds)
+from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c17_snapshots import checkpoint
+from notebook_builder.cells.c18_search_index import (INDEX_WORD, SEARCH_COMMON_WORDS, SEARCH_KINDS, SearchDatabase,
+                                                     SearchQueryError, _search_source, index_behind, index_coverage,
+                                                     index_query, index_words, search_kinds)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c87_index import (IndexMissingError, candidate_words, court_code_of, court_filter, index,
-                                              index_behind, index_coverage, make_snippet, match_places, phrase_keys,
-                                              plan_index, query_phrases, search_archive, snippet_html, year_of)
+                                              make_snippet, match_places, phrase_keys, plan_index, query_phrases,
+                                              search_archive, snippet_html, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.cli import main
-
-from archive_fixture import DOCUMENTS, add_text, build_archive, document_id, make_config
 
 
 def run_index(cfg):

@@ -6,16 +6,19 @@ import json
 import sqlite3
 
 import pytest
+from legacy_fixture import (FOREIGN_WORKSPACE, discovered_row, downloaded_row, extracted_row, sha256, table_rows,
+                            write_legacy_database)
+from support import open_test_context, put_bytes
 
-from notebook_builder.cells.c10_database import (SCHEMA_VERSION, ColumnSpec, Database, LegacyDatabaseError,
-                                                 SchemaSpec, read_schema, schema_gaps, schema_state, target_schema)
+from notebook_builder.cells.c10_database import (SCHEMA_VERSION, ColumnSpec, Database, LegacyDatabaseError, SchemaSpec,
+                                                 read_schema, schema_gaps, schema_state, target_schema)
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c38_legacy import (KV_LEGACY_ADOPTION, adopt, adoption_plan, judge_database,
                                                legacy_original_name, provisional_status)
 from notebook_builder.cells.c60_backfill import backfill
-from legacy_fixture import (FOREIGN_WORKSPACE, discovered_row, downloaded_row, extracted_row, sha256,
-                            table_rows, write_legacy_database)
-from support import open_test_context, put_bytes
 
 NO_COURT = {"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"}
 
@@ -201,13 +204,13 @@ def test_adopted_rows_keep_their_progress_where_the_files_are_and_go_back_where_
                       by_sha.document_id: "extracted", no_text.document_id: "downloaded",
                       nowhere.document_id: "discovered", unknown.document_id: "extracted"}
     assert result.requeued == [nowhere.document_id] and result.texts_missing == 1 and result.texts_reused == 3
-    for row in db.documents_claiming_files():
+    for row in DownloadRecords(db).documents_claiming_files():
         assert row["local_pdf"] == f"pdf_by_hash/{row['sha256']}.pdf"
         assert store.exists(row["local_pdf"])
     assert store.exists(f"text/{sha256(pdfs[by_sha.document_id])}.txt")
     assert db.conn.execute("SELECT note FROM legacy_documents WHERE document_id = ?",
                            (nowhere.document_id,)).fetchone()[0] == "requeued: PDF nowhere"
-    assert db.extract_queue_size(ctx.cfg) == 2      # in_backup (never extracted) and no_text
+    assert WorkQueues(db).extract_queue_size(ctx.cfg) == 2      # in_backup (never extracted) and no_text
 
 
 def test_an_extracted_row_whose_pdf_only_the_store_holds_is_never_asked_of_the_court(planned_court, tmp_path):
@@ -220,7 +223,7 @@ def test_an_extracted_row_whose_pdf_only_the_store_holds_is_never_asked_of_the_c
     adopt(ctx, fold)
     row = ctx.db.get_document(document.document_id)
     assert (row["status"], row["sha256"], row["size_bytes"]) == ("extracted", sha256(data), len(data))
-    assert ctx.db.download_queue_size(ctx.cfg) == 0
+    assert WorkQueues(ctx.db).download_queue_size(ctx.cfg) == 0
 
 
 def test_a_row_v12_extracted_with_no_text_is_extracted_again_so_ocr_can_read_its_scanned_pages(planned_court,
@@ -243,7 +246,7 @@ def test_a_row_v12_extracted_with_no_text_is_extracted_again_so_ocr_can_read_its
     status = {row["document_id"]: row["status"] for row in ctx.db.iter_documents()}
     assert status == {scan.document_id: "downloaded", read.document_id: "extracted",
                       stamped.document_id: "downloaded"}
-    assert [row["document_id"] for row in ctx.db.extract_queue(ctx.cfg, 10)] == [scan.document_id,
+    assert [row["document_id"] for row in WorkQueues(ctx.db).extract_queue(ctx.cfg, 10)] == [scan.document_id,
                                                                                   stamped.document_id]
     assert (result.texts_reused, result.texts_missing, result.rescanned) == (2, 1, 1)
     assert json.loads(ctx.db.kv_get(KV_LEGACY_ADOPTION))["rescanned"] == 1
@@ -262,7 +265,7 @@ def test_a_downloaded_row_whose_text_the_archive_holds_reuses_it_and_writes_no_o
     put_bytes(store, f"text/{sha256(data)}.txt", b"the text v1.2 extracted")
     result = adopt(ctx, fold)
     assert ctx.db.get_document(document.document_id)["status"] == "extracted"
-    assert ctx.db.extract_queue_size(ctx.cfg) == 0 and result.texts_reused == 1
+    assert WorkQueues(ctx.db).extract_queue_size(ctx.cfg) == 0 and result.texts_reused == 1
 
 
 # ------------------------------------------------------------------ refusing
@@ -324,8 +327,8 @@ def test_an_adopted_columns_declarations_do_not_bind_the_pipeline(planned_court,
     ctx = legacy_context(tmp_path, [dict(discovered_row(planned_court.documents[0]), reviewer="x")],
                          extra={"reviewer": "TEXT NOT NULL"})
     adopt(ctx, fold)
-    ctx.db.upsert_discovered([{"document_id": "f" * 64, "case_number": "2024-CA-0001"}])
-    assert ctx.db.document_count() == 2
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": "f" * 64, "case_number": "2024-CA-0001"}])
+    assert WorkQueues(ctx.db).document_count() == 2
 
 
 # ------------------------------------------------------------------ the command line before adoption
@@ -365,4 +368,4 @@ def test_a_v12_database_a_kill_left_mid_transaction_is_rolled_back_and_adopted(p
     ctx.db_path.with_name("ky_court.sqlite-journal").write_bytes(journal)
     assert judge_database(ctx.db_path).kind == "unreadable"         # read-only, it cannot roll back
     result = adopt(ctx, fold)
-    assert result.adopted and ctx.db.document_count() == 3
+    assert result.adopted and WorkQueues(ctx.db).document_count() == 3

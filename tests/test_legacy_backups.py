@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 
 import pytest
-
-from notebook_builder.cells.c60_backfill import backfill
 from legacy_fixture import sha256
 from support import CountingStore, discovered_rows, open_test_context
+
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c60_backfill import backfill
 
 NO_COURT = {"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"}
 
@@ -26,7 +28,7 @@ def test_a_pointer_from_another_machine_is_resolved_by_its_file_name_unless_the_
         planned_court, tmp_path):
     ok = planned_court.documents_with("ok")[:3]
     ctx = make_context(tmp_path)
-    ctx.db.upsert_discovered(discovered_rows(ok))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows(ok))
     backups = ctx.path("pdf_backup")
     (backups / "2019").mkdir(parents=True)
     (backups / "2020").mkdir()
@@ -51,7 +53,7 @@ def test_a_pointer_from_another_machine_is_resolved_by_its_file_name_unless_the_
 def test_a_pointer_at_a_file_that_is_not_a_pdf_is_reported_and_the_file_kept(planned_court, tmp_path, caplog):
     document = planned_court.documents_with("ok")[0]
     ctx = make_context(tmp_path)
-    ctx.db.upsert_discovered(discovered_rows([document]))
+    DiscoveryState(ctx.db).upsert_discovered(discovered_rows([document]))
     (ctx.path("pdf_backup") / "x.pdf").write_bytes(b"<html>Service Unavailable</html>")
     point(ctx, document.document_id, "/content/ky_court_workspace/pdf_backup/x.pdf")
     with caplog.at_level(logging.WARNING, logger="kycourt.backfill"):
@@ -74,7 +76,7 @@ def test_ten_thousand_backups_with_sixty_percent_duplicates_fold_into_their_dist
         folder.mkdir(exist_ok=True)
         (folder / f"{number}.pdf").write_bytes(distinct[number % 4000])
     rows = [{"document_id": f"{number:064x}", "case_number": "2019-CA-0001"} for number in range(4000)]
-    ctx.db.upsert_discovered(rows)
+    DiscoveryState(ctx.db).upsert_discovered(rows)
     for number in range(4000):
         point(ctx, f"{number:064x}", f"/content/ky_court_workspace/pdf_backup/{number % 10}/{number}.pdf")
     with caplog.at_level(logging.INFO, logger="kycourt.backfill"):
@@ -86,5 +88,5 @@ def test_ten_thousand_backups_with_sixty_percent_duplicates_fold_into_their_dist
     assert sum(1 for path in backups.rglob("*.pdf")) == 10_000          # the backups stay as they were
     lines = [record.message for record in caplog.records if record.name == "kycourt.backfill"]
     assert len(lines) == 1 and "10000 files, 10000 PDFs of 4000 distinct contents (6000 duplicates" in lines[0]
-    assert ctx.db.status_counts()["downloaded"] == 4000
+    assert WorkQueues(ctx.db).status_counts()["downloaded"] == 4000
     ctx.close()

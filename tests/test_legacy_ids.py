@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from legacy_fixture import discovered_row, downloaded_row, sha256, write_legacy_database
+from support import FAST_ENV, RecordingClock, context_config
 
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c38_legacy import adopt
 from notebook_builder.cells.c60_backfill import backfill
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.simcourt import SimCourt
-from legacy_fixture import discovered_row, downloaded_row, sha256, write_legacy_database
-from support import FAST_ENV, RecordingClock, context_config
 
 ENV = {**FAST_ENV, "KY_FIRST_YEAR": "2020", "KY_LAST_YEAR": "2026", "KY_CONVERGENCE_DELTA": "1",
        "KY_MAX_SWEEPS": "3"}
@@ -68,8 +70,8 @@ def test_adopted_ids_that_are_entries_or_cases_are_linked_and_never_downloaded(c
         assert kinds[with_pdf.docket_entry_id] == "docket_entry"
         assert all(kinds[document.document_id] == "document" for document in roles["plain"])
         for wrong in (entry.docket_entry_id, case.case_id, with_pdf.docket_entry_id):
-            assert db.download_events(wrong) == []
-            assert wrong not in {row["document_id"] for row in db.download_queue(cfg, 1000)}
+            assert DownloadRecords(db).download_events(wrong) == []
+            assert wrong not in {row["document_id"] for row in WorkQueues(db).download_queue(cfg, 1000)}
         linked = json.loads(db.conn.execute("SELECT linked_documents FROM legacy_documents WHERE document_id = ?",
                                             (entry.docket_entry_id,)).fetchone()[0])
         assert entry.document_id in linked
@@ -112,5 +114,5 @@ def test_adoption_holds_a_row_whose_id_is_its_own_docket_entrys_at_once(planned_
     ctx = open_test_context(tmp_path, database=False, env={"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"})
     write_legacy_database(ctx.db_path, [discovered_row(document, document_id=document.docket_entry_id)])
     result = adopt(ctx, lambda ctx: backfill(ctx, force=True))
-    assert result.record["misfiled_ids"] == 1 and ctx.db.download_queue_size(ctx.cfg) == 0
+    assert result.record["misfiled_ids"] == 1 and WorkQueues(ctx.db).download_queue_size(ctx.cfg) == 0
     ctx.close()

@@ -9,16 +9,17 @@ import sqlite3
 import time
 
 import pytest
+from legacy_fixture import (FOREIGN_WORKSPACE, discovered_row, downloaded_row, extracted_row, legacy_archive, sha256,
+                            write_archive, write_legacy_database)
+from support import open_test_context, put_bytes
 
 from notebook_builder.cells.c00_config import IntegrityError, StoreError
+from notebook_builder.cells.c12_queues import WorkQueues
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c38_legacy import adopt, legacy_original_name
 from notebook_builder.cells.c40_restore import archive_layout, archive_workspace_name, restore
 from notebook_builder.cells.c60_backfill import backfill
 from notebook_builder.cells.c95_run import run_pipeline
-from legacy_fixture import (FOREIGN_WORKSPACE, discovered_row, downloaded_row, extracted_row, legacy_archive, sha256,
-                            write_archive, write_legacy_database)
-from support import open_test_context, put_bytes
 
 NO_COURT = {"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"}
 ARCHIVE = "ky_court-WIP-resume-20240301T000000Z.tar.gz"
@@ -171,7 +172,7 @@ def test_when_the_store_snapshot_wins_the_newest_archives_backups_still_come_bac
     rows = {row["document_id"]: row for row in ctx.db.iter_documents()}
     assert all(rows[d.document_id]["status"] == "downloaded" and rows[d.document_id]["sha256"]
                == sha256(data[d.document_id]) for d in ok)
-    assert not list(ctx.db.download_queue(ctx.cfg, 10))
+    assert not list(WorkQueues(ctx.db).download_queue(ctx.cfg, 10))
 
 def test_the_first_checkpoint_keeps_the_stores_v12_snapshot_before_replacing_it(planned_court, tmp_path):
     documents, snapshot_bytes, _ = store_legacy_states(planned_court, tmp_path, archive_newer=True)

@@ -10,8 +10,13 @@ import time
 
 import pypdf
 import pytest
+from legacy_fixture import write_legacy_database
+from support import put_bytes
 
 from notebook_builder.cells import c85_ocr
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c14_derived import DerivedRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c38_legacy import adopt, describe_adoption
 from notebook_builder.cells.c60_backfill import backfill
@@ -22,9 +27,6 @@ from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c87_index import index, search_archive
 from notebook_builder.query import export_records, show_document
 from notebook_builder.simcourt import pdfs
-
-from legacy_fixture import write_legacy_database
-from support import put_bytes
 
 CREATED = "20240101000000Z"
 
@@ -66,8 +68,8 @@ def add_document(ctx, document_id: str, data: bytes) -> str:
     sha = hashlib.sha256(data).hexdigest()
     name = f"pdf_by_hash/{sha}.pdf"
     (ctx.workspace / name).write_bytes(data)
-    ctx.db.upsert_discovered([{"document_id": document_id}])
-    ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
+    DiscoveryState(ctx.db).upsert_discovered([{"document_id": document_id}])
+    DownloadRecords(ctx.db).mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
     return sha
 
 
@@ -163,6 +165,7 @@ def test_verify_requires_the_ocr_text_in_the_store(ctx, tmp_path):
 def test_an_ocr_worker_that_dies_fails_only_its_pdf(ctx, tmp_path, monkeypatch):
     import os
     import signal
+
     from notebook_builder.cells import c85_ocr
     first, _ = scanned(opinion(10), tmp_path)
     second = concatenated(first, first)     # other bytes, the same scan twice
@@ -246,7 +249,7 @@ def test_a_scanned_opinion_is_searched_derived_shown_and_exported_from_its_ocr_t
     # Before OCR: the text layer is empty; nothing the scans say is found, nothing derived from them.
     assert all(found(ctx, word) == [] for word in UPRIGHT_WORDS + MIXED_SCAN_WORDS)
     assert found(ctx, "tangerine") == ["mixed"]
-    assert ctx.db.derived("opinion")["rendered_date"] is None
+    assert DerivedRecords(ctx.db).derived("opinion")["rendered_date"] is None
 
     result = ocr(ctx)
 
@@ -257,7 +260,7 @@ def test_a_scanned_opinion_is_searched_derived_shown_and_exported_from_its_ocr_t
     assert ctx.db.get_document("opinion")["text_source"] == "ocr"
     derived = derive(ctx)
     assert derived.derived == 2          # both read again: their best text changed
-    row = ctx.db.derived("opinion")
+    row = DerivedRecords(ctx.db).derived("opinion")
     assert (row["rendered_date"], row["publication_status"], row["text_source"]) == ("2024-03-08", "published", "ocr")
     assert row["judge"] == "MARZIPAN"
     indexed = index(ctx)

@@ -5,9 +5,13 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from support import RecordingClock, discovered_rows, mark_extracted, open_test_context
 
 from notebook_builder import cli
 from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c14_derived import DerivedRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c70_download import download
@@ -15,7 +19,6 @@ from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c88_audit import audit_sample, audit_store
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.simcourt import SimCourt
-from support import RecordingClock, discovered_rows, mark_extracted, open_test_context
 
 
 def test_every_download_response_is_an_event_with_its_identifying_headers(tmp_path):
@@ -25,21 +28,21 @@ def test_every_download_response_is_an_event_with_its_identifying_headers(tmp_pa
         ctx = open_test_context(tmp_path, court, name="ws", clock=RecordingClock(),
                                 env={"KY_BACKOFF_BASE": "0", "KY_BACKOFF_CAP": "0"})
         db = ctx.db
-        db.upsert_discovered(discovered_rows(chosen))
+        DiscoveryState(db).upsert_discovered(discovered_rows(chosen))
         result = download(ctx)
-        events = [event for d in chosen for event in db.download_events(d.document_id)]
+        events = [event for d in chosen for event in DownloadRecords(db).download_events(d.document_id)]
         attempts = sum(db.get_document(d.document_id)["attempts"] for d in chosen)
         # A 404 is asked of the other download path too, in the same attempt: one more event.
         assert len(events) == result.requests == attempts + result.other_path_requests
         missing = court.documents_with("http_404")[0].document_id
-        assert [event["http_status"] for event in db.download_events(missing)] == [404, 404]
+        assert [event["http_status"] for event in DownloadRecords(db).download_events(missing)] == [404, 404]
         for document in chosen:
             row = db.get_document(document.document_id)
-            last = db.download_events(document.document_id)[-1]
+            last = DownloadRecords(db).download_events(document.document_id)[-1]
             assert last["http_status"] == row["http_status"] and last["requested_at"]
             if row["status"] == "downloaded":
                 assert (last["content_length"], last["content_type"]) == (str(row["size_bytes"]), "application/pdf")
-        assert {e["http_status"] for e in db.download_events(court.documents_with("http_503")[0].document_id)} >= {503}
+        assert {e["http_status"] for e in DownloadRecords(db).download_events(court.documents_with("http_503")[0].document_id)} >= {503}
         ctx.close()
 
 
@@ -72,12 +75,12 @@ def archive(tmp_path: Path, store=None, documents: int = 4, **env: str):
         pdf = f"%PDF-1.4 document {number}\n".encode()
         text = f"RENDERED: MARCH {number + 1}, 2020\nthe text of document {number}"
         sha = hashlib.sha256(pdf).hexdigest()
-        db.upsert_discovered([{"document_id": document_id, "case_number": f"2020-CA-{number:04d}"}])
+        DiscoveryState(db).upsert_discovered([{"document_id": document_id, "case_number": f"2020-CA-{number:04d}"}])
         for name, data in ((f"pdf_by_hash/{sha}.pdf", pdf), (f"text/{sha}.txt", text.encode())):
             ctx.path(name).write_bytes(data)
             ctx.mirror.put(name, ctx.path(name))
-        db.record_download_attempt(document_id)
-        db.mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf), local_pdf=f"pdf_by_hash/{sha}.pdf")
+        DownloadRecords(db).record_download_attempt(document_id)
+        DownloadRecords(db).mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf), local_pdf=f"pdf_by_hash/{sha}.pdf")
         mark_extracted(db, document_id, pages=1, extracted_chars=len(text), likely_scanned=False)
         shas.append(sha)
     return ctx, shas
@@ -159,9 +162,9 @@ def test_cli_verify_audit_flag_sets_the_share(tmp_path, capsys):
 def test_manifest_lists_each_pdf_and_each_derived_text_with_the_hash_of_its_bytes(tmp_path):
     from notebook_builder.cells.c88_audit import bagit_manifest
     ctx, shas = archive(tmp_path, documents=2)
-    assert [name for _, name in ctx.db.manifest_rows()] == sorted(f"pdf_by_hash/{sha}.pdf" for sha in shas)
+    assert [name for _, name in DerivedRecords(ctx.db).manifest_rows()] == sorted(f"pdf_by_hash/{sha}.pdf" for sha in shas)
     derive(ctx)
-    manifest = bagit_manifest(ctx.db.manifest_rows())
+    manifest = bagit_manifest(DerivedRecords(ctx.db).manifest_rows())
     lines = manifest.splitlines()
     assert len(lines) == 4
     for line in lines:

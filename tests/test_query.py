@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from notebook_builder.cli import main
-from notebook_builder.cells.c10_database import DB_FILENAME, Database
-
 from archive_fixture import DOCUMENTS, build_archive, document_id
+
+from notebook_builder.cells.c06_layout import DB_FILENAME
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c13_records import TextRecords
+from notebook_builder.cli import main
 
 
 @pytest.fixture
@@ -123,7 +124,7 @@ def test_search_without_an_index_says_how_to_build_it(capsys, archive):
 def test_search_on_a_stale_index_warns_and_still_answers(capsys, archive):
     cli(capsys, "index", *flags(archive))
     db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
-    db.record_extracted([{"document_id": document_id(4), "sha256": db.get_document(document_id(4))["sha256"],
+    TextRecords(db).record_extracted([{"document_id": document_id(4), "sha256": db.get_document(document_id(4))["sha256"],
                           "attempt": 1, "engine": "pypdf", "pages": 1, "chars": 10, "seconds": 0.0,
                           "likely_scanned": False}])
     db.close()

@@ -13,11 +13,12 @@ import json
 import logging
 
 import pytest
+from test_drive_store import (PDF_FOLDER_FOUND, ROOT_FOUND, ScriptedDrive, answer, error, file, generated_ids, listing,
+                              multipart_metadata, upload)
 
 from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c17_snapshots import StoreState
 from notebook_builder.cells.c35_context import open_context, write_status
-from test_drive_store import (PDF_FOLDER_FOUND, ROOT_FOUND, ScriptedDrive, answer, error, file, generated_ids,
-                              listing, multipart_metadata, upload)
 
 GIB = 1024 ** 3
 QUOTA_FULL = error(403, "storageQuotaExceeded", "The user's Drive storage quota has been exceeded.")
@@ -103,7 +104,7 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
 
     assert ctx.mirror.put(PDF_NAME, local_pdf(ctx)) is False
     assert ctx.mirror.lagging.startswith("quota exceeded")
-    assert [row["name"] for row in ctx.db.store_pending()] == [PDF_NAME]
+    assert [row["name"] for row in StoreState(ctx.db).store_pending()] == [PDF_NAME]
     assert ctx.path(PDF_NAME).read_bytes() == PDF                  # local state is untouched
 
     ctx.refresh_quota()
@@ -123,7 +124,7 @@ def test_quota_exhaustion_keeps_the_run_on_local_state_and_a_later_run_catches_u
         listing(), *upload(stored_without_md5("S1", "status.json")),
     ])
     later = make_context(working)
-    assert later.db.store_pending_count() == 1                     # the backlog survived in the database
+    assert StoreState(later.db).store_pending_count() == 1                     # the backlog survived in the database
     assert later.mirror.catch_up(later.workspace) == {"uploaded": 1, "left": 0}
     assert later.mirror.lagging is None
     caught_up = write_status(later)
@@ -140,4 +141,4 @@ def test_once_the_quota_is_exhausted_later_uploads_are_queued_without_asking_dri
     other = ctx.path(f"text/{SHA}.txt")
     other.write_text("text")
     assert ctx.mirror.put(f"text/{SHA}.txt", other) is False      # must not reach Drive: no answers left
-    assert ctx.db.store_pending_count() == 2
+    assert StoreState(ctx.db).store_pending_count() == 2

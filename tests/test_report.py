@@ -11,13 +11,16 @@ import pytest
 
 matplotlib_image = pytest.importorskip("matplotlib.image")
 
+from support import mark_extracted
+
 from notebook_builder.cells.c00_config import load_config
-from notebook_builder.cells.c10_database import DB_FILENAME, Database
+from notebook_builder.cells.c06_layout import DB_FILENAME
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c97_report import (coverage_rows, draw_coverage_chart, report_table, show_report,
                                                write_report)
-
-from support import mark_extracted
 
 COURT_NAMES = {"SC": "Kentucky Supreme Court", "CA": "Kentucky Court of Appeals"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -40,17 +43,17 @@ def build_workspace(workspace: Path, seed: int = 3) -> list[tuple[str, str, str]
                      "court": COURT_NAMES[court], "shard": f"{year}-{court}"})
         truth.append((document_id, year, court, status))
     db = Database.open(workspace / DB_FILENAME)
-    db.upsert_discovered(rows)
+    DiscoveryState(db).upsert_discovered(rows)
     for document_id, _year, _court, status in truth:
         if status in ("downloaded", "unparseable", "extracted"):
             sha = f"{int(document_id[3:]):064x}"
-            db.mark_downloaded(document_id, sha256=sha, size_bytes=100, local_pdf=f"pdf_by_hash/{sha}.pdf")
+            DownloadRecords(db).mark_downloaded(document_id, sha256=sha, size_bytes=100, local_pdf=f"pdf_by_hash/{sha}.pdf")
         if status == "extracted":
             mark_extracted(db, document_id, pages=2, extracted_chars=900, likely_scanned=False)
         if status == "unparseable":    # downloaded for good: no run extracts it
-            db.mark_extract_failed(document_id, "no parser opens it", reason="unparseable", spend_all=3)
+            TextRecords(db).mark_extract_failed(document_id, "no parser opens it", reason="unparseable", spend_all=3)
         if status == "failed":
-            db.mark_download_failed(document_id, http_status=404, error="not found")
+            DownloadRecords(db).mark_download_failed(document_id, http_status=404, error="not found")
     db.close()
     return [(year, court, status) for _, year, court, status in truth]
 
@@ -97,7 +100,7 @@ def test_coverage_rows_count_every_year_court_and_status(workspace):
 
 def test_coverage_rows_merge_court_names_into_codes(tmp_path):
     db = Database.open(tmp_path / DB_FILENAME)
-    db.upsert_discovered([
+    DiscoveryState(db).upsert_discovered([
         {"document_id": "a", "case_number": "2020-SC-0001", "court": "Kentucky Supreme Court"},
         {"document_id": "b", "case_number": "2020-SC-0002", "court": "SC"},
         {"document_id": "c", "case_number": "2020-CA-0003", "court": "Court of Appeals"},

@@ -11,18 +11,20 @@ import time
 from pathlib import Path
 
 import pytest
+from support import open_test_context, put_bytes
 
 from notebook_builder.cells.c00_config import IntegrityError, StoreError, load_config
-from notebook_builder.cells.c10_database import (DB_FILENAME, KV_STORE_CHECKPOINT_SEQ, Database, checkpoint,
-                                                 record_store_checkpoint, snapshot_sequence)
+from notebook_builder.cells.c06_layout import DB_FILENAME
+from notebook_builder.cells.c10_database import KV_STORE_CHECKPOINT_SEQ, Database
+from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c13_records import DownloadRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c17_snapshots import StoreState, checkpoint, record_store_checkpoint, snapshot_sequence
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context, write_status
 from notebook_builder.cells.c36_checkpoint import (Checkpointer, is_resume_archive_name, push_checkpoint, push_journal,
                                                    write_resume_archive)
 from notebook_builder.cells.c40_restore import restore, resume_member_problem, stale_workspace_entries
-from support import open_test_context
-
-from support import put_bytes
 
 
 def make_context(tmp_path: Path, workspace: str = "ws"):
@@ -31,8 +33,8 @@ def make_context(tmp_path: Path, workspace: str = "ws"):
 
 def add_documents(ctx, count: int) -> None:
     db = ctx.open_database()
-    start = db.document_count()
-    db.upsert_discovered({"document_id": f"D{i:04d}", "case_number": "2021-CA-0001", "court": "CA"}
+    start = WorkQueues(db).document_count()
+    DiscoveryState(db).upsert_discovered({"document_id": f"D{i:04d}", "case_number": "2021-CA-0001", "court": "CA"}
                          for i in range(start, start + count))
 
 
@@ -373,7 +375,7 @@ def test_an_empty_store_means_a_fresh_start(tmp_path):
 def test_resume_archive_round_trip_gives_the_same_rows(tmp_path):
     source = make_context(tmp_path)
     add_documents(source, 7)
-    source.db.mark_download_failed("D0003", http_status=404, error="not found")
+    DownloadRecords(source.db).mark_download_failed("D0003", http_status=404, error="not found")
     status = write_status(source, verify="PASS")
     name = write_resume_archive(source)
     rows = document_rows(source.db_path)
@@ -419,7 +421,7 @@ def download_into_store(ctx, document_id: str, *, in_store: bool = True) -> str:
     sha = hashlib.sha256(data).hexdigest()
     if in_store:
         put_bytes(ctx.store, f"pdf_by_hash/{sha}.pdf", data)
-    assert ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
+    assert DownloadRecords(ctx.db).mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
     return sha
 
 
@@ -542,7 +544,7 @@ def test_a_backup_credited_after_the_snapshot_is_in_the_journal(tmp_path):
     data = b"%PDF-1.4 a legacy backup"
     sha = hashlib.sha256(data).hexdigest()
     put_bytes(source.store, f"pdf_by_hash/{sha}.pdf", data)
-    assert source.db.credit_backup("D0001", sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
+    assert DownloadRecords(source.db).credit_backup("D0001", sha256=sha, size_bytes=len(data), local_pdf=f"pdf_by_hash/{sha}.pdf")
     assert push_journal(source) == 1
     source.close()
     ctx = fresh_runtime(tmp_path)
@@ -572,11 +574,11 @@ def test_the_store_checkpoint_note_never_moves_backwards_whoever_writes_it(tmp_p
     # Restore (Database.record_store_checkpoint) and the checkpointer (record_store_checkpoint on a
     # path) share one guarded write: an older snapshot's number never replaces a newer one.
     db = Database.open(tmp_path / DB_FILENAME)
-    db.record_store_checkpoint(7)
-    db.record_store_checkpoint(5)
+    StoreState(db).record_store_checkpoint(7)
+    StoreState(db).record_store_checkpoint(5)
     assert db.kv_get(KV_STORE_CHECKPOINT_SEQ) == "7"
     record_store_checkpoint(tmp_path / DB_FILENAME, 6)
     assert db.kv_get(KV_STORE_CHECKPOINT_SEQ) == "7"
-    db.record_store_checkpoint(9)
+    StoreState(db).record_store_checkpoint(9)
     assert db.kv_get(KV_STORE_CHECKPOINT_SEQ) == "9"
     db.close()

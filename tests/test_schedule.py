@@ -12,19 +12,19 @@ import signal
 import time
 
 import pytest
+from support import FAST_ENV
 
+from notebook_builder.cells import c75_schedule
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c30_client import CourtClient, TransientFetchError
 from notebook_builder.cells.c35_context import crawl_projection, crawl_words
-from notebook_builder.cells.c50_discover import (next_opinion_window, opinion_pass_due, opinion_windows_left,
-                                                 plan_sweep)
-from notebook_builder.cells import c75_schedule
+from notebook_builder.cells.c50_discover import next_opinion_window, opinion_pass_due, opinion_windows_left, plan_sweep
 from notebook_builder.cells.c75_schedule import CrawlState, add_figures, next_work
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.cells.c97_report import report_table
 from notebook_builder.simcourt import SimCourt
-from support import FAST_ENV
 
 # ------------------------------------------------------------ decisions
 
@@ -142,7 +142,7 @@ def archived(workspace) -> dict:
     db = Database.open(f"{workspace}/ky_court.sqlite")
     try:
         return {"documents": {row["document_id"]: row["status"] for row in db.iter_documents()},
-                "details": db.details_due_count(),
+                "details": DiscoveryState(db).details_due_count(),
                 "parties": db.conn.execute("SELECT COUNT(DISTINCT case_id) FROM parties").fetchone()[0],
                 "cases": db.conn.execute("SELECT COUNT(*) FROM cases WHERE walked_sweep IS NOT NULL").fetchone()[0]}
     finally:

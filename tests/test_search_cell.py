@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import pytest
-
-from notebook_builder.cells.c10_database import SearchQueryError
-from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c98_search import hits_html, parse_year, search_cell
-from notebook_builder.cells.c87_index import search_archive
-
 from archive_fixture import build_archive, document_id
 from test_index import run_index
+
+from notebook_builder.cells.c18_search_index import SearchQueryError
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c87_index import search_archive
+from notebook_builder.cells.c98_search import hits_html, parse_year, search_cell
 
 
 def test_parse_year_takes_empty_as_any_and_refuses_a_non_year():

@@ -19,15 +19,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from notebook_builder.cells import c98_search
-from notebook_builder.cells.c20_store import LocalStore, pdf_store_name
-from notebook_builder.cells.c96_web import WebSearch, web_route
-from notebook_builder.cli import main
-
 from archive_fixture import DOCUMENTS, build_archive, document_id, pdf_bytes
 from support import REPO_ROOT
 from test_index import run_index
+
+from notebook_builder.cells import c98_search
+from notebook_builder.cells.c06_layout import pdf_store_name
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c96_web import WebSearch, web_route
+from notebook_builder.cli import main
 
 pytest.importorskip("datasette")
 

@@ -15,13 +15,13 @@ import threading
 import time
 
 import pytest
+from support import put_bytes
 
 from notebook_builder.cells.c00_config import IntegrityError, RunClock, StoreError, StoreQuotaExceeded, load_config
+from notebook_builder.cells.c17_snapshots import StoreState
 from notebook_builder.cells.c35_context import open_context, store_sleep
 from notebook_builder.cells.drive_store import DriveStore, DriveWritePacer, connect_drive
 from notebook_builder.simdrive import SimDrive, parse_query
-
-from support import put_bytes
 
 FOLDER = "ky_court"
 
@@ -382,7 +382,7 @@ def test_uploads_behind_the_crawl_are_durable_rows_a_later_mirror_finishes_after
     mirror.attach(db)
     with mirror._lock:                     # the uploader cannot reach Drive until the puts returned
         assert mirror.put_many(items) == {name: False for name, _ in items}
-        assert db.store_pending_count() == 8 and sim.requests["insert"] == 0
+        assert StoreState(db).store_pending_count() == 8 and sim.requests["insert"] == 0
         mirror._uploader_stop.set()        # the runtime dies with the backlog in the database
     mirror.stop_uploader()
     db.close()
@@ -393,6 +393,6 @@ def test_uploads_behind_the_crawl_are_durable_rows_a_later_mirror_finishes_after
     later.attach(db)
     assert later.catch_up(workspace, wait=False)["left"] > 0        # a run's start: behind the crawl
     assert later.catch_up(workspace)["left"] == 0                     # sync: waits for the rest
-    assert db.store_pending_count() == 0 and later.eta_seconds() == 0.0
+    assert StoreState(db).store_pending_count() == 0 and later.eta_seconds() == 0.0
     assert titles(sim, "pdf_by_hash") == sorted(name.split("/")[1] for name, _ in items)
     db.close()

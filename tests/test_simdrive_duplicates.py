@@ -15,14 +15,14 @@ from collections import Counter
 from types import SimpleNamespace
 
 import pytest
+from support import put_bytes
 
 from notebook_builder.cells.c00_config import IntegrityError, StoreError
-from notebook_builder.cells.c10_database import Database, checkpoint, snapshot_sequence
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c17_snapshots import checkpoint, snapshot_sequence
 from notebook_builder.cells.drive_store import (INSERT_JOURNAL, DriveStore, conflict_title, connect_drive,
                                                 resolve_duplicates)
 from notebook_builder.simdrive import SimDrive
-
-from support import put_bytes
 
 FOLDER = "ky_court"
 

@@ -24,15 +24,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support import REPO_ROOT, RecordingClock, quick_court, torture, torture_court
 
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c90_verify import referenced_store_names
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.cells.drive_store import text_pack_members
 from notebook_builder.simdrive import SimDrive
-
-from support import REPO_ROOT, RecordingClock, quick_court, torture, torture_court
 
 DOCS = 30
 FOLDER = "ky_court"
@@ -77,7 +77,7 @@ def drive_lags(sim: SimDrive, cfg) -> list[str]:
     """Referenced names the simulated Drive lacks, holds twice, or holds with other bytes."""
     db = Database.open(Path(cfg.WORKSPACE) / "ky_court.sqlite")
     try:
-        names, problems = referenced_store_names(db.documents_claiming_files())
+        names, problems = referenced_store_names(DownloadRecords(db).documents_claiming_files())
     finally:
         db.close()
     assert not problems
@@ -114,7 +114,7 @@ def text_files_per_text(sim: SimDrive, cfg) -> float:
 def referenced(cfg) -> set[str]:
     db = Database.open(Path(cfg.WORKSPACE) / "ky_court.sqlite")
     try:
-        return referenced_store_names(db.documents_claiming_files())[0]
+        return referenced_store_names(DownloadRecords(db).documents_claiming_files())[0]
     finally:
         db.close()
 

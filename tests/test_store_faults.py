@@ -16,14 +16,14 @@ import os
 from pathlib import Path
 
 import pytest
+from support import RecordingClock, expected_verdicts_hold, quick_court, run_until_done, store_is_level, torture
 
 from notebook_builder.cells import c05_durable, c70_download
 from notebook_builder.cells.c00_config import StoreError, StoreQuotaExceeded, load_config
 from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c17_snapshots import StoreState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c95_run import run_pipeline
-
-from support import RecordingClock, expected_verdicts_hold, quick_court, run_until_done, store_is_level, torture
 
 DOCS = 60   # every fault once; enough uploads and bytes for each refusal and full disk below
 
@@ -120,8 +120,8 @@ def test_a_backlog_recorded_relative_to_the_wrong_folder_heals(tmp_path, monkeyp
     sha = hashlib.sha256(body).hexdigest()
     (workspace / "pdf_by_hash" / f"{sha}.pdf").write_bytes(body)
     db = Database.open(workspace / "ky_court.sqlite")
-    db.store_pending_add(f"pdf_by_hash/{sha}.pdf", f"elsewhere/w/pdf_by_hash/{sha}.pdf", "store failed")
-    db.store_pending_add("status.json", "gone/status.json", "store failed")   # really gone: dropped
+    StoreState(db).store_pending_add(f"pdf_by_hash/{sha}.pdf", f"elsewhere/w/pdf_by_hash/{sha}.pdf", "store failed")
+    StoreState(db).store_pending_add("status.json", "gone/status.json", "store failed")   # really gone: dropped
     mirror = StoreMirror(LocalStore(tmp_path / "store"))
     mirror.db = db
     try:

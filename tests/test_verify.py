@@ -6,15 +6,17 @@ import hashlib
 import json
 from pathlib import Path
 
+from support import mark_extracted, open_test_context
+
 from notebook_builder.cells.c00_config import StoreQuotaExceeded, load_config
-from notebook_builder.cells.c10_database import DB_FILENAME, connect
+from notebook_builder.cells.c06_layout import DB_FILENAME, DOCUMENT_INVENTORY, FAILED_INVENTORY
+from notebook_builder.cells.c10_database import connect
+from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
+from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c17_snapshots import StoreState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c36_checkpoint import is_resume_archive_name
-from support import open_test_context
-from notebook_builder.cells.c90_verify import (
-    DOCUMENT_INVENTORY, FAILED_INVENTORY, VerifyResult, failure_reason, format_verify_report, verify)
-
-from support import mark_extracted
+from notebook_builder.cells.c90_verify import VerifyResult, failure_reason, format_verify_report, verify
 
 
 def make_context(tmp_path: Path, store=None, **env: str):
@@ -28,8 +30,8 @@ def add_pdf(ctx, document_id: str, *, extracted: bool) -> str:
     name = f"pdf_by_hash/{sha}.pdf"
     ctx.path(name).write_bytes(data)
     ctx.mirror.put(name, ctx.path(name))
-    ctx.db.record_download_attempt(document_id)
-    ctx.db.mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
+    DownloadRecords(ctx.db).record_download_attempt(document_id)
+    DownloadRecords(ctx.db).mark_downloaded(document_id, sha256=sha, size_bytes=len(data), local_pdf=name)
     if extracted:
         text = f"text/{sha}.txt"
         ctx.path(text).write_text(f"text of {document_id}")
@@ -42,18 +44,18 @@ def populate(ctx) -> dict[str, str]:
     """Six documents, one in every state verify distinguishes; returns id -> sha256 of the PDFs."""
     db = ctx.open_database()
     ids = ["D001", "D002", "D003", "D004", "D005", "D006"]
-    db.upsert_discovered({"document_id": i, "case_number": "2020-SC-0001", "court": "SC",
+    DiscoveryState(db).upsert_discovered({"document_id": i, "case_number": "2020-SC-0001", "court": "SC",
                           "description": f"entry {i}, with a comma"} for i in reversed(ids))
     shas = {"D001": add_pdf(ctx, "D001", extracted=True),
             "D002": add_pdf(ctx, "D002", extracted=True),
             "D003": add_pdf(ctx, "D003", extracted=False)}
     for _ in range(ctx.cfg.MAX_EXTRACT_ATTEMPTS):
-        db.mark_extract_failed("D003", "pypdf: broken xref")
-    db.record_download_attempt("D004")
-    db.mark_download_failed("D004", http_status=404, error="not found")
+        TextRecords(db).mark_extract_failed("D003", "pypdf: broken xref")
+    DownloadRecords(db).record_download_attempt("D004")
+    DownloadRecords(db).mark_download_failed("D004", http_status=404, error="not found")
     for _ in range(ctx.cfg.MAX_ATTEMPTS):
-        db.record_download_attempt("D005")
-        db.mark_download_failed("D005", http_status=503, error="unavailable")
+        DownloadRecords(db).record_download_attempt("D005")
+        DownloadRecords(db).mark_download_failed("D005", http_status=503, error="unavailable")
     # D006 stays discovered: the download queue is not empty, the run is not done.
     return shas
 
@@ -279,7 +281,7 @@ def test_a_name_missing_from_the_store_but_held_locally_is_queued_and_the_next_r
     result = verify(ctx)
     assert not result.passed and result.missing_in_store == [name]
     assert any("1 of them queued from the workspace" in reason for reason in result.reasons)
-    assert [row["name"] for row in ctx.db.store_pending()] == [name]
+    assert [row["name"] for row in StoreState(ctx.db).store_pending()] == [name]
     assert ctx.mirror.catch_up(ctx.workspace)["uploaded"] == 1   # what the next run does first
     assert verify(ctx).passed
     assert (tmp_path / "store" / name).read_bytes() == ctx.path(name).read_bytes()

@@ -18,10 +18,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import filecmp
-import itertools
 import hashlib
+import itertools
 import os
-import re
 import shutil
 import threading
 import time
@@ -29,18 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
 from .c05_durable import atomic_write, durable_rename, make_folders, write_temp_file
-
-CONTENT_ADDRESSED_PREFIXES = ("pdf_by_hash/", "text/")
-
-
-_STORE_NAME = re.compile(r"[^/\\]+(?:/[^/\\]+)*")   # relative, no empty part, no backslash
-
-
-def check_store_name(name: str) -> str:
-    """A store name must be relative, normalized and stay inside the store."""
-    if not _STORE_NAME.fullmatch(name) or any(part in (".", "..") for part in name.split("/")):
-        raise StoreError(f"invalid store name {name!r}: expected a relative path like pdf_by_hash/<sha>.pdf")
-    return name
+from .c06_layout import check_store_name, is_content_addressed
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -50,30 +38,6 @@ def sha256_file(path: str | os.PathLike) -> str:
         while chunk := handle.read(1024 * 1024):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def pdf_store_name(sha256: str) -> str:
-    """The one spelling of a PDF's content-addressed name (store and workspace alike)."""
-    return f"pdf_by_hash/{sha256}.pdf"
-
-
-def text_store_name(sha256: str) -> str:
-    """The text extracted from the PDF whose hash is `sha256`."""
-    return f"text/{sha256}.txt"
-
-
-def ocr_text_store_name(sha256: str) -> str:
-    """The text of the PDF whose hash is `sha256` with the pages OCR recognised merged in."""
-    return f"text/{sha256}.ocr.txt"
-
-
-def court_text_store_name(sha256: str) -> str:
-    """The court's own text of a document (its documentText), named by the hash of that text."""
-    return f"court_text/{sha256}.txt"
-
-
-def is_content_addressed(name: str) -> bool:
-    return name.startswith(CONTENT_ADDRESSED_PREFIXES)
 
 
 class Store:

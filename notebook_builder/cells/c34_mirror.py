@@ -33,8 +33,10 @@ from tqdm.auto import tqdm
 
 from .c00_config import Config, RunClock, StoreError, StoreQuotaExceeded
 from .c05_durable import raise_if_disk_full
+from .c06_layout import CONTENT_ADDRESSED_PREFIXES, is_content_addressed
 from .c10_database import Database
-from .c20_store import CONTENT_ADDRESSED_PREFIXES, Store, is_content_addressed
+from .c17_snapshots import StoreState
+from .c20_store import Store
 
 log_mirror = logging.getLogger("kycourt.mirror")
 
@@ -100,6 +102,11 @@ class StoreMirror:
         self.db = db
 
     @property
+    def backlog(self) -> StoreState:
+        """The names waiting for the store, in the attached database."""
+        return StoreState(self.db)
+
+    @property
     def behind(self) -> bool:
         """Content-addressed uploads run behind the crawl (the store is slow to write to)."""
         return bool(getattr(self.store, "deferred_uploads", False)) and self.db is not None
@@ -108,7 +115,7 @@ class StoreMirror:
         """Seconds the backlog needs at the rate uploads went lately; None when unknown."""
         if self.db is None:
             return None
-        return self._rate.eta(self.db.store_pending_count())
+        return self._rate.eta(self.backlog.store_pending_count())
 
     def has(self, name: str) -> bool:
         with self._lock:
@@ -231,7 +238,7 @@ class StoreMirror:
 
     def _queue(self, name: str, local_path: str | os.PathLike, reason: str) -> None:
         if self.db is not None:
-            self.db.store_pending_add(name, str(local_path), reason)
+            self.backlog.store_pending_add(name, str(local_path), reason)
 
     def get_quota(self) -> dict | None:
         """The store's quota, or None; a failed read is logged, not taken as lag."""
@@ -256,13 +263,13 @@ class StoreMirror:
         if self.db is None:
             return {"uploaded": 0, "left": 0}
         if not wait and self.behind:
-            left = self.db.store_pending_count()
+            left = self.backlog.store_pending_count()
             if left:
                 self._start_uploader()
             return {"uploaded": 0, "left": left}
         self.stop_uploader()
         self.lagging = None
-        pending = self.db.store_pending_count()
+        pending = self.backlog.store_pending_count()
         bar = progress_bar(pending, "mirror", "file") if self.show_progress and self.behind and pending else None
         try:
             uploaded = self._drain(self.db, workspace, lambda: self.clock is not None and self.clock.interrupted,
@@ -270,7 +277,7 @@ class StoreMirror:
         finally:
             if bar is not None:
                 bar.close()
-        return {"uploaded": uploaded, "left": self.db.store_pending_count()}
+        return {"uploaded": uploaded, "left": self.backlog.store_pending_count()}
 
     def _drain(self, db: Database, workspace: Path, stopping, *, final: bool = True, bar: tqdm | None = None) -> int:
         """Uploads the backlog in order until it is empty, a store fault, or `stopping()`.
@@ -281,7 +288,7 @@ class StoreMirror:
         counts the files uploaded."""
         uploaded = 0
         workspace = Path(workspace).absolute()
-        rows = db.store_pending()
+        rows = StoreState(db).store_pending()
         groups: list[list] = []
         size = self.store.text_pack_members
         if size > 1:
@@ -301,7 +308,7 @@ class StoreMirror:
                     continue
                 log_mirror.warning("store backlog: %s is gone locally; dropping it from the backlog",
                                     row["name"])
-                db.store_pending_done(row["name"])
+                StoreState(db).store_pending_done(row["name"])
             if not items:
                 continue
             with self._lock:
@@ -318,7 +325,7 @@ class StoreMirror:
                     break
             with db.transaction():
                 for name, _ in items:
-                    db.store_pending_done(name)
+                    StoreState(db).store_pending_done(name)
             self._rate.note(len(items))
             uploaded += len(items)
             if bar is not None:
@@ -358,7 +365,7 @@ class StoreMirror:
             while not stopping():
                 self._uploader_wake.clear()
                 try:
-                    bar.total = bar.n + db.store_pending_count()
+                    bar.total = bar.n + StoreState(db).store_pending_count()
                     bar.refresh()
                     self._drain(db, workspace, stopping, final=False, bar=bar)
                 except Exception as exc:   # noqa: BLE001 - the uploader must never kill the run

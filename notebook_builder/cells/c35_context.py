@@ -45,16 +45,18 @@ from typing import Any, Mapping
 
 from .c00_config import Config, RunClock, StoreError, utc_now
 from .c05_durable import durable_write, raise_if_disk_full
-from .c10_database import (DB_FILENAME, KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH,
-                           KV_CRAWL_FIGURES, KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY,
-                           KV_LEGACY_ADOPTION, KV_OPINIONS_ARCHIVED_AT, SCHEMA_VERSION, Database)
+from .c06_layout import DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS
+from .c10_database import (KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH, KV_CRAWL_FIGURES,
+                           KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, KV_LEGACY_ADOPTION,
+                           KV_OPINIONS_ARCHIVED_AT, SCHEMA_VERSION, Database)
+from .c12_queues import WorkQueues
+from .c15_discovery_state import DiscoveryState
+from .c16_legacy_state import LegacyState
+from .c17_snapshots import StoreState
 from .c20_store import LocalStore, Store
 from .c34_mirror import StoreMirror
 
 log_context = logging.getLogger("kycourt.context")
-
-WORKSPACE_FOLDERS = ("tmp", "pdf_backup", "pdf_by_hash", "text", "checkpoint")
-STATUS_FILENAME = "status.json"
 
 
 @dataclass
@@ -262,8 +264,8 @@ def crawl_status(db: Database, cfg: Config, *, queued: int | None = None) -> dic
         figures = {}
     mean = lambda window: cfg.PACING * (window[0] + window[1]) / 2     # noqa: E731
     projection = crawl_projection(
-        figures if isinstance(figures, dict) else {}, opinions_queued=db.opinions_to_download(cfg),
-        queued=db.download_queue_size(cfg) if queued is None else queued, details_due=db.details_due_count(),
+        figures if isinstance(figures, dict) else {}, opinions_queued=WorkQueues(db).opinions_to_download(cfg),
+        queued=WorkQueues(db).download_queue_size(cfg) if queued is None else queued, details_due=DiscoveryState(db).details_due_count(),
         converged=db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None, details=cfg.CASE_DETAILS,
         pauses=(mean(cfg.PACING_SEARCH), mean(cfg.PACING_DL)))
     projection["opinions_archived_at"] = db.kv_get(KV_OPINIONS_ARCHIVED_AT)
@@ -294,8 +296,8 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         queues = {"download": 0, "extract": 0}
         converged = False
     else:
-        counts = db.status_counts()
-        queues = db.queue_sizes(cfg)
+        counts = WorkQueues(db).status_counts()
+        queues = WorkQueues(db).queue_sizes(cfg)
         converged = db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None
     done = bool(converged and queues["download"] == 0 and queues["extract"] == 0)
     document = {
@@ -311,11 +313,11 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         "remaining": remaining_text(queues, converged),
     }
     if db is not None:
-        document["permanent_failures"] = db.permanent_failure_count()
-        final = db.final_states(cfg)
+        document["permanent_failures"] = WorkQueues(db).permanent_failure_count()
+        final = WorkQueues(db).final_states(cfg)
         document["final_states"] = final
         document["counts_explained"] = explain_counts(counts, final)
-        document["store_pending"] = db.store_pending_count()
+        document["store_pending"] = StoreState(db).store_pending_count()
         document["checkpoint_seq"] = int(db.kv_get(KV_CHECKPOINT_SEQ, "0"))
         # When the archive was last brought up to date (a converged sweep, or a complete update).
         document["archive_updated_at"] = db.kv_get(KV_ARCHIVE_UPDATED_AT)
@@ -325,7 +327,7 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         # What adopting an older version's archive (v1.2) brought, when this archive began as one.
         adoption = db.kv_get(KV_LEGACY_ADOPTION)
         if adoption:
-            document["legacy_adoption"] = {**json.loads(adoption), "ids": db.legacy_summary()}
+            document["legacy_adoption"] = {**json.loads(adoption), "ids": LegacyState(db).legacy_summary()}
         # Time to a useful archive: requests left and hours until every opinion, document, detail.
         document["crawl"] = crawl_status(db, cfg, queued=queues["download"])
     document.update(extra or {})

@@ -41,8 +41,9 @@ from typing import Any
 
 from .c00_config import IntegrityError
 from .c05_durable import durable_write
-from .c10_database import DB_FILENAME, checkpoint, journal_rows, record_store_checkpoint, snapshot_sequence
-from .c35_context import STATUS_FILENAME, Context, write_status
+from .c06_layout import DB_FILENAME, STATUS_FILENAME
+from .c17_snapshots import checkpoint, journal_rows, record_store_checkpoint, snapshot_sequence
+from .c35_context import Context, write_status
 
 log_checkpoint = logging.getLogger("kycourt.checkpoint")
 

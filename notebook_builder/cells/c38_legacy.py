@@ -95,10 +95,13 @@ from typing import Any, Callable
 
 from .c00_config import StoreError, utc_now
 from .c05_durable import durable_rename, durable_write, raise_if_disk_full
-from .c10_database import (DB_FILENAME, KV_LEGACY_ADOPTION, KV_STORE_CHECKPOINT_SEQ, LEGACY_METADATA_SQL, PERMANENT_HTTP_STATUSES,
-                           SCHEMA_VERSION, STATUSES, ColumnSpec, Database, LegacyDatabaseError, SchemaSpec,
-                           database_uri, is_sqlite_file, read_schema, schema_state, target_schema)
-from .c20_store import pdf_store_name, sha256_file, text_store_name
+from .c06_layout import DB_FILENAME, pdf_store_name, text_store_name
+from .c10_database import (KV_LEGACY_ADOPTION, KV_STORE_CHECKPOINT_SEQ, PERMANENT_HTTP_STATUSES, SCHEMA_VERSION,
+                           STATUSES, ColumnSpec, Database, LegacyDatabaseError, SchemaSpec, database_uri,
+                           is_sqlite_file, read_schema, schema_state, target_schema)
+from .c13_records import DownloadRecords
+from .c16_legacy_state import LEGACY_METADATA_SQL, LegacyState
+from .c20_store import sha256_file
 from .c35_context import Context
 
 log_legacy = logging.getLogger("kycourt.legacy")
@@ -455,7 +458,7 @@ def adopt(ctx: Context, fold: Callable[[Context], Any]) -> AdoptResult:
     result.original = result.original or record.get("original")
     result.backfill = fold(ctx)
     settle_adopted_rows(ctx, db, result)
-    result.held = db.legacy_held_count()
+    result.held = LegacyState(db).legacy_held_count()
     record.update(state="done", settled_at=utc_now(), pdfs=result.pdfs, distinct_pdfs=result.distinct_pdfs,
                   texts_reused=result.texts_reused, texts_missing=result.texts_missing, rescanned=result.rescanned,
                   requeued=len(result.requeued), held=result.held,
@@ -644,7 +647,7 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
     store_texts = set(ctx.store.list_dir("text"))
     pointers, requeue, reextract, unread, rescan, text_found, uploads = [], [], [], [], [], [], []
     distinct: set[str] = set()
-    for row in db.adopted_rows_claiming_files():
+    for row in LegacyState(db).adopted_rows_claiming_files():
         sha, size = row["sha256"], row["size_bytes"]
         if not sha:
             sha = _sha_named_by(row["local_pdf"])
@@ -677,21 +680,21 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
         elif row["status"] == "extracted":
             reextract.append(row["document_id"])
     with db.transaction():
-        db.set_pdf_pointers(pointers)
-        db.mark_text_found(text_found)
-        db.extract_again(reextract, "adopted from an older version: its text is in neither the workspace "
+        LegacyState(db).set_pdf_pointers(pointers)
+        LegacyState(db).mark_text_found(text_found)
+        LegacyState(db).extract_again(reextract, "adopted from an older version: its text is in neither the workspace "
                                     "nor the store; extracted again")
-        db.extract_again(unread, "adopted from an older version that read no text from it and had no OCR: "
+        LegacyState(db).extract_again(unread, "adopted from an older version that read no text from it and had no OCR: "
                                  "extracted again, so its scanned pages are measured and recognised")
-        db.extract_again(rescan, "adopted from an older version that judged it likely scanned and had no OCR: "
+        LegacyState(db).extract_again(rescan, "adopted from an older version that judged it likely scanned and had no OCR: "
                                  "its pages are measured (its text kept), so its scanned pages are recognised")
         if requeue:
-            db.revert_to_discovered(requeue, "adopted from an older version: its PDF is in neither the "
+            DownloadRecords(db).revert_to_discovered(requeue, "adopted from an older version: its PDF is in neither the "
                                              "workspace, the store, nor pdf_backup/; downloaded again")
-            db.note_legacy(requeue, "requeued: PDF nowhere")
+            LegacyState(db).note_legacy(requeue, "requeued: PDF nowhere")
     for name in sorted(set(uploads)):
         result.uploaded += bool(ctx.mirror.put(name, ctx.path(name)))
-    result.pdfs = db.adopted_rows_holding_pdfs()
+    result.pdfs = LegacyState(db).adopted_rows_holding_pdfs()
     result.distinct_pdfs = len(distinct)
     result.texts_missing = len(reextract) + len(unread)
     result.rescanned = len(rescan)
@@ -745,7 +748,7 @@ def reconcile_legacy_ids(ctx: Context) -> ReconcileResult:
     """Checks the adopted ids against what discovery found (see the module docstring); the session
     runs it after discovery and after download (a linked document's PDF may match the legacy one)."""
     db = ctx.open_database()
-    result = ReconcileResult(**db.reconcile_legacy_ids())
+    result = ReconcileResult(**LegacyState(db).reconcile_legacy_ids())
     if result.changed:
         log_legacy.info("%s", describe_reconcile(result))
     return result

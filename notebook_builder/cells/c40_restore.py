@@ -83,10 +83,12 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from .c00_config import DiskFullError, IntegrityError, StoreError
-from .c10_database import DB_FILENAME, Database, is_sqlite_file, snapshot_sequence
-from .c20_store import pdf_store_name
 from .c05_durable import durable_rename, raise_if_disk_full
-from .c35_context import STATUS_FILENAME, WORKSPACE_FOLDERS, Context
+from .c06_layout import DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS, pdf_store_name
+from .c10_database import Database, is_sqlite_file
+from .c13_records import DownloadRecords
+from .c17_snapshots import StoreState, snapshot_problems, snapshot_sequence
+from .c35_context import Context
 from .c36_checkpoint import is_resume_archive_name, journal_sequence
 from .c38_legacy import LegacyJudgement, judge_database, keep_original_locally, merge_legacy_rows
 
@@ -325,7 +327,7 @@ def _restore_judge(name: str, download: Path, folder: Path) -> _RestoreCandidate
         if judgement.kind == "foreign":
             raise IntegrityError(f"{DB_FILENAME} is not this pipeline's: {'; '.join(judgement.problems)}")
         sequence, taken_at = snapshot_sequence(database)
-        problems = Database.snapshot_problems(database)
+        problems = snapshot_problems(database)
         if problems:
             raise IntegrityError(f"database fails quick_check: {problems[:3]}")
         candidate = _RestoreCandidate(name, database, status, sequence, taken_at, files=files)
@@ -560,7 +562,7 @@ def _restore_replay(ctx: Context, best: _RestoreCandidate, temp_root: Path) -> i
             log_restore.warning("restore could not replay the store's journal (%s: %s): the downloads "
                                 "it lists are fetched again", type(exc).__name__, exc)
         # The store holds this state: the next journal follows it (the snapshot's own note is older).
-        db.record_store_checkpoint(best.checkpoint_seq)
+        StoreState(db).record_store_checkpoint(best.checkpoint_seq)
         # Back to one self-contained file (WAL folded in) before it is moved into place.
         db.conn.execute("PRAGMA journal_mode = DELETE")
     finally:
@@ -596,7 +598,7 @@ def _restore_replay_journals(ctx: Context, db: Database, sequence: int, temp_roo
             stored = pdf_store_name(entry["sha256"])
             if stored not in held:
                 continue
-            if db.mark_downloaded(entry["document_id"], sha256=entry["sha256"], size_bytes=entry["size_bytes"],
+            if DownloadRecords(db).mark_downloaded(entry["document_id"], sha256=entry["sha256"], size_bytes=entry["size_bytes"],
                                   local_pdf=stored):
                 replayed += 1
             elif db.get_document(entry["document_id"]) is None:

@@ -143,11 +143,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-from .c00_config import (CourtUnreachable, IntegrityError, PermanentFetchError, PipelineError,
-                         ResultsLimitExceeded, StopRequested, TransientFetchError, kentucky_today, utc_now)
+from .c00_config import (CourtUnreachable, IntegrityError, PermanentFetchError, PipelineError, ResultsLimitExceeded,
+                         StopRequested, TransientFetchError, kentucky_today, utc_now)
 from .c05_durable import atomic_write
-from .c10_database import (DOCUMENT_METADATA_COLUMNS, KV_ARCHIVE_UPDATED_AT, KV_COMPLETE_THROUGH,
-                           KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, Database)
+from .c10_database import (KV_ARCHIVE_UPDATED_AT, KV_COMPLETE_THROUGH, KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY,
+                           Database)
+from .c12_queues import WorkQueues
+from .c15_discovery_state import DOCUMENT_METADATA_COLUMNS, DiscoveryState
 from .c30_client import (COURT_NAMES, DOCUMENT_ROW_FIELDS, CourtClient, CourtTrapError, SearchPage, SearchRefused,
                          ShapeProblem, availability_of, court_of_case_number, document_id_of, normalize_case_header,
                          normalize_case_search_row, normalize_docket_entry, normalize_document_row,
@@ -418,7 +420,7 @@ class ShardPaging:
             if needs_split(page.total_count, page.results_limit):
                 raise ResultsLimitExceeded(f"{shard}: {page.total_count} {noun}, limit {page.results_limit}")
             if (start == 1 and page.total_count == 0 and shard == top_level_shard(shard)
-                    and self.db.shard_has_documents(shard)):
+                    and DiscoveryState(self.db).shard_has_documents(shard)):
                 raise CourtTrapError(f"{shard}: the court reports no {noun} in a shard that held documents before "
                                      "(the x-ctrack-excludeselflinks trap?)")
             yield page
@@ -511,6 +513,7 @@ class DiscoveryWriter:
 
     def __init__(self, db: Database, sweep: int):
         self.db = db
+        self.state = DiscoveryState(db)
         self.sweep = sweep
         self.rows_new = 0
         self._held: list[DiscoveryBatch] = []
@@ -543,12 +546,12 @@ class DiscoveryWriter:
         db, rows_new = self.db, 0
         with db.transaction():
             for batch in held:
-                new = db.upsert_discovered(batch.rows) if batch.rows else 0
+                new = DiscoveryState(db).upsert_discovered(batch.rows) if batch.rows else 0
                 if batch.state is None:
-                    db.add_shard_progress(self.sweep, batch.shard, pages=batch.pages,
+                    DiscoveryState(db).add_shard_progress(self.sweep, batch.shard, pages=batch.pages,
                                           rows_seen=batch.rows_seen, rows_new=new)
                 else:
-                    db.finish_shard(self.sweep, batch.shard, state=batch.state, total_count=batch.total_count,
+                    DiscoveryState(db).finish_shard(self.sweep, batch.shard, state=batch.state, total_count=batch.total_count,
                                     pages=batch.pages, rows_seen=batch.rows_seen, rows_new=new,
                                     error=batch.error, children=batch.children)
                 rows_new += new
@@ -619,6 +622,7 @@ class Discovery:
     def __init__(self, ctx: Context, *, opinion_pass: bool = False):
         self.ctx, self.cfg = ctx, ctx.cfg
         self.db = ctx.open_database()
+        self.state = DiscoveryState(self.db)
         self.result = DiscoverResult()
         self.own_client = ctx.client is None
         self.client = CourtClient(ctx.cfg, ctx.clock) if self.own_client else ctx.client
@@ -814,7 +818,7 @@ class Discovery:
                 # Rows the table already holds unchanged are not rewritten (most rows of every sweep after
                 # the first): the upsert would be a no-op, and skipping it keeps Discover near the bare
                 # paging loop's speed. ~25 MB for 100k documents.
-                self.known = {values[0]: metadata_fingerprint(values) for values in db.iter_document_metadata()}
+                self.known = {values[0]: metadata_fingerprint(values) for values in DiscoveryState(db).iter_document_metadata()}
             writer = DiscoveryWriter(db, self.sweep)
             try:
                 with writer:
@@ -835,12 +839,12 @@ class Discovery:
         self.problems_before = sum(self.walk.problems.values()) + result.unresolved
         self.sweep_started = time.monotonic()
         self.sweep_figures = (result.repages, result.cases_walked)
-        db.start_sweep(sweep, self.plan)
+        DiscoveryState(db).start_sweep(sweep, self.plan)
         db.kv_set("discovery_sweep", sweep)
-        states = db.shard_states(sweep)
+        states = DiscoveryState(db).shard_states(sweep)
         # The pending list lives here, not in a query per unit: split children join it in their sorted
         # place (right after their parent), so a resumed sweep starts where this one would have gone next.
-        self.pending = db.pending_shards(sweep)
+        self.pending = DiscoveryState(db).pending_shards(sweep)
         what = "case walk" if result.strategy == "cases" else "discover"
         self.bar = progress(self.cfg, sum(states.values()), f"{what} sweep {sweep}", unit="shard")
         self.bar.update(sum(states.values()) - states.get("pending", 0))
@@ -850,7 +854,7 @@ class Discovery:
 
     def _end_sweep(self) -> None:
         db, result = self.db, self.result
-        summary = db.finish_sweep(self.sweep, time.monotonic() - self.sweep_started, complete=True)
+        summary = DiscoveryState(db).finish_sweep(self.sweep, time.monotonic() - self.sweep_started, complete=True)
         self._close_bar()
         repages_before, walked_before = self.sweep_figures
         log_discover.info("sweep %d (%s) complete: %d shards, %d search pages (%d shard re-pages), %d rows seen, "
@@ -870,7 +874,7 @@ class Discovery:
         """The strategy proved unusable: the sweep ends as errors (never converged), auto falls back."""
         result = self.result
         why = str(exc) if isinstance(exc, StrategyUnusable) else f"its search was refused: {exc}"
-        self.db.abandon_sweep(self.sweep, f"{result.strategy} unusable: {why}", time.monotonic() - self.sweep_started)
+        self.state.abandon_sweep(self.sweep, f"{result.strategy} unusable: {why}", time.monotonic() - self.sweep_started)
         self._close_bar()
         self.in_sweep, self.flight, self.pending = False, None, []
         result.errors += 1
@@ -938,7 +942,7 @@ class Discovery:
         """A stop: what the shard in flight walked is recorded (the shard stays pending)."""
         if self.flight is not None:
             flight, self.flight = self.flight, None
-            self.db.add_shard_progress(flight.sweep, flight.shard, pages=flight.pages, rows_seen=0,
+            self.state.add_shard_progress(flight.sweep, flight.shard, pages=flight.pages, rows_seen=0,
                                        rows_new=flight.rows_new)
         self.result.stopped = True
         self.stage = "done"
@@ -954,14 +958,14 @@ class Discovery:
         """The details pass may run (after discovery's units of this run): CASE_DETAILS, nothing waits to
         be downloaded (never before a PDF that is still missing: `discover` alone leaves them for a
         later run), and no stop."""
-        return (self.cfg.CASE_DETAILS and self.db.download_queue_size(self.cfg) == 0
+        return (self.cfg.CASE_DETAILS and WorkQueues(self.db).download_queue_size(self.cfg) == 0
                 and not self.ctx.clock.should_stop())
 
     def details(self, limit: int) -> int | None:
         """The parties and lower courts of the next `limit` walked cases whose details are due, each
         case committed with them (one request each, the court's lists followed). Returns the cases
         done (0: none due), None on a stop. A case the court gave no answer for is tried next run."""
-        rows = self.db.cases_needing_details(limit, self.details_after)
+        rows = self.state.cases_needing_details(limit, self.details_after)
         for row in rows:
             if self.ctx.clock.should_stop():
                 self.result.stopped = True
@@ -978,7 +982,7 @@ class Discovery:
                 self.result.details_errors += 1
                 log_discover.debug("details of %s: %s", row["case_number"], exc)
                 continue
-            self.db.record_case_details(row["case_id"], row["walked_sweep"], parties, lower_courts)
+            self.state.record_case_details(row["case_id"], row["walked_sweep"], parties, lower_courts)
             self.result.details_cases += 1
         return len(rows)
 
@@ -995,7 +999,7 @@ class Discovery:
         result.shape_problems = dict(walk.problems)
         result.list_warnings = dict(collections.Counter(client.list_warnings) - self.warnings_before)
         result.seconds = round(time.monotonic() - self.started, 3)
-        result.documents = self.db.document_count()
+        result.documents = WorkQueues(self.db).document_count()
         result.complete_through = self.db.kv_get(KV_COMPLETE_THROUGH)
         if walk.problems or result.unresolved:
             log_discover.warning("discovery: %d search rows unresolvable (no documentID, no docketEntryID); "
@@ -1100,6 +1104,7 @@ class _CaseWalk:
 
     def __init__(self, ctx: Context, db: Database, client: CourtClient, result: DiscoverResult):
         self.ctx, self.db, self.client, self.result = ctx, db, client, result
+        self.state = DiscoveryState(db)
         self.problems: collections.Counter = collections.Counter()
         self.sweep_number: int | None = None
         self.usable = self.unusable = 0      # this sweep's per-item answers (docket entries, file lists)
@@ -1218,20 +1223,20 @@ class _CaseWalk:
             children = split_shard(shard)
             total = paging.page.total_count if paging.page is not None else None
             if not children:
-                db.finish_shard(sweep, shard, state="error", total_count=total, pages=pages,
+                DiscoveryState(db).finish_shard(sweep, shard, state="error", total_count=total, pages=pages,
                                 error=f"cannot split further: {exc}"[:500])
                 result.errors += 1
                 return "error"
-            db.finish_shard(sweep, shard, state="split", total_count=total, pages=pages, children=children)
+            DiscoveryState(db).finish_shard(sweep, shard, state="split", total_count=total, pages=pages, children=children)
             return "split"
         except TransientFetchError as exc:
-            db.finish_shard(sweep, shard, state="error", total_count=paging.page.total_count if paging.page else None,
+            DiscoveryState(db).finish_shard(sweep, shard, state="error", total_count=paging.page.total_count if paging.page else None,
                             pages=pages, error=str(exc)[:500])
             result.errors += 1
             log_discover.warning("sweep %d shard %s: %s", sweep, shard, exc)
             return "error"
         ordered = sorted(cases.values(), key=operator.itemgetter("case_number"))
-        return ShardInFlight(sweep, shard, ordered, db.cases_to_walk(sweep, list(cases)),
+        return ShardInFlight(sweep, shard, ordered, DiscoveryState(db).cases_to_walk(sweep, list(cases)),
                              total=paging.page.total_count - len(foreign), pages=pages)
 
     def walk_cases(self, flight: "ShardInFlight", limit: int | None, rewalk_open: bool) -> str:
@@ -1269,7 +1274,7 @@ class _CaseWalk:
             result.errors += 1
             log_discover.warning("sweep %d shard %s: %d cases failed; last: %s", flight.sweep, flight.shard,
                                  flight.errors, flight.last_error)
-        db.finish_shard(flight.sweep, flight.shard, state=state, total_count=flight.total, pages=flight.pages,
+        DiscoveryState(db).finish_shard(flight.sweep, flight.shard, state=state, total_count=flight.total, pages=flight.pages,
                         rows_seen=len(flight.cases), rows_new=flight.rows_new,
                         error=flight.last_error and flight.last_error[:500])
         return state
@@ -1292,7 +1297,7 @@ class _CaseWalk:
         except (PermanentFetchError, ShapeProblem) as exc:
             if isinstance(exc, PermanentFetchError):
                 self.problems[f"docketentries HTTP {exc.http_status}"] += 1
-            self.db.record_case_walk(None, case, [], [])
+            self.state.record_case_walk(None, case, [], [])
             return 0
         for raw in raw_entries:
             try:
@@ -1300,7 +1305,7 @@ class _CaseWalk:
             except ShapeProblem as problem:
                 self.problems[problem.field] += 1
         with_documents = [entry for entry in entries if entry["has_documents"]]
-        known = self.db.known_docket_entries_with_documents(
+        known = self.state.known_docket_entries_with_documents(
             [entry["docket_entry_id"] for entry in with_documents]) if first else set()
         header = None
         for entry in with_documents:
@@ -1322,7 +1327,7 @@ class _CaseWalk:
         result.cases_walked += 1
         # Answers of the wrong shape: what they held is unknown, so the case counts as seen, not walked.
         walked = sweep if sum(self.problems.values()) == problems_before else None
-        return self.db.record_case_walk(walked, case, entries, documents, texts)
+        return self.state.record_case_walk(walked, case, entries, documents, texts)
 
     def details_list(self, endpoint: str, what: str, case_id: str, normalize) -> list[dict] | None:
         """A case's parties or lower courts, normalized; None when the court gives no list (404, not a list)."""
@@ -1364,7 +1369,7 @@ class _CaseWalk:
             entries.setdefault(entry["docket_entry_id"], {"entry": entry, "row_map": row_map})
         if not entries:
             return []
-        known = self.db.known_docket_entries_with_documents(list(entries))
+        known = self.state.known_docket_entries_with_documents(list(entries))
         documents: list[dict] = []
         for entry_id, found in entries.items():
             if entry_id in known:
@@ -1384,7 +1389,7 @@ class _CaseWalk:
                         "related_case_numbers": found["entry"]["related_case_numbers"]}
             # The case and entry as far as this row shows them; not walked (its other entries are
             # unknown), and its documents are the caller's to write, so they count as new there.
-            self.db.record_case_walk(None, case_row if case_row.get("case_id") else None, [found["entry"]], [], texts)
+            self.state.record_case_walk(None, case_row if case_row.get("case_id") else None, [found["entry"]], [], texts)
             documents += found_documents
         return documents
 
@@ -1392,7 +1397,7 @@ class _CaseWalk:
         """The file lists of the next `limit` entries (by id, after `after`) that came back empty or with
         withheld files before this sweep, asked once more: (entries asked, documents new to the table,
         the last entry's id), or None on a stop. A released withheld file is queued by the upsert."""
-        rows = self.db.entries_to_ask_again(sweep, limit, after)
+        rows = self.state.entries_to_ask_again(sweep, limit, after)
         new = 0
         for row in rows:
             if self.ctx.clock.should_stop():
@@ -1411,7 +1416,7 @@ class _CaseWalk:
                     return None
                 continue
             self.result.entries_asked_again += 1
-            new += self.db.record_case_walk(None, None, [entry], documents, texts)
+            new += self.state.record_case_walk(None, None, [entry], documents, texts)
         self.result.rows_new += new
         return len(rows), new, rows[-1]["docket_entry_id"] if rows else after
 
@@ -1447,7 +1452,7 @@ class _CaseWalk:
                     rows = [item for item in page.raw_items if not document_id_of(item)]
                     documents = self.resolve_rows(rows, "")
                     if documents:
-                        swept.rows_new += db.upsert_discovered(documents)
+                        swept.rows_new += DiscoveryState(db).upsert_discovered(documents)
                     if not page.more or page.result_count <= 0:
                         break
                     start += page.result_count
@@ -1498,7 +1503,7 @@ def _shard_of_number(case_number: Any) -> str | None:
 def _discover_current_sweep(db: Database) -> int:
     """The unfinished sweep kv 'discovery_sweep' names, or the next one."""
     current = int(db.kv_get("discovery_sweep", "0") or 0)
-    runs = {row["sweep"]: row for row in db.discovery_runs()}
+    runs = {row["sweep"]: row for row in DiscoveryState(db).discovery_runs()}
     if current in runs and not runs[current]["complete"]:
         return current
     return max([current, *runs]) + 1

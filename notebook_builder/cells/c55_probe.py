@@ -46,8 +46,8 @@ from typing import Any
 import requests
 
 from .c00_config import Config, RunClock, kentucky_today
-from .c30_client import (COURT_NAMES, DOWNLOAD_PATHS, LIST_MAX_RESULTS, PAGING_MORE, PAGING_TOTAL,
-                         SUSPICIOUS_LIST_SIZE, CourtClient, classify_http_status, document_id_of, projected_hours)
+from .c30_client import (COURT_NAMES, DOWNLOAD_PATHS, LIST_MAX_RESULTS, PAGING_MORE, PAGING_TOTAL, SUSPICIOUS_LIST_SIZE,
+                         CourtClient, classify_http_status, document_id_of, projected_hours)
 from .c50_discover import choose_strategy, opinion_windows
 
 log_probe = logging.getLogger("kycourt.probe")

@@ -40,7 +40,8 @@ from pathlib import Path, PurePosixPath
 
 from .c00_config import utc_now
 from .c05_durable import durable_rename, raise_if_disk_full, write_temp_file
-from .c20_store import pdf_store_name
+from .c06_layout import pdf_store_name
+from .c13_records import DownloadRecords
 from .c34_mirror import progress
 from .c35_context import Context
 
@@ -195,7 +196,7 @@ def _backfill_credit(ctx: Context, backups: list[_Backup], result: BackfillResul
     """Pass 2: credits each PDF to the rows that claim it (path, file name, id name, sha256)."""
     db = ctx.db
     folder = ctx.path(BACKFILL_FOLDER)
-    rows = db.documents_with_local_pdf()
+    rows = DownloadRecords(db).documents_with_local_pdf()
     by_path, by_name = _backfill_claims(rows, folder.resolve(), folder.absolute())
     files_by_path = {backup.relative: backup for backup in backups}
     names: dict[str, set[str]] = {}
@@ -237,9 +238,9 @@ def _backfill_credit(ctx: Context, backups: list[_Backup], result: BackfillResul
             stem = PurePosixPath(backup.relative).stem
             stems.setdefault(stem, backup.sha256)
             stems.setdefault(stem.lower(), backup.sha256)
-    for document_id in db.existing_document_ids(stems):
+    for document_id in DownloadRecords(db).existing_document_ids(stems):
         claims.setdefault(document_id, set()).add(stems[document_id])
-    for document_id, sha256 in db.document_ids_with_sha256(pdf_shas):
+    for document_id, sha256 in DownloadRecords(db).document_ids_with_sha256(pdf_shas):
         claims.setdefault(document_id, set()).add(sha256)
     sizes = {backup.sha256: backup.size for backup in backups if backup.is_pdf}
     credited_shas: set[str] = set()
@@ -250,7 +251,7 @@ def _backfill_credit(ctx: Context, backups: list[_Backup], result: BackfillResul
                 if not ctx.path(name).is_file():
                     continue        # a backup that changed while read: never credited
                 credited_shas.add(sha256)
-                if db.credit_backup(document_id, sha256=sha256, size_bytes=sizes[sha256], local_pdf=name):
+                if DownloadRecords(db).credit_backup(document_id, sha256=sha256, size_bytes=sizes[sha256], local_pdf=name):
                     result.credited += 1
                 else:
                     row = db.get_document(document_id)

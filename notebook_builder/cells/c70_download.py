@@ -82,11 +82,12 @@ from pathlib import Path
 import requests
 import urllib3
 
-from .c00_config import (CourtUnreachable, PermanentFetchError, StopRequested, StoreError,
-                         TransientFetchError, utc_now)
+from .c00_config import CourtUnreachable, PermanentFetchError, StopRequested, StoreError, TransientFetchError, utc_now
 from .c05_durable import durable_rename, raise_if_disk_full, write_temp_file
-from .c20_store import pdf_store_name
+from .c06_layout import pdf_store_name
 from .c10_database import KV_DOWNLOAD_PATH
+from .c12_queues import WorkQueues
+from .c13_records import DownloadRecords
 from .c30_client import DOWNLOAD_PATHS, ENDPOINTS, CourtClient, classify_http_status, retry_after_seconds
 from .c34_mirror import progress
 from .c35_context import Context, write_status
@@ -206,7 +207,7 @@ def recover(ctx: Context) -> RecoverResult:
             part.unlink(missing_ok=True)
             result.parts_removed += 1
     missing: list[tuple[str, str]] = []   # (document_id, store name)
-    for row in db.documents_claiming_files():
+    for row in DownloadRecords(db).documents_claiming_files():
         result.checked += 1
         name = pdf_store_name(row["sha256"]) if row["sha256"] else None
         local = row["local_pdf"] or name
@@ -227,8 +228,8 @@ def recover(ctx: Context) -> RecoverResult:
             else:
                 revert.append(document_id)
         if revert:
-            result.reverted = db.revert_to_discovered(revert, "recover: PDF missing from workspace and store")
-    result.spent = db.fail_spent_attempts(ctx.cfg)
+            result.reverted = DownloadRecords(db).revert_to_discovered(revert, "recover: PDF missing from workspace and store")
+    result.spent = WorkQueues(db).fail_spent_attempts(ctx.cfg)
     if result.healed or result.unverified:
         log_download.info("recover: %d stale parts removed, %d rows back to discovered, %d PDFs only in "
                           "the store, %d unverified (store unreachable)", result.parts_removed,
@@ -292,7 +293,7 @@ class Downloads:
         self.started = time.monotonic()
         self.result = DownloadResult()
         self.result.recovered = recovered if recovered is not None else recover(ctx)
-        self.result.queued = self.db.download_queue_size(self.cfg)
+        self.result.queued = WorkQueues(self.db).download_queue_size(self.cfg)
         self.uploads_before = ctx.mirror.uploads
         self.client: CourtClient | None = None
         self.paths: DownloadPaths | None = None
@@ -318,7 +319,7 @@ class Downloads:
                 self.bar.close()
         finally:
             result.uploaded = self.ctx.mirror.uploads - self.uploads_before
-            result.left = db.download_queue_size(self.cfg)
+            result.left = WorkQueues(db).download_queue_size(self.cfg)
             result.seconds = round(time.monotonic() - self.started, 3)
         if exc_type is not None or self.group is None:
             return
@@ -339,7 +340,7 @@ class Downloads:
             self.group = _DownloadGroup(ctx, self.result)
             self.bar = progress(self.cfg, 0, "download")
         # The queue grows while discovery runs: the bar's total is what was taken plus what waits.
-        self.bar.total = self.result.documents + self.db.download_queue_size(self.cfg)
+        self.bar.total = self.result.documents + WorkQueues(self.db).download_queue_size(self.cfg)
         self.bar.refresh()
 
     def drain(self, limit: int | None = None) -> int:
@@ -355,7 +356,7 @@ class Downloads:
         try:
             while result.stopped is None and (limit is None or taken < limit):
                 size = cfg.DOWNLOAD_BATCH if limit is None else min(cfg.DOWNLOAD_BATCH, limit - taken)
-                batch = db.download_queue(cfg, size, after)
+                batch = WorkQueues(db).download_queue(cfg, size, after)
                 if not batch:
                     break
                 batch_counts, outcomes = _download_counts(result), collections.Counter()
@@ -386,7 +387,7 @@ class Downloads:
             group.finish_quietly()
             # The attempts spent since the court last answered say nothing about their documents.
             result.stopped, result.court_unreachable = "court unreachable", str(exc)
-            result.refunded += db.refund_download_attempts(client.health.outage_attempts,
+            result.refunded += DownloadRecords(db).refund_download_attempts(client.health.outage_attempts,
                                                            f"court unreachable; attempts given back: {exc}")
             log_download.warning("download stopped: %s; %d attempts given back", exc, result.refunded)
         return taken
@@ -421,25 +422,25 @@ def _download_document(ctx: Context, client: CourtClient, group: "_DownloadGroup
             return "deferred"
         if clock.should_stop():
             return "deferred"
-        attempts = db.record_download_attempt(document_id)
+        attempts = DownloadRecords(db).record_download_attempt(document_id)
         result.requests += 1
         try:
             fetched = _download_fetch(ctx, client, document_id, paths, result)
         except PermanentFetchError as exc:
             client.health.usable()   # the court answered: it is there, this document is not
-            db.mark_download_failed(document_id, http_status=exc.http_status, error=f"permanent: {exc}")
+            DownloadRecords(db).mark_download_failed(document_id, http_status=exc.http_status, error=f"permanent: {exc}")
             result.permanent_failures += 1
             log_download.debug("%s: permanent failure: %s", document_id, exc)
             return "permanent"
         except TransientFetchError as exc:
             client.health.failure(exc, document_id)
             if attempts >= cfg.MAX_ATTEMPTS:
-                db.mark_download_failed(document_id, http_status=exc.http_status,
+                DownloadRecords(db).mark_download_failed(document_id, http_status=exc.http_status,
                                         error=f"transient, {attempts} attempts: {exc}")
                 result.exhausted += 1
                 log_download.debug("%s: gave up after %d attempts: %s", document_id, attempts, exc)
                 return "exhausted"
-            db.mark_download_failed(document_id, http_status=exc.http_status,
+            DownloadRecords(db).mark_download_failed(document_id, http_status=exc.http_status,
                                     error=f"transient, attempt {attempts} of {cfg.MAX_ATTEMPTS}: {exc}")
             result.retries += 1
             log_download.debug("%s: %s; attempt %d of %d", document_id, exc, attempts, cfg.MAX_ATTEMPTS)
@@ -485,7 +486,7 @@ def _download_fetch_by(ctx: Context, client: CourtClient, document_id: str, path
     response = client.download_response(document_id, pace=False, path=path)
     try:
         code = response.status_code
-        ctx.db.record_download_event(document_id, requested_at=requested_at, http_status=code,
+        DownloadRecords(ctx.db).record_download_event(document_id, requested_at=requested_at, http_status=code,
                                      headers=response.headers)
         verdict = classify_http_status(code)
         if verdict != "ok":
@@ -681,7 +682,7 @@ class _DownloadGroup:
         db = ctx.db
         with db.transaction():
             for fetched in parts:
-                db.mark_downloaded(fetched.document_id, sha256=fetched.sha256, size_bytes=fetched.size_bytes,
+                DownloadRecords(db).mark_downloaded(fetched.document_id, sha256=fetched.sha256, size_bytes=fetched.size_bytes,
                                    local_pdf=pdf_store_name(fetched.sha256), http_status=200)
         for fetched in parts:
             result.downloaded += 1

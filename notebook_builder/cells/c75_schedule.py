@@ -39,6 +39,8 @@ from typing import Any, Callable, Mapping
 
 from .c00_config import CourtUnreachable, utc_now
 from .c10_database import KV_CRAWL_FIGURES, KV_DISCOVERY_CONVERGED_AT, KV_OPINIONS_ARCHIVED_AT
+from .c12_queues import WorkQueues
+from .c15_discovery_state import DiscoveryState
 from .c30_client import CourtClient
 from .c35_context import Context, write_status
 from .c50_discover import DISCOVER_DETAILS_BATCH, DiscoverResult, Discovery, discover
@@ -162,9 +164,9 @@ class _Scheduler:
         # Asked only once discovery has no unit left this run (converged or not: a case the court
         # never answers must not hold every case's details back): the details cannot come before.
         details_due = (unit is None and not self.details_exhausted and cfg.CASE_DETAILS
-                       and bool(db.cases_needing_details(1)))
+                       and bool(DiscoveryState(db).cases_needing_details(1)))
         return CrawlState(stopping=ctx.clock.should_stop() or bool(self.result.court_unreachable),
-                          discovery=unit, queue=db.download_queue_size(cfg), downloads_open=self.downloads.open,
+                          discovery=unit, queue=WorkQueues(db).download_queue_size(cfg), downloads_open=self.downloads.open,
                           drained_nothing=self.drained_nothing, details_due=details_due)
 
     def run(self) -> None:
@@ -242,7 +244,7 @@ class _Scheduler:
         listed = self.figures.get("opinion_pass_complete") or db.kv_get(KV_DISCOVERY_CONVERGED_AT) is not None
         if not listed or db.kv_get(KV_OPINIONS_ARCHIVED_AT) is not None:
             return
-        if db.opinions_to_download(self.ctx.cfg) == 0:     # listed, and none left: crawl_projection's rule
+        if WorkQueues(db).opinions_to_download(self.ctx.cfg) == 0:     # listed, and none left: crawl_projection's rule
             db.kv_set(KV_OPINIONS_ARCHIVED_AT, utc_now())
             log_schedule.info("every opinion the court lists is archived")
 

@@ -127,7 +127,10 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 from .c00_config import ConfigError
 from .c05_durable import atomic_write, raise_if_disk_full, sync_files
-from .c20_store import pdf_store_name, text_store_name
+from .c06_layout import pdf_store_name, text_store_name
+from .c12_queues import WorkQueues
+from .c13_records import TextRecords
+from .c14_derived import DerivedRecords
 from .c34_mirror import progress
 from .c35_context import Context
 
@@ -185,6 +188,7 @@ def _pdfium_page_objects(page_handle) -> tuple[float, int, bool]:
     form XObjects on it included (3 deep; an image in a form counts with the form's bounds). Raw C
     calls with their names bound once: pypdfium2's get_objects wraps every object in Python."""
     import ctypes
+
     import pypdfium2.raw as pdfium_c
     get_type, text_kind, image_kind, form_kind = (pdfium_c.FPDFPageObj_GetType, pdfium_c.FPDF_PAGEOBJ_TEXT,
                                                   pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM)
@@ -248,6 +252,7 @@ def _pdfium_text_on_page(page, text_page, text: str) -> str:
     text, so a page with neither costs next to nothing; only a page showing one is filtered
     character by character."""
     import ctypes
+
     import pypdfium2.raw as pdfium_c
     left, bottom, right, top = page.get_bbox()
     tolerance = 1.0
@@ -1246,11 +1251,11 @@ def extract(ctx: Context) -> ExtractResult:
     cfg, db = ctx.cfg, ctx.open_database()
     started = time.monotonic()
     result = ExtractResult(engine=",".join(cfg.EXTRACT_ENGINES))
-    queued = db.extract_queue_size(cfg)
+    queued = WorkQueues(db).extract_queue_size(cfg)
     if queued == 0 or cfg.DRY_RUN:  # a dry run touches neither the PDFs nor the store
         if not cfg.DRY_RUN:
             result.court_text_checked = court_text_agreements(ctx)   # court texts found since
-            result.unreadable_pages = db.unreadable_text_pages(POOR_TEXT)
+            result.unreadable_pages = TextRecords(db).unreadable_text_pages(POOR_TEXT)
         return result
     (ctx.workspace / "text").mkdir(parents=True, exist_ok=True)
     bar = progress(cfg, queued, "extract")
@@ -1261,7 +1266,7 @@ def extract(ctx: Context) -> ExtractResult:
                 if number > 1:
                     # A failed document stays queued until its attempts are spent:
                     # retry it in this run, one pass per attempt, so a run ends done.
-                    left = db.extract_queue_size(cfg)
+                    left = WorkQueues(db).extract_queue_size(cfg)
                     if left == 0:
                         break
                     bar.total = (bar.total or 0) + left
@@ -1272,7 +1277,7 @@ def extract(ctx: Context) -> ExtractResult:
         bar.close()
     if not result.stopped:
         result.court_text_checked = court_text_agreements(ctx)
-    result.unreadable_pages = db.unreadable_text_pages(POOR_TEXT)
+    result.unreadable_pages = TextRecords(db).unreadable_text_pages(POOR_TEXT)
     result.seconds = round(time.monotonic() - started, 3)
     return result
 
@@ -1282,11 +1287,11 @@ def court_text_agreements(ctx: Context, batch: int = 500) -> int:
     court's own documentText) the workspace holds, the word agreement of our best text
     (c83_best_text, the court's left out of the choice) with it; returns how many were recorded.
     A document whose files are not local is left for a later run."""
-    from .c20_store import court_text_store_name
+    from .c06_layout import court_text_store_name
     from .c83_best_text import best_text_name, read_text
     db, recorded, after = ctx.db, 0, 0
     while not ctx.clock.should_stop():
-        rows = db.court_text_agreement_queue(batch, after)
+        rows = DerivedRecords(db).court_text_agreement_queue(batch, after)
         if not rows:
             break
         agreements = []
@@ -1296,7 +1301,7 @@ def court_text_agreements(ctx: Context, batch: int = 500) -> int:
             if ours is not None and theirs is not None:
                 agreements.append((text_agreement(ours.decode("utf-8", "replace"), theirs.decode("utf-8", "replace")),
                                    row["document_id"]))
-        db.record_court_text_agreement(agreements)
+        DerivedRecords(db).record_court_text_agreement(agreements)
         recorded += len(agreements)
         after = rows[-1]["rowid"]
     if recorded:
@@ -1463,13 +1468,13 @@ class _ExtractPass:
         ctx, cfg, result, bar = self.ctx, self.ctx.cfg, self.result, self.bar
         after_rowid = 0
         while not ctx.clock.should_stop():
-            rows = ctx.db.extract_queue(cfg, cfg.EXTRACT_BATCH, after_rowid)
+            rows = WorkQueues(ctx.db).extract_queue(cfg, cfg.EXTRACT_BATCH, after_rowid)
             if not rows:
                 self.handed_out = True
                 return
             after_rowid = rows[-1]["rowid"]
             # One query for the batch; a twin committed since then was in `waiting` at that moment.
-            twins = ctx.db.extracted_twins(row["sha256"] for row in rows if row["sha256"])
+            twins = TextRecords(ctx.db).extracted_twins(row["sha256"] for row in rows if row["sha256"])
             for row in rows:
                 sha = row["sha256"]
                 if not sha:
@@ -1482,7 +1487,7 @@ class _ExtractPass:
                 if sha in self.failed:        # the same PDF, one attempt per pass: its outcome again
                     _extract_record_failure(ctx, [row], self.failed[sha], result, bar, again=True)
                     continue
-                twin = twins.get(sha) or (ctx.db.extracted_twin(sha) if sha in self.committed else None)
+                twin = twins.get(sha) or (TextRecords(ctx.db).extracted_twin(sha) if sha in self.committed else None)
                 if twin is not None and _extract_reuse_twin(ctx, sha, row, twin, result, bar):
                     continue
                 pdf_path, problem = _extract_local_pdf(ctx, sha, row)
@@ -1589,7 +1594,7 @@ def _extract_commit_saved(ctx: Context, finished: list, result: ExtractResult, b
              "seconds": outcome.seconds, "quality": outcome.quality,
              "pages_needing_ocr": needing, "likely_scanned": is_likely_scanned(sum(scans))}
             for row in sha_rows)
-    ctx.db.record_extracted(entries, attempts=others, pages=pages)
+    TextRecords(ctx.db).record_extracted(entries, attempts=others, pages=pages)
     documents = sum(len(sha_rows) for sha_rows, _, _, _ in finished)
     result.attempted += documents
     result.extracted += documents
@@ -1623,7 +1628,7 @@ def _extract_reuse_twin(ctx: Context, sha: str, row, twin, result: ExtractResult
     if not text_path.is_file() and not ctx.mirror.fetch(text_store_name(sha), text_path):
         return False  # nothing to trust: extract again
     ctx.mirror.put(text_store_name(sha), text_path)
-    ctx.db.record_extracted([{"document_id": row["document_id"], "sha256": sha, "attempt": row["extract_attempts"] + 1,
+    TextRecords(ctx.db).record_extracted([{"document_id": row["document_id"], "sha256": sha, "attempt": row["extract_attempts"] + 1,
                               "engine": f"reused:{twin['document_id']}", "pages": twin["pages"],
                               "chars": twin["extracted_chars"], "seconds": 0.0, "quality": twin["text_quality"],
                               "pages_needing_ocr": twin["pages_needing_ocr"],
@@ -1680,9 +1685,9 @@ def _extract_record_failure(ctx: Context, rows: list, failure: _ExtractFailure, 
                     "engine": ",".join(cfg.EXTRACT_ENGINES), "outcome": failure.reason, "pages": None, "chars": None,
                     "seconds": 0.0, "error": failure.error(), "quality": None} for row in rows]
     with db.transaction():
-        db.log_extraction_attempts(entries)
+        TextRecords(db).log_extraction_attempts(entries)
         for row in rows:
-            db.mark_extract_failed(row["document_id"], f"extract {failure.reason}: {failure.error()}",
+            TextRecords(db).mark_extract_failed(row["document_id"], f"extract {failure.reason}: {failure.error()}",
                                    reason=failure.reason if failure.permanent else None,
                                    spend_all=cfg.MAX_EXTRACT_ATTEMPTS if failure.permanent else None)
     result.attempted += len(rows)

@@ -35,14 +35,12 @@ from typing import Any, Callable, Mapping
 
 from .c00_config import StoreError
 from .c05_durable import atomic_write
-from .c10_database import Database, text_source_inputs
-from .c20_store import court_text_store_name, ocr_text_store_name, text_store_name
+from .c06_layout import COURT_TEXT, OCR_MERGE, TEXT_LAYER, text_name
+from .c10_database import Database
+from .c11_reads import text_source_inputs
+from .c13_records import TextRecords
 
 log_best_text = logging.getLogger("kycourt.best_text")
-
-TEXT_LAYER = "text_layer"
-OCR_MERGE = "ocr"
-COURT_TEXT = "court_text"
 
 
 def choose_text_source(*, extracted: bool, layer_chars: int | None, layer_quality: float | None,
@@ -72,17 +70,6 @@ def text_source_of(row: Mapping[str, Any], min_quality: float, *, with_court_tex
         court_chars=row["court_chars"] if with_court_text else None, min_quality=min_quality)
 
 
-def text_name(source: str | None, sha256: str | None, court_sha256: str | None = None) -> str | None:
-    """The workspace and store name of a document's text from `source`; None for no text."""
-    if source == TEXT_LAYER and sha256:
-        return text_store_name(sha256)
-    if source == OCR_MERGE and sha256:
-        return ocr_text_store_name(sha256)
-    if source == COURT_TEXT and court_sha256:
-        return court_text_store_name(court_sha256)
-    return None
-
-
 def best_text_name(row: Mapping[str, Any], min_quality: float, *, with_court_text: bool = True) -> str | None:
     """The name of the best text of one row of `text_source_inputs`."""
     source = text_source_of(row, min_quality, with_court_text=with_court_text)
@@ -95,7 +82,7 @@ def record_text_sources(db: Database, min_quality: float, *, sha256: str | None 
     where, params = ("d.sha256 = ?", (sha256,)) if sha256 else ("1", ())
     changes = [(source, row["document_id"]) for row in text_source_inputs(db.conn, where, params)
                if (source := text_source_of(row, min_quality)) != row["text_source"]]
-    db.set_text_sources(changes)
+    TextRecords(db).set_text_sources(changes)
     return len(changes)
 
 

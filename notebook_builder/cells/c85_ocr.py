@@ -65,7 +65,8 @@ from pathlib import Path
 from typing import Callable
 
 from .c05_durable import atomic_write
-from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
+from .c06_layout import ocr_text_store_name, pdf_store_name, text_store_name
+from .c13_records import TextRecords
 from .c34_mirror import progress
 from .c35_context import Context
 from .c80_extract import text_pages, text_quality, word_like_count
@@ -132,6 +133,7 @@ def _tesseract_read(image, timeout: float) -> tuple[str, str]:
 
 def _ocr_tesseract(image, timeout: float = 0, orientation: bool = True) -> tuple[str, int | None]:
     import pytesseract
+
     # pytesseract kills the tesseract process past `timeout` (RuntimeError): a page never hangs a worker.
     if not orientation:
         image.format = _OCR_IMAGE_FORMAT
@@ -257,7 +259,7 @@ def ocr(ctx: Context) -> OcrResult:
         result.skipped = missing
         log_ocr.info("ocr skipped: %s", missing)
         return result
-    queued = db.ocr_queue()
+    queued = TextRecords(db).ocr_queue()
     if not queued or cfg.DRY_RUN:
         return result
     no_orientation = orientation_unavailable(cfg.OCR_ENGINE)
@@ -362,7 +364,7 @@ def _ocr_finish(ctx: Context, sha: str, read: _PagesRead, result: OcrResult) -> 
         result.rotated_pages += sum(1 for _, rotation in read.recognised.values() if rotation)
     else:
         result.failed += 1
-        ctx.db.record_ocr(sha, {}, failed=True)
+        TextRecords(ctx.db).record_ocr(sha, {}, failed=True)
     record_text_sources(ctx.db, ctx.cfg.MIN_TEXT_QUALITY, sha256=sha)
     _PageCache(ctx.path("tmp") / "ocr" / sha).clear()
 
@@ -451,9 +453,9 @@ def _ocr_commit(ctx: Context, sha: str, recognised: dict[int, tuple[str, int | N
     if not local_text.is_file():
         ctx.mirror.fetch(text_store_name(sha), local_text)
     text = local_text.read_text(encoding="utf-8") if local_text.is_file() else ""
-    merged = merge_ocr_text(text, ctx.db.page_count(sha), {page: text for page, (text, _) in recognised.items()})
+    merged = merge_ocr_text(text, TextRecords(ctx.db).page_count(sha), {page: text for page, (text, _) in recognised.items()})
     target = ctx.workspace / ocr_text_store_name(sha)
     atomic_write(target, merged.encode("utf-8", "replace"))     # the store's copy is the durable one
     ctx.mirror.put(ocr_text_store_name(sha), target)
     pages = {page: (len(text.strip()), rotation) for page, (text, rotation) in recognised.items()}
-    return ctx.db.record_ocr(sha, pages, quality=text_quality(merged))
+    return TextRecords(ctx.db).record_ocr(sha, pages, quality=text_quality(merged))

@@ -41,11 +41,12 @@ import time
 from dataclasses import dataclass, field
 
 from .c00_config import utc_now
+from .c06_layout import TEXT_LAYER, text_name
+from .c14_derived import DerivedRecords
 from .c34_mirror import progress
 from .c35_context import Context
-from .c83_best_text import TEXT_LAYER, decode_text, fetch_into_workspace, read_text, record_text_sources, text_name
-from .c84_legal_text import (FIELD_NAMES, LEGAL_TEXT_VERSION, derive_fields, eyecite_version,
-                             extract_citations)
+from .c83_best_text import decode_text, fetch_into_workspace, read_text, record_text_sources
+from .c84_legal_text import FIELD_NAMES, LEGAL_TEXT_VERSION, derive_fields, extract_citations, eyecite_version
 
 log_derive = logging.getLogger("kycourt.derive")
 
@@ -77,7 +78,7 @@ def derive(ctx: Context, *, redo: bool = False) -> DeriveResult:
     result = DeriveResult(eyecite=eyecite_version())
     if not cfg.DRY_RUN:
         record_text_sources(db, cfg.MIN_TEXT_QUALITY)
-    result.queued = db.derive_queue_size(DERIVE_METHOD, DERIVE_VERSION, redo=redo)
+    result.queued = DerivedRecords(db).derive_queue_size(DERIVE_METHOD, DERIVE_VERSION, redo=redo)
     if cfg.DRY_RUN or result.queued == 0:
         result.dry_run = cfg.DRY_RUN
         return result
@@ -89,7 +90,7 @@ def derive(ctx: Context, *, redo: bool = False) -> DeriveResult:
             if ctx.clock.should_stop():
                 result.stopped = True
                 break
-            batch = db.derive_queue(DERIVE_METHOD, DERIVE_VERSION, cfg.DERIVE_BATCH, after, redo=redo)
+            batch = DerivedRecords(db).derive_queue(DERIVE_METHOD, DERIVE_VERSION, cfg.DERIVE_BATCH, after, redo=redo)
             if not batch:
                 break
             entries = []
@@ -101,7 +102,7 @@ def derive(ctx: Context, *, redo: bool = False) -> DeriveResult:
                 for warning in json.loads(entry["row"]["warnings"]):
                     warnings_seen[str(warning).split(":", 1)[0]] += 1
                 entries.append(entry)
-            db.save_derived(entries)
+            DerivedRecords(db).save_derived(entries)
             result.derived += len(entries)
             after = batch[-1]["rowid"]
             bar.update(len(entries))

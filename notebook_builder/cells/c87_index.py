@@ -55,20 +55,20 @@ import itertools
 import logging
 import os
 import re
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from .c00_config import IntegrityError, PipelineError, kentucky_date
-from .c10_database import (DB_FILENAME, INDEX_WORD, SEARCH_COMMON_WORDS, SEARCH_DB_FILENAME, SEARCH_RANK_CAP,
-                           Database, SearchDatabase, SearchIndexOutdated, SearchQueryError, backup_database, connect,
-                           extracted_fingerprint, is_sqlite_file, iter_document_records, query_terms, search_bucket,
-                           search_facets, term_words, text_source_inputs)
+from .c06_layout import SEARCH_DB_FILENAME, TEXT_LAYER, text_name
+from .c10_database import Database, is_sqlite_file
+from .c11_reads import extracted_fingerprint, iter_document_records
+from .c17_snapshots import backup_database, snapshot_problems
+from .c18_search_index import (INDEX_WORD, SEARCH_COMMON_WORDS, SEARCH_RANK_CAP, SearchDatabase, SearchIndexOutdated,
+                               SearchQueryError, query_terms, search_bucket, search_facets, term_words)
 from .c34_mirror import progress
 from .c35_context import Context
-from .c83_best_text import (TEXT_LAYER, fetch_from_store, fetch_into_workspace, read_text, record_text_sources,
-                            text_name)
+from .c83_best_text import fetch_from_store, fetch_into_workspace, read_text, record_text_sources
 
 log_index = logging.getLogger("kycourt.index")
 
@@ -296,7 +296,7 @@ def _index_restore(ctx: Context, path: Path) -> bool:
     temp = ctx.path("tmp") / f"{SEARCH_DB_FILENAME}.restore"
     if not ctx.mirror.fetch(SEARCH_DB_FILENAME, temp):
         return False
-    problems = Database.snapshot_problems(temp) if is_sqlite_file(temp) else ["not an SQLite database"]
+    problems = snapshot_problems(temp) if is_sqlite_file(temp) else ["not an SQLite database"]
     if not problems:
         try:
             SearchDatabase.open(temp, readonly=True).close()
@@ -379,89 +379,6 @@ def _index_push(ctx: Context, path: Path) -> bool:
 
 
 # -------------------------------------------------------- coverage, query
-
-
-@dataclass
-class IndexCoverage:
-    exists: bool
-    extracted: int = 0
-    indexed: int = 0
-    missing: int = 0          # extracted documents the index lacks
-    outdated: int = 0         # indexed with another text than the state's
-    extra: int = 0            # indexed documents no longer extracted
-    problem: str | None = None
-
-    @property
-    def behind(self) -> int:
-        return self.missing + self.outdated + self.extra
-
-    def describe(self) -> str:
-        if not self.exists:
-            return f"no search index ({self.problem or 'not built'})"
-        text = f"{self.indexed} documents indexed of {self.extracted} extracted"
-        if self.behind:
-            text += f"; behind by {self.behind} ({self.missing} missing, {self.outdated} outdated, {self.extra} extra)"
-        return text
-
-
-def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection | None = None) -> IndexCoverage:
-    """How the workspace's index compares with the extracted documents of its state database (and
-    the best text recorded for each)."""
-    workspace = Path(workspace)
-    path = workspace / SEARCH_DB_FILENAME
-    if not path.is_file():
-        return IndexCoverage(exists=False, problem=f"{path} does not exist")
-    own = state_conn is None
-    if own:
-        state_path = workspace / DB_FILENAME
-        if not is_sqlite_file(state_path):
-            return IndexCoverage(exists=True, problem=f"{state_path} is not a database")
-        state_conn = connect(state_path, readonly=True)
-    try:
-        wanted = {row["document_id"]: text_name(row["text_source"] or TEXT_LAYER, row["sha256"], row["court_sha256"])
-                  for row in text_source_inputs(state_conn, "d.status = 'extracted'")}
-    finally:
-        if own:
-            state_conn.close()
-    try:
-        sdb = SearchDatabase.open(path, readonly=True)
-    except IntegrityError as exc:
-        return IndexCoverage(exists=False, extracted=len(wanted), problem=str(exc))
-    try:
-        indexed = {document_id: name for document_id, (_, name, _, _) in sdb.indexed().items()}
-    finally:
-        sdb.close()
-    coverage = IndexCoverage(exists=True, extracted=len(wanted), indexed=len(indexed))
-    for document_id, name in wanted.items():
-        have = indexed.get(document_id)
-        if have is None:
-            coverage.missing += 1
-        elif have != name:
-            coverage.outdated += 1
-    coverage.extra = sum(1 for document_id in indexed if document_id not in wanted)
-    return coverage
-
-
-def index_behind(workspace: str | os.PathLike) -> IndexCoverage | None:
-    """None when the index is level with the state (a cheap check of the extracted documents'
-    count and newest update against what the last index run saw), else the full coverage."""
-    workspace = Path(workspace)
-    try:
-        sdb = SearchDatabase.open(workspace / SEARCH_DB_FILENAME, readonly=True)
-        try:
-            seen = sdb.kv_get("state_fingerprint")
-        finally:
-            sdb.close()
-        state = connect(workspace / DB_FILENAME, readonly=True)
-        try:
-            if seen is not None and seen == extracted_fingerprint(state):
-                return None
-        finally:
-            state.close()
-    except (IntegrityError, sqlite3.DatabaseError):
-        pass
-    coverage = index_coverage(workspace)
-    return coverage if coverage.behind or not coverage.exists else None
 
 
 def open_search_index(workspace: str | os.PathLike) -> SearchDatabase:

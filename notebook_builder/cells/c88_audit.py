@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .c00_config import IntegrityError, StoreError
+from .c06_layout import TEXT_LAYER, pdf_store_name, text_name
 from .c10_database import KV_CHECKPOINT_SEQ
-from .c20_store import pdf_store_name
-from .c83_best_text import TEXT_LAYER, text_name
+from .c14_derived import DerivedRecords
 from .c35_context import Context
 
 log_audit = logging.getLogger("kycourt.audit")
@@ -97,7 +97,7 @@ def audit_store(ctx: Context, share: float) -> AuditResult:
     started = time.monotonic()
     db = ctx.open_database()
     result = AuditResult(share=share)
-    candidates = db.audit_candidates()
+    candidates = DerivedRecords(db).audit_candidates()
     result.candidates = len(candidates)
     seed = int(db.kv_get(KV_CHECKPOINT_SEQ, "0") or 0)
     sample = audit_sample(candidates, share, seed)

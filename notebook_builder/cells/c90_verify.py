@@ -51,18 +51,22 @@ from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, StoreError
-from .c20_store import CONTENT_ADDRESSED_PREFIXES, ocr_text_store_name, pdf_store_name, sha256_file, text_store_name
-from .c10_database import PERMANENT_HTTP_STATUSES, Database, coverage_gaps
 from .c05_durable import durable_write
+from .c06_layout import (CONTENT_ADDRESSED_PREFIXES, DOCUMENT_INVENTORY, FAILED_INVENTORY, ocr_text_store_name,
+                         pdf_store_name, text_store_name)
+from .c10_database import PERMANENT_HTTP_STATUSES, Database
+from .c12_queues import WorkQueues
+from .c13_records import DownloadRecords
+from .c15_discovery_state import DiscoveryState, coverage_gaps
+from .c17_snapshots import StoreState
+from .c18_search_index import index_coverage
+from .c20_store import sha256_file
 from .c35_context import Context, final_states_line, write_status
 from .c36_checkpoint import JOURNAL_PREFIX, push_checkpoint, write_resume_archive
 from .c88_audit import AuditResult, audit_store
-from .c87_index import index_coverage
 
 log_verify = logging.getLogger("kycourt.verify")
 
-DOCUMENT_INVENTORY = "document_inventory.csv"
-FAILED_INVENTORY = "failed_inventory.csv"
 _VERIFY_SHOWN = 3   # example names in one reason line
 # A store temp file this old belongs to no write in progress (a write takes seconds at most).
 _VERIFY_STALE_TEMP_SECONDS = 3600.0
@@ -188,15 +192,15 @@ def verify(ctx: Context, *, index_built: bool = False) -> VerifyResult:
                               "(not checkpointed: the store keeps its last good snapshot)")
         _verify_write_status(ctx, result)
         return result
-    result.counts = db.status_counts()
-    result.queues = db.queue_sizes(ctx.cfg)
-    result.coverage_gaps = coverage_gaps(db.coverage_audit())
+    result.counts = WorkQueues(db).status_counts()
+    result.queues = WorkQueues(db).queue_sizes(ctx.cfg)
+    result.coverage_gaps = coverage_gaps(DiscoveryState(db).coverage_audit())
     for gap in result.coverage_gaps[:_VERIFY_SHOWN]:
         log_verify.warning("shard %s holds %d %s; the court announced %d", gap["shard"], gap["held"],
                            gap["unit"], gap["announced"])
     result.exported = _verify_export_inventories(ctx, db)
 
-    names, result.row_problems = referenced_store_names(db.documents_claiming_files())
+    names, result.row_problems = referenced_store_names(DownloadRecords(db).documents_claiming_files())
     result.referenced = len(names)
     if result.row_problems:
         result.reasons.append(f"{len(result.row_problems)} rows claim a PDF inconsistently "
@@ -269,7 +273,7 @@ def _verify_remove_stale_temps(ctx: Context) -> int:
 
 
 def _verify_note_lag(ctx: Context, result: VerifyResult) -> None:
-    result.store_pending = ctx.db.store_pending_count()
+    result.store_pending = StoreState(ctx.db).store_pending_count()
     if result.store_pending == 0 and not ctx.mirror.lagging:
         return
     lag = f"store lags: {result.store_pending} names pending ({ctx.mirror.lagging or 'not uploaded yet'})"
@@ -289,7 +293,7 @@ def _verify_write_status(ctx: Context, result: VerifyResult) -> dict[str, Any]:
 def _verify_export_inventories(ctx: Context, db: Database) -> list[str]:
     columns = db.document_columns()
     documents = _verify_csv(columns, (tuple(row) for row in db.iter_documents()))
-    failed_rows = sorted(list(db.failed_documents()) + list(db.extraction_failures(ctx.cfg)),
+    failed_rows = sorted(list(WorkQueues(db).failed_documents()) + list(WorkQueues(db).extraction_failures(ctx.cfg)),
                          key=lambda row: row["document_id"])
     failed = _verify_csv(["reason"] + columns,
                          ((failure_reason(row, ctx.cfg),) + tuple(row) for row in failed_rows))
@@ -340,7 +344,7 @@ def _verify_queue_missing(ctx: Context, db: Database, missing: list[str]) -> int
     for name in missing:
         local = ctx.path(name)
         if local.is_file():
-            db.store_pending_add(name, str(local), "missing from the store at verify")
+            StoreState(db).store_pending_add(name, str(local), "missing from the store at verify")
             queued += 1
     return queued
 

@@ -55,6 +55,7 @@ from typing import Any, Callable, Iterator
 
 from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, RunClock, load_config
 from .c10_database import LegacyDatabaseError
+from .c12_queues import WorkQueues
 from .c20_store import Store
 from .c30_client import CourtClient
 from .c35_context import Context, crawl_status, crawl_words, open_context, write_status
@@ -343,7 +344,7 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
             log_run.info("store caught up: %d names uploaded, %d left", backlog["uploaded"], backlog["left"])
         if not verify_only:
             if cfg.RETRY_HARD:
-                forgiven = ctx.db.forgive_failures()
+                forgiven = WorkQueues(ctx.db).forgive_failures()
                 log_run.info("RETRY_HARD: %d failed documents back in the queue", forgiven)
             ctx.client = None if cfg.DRY_RUN else CourtClient(cfg, ctx.clock)
             if cfg.PROBE_FIRST and not cfg.DRY_RUN:
@@ -375,7 +376,7 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                         _run_court_stage(ctx, report, phase)
         if ctx.clock.stop_reason:
             report.stopped = ctx.clock.stop_reason
-        queued = ctx.db.download_queue_size(cfg)
+        queued = WorkQueues(ctx.db).download_queue_size(cfg)
         if ctx.client is not None and ctx.client.requests_sent:
             report.court = ctx.client.pace_figures(queued)
         if COURT_STAGES & set(report.stages):

@@ -40,9 +40,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .c00_config import StoreError
-from .c10_database import (DB_FILENAME, CommonWordsQuery, Database, SearchQueryError, connect, document_citations,
-                           documents_matching, rows_where)
-from .c20_store import ocr_text_store_name, pdf_store_name, text_store_name
+from .c06_layout import DB_FILENAME, ocr_text_store_name, pdf_store_name, text_store_name
+from .c10_database import Database, connect
+from .c11_reads import document_citations, documents_matching, rows_where
+from .c14_derived import DerivedRecords
+from .c18_search_index import CommonWordsQuery, SearchQueryError
 from .c83_best_text import best_text_sources
 from .c87_index import INDEX_COURT_CODES, court_filter, open_search_index, query_hint, search_archive, snippet_html
 
@@ -260,8 +262,8 @@ def document_page(site: ServedArchive, document_id: str) -> WebResponse:
         derived = _web_optional(lambda: rows_where(conn, "derived", "document_id", document_id, limit=1))
         case_documents = documents_matching(conn, row["case_number"])[1] if row.get("case_number") else []
         cases = _web_optional(lambda: rows_where(conn, "cases", "case_id", row.get("case_id"), limit=1))
-        cites = _web_optional(lambda: [dict(r) for r in db.cites(document_id)])
-        cited_by = _web_optional(lambda: [dict(r) for r in db.cited_by(document_id)])
+        cites = _web_optional(lambda: [dict(r) for r in DerivedRecords(db).cites(document_id)])
+        cited_by = _web_optional(lambda: [dict(r) for r in DerivedRecords(db).cited_by(document_id)])
         citations = _web_optional(lambda: document_citations(conn, document_id))
         text_source, text_name = best_text_sources(conn, site.min_quality, "d.document_id = ?",
                                                    (document_id,)).get(document_id, (None, None))

@@ -40,14 +40,16 @@ from typing import Any, Iterable
 
 from .c00_config import Config, PipelineError, StoreError, load_config, utc_now
 from .c05_durable import atomic_write
-from .c10_database import (DB_FILENAME, KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_DISCOVERY_CONVERGED_AT, Database,
-                           coverage_gaps, is_sqlite_file)
+from .c06_layout import DB_FILENAME, REPORT_PNG_NAME
+from .c10_database import KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_DISCOVERY_CONVERGED_AT, Database, is_sqlite_file
+from .c12_queues import WorkQueues
+from .c15_discovery_state import DiscoveryState, coverage_gaps
+from .c17_snapshots import StoreState
 from .c34_mirror import StoreMirror
 from .c35_context import Context, crawl_status, crawl_words, final_states_line, open_context, open_store
 
 log_report = logging.getLogger("kycourt.report")
 
-REPORT_PNG_NAME = "status.png"
 REPORT_COUNT_FIELDS = ("discovered", "downloaded", "extracted", "failed", "not_extractable")
 REPORT_COURT_ORDER = ("SC", "CA")
 REPORT_COURT_TITLES = {"SC": "Kentucky Supreme Court (SC)", "CA": "Kentucky Court of Appeals (CA)"}
@@ -91,7 +93,7 @@ def coverage_rows(db: Database, cfg: Config) -> list[dict[str, Any]]:
     """Per year and court: discovered, downloaded (incl. extracted), extracted, failed and not
     extractable; sorted."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in db.coverage_by_year_court(cfg):
+    for row in WorkQueues(db).coverage_by_year_court(cfg):
         year = row["year"] if row["year"] and str(row["year"]).isdigit() else _REPORT_UNKNOWN
         court = _report_court_code(row["court"])
         entry = merged.setdefault((year, court), {"year": year, "court": court,
@@ -214,15 +216,15 @@ def report_table(db: Database, cfg: Config) -> str:
     for court in sorted(by_court, key=_report_court_rank) + ["all"]:
         entry = all_courts if court == "all" else by_court[court]
         lines.append(f"{court:<{label_width}}  " + "  ".join(f"{entry[name]:>10,}" for name in columns))
-    queues = db.queue_sizes(cfg)
+    queues = WorkQueues(db).queue_sizes(cfg)
     lines.append("(columns after 'documents' are states: unreadable = downloaded, not extractable for good; "
                  "downloaded = waiting for extraction; discovered = not yet downloaded)")
     lines.append(f"queues: download {queues['download']:,}, extract {queues['extract']:,}; "
-                 f"permanent failures {db.permanent_failure_count():,}; "
-                 f"store backlog {db.store_pending_count():,}; "
+                 f"permanent failures {WorkQueues(db).permanent_failure_count():,}; "
+                 f"store backlog {StoreState(db).store_pending_count():,}; "
                  f"checkpoint {db.kv_get(KV_CHECKPOINT_SEQ, '0')}; "
                  f"discovery converged: {'yes' if db.kv_get(KV_DISCOVERY_CONVERGED_AT) else 'not yet'}")
-    lines.append(f"for good: {final_states_line(db.final_states(cfg))}")
+    lines.append(f"for good: {final_states_line(WorkQueues(db).final_states(cfg))}")
     crawl = crawl_status(db, cfg, queued=queues["download"])
     if crawl is not None:
         lines.append(f"archive: {crawl_words(crawl)}")
@@ -236,12 +238,12 @@ REPORT_WITHHELD_SHOWN = 20
 
 def withheld_lines(db: Database) -> list[str]:
     """The documents the court lists but withholds (documentAvailable false): records, never requested."""
-    count = db.withheld_count()
+    count = DiscoveryState(db).withheld_count()
     if not count:
         return []
     lines = [f"withheld by the court: {count:,} documents listed with documentAvailable false (never "
              "requested; a later sweep that sees one available queues it)"]
-    for row in db.withheld_documents(REPORT_WITHHELD_SHOWN):
+    for row in DiscoveryState(db).withheld_documents(REPORT_WITHHELD_SHOWN):
         lines.append(f"  withheld: {row['case_number'] or '?'}  {row['document_id']}  "
                      f"{row['description'] or row['document_name'] or ''}".rstrip())
     if count > REPORT_WITHHELD_SHOWN:
@@ -254,7 +256,7 @@ REPORT_GAPS_SHOWN = 20
 
 def coverage_audit_lines(db: Database) -> list[str]:
     """Per shard, what the court announced next to what the archive holds; the gaps listed."""
-    audit = db.coverage_audit()
+    audit = DiscoveryState(db).coverage_audit()
     if not audit:
         return ["coverage audit: no shard paged yet"]
     gaps = coverage_gaps(audit)

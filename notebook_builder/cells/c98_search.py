@@ -50,9 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from .c00_config import Config, PipelineError, in_colab, load_config, utc_now
-from .c10_database import (DB_FILENAME, SEARCH_DB_FILENAME, SearchQueryError, add_search_functions,
-                           backup_database, index_query, is_sqlite_file)
-from .c20_store import pdf_store_name
+from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, pdf_store_name
+from .c10_database import is_sqlite_file
+from .c17_snapshots import backup_database
+from .c18_search_index import SearchQueryError, add_search_functions, index_query
 from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, search_archive, snippet_html
 from .c96_web import ArchiveWeb, ServedArchive
 

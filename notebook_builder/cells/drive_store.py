@@ -119,8 +119,10 @@ from pydrive2.files import ApiRequestError
 
 from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded, retry_delay
 from .c05_durable import atomic_write
-from .c10_database import Database, is_sqlite_file
-from .c20_store import Store, check_store_name, is_content_addressed
+from .c06_layout import check_store_name, is_content_addressed
+from .c10_database import is_sqlite_file
+from .c17_snapshots import snapshot_problems
+from .c20_store import Store
 
 log_drive = logging.getLogger("kycourt.drive")
 
@@ -858,7 +860,7 @@ class DriveStore(Store):
                 except IntegrityError as exc:
                     problems = [str(exc)]
                 else:
-                    problems = (Database.snapshot_problems(target, thorough=True) if is_sqlite_file(target)
+                    problems = (snapshot_problems(target, thorough=True) if is_sqlite_file(target)
                                 else ["not an SQLite database"])
             if not problems:
                 return copy
@@ -1156,7 +1158,7 @@ def open_drive_store(cfg, *, sleep: Callable[[float], Any] = time.sleep) -> Driv
     if api_root:
         return DriveStore(connect_drive(api_root, http_timeout=cfg.HTTP_TIMEOUT), cfg.DRIVE_FOLDER, **options)
     try:
-        from google.colab import auth as colab_auth   # exists only inside Colab
+        from google.colab import auth as colab_auth  # exists only inside Colab
     except ImportError:
         raise StoreError("KY_STORE=drive works only inside Google Colab (google.colab.auth is "
                          "missing); elsewhere set KY_STORE to a directory") from None

@@ -1,0 +1,76 @@
+"""The archive's layout: the name of every file of the workspace and the store (CONTRACT.md).
+
+Guarantees:
+- One spelling of each name. A PDF is `pdf_by_hash/<sha256>.pdf` and its texts
+  `text/<sha256>.txt` (its text layer) and `text/<sha256>.ocr.txt` (with the OCR'd pages merged
+  in), the court's own text `court_text/<sha256 of that text>.txt`: content-addressed names that
+  can never hold other bytes.
+- `text_name(source, sha256, court_sha256)` is the name of a document's text from each source
+  (TEXT_LAYER, OCR_MERGE, COURT_TEXT); None when that source has no text.
+- `check_store_name` refuses a name that is not relative and normalized inside the store.
+
+Knobs read: none.
+"""
+from __future__ import annotations
+
+import re
+
+from .c00_config import StoreError
+
+DB_FILENAME = "ky_court.sqlite"           # the state database (workspace; its snapshot in the store)
+SEARCH_DB_FILENAME = "ky_search.sqlite"   # the search index (workspace; a copy in the store)
+STATUS_FILENAME = "status.json"
+DOCUMENT_INVENTORY = "document_inventory.csv"
+FAILED_INVENTORY = "failed_inventory.csv"
+REPORT_PNG_NAME = "status.png"
+WORKSPACE_FOLDERS = ("tmp", "pdf_backup", "pdf_by_hash", "text", "checkpoint")
+CONTENT_ADDRESSED_PREFIXES = ("pdf_by_hash/", "text/")
+
+# The sources of a document's text (documents.text_source).
+TEXT_LAYER = "text_layer"
+OCR_MERGE = "ocr"
+COURT_TEXT = "court_text"
+
+_STORE_NAME = re.compile(r"[^/\\]+(?:/[^/\\]+)*")   # relative, no empty part, no backslash
+
+
+def check_store_name(name: str) -> str:
+    """A store name must be relative, normalized and stay inside the store."""
+    if not _STORE_NAME.fullmatch(name) or any(part in (".", "..") for part in name.split("/")):
+        raise StoreError(f"invalid store name {name!r}: expected a relative path like pdf_by_hash/<sha>.pdf")
+    return name
+
+
+def pdf_store_name(sha256: str) -> str:
+    """The one spelling of a PDF's content-addressed name (store and workspace alike)."""
+    return f"pdf_by_hash/{sha256}.pdf"
+
+
+def text_store_name(sha256: str) -> str:
+    """The text extracted from the PDF whose hash is `sha256`."""
+    return f"text/{sha256}.txt"
+
+
+def ocr_text_store_name(sha256: str) -> str:
+    """The text of the PDF whose hash is `sha256` with the pages OCR recognised merged in."""
+    return f"text/{sha256}.ocr.txt"
+
+
+def court_text_store_name(sha256: str) -> str:
+    """The court's own text of a document (its documentText), named by the hash of that text."""
+    return f"court_text/{sha256}.txt"
+
+
+def is_content_addressed(name: str) -> bool:
+    return name.startswith(CONTENT_ADDRESSED_PREFIXES)
+
+
+def text_name(source: str | None, sha256: str | None, court_sha256: str | None = None) -> str | None:
+    """The workspace and store name of a document's text from `source`; None for no text."""
+    if source == TEXT_LAYER and sha256:
+        return text_store_name(sha256)
+    if source == OCR_MERGE and sha256:
+        return ocr_text_store_name(sha256)
+    if source == COURT_TEXT and court_sha256:
+        return court_text_store_name(court_sha256)
+    return None
