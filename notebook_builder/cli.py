@@ -192,7 +192,11 @@ def _setup_logging(verbose: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
+        status = _main(argv)
+        # Flushed here, not at exit: with stdout block-buffered (a pipe, no PYTHONUNBUFFERED) a
+        # reader that left shows only now, and at exit it would be exit status 120 and a traceback.
+        sys.stdout.flush()
+        return status
     except BrokenPipeError:
         # The reader went away (`status | head -5`): what it did not read is not wanted. Python
         # would complain once more flushing stdout at exit; point stdout at /dev/null first.

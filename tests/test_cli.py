@@ -145,12 +145,18 @@ def test_sim_on_a_busy_port_is_one_line(tmp_path):
     assert done.stderr.count("\n") == 1 and "is in use: choose another with --port" in done.stderr
 
 
-def test_status_into_a_pipe_closed_early_says_nothing(tmp_path):
-    """`kycourt-pipeline status | head -5`: the reader leaves; no BrokenPipeError, no traceback."""
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_status_into_a_pipe_closed_early_says_nothing(tmp_path, unbuffered):
+    """`kycourt-pipeline status | head -5`: the reader leaves; no BrokenPipeError, no traceback,
+    whether stdout is block-buffered (a user's shell) or not (PYTHONUNBUFFERED=1)."""
+    import os
     from notebook_builder.cells.c10_database import Database
     Database.open(tmp_path / "ws" / "ky_court.sqlite").close()
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = unbuffered
     process = subprocess.Popen([sys.executable, "-m", "notebook_builder", "status", "--workspace", str(tmp_path / "ws")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     process.stdout.close()                      # the reader is gone before anything is written
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == 141 and err == ""
