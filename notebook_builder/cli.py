@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kycourt-pipeline",
         description="Archive the Kentucky Supreme Court and Court of Appeals public record from "
                     "C-Track: restore, discover, backfill, download, extract, verify. Resumable; "
-                    "every setting also has a KY_* environment variable (see README).",
+                    "every setting also has a KY_* environment variable (see docs/knobs.md).",
         epilog="exit status: 0 verify PASS, 1 verify FAIL, 2 bad usage or configuration, "
                "3 the court could not be reached (state saved), 130 interrupted")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -192,7 +192,11 @@ def _setup_logging(verbose: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
+        status = _main(argv)
+        # Flushed here, not at exit: with stdout block-buffered (a pipe, no PYTHONUNBUFFERED) a
+        # reader that left shows only now, and at exit it would be exit status 120 and a traceback.
+        sys.stdout.flush()
+        return status
     except BrokenPipeError:
         # The reader went away (`status | head -5`): what it did not read is not wanted. Python
         # would complain once more flushing stdout at exit; point stdout at /dev/null first.

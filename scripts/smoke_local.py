@@ -46,7 +46,7 @@ from notebook_builder.cells.c95_run import EXIT_USAGE, run_pipeline  # noqa: E40
 LOCAL_PHASES = "backfill,extract,ocr,derive,index"
 OFFLINE_API = "http://127.0.0.1:9/api/api/v1"     # the discard port: refused, never a court
 LATENCY_SECONDS = 0.25           # per request, on top of the pacing pause (bench/discover.py's figure)
-CASE_WALK_REQUESTS_PER_DOCUMENT = 2.3   # README, "Discovery against the real court"
+CASE_WALK_REQUESTS_PER_DOCUMENT = 2.3   # RUNBOOK.md, "Before the first run against the real court"
 
 
 def copy_database(original: Path, workspace: Path, scratch: Path) -> None:

@@ -382,23 +382,48 @@ def test_bootstrap_installs_the_requirements_pyproject_declares():
     assert "sys.executable" in source and "authenticate_user" in source
 
 
-# ------------------------------------------------------ README knob table
+# ------------------------------------------------------ docs/knobs.md's knob table
 
 
-def test_readme_knob_table_matches_KNOBS():
+def test_the_knob_table_in_docs_matches_KNOBS():
     from notebook_builder.cells.c00_config import KNOBS
 
-    table = build.readme_knob_table((REPO_ROOT / "README.md").read_text())
-    assert table is not None, "README.md lost its knob table markers"
-    assert table == build.knob_table(), "README knob table is stale: run python notebook_builder/build.py --update-readme"
+    table = build.marked_knob_table(build.KNOBS_DOC_PATH.read_text(encoding="utf-8"))
+    assert table is not None, "docs/knobs.md lost its knob table markers"
+    assert table == build.knob_table(), "docs/knobs.md's knob table is stale: run python notebook_builder/build.py --update-knobs"
     for knob in KNOBS:
         assert f"| `{knob.name}` |" in table
 
 
-def test_readme_table_command_prints_the_table():
-    result = run_builder("--readme-table")
+@pytest.mark.parametrize("flag", ["--knob-table", "--readme-table"])
+def test_the_knob_table_command_prints_the_table_by_either_name(flag):
+    result = run_builder(flag)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == build.knob_table()
+
+
+@pytest.mark.parametrize("flag", ["--update-knobs", "--update-readme"])
+def test_updating_the_knob_page_rewrites_its_table_and_nothing_else(tmp_path, monkeypatch, capsys, flag):
+    page = tmp_path / "knobs.md"
+    before, after = "# Knobs\n\nintro\n\n", "\n\nwhat follows the table\n"
+    page.write_text(f"{before}{build.KNOB_TABLE_BEGIN}\n| stale |\n{build.KNOB_TABLE_END}{after}", encoding="utf-8")
+    monkeypatch.setattr(build, "KNOBS_DOC_PATH", page)
+
+    assert build.main([flag]) == 0
+    assert "knob table updated" in capsys.readouterr().out
+    text = page.read_text(encoding="utf-8")
+    assert text == f"{before}{build.KNOB_TABLE_BEGIN}\n{build.knob_table()}\n{build.KNOB_TABLE_END}{after}"
+    assert build.main([flag]) == 0
+    assert "already current" in capsys.readouterr().out
+    assert page.read_text(encoding="utf-8") == text
+
+
+def test_a_knob_page_without_markers_is_refused_and_left_as_it_was(tmp_path):
+    page = tmp_path / "knobs.md"
+    page.write_text("# Knobs\n", encoding="utf-8")
+    with pytest.raises(build.BuildError, match="no knob table markers"):
+        build.update_knob_doc(page)
+    assert page.read_text(encoding="utf-8") == "# Knobs\n"
 
 
 def test_display_defaults_name_real_knobs():

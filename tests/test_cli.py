@@ -145,12 +145,18 @@ def test_sim_on_a_busy_port_is_one_line(tmp_path):
     assert done.stderr.count("\n") == 1 and "is in use: choose another with --port" in done.stderr
 
 
-def test_status_into_a_pipe_closed_early_says_nothing(tmp_path):
-    """`kycourt-pipeline status | head -5`: the reader leaves; no BrokenPipeError, no traceback."""
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_status_into_a_pipe_closed_early_says_nothing(tmp_path, unbuffered):
+    """`kycourt-pipeline status | head -5`: the reader leaves; no BrokenPipeError, no traceback,
+    whether stdout is block-buffered (a user's shell) or not (PYTHONUNBUFFERED=1)."""
+    import os
     from notebook_builder.cells.c10_database import Database
     Database.open(tmp_path / "ws" / "ky_court.sqlite").close()
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = unbuffered
     process = subprocess.Popen([sys.executable, "-m", "notebook_builder", "status", "--workspace", str(tmp_path / "ws")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     process.stdout.close()                      # the reader is gone before anything is written
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == 141 and err == ""
@@ -205,9 +211,9 @@ def test_the_demo_prints_the_commands_that_query_its_archive():
 
 
 @pytest.mark.slow
-def test_the_demo_passes_then_its_printed_commands_and_the_readmes_searches_work(tmp_path, capsys, monkeypatch):
+def test_the_demo_passes_then_its_printed_commands_and_the_documented_searches_work(tmp_path, capsys, monkeypatch):
     """The README's quick start as a new user runs it, whatever KY_* variables they exported:
-    `demo` (its defaults), then what it printed, then the README's search examples on its
+    `demo` (its defaults), then what it printed, then docs/searching.md's search examples on its
     archive; nothing is created beside `demo/`."""
     import os
     import shlex
@@ -240,8 +246,8 @@ def test_the_demo_passes_then_its_printed_commands_and_the_readmes_searches_work
             assert re.match(r"\d+ documents match 'restitution'", out), out[:500]
         if line.split()[1] == "show":
             assert "NOT in the store" not in out and "; store " in out
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    examples = [line.split("#")[0] for line in readme.splitlines() if line.startswith("kycourt-pipeline search ")]
+    searching = (Path(__file__).resolve().parents[1] / "docs" / "searching.md").read_text(encoding="utf-8")
+    examples = [line.split("#")[0] for line in searching.splitlines() if line.startswith("kycourt-pipeline search ")]
     assert len(examples) >= 2
     for example in examples:
         assert main([*shlex.split(example)[1:], "--workspace", "demo/workspace"]) == 0, example

@@ -1,6 +1,6 @@
 """`kycourt-pipeline export`: what the pipeline worked out is in the dataset, CSV tells null from
 empty, a new export replaces the old one's files, a failed write leaves the folder as it was,
-and the README's Parquet example runs."""
+and docs/searching.md's Parquet example runs."""
 from __future__ import annotations
 
 import errno
@@ -172,14 +172,14 @@ def test_export_in_an_empty_folder_without_an_archive_creates_nothing(tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_readmes_parquet_example_runs(capsys, tmp_path, archive, monkeypatch):
+def test_the_documented_parquet_example_runs(capsys, tmp_path, archive, monkeypatch):
     pytest.importorskip("pyarrow")
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    command = next(line for line in readme.splitlines() if line.startswith("kycourt-pipeline export --format parquet"))
+    page = (REPO_ROOT / "docs" / "searching.md").read_text(encoding="utf-8")
+    command = next(line for line in page.splitlines() if line.startswith("kycourt-pipeline export --format parquet"))
     out = command.split("--out ", 1)[1].split()[0]
-    example = re.search(r"```python\n(.*?read_table.*?)```", readme, re.S).group(1)
+    example = re.search(r"```python\n(.*?read_table.*?)```", page, re.S).group(1)
     monkeypatch.chdir(tmp_path)
     assert main([*command.split("#")[0].split()[1:], *flags(archive)]) == 0
     namespace: dict = {}
-    exec(compile(example, "README.md", "exec"), namespace)      # noqa: S102 (the README's own lines)
+    exec(compile(example, "docs/searching.md", "exec"), namespace)      # noqa: S102 (the page's own lines)
     assert out.rstrip("/") == "dataset" and namespace["table"].num_rows == len(DOCUMENTS)

@@ -1,5 +1,5 @@
-"""Each knob is declared once, in c00_config.KNOBS: Config, the CLI flags, the form and the README
-table are made from that one declaration and cannot drift from it."""
+"""Each knob is declared once, in c00_config.KNOBS: Config, the CLI flags, the form and the knob
+table of docs/knobs.md are made from that one declaration and cannot drift from it."""
 from __future__ import annotations
 
 import argparse

@@ -14,7 +14,7 @@ environment > the defaults below.
 `KNOBS` declares each knob once: its name, default, parser (which validates
 and, by its return annotation, types it), accepted form, help, environment
 variable, CLI flag and form field. `Config`'s fields, cli.py's flags, the
-notebook's form (build.py writes cells/form.py) and the README's table are
+notebook's form (build.py writes cells/form.py) and docs/knobs.md's table are
 all made from it; adding a knob is one `Knob(...)` entry.
 """
 from __future__ import annotations
@@ -119,12 +119,12 @@ class FormField:
 @dataclass(frozen=True)
 class Knob:
     """One knob, declared once: `Config`'s field (typed by what `parse` returns), the environment
-    variable, the CLI flag and the form field, if any, and the README's row are made from it."""
+    variable, the CLI flag and the form field, if any, and docs/knobs.md's row are made from it."""
     name: str            # attribute of Config
     env: str | None      # environment variable, None if not overridable
     default: Any
     parse: Callable[[str], Any]
-    accepted: str        # the accepted form, for errors and the README
+    accepted: str        # the accepted form, for errors and docs/knobs.md
     help: str
     flag: Flag | None = None
     form: FormField | None = None

@@ -43,7 +43,7 @@ Guarantees:
   installed, so PHASES may name it everywhere; DRY_RUN touches nothing.
 
 The engine was chosen by `bench/ocr_engines.py` on this machine (see its
-output in README.md): Tesseract is the default; the same benchmark measures
+output in docs/text.md): Tesseract is the default; the same benchmark measures
 orientation detection's cost and recall.
 
 Knobs read: OCR_ENGINE, OCR_DPI, WORKERS, EXTRACT_TIMEOUT, MIN_TEXT_QUALITY, DRY_RUN.

@@ -5,8 +5,9 @@ Guarantees:
   content) whose text layer holds the case number, the title and
   opinion-like paragraphs, three in five of them opening with a sentence on
   a real subject (restitution in orders; ineffective assistance at a
-  suppression hearing, or due process, in the others: what the README's
-  searches look for); pypdf and pypdfium2 extract the case number.
+  suppression hearing, or due process, in the others: what the demo's
+  printed search and docs/searching.md's examples look for); pypdf and
+  pypdfium2 extract the case number.
 - `image_only_pdf()` is one page that only paints an image (a "scan"):
   every engine extracts 0 characters. `blank_pdf()` has pages and no text.
 - `unparseable_pdf()` begins with `%PDF-` and no parser can open it.
@@ -36,7 +37,8 @@ _CLOSINGS = ("AFFIRMED.", "REVERSED AND REMANDED.", "AFFIRMED IN PART, REVERSED 
              "VACATED AND REMANDED.", "DISMISSED.")
 
 # One sentence of real subject matter, in place of a text's first paragraph line, so that the
-# README's searches find something in the demo's archive: (sentences of orders, of the others).
+# demo's printed search and docs/searching.md's examples find something in the demo's archive:
+# (sentences of orders, of the others).
 # Each fits one line (88 characters) and names no citation, judge or court, so derive reads the
 # same fields as before.
 _TOPICS = (
