@@ -59,7 +59,7 @@ Guarantees:
   nothing else is lost, and the restore goes on. The chosen state is then
   noted as the store's newest snapshot (`store_checkpoint_seq`), which the
   next journal follows.
-- The resume archives' format and writer are c36_checkpoint's
+- The resume archives' format and writer are c39_checkpoint's
   (`write_resume_archive`); restore only reads them.
 
 Knobs read: WORKSPACE, STORE (through the context).
@@ -89,7 +89,7 @@ from .c10_database import Database, is_sqlite_file
 from .c13_records import DownloadRecords
 from .c17_snapshots import StoreState, snapshot_problems, snapshot_sequence
 from .c35_context import Context
-from .c36_checkpoint import is_resume_archive_name, journal_sequence
+from .c39_checkpoint import is_resume_archive_name, journal_sequence
 from .c38_legacy import LegacyJudgement, judge_database, keep_original_locally, merge_legacy_rows
 
 log_restore = logging.getLogger("kycourt.restore")
