@@ -86,6 +86,18 @@ def _bounded(convert: Callable[[str], Any], low: float, high: float | None = Non
 TCP_PORT = _bounded(int, 0, 65535, "a TCP port from 0 to 65535 (0: the system picks a free one)")
 
 
+def _iso_day(text: str) -> str:
+    """argparse type: a day written YYYY-MM-DD."""
+    import datetime
+    value = text.strip()
+    try:
+        if len(value) == 10:
+            return datetime.date.fromisoformat(value).isoformat()
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected a day like 2019-03-31")
+
+
 def _verbose_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
@@ -527,7 +539,7 @@ def _demo_case_number(workspace: str) -> str | None:
     """The case number of the demo search's best hit (the `show` example)."""
     from notebook_builder.cells.c87_index import IndexMissingError, search_archive
     try:
-        hits = search_archive(workspace, DEMO_SEARCH[0], kind=DEMO_SEARCH[2], limit=1)
+        hits = search_archive(workspace, DEMO_SEARCH[0], kind=DEMO_SEARCH[2], limit=1).hits
     except IndexMissingError:
         return None
     return hits[0]["case_number"] if hits else None
@@ -551,18 +563,24 @@ def _add_query_commands(commands) -> None:
     _query_flags(show)
     show.add_argument("id", metavar="ID", help="a document id, a PDF's sha256, or a case number")
     show.add_argument("--json", action="store_true", help="print JSON")
-    search = commands.add_parser("search", help="full-text search of the extracted texts (FTS5 syntax, bm25)")
+    search = commands.add_parser("search", help="full-text search of the extracted texts, every match ranked")
     _query_flags(search)
-    search.add_argument("query", metavar="QUERY", help='FTS5 query: words, "a phrase", NEAR(a b), prefix*, OR, NOT')
+    search.add_argument("query", metavar="QUERY", nargs="?", default="",
+                        help='words (all must match), "an exact phrase", -word to leave out, OR, prefix*, a case '
+                             "number; empty: every document under the filters, newest first")
     search.add_argument("--court", help="CA or SC (or part of the court's name)")
     search.add_argument("--year", type=_bounded(int, 1900, 2100, "a year like 2019"), help="the case number's year")
     search.add_argument("--type", dest="kind", metavar="TYPE",
                         help="the document's kind as derived (opinion, order, brief, other), or a docket "
                              "entry type or description prefix, e.g. OPINION or ORDER")
-    search.add_argument("--limit", type=_bounded(int, 1), default=20, help="hits at most (default 20)")
+    search.add_argument("--after", type=_iso_day, metavar="YYYY-MM-DD", help="filed on or after this day")
+    search.add_argument("--before", type=_iso_day, metavar="YYYY-MM-DD", help="filed on or before this day")
+    search.add_argument("--sort", choices=("relevance", "newest", "oldest"), default="relevance",
+                        help="relevance (default), or the filed date, newest or oldest first")
+    search.add_argument("--page", type=_bounded(int, 1), default=1, help="the page of hits, from 1 (default 1)")
+    search.add_argument("--limit", type=_bounded(int, 1), default=20, help="hits on a page (default 20, at most 500)")
     search.add_argument("--rank-all", action="store_true",
-                        help="rank every match (by default a query matching more than 10,000 documents is "
-                             "ranked among the 10,000 most recent matches)")
+                        help="kept for scripts that pass it: every match is always ranked")
     search.add_argument("--json", action="store_true", help="print JSON")
     export = commands.add_parser("export", help="the archive as a dataset: one record per document, with text")
     _query_flags(export)
@@ -640,39 +658,35 @@ def _cmd_index(cfg) -> int:
 
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
-    from notebook_builder.cells.c18_search_index import CommonWordsQuery, SearchQueryError, index_behind
-    from notebook_builder.cells.c87_index import (court_filter, format_hits, open_search_index, query_hint,
-                                                  search_archive)
-    sdb = open_search_index(cfg.WORKSPACE)
+    from notebook_builder.cells.c18_search_index import index_behind
+    from notebook_builder.cells.c87_index import format_hits, open_search_index, search_archive
+    search = open_search_index(cfg.WORKSPACE)
     try:
-        hits = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
-                              limit=args.limit, rank_all=args.rank_all, sdb=sdb, store=query_store(cfg)[0])
-        # An uncapped ranking counted every match already; a capped one (or none) asks the index.
-        total = hits[0]["ranked_among"] if hits and not hits[0]["rank_capped"] else sdb.match_count(
-            args.query, year=args.year, kind=args.kind, **court_filter(args.court))
-    except CommonWordsQuery as exc:
-        raise SearchQueryError(f"query {args.query!r}: {exc}") from None
-    except SearchQueryError as exc:
-        raise SearchQueryError(f"malformed query {args.query!r}: {exc}; {query_hint(args.query)}") from None
+        result = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
+                                after=args.after, before=args.before, sort=args.sort, page=args.page,
+                                limit=args.limit, search=search, store=query_store(cfg)[0])
     finally:
-        sdb.close()
+        search.close()
     coverage = index_behind(cfg.WORKSPACE)
     if coverage is not None:
         print(f"kycourt-pipeline: the search index is behind the archive ({coverage.describe()}): "
               f"run `kycourt-pipeline index` to bring it up to date", file=sys.stderr)
-    if hits and hits[0]["rank_capped"]:
-        print(f"kycourt-pipeline: more than {hits[0]['ranked_among']} documents match; ranked among the "
-              f"{hits[0]['ranked_among']} most recent (--rank-all ranks every match, or narrow the query)",
-              file=sys.stderr)
     if args.json:
-        print(json.dumps({"query": args.query, "total": total, "count": len(hits), "hits": hits},
-                         indent=2, default=str))
-    elif hits:
-        print(f"{total} documents match {args.query!r}; the best {len(hits)}:" if total > len(hits)
-              else f"{total} documents match {args.query!r}:")
-        print(format_hits(hits))
+        print(json.dumps(result.as_json(), indent=2, default=str))
+        return 0
+    what = f"documents match {args.query!r}" if args.query.strip() else "documents"
+    order = {"relevance": "", "newest": ", newest first", "oldest": ", oldest first"}[result.sort]
+    if result.hits:
+        shown = f"{result.first}-{result.last}" if result.total > len(result.hits) else "all"
+        print(f"{result.total} {what}; {shown}{order}:")
+    elif result.total:
+        print(f"{result.total} {what}; page {result.page} is past the last ({result.pages})")
     else:
-        print(f"no hits for {args.query!r}")
+        print(f"no hits for {args.query!r}" if args.query.strip() else "no documents")
+    if result.notes:
+        print(f"read as: {result.read_as} ({'; '.join(result.notes)})")
+    if result.hits:
+        print(format_hits(result))
     return 0
 
 

@@ -43,11 +43,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from notebook_builder.cells.c00_config import Config, PipelineError, StoreError, kentucky_date
-from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, pdf_store_name, text_store_name
+from notebook_builder.cells.c06_layout import DB_FILENAME, pdf_store_name, text_store_name
 from notebook_builder.cells.c10_database import connect, is_sqlite_file
 from notebook_builder.cells.c11_reads import (document_citations, documents_matching, iter_document_records, rows_where,
                                               tables_with_column)
-from notebook_builder.cells.c18_search_index import SearchDatabase
+from notebook_builder.cells.c18_search_index import SearchIndex
 from notebook_builder.cells.c20_store import sha256_file
 from notebook_builder.cells.c83_best_text import best_text_sources, fetch_from_store, read_text
 from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
@@ -116,14 +116,14 @@ def show_document(cfg: Config, identifier: str, *, store: Any = None) -> dict[st
         conn.close()
 
 
-def _show_open_index(workspace: Path) -> SearchDatabase | None:
+def _show_open_index(workspace: Path) -> SearchIndex | None:
     try:
-        return SearchDatabase.open(workspace / SEARCH_DB_FILENAME, readonly=True)
+        return SearchIndex.open(workspace, readonly=True)
     except Exception:   # no index, or an unusable one: show says so per document
         return None
 
 
-def _show_index_entry(search: SearchDatabase | None, row: dict, text_name: str | None) -> dict[str, Any]:
+def _show_index_entry(search: SearchIndex | None, row: dict, text_name: str | None) -> dict[str, Any]:
     if search is None:
         return {"indexed": False, "note": "no search index in the workspace"}
     indexed = search.get(row["document_id"])

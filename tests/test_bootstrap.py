@@ -19,7 +19,7 @@ class Recorder:
 def test_missing_requirements_are_those_whose_module_is_not_found():
     present = {"pypdf", "pydrive2"}
     missing = bootstrap.missing_requirements(lambda name: object() if name in present else None)
-    assert missing == ["pypdfium2>=4.0", "pytesseract>=0.3", "eyecite>=2.6"]
+    assert missing == ["pypdfium2>=4.0", "pytesseract>=0.3", "eyecite>=2.6", "tantivy>=0.26.2"]
     assert bootstrap.missing_requirements(lambda name: object()) == []
 
 

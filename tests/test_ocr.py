@@ -234,7 +234,7 @@ def mixed_filing(tmp_path) -> bytes:
 
 
 def found(ctx, word: str) -> list[str]:
-    return [hit["document_id"] for hit in search_archive(ctx.workspace, word)]
+    return [hit["document_id"] for hit in search_archive(ctx.workspace, word).hits]
 
 
 def test_a_scanned_opinion_is_searched_derived_shown_and_exported_from_its_ocr_text(ctx, tmp_path):
@@ -269,7 +269,7 @@ def test_a_scanned_opinion_is_searched_derived_shown_and_exported_from_its_ocr_t
         assert found(ctx, word) == ["opinion"], word
     for word in MIXED_SCAN_WORDS + ("tangerine",):
         assert found(ctx, word) == ["mixed"], word
-    assert "[lighthouse]" in search_archive(ctx.workspace, "lighthouse")[0]["snippet"]
+    assert "[lighthouse]" in search_archive(ctx.workspace, "lighthouse").hits[0]["snippet"]
     assert (index(ctx).indexed, derive(ctx).derived) == (0, 0)      # level
 
     shown = show_document(ctx.cfg, "opinion", store=ctx.store)["documents"][0]

@@ -89,31 +89,46 @@ def test_search_prints_ranked_hits_with_snippets_and_json(capsys, archive):
     status, out, err = cli(capsys, "search", "suppression", *flags(archive))
     assert status == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0] == "2 documents match 'suppression':"
+    assert lines[0] == "2 documents match 'suppression'; all:"
     assert lines[1].startswith("  1. 2021-SC-0007  2021-11-30  BROWN VS. COMMONWEALTH")
-    assert document_id(3) in lines[2] and "[Suppression]" in lines[3]
-    scores = [line.rsplit("score ", 1)[1] for line in lines if " · score " in line]
-    assert len(scores) == 2 and scores[0] != scores[1]      # the two hits are told apart
-    status, out, _ = cli(capsys, "search", "suppression", *flags(archive), "--limit", "1")
-    assert out.splitlines()[0] == "2 documents match 'suppression'; the best 1:"
+    assert document_id(3) in lines[2] and "[Suppression]" in lines[3] and "score" not in out
+    status, out, _ = cli(capsys, "search", "suppression", *flags(archive), "--limit", "1", "--page", "2")
+    assert out.splitlines()[0] == "2 documents match 'suppression'; 2-2:"
+    assert out.splitlines()[1].startswith("  2. 2019-CA-0012")
     status, out, _ = cli(capsys, "search", "suppression", *flags(archive), "--court", "CA", "--year", "2019",
                          "--type", "opinion", "--json", "--limit", "5")
     answer = json.loads(out)
     hits = answer["hits"]
     assert status == 0 and [hit["document_id"] for hit in hits] == [document_id(0)] and answer["total"] == 1
-    assert {"case_number", "case_title", "filed_date", "document_id", "snippet", "score"} <= set(hits[0])
+    assert (answer["page"], answer["count"], answer["query"]) == (1, 1, "suppression")
+    assert {"case_number", "case_title", "court_code", "kind", "filed_date", "document_id", "snippet",
+            "snippet_marks", "score"} <= set(hits[0])
 
 
-def test_a_malformed_query_is_one_clear_error_exit_2(capsys, archive):
+def test_search_takes_dates_sorts_pages_and_an_empty_query(capsys, archive):
     cli(capsys, "index", *flags(archive))
-    status, out, err = cli(capsys, "search", "2019-CA-0012", *flags(archive))
-    assert status == 2 and out == "" and err.count("\n") == 1
-    assert "malformed query '2019-CA-0012'" in err and 'double quotes, e.g. "2019-CA-0012"' in err
-    status, _, err = cli(capsys, "search", '"2019-CA-0012"', *flags(archive))   # quoted: fine
-    assert status == 0
-    status, out, err = cli(capsys, "search", "of the", *flags(archive))       # words the index leaves out
-    assert status == 2 and out == "" and err.count("\n") == 1
-    assert "only common words the index leaves out (of, the)" in err and "malformed" not in err
+    status, out, _ = cli(capsys, "search", "--court", "CA", "--sort", "oldest", "--json", *flags(archive))
+    answer = json.loads(out)
+    assert status == 0 and answer["sort"] == "oldest" and answer["total"] == 2
+    assert [hit["filed_date"] for hit in answer["hits"]] == ["2019-05-02", "2019-07-11"]
+    status, out, _ = cli(capsys, "search", "", "--after", "2019-05-02", "--before", "2020-03-09", *flags(archive))
+    assert status == 0 and out.splitlines()[0] == "3 documents; all, newest first:"
+    for flag, value in (("--after", "2019-13-01"), ("--before", "May 2"), ("--sort", "random"), ("--page", "0")):
+        with pytest.raises(SystemExit) as exited:
+            main(["search", "x", flag, value, *flags(archive)])
+        assert exited.value.code == 2 and f"argument {flag}" in capsys.readouterr().err, flag
+    status, _, err = cli(capsys, "search", "x", "--limit", "501", *flags(archive))
+    assert status == 2 and err == "kycourt-pipeline: limit is 1 to 500, not 501\n"
+
+
+def test_any_query_is_answered_and_a_reading_that_differs_is_said(capsys, archive):
+    cli(capsys, "index", *flags(archive))
+    status, out, err = cli(capsys, "search", "2019-CA-000012-MR", *flags(archive))
+    assert status == 0 and err == "" and out.startswith("2 documents match '2019-CA-000012-MR'; all:")
+    assert "read as: 2019-CA-0012 (2019-CA-000012-MR was read as the case number 2019-CA-0012)" in out
+    for typed in ("of the", '"unclosed', "(warrant", "-", "KRS 532.032", "O'Brien"):
+        status, out, err = cli(capsys, "search", typed, *flags(archive))
+        assert status == 0 and err == "", typed
 
 
 def test_search_without_an_index_says_how_to_build_it(capsys, archive):

@@ -33,6 +33,7 @@ COLAB_MISSING_PACKAGES = (
     ("pytesseract", "pytesseract>=0.3"),
     ("pydrive2", "pydrive2>=1.15"),
     ("eyecite", "eyecite>=2.6"),
+    ("tantivy", "tantivy>=0.26.2"),
 )
 TESSERACT_PACKAGES = "tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd"
 TESSERACT_INSTALL = f"apt-get update -qq && apt-get install -y -qq {TESSERACT_PACKAGES}"

@@ -301,7 +301,7 @@ class _QueryParser:
             if not words:
                 self.reading.note(f'"{token.text}" has no words and was left out')
                 return None, ""
-            return (Word(words[0]) if len(words) == 1 else Phrase(words)), '"' + " ".join(words) + '"'
+            return Phrase(words), '"' + " ".join(words) + '"'     # quoted, even one word is exact
         return self.bare(token)
 
     def bare(self, token: _QueryToken) -> tuple[object, str]:

@@ -1,117 +1,164 @@
-"""The search index (ky_search.sqlite) and its query language.
+"""The search index: tantivy's inverted index of each document's best text, and its catalog.
 
 Guarantees:
-- The index is a database of its own next to ky_court.sqlite, so the state snapshot every
-  checkpoint pushes does not grow; it has its own schema version (kv `search_schema_version`)
-  and is built again, not migrated, when that or the Unicode tables differ (derived data).
-- `docs` holds one row per indexed document: its filter and facet columns and the name of the
-  text it was indexed with (`text_name`, the best text c83 chose). `docs_fts` (FTS5, porter over
-  unicode61) indexes title, description, that text and the filter tokens (`facets`), without
-  SEARCH_COMMON_WORDS and without a copy of the texts: its content is the view `docs_text`, which
-  reads the text files (kycourt_text), so FTS5's own deletes read them too.
-- Rows are placed in (year, court) rowid ranges (`search_bucket`): a year filter is a range FTS5
-  seeks to; a court code, kind or publication status is a facet token it intersects.
-- Every query goes through `index_query` (common words left out); a query FTS5 cannot parse
-  raises SearchQueryError, one of common words alone CommonWordsQuery.
+- The index lives beside ky_court.sqlite in two parts, outside the state
+  snapshot: `ky_search/`, tantivy's segment files (title, description and
+  text word by word with their places; each hit's fields stored), and
+  `ky_search.sqlite`, the catalog (`docs`: one row per indexed document, with
+  the text it was indexed with and the digests the index stage compares;
+  `kv`). A search reads one tantivy commit, which a writer publishes whole
+  (tantivy replaces its meta.json atomically; a reader keeps the segment
+  files it opened): it never sees a half-written index. The catalog is
+  written after each commit, so it is never ahead of the index; one left
+  behind by a crash only makes the index stage index those documents again.
+- Words are runs of letters and digits (tantivy's simple tokenizer) of the
+  text with its accents composed, lowercased and folded to ASCII (Peña,
+  however a PDF spells it, is pena). The text is indexed as a
+  stream in which each of COMMON_WORDS is followed by a term joining it to
+  the next word ("of", then "of\u01c2discretion"), as Lucene's CommonGrams
+  does: a phrase with common words matches exactly through those terms
+  without reading every place of "of" or "the".
+- `search()` builds tantivy's query in code from a SearchQuery
+  (c18_query_syntax), never through tantivy's query parser: every required
+  node matches and no excluded one does; a word matches itself and the
+  index's words with its English stem (suppress: suppressed, suppression), a
+  quoted phrase only its own words in order, a case number its case (the
+  case_number field) or the text that writes it, a prefix every word it
+  begins. Every match is ranked: BM25 (title x4, description x2, text x1)
+  plus SCORE_EXACT for the typed words in their order (a pasted sentence
+  brings the documents holding it first), SCORE_NEAR for all of them within
+  a few words of each other, SCORE_TITLE_NEAR for a title holding them (a
+  caption), SCORE_CASE for the typed case number's own documents. `total` is
+  the exact number of matches under the filters; pages of `limit` hits are
+  disjoint and in order (ties in index order). Sort by relevance, or by
+  filed date (newest or oldest first; an unknown date last either way). An
+  empty query lists the documents under the filters, newest first.
+- Filters: court code, part of the court's name, kind (the derived kind;
+  not derived yet, the start of the docket entry type or description), the case number's
+  year, filed day range (inclusive), publication status. `facets()` counts
+  the values of court code, year, kind and publication status among the
+  matches, each under the other filters.
+- `pack_search_index()` writes the index and its catalog as one tar file
+  (the store's copy, SEARCH_PACK_FILENAME); `unpack_search_index()` puts one
+  in place in a folder that has none, after checking it opens and agrees
+  with its catalog.
+- An index of another SEARCH_SCHEMA_VERSION (the FTS5 index of earlier
+  versions included) raises SearchIndexOutdated; one that cannot be read
+  IntegrityError: it is derived data, built again by the index stage.
+- `index_coverage()` compares the catalog with the extracted documents of
+  the state database (verify, status); `index_behind()` is its cheap form.
+
+Knobs read: none.
 """
 from __future__ import annotations
 
-import contextlib
-import hashlib
+import io
+import json
 import os
 import re
+import shutil
 import sqlite3
+import tarfile
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
+
+import tantivy
 
 from .c00_config import IntegrityError, utc_now
-from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, TEXT_LAYER, text_name
-from .c10_database import connect, is_sqlite_file, split_sql
+from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, TEXT_LAYER, text_name
+from .c10_database import connect, is_sqlite_file
 from .c11_reads import extracted_fingerprint, text_source_inputs
+from .c17_snapshots import backup_database
+from .c18_query_syntax import (CAPTION_CONNECTORS, COMMON_WORDS, AllOf, AnyOf, CaseNumber, Near, Phrase, SearchQuery,
+                               Word)
 
-SEARCH_TEXT_FUNCTION = "kycourt_text"
+SEARCH_SCHEMA_VERSION = 7          # 7: tantivy with common-word grams (6 and older: SQLite FTS5)
+SEARCH_KINDS = ("opinion", "order", "brief", "other")
+SEARCH_SORTS = ("relevance", "newest", "oldest")
+GRAM_JOINER = "\u01c2"             # a letter no text writes: joins a common word to the next in one term
+SEARCH_WORD_MAX = 64               # a longer run of letters is no word (tantivy's remove_long)
+BOOST_TITLE, BOOST_DESCRIPTION = 4.0, 2.0
+SCORE_EXACT = 1000.0               # the typed words in their order
+SCORE_NEAR = 30.0                  # all of them within NEAR_SLOP places a word of each other
+SCORE_TITLE_NEAR = 60.0            # a title holding them all
+SCORE_CASE = 10_000.0              # a document of the typed case number
+NEAR_SLOP = 3
+STEM_PREFIX_MIN = 4                # a shorter shared start of a word and its stem is not looked up
+WRITER_HEAP = 200_000_000
+_DAY_UNKNOWN_FIRST, _DAY_UNKNOWN_LAST = 0, 99_999_999
 
-
-SEARCH_WORDS_FUNCTION = "kycourt_words"
-
-
-SEARCH_QUERY_FUNCTION = "kycourt_query"
-
-
-SEARCH_TOKENIZE = "porter unicode61 remove_diacritics 2"
-
-
-# The common words the index leaves out of every column, as Westlaw's and Lexis's noise words and
-# PostgreSQL's english configuration do: function words with no legal meaning of their own ("not",
-# "no", "shall", "may" and "will" are kept). They are a quarter of a filing's words (26% of 40 real
-# PDFs' text, 37% of bench/search.py's corpus) and their position lists the bulk of what a phrase
-# query reads: "ineffective assistance of counsel" read every "of" of the documents holding the
-# other words, twice (its match, then bm25's count of its documents): 36 ms, 20 without. A query's
-# common words are left out too (`index_query`), so a phrase matches with any or none of them
-# between its other words: "abuse of discretion" also finds "abuse the discretion".
-SEARCH_COMMON_WORDS = frozenset((
-    "a an and are as at be been but by for from had has have his in into is it its of on or such that the "
-    "their this to was were which with").split())
-
-
-# Characters unicode61 reads as part of a word that Python's \\w does not: the nonspacing marks it
-# folds away ("Peña" spelled n + U+0303 is one word) and private-use characters (BMP).
-_WORD_JOINERS = frozenset(chr(code) for code in range(0x10000)
-                          if unicodedata.category(chr(code)) == "Mn" or 0xE000 <= code <= 0xF8FF)
+_SEARCH_WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(
+    tantivy.Filter.remove_long(SEARCH_WORD_MAX)).filter(tantivy.Filter.lowercase()).filter(
+    tantivy.Filter.ascii_fold()).build()
+_SEARCH_STEMS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(
+    tantivy.Filter.stemmer("english")).build()
 
 
-def _class_of(characters: Iterable[str]) -> str:
-    """A regular-expression character class of `characters`, as ranges of code points."""
-    codes, ranges = sorted(map(ord, characters)), []
-    for code in codes:
-        if ranges and ranges[-1][1] == code - 1:
-            ranges[-1][1] = code
-        else:
-            ranges.append([code, code])
-    return "[" + "".join(f"\\u{first:04x}-\\u{last:04x}" for first, last in ranges) + "]"
+class SearchIndexOutdated(IntegrityError):
+    """The index was made by another version of the code: it is built again, not repaired."""
 
 
-# A word as unicode61 reads one (letters and digits, and _WORD_JOINERS).
-INDEX_WORD = re.compile(f"(?:[^\\W_]|{_class_of(_WORD_JOINERS)})+")
+class SearchQueryError(ValueError):
+    """A search parameter that cannot be used (a page or limit below 1, an unknown sort)."""
 
 
-_LETTERS_AND_DIGITS = re.compile(r"([^\W_]+)")
+# ------------------------------------------------------------------ words
 
 
-def index_words(text: str | None) -> str | None:
-    """What docs_fts is given of a text (kycourt_words): the text with each of its INDEX_WORDs that
-    is one of SEARCH_COMMON_WORDS (any case) replaced by a space, everything else as it was.
-
-    It splits on letters and digits alone (twice as fast at full scale) and keeps a common word
-    that a _WORD_JOINERS character touches: that word is part of a longer INDEX_WORD."""
-    if text is None:
-        return None
-    parts = _LETTERS_AND_DIGITS.split(text)
-    parts[1::2] = [" " if word.lower() in SEARCH_COMMON_WORDS and parts[2 * number][-1:] not in _WORD_JOINERS
-                   and parts[2 * number + 2][:1] not in _WORD_JOINERS else word
-                   for number, word in enumerate(parts[1::2])]
-    return "".join(parts)
+def composed(text: str) -> str:
+    """`text` with its accents composed (NFC): a PDF's "Pen" + U+0303 + "a" is the one word Peña."""
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
 
 
-# Filter and facet columns of `docs`, in order; the index stage fills them from the state database.
-# `facets` holds the document's filter tokens (`search_facets`); `text_key` digests what docs_fts
-# holds of a document (its text's name, title, description, facets and rowid bucket), `source_key`
-# the rest.
+def index_words(text: str) -> list[str]:
+    """The words of `text` as the index holds them: letters and digits, lowercased, folded to ASCII."""
+    return _SEARCH_WORDS.analyze(composed(text))
+
+
+def word_stems(words: Sequence[str]) -> list[str]:
+    """The English stem of each of `words` (words as index_words gives them)."""
+    if not words:
+        return []
+    stems = _SEARCH_STEMS.analyze(" ".join(words))
+    if len(stems) == len(words):
+        return stems
+    return [(_SEARCH_STEMS.analyze(word) or [word])[0] for word in words]
+
+
+def body_stream(text: str) -> str:
+    """What the index is given of a text: its words, each common word followed by its gram term
+    (the common word, GRAM_JOINER, the next word), separated by spaces."""
+    words = _SEARCH_WORDS.analyze(composed(text))
+    words.append("")
+    return " ".join([word + " " + word + GRAM_JOINER + after if after and word in COMMON_WORDS else word
+                     for word, after in zip(words, words[1:])])
+
+
+def filed_day(date: str | None) -> int | None:
+    """yyyymmdd of an ISO date (its first ten characters); None when it is no date."""
+    text = (date or "")[:10]
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return int(text.replace("-", ""))
+    return None
+
+
+# ----------------------------------------------------------------- schema
+
+# A hit's fields, stored in the index; the catalog has the same columns and the index stage's digests.
 SEARCH_FIELDS = (
     "document_id", "sha256", "text_source", "text_name", "case_number", "court", "court_code", "year",
     "case_title", "case_type", "docket_entry_type", "description", "publication_status", "judge", "filed_date",
-    "document_name", "pages", "text_chars", "kind", "facets", "text_key", "source_key",
+    "document_name", "pages", "text_chars", "kind",
 )
-
-
-_SEARCH_SCHEMA = f"""
+_SEARCH_INTEGERS = ("year", "pages", "text_chars")
+_SEARCH_CATALOG_COLUMNS = SEARCH_FIELDS + ("text_key", "source_key", "indexed_at")
+_SEARCH_CATALOG = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS docs (
-    doc_rowid          INTEGER PRIMARY KEY,
-    document_id        TEXT NOT NULL UNIQUE,
-    sha256             TEXT NOT NULL,
+    document_id        TEXT PRIMARY KEY,
+    sha256             TEXT,
     text_source        TEXT,
     text_name          TEXT NOT NULL,
     case_number        TEXT,
@@ -129,99 +176,44 @@ CREATE TABLE IF NOT EXISTS docs (
     pages              INTEGER,
     text_chars         INTEGER,
     kind               TEXT,
-    facets             TEXT NOT NULL,
     text_key           TEXT NOT NULL,
     source_key         TEXT NOT NULL,
     indexed_at         TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS docs_court_year ON docs(court_code, year);
-CREATE INDEX IF NOT EXISTS docs_year ON docs(year);
 CREATE INDEX IF NOT EXISTS docs_case_number ON docs(case_number);
-CREATE INDEX IF NOT EXISTS docs_kind ON docs(kind);
-CREATE VIEW IF NOT EXISTS docs_text AS
-    SELECT doc_rowid, {SEARCH_WORDS_FUNCTION}(case_title) AS case_title,
-           {SEARCH_WORDS_FUNCTION}(description) AS description,
-           {SEARCH_WORDS_FUNCTION}({SEARCH_TEXT_FUNCTION}(text_name)) AS body, facets FROM docs;
-CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
-    case_title, description, body, facets, content = 'docs_text', content_rowid = 'doc_rowid',
-    tokenize = '{SEARCH_TOKENIZE}'
-);
-INSERT INTO docs_fts(docs_fts, rank) VALUES ('rank', 'bm25(10.0, 4.0, 1.0, 0.0)');
+CREATE INDEX IF NOT EXISTS docs_court_year ON docs(court_code, year);
 """
 
 
-# An index of an older version is not migrated but built again (it is derived data): version 3 is
-# the first without a copy of the texts, version 4 the first with the filter tokens (`facets`),
-# version 6 the first without SEARCH_COMMON_WORDS (and with kv `search_unicode_version`).
-SEARCH_SCHEMA_VERSION = 6
+def _search_schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    for name in SEARCH_FIELDS:
+        if name in _SEARCH_INTEGERS:
+            builder.add_integer_field(name, stored=True, indexed=name == "year", fast=name == "year")
+        elif name in ("case_title", "description", "court"):
+            builder.add_text_field(name, stored=True, tokenizer_name="ky_words")
+        else:
+            builder.add_text_field(name, stored=True, tokenizer_name="raw", index_option="basic",
+                                   fast=name in ("court_code", "publication_status"))
+    builder.add_text_field("body", tokenizer_name="ky_stream")
+    builder.add_text_field("kinds", tokenizer_name="raw", index_option="basic", fast=True)
+    builder.add_text_field("entry", tokenizer_name="ky_lower", index_option="basic")
+    builder.add_integer_field("filed", indexed=True, fast=True)       # yyyymmdd, unknown _DAY_UNKNOWN_FIRST
+    builder.add_integer_field("filed_last", fast=True)                # yyyymmdd, unknown _DAY_UNKNOWN_LAST
+    return builder.build()
 
 
-class SearchIndexOutdated(IntegrityError):
-    """The index was made by an older version of the code: it is built again, not repaired."""
-
-
-# The names kycourt_text reads: an archive's texts (text layer, OCR merge, court text), nothing else,
-# so that SQL a user types (Datasette's query box) can never read a file outside the archive.
-_SEARCH_TEXT_NAME = re.compile(r"(?:text/[0-9a-f]{64}(?:\.ocr)?|court_text/[0-9a-f]{64})\.txt")
-
-
-def search_text_reader(root: str | os.PathLike, *, strict: bool) -> Any:
-    """kycourt_text(name): the text file `root/name` as SQLite reads it for docs_text (UTF-8, bad
-    bytes replaced, as the index stage inserted it). A name that is not an archive text's is NULL;
-    a missing file is NULL, or, `strict` (a writer, whose deletes must see every token they
-    remove), an error."""
-    root = Path(root)
-
-    def kycourt_text(name: str | None) -> str | None:
-        if not isinstance(name, str) or not _SEARCH_TEXT_NAME.fullmatch(name):
-            return None
-        try:
-            return (root / name).read_bytes().decode("utf-8", "replace")
-        except FileNotFoundError:
-            if strict:
-                raise
-            return None
-    return kycourt_text
-
-
-# doc_rowid = bucket << SEARCH_BUCKET_BITS | sequence, the bucket being year * 4 + court (0 unknown,
-# 1 CA, 2 SC): the documents of one year, or of one court in one year, are one range of rowids.
-SEARCH_BUCKET_BITS = 24
-
-
-_SEARCH_COURT_SLOTS = {None: 0, "CA": 1, "SC": 2}
-
-
-def search_bucket(year: int | None, court_code: str | None) -> int:
-    return (year or 0) * 4 + _SEARCH_COURT_SLOTS.get(court_code, 3)
-
-
-def search_bucket_range(year: int, court_code: str | None = None) -> tuple[int, int]:
-    """The doc_rowids of one year's documents (of one court, if given)."""
-    if court_code:
-        first = last = search_bucket(year, court_code)
-    else:
-        first, last = year * 4, year * 4 + 3
-    return first << SEARCH_BUCKET_BITS, ((last + 1) << SEARCH_BUCKET_BITS) - 1
-
-
-# A document's filter tokens (docs.facets, a column of docs_fts weighted 0 in the ranking): one per
-# filter value it answers to (its court code, each kind the kind filter accepts for it, its
-# publication status), so that FTS5 applies those filters itself, stepping over the posting lists
-# of the query's words to the documents holding the token, instead of a join reading a docs row
-# for every match.
-SEARCH_KINDS = ("opinion", "order", "brief", "other")
-
-
-def search_facet_token(name: str, value: str) -> str:
-    """The token of filter `name` = `value`: letters and digits (one unicode61 token) no text holds."""
-    return "kyf" + hashlib.blake2b(f"{name}={value}".encode("utf-8"), digest_size=8).hexdigest()
+def _register_analyzers(index: tantivy.Index) -> None:
+    """The analyzers the schema names (tantivy keeps their names only): every open registers them."""
+    index.register_tokenizer("ky_words", _SEARCH_WORDS)
+    index.register_tokenizer("ky_stream", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
+    index.register_tokenizer("ky_lower", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.raw()).filter(
+        tantivy.Filter.lowercase()).build())
 
 
 def search_kinds(kind: str | None, docket_entry_type: str | None, description: str | None) -> list[str]:
     """The SEARCH_KINDS whose kind filter accepts a document: its derived kind, or, not derived
-    yet, those its docket entry type or description begins with (as SQL's LIKE 'kind%', ASCII
-    case folded)."""
+    yet, those its docket entry type or description begins with (ASCII case folded)."""
     if kind is not None:
         return [kind] if kind in SEARCH_KINDS else []
     return [name for name in SEARCH_KINDS
@@ -229,400 +221,618 @@ def search_kinds(kind: str | None, docket_entry_type: str | None, description: s
                    for text in (docket_entry_type or "", description or ""))]
 
 
-def search_facets(fields: Mapping[str, Any]) -> str:
-    """docs.facets of a docs row's `fields`: its filter tokens, space-separated."""
-    tokens = [search_facet_token("court_code", fields["court_code"])] if fields.get("court_code") else []
-    tokens += [search_facet_token("kind", name)
-               for name in search_kinds(fields.get("kind"), fields.get("docket_entry_type"), fields.get("description"))]
-    if fields.get("publication_status") is not None:
-        tokens.append(search_facet_token("publication_status", fields["publication_status"]))
-    return " ".join(tokens)
-
-
-# A query matching more documents than this is ranked among this many of the most recent
-# matches: bm25 costs about a microsecond a match, over every match of a word in every document
-# ~0.12 s at full scale. 10,000 (a tenth of the archive, its latest two years or so) keeps the p95
-# of bench/search.py's queries under 50 ms with both cores busy.
-SEARCH_RANK_CAP = 10000
-
-
-class SearchQueryError(ValueError):
-    """The FTS5 query cannot be parsed, or asks only for words the index leaves out (exit status 2
-    in the CLI)."""
-
-
-class CommonWordsQuery(SearchQueryError):
-    """The query has only words the index leaves out (SEARCH_COMMON_WORDS), or one beside an
-    operator: the message says what to change (exit status 2 in the CLI)."""
-
-
-# An FTS5 query's tokens: a quoted phrase or a bareword, each with its prefix star (FTS5 allows a
-# space before it), or one of FTS5's punctuation marks.
-QUERY_TOKEN = re.compile(r'"(?:[^"]|"")*"(?:\s*\*)?|[^\s(){}:^+,"*]+(?:\s*\*)?|[(){}:^+,*]')
-
-
-_QUERY_MARKS = ("(", ")", "{", "}", ":", "^", "+", ",", "*")
-
-
-def query_terms(query: str) -> list[tuple[str, bool]]:
-    """Each token of an FTS5 query (QUERY_TOKEN) and whether it is a term, a phrase or word to
-    match, rather than an operator (AND, OR, NOT, NEAR before its parenthesis), a punctuation mark,
-    a column name or NEAR's distance."""
-    tokens = QUERY_TOKEN.findall(query)
-    terms = []
-    for index, token in enumerate(tokens):
-        following = tokens[index + 1] if index + 1 < len(tokens) else ""
-        syntax = (token in ("AND", "OR", "NOT") or (token == "NEAR" and following == "(") or token in _QUERY_MARKS
-                  or following == ":" or (token.isdigit() and index > 0 and tokens[index - 1] == ","))
-        terms.append((token, not syntax))
-    return terms
-
-
-def term_words(token: str) -> tuple[list[str], list[str], bool]:
-    """A query term's (query_terms') words, those of them the index holds (SEARCH_COMMON_WORDS left
-    out; the last word of a prefix kept: it matches other words) and whether it is a prefix."""
-    prefix = token.endswith("*")
-    body = token[1:token.rindex('"')].replace('""', '"') if token.startswith('"') else token.rstrip("*").rstrip()
-    words = INDEX_WORD.findall(body)
-    return words, [word for number, word in enumerate(words)
-                   if word.lower() not in SEARCH_COMMON_WORDS or (prefix and number == len(words) - 1)], prefix
-
-
-def index_query(query: str) -> str:
-    """`query` as the index answers it: SEARCH_COMMON_WORDS left out of its phrases and words (a
-    prefix, `the*`, is kept: it matches other words). A phrase or word of common words alone is
-    dropped where the rest still says what to match (beside other words, inside NEAR); beside an
-    operator, a column filter, `^` or `+`, or as the whole query, CommonWordsQuery names it. A
-    query with an unterminated phrase is left as it is, for FTS5 to say so."""
-    if query.count('"') % 2:
-        return query
-    terms = query_terms(query)
-    kept: list[str] = []
-    dropped: dict[int, str] = {}     # position in `kept`: a phrase or word of common words alone
-    for token, is_term in terms:
-        if not is_term:
-            kept.append(token)
+def _search_document(fields: Mapping[str, Any], text: str) -> tantivy.Document:
+    document = tantivy.Document()
+    for name in SEARCH_FIELDS:
+        value = fields.get(name)
+        if value is None or value == "":
             continue
-        words, left, prefix = term_words(token)
-        if not left and words:
-            dropped[len(kept)] = token
-        kept.append(token if len(left) == len(words) else '"' + " ".join(left) + '"' + "*" * prefix)
-    if kept == [token for token, _ in terms]:
-        return query
-    if not dropped:
-        return " ".join(kept)
-    common = ", ".join(sorted({word.lower() for token in dropped.values() for word in INDEX_WORD.findall(token)}))
-    if all(at in dropped or not is_term for at, (_, is_term) in enumerate(terms)):
-        raise CommonWordsQuery(f"the query has only common words the index leaves out ({common}): "
-                               "add a word that says what to find")
-    for at, token in dropped.items():
-        if any(side in ("AND", "OR", "NOT", ":", "^", "+") for side in kept[max(0, at - 1):at] + kept[at + 1:at + 2]):
-            raise CommonWordsQuery(f"{token} is a common word the index leaves out: take it out of the query")
-    left_tokens = [token for at, token in enumerate(kept) if at not in dropped]
-    if any(token == "(" and after in (")", ",") for token, after in zip(left_tokens, left_tokens[1:])):
-        raise CommonWordsQuery(f"a group of the query has only common words the index leaves out ({common})")
-    return " ".join(left_tokens)
+        if name in _SEARCH_INTEGERS:
+            document.add_integer(name, int(value))
+        else:
+            document.add_text(name, composed(str(value)))
+    kind = fields.get("kind")
+    for name in dict.fromkeys(search_kinds(kind, fields.get("docket_entry_type"), fields.get("description"))
+                              + ([kind.lower()] if kind else [])):
+        document.add_text("kinds", name)
+    if kind is None:    # not derived yet: the type filter reads the start of these
+        for value in (fields.get("docket_entry_type"), fields.get("description")):
+            if value:
+                document.add_text("entry", value)
+    day = filed_day(fields.get("filed_date"))
+    document.add_integer("filed", _DAY_UNKNOWN_FIRST if day is None else day)
+    document.add_integer("filed_last", _DAY_UNKNOWN_LAST if day is None else day)
+    document.add_text("body", body_stream(text))
+    return document
 
 
-def add_search_functions(conn: sqlite3.Connection, text_root: str | os.PathLike, *, strict: bool) -> None:
-    """The SQL functions of the index on `conn`: kycourt_text (search_text_reader over `text_root`)
-    and kycourt_words, which the view docs_text calls, and kycourt_query (index_query, for raw
-    FTS5 in SQL)."""
-    conn.execute("PRAGMA trusted_schema = ON")   # docs_text calls them (builds may default OFF)
-    conn.create_function(SEARCH_TEXT_FUNCTION, 1, search_text_reader(text_root, strict=strict), deterministic=True)
-    conn.create_function(SEARCH_WORDS_FUNCTION, 1, index_words, deterministic=True)
-    conn.create_function(SEARCH_QUERY_FUNCTION, 1, index_query, deterministic=True)
+# ------------------------------------------------------------------ queries
 
 
-class SearchDatabase:
-    """The search index: every statement on ky_search.sqlite."""
+@dataclass(frozen=True)
+class SearchFilters:
+    court_code: str | None = None
+    court_like: str | None = None     # part of the court's name
+    kind: str | None = None
+    year: int | None = None           # the case number's
+    after: str | None = None          # YYYY-MM-DD, the filed day, inclusive
+    before: str | None = None         # YYYY-MM-DD, inclusive
+    publication_status: str | None = None
 
-    def __init__(self, conn: sqlite3.Connection, path: Path):
-        self.conn = conn
-        self.path = path
+    def without(self, name: str) -> "SearchFilters":
+        """These filters less `name` (court_code takes court_like with it)."""
+        changes = {name: None, **({"court_like": None} if name == "court_code" else {})}
+        return replace(self, **changes)
+
+    def active(self) -> dict[str, Any]:
+        return {item.name: getattr(self, item.name) for item in fields(self) if getattr(self, item.name) is not None}
+
+
+@dataclass
+class SearchIndexPage:
+    total: int                        # every match under the filters
+    hits: list[dict[str, Any]] = field(default_factory=list)
+
+
+# A facet's index column and the filter it leaves out.
+SEARCH_FACETS = {"court_code": "court_code", "year": "year", "kinds": "kind", "publication_status": "publication_status"}
+
+
+class _SearchCompiler:
+    """A SearchQuery and its filters as tantivy queries."""
+
+    def __init__(self, schema: tantivy.Schema, searcher: tantivy.Searcher):
+        self.schema = schema
+        self.searcher = searcher
+        self.families: dict[str, list[str]] = {}
+
+    def term(self, name: str, value: str) -> tantivy.Query:
+        return tantivy.Query.term_query(self.schema, name, value)
+
+    @staticmethod
+    def words(texts: Iterable[str]) -> list[str]:
+        return [word for text in texts for word in index_words(text)]
+
+    def family(self, word: str) -> list[str]:
+        """`word` and the index's words that share its English stem."""
+        if word in self.families:
+            return self.families[word]
+        family = [word]
+        if len(word) >= STEM_PREFIX_MIN and not word.isdigit() and word not in COMMON_WORDS:
+            stem = word_stems([word])[0]
+            shared = 0
+            while shared < min(len(word), len(stem)) and word[shared] == stem[shared]:
+                shared += 1
+            prefix = word[:shared]
+            # The start of a common word would walk every one of that word's gram terms.
+            if len(prefix) >= STEM_PREFIX_MIN and not any(common.startswith(prefix) for common in COMMON_WORDS):
+                others = [term for term, _ in self.searcher.terms_with_prefix("body", prefix)
+                          if GRAM_JOINER not in term and term != word]
+                family += [term for term, term_stem in zip(others, word_stems(others)) if term_stem == stem]
+        self.families[word] = family
+        return family
+
+    def body_phrase(self, words: Sequence[str], slop: int = 0) -> tantivy.Query:
+        """`words` in order in the text: a common word and the word after it are one gram term, in
+        the place after the common word's (body_stream), so a common word's own places are read
+        only when it ends the phrase."""
+        terms, offset, covered, last = [], 0, False, len(words) - 1
+        for number, word in enumerate(words):
+            common = word in COMMON_WORDS
+            if common and number < last:
+                terms.append((offset + 1, word + GRAM_JOINER + words[number + 1]))
+            elif not covered:
+                terms.append((offset, word))
+            covered = common and number < last
+            offset += 2 if common else 1
+        if len(terms) == 1:
+            return self.term("body", terms[0][1])
+        return tantivy.Query.phrase_query(self.schema, "body", terms, slop)
+
+    def field_phrase(self, name: str, words: Sequence[str], slop: int = 0) -> tantivy.Query:
+        if len(words) == 1:
+            return self.term(name, words[0])
+        return tantivy.Query.phrase_query(self.schema, name, list(words), slop)
+
+    def any_field(self, body: tantivy.Query, title: tantivy.Query, description: tantivy.Query) -> tantivy.Query:
+        return tantivy.Query.boolean_query([
+            (tantivy.Occur.Should, body),
+            (tantivy.Occur.Should, tantivy.Query.boost_query(title, BOOST_TITLE)),
+            (tantivy.Occur.Should, tantivy.Query.boost_query(description, BOOST_DESCRIPTION))])
+
+    def phrase(self, words: Sequence[str]) -> tantivy.Query:
+        if not words:
+            return tantivy.Query.empty_query()
+        return self.any_field(self.body_phrase(words), self.field_phrase("case_title", words),
+                              self.field_phrase("description", words))
+
+    def word(self, node: Word) -> tantivy.Query:
+        words = self.words([node.word])
+        if len(words) != 1:
+            return self.phrase(words)
+        word = words[0]
+        if node.prefix:
+            pattern = re.escape(word) + f"[^{GRAM_JOINER}]*"
+            return tantivy.Query.boolean_query([
+                (tantivy.Occur.Should, tantivy.Query.regex_query(self.schema, name, pattern))
+                for name in ("body", "case_title", "description")])
+        family = self.family(word)
+
+        def any_of(name: str) -> tantivy.Query:
+            if len(family) == 1:
+                return self.term(name, word)
+            return tantivy.Query.boolean_query([(tantivy.Occur.Should, self.term(name, term)) for term in family])
+        return self.any_field(any_of("body"), any_of("case_title"), any_of("description"))
+
+    def node(self, node: Any) -> tantivy.Query:
+        if isinstance(node, Word):
+            return self.word(node)
+        if isinstance(node, Phrase):
+            return self.phrase(self.words(node.words))
+        if isinstance(node, CaseNumber):
+            options = [(tantivy.Occur.Should,
+                        tantivy.Query.const_score_query(self.term("case_number", node.case_number), SCORE_CASE))]
+            for words in dict.fromkeys((tuple(self.words(node.words)), tuple(self.words(node.case_number.split("-"))))):
+                if words:
+                    options.append((tantivy.Occur.Should, self.phrase(words)))
+            return tantivy.Query.boolean_query(options)
+        if isinstance(node, Near):
+            # A common word between two words takes two places of the stream: its own and its gram's.
+            return self.body_phrase(self.words(node.words), slop=2 * node.distance)
+        if isinstance(node, AnyOf):
+            return tantivy.Query.boolean_query([(tantivy.Occur.Should, self.node(option)) for option in node.options])
+        if isinstance(node, AllOf):
+            return tantivy.Query.boolean_query([(tantivy.Occur.Must, self.node(part)) for part in node.parts])
+        raise TypeError(f"not a query node: {node!r}")
+
+    def nearness(self, query: SearchQuery) -> list[tuple[Any, tantivy.Query]]:
+        """Should-clauses rewarding the typed words' order and nearness. Each needs every word it
+        names, so tantivy evaluates it only on the documents the required words matched."""
+        words = self.words(query.sequence)
+        while words and words[-1] in COMMON_WORDS:     # a last common word would read its every place
+            words.pop()
+        if len(words) < 2:
+            return []
+        if len(query.required) == 1 and isinstance(query.required[0], (Phrase, CaseNumber)) and not query.optional:
+            return []
+        clauses = [(tantivy.Occur.Should, tantivy.Query.const_score_query(self.body_phrase(words), SCORE_EXACT))]
+        kept = [word for word in words if word not in COMMON_WORDS]
+        if len(kept) >= 2:
+            clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(
+                self.body_phrase(kept, slop=NEAR_SLOP * len(kept)), SCORE_NEAR)))
+        title = [word for word in kept if word not in CAPTION_CONNECTORS]
+        if len(title) >= 2:
+            clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(
+                self.field_phrase("case_title", title, slop=2 * len(title)), SCORE_TITLE_NEAR)))
+        return clauses
+
+    def filters(self, filters: SearchFilters) -> list[tuple[Any, tantivy.Query]]:
+        clauses = []
+        if filters.court_code:
+            clauses.append(self.term("court_code", filters.court_code))
+        if filters.court_like:
+            words = self.words([filters.court_like])
+            clauses.append(self.field_phrase("court", words) if words else tantivy.Query.empty_query())
+        if filters.kind:
+            lowered = filters.kind.strip().lower()
+            if lowered in SEARCH_KINDS:
+                clauses.append(self.term("kinds", lowered))
+            else:     # another derived kind, or the start of the docket entry type or description
+                clauses.append(tantivy.Query.boolean_query([
+                    (tantivy.Occur.Should, self.term("kinds", lowered)),
+                    (tantivy.Occur.Should, tantivy.Query.regex_query(self.schema, "entry", re.escape(lowered) + ".*"))]))
+        if filters.year is not None:
+            clauses.append(tantivy.Query.range_query(self.schema, "year", tantivy.FieldType.Integer,
+                                                     filters.year, filters.year))
+        if filters.after or filters.before:
+            clauses.append(tantivy.Query.range_query(
+                self.schema, "filed", tantivy.FieldType.Integer, filed_day(filters.after) or _DAY_UNKNOWN_FIRST + 1,
+                filed_day(filters.before) or _DAY_UNKNOWN_LAST - 1))
+        if filters.publication_status:
+            clauses.append(self.term("publication_status", filters.publication_status))
+        return [(tantivy.Occur.Must, clause) for clause in clauses]
+
+    def compile(self, query: SearchQuery, filters: SearchFilters, *, rank: bool) -> tantivy.Query:
+        clauses = [(tantivy.Occur.Must, self.node(node)) for node in query.required]
+        clauses += [(tantivy.Occur.MustNot, self.node(node)) for node in query.excluded]
+        clauses += self.filters(filters)
+        if not any(occur == tantivy.Occur.Must for occur, _ in clauses):
+            clauses.append((tantivy.Occur.Must, tantivy.Query.all_query()))
+        if rank:
+            clauses += self.nearness(query)
+        return tantivy.Query.boolean_query(clauses)
+
+
+# ------------------------------------------------------------------ the index
+
+
+class SearchIndex:
+    """The search index of one folder (the workspace, or serve's copy): tantivy's and the catalog."""
+
+    def __init__(self, folder: Path, catalog: sqlite3.Connection, index: tantivy.Index, readonly: bool):
+        self.folder = folder
+        self.catalog = catalog
+        self.index = index
+        self.readonly = readonly
+        self._writer: tantivy.IndexWriter | None = None
+        self._pending: list[tuple[str, dict[str, Any] | None]] = []
+
+    @staticmethod
+    def exists(folder: str | os.PathLike) -> bool:
+        folder = Path(folder)
+        return (folder / SEARCH_DB_FILENAME).is_file() and (folder / SEARCH_INDEX_DIRNAME / "meta.json").is_file()
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, readonly: bool = False,
-             text_root: str | os.PathLike | None = None) -> "SearchDatabase":
-        """Opens (and, writable, creates) the index whose texts are under `text_root` (the index's
-        folder, the workspace, by default); IntegrityError names what is wrong, SearchIndexOutdated
-        an index of an older version."""
-        path = Path(path)
-        if path.exists() and path.stat().st_size > 0 and not is_sqlite_file(path):
-            raise IntegrityError(f"{path} is not an SQLite database (bad header)")
-        if readonly and not path.is_file():
-            raise IntegrityError(f"{path} does not exist")
+    def open(cls, folder: str | os.PathLike, *, readonly: bool = False) -> "SearchIndex":
+        """The index of `folder`, created empty by a writer where there is none. IntegrityError when
+        it cannot be read (or, read-only, does not exist), SearchIndexOutdated when another
+        version of the code made it."""
+        folder = Path(folder)
+        catalog_path, index_path = folder / SEARCH_DB_FILENAME, folder / SEARCH_INDEX_DIRNAME
+        if readonly and not cls.exists(folder):
+            raise IntegrityError(f"no search index in {folder}")
+        catalog = _open_catalog(catalog_path, readonly=readonly)
         try:
-            if not readonly and (not path.exists() or path.stat().st_size == 0):
-                # Merging segments (optimize) frees many pages; incremental vacuum gives them back to
-                # the disk. It must be set before the header is written (turning WAL on writes it).
-                fresh = sqlite3.connect(str(path))
-                try:
-                    fresh.execute("PRAGMA auto_vacuum = INCREMENTAL")
-                    fresh.execute("PRAGMA journal_mode = WAL")
-                finally:
-                    fresh.close()
-            db = cls(connect(path, readonly=readonly), path)
-            # Posting lists of common words span many pages: a 64 MiB cache keeps them between queries.
-            db.conn.execute("PRAGMA cache_size = -65536")
-            add_search_functions(db.conn, path.parent if text_root is None else text_root, strict=not readonly)
-            version = db.schema_version()
-            if version != SEARCH_SCHEMA_VERSION and (version or readonly):
-                db.close()
-                if version > SEARCH_SCHEMA_VERSION:
-                    raise IntegrityError(f"{path} has search schema version {version}, newer than this "
-                                         f"code's {SEARCH_SCHEMA_VERSION}: upgrade kycourt-colab")
-                raise SearchIndexOutdated(f"{path} has search schema version {version}, older than "
-                                          f"{SEARCH_SCHEMA_VERSION}: rebuild it (kycourt-pipeline index)")
-            # kycourt_words splits words by Python's Unicode tables: another version could give FTS5's
-            # deletes other tokens than the inserts had, so an index made under another is built again.
-            unicode = db.kv_get("search_unicode_version") if version else None
-            if unicode not in (None, unicodedata.unidata_version):
-                db.close()
-                raise SearchIndexOutdated(f"{path} was built with Unicode {unicode}, this Python has "
-                                          f"{unicodedata.unidata_version}: rebuild it (kycourt-pipeline index)")
-            if not readonly and version == 0:
-                db.create()
-        except sqlite3.DatabaseError as exc:
-            raise IntegrityError(f"{path} cannot be opened as SQLite: {exc}") from None
-        return db
+            version = _catalog_version(catalog)
+            if version == 0 and not readonly:
+                if index_path.exists():       # an index without its catalog: nothing to keep
+                    shutil.rmtree(index_path)
+                _create_catalog(catalog)
+            elif version != SEARCH_SCHEMA_VERSION:
+                raise SearchIndexOutdated(f"{catalog_path} is search index version {version}, this code's is "
+                                          f"{SEARCH_SCHEMA_VERSION}: it is built again")
+            if not readonly:
+                index_path.mkdir(exist_ok=True)
+                if not (index_path / "meta.json").is_file() and _catalog_rows(catalog):
+                    raise IntegrityError(f"{index_path} is missing while its catalog lists documents")
+            try:
+                index = tantivy.Index(_search_schema(), path=str(index_path), reuse=True)
+                _register_analyzers(index)
+                searcher = index.searcher()
+            except (OSError, ValueError, RuntimeError) as exc:
+                raise IntegrityError(f"{index_path} cannot be opened: {exc}") from None
+            recorded = int((_kv(catalog, "index_opstamp") or "0"))
+            if recorded > _meta_opstamp(index_path):
+                raise IntegrityError(f"{catalog_path} records a commit {index_path} does not have")
+            del searcher
+        except BaseException:
+            catalog.close()
+            raise
+        return cls(folder, catalog, index, readonly)
 
     def close(self) -> None:
-        self.conn.close()
+        if self._writer is not None:
+            self._writer.rollback()
+            self._writer = None
+        self.catalog.close()
 
-    def schema_version(self) -> int:
-        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'kv'").fetchone():
-            return 0
-        row = self.conn.execute("SELECT value FROM kv WHERE key = 'search_schema_version'").fetchone()
-        return int(row[0]) if row and str(row[0]).isdigit() else 0
-
-    def create(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in split_sql(_SEARCH_SCHEMA):
-                self.conn.execute(statement)
-            self.kv_set("search_schema_version", SEARCH_SCHEMA_VERSION)
-            self.kv_set("search_unicode_version", unicodedata.unidata_version)
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
+    # ----- the catalog
 
     def kv_get(self, key: str, default: str | None = None) -> str | None:
-        row = self.conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-        return default if row is None else row[0]
+        value = _kv(self.catalog, key)
+        return default if value is None else value
 
     def kv_set(self, key: str, value: Any) -> None:
-        self.conn.execute("INSERT INTO kv(key, value) VALUES (?, ?) "
-                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, str(value)))
+        _kv_set(self.catalog, key, value)
 
-    def indexed(self) -> dict[str, tuple[int, str, str, str]]:
-        """document_id -> (doc_rowid, text_name, text_key, source_key) of every indexed document."""
-        return {row[0]: (row[1], row[2], row[3], row[4]) for row in self.conn.execute(
-            "SELECT document_id, doc_rowid, text_name, text_key, source_key FROM docs")}
+    def indexed(self) -> dict[str, tuple[str, str, str]]:
+        """document_id -> (text_name, text_key, source_key) of every indexed document."""
+        return {row[0]: (row[1], row[2], row[3]) for row in self.catalog.execute(
+            "SELECT document_id, text_name, text_key, source_key FROM docs")}
 
     def indexed_count(self) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+        return _catalog_rows(self.catalog)
 
-    def write_batch(self, *, upserts: Sequence[tuple[dict[str, Any], str | None]] = (),
-                    deletes: Sequence[int] = ()) -> None:
-        """In one transaction: deletes the given doc_rowids, then writes each (fields, body).
+    def get(self, document_id: str) -> dict[str, Any] | None:
+        row = self.catalog.execute("SELECT * FROM docs WHERE document_id = ?", (document_id,)).fetchone()
+        return None if row is None else dict(row)
 
-        A body is the text `fields["text_name"]` names, indexed with the fields' title and
-        description; the document's former tokens are deleted first (FTS5 reads them back through
-        docs_text: its former text file must be readable). A body of None rewrites the fields only:
-        the caller knows that what docs_fts holds (`text_key`) has not changed. A document's
-        doc_rowid lies in the bucket of its year and court (`search_bucket`), so a year or court
-        filter is a rowid range FTS5 seeks to.
-        """
+    # ----- writes
+
+    def writer(self) -> tantivy.IndexWriter:
+        if self.readonly:
+            raise IntegrityError(f"the search index of {self.folder} was opened read-only")
+        if self._writer is None:
+            self._writer = self.index.writer(WRITER_HEAP, 1)
+        return self._writer
+
+    def add(self, fields: Mapping[str, Any], text: str) -> None:
+        """Indexes a document (its catalog `fields`) with `text` at the next commit, in place of
+        whatever the index held of it."""
+        writer = self.writer()
+        writer.delete_documents_by_term("document_id", fields["document_id"])
+        writer.add_document(_search_document(fields, text))
+        self._pending.append((fields["document_id"], dict(fields)))
+
+    def remove(self, document_id: str) -> None:
+        self.writer().delete_documents_by_term("document_id", document_id)
+        self._pending.append((document_id, None))
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def commit(self, **kv: Any) -> int:
+        """Publishes the pending writes (tantivy's commit), then records them and `kv` in the
+        catalog; returns how many there were."""
+        if not self._pending and not kv:
+            return 0
+        opstamp = self.writer().commit()
         now = utc_now()
-        self.conn.execute("BEGIN IMMEDIATE")
+        self.catalog.execute("BEGIN IMMEDIATE")
         try:
-            for rowid in deletes:
-                self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (rowid,))
-                self.conn.execute("DELETE FROM docs WHERE doc_rowid = ?", (rowid,))
-            for fields, body in upserts:
-                old = self.conn.execute("SELECT doc_rowid FROM docs WHERE document_id = ?",
-                                        (fields["document_id"],)).fetchone()
-                if body is None:   # the indexed text's length stays
-                    self._write_fields(old[0], fields, now, [c for c in SEARCH_FIELDS if c != "text_chars"])
+            for document_id, values in self._pending:
+                if values is None:
+                    self.catalog.execute("DELETE FROM docs WHERE document_id = ?", (document_id,))
                     continue
-                bucket = search_bucket(fields.get("year"), fields.get("court_code"))
-                if old is not None:
-                    self.conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (old[0],))
-                if old is not None and old[0] >> SEARCH_BUCKET_BITS == bucket:
-                    rowid = old[0]
-                else:
-                    if old is not None:
-                        self.conn.execute("DELETE FROM docs WHERE doc_rowid = ?", (old[0],))
-                    rowid = self.conn.execute(
-                        "SELECT COALESCE(MAX(doc_rowid) + 1, :low) FROM docs WHERE doc_rowid BETWEEN :low AND :high",
-                        {"low": bucket << SEARCH_BUCKET_BITS,
-                         "high": ((bucket + 1) << SEARCH_BUCKET_BITS) - 1}).fetchone()[0]
-                self._write_fields(rowid, fields, now)
-                self.conn.execute("INSERT INTO docs_fts(rowid, case_title, description, body, facets) "
-                                  "VALUES (?, ?, ?, ?, ?)",
-                                  (rowid, index_words(fields.get("case_title")), index_words(fields.get("description")),
-                                   index_words(body), fields["facets"]))
-            self.conn.execute("COMMIT")
+                row = [values.get(column) for column in _SEARCH_CATALOG_COLUMNS[:-1]] + [now]
+                self.catalog.execute(
+                    f"INSERT INTO docs({', '.join(_SEARCH_CATALOG_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_SEARCH_CATALOG_COLUMNS))}) ON CONFLICT(document_id) DO UPDATE SET "
+                    f"{', '.join(f'{column} = excluded.{column}' for column in _SEARCH_CATALOG_COLUMNS[1:])}", row)
+            for key, value in {**kv, "index_opstamp": opstamp}.items():
+                self.catalog.execute("INSERT INTO kv(key, value) VALUES (?, ?) "
+                                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, str(value)))
+            self.catalog.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.catalog.execute("ROLLBACK")
             raise
+        written, self._pending = len(self._pending), []
+        self.index.reload()
+        return written
 
-    def _write_fields(self, rowid: int, fields: dict[str, Any], now: str,
-                      columns: Sequence[str] = SEARCH_FIELDS) -> None:
-        self.conn.execute(
-            f"INSERT INTO docs(doc_rowid, {', '.join(columns)}, indexed_at) "
-            f"VALUES ({', '.join('?' * (len(columns) + 2))}) ON CONFLICT(doc_rowid) DO UPDATE SET "
-            f"{', '.join(f'{c} = excluded.{c}' for c in columns)}, indexed_at = excluded.indexed_at",
-            [rowid] + [fields.get(column) for column in columns] + [now])
+    def finish(self) -> None:
+        """Ends the writer: tantivy's merges finish and the files no commit uses are deleted."""
+        if self._writer is not None:
+            self._writer.garbage_collect_files()
+            self._writer.wait_merging_threads()
+            self._writer = None
+        self.index.reload()
 
-    def optimize(self) -> None:
-        """Merges the FTS5 segments into one b-tree (faster queries after a large build) and returns
-        the pages that frees to the disk."""
-        self.conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('optimize')")
-        self.conn.executescript("PRAGMA incremental_vacuum;")   # execute() would free one page only
+    # ----- search
 
-    def search(self, query: str, *, court_code: str | None = None, court_like: str | None = None,
-               year: int | None = None, kind: str | None = None, publication_status: str | None = None,
-               limit: int = 20, rank_cap: int | None = SEARCH_RANK_CAP) -> list[dict[str, Any]]:
-        """Ranked hits (bm25: title x10, description x4, text x1): each its docs row.
+    def search(self, query: SearchQuery, filters: SearchFilters = SearchFilters(), *, sort: str = "relevance",
+               page: int = 1, limit: int = 20) -> SearchIndexPage:
+        """Page `page` (from 1) of `limit` hits of `query` under `filters`, with the total; each hit
+        is its SEARCH_FIELDS and `score` (higher is better; None when sorted by date)."""
+        if page < 1 or limit < 1:
+            raise SearchQueryError(f"page and limit count from 1 (page {page}, limit {limit})")
+        if sort not in SEARCH_SORTS:
+            raise SearchQueryError(f"sort is one of {', '.join(SEARCH_SORTS)}, not {sort!r}")
+        searcher = self.index.searcher()
+        if searcher.num_docs == 0:
+            return SearchIndexPage(0)
+        if query.empty and sort == "relevance":
+            sort = "newest"
+        compiled = _SearchCompiler(self.index.schema, searcher).compile(query, filters, rank=sort == "relevance")
+        offset = (page - 1) * limit
+        if sort == "relevance":
+            result = searcher.search(compiled, limit, count=True, offset=offset)
+        elif sort == "newest":
+            result = searcher.search(compiled, limit, count=True, order_by_field="filed", offset=offset,
+                                     order=tantivy.Order.Desc)
+        else:
+            result = searcher.search(compiled, limit, count=True, order_by_field="filed_last", offset=offset,
+                                     order=tantivy.Order.Asc)
+        hits = []
+        for key, address in result.hits:
+            stored = searcher.doc(address).to_dict()
+            hit: dict[str, Any] = {name: stored[name][0] if stored.get(name) else None for name in SEARCH_FIELDS}
+            hit["score"] = float(key) if sort == "relevance" else None
+            hits.append(hit)
+        return SearchIndexPage(result.count, hits)
 
-        bm25 costs about a microsecond per matching document, so a query that matches more than
-        `rank_cap` documents is ranked among the `rank_cap` most recent matches (the highest
-        rowids: the latest years); each hit says `ranked_among` and `rank_capped`. None ranks
-        every match. Raises SearchQueryError when FTS5 cannot parse `query`.
-        """
-        source, params = _search_source(query, court_code=court_code, court_like=court_like, year=year,
-                                        kind=kind, publication_status=publication_status)
-        params.update(limit=limit, cap=rank_cap or -1)
-        if rank_cap:
-            source += " ORDER BY docs_fts.rowid DESC LIMIT :cap"
-        # Materialized once, then counted and sorted: cheaper than COUNT(*) OVER ().
-        ranked_sql = (f"WITH ranked AS MATERIALIZED ({source}) SELECT doc_rowid, score, "
-                      "(SELECT COUNT(*) FROM ranked) AS considered FROM ranked ORDER BY score LIMIT :limit")
-        with _search_query_errors():
-            ranked = self.conn.execute(ranked_sql, params).fetchall()
-        if not ranked:
-            return []
-        considered = ranked[0][2]
-        rows = {row["doc_rowid"]: row for row in self.conn.execute(
-            f"SELECT * FROM docs WHERE doc_rowid IN ({', '.join(str(row[0]) for row in ranked)})")}
-        capped = bool(rank_cap) and considered >= rank_cap
-        return [_SearchHit(rows[rowid], score, considered, capped) for rowid, score, _ in ranked if rowid in rows]
+    def count(self, query: SearchQuery, filters: SearchFilters = SearchFilters()) -> int:
+        searcher = self.index.searcher()
+        if searcher.num_docs == 0:
+            return 0
+        compiled = _SearchCompiler(self.index.schema, searcher).compile(query, filters, rank=False)
+        return searcher.search(compiled, 1, count=True).count
 
-    def stems(self, words: Sequence[str]) -> dict[str, str]:
-        """word -> the term the index holds it as (its porter stem, case and diacritics folded)."""
-        self.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words USING fts5(word, "
-                          f"tokenize = '{SEARCH_TOKENIZE}')")
-        self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING "
-                          "fts5vocab('temp', 'query_words', 'instance')")
-        self.conn.execute("DELETE FROM temp.query_words")
-        self.conn.executemany("INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)", enumerate(words))
-        return {words[row[0]]: row[1] for row in self.conn.execute("SELECT doc, term FROM temp.query_stems")}
-
-    def match_count(self, query: str, **filters: Any) -> int:
-        """How many documents match `query` with `filters` (search()'s), every one counted."""
-        source, params = _search_source(query, **filters)
-        with _search_query_errors():
-            return self.conn.execute(f"SELECT COUNT(*) FROM ({source})", params).fetchone()[0]
-
-    def match_facets(self, query: str | None, columns: Sequence[str], **filters: Any
-                     ) -> dict[str, list[tuple[Any, int]]]:
-        """Per column, (value, documents) of the documents matching `query` (every indexed document
-        when None) and `filters`, leaving out the column's own filter: the choices a user has."""
-        facets = {}
+    def facets(self, query: SearchQuery, filters: SearchFilters, columns: Sequence[str] = SEARCH_FACETS
+               ) -> dict[str, list[tuple[Any, int]]]:
+        """Per column of SEARCH_FACETS, (value, documents) among the matches of `query` under
+        `filters` less the column's own: the choices a user has. Most documents first."""
+        searcher = self.index.searcher()
+        counts: dict[str, list[tuple[Any, int]]] = {}
         for column in columns:
-            if column not in SEARCH_FIELDS:
-                raise ValueError(column)
-            others = {name: value for name, value in filters.items()
-                      if name != column and not (column == "court_code" and name == "court_like")}
-            if query is None and not any(others.values()):
-                facets[column] = self.facet(column)
+            if searcher.num_docs == 0:
+                counts[column] = []
                 continue
-            source, params = _search_source(query, **others)
-            with _search_query_errors():
-                facets[column] = [tuple(row) for row in self.conn.execute(
-                    f"SELECT d.{column}, COUNT(*) FROM ({source}) m JOIN docs d ON d.doc_rowid = m.doc_rowid "
-                    f"GROUP BY d.{column} ORDER BY COUNT(*) DESC, d.{column}", params)]
-        return facets
-
-    def get(self, document_id: str) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM docs WHERE document_id = ?", (document_id,)).fetchone()
-
-    def facet(self, column: str) -> list[tuple[Any, int]]:
-        if column not in SEARCH_FIELDS:
-            raise ValueError(column)
-        return [tuple(row) for row in self.conn.execute(
-            f"SELECT {column}, COUNT(*) FROM docs GROUP BY {column} ORDER BY COUNT(*) DESC, {column}")]
+            compiled = _SearchCompiler(self.index.schema, searcher).compile(
+                query, filters.without(SEARCH_FACETS[column]), rank=False)
+            result = searcher.aggregate(compiled, {"values": {"terms": {"field": column, "size": 500}}})
+            counts[column] = [(int(bucket["key"]) if column == "year" else bucket["key"], bucket["doc_count"])
+                              for bucket in result["values"]["buckets"]]
+        return counts
 
 
-class _SearchHit(dict):
-    """A search hit: the docs row's fields, the snippet, `score` (bm25: lower is better), and how
-    many matches the ranking considered (`ranked_among`; `rank_capped` when there were more)."""
 
-    def __init__(self, row: sqlite3.Row, score: float, considered: int, capped: bool):
-        super().__init__({key: row[key] for key in row.keys()})
-        self.update(score=score, ranked_among=considered, rank_capped=capped)
-
-
-def _search_source(query: str | None, *, court_code: str | None = None, court_like: str | None = None,
-                   year: int | None = None, kind: str | None = None, publication_status: str | None = None
-                   ) -> tuple[str, dict[str, Any]]:
-    """SQL selecting (doc_rowid, score) of the documents matching `query` (None: every indexed
-    document, score NULL) and the filters; the one definition of search's filters.
-
-    With a query, FTS5 applies the filters itself: a year (and court) is a range of rowids it
-    seeks to; a court code, one of SEARCH_KINDS or a publication status is a facet token it
-    intersects with the query. Only part of a court's name or another kind joins docs, FTS5
-    driving the join (SQLite's planner would drive it from docs' indexes, one query per row)."""
-    params: dict[str, Any] = {}
-    ranges, filters = [], []     # filters: (facet token, None when there is none; SQL over docs d)
-    if year is not None:
-        params["low"], params["high"] = search_bucket_range(year, court_code)
-        ranges.append("BETWEEN :low AND :high")
-    elif court_code:
-        filters.append((search_facet_token("court_code", court_code), "d.court_code = :court_code"))
-        params["court_code"] = court_code
-    if court_like:
-        filters.append((None, "d.court LIKE :court_like"))
-        params["court_like"] = f"%{court_like}%"
-    if kind:   # the derived kind (opinion, order, ...) where known, else the docket entry's words
-        known = kind.lower() if kind.isascii() and kind.lower() in SEARCH_KINDS else None
-        filters.append((known and search_facet_token("kind", known),
-                        "(d.kind = lower(:kind_exact) OR (d.kind IS NULL AND "
-                        "(d.docket_entry_type LIKE :kind OR d.description LIKE :kind)))"))
-        params.update(kind=f"{kind}%", kind_exact=kind)
-    if publication_status:
-        filters.append((search_facet_token("publication_status", publication_status),
-                        "d.publication_status = :publication_status"))
-        params["publication_status"] = publication_status
-    if query is None:
-        where = [f"d.doc_rowid {condition}" for condition in ranges] + [sql for _, sql in filters]
-        return f"SELECT d.doc_rowid AS doc_rowid, NULL AS score FROM docs d WHERE {' AND '.join(where) or '1'}", params
-    params["query"] = index_query(query)
-    where = ["docs_fts MATCH :query"] + [f"docs_fts.rowid {condition}" for condition in ranges]
-    tokens = [token for token, _ in filters if token]
-    if tokens:
-        where.append("docs_fts MATCH :facets")
-        params["facets"] = " AND ".join(f"facets : {token}" for token in tokens)
-    joined = [sql for token, sql in filters if not token]
-    if joined:
-        return (f"SELECT d.doc_rowid AS doc_rowid, docs_fts.rank AS score FROM docs_fts CROSS JOIN docs d "
-                f"ON d.doc_rowid = docs_fts.rowid WHERE {' AND '.join(where + joined)}"), params
-    return f"SELECT rowid AS doc_rowid, rank AS score FROM docs_fts WHERE {' AND '.join(where)}", params
-
-
-@contextlib.contextmanager
-def _search_query_errors() -> Iterator[None]:
-    """A query FTS5 cannot parse (`a-b`, `NEAR(`, `*`) as SearchQueryError; other errors as they are."""
+def _open_catalog(path: Path, *, readonly: bool) -> sqlite3.Connection:
+    if readonly and not is_sqlite_file(path):
+        raise IntegrityError(f"{path} is not a search index catalog")
     try:
-        yield
-    except sqlite3.OperationalError as exc:
-        message = str(exc)
-        if any(sign in message for sign in ("fts5", "no such column", "unterminated", "unknown special query")):
-            raise SearchQueryError(message) from None
+        catalog = connect(path, readonly=readonly)
+        _catalog_version(catalog)
+    except sqlite3.DatabaseError as exc:
+        raise IntegrityError(f"{path} cannot be read: {exc}") from None
+    return catalog
+
+
+def _create_catalog(catalog: sqlite3.Connection) -> None:
+    catalog.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _SEARCH_CATALOG.split(";"):
+            if statement.strip():
+                catalog.execute(statement)
+        catalog.execute("INSERT OR REPLACE INTO kv(key, value) VALUES ('search_schema_version', ?)",
+                        (str(SEARCH_SCHEMA_VERSION),))
+        catalog.execute("COMMIT")
+    except BaseException:
+        catalog.execute("ROLLBACK")
         raise
+
+
+def _catalog_version(catalog: sqlite3.Connection) -> int:
+    if not catalog.execute("SELECT 1 FROM sqlite_master WHERE name = 'kv'").fetchone():
+        return 0
+    value = _kv(catalog, "search_schema_version")
+    return int(value) if value and value.isdigit() else 0
+
+
+def _catalog_rows(catalog: sqlite3.Connection) -> int:
+    if not catalog.execute("SELECT 1 FROM sqlite_master WHERE name = 'docs'").fetchone():
+        return 0
+    return catalog.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+
+
+def _kv(catalog: sqlite3.Connection, key: str) -> str | None:
+    row = catalog.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+    return None if row is None else row[0]
+
+
+def _kv_set(catalog: sqlite3.Connection, key: str, value: Any) -> None:
+    catalog.execute("INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (key, str(value)))
+
+
+def _meta_opstamp(index_path: Path) -> int:
+    try:
+        return int(json.loads((index_path / "meta.json").read_text(encoding="utf-8")).get("opstamp", 0))
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+# ------------------------------------------------------------------ the store's copy
+
+_SEARCH_PACK_MEMBER = re.compile(rf"{re.escape(SEARCH_DB_FILENAME)}|{re.escape(SEARCH_INDEX_DIRNAME)}/[\w.-]+")
+
+
+def _search_commit_files(index_path: Path) -> tuple[str, list[Path]]:
+    """(meta.json's text, the files of the commit it names): a consistent set even while a writer
+    commits or merges, or FileNotFoundError when one of them was deleted meanwhile (ask again)."""
+    meta = (index_path / "meta.json").read_text(encoding="utf-8")
+    segments = {segment["segment_id"].replace("-", "") for segment in json.loads(meta)["segments"]}
+    files = sorted(path for path in index_path.iterdir() if path.name.split(".", 1)[0] in segments)
+    for path in files:
+        path.stat()
+    return meta, files
+
+
+def _search_commit(index_path: Path, place: Any) -> None:
+    """`place(path, name)` for each file of the index's latest commit, then its meta.json text as
+    place(None, text); asks again (three times) when a writer deletes a file meanwhile."""
+    for attempt in range(3):
+        try:
+            meta, files = _search_commit_files(index_path)
+            for path in files:
+                place(path, path.name)
+            place(None, meta)
+            return
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+
+
+def pack_search_index(folder: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """One tar file of `folder`'s index (the files of its latest commit, meta.json) and a
+    consistent copy of its catalog, written under a temp name and renamed."""
+    folder, target = Path(folder), Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    catalog_copy = backup_database(folder / SEARCH_DB_FILENAME, target.with_name(target.name + ".catalog"))
+    temp = target.with_name(target.name + ".tmp")
+    try:
+        def place(path: Path | None, name: str) -> None:
+            if path is not None:
+                tar.add(path, arcname=f"{SEARCH_INDEX_DIRNAME}/{name}")
+                return
+            data = name.encode("utf-8")
+            member = tarfile.TarInfo(f"{SEARCH_INDEX_DIRNAME}/meta.json")
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+        for attempt in range(3):
+            with tarfile.open(temp, "w") as tar:
+                tar.add(catalog_copy, arcname=SEARCH_DB_FILENAME)
+                try:
+                    _search_commit(folder / SEARCH_INDEX_DIRNAME, place)
+                    break
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
+        os.replace(temp, target)
+    finally:
+        temp.unlink(missing_ok=True)
+        catalog_copy.unlink(missing_ok=True)
+    return target
+
+
+def copy_search_index(folder: str | os.PathLike, target: str | os.PathLike) -> None:
+    """A consistent read-only copy of `folder`'s index in `target` (replacing one there): the catalog
+    through SQLite's backup, tantivy's files of the latest commit as hard links (copies across
+    file systems): its segment files are never rewritten, only deleted once unused."""
+    folder, target = Path(folder), Path(target)
+    staging = target / f"{SEARCH_INDEX_DIRNAME}.new"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+
+    def place(path: Path | None, name: str) -> None:
+        if path is None:
+            (staging / "meta.json").write_text(name, encoding="utf-8")
+            return
+        try:
+            os.link(path, staging / name)
+        except OSError:
+            shutil.copy2(path, staging / name)
+    _search_commit(folder / SEARCH_INDEX_DIRNAME, place)
+    backup_database(folder / SEARCH_DB_FILENAME, target / SEARCH_DB_FILENAME)
+    shutil.rmtree(target / SEARCH_INDEX_DIRNAME, ignore_errors=True)
+    os.replace(staging, target / SEARCH_INDEX_DIRNAME)
+
+
+def unpack_search_index(pack: str | os.PathLike, folder: str | os.PathLike) -> None:
+    """Puts the index of a pack_search_index() file in `folder` (which has none), once it opens,
+    is this version's and its catalog and tantivy agree on how many documents it holds;
+    IntegrityError (SearchIndexOutdated) otherwise, with nothing put in place."""
+    folder = Path(folder)
+    staging = folder / "tmp" / "search-restore"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        try:
+            with tarfile.open(pack) as tar:
+                members = tar.getmembers()
+                if not members or any(not member.isfile() or not _SEARCH_PACK_MEMBER.fullmatch(member.name)
+                                      for member in members):
+                    raise IntegrityError(f"{pack} is not a search index pack")
+                for member in members:
+                    tar.extract(member, staging, set_attrs=False)
+        except (tarfile.TarError, OSError) as exc:
+            raise IntegrityError(f"{pack} cannot be read: {exc}") from None
+        restored = SearchIndex.open(staging, readonly=True)
+        try:
+            documents, listed = restored.index.searcher().num_docs, restored.indexed_count()
+        finally:
+            restored.close()
+        if documents != listed:
+            raise IntegrityError(f"{pack}: the index holds {documents} documents, its catalog lists {listed}")
+        os.replace(staging / SEARCH_DB_FILENAME, folder / SEARCH_DB_FILENAME)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{folder / SEARCH_DB_FILENAME}{suffix}").unlink(missing_ok=True)
+        shutil.rmtree(folder / SEARCH_INDEX_DIRNAME, ignore_errors=True)
+        os.replace(staging / SEARCH_INDEX_DIRNAME, folder / SEARCH_INDEX_DIRNAME)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove_search_index(folder: str | os.PathLike) -> None:
+    """Deletes `folder`'s index (catalog and tantivy's files): derived data, built again."""
+    folder = Path(folder)
+    shutil.rmtree(folder / SEARCH_INDEX_DIRNAME, ignore_errors=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{folder / SEARCH_DB_FILENAME}{suffix}").unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ coverage
 
 
 @dataclass
@@ -652,9 +862,8 @@ def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection 
     """How the workspace's index compares with the extracted documents of its state database (and
     the best text recorded for each)."""
     workspace = Path(workspace)
-    path = workspace / SEARCH_DB_FILENAME
-    if not path.is_file():
-        return IndexCoverage(exists=False, problem=f"{path} does not exist")
+    if not SearchIndex.exists(workspace):
+        return IndexCoverage(exists=False, problem=f"no search index in {workspace}")
     own = state_conn is None
     if own:
         state_path = workspace / DB_FILENAME
@@ -668,13 +877,13 @@ def index_coverage(workspace: str | os.PathLike, state_conn: sqlite3.Connection 
         if own:
             state_conn.close()
     try:
-        sdb = SearchDatabase.open(path, readonly=True)
+        search = SearchIndex.open(workspace, readonly=True)
     except IntegrityError as exc:
         return IndexCoverage(exists=False, extracted=len(wanted), problem=str(exc))
     try:
-        indexed = {document_id: name for document_id, (_, name, _, _) in sdb.indexed().items()}
+        indexed = {document_id: name for document_id, (name, _, _) in search.indexed().items()}
     finally:
-        sdb.close()
+        search.close()
     coverage = IndexCoverage(exists=True, extracted=len(wanted), indexed=len(indexed))
     for document_id, name in wanted.items():
         have = indexed.get(document_id)
@@ -691,11 +900,11 @@ def index_behind(workspace: str | os.PathLike) -> IndexCoverage | None:
     count and newest update against what the last index run saw), else the full coverage."""
     workspace = Path(workspace)
     try:
-        sdb = SearchDatabase.open(workspace / SEARCH_DB_FILENAME, readonly=True)
+        catalog = connect(workspace / SEARCH_DB_FILENAME, readonly=True)
         try:
-            seen = sdb.kv_get("state_fingerprint")
+            seen = _kv(catalog, "state_fingerprint") if _catalog_version(catalog) == SEARCH_SCHEMA_VERSION else None
         finally:
-            sdb.close()
+            catalog.close()
         state = connect(workspace / DB_FILENAME, readonly=True)
         try:
             if seen is not None and seen == extracted_fingerprint(state):

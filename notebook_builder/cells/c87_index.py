@@ -1,48 +1,39 @@
-"""Index: the full-text search index of every extracted document's best text (`ky_search.sqlite`), kept level.
+"""Index: the full-text search index of every extracted document's best text, kept level; the search itself.
 
 Guarantees:
 - `index(ctx)` first records each document's best text (c83_best_text: the
   OCR merge of a scanned PDF, its text layer, or the court's own text where
-  both are empty or very poor), then brings the workspace's
-  `ky_search.sqlite` level with the state database, incrementally: a document
-  newly extracted, or whose best text changed (OCR's text appeared, another
-  PDF, the court's text replaced a poor one), is indexed with that text; one
-  whose title, description, year or filter tokens (court code, kind,
-  publication status) changed is indexed again with the same text; one
-  whose other fields changed (the court's name, the other optional fields)
-  gets them rewritten without its text being read; one no longer extracted
-  leaves the index. What is indexed and unchanged is not touched.
-- The index holds no copy of the texts (SearchDatabase: FTS5 over the text
-  files): snippets are read from the workspace's texts, and re-indexing or
-  removing a document reads its former text again (workspace, else store). A
-  document whose text (new or former) neither holds is counted and left as
-  it is for a later run, never a crash.
-- Filter and facet columns: court (and its code CA/SC), year, case number,
-  case type, docket entry type, description, publication status, judge,
-  filed date, which text was indexed (`text_source`), from `documents` and,
-  when other parts of the project have added them, the `cases`,
-  `docket_entries` and `derived` tables (found by name and column at run
-  time; null when absent). Ranking is FTS5's bm25 (title x10, description x4,
-  text x1). A court code, kind or publication status filter is applied by
-  FTS5 itself (the document's filter tokens, SearchDatabase), a year by its
-  rowid range.
-- A fresh runtime (no index in the workspace) takes the store's copy first,
-  checked (quick_check, schema version), and catches up from there; with
-  none, the index is built from the texts (the workspace's, else fetched
-  from the store). A damaged index is moved aside and rebuilt; one of an
-  older schema version is deleted and rebuilt: it is derived data.
-- The stage runs last, so the index is mirrored to the store (a consistent
-  one-file copy, `ky_search.sqlite`) once per session, when it changed or
-  the store lacks it; never at checkpoints: the state snapshot that every
-  checkpoint pushes does not grow.
-- `index_coverage()` tells verify and the CLI which extracted documents the
-  index lacks or holds with another text; `search_archive()` is the query of
-  the CLI, the notebook and the benchmark. The index leaves out the common
-  words (c10 SEARCH_COMMON_WORDS) and so does every query (c10 index_query):
-  a phrase matches whichever of them stand between its other words, and
-  snippets still mark it whole. A query FTS5 cannot parse raises
-  `SearchQueryError`; one of common words alone (or with one beside an
-  operator) its subclass `CommonWordsQuery`; a missing or outdated index
+  both are empty or very poor), then brings the workspace's search index
+  (c18_search_index: `ky_search/` and its catalog `ky_search.sqlite`) level
+  with the state database, incrementally: a document newly extracted, or
+  whose best text or indexed fields changed, is indexed again from its text;
+  one no longer extracted leaves the index; the rest is not touched, so a
+  day's new documents cost in proportion to them. Writes are committed every
+  INDEX_COMMIT_DOCUMENTS documents and at the end (a stop between keeps what
+  was committed); readers only ever see a whole commit.
+- The index holds no copy of the texts: snippets are read from the
+  workspace's texts. A document whose text neither the workspace nor the
+  store holds is counted and left as it was for a later run, never a crash.
+- Fields: court (and its code CA/SC), year, case number, case type, docket
+  entry type, description, publication status, judge, filed date, kind, which
+  text was indexed (`text_source`), from `documents` and, when other parts of
+  the project have added them, the `cases`, `docket_entries` and `derived`
+  tables (found by name and column at run time; null when absent).
+- A fresh runtime (no index in the workspace) takes the store's copy
+  (`ky_search.tar`: the index and its catalog in one file), checked, and
+  catches up from there; with none, the index is built from the texts (the
+  workspace's, else fetched from the store). A damaged index is moved aside
+  and rebuilt; one of another version (the FTS5 index of earlier versions)
+  is deleted and rebuilt: it is derived data.
+- The stage runs last, so the index is mirrored to the store once per
+  session, when it changed or the store lacks it (`ky_search.tar`, and the
+  catalog alone as `ky_search.sqlite`); never at checkpoints: the state
+  snapshot that every checkpoint pushes does not grow.
+- `search_archive()` is the one search of the CLI, `serve`, the notebook and
+  the benchmark: the query read by c18_query_syntax (never an error), the
+  filters, the sort and the page, each hit with a snippet of its text and its
+  title, the query's words [marked]. `text_places()` marks them in a whole
+  text (the document page). A missing or unusable index raises
   `IndexMissingError`.
 
 Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context).
@@ -50,32 +41,36 @@ Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context
 from __future__ import annotations
 
 import hashlib
+import heapq
 import html
-import itertools
 import logging
 import os
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .c00_config import IntegrityError, PipelineError, kentucky_date
-from .c06_layout import SEARCH_DB_FILENAME, TEXT_LAYER, text_name
-from .c10_database import Database, is_sqlite_file
+from .c06_layout import SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, SEARCH_PACK_FILENAME, TEXT_LAYER, text_name
+from .c10_database import Database
 from .c11_reads import extracted_fingerprint, iter_document_records
-from .c17_snapshots import backup_database, snapshot_problems
-from .c18_search_index import (INDEX_WORD, SEARCH_COMMON_WORDS, SEARCH_RANK_CAP, SearchDatabase, SearchIndexOutdated,
-                               SearchQueryError, query_terms, search_bucket, search_facets, term_words)
+from .c17_snapshots import backup_database
+from .c18_query_syntax import COMMON_WORDS, AllOf, AnyOf, CaseNumber, Near, Phrase, SearchQuery, Word, parse_query
+from .c18_search_index import (SEARCH_SORTS, SearchFilters, SearchIndex, SearchIndexOutdated, SearchQueryError,
+                               composed, index_words, pack_search_index, remove_search_index, unpack_search_index,
+                               word_stems)
 from .c34_mirror import progress
 from .c35_context import Context
 from .c83_best_text import fetch_from_store, fetch_into_workspace, read_text, record_text_sources
 
 log_index = logging.getLogger("kycourt.index")
 
-INDEX_BATCH = 200             # documents written per transaction
-INDEX_OPTIMIZE_MIN = 1000     # a build that indexed at least this many texts (and a tenth of the
-                              # index) merges its segments: queries after a full build are faster
+INDEX_BATCH = 200                 # documents read between two looks at the stop flag
+INDEX_COMMIT_DOCUMENTS = 10_000   # documents indexed between two commits
+INDEX_COMMIT_SECONDS = 120.0      # or seconds, whichever comes first
 INDEX_COURT_CODES = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
+SEARCH_LIMIT_MAX = 500            # hits on one page, at most
 # (name, type, description) of the archive's fields: the export's records, in this order, and the
 # column descriptions Datasette shows.
 EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -125,15 +120,14 @@ class IndexMissingError(PipelineError):
 
 @dataclass
 class IndexResult:
-    indexed: int = 0          # texts (re)indexed
-    refreshed: int = 0        # metadata-only rewrites
+    indexed: int = 0          # documents indexed with a new or changed text
+    refreshed: int = 0        # documents indexed again for their fields alone
     removed: int = 0          # documents no longer extracted
-    missing_texts: int = 0    # documents whose text (or former text) neither workspace nor store holds
+    missing_texts: int = 0    # documents whose text neither workspace nor store holds
     total: int = 0            # documents in the index afterwards
     text_bytes: int = 0       # bytes of text read
     restored_from_store: bool = False
     rebuilt: bool = False     # a damaged or outdated index was set aside
-    optimized: bool = False
     pushed: bool = False      # mirrored to the store
     stopped: bool = False
 
@@ -164,8 +158,9 @@ def year_of(case_number: str | None, filed_date: str | None) -> int | None:
 
 
 def search_fields(record: Any) -> dict[str, Any]:
-    """The `docs` row of one state-database record (documents + optional fields), its text named
-    by the recorded best text (the text layer where none is recorded yet)."""
+    """The catalog row of one state-database record (documents + optional fields), its text named
+    by the recorded best text (the text layer where none is recorded yet); `text_key` digests
+    which text it is, `source_key` every field."""
     fields = {
         "document_id": record["document_id"], "sha256": record["sha256"],
         "text_source": record["text_source"] or TEXT_LAYER,
@@ -179,9 +174,7 @@ def search_fields(record: Any) -> dict[str, Any]:
         "pages": record["pages"], "kind": record["kind"],
     }
     fields["text_name"] = text_name(fields["text_source"], record["sha256"], record["court_text_sha256"])
-    fields["facets"] = search_facets(fields)
-    fields["text_key"] = _digest(fields["text_name"], fields["case_title"], fields["description"],
-                                 fields["facets"], search_bucket(fields["year"], fields["court_code"]))
+    fields["text_key"] = _digest(fields["text_name"])
     fields["source_key"] = _digest(*(fields[name] for name in sorted(fields) if name != "text_key"))
     return fields
 
@@ -194,27 +187,23 @@ def _digest(*values: Any) -> str:
     return hashlib.blake2b(repr(values).encode("utf-8"), digest_size=12).hexdigest()
 
 
-def plan_index(wanted: dict[str, dict[str, Any]], indexed: dict[str, tuple[int, str, str, str]]
-               ) -> tuple[list[str], list[str], list[int]]:
-    """(document ids to index with their text: new, or another text, title, description or
-    bucket; ids whose other fields only to rewrite; doc_rowids to delete)."""
+def plan_index(wanted: dict[str, dict[str, Any]], indexed: dict[str, tuple[str, str, str]]
+               ) -> tuple[list[str], list[str], list[str]]:
+    """(ids to index for a new or changed text; ids to index again for changed fields alone; ids
+    to remove). `indexed` is the catalog's id -> (text_name, text_key, source_key)."""
     texts, fields_only = [], []
     for document_id, fields in wanted.items():
         have = indexed.get(document_id)
-        if have is None or have[2] != fields["text_key"]:
+        if have is None or have[1] != fields["text_key"]:
             texts.append(document_id)
-        elif have[3] != fields["source_key"]:
+        elif have[2] != fields["source_key"]:
             fields_only.append(document_id)
-    deletes = [have[0] for document_id, have in indexed.items() if document_id not in wanted]
-    return sorted(texts), sorted(fields_only), sorted(deletes)
-
-
-def should_optimize(indexed_now: int, total: int) -> bool:
-    return indexed_now >= INDEX_OPTIMIZE_MIN and indexed_now * 10 >= total
+    removed = [document_id for document_id in indexed if document_id not in wanted]
+    return sorted(texts), sorted(fields_only), sorted(removed)
 
 
 def court_filter(value: str | None) -> dict[str, str]:
-    """search() arguments of a --court value: CA/SC (or 'appeals'/'supreme'), else part of the name."""
+    """SearchFilters of a --court value: CA/SC (or 'appeals'/'supreme'), else part of the name."""
     if not value or not value.strip():
         return {}
     text = value.strip()
@@ -228,319 +217,336 @@ def court_filter(value: str | None) -> dict[str, str]:
     return {"court_like": text}
 
 
-_INDEX_BAREWORD = re.compile(r"^[\w\s\"*()^:+]*$", re.UNICODE)
-
-
-def query_hint(query: str) -> str:
-    """What to tell a user whose query FTS5 could not parse."""
-    if not _INDEX_BAREWORD.match(query):
-        return ('put words with punctuation in double quotes, e.g. "2019-CA-0012" or "v." ; '
-                'operators are AND, OR, NOT, NEAR(a b, 5), "a phrase", prefix*')
-    return 'check the quotes and parentheses; operators are AND, OR, NOT, NEAR(a b, 5), "a phrase", prefix*'
-
-
 # ----------------------------------------------------------------- stage
 
 
 def index(ctx: Context) -> IndexResult:
-    """Brings ky_search.sqlite level with the extracted documents; mirrors it to the store."""
+    """Brings the search index level with the extracted documents; mirrors it to the store."""
     result = IndexResult()
     db = ctx.open_database()
-    path = ctx.path(SEARCH_DB_FILENAME)
-    if not path.exists():
-        result.restored_from_store = _index_restore(ctx, path)
-    sdb = _index_open(path, result)
+    if not SearchIndex.exists(ctx.workspace):
+        result.restored_from_store = _index_restore(ctx)
+    search = _index_open(ctx, result)
     try:
-        changed = _index_catch_up(ctx, db, sdb, result)
-        result.total = sdb.indexed_count()
-        if changed:
-            sdb.kv_set("generation", int(sdb.kv_get("generation", "0")) + 1)
-        if changed or not ctx.mirror.has(SEARCH_DB_FILENAME):
-            result.pushed = _index_push(ctx, path)
+        changed = _index_catch_up(ctx, db, search, result)
+        result.total = search.indexed_count()
+        if changed or not ctx.mirror.has(SEARCH_PACK_FILENAME):
+            result.pushed = _index_push(ctx)
     finally:
-        sdb.close()
+        search.close()
     log_index.info("index: %d texts indexed (%.1f MB), %d refreshed, %d removed, %d texts missing; "
                    "%d documents in the index", result.indexed, result.text_bytes / 1e6, result.refreshed,
                    result.removed, result.missing_texts, result.total)
     return result
 
 
-def _index_open(path: Path, result: IndexResult) -> SearchDatabase:
+def _index_open(ctx: Context, result: IndexResult) -> SearchIndex:
     try:
-        return SearchDatabase.open(path)
+        return SearchIndex.open(ctx.workspace)
     except SearchIndexOutdated as exc:   # nothing in it is worth keeping: its size is the disk's
-        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-            name.unlink(missing_ok=True)
+        remove_search_index(ctx.workspace)
         log_index.warning("%s; building the index anew from the texts", exc)
     except IntegrityError as exc:
-        aside = _index_move_aside(path)
-        log_index.warning("search index unusable (%s); moved to %s, rebuilding it from the texts", exc, aside.name)
+        aside = _index_move_aside(ctx.workspace)
+        log_index.warning("search index unusable (%s); moved to %s, rebuilding it from the texts", exc, aside)
     result.rebuilt = True
-    return SearchDatabase.open(path)
+    return SearchIndex.open(ctx.workspace)
 
 
-def _index_move_aside(path: Path) -> Path:
+def _index_move_aside(workspace: Path) -> str:
+    """The index's catalog and files renamed to <name>.damaged-N; returns the catalog's new name."""
     number = 1
-    while (aside := path.with_name(f"{path.name}.damaged-{number}")).exists():
+    while any((workspace / f"{name}.damaged-{number}").exists() for name in (SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME)):
         number += 1
-    os.replace(path, aside)
+    for name in (SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME):
+        if (workspace / name).exists():
+            os.replace(workspace / name, workspace / f"{name}.damaged-{number}")
     for suffix in ("-wal", "-shm"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
-    return aside
+        Path(f"{workspace / SEARCH_DB_FILENAME}{suffix}").unlink(missing_ok=True)
+    return f"{SEARCH_DB_FILENAME}.damaged-{number}"
 
 
-def _index_restore(ctx: Context, path: Path) -> bool:
+def _index_restore(ctx: Context) -> bool:
     """The store's copy of the index into the workspace, if it has a sound one."""
-    if not ctx.mirror.has(SEARCH_DB_FILENAME):
+    if not ctx.mirror.has(SEARCH_PACK_FILENAME):
         return False
-    temp = ctx.path("tmp") / f"{SEARCH_DB_FILENAME}.restore"
-    if not ctx.mirror.fetch(SEARCH_DB_FILENAME, temp):
-        return False
-    problems = snapshot_problems(temp) if is_sqlite_file(temp) else ["not an SQLite database"]
-    if not problems:
-        try:
-            SearchDatabase.open(temp, readonly=True).close()
-        except IntegrityError as exc:
-            problems = [str(exc)]
-    if problems:
+    pack = ctx.path("tmp") / f"{SEARCH_PACK_FILENAME}.restore"
+    try:
+        if not ctx.mirror.fetch(SEARCH_PACK_FILENAME, pack):
+            return False
+        unpack_search_index(pack, ctx.workspace)
+    except IntegrityError as exc:
         log_index.warning("the store's %s is not usable (%s); building the index from the texts",
-                          SEARCH_DB_FILENAME, "; ".join(problems[:2]))
-        temp.unlink(missing_ok=True)
+                          SEARCH_PACK_FILENAME, exc)
         return False
-    os.replace(temp, path)
+    finally:
+        pack.unlink(missing_ok=True)
     log_index.info("search index restored from the store; catching up")
     return True
 
 
-def _index_catch_up(ctx: Context, db: Database, sdb: SearchDatabase, result: IndexResult) -> bool:
+def _index_catch_up(ctx: Context, db: Database, search: SearchIndex, result: IndexResult) -> bool:
     record_text_sources(db, ctx.cfg.MIN_TEXT_QUALITY)
     fingerprint = extracted_fingerprint(db.conn)
     wanted = {record["document_id"]: search_fields(record)
               for record in iter_document_records(db.conn, "d.status = 'extracted'")}
-    indexed = sdb.indexed()
-    texts, fields_only, deletes = plan_index(wanted, indexed)
+    texts, fields_only, removed = plan_index(wanted, search.indexed())
+    for document_id in removed:
+        search.remove(document_id)
+    result.removed = len(removed)
     fetch = fetch_into_workspace(ctx)
-    # A document's former tokens are deleted by reading its former text back: one that cannot be
-    # read stays indexed as it is (counted), never half removed.
-    former = {have[0]: have[1] for have in indexed.values()}
-    removable = [rowid for rowid in deletes if _index_text_at_hand(ctx, former[rowid], fetch)]
-    if removable:
-        sdb.write_batch(deletes=removable)
-    result.removed = len(removable)
-    result.missing_texts += len(deletes) - len(removable)
-    for start in range(0, len(fields_only), INDEX_BATCH):
-        sdb.write_batch(upserts=[(wanted[i], None) for i in fields_only[start:start + INDEX_BATCH]])
-    result.refreshed = len(fields_only)
-    # Rowids ascend within each (year, court) bucket; FTS5 flushes its pending terms whenever a
-    # rowid goes down, so texts are written bucket by bucket (measured: builds 1.6x faster).
-    texts.sort(key=lambda i: (search_bucket(wanted[i]["year"], wanted[i]["court_code"]), i))
-    bar = progress(ctx.cfg, len(texts), "index")
+    todo = texts + fields_only
+    changed_text = set(texts)
+    bar = progress(ctx.cfg, len(todo), "index")
+    committed = time.monotonic()
     try:
-        for start in range(0, len(texts), INDEX_BATCH):
+        for start in range(0, len(todo), INDEX_BATCH):
             if ctx.clock.should_stop():
                 result.stopped = True
                 break
-            batch = []
-            for document_id in texts[start:start + INDEX_BATCH]:
+            for document_id in todo[start:start + INDEX_BATCH]:
                 fields = wanted[document_id]
                 body = read_text(ctx.workspace, fields["text_name"], fetch)
-                have = indexed.get(document_id)
-                if body is None or (have is not None and not _index_text_at_hand(ctx, have[1], fetch)):
+                if body is None:
                     result.missing_texts += 1
                     continue
                 result.text_bytes += len(body)
                 text = body.decode("utf-8", "replace")
-                batch.append(({**fields, "text_chars": len(text)}, text))
-            if batch:
-                sdb.write_batch(upserts=batch)
-                result.indexed += len(batch)
-            bar.update(min(INDEX_BATCH, len(texts) - start))
+                search.add({**fields, "text_chars": len(text)}, text)
+                if document_id in changed_text:
+                    result.indexed += 1
+                else:
+                    result.refreshed += 1
+            bar.update(min(INDEX_BATCH, len(todo) - start))
+            if search.pending >= INDEX_COMMIT_DOCUMENTS or time.monotonic() - committed > INDEX_COMMIT_SECONDS:
+                search.commit()
+                committed = time.monotonic()
     finally:
         bar.close()
     if result.missing_texts:
-        log_index.warning("index: %d texts (to index, or to take out of the index) are neither in the workspace "
-                          "nor in the store; a later run indexes them", result.missing_texts)
-    if should_optimize(result.indexed, sdb.indexed_count()):
-        sdb.optimize()
-        result.optimized = True
-    if not (result.stopped or result.missing_texts):
-        sdb.kv_set("state_fingerprint", fingerprint)    # the state this index is level with
+        log_index.warning("index: %d texts to index are neither in the workspace nor in the store; a later run "
+                          "indexes them", result.missing_texts)
+    level = not (result.stopped or result.missing_texts)
+    # The state this index is level with, recorded with the commit that makes it so.
+    search.commit(**({"state_fingerprint": fingerprint} if level else {}))
+    search.finish()
     return bool(result.indexed or result.refreshed or result.removed)
 
 
-def _index_text_at_hand(ctx: Context, name: str, fetch) -> bool:
-    """Whether text `name` is in the workspace, where docs_text reads it (fetched from the store)."""
-    return ctx.path(name).is_file() or fetch(name) is not None
+def _index_push(ctx: Context) -> bool:
+    """The index as one file (and its catalog alone) to the store, replacing the session's last."""
+    pack = pack_search_index(ctx.workspace, ctx.path("checkpoint") / SEARCH_PACK_FILENAME)
+    catalog = backup_database(ctx.path(SEARCH_DB_FILENAME), ctx.path("checkpoint") / SEARCH_DB_FILENAME)
+    pushed = ctx.mirror.put(SEARCH_PACK_FILENAME, pack, mutable=True)
+    return ctx.mirror.put(SEARCH_DB_FILENAME, catalog, mutable=True) and pushed
 
 
-def _index_push(ctx: Context, path: Path) -> bool:
-    copy = backup_database(path, ctx.path("checkpoint") / SEARCH_DB_FILENAME)
-    return ctx.mirror.put(SEARCH_DB_FILENAME, copy, mutable=True)
+# ------------------------------------------------------------------ search
 
 
-# -------------------------------------------------------- coverage, query
-
-
-def open_search_index(workspace: str | os.PathLike) -> SearchDatabase:
+def open_search_index(workspace: str | os.PathLike) -> SearchIndex:
     """The workspace's index, read-only; IndexMissingError says how to build it."""
-    path = Path(workspace) / SEARCH_DB_FILENAME
-    if not path.is_file():
-        raise IndexMissingError(f"no search index at {path}: {BUILD_HINT}")
+    if not SearchIndex.exists(workspace):
+        raise IndexMissingError(f"no search index in {workspace}: {BUILD_HINT}")
     try:
-        return SearchDatabase.open(path, readonly=True)
+        return SearchIndex.open(workspace, readonly=True)
     except IntegrityError as exc:
         raise IndexMissingError(f"search index unusable ({exc}): {BUILD_HINT}") from None
 
 
-def search_archive(workspace: str | os.PathLike, query: str, *, court: str | None = None,
-                   year: int | None = None, kind: str | None = None, publication_status: str | None = None,
-                   limit: int = 20, rank_all: bool = False, sdb: SearchDatabase | None = None,
-                   store: Any = None) -> list[dict[str, Any]]:
-    """Ranked hits of an FTS5 query over the workspace's index, filtered by court, year, type, each
-    with a snippet of its text and its title, the query's words [marked].
+@dataclass
+class SearchResult:
+    """One page of a search: the query as typed and as read, the filters, the exact total."""
+    query: str
+    read_as: str
+    notes: list[str]
+    total: int
+    page: int
+    limit: int
+    sort: str
+    filters: dict[str, Any]
+    hits: list[dict[str, Any]] = field(default_factory=list)
 
-    A query matching more than SEARCH_RANK_CAP documents is ranked among the most recent
-    SEARCH_RANK_CAP of them (hits say `rank_capped`) unless `rank_all`. Snippets come from the
-    workspace's texts; with a `store`, a hit's text the workspace lacks (a fresh runtime) is
-    fetched from it first (a text found nowhere: no snippet)."""
-    if not query or not query.strip():
-        raise SearchQueryError("the query is empty")
-    if limit <= 0:
-        raise SearchQueryError(f"limit must be positive, not {limit}")
-    own = sdb is None
-    sdb = sdb or open_search_index(workspace)
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.limit))
+
+    @property
+    def first(self) -> int:
+        """The number of the page's first hit (from 1); 0 when the page has none."""
+        return (self.page - 1) * self.limit + 1 if self.hits else 0
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.hits) - 1 if self.hits else 0
+
+    def as_json(self) -> dict[str, Any]:
+        """The object `search --json` prints and /search.json answers."""
+        return {"query": self.query, "read_as": self.read_as, "notes": self.notes, "total": self.total,
+                "count": len(self.hits), "page": self.page, "pages": self.pages, "limit": self.limit,
+                "sort": self.sort, "filters": self.filters, "hits": self.hits}
+
+
+def search_archive(workspace: str | os.PathLike, query: str | None, *, court: str | None = None,
+                   year: int | None = None, kind: str | None = None, publication_status: str | None = None,
+                   after: str | None = None, before: str | None = None, sort: str = "relevance", page: int = 1,
+                   limit: int = 20, notes: Iterable[str] = (), search: SearchIndex | None = None,
+                   store: Any = None) -> SearchResult:
+    """Page `page` of `limit` hits of `query` (whatever was typed; empty: every document under the
+    filters, newest first) filtered by court (code or part of the name), the case number's year,
+    kind (type), publication status and filed day (`after`/`before`, inclusive), sorted by
+    relevance, newest or oldest. Each hit carries its fields, `score`, a `snippet` of its text with
+    the query's words [marked] (`snippet_marks`: where), and `title_highlighted`. Snippets come
+    from the workspace's texts; with a `store`, a hit's text the workspace lacks (a fresh runtime)
+    is fetched from it first (a text found nowhere: no snippet). `notes` are added to the
+    result's own (what was read differently from how it was typed)."""
+    if limit < 1 or limit > SEARCH_LIMIT_MAX:
+        raise SearchQueryError(f"limit is 1 to {SEARCH_LIMIT_MAX}, not {limit}")
+    if page < 1:
+        raise SearchQueryError(f"pages count from 1, not {page}")
+    if sort not in SEARCH_SORTS:
+        raise SearchQueryError(f"sort is one of {', '.join(SEARCH_SORTS)}, not {sort!r}")
+    parsed = parse_query(query)
+    filters = SearchFilters(**court_filter(court), kind=kind or None, year=year, after=after or None,
+                            before=before or None, publication_status=publication_status or None)
+    if parsed.empty and sort == "relevance":
+        sort = "newest"
+    own = search is None
+    search = search or open_search_index(workspace)
     try:
-        hits = sdb.search(query, year=year, kind=kind, publication_status=publication_status, limit=limit,
-                          rank_cap=None if rank_all else SEARCH_RANK_CAP, **court_filter(court))
-        if hits:
-            _add_snippets(Path(workspace), hits, query, sdb, fetch_from_store(workspace, store))
-        return hits
+        found = search.search(parsed, filters, sort=sort, page=page, limit=limit)
     finally:
         if own:
-            sdb.close()
-
-
-def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: str, sdb: SearchDatabase, fetch) -> None:
-    """Each hit's `snippet` (None when its text is nowhere), `snippet_marks` and `title_highlighted`."""
-    phrases = query_phrases(query)
-    stems = sdb.stems(sorted({word for phrase in phrases for word, _ in phrase}))
-    keys, length = phrase_keys(phrases, stems), max((len(phrase) for phrase in phrases), default=1)
-    texts, candidates = [], []
+            search.close()
+    hits = found.hits
     for hit in hits:
-        data = read_text(workspace, hit["text_name"], fetch)
-        texts.append(None if data is None else data.decode("utf-8", "replace"))
-        title = hit["case_title"] or ""
-        candidates.append((candidate_words(texts[-1], keys, length) if texts[-1] else [],
-                           candidate_words(title, keys, length)))
-    words = {word for in_text, in_title in candidates for places in (in_text, in_title)
-             for place in places for _, _, word in place}
-    stems.update(sdb.stems(sorted(words - stems.keys())))
-    for hit, text, (in_text, in_title) in zip(hits, texts, candidates):
+        hit["ranked_among"], hit["rank_capped"] = found.total, False
+    if hits:
+        _add_snippets(Path(workspace), hits, parsed, fetch_from_store(workspace, store))
+    return SearchResult(query=query or "", read_as=parsed.read_as, notes=list(notes) + list(parsed.notes),
+                        total=found.total, page=page, limit=limit, sort=sort, filters=filters.active(), hits=hits)
+
+
+def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: SearchQuery, fetch) -> None:
+    """Each hit's `snippet` (None when its text is nowhere), `snippet_marks` and `title_highlighted`."""
+    marks, stems = query_marks(query), {}
+    for hit in hits:
+        data = read_text(workspace, hit["text_name"], fetch) if hit.get("text_name") else None
+        text = None if data is None else composed(data.decode("utf-8", "replace"))
         hit["snippet"], hit["snippet_marks"] = (None, []) if text is None else make_snippet(
-            text, match_places(in_text, phrases, stems))
-        hit["title_highlighted"] = mark(hit["case_title"] or "", match_places(in_title, phrases, stems))
+            text, text_places(text, marks, stems, limit=SNIPPET_PLACES))
+        title = hit.get("case_title") or ""
+        hit["title_highlighted"] = mark(title, text_places(title, marks, stems))
 
 
-# ---------------------------------------------------------------- snippets
+# ---------------------------------------------------------------- marks and snippets
 #
-# A snippet is made here, from the text file, not by FTS5's snippet(), which tokenizes a hit's whole
-# text twice: about 0.7 ms a hit, most of a query's time (a case-insensitive regular expression over
-# the whole text is as slow). The places where the query's first words (or their stems) begin are
-# found with str.find on the lowercased text; the words there are stemmed as the index stems them
-# (SearchDatabase.stems, one call for every hit) and a phrase matches where its words' stems follow
-# one another, common words (which the index leaves out) skipped in both; the snippet is the
-# stretch where most of the query's phrases lie close together.
+# A snippet is made here, from the text file: the places where a mark's first word may begin are
+# found with str.find on the lowercased text, in order; at each, the words are compared with the
+# mark's (folded as the index folds them; a word of a quoted phrase exactly, an unquoted word by
+# its stem, a prefix by its start). The snippet is the stretch of the first SNIPPET_MATCHES matches
+# where most of the query's marks lie close together.
 
 SNIPPET_WORDS = 16
-SNIPPET_PLACES = 400     # places of the query's first words looked at in one text, at most
+SNIPPET_PLACES = 120      # places where a mark's first word may begin, looked at in one text at most
+SNIPPET_MATCHES = 24      # matches gathered in one text before its snippet is chosen
 _WORD_START, _WORD_END = re.compile(r"\b\w"), re.compile(r"\w\b")
+_MARK_WORD = re.compile(r"[^\W_]+")
+_MARK_NEXT_WORD = re.compile(r"[\W_]*([^\W_]+)")
 
-Phrase = list[tuple[str, bool]]   # (word, lowercased; whether it is a prefix)
-
-
-def query_phrases(query: str) -> list[Phrase]:
-    """The phrases of an FTS5 query a snippet marks, each a list of (word, is a prefix): its
-    barewords and quoted phrases, without operators, column names, NEAR's distance, what NOT
-    leaves out or the common words the index leaves out (a prefix stays)."""
-    phrases: list[Phrase] = []
-    excluded_depth = depth = 0
-    excluding = False
-    for token, is_term in query_terms(query):
-        if token == "(":
-            depth += 1
-            if excluding:
-                excluded_depth, excluding = depth, False
-            continue
-        if token == ")":
-            if depth == excluded_depth:
-                excluded_depth = 0
-            depth -= 1
-            continue
-        if token == "NOT":
-            excluding = True
-            continue
-        if not is_term:
-            continue
-        _, kept, prefix = term_words(token)
-        phrase = [(word.lower(), prefix and number == len(kept) - 1) for number, word in enumerate(kept)]
-        if phrase and not excluding and not excluded_depth:
-            phrases.append(phrase)
-        excluding = False
-    return phrases
+# A mark: the words of one thing the query matches, each (word as the index holds it, how it
+# matches: "exact", "stem" or "prefix").
+Mark = tuple[tuple[str, str], ...]
 
 
-def phrase_keys(phrases: list[Phrase], stems: dict[str, str]) -> tuple[str, ...]:
-    """Lowercase strings one of which every match of a phrase begins with: its first word, and
-    that word's stem (a word the stem does not begin, "happy"/"happi", is found by itself)."""
+def query_marks(query: SearchQuery) -> list[Mark]:
+    """What a snippet marks of a query: its required words (not a common word alone), phrases, case
+    numbers (as typed and in the archive's form), NEAR's words; never what it excludes."""
+    marks: list[Mark] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, Word):
+            for word in index_words(node.word):
+                if node.prefix:
+                    marks.append(((word, "prefix"),))
+                elif word not in COMMON_WORDS or len(query.required) == 1:
+                    marks.append(((word, "stem"),))
+        elif isinstance(node, Phrase):
+            words = index_words(" ".join(node.words))
+            if words:
+                marks.append(tuple((word, "exact") for word in words))
+        elif isinstance(node, CaseNumber):
+            for words in (index_words(" ".join(node.words)), index_words(node.case_number.replace("-", " "))):
+                if words:
+                    marks.append(tuple((word, "exact") for word in words))
+        elif isinstance(node, Near):
+            marks.extend(((word, "stem"),) for word in index_words(" ".join(node.words)))
+        elif isinstance(node, (AnyOf, AllOf)):
+            for part in node.options if isinstance(node, AnyOf) else node.parts:
+                visit(part)
+    for node in query.required:
+        visit(node)
+    return list(dict.fromkeys(marks))
+
+
+def text_places(text: str, marks: list[Mark], stems: dict[str, str] | None = None, *,
+                limit: int | None = None, matches: int | None = SNIPPET_MATCHES) -> list[tuple[int, int, int]]:
+    """(start, end, mark number) of the marks' matches in `text`, in order: at most `matches` of
+    them, found among the first `limit` places where a mark's first word may begin (None: no limit).
+    `stems` caches word -> stem across calls."""
+    if not marks or not text:
+        return []
+    stems = {} if stems is None else stems
     keys = set()
-    for phrase in phrases:
-        word, prefix = phrase[0]
-        keys.add(word)
-        if not prefix and stems.get(word):
-            keys.add(stems[word])
-    # A key inside another finds the same places: the shorter one does.
-    return tuple(sorted(key for key in keys if not any(other != key and other in key for other in keys)))
-
-
-def candidate_words(text: str, keys: tuple[str, ...], length: int,
-                    limit: int = SNIPPET_PLACES) -> list[list[tuple[int, int, str]]]:
-    """At each word start where a key occurs (the first `limit`), the `length` words from there
-    that the index holds (SEARCH_COMMON_WORDS skipped): (start, end, word lowercased)."""
+    for first, mode in (mark[0] for mark in marks):
+        keys.add(first[:max(1, len(first) - 3)] if mode == "stem" else first)
+    keys = {key for key in keys if not any(other != key and other in key for other in keys)}
     lowered = text.lower()
-    if len(lowered) != len(text):     # a letter whose lower case is longer: find in the text itself
+    if len(lowered) != len(text):     # a letter whose lower case is longer: look in the text itself
         lowered = text
-        keys = tuple(key for key in keys if key.isascii())
-    places = set()
-    for key in keys:
-        at = lowered.find(key)
-        while at != -1 and len(places) < 4 * limit:
-            if at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_"):
-                places.add(at)
-            at = lowered.find(key, at + 1)
-    return [list(itertools.islice(((match.start(), match.end(), word) for match in INDEX_WORD.finditer(text, at)
-                                   if (word := match.group().lower()) not in SEARCH_COMMON_WORDS), length))
-            for at in sorted(places)[:limit]]
+    folded: dict[str, str] = {}
 
+    def stem_of(word: str) -> str:
+        if word not in stems:
+            stems[word] = word_stems([word])[0]
+        return stems[word]
 
-def _stem_matches(word: str, term: str, prefix: bool, stems: dict[str, str]) -> bool:
-    stem = stems.get(word, word)
-    if prefix:
-        return word.startswith(term) or stem.startswith(stems.get(term, term))
-    return word == term or stem == stems.get(term, term)
+    def same(typed: str, term: str, mode: str) -> bool:
+        word = typed if typed.isascii() else folded.setdefault(typed, (index_words(typed) or [typed])[0])
+        if mode == "exact" or word == term:
+            return word == term
+        if mode == "prefix":
+            return word.startswith(term)
+        return stem_of(word) == stem_of(term)
 
-
-def match_places(candidates: list[list[tuple[int, int, str]]], phrases: list[Phrase],
-                 stems: dict[str, str]) -> list[tuple[int, int, int]]:
-    """(start, end, phrase number) of each candidate place where a phrase's words follow one
-    another, stem for stem."""
-    found = []
-    for words in candidates:
-        for number, phrase in enumerate(phrases):
-            if len(words) >= len(phrase) and all(_stem_matches(word, term, prefix, stems)
-                                                 for (_, _, word), (term, prefix) in zip(words, phrase)):
-                found.append((words[0][0], words[len(phrase) - 1][1], number))
+    found: list[tuple[int, int, int]] = []
+    for count, at in enumerate(heapq.merge(*(_word_places(lowered, key) for key in sorted(keys)))):
+        if (limit is not None and count >= limit) or (matches is not None and len(found) >= matches):
+            break
+        first = _MARK_WORD.match(lowered, at)
+        for number, mark in enumerate(marks):
+            if not same(first.group(), *mark[0]):
+                continue
+            end, whole = first.end(), True
+            for term, mode in mark[1:]:
+                following = _MARK_NEXT_WORD.match(lowered, end)
+                if following is None or not same(following.group(1), term, mode):
+                    whole = False
+                    break
+                end = following.end()
+            if whole:
+                found.append((at, end, number))
                 break
     return found
+
+
+def _word_places(lowered: str, key: str) -> Iterator[int]:
+    """Where `key` begins a word of the (lowercased) text, in order."""
+    at = lowered.find(key)
+    while at != -1:
+        if at == 0 or not lowered[at - 1].isalnum():
+            yield at
+        at = lowered.find(key, at + 1)
 
 
 def mark(text: str, matches: list[tuple[int, int, int]], start: int = 0, end: int | None = None,
@@ -615,14 +621,14 @@ def _word_end(text: str, at: int) -> int:
     return found.end() if found else at
 
 
-def format_hits(hits: Iterable[dict[str, Any]]) -> str:
-    """Hits as the CLI prints them: rank, case number, date, title, document id, snippet."""
+def format_hits(result: SearchResult) -> str:
+    """A page of hits as the CLI prints them: number, case number, date, title, description,
+    document id, snippet."""
     lines = []
-    for number, hit in enumerate(hits, 1):
+    for number, hit in enumerate(result.hits, result.first):
         date = (hit.get("filed_date") or "")[:10]
         lines.append(f"{number:>3}. {hit.get('case_number') or '?'}  {date}  {hit.get('case_title') or ''}")
-        # bm25 (lower is better) of a word most documents hold is tiny: significant digits tell hits apart
-        lines.append(f"     {hit.get('description') or ''} · {hit['document_id']} · score {hit['score']:.3g}")
+        lines.append(f"     {hit.get('description') or ''} · {hit['document_id']}")
         snippet = " ".join((hit.get("snippet") or "").split())
         if snippet:
             lines.append(f"     {snippet}")

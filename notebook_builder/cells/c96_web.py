@@ -2,17 +2,25 @@
 
 Guarantees:
 - `ArchiveWeb(site, datasette_app)` is an ASGI app. `/` is the search
-  page: a box (FTS5 syntax, as `kycourt-pipeline search`), the facets
-  court, year, kind and publication status with their counts for the
-  query (each a link that narrows it, or widens it again), the number of
-  documents that match, and per hit its case number, title, date, kind, a
-  snippet with the matched words marked, its score (bm25, lower is better),
-  and links to its document page and its PDF. A query FTS5 cannot parse is
-  one line on the page saying what to change, never an error page.
+  page: `/?q=&court=&type=&year=&after=&before=&sort=&page=` asks what
+  `kycourt-pipeline search` asks (c87 search_archive: the same reading of
+  the query, filters, sort and pages; never an error page), and
+  `/search.json` with the same parameters answers the CLI's `--json`
+  object. The page's form holds every filter (court, type, the case
+  number's year, filed from/to, sort) with its current value, folded away
+  on a narrow screen; it says how the query was read when that differs from
+  what was typed, "21–40 of 106" with previous and next, the facets court,
+  case year, kind and publication status with their counts (each a link
+  that narrows the search, or widens it again), and per hit its case
+  number, title, court, filed date, kind, description, a snippet with the
+  matched words marked, a link to its PDF and one to its document page that
+  keeps the search. A parameter that cannot be read is left out and said.
 - `/document/<document_id>` shows the document's metadata, what derive
-  found, its case (with every document of it), its citations (the
-  archive's opinions it cites, the documents citing it, every citation
-  found in its text), links to its PDF and text, and the text itself.
+  found, its case (every document of it, in filed order), its citations
+  (the archive's opinions it cites, the documents citing it, every citation
+  found in its text), links to its PDF and text, and the text itself with
+  the search's words marked and a link back to the results when it was
+  reached from a search.
 - `/pdf_by_hash/<sha256>.pdf` and `/text/<sha256>.txt` (`.ocr.txt`) are
   the archive's files, read-only, from the workspace or else the store, and
   only names a document of the archive refers to. The route is decided from
@@ -22,18 +30,20 @@ Guarantees:
   Every other path goes to Datasette (tables, SQL, JSON), which serves no
   file but its own static ones; the tables are one click away in the header.
 - Nothing is written: the state and the index are read from the read-only
-  copies `serve` made (`site.folder`); each request opens its own
-  read-only connections, in a worker thread, so the event loop never waits
-  on SQLite.
+  copies `serve` made (`site.folder`); each request runs in a worker
+  thread, so the event loop never waits on SQLite or the index.
 
 Knobs read: none (the site carries the workspace and the store).
 """
 from __future__ import annotations
 
 import asyncio
+import datetime
 import html
+import json
 import re
 import sqlite3
+import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,21 +54,25 @@ from .c06_layout import DB_FILENAME, ocr_text_store_name, pdf_store_name, text_s
 from .c10_database import Database, connect
 from .c11_reads import document_citations, documents_matching, rows_where
 from .c14_derived import DerivedRecords
-from .c18_search_index import CommonWordsQuery, SearchQueryError
+from .c18_query_syntax import parse_query
+from .c18_search_index import SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed
 from .c83_best_text import best_text_sources
-from .c87_index import INDEX_COURT_CODES, court_filter, open_search_index, query_hint, search_archive, snippet_html
+from .c87_index import (INDEX_COURT_CODES, SearchResult, court_filter, open_search_index, query_marks, search_archive,
+                        snippet_html, text_places)
 
-WEB_FACETS = (("court_code", "court"), ("year", "year"), ("kind", "kind"),
+WEB_FACETS = (("court_code", "court"), ("year", "case year"), ("kinds", "kind"),
               ("publication_status", "publication status"))
-WEB_HITS = 20                 # hits on a page; "more" asks for WEB_HITS more, up to WEB_HITS_MAX
-WEB_HITS_MAX = 500
+WEB_HITS = 20                 # hits on a page
 WEB_TEXT_CHARS = 200_000      # of a document's text shown on its page (the whole text is one click away)
+WEB_TEXT_MARKS = 2_000        # places of the search's words marked in a document's text, at most
 WEB_FILE_CHUNK = 256 * 1024
 _WEB_TEXT_SOURCES = {"text_layer": "the PDF's text layer", "ocr": "the text layer with OCR of its scanned pages",
                      "court_text": "the court's own text of the document"}
+_WEB_SORT_NAMES = {"relevance": "relevance", "newest": "newest first", "oldest": "oldest first"}
 _WEB_SHA = r"(?P<sha>[0-9a-f]{64})"
 _WEB_ROUTES = (
     ("search", re.compile(r"/")),
+    ("search_json", re.compile(r"/search\.json")),
     ("document", re.compile(r"/document/(?P<document_id>[0-9A-Za-z_-]{1,128})")),
     ("pdf", re.compile(rf"/pdf_by_hash/{_WEB_SHA}\.pdf")),
     ("text", re.compile(rf"/text/{_WEB_SHA}\.txt")),
@@ -68,12 +82,21 @@ _WEB_ROUTES = (
 
 @dataclass
 class ServedArchive:
-    """What the pages read: `folder` holds the read-only copies of ky_court.sqlite and
-    ky_search.sqlite; files come from `workspace`, else from `store` (None: the workspace only)."""
+    """What the pages read: `folder` holds the read-only copies of ky_court.sqlite and of the
+    search index; files come from `workspace`, else from `store` (None: the workspace only)."""
     workspace: Path
     folder: Path
     store: Any = None
     min_quality: float = 0.5      # MIN_TEXT_QUALITY: which of a document's texts is its best (c83)
+    _search: SearchIndex | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def search_index(self) -> SearchIndex:
+        """The served copy of the index, opened once (a snapshot: it never changes under serve)."""
+        with self._lock:
+            if self._search is None:
+                self._search = open_search_index(self.folder)
+            return self._search
 
 
 @dataclass
@@ -98,136 +121,248 @@ def web_route(raw_path: str) -> tuple[str, dict[str, str]] | None:
     return None
 
 
+# The search's parameters in a URL, in this order (`kind` is `type` there, as in the CLI's --type).
+_WEB_PARAMETERS = ("q", "court", "type", "year", "after", "before", "sort", "page", "publication_status", "limit")
+
+
 @dataclass(frozen=True)
 class WebSearch:
-    """The search page's request: the query and its filters, as the form and the facet links send them."""
+    """A search as the form, the facet links, the pager and /search.json ask it."""
     q: str = ""
     court: str = ""
-    year: int | None = None
     kind: str = ""
+    year: int | None = None
+    after: str = ""
+    before: str = ""
+    sort: str = "relevance"
+    page: int = 1
     publication_status: str = ""
     limit: int = WEB_HITS
+    notes: tuple[str, ...] = ()       # parameters that could not be read, and were left out
 
     @classmethod
     def from_query_string(cls, query_string: str) -> "WebSearch":
         values = {key: items[-1].strip() for key, items in urllib.parse.parse_qs(query_string).items()}
-        year = values.get("year", "")
-        limit = values.get("limit", "")
-        return cls(q=values.get("q", ""), court=values.get("court", "").upper(),
-                   year=int(year) if year.isdigit() and 1900 <= int(year) <= 2100 else None,
-                   kind=values.get("kind", ""), publication_status=values.get("publication_status", ""),
-                   limit=min(int(limit), WEB_HITS_MAX) if limit.isdigit() and int(limit) > 0 else WEB_HITS)
+        notes = []
 
-    def filters(self) -> dict[str, Any]:
-        """SearchDatabase filters (court as search_archive reads it)."""
-        return {**court_filter(self.court), "year": self.year, "kind": self.kind or None,
-                "publication_status": self.publication_status or None}
+        def number(name: str, low: int, high: int) -> int | None:
+            text = values.get(name, "")
+            if not text:
+                return None
+            if text.isdigit() and low <= int(text) <= high:
+                return int(text)
+            notes.append(f"{name} {text!r} is not a number from {low} to {high}: left out")
+            return None
+
+        def day(name: str) -> str:
+            text = values.get(name, "")
+            try:
+                return datetime.date.fromisoformat(text).isoformat() if text else ""
+            except ValueError:
+                notes.append(f"{name} {text!r} is not a day like 2019-03-31: left out")
+                return ""
+        sort = values.get("sort", "") or "relevance"
+        if sort not in SEARCH_SORTS:
+            notes.append(f"sort {sort!r} is not one of {', '.join(SEARCH_SORTS)}: by relevance")
+            sort = "relevance"
+        court = values.get("court", "")
+        return cls(q=values.get("q", ""), court=court.upper() if court.upper() in INDEX_COURT_CODES else court,
+                   kind=values.get("type", values.get("kind", "")), year=number("year", 1900, 2100),
+                   after=day("after"), before=day("before"), sort=sort, page=number("page", 1, 10**6) or 1,
+                   publication_status=values.get("publication_status", ""),
+                   limit=number("limit", 1, 100) or WEB_HITS, notes=tuple(notes))
+
+    def values(self) -> dict[str, Any]:
+        return {"q": self.q, "court": self.court, "type": self.kind, "year": self.year, "after": self.after,
+                "before": self.before, "sort": "" if self.sort == "relevance" else self.sort,
+                "page": "" if self.page == 1 else self.page, "publication_status": self.publication_status,
+                "limit": "" if self.limit == WEB_HITS else self.limit}
+
+    def query_string(self, **changes: Any) -> str:
+        """The search's URL parameters with `changes` (None or "" drops one)."""
+        values = {**self.values(), **changes}
+        if values.get("page") == 1:
+            values["page"] = None
+        kept = [(key, values[key]) for key in _WEB_PARAMETERS if values.get(key) not in (None, "")]
+        return urllib.parse.urlencode(kept)
 
     def link(self, **changes: Any) -> str:
-        """The search page's URL with `changes` (None or "" drops a parameter)."""
-        values = {"q": self.q, "court": self.court, "year": self.year, "kind": self.kind,
-                  "publication_status": self.publication_status}
-        values.update(changes)
-        kept = {key: value for key, value in values.items() if value not in (None, "")}
-        return "/?" + urllib.parse.urlencode(kept) if kept else "/"
+        """The search page's URL with `changes`; a change of anything but the page starts at page 1."""
+        if any(key != "page" for key in changes):
+            changes.setdefault("page", None)
+        query_string = self.query_string(**changes)
+        return "/?" + query_string if query_string else "/"
+
+    def run(self, site: ServedArchive) -> SearchResult:
+        return search_archive(site.workspace, self.q, court=self.court or None, year=self.year,
+                              kind=self.kind or None, publication_status=self.publication_status or None,
+                              after=self.after or None, before=self.before or None, sort=self.sort,
+                              page=self.page, limit=self.limit, notes=self.notes, search=site.search_index(),
+                              store=site.store)
 
 
 # ----------------------------------------------------------------- pages
 
+_WEB_STYLE = """
+ body { margin: 0 } main { max-width: 74em; margin: 0 auto; padding: 0 1em 2em }
+ header.top { background: #276890; color: white; padding: 0.5em 1em; display: flex; gap: 0.5em 1.5em;
+   align-items: center; flex-wrap: wrap }
+ header.top a { color: white } header.top form { display: flex; gap: 0.4em; flex: 1 1 12em }
+ header.top input[type=search] { flex: 1; min-width: 0; font-size: 1.05em; padding: 0.3em }
+ form.search { margin: 1em 0 } form.search .box { display: flex; gap: 0.4em }
+ form.search input[type=search] { flex: 1; min-width: 0; font-size: 1.1em; padding: 0.35em }
+ details.filters { margin-top: 0.5em } details.filters summary { cursor: pointer; color: #276890 }
+ .fields { display: flex; flex-wrap: wrap; gap: 0.5em 1.2em; margin-top: 0.5em; align-items: end }
+ .fields label { display: flex; flex-direction: column; font-size: 0.9em; gap: 0.15em }
+ .fields input, .fields select { font-size: 1em; padding: 0.2em; max-width: 100% }
+ .read-as { background: #fff8e1; padding: 0.4em 0.6em; border-left: 4px solid #f0b400 }
+ .layout { display: flex; gap: 2em; align-items: flex-start } .facets { min-width: 13em; font-size: 0.9em }
+ .facets h3 { margin: 1em 0 0.2em; font-size: 1em } .facets ul { list-style: none; padding: 0; margin: 0 }
+ .facets .chosen { font-weight: bold } .hits { flex: 1; min-width: 0 } .hit { margin: 0 0 1.2em }
+ .hit h2 { font-size: 1.05em; margin: 0; overflow-wrap: anywhere } .meta { color: #555; font-size: 0.9em }
+ .snippet { overflow-wrap: anywhere } .pager { display: flex; gap: 1em; align-items: baseline; margin: 1.5em 0 }
+ mark { background: #ffe58a } .problem { background: #fdecea; padding: 0.6em; border-left: 4px solid #c62828 }
+ table.fields td, table.fields th { text-align: left; vertical-align: top; padding: 0.15em 0.8em 0.15em 0 }
+ table.fields td { overflow-wrap: anywhere }
+ pre.text { white-space: pre-wrap; overflow-wrap: anywhere; background: #fafafa; padding: 1em; border: 1px solid #ddd }
+ @media (max-width: 700px) {
+   main { padding: 0 0.6em 2em } .layout { flex-direction: column; gap: 0 } .facets { order: 2; width: 100% }
+   .fields label { flex: 1 1 40% }
+ }
+"""
+# Folded by default (a phone's width); opened where the screen is wide. Without JavaScript they stay folded.
+_WEB_UNFOLD = ("<script>if (window.matchMedia('(min-width: 701px)').matches) "
+               "document.querySelectorAll('details.unfold').forEach(function (d) { d.open = true; });</script>")
 
-def _web_page(title: str, body: str, *, query: str = "") -> bytes:
-    """A whole page: Datasette's stylesheet, the header (search box, the tables one click away)."""
+
+def _web_page(title: str, body: str, *, query: str = "", header_box: bool = True) -> bytes:
+    """A whole page: Datasette's stylesheet, the header (a search box where the page has none of
+    its own, the tables one click away)."""
+    box = (f'<form action="/" method="get"><input type="search" name="q" value="{html.escape(query)}" '
+           'placeholder="search the archive" aria-label="search the archive"><button type="submit">Search</button>'
+           '</form>') if header_box else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="/-/static/app.css">
-<style>
- body {{ margin: 0 }} main {{ max-width: 74em; margin: 0 auto; padding: 0 1em 2em }}
- header.top {{ background: #276890; color: white; padding: 0.5em 1em; display: flex; gap: 1.5em;
-   align-items: center; flex-wrap: wrap }}
- header.top a {{ color: white }} header.top form {{ display: flex; gap: 0.4em; flex: 1 }}
- header.top input[type=search] {{ flex: 1; font-size: 1.05em; padding: 0.3em }}
- .layout {{ display: flex; gap: 2em; align-items: flex-start }} .facets {{ min-width: 13em; font-size: 0.9em }}
- .facets h3 {{ margin: 1em 0 0.2em; font-size: 1em }} .facets ul {{ list-style: none; padding: 0; margin: 0 }}
- .facets .chosen {{ font-weight: bold }} .hits {{ flex: 1 }} .hit {{ margin: 0 0 1.2em }}
- .hit h2 {{ font-size: 1.05em; margin: 0 }} .meta {{ color: #555; font-size: 0.9em }}
- mark {{ background: #ffe58a }} .problem {{ background: #fdecea; padding: 0.6em; border-left: 4px solid #c62828 }}
- table.fields td, table.fields th {{ text-align: left; vertical-align: top; padding: 0.15em 0.8em 0.15em 0 }}
- pre.text {{ white-space: pre-wrap; background: #fafafa; padding: 1em; border: 1px solid #ddd }}
-</style></head><body>
-<header class="top"><strong><a href="/">Kentucky appellate courts</a></strong>
-<form action="/" method="get"><input type="search" name="q" value="{html.escape(query)}"
- placeholder='words, "a phrase", NEAR(a b, 5), prefix*, OR, NOT' aria-label="search the archive">
-<button type="submit">Search</button></form>
+<style>{_WEB_STYLE}</style></head><body>
+<header class="top"><strong><a href="/">Kentucky appellate courts</a></strong>{box}
 <nav><a href="/ky_court">archive tables</a> · <a href="/ky_search">index tables</a> ·
 <a href="/ky_court?sql=select+*+from+documents+limit+10">SQL</a></nav></header>
-<main>{body}</main></body></html>""".encode("utf-8")
+<main>{body}</main>{_WEB_UNFOLD}</body></html>""".encode("utf-8")
 
 
 def _web_html(page: bytes, status: int = 200) -> WebResponse:
     return WebResponse(status, "text/html; charset=utf-8", page)
 
 
+def _web_json(value: Any, status: int = 200) -> WebResponse:
+    return WebResponse(status, "application/json; charset=utf-8",
+                       json.dumps(value, indent=2, default=str).encode("utf-8"))
+
+
 def _web_not_found(what: str) -> WebResponse:
     return _web_html(_web_page("Not found", f'<p class="problem">{html.escape(what)}</p>'), 404)
 
 
-def search_page(site: ServedArchive, request: WebSearch) -> WebResponse:
-    """The search page of `request` (the landing page when it has no query)."""
-    query = request.q or None
+def search_json(site: ServedArchive, request: WebSearch) -> WebResponse:
+    """/search.json: the CLI's `search --json` object."""
     try:
-        sdb = open_search_index(site.folder)
+        return _web_json(request.run(site).as_json())
+    except Exception as exc:     # an index that cannot be read: say so as JSON
+        return _web_json({"error": str(exc)}, 503)
+
+
+def search_page(site: ServedArchive, request: WebSearch) -> WebResponse:
+    """The search page of `request` (with no query: the newest documents under its filters)."""
+    try:
+        result = request.run(site)
+        filters = result.filters
+        facets = site.search_index().facets(parse_query(request.q), _web_filters(request))
     except Exception as exc:     # an index that cannot be read: say so, keep the tables reachable
         return _web_html(_web_page("Search", f'<p class="problem">{html.escape(str(exc))}</p>'), 503)
-    try:
-        facets = sdb.match_facets(query, [column for column, _ in WEB_FACETS], **request.filters())
-        # The index is the served copy; the texts its snippets quote are the workspace's (or the store's).
-        hits = [] if query is None else search_archive(
-            site.workspace, query, court=request.court or None, year=request.year, kind=request.kind or None,
-            publication_status=request.publication_status or None, limit=request.limit, sdb=sdb, store=site.store)
-        # An uncapped ranking counted every match already; a capped one (or none) asks the index.
-        total = hits[0]["ranked_among"] if hits and not hits[0]["rank_capped"] else sdb.match_count(
-            query, **request.filters())
-    except SearchQueryError as exc:
-        problem = (f"The query {request.q!r}: {exc}." if isinstance(exc, CommonWordsQuery) else
-                   f"The query {request.q!r} cannot be read ({exc}): {query_hint(request.q)}.")
-        return _web_html(_web_page(f"{request.q} - search", f'<p class="problem">{html.escape(problem)}</p>',
-                                   query=request.q), 400)
-    finally:
-        sdb.close()
-    body = [f'<div class="layout"><aside class="facets">{_web_facets(request, facets)}</aside><section class="hits">']
-    if query is None:
-        body.append(f"<p>{total:,} documents searchable. Type words in the box: all must match; "
-                    '"a phrase"; NEAR(a b, 5); prefix*; OR; NOT. Words with punctuation, such as case '
-                    'numbers, go in double quotes: "2019-CA-0012".</p>')
-    else:
-        shown = f"; the best {len(hits)}" if total > len(hits) else ""
-        body.append(f"<p><strong>{total:,} documents match</strong>{shown}.</p>")
-        body += [_web_hit(hit) for hit in hits]
-        if total > len(hits) and request.limit < WEB_HITS_MAX:
-            more = request.link() + ("&" if "?" in request.link() else "?") + f"limit={request.limit + WEB_HITS}"
-            body.append(f'<p><a href="{html.escape(more)}">more hits</a></p>')
-    body.append("</section></div>")
-    return _web_html(_web_page(f"{request.q} - search" if request.q else "Search the archive", "".join(body),
-                               query=request.q))
+    body = [_web_search_form(request, filters)]
+    if result.notes:
+        body.append(f'<p class="read-as">Read as: <code>{html.escape(result.read_as or "(nothing to match)")}</code>'
+                    f' — {html.escape("; ".join(result.notes))}.</p>')
+    body.append(f'<div class="layout"><section class="hits">{_web_count(request, result)}')
+    body += [_web_hit(hit, request) for hit in result.hits]
+    body.append(_web_pager(request, result))
+    body.append(f'</section><aside class="facets"><details class="unfold"><summary>Narrow by court, year, kind'
+                f'</summary>{_web_facets(request, facets)}</details></aside></div>')
+    title = f"{request.q} - search" if request.q else "Search the archive"
+    return _web_html(_web_page(title, "".join(body), header_box=False))
+
+
+def _web_filters(request: WebSearch) -> SearchFilters:
+    return SearchFilters(**court_filter(request.court), kind=request.kind or None, year=request.year,
+                         after=request.after or None, before=request.before or None,
+                         publication_status=request.publication_status or None)
+
+
+def _web_search_form(request: WebSearch, filters: dict[str, Any]) -> str:
+    def options(name: str, choices: list[tuple[str, str]], current: str) -> str:
+        if current and current not in [value for value, _ in choices]:
+            choices = choices + [(current, current)]
+        return (f'<select name="{name}">' + "".join(
+            f'<option value="{html.escape(value)}"{" selected" if value == current else ""}>{html.escape(label)}</option>'
+            for value, label in choices) + "</select>")
+    court = options("court", [("", "any"), ("CA", "Court of Appeals (CA)"), ("SC", "Supreme Court (SC)")], request.court)
+    kind = options("type", [("", "any")] + [(name, name) for name in SEARCH_KINDS], request.kind)
+    sort = options("sort", [(name, label) for name, label in _WEB_SORT_NAMES.items()], request.sort)
+    chosen = [f"{name} {value}" for name, value in filters.items()] + (
+        [_WEB_SORT_NAMES[request.sort]] if request.sort != "relevance" else [])
+    summary = "Filters and order" + (f": {', '.join(chosen)}" if chosen else "")
+    status = (f'<input type="hidden" name="publication_status" value="{html.escape(request.publication_status)}">'
+              if request.publication_status else "")
+    return f"""<form class="search" action="/" method="get">
+<div class="box"><input type="search" name="q" value="{html.escape(request.q)}" aria-label="search the archive"
+ placeholder='words, "an exact phrase", -leave out, OR, prefix*, 2019-CA-0012'><button type="submit">Search</button></div>
+<details class="filters unfold"><summary>{html.escape(summary)}</summary><div class="fields">
+<label>Court {court}</label><label>Type {kind}</label>
+<label>Case year (the case number's) <input type="number" name="year" min="1900" max="2100" step="1"
+ value="{request.year or ''}" placeholder="e.g. 2019"></label>
+<label>Filed from <input type="date" name="after" value="{html.escape(request.after)}"></label>
+<label>Filed to <input type="date" name="before" value="{html.escape(request.before)}"></label>
+<label>Sort {sort}</label>{status}<button type="submit">Apply</button></div></details></form>"""
+
+
+def _web_count(request: WebSearch, result: SearchResult) -> str:
+    what = "documents match" if request.q.strip() else "documents"
+    if not result.total:
+        return f"<p><strong>No documents match</strong>{' under these filters' if result.filters else ''}.</p>"
+    if result.hits:
+        return (f"<p><strong>{result.first:,}–{result.last:,} of {result.total:,}</strong> {what}"
+                f"{'' if result.sort == 'relevance' else ', ' + _WEB_SORT_NAMES[result.sort]}.</p>")
+    return f"<p>{result.total:,} {what}; page {result.page} is past the last, {result.pages}.</p>"
+
+
+def _web_pager(request: WebSearch, result: SearchResult) -> str:
+    if result.pages <= 1 and result.page == 1:
+        return ""
+    parts = []
+    if result.page > 1:
+        parts.append(f'<a rel="prev" href="{html.escape(request.link(page=min(result.page, result.pages + 1) - 1))}">'
+                     '← previous</a>')
+    parts.append(f"<span>page {result.page} of {result.pages}</span>")
+    if result.page < result.pages:
+        parts.append(f'<a rel="next" href="{html.escape(request.link(page=result.page + 1))}">next →</a>')
+    return f'<nav class="pager">{"".join(parts)}</nav>'
 
 
 def _web_facets(request: WebSearch, facets: dict[str, list[tuple[Any, int]]]) -> str:
-    chosen = {"court_code": request.court, "year": request.year, "kind": request.kind,
+    chosen = {"court_code": request.court, "year": request.year, "kinds": request.kind,
               "publication_status": request.publication_status}
-    parameter = {"court_code": "court"}
+    parameter = {"court_code": "court", "kinds": "type"}
     parts = []
     for column, label in WEB_FACETS:
         items = []
         values = facets.get(column, [])
         if column == "year":     # years in order, newest first; the others by how many match
-            values = sorted(values, key=lambda item: (item[0] is None, -(item[0] or 0)))
-        for value, count in values[:30]:
-            if value is None:
-                items.append(f"<li>unknown ({count:,})</li>")
-                continue
+            values = sorted(values, key=lambda item: -int(item[0]))
+        for value, count in values[:40]:
             name = INDEX_COURT_CODES.get(value, value) if column == "court_code" else value
-            if chosen[column] not in (None, "") and str(chosen[column]) == str(value):
+            if chosen[column] not in (None, "") and str(chosen[column]).lower() == str(value).lower():
                 link = request.link(**{parameter.get(column, column): None})
                 items.append(f'<li class="chosen">{html.escape(str(name))} ({count:,}) '
                              f'<a href="{html.escape(link)}" title="remove this filter">×</a></li>')
@@ -238,20 +373,21 @@ def _web_facets(request: WebSearch, facets: dict[str, list[tuple[Any, int]]]) ->
     return "".join(parts)
 
 
-def _web_hit(hit: dict[str, Any]) -> str:
-    document = f"/document/{urllib.parse.quote(hit['document_id'])}"
-    details = [hit.get("court_code"), (hit.get("filed_date") or "")[:10], hit.get("kind"),
-               hit.get("publication_status"), hit.get("description")]
+def _web_hit(hit: dict[str, Any], request: WebSearch) -> str:
+    query_string = request.query_string()
+    document = f"/document/{urllib.parse.quote(hit['document_id'])}" + (f"?{query_string}" if query_string else "")
+    details = [hit.get("court_code"), f"filed {hit['filed_date'][:10]}" if hit.get("filed_date") else None,
+               hit.get("kind"), hit.get("publication_status"), hit.get("description")]
+    pdf = f' · <a href="/{pdf_store_name(hit["sha256"])}">PDF</a>' if hit.get("sha256") else ""
     return (f'<div class="hit"><h2><a href="{html.escape(document)}">{html.escape(hit.get("case_number") or "?")}'
             f' · {html.escape(hit.get("case_title") or "untitled")}</a></h2>'
-            f'<div class="meta">{" · ".join(html.escape(str(part)) for part in details if part)}'
-            f' · <span title="bm25: lower is better">score {hit["score"]:.3g}</span>'
-            f' · <a href="/{pdf_store_name(hit["sha256"])}">PDF</a></div>'
-            f"<div>{snippet_html(hit.get('snippet'), hit.get('snippet_marks') or [])}</div></div>")
+            f'<div class="meta">{" · ".join(html.escape(str(part)) for part in details if part)}{pdf}</div>'
+            f'<div class="snippet">{snippet_html(hit.get("snippet"), hit.get("snippet_marks") or [])}</div></div>')
 
 
-def document_page(site: ServedArchive, document_id: str) -> WebResponse:
-    """Everything the archive knows of one document, with its text."""
+def document_page(site: ServedArchive, document_id: str, request: WebSearch = WebSearch()) -> WebResponse:
+    """Everything the archive knows of one document, with its text; reached from a search
+    (`request`), a link back to its results and the search's words marked in the text."""
     db = Database.open_readonly(site.folder / DB_FILENAME)
     try:
         conn = db.conn
@@ -269,6 +405,8 @@ def document_page(site: ServedArchive, document_id: str) -> WebResponse:
                                                    (document_id,)).get(document_id, (None, None))
     finally:
         db.close()
+    searched = bool(request.query_string(page=None))
+    keep = request.query_string()
     sha = row.get("sha256")
     has_pdf = bool(sha) and row.get("status") in ("downloaded", "extracted")
     # The court's own text is shown on the page, not served as a file of its own.
@@ -279,17 +417,25 @@ def document_page(site: ServedArchive, document_id: str) -> WebResponse:
         links.append(f'<a href="/{text_link}">text</a>')
     links.append(f'<a href="/ky_court/documents/{urllib.parse.quote(document_id)}">row in Datasette</a>')
     found = derived[0] if derived else {}
-    summary = [row.get("court"), (row.get("filed_date") or "")[:10], row.get("description"), found.get("kind"),
-               found.get("publication_status"), f"rendered {found['rendered_date']}" if found.get("rendered_date") else None,
+    summary = [row.get("court"), f"filed {(row.get('filed_date') or '')[:10]}" if row.get("filed_date") else None,
+               row.get("description"), found.get("kind"), found.get("publication_status"),
+               f"rendered {found['rendered_date']}" if found.get("rendered_date") else None,
                f"{row['pages']} page{'s' if row['pages'] != 1 else ''}" if row.get("pages") else None]
-    body = [f"<h1>{html.escape(title)}</h1>",
-            f'<p>{" · ".join(html.escape(str(part)) for part in summary if part)}</p><p>{" · ".join(links)}</p>']
+    body = []
+    if searched:
+        body.append(f'<p><a href="{html.escape(request.link(page=request.page if request.page > 1 else None))}">'
+                    f'← back to the results</a>{" for <strong>" + html.escape(request.q) + "</strong>" if request.q else ""}'
+                    '</p>')
+    body += [f"<h1>{html.escape(title)}</h1>",
+             f'<p>{" · ".join(html.escape(str(part)) for part in summary if part)}</p><p>{" · ".join(links)}</p>']
     body.append(f"<h2>Its case: {html.escape(row.get('case_number') or '?')}</h2>")
     if cases:
         body.append(_web_fields(cases[0]))
+    case_documents.sort(key=lambda other: ((other.get("filed_date") or "9999"), other["document_id"]))
     body.append("<ul>" + "".join(
         f'<li>{html.escape((other.get("filed_date") or "")[:10])} · '
-        f'<a href="/document/{urllib.parse.quote(other["document_id"])}">{html.escape(other.get("description") or "?")}</a>'
+        f'<a href="/document/{urllib.parse.quote(other["document_id"])}{"?" + keep if keep else ""}">'
+        f'{html.escape(other.get("description") or "?")}</a>'
         f' · {html.escape(other.get("status") or "")}{" (this one)" if other["document_id"] == document_id else ""}</li>'
         for other in case_documents) + "</ul>")
     body.append("<h2>Citations</h2>")
@@ -301,16 +447,32 @@ def document_page(site: ServedArchive, document_id: str) -> WebResponse:
     if text is None:
         body.append("<p>No text: " + html.escape(row.get("extract_failure") or row.get("status") or "unknown") + "</p>")
     else:
-        shown = text[:WEB_TEXT_CHARS]
+        shown = composed(text[:WEB_TEXT_CHARS])
+        places = text_places(shown, query_marks(parse_query(request.q)), limit=None,
+                             matches=WEB_TEXT_MARKS) if request.q else []
+        if request.q:
+            body.append(f'<p>{len(places):,} place{"s" if len(places) != 1 else ""} of the search\'s words marked'
+                        + (' (<a href="#mark-1">the first</a>)' if places else "") + ".</p>")
         more = (f'<p>The first {WEB_TEXT_CHARS:,} of {len(text):,} characters'
                 + (f'; <a href="/{text_link}">the whole text</a>' if text_link else "") + ".</p>"
                 if len(text) > WEB_TEXT_CHARS else "")
-        body.append(f'{more}<pre class="text">{html.escape(shown)}</pre>')
+        body.append(f'{more}<pre class="text">{_web_marked(shown, places)}</pre>')
     body.append("<h2>Everything the archive records of it</h2><details><summary>the document's row</summary>"
                 f"{_web_fields(row)}</details>")
     if found:
         body.append(f"<details><summary>what derive found</summary>{_web_fields(found)}</details>")
-    return _web_html(_web_page(title, "".join(body)))
+    return _web_html(_web_page(title, "".join(body), query=request.q))
+
+
+def _web_marked(text: str, places: list[tuple[int, int, int]]) -> str:
+    """`text` as HTML, each place a <mark> with an id (mark-1, mark-2, ...)."""
+    parts, at = [], 0
+    for number, (start, end, _) in enumerate(places, 1):
+        if start < at:
+            continue
+        parts += [html.escape(text[at:start]), f'<mark id="mark-{number}">', html.escape(text[start:end]), "</mark>"]
+        at = end
+    return "".join(parts) + html.escape(text[at:])
 
 
 def _web_optional(read: Callable[[], Any]) -> Any:
@@ -417,8 +579,10 @@ class ArchiveWeb:
         page, parameters = route
         if page == "search":
             return search_page(self.site, WebSearch.from_query_string(query_string))
+        if page == "search_json":
+            return search_json(self.site, WebSearch.from_query_string(query_string))
         if page == "document":
-            return document_page(self.site, parameters["document_id"])
+            return document_page(self.site, parameters["document_id"], WebSearch.from_query_string(query_string))
         return archive_file(self.site, page, parameters["sha"])
 
 

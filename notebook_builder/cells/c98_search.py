@@ -1,31 +1,28 @@
 """Search the archive: full-text search of every extracted text, and the archive in a browser.
 
 Guarantees:
-- The form's query (FTS5 syntax: words, "a phrase", NEAR(a b, 5),
-  prefix*, AND/OR/NOT), court (CA, SC, or part of the court's name) and
-  year run `search_archive()` over the workspace's index (built by the
-  index stage: each document's best text, OCR'd scans included); the hits
-  are shown as a table, best first (bm25), with the case number, date,
-  title, description, a highlighted snippet of that text (fetched from the
-  store when the workspace lacks it) and a link to the PDF in the store (a
-  Drive file link when the store is Drive). A query FTS5 cannot parse, or a
-  missing index, is one line saying what to do.
+- The form's query (what a search box takes: words, "an exact phrase",
+  -word to leave out, OR, prefix*, a case number), court (CA, SC, or part of
+  the court's name), type, the case number's year, filed from/to
+  (YYYY-MM-DD), sort and page run `search_archive()` over the workspace's
+  index (built by the index stage: each document's best text, OCR'd scans
+  included), exactly as `kycourt-pipeline search` does; it prints how many
+  documents match and which of them the page shows, how the query was read
+  when that differs from what was typed, and shows the hits as a table, with
+  the case number, date, title, description, a highlighted snippet of that
+  text (fetched from the store when the workspace lacks it) and a link to
+  the PDF in the store (a Drive file link when the store is Drive). A value
+  that is no year or day, or a missing index, is one line saying what to do.
 - `start_serve()` serves the archive on 127.0.0.1 in a thread of this
   process (uvicorn, as `datasette serve` itself runs): c96_web's search
-  page, document pages and files in front of Datasette (installed on
-  demand in Colab) over one-file copies of ky_court.sqlite and
-  ky_search.sqlite, every database immutable, with the project's metadata;
-  Datasette's connections get the functions the index's view docs_text
-  calls, kycourt_text(name) over the workspace's texts (c10
-  `search_text_reader`: archive text names only) and kycourt_words(text);
-  an escape_fts that leaves out the common words the index leaves out (c10
-  `index_query`), so the docs table's search box finds what `search` finds;
-  and kycourt_query(q), the same rewrite for raw FTS5 in SQL
-  (`docs_fts MATCH kycourt_query('"abuse of discretion"')`).
-  There is no child process and no pipe: each request is one line of
-  workspace/serve/requests.log. `Served.stop()` ends it: the CLI calls it
-  on SIGINT, SIGTERM and SIGHUP, the form's box when FORM_SERVE is
-  unticked (and a kernel restart ends the thread with the kernel).
+  page, /search.json, document pages and files in front of Datasette
+  (installed on demand in Colab) over read-only copies of ky_court.sqlite
+  and of the search index (its catalog for Datasette's "index tables"), with
+  the project's metadata. There is no child process and no pipe: each
+  request is one line of workspace/serve/requests.log. `Served.stop()` ends
+  it: the CLI calls it on SIGINT, SIGTERM and SIGHUP, the form's box when
+  FORM_SERVE is unticked (and a kernel restart ends the thread with the
+  kernel).
 - A port in use (checked by binding before anything is written), a
   workspace without an archive or without an index: one `ServeError`
   saying what to do. Port 0 lets the system choose.
@@ -36,6 +33,7 @@ Knobs read: WORKSPACE, STORE (through the run's context or CFG).
 """
 from __future__ import annotations
 
+import datetime
 import errno
 import html
 import logging
@@ -44,7 +42,6 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +50,7 @@ from .c00_config import Config, PipelineError, in_colab, load_config, utc_now
 from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, pdf_store_name
 from .c10_database import is_sqlite_file
 from .c17_snapshots import backup_database
-from .c18_search_index import SearchQueryError, add_search_functions, index_query
+from .c18_search_index import SearchIndex, SearchQueryError, copy_search_index
 from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, search_archive, snippet_html
 from .c96_web import ArchiveWeb, ServedArchive
 
@@ -84,11 +81,12 @@ def parse_year(text: Any) -> int | None:
     return int(text)
 
 
-def hits_html(hits: list[dict[str, Any]], store: Any = None) -> str:
-    """The hits as an HTML table; the PDF column links to the store's copy when it can."""
+def hits_html(hits: list[dict[str, Any]], store: Any = None, first: int = 1) -> str:
+    """The hits (numbered from `first`) as an HTML table; the PDF column links to the store's copy
+    when it can."""
     link_of = getattr(store, "web_link", None)
     rows = []
-    for number, hit in enumerate(hits, 1):
+    for number, hit in enumerate(hits, first):
         pdf = pdf_store_name(hit["sha256"])
         link = None
         if link_of is not None:
@@ -108,24 +106,44 @@ def hits_html(hits: list[dict[str, Any]], store: Any = None) -> str:
     return f'<table><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit: int = 20,
-                store: Any = None) -> str:
+def parse_day(text: Any, name: str) -> str | None:
+    """The form's day: empty means none; anything else must be a day YYYY-MM-DD."""
+    text = str(text).strip()
+    if not text:
+        return None
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise SearchQueryError(f"{name} {text!r} is not a day like 2019-03-31") from None
+
+
+def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit: int = 20, store: Any = None, *,
+                kind: str = "", after: Any = "", before: Any = "", sort: str = "relevance", page: int = 1) -> str:
     """Runs the form's search and displays the hits; returns the text it printed."""
     try:
-        hits = search_archive(cfg.WORKSPACE, query, court=court or None, year=parse_year(year), limit=int(limit),
-                              store=store)
+        result = search_archive(cfg.WORKSPACE, query, court=court or None, year=parse_year(year), kind=kind or None,
+                                after=parse_day(after, "filed from"), before=parse_day(before, "filed to"),
+                                sort=sort or "relevance", page=int(page), limit=int(limit), store=store)
     except (SearchQueryError, IndexMissingError) as exc:
         message = f"search: {exc}"
         print(message)
         return message
-    message = f"{len(hits)} hits for {query!r}" + (f", court {court}" if court else "") + (
-        f", year {year}" if str(year).strip() else "")
+    what = f"documents match {query!r}" if query.strip() else "documents"
+    shown = f"; {result.first}-{result.last} shown" if result.total > len(result.hits) else ""
+    named = {"court_code": "court", "court_like": "court", "kind": "type", "after": "filed from", "before": "filed to",
+             "publication_status": "publication status"}
+    lines = [f"{result.total} {what}" + "".join(f", {named.get(name, name)} {value}"
+                                               for name, value in result.filters.items())
+             + ("" if result.sort == "relevance" else f", {result.sort} first") + shown]
+    if result.notes:
+        lines.append(f"read as: {result.read_as} ({'; '.join(result.notes)})")
+    message = "\n".join(lines)
     print(message)
     try:
         from IPython.display import HTML, display
     except ImportError:
         return message
-    display(HTML(hits_html(hits, store)))
+    display(HTML(hits_html(result.hits, store, first=result.first)))
     return message
 
 
@@ -147,12 +165,11 @@ def datasette_metadata() -> dict[str, Any]:
     # lists every description above its rows.
     search_columns = {name: described[name] for name in ("court_code", "year", "kind", "publication_status", "judge",
                                                          "text_source")}
-    search_columns.update({"text_chars": "characters of indexed text", "doc_rowid": "the row in docs_fts",
+    search_columns.update({"text_chars": "characters of indexed text",
                            "text_name": "the indexed text's file (in the workspace and the store)",
-                           "facets": "the document's filter tokens (court code, kind, publication status) "
-                                     "that docs_fts matches",
-                           "text_key": "digest of what docs_fts holds of it (incremental builds)",
-                           "source_key": "digest of its other fields (incremental builds)"})
+                           "text_key": "digest of which text was indexed (incremental builds)",
+                           "source_key": "digest of its fields (incremental builds)",
+                           "indexed_at": "when the index last took the document in"})
     return {
         "title": "Kentucky appellate courts: public record archive",
         "description_html": 'The Kentucky Supreme Court\'s and Court of Appeals\' documents from C-Track '
@@ -183,13 +200,11 @@ def datasette_metadata() -> dict[str, Any]:
                 },
             },
             "ky_search": {
-                "title": "Full-text search (ky_search.sqlite)",
-                "description_html": 'The search page is <a href="/">the front page</a>. The index leaves '
-                                    'out common words (the, of, and, ...): in SQL, match '
-                                    "<code>docs_fts MATCH kycourt_query('...')</code>, which leaves them "
-                                    'out of the query too.',
+                "title": "Search index catalog (ky_search.sqlite)",
+                "description_html": 'What the full-text index holds, one row per document; the search itself '
+                                    'is <a href="/">the front page</a> (and <code>/search.json</code>).',
                 "tables": {
-                    "docs": {"title": "Indexed documents", "fts_table": "docs_fts", "fts_pk": "doc_rowid",
+                    "docs": {"title": "Indexed documents", "sort_desc": "filed_date",
                              "facets": ["court", "year", "kind", "publication_status"], "columns": search_columns},
                 },
             },
@@ -198,16 +213,18 @@ def datasette_metadata() -> dict[str, Any]:
 
 
 def prepare_serve(cfg: Config) -> list[Path]:
-    """One-file copies of the databases under workspace/serve/ (Datasette opens them immutable);
-    ServeError, with nothing written, without an archive or an index."""
+    """Read-only copies under workspace/serve/: ky_court.sqlite (one file, which Datasette opens
+    immutable) and the search index (c18 copy_search_index); returns the databases Datasette
+    serves. ServeError, with nothing written, without an archive or an index."""
     workspace = Path(cfg.WORKSPACE)
-    state, search = workspace / DB_FILENAME, workspace / SEARCH_DB_FILENAME
+    state = workspace / DB_FILENAME
     if not is_sqlite_file(state):
         raise ServeError(f"no archive database at {state}: run the pipeline first (or pass --workspace)")
-    if not is_sqlite_file(search):
-        raise ServeError(f"no search index at {search}: {BUILD_HINT}")
+    if not SearchIndex.exists(workspace):
+        raise ServeError(f"no search index in {workspace}: {BUILD_HINT}")
     folder = workspace / SERVE_DIR
-    return [backup_database(state, folder / DB_FILENAME), backup_database(search, folder / SEARCH_DB_FILENAME)]
+    copy_search_index(workspace, folder)
+    return [backup_database(state, folder / DB_FILENAME), folder / SEARCH_DB_FILENAME]
 
 
 def _serve_require_datasette() -> None:
@@ -219,39 +236,6 @@ def _serve_require_datasette() -> None:
     if not in_colab():
         raise ServeError("serve needs Datasette: pip install 'kycourt-colab[serve]'")
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "datasette>=0.64"])
-
-
-def _serve_register_text_function() -> None:
-    """Datasette's connections get the index's kycourt_text(name) and kycourt_words(text)
-    (docs_text reads them), an escape_fts that leaves out the common words the index leaves out
-    (a table's search box: "abuse of discretion" finds what `search` finds) and kycourt_query(q)
-    (the same for a raw query in SQL): a plugin registered once in this process, reading the
-    texts of the workspace each Datasette instance serves (its `kycourt_text_root`)."""
-    from datasette import hookimpl
-    from datasette.plugins import pm
-    from datasette.utils import escape_fts
-    if pm.get_plugin(_SERVE_TEXT_PLUGIN) is not None:
-        return
-
-    def escape_fts_indexed(query: str) -> str:
-        try:
-            return index_query(escape_fts(query))
-        except SearchQueryError:    # common words alone: an empty phrase, which matches nothing
-            return '""'
-
-    @hookimpl(trylast=True)    # after Datasette's own escape_fts, which this one replaces
-    def prepare_connection(conn, datasette):
-        root = getattr(datasette, "kycourt_text_root", None)
-        if root is not None:
-            add_search_functions(conn, root, strict=False)
-            conn.create_function("escape_fts", 1, escape_fts_indexed)
-
-    plugin = types.ModuleType(_SERVE_TEXT_PLUGIN)   # Datasette lists its plugins as modules
-    plugin.prepare_connection = prepare_connection
-    pm.register(plugin, name=_SERVE_TEXT_PLUGIN)
-
-
-_SERVE_TEXT_PLUGIN = "kycourt_text"
 
 
 def _serve_socket(port: int) -> socket.socket:
@@ -311,8 +295,6 @@ def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = Non
         folder = Path(cfg.WORKSPACE) / SERVE_DIR
         datasette = Datasette([], immutables=[str(path) for path in databases], metadata=datasette_metadata(),
                               settings={"sql_time_limit_ms": 5000, "default_page_size": 50})
-        _serve_register_text_function()
-        datasette.kycourt_text_root = Path(cfg.WORKSPACE)
         site = ServedArchive(workspace=Path(cfg.WORKSPACE), folder=folder, store=store,
                              min_quality=cfg.MIN_TEXT_QUALITY)
         log = folder / SERVE_LOG
@@ -400,11 +382,17 @@ def serve_box(cfg: Config, wanted: bool, running: Served | None, store: Any = No
 if __name__ == "__main__":  # Search the archive { display-mode: "form" }
     FORM_SEARCH_QUERY = "opinion"  #@param {type:"string"}
     FORM_SEARCH_COURT = ""  #@param ["", "SC", "CA"] {allow-input: true}
+    FORM_SEARCH_TYPE = ""  #@param ["", "opinion", "order", "brief", "other"] {allow-input: true}
     FORM_SEARCH_YEAR = ""  #@param {type:"string"}
+    FORM_SEARCH_FILED_FROM = ""  #@param {type:"string"}
+    FORM_SEARCH_FILED_TO = ""  #@param {type:"string"}
+    FORM_SEARCH_SORT = "relevance"  #@param ["relevance", "newest", "oldest"]
+    FORM_SEARCH_PAGE = 1  #@param {type:"integer"}
     FORM_SEARCH_LIMIT = 20  #@param {type:"integer"}
     FORM_SERVE = False  #@param {type:"boolean"}
     _search_cfg = globals().get("CFG") or load_config()
     _search_store = getattr(globals().get("RUN_REPORT"), "store", None)
-    SEARCH_TEXT = search_cell(_search_cfg, FORM_SEARCH_QUERY, FORM_SEARCH_COURT, FORM_SEARCH_YEAR,
-                              FORM_SEARCH_LIMIT, _search_store)
+    SEARCH_TEXT = search_cell(_search_cfg, FORM_SEARCH_QUERY, FORM_SEARCH_COURT, FORM_SEARCH_YEAR, FORM_SEARCH_LIMIT,
+                              _search_store, kind=FORM_SEARCH_TYPE, after=FORM_SEARCH_FILED_FROM,
+                              before=FORM_SEARCH_FILED_TO, sort=FORM_SEARCH_SORT, page=FORM_SEARCH_PAGE)
     SERVED = serve_box(_search_cfg, FORM_SERVE, globals().get("SERVED"), _search_store)
