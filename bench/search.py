@@ -1,38 +1,46 @@
-"""Benchmark of the query layer on a full-scale synthetic corpus.
+"""Benchmark of the search, the old engine (SQLite FTS5) against the new (tantivy), in one run.
 
-98,724 documents by default (the archive's size), texts drawn like real
-opinions (log-normal lengths, median 15 KB, clipped to 5-60 KB; legal
-prose in a Zipf-like mix; each document has a topic and uses a few of its
-phrases; party names and rare words per document).
-Prints: the index build in seconds, MB/s and documents/s against reading
-the same texts (the baseline: the build cannot beat the disk), an
-incremental run with nothing to do, the index size as a ratio of the text
-(goal <= 0.6: the index keeps no copy of the texts), p50/p95 of 20 fixed
-queries (snippets included) on a quiet machine and with every core busy
-(one spinning process per CPU beside the queries; goal: p95 < 50 ms), in
-wall time and in the CPU time of the querying thread (what the code costs,
-whatever else the machine runs), with the load average before each phase,
-the cores the spinners used and the share of a core the queries got;
-filtered counts and every-match rankings (what `search --rank-all`, the CLI's
-total and the web page's counts run), against one grep-style scan of every
-text (what a user had before), `show` p50/p95, and the state snapshot's size
-before and after.
+On a full-scale synthetic corpus: 98,724 documents by default (the archive's
+size), texts drawn like real opinions (log-normal lengths, median 15 KB,
+clipped to 5-60 KB; legal prose in a Zipf-like mix; each document has a
+topic and uses a few of its phrases; party names and rare words per
+document). The old engine is the project's tree at --old-rev (FTS5 with 34
+common words left out and the newest 10,000 matches ranked), run from a
+`git archive` of it; each engine builds its own index from the same texts and
+answers in a process of its own, the driver asking them query by query in
+turn (the order alternating each run), quiet and then with every core busy
+(one spinning process per CPU beside them).
+
+Prints, old against new: the index build (seconds, MB/s) and its size as a
+ratio of the text (goal <= 0.5); a run with nothing new; (new) a day's
+documents, 100 and then 1,000, indexed again, in seconds and per document;
+(new) the store's one-file copy: its size, the time to pack and to restore
+it; the queries (bench's 20 plus phrases of common words, a case number in
+five forms, two captions, three sentences pasted from documents): p50, p95
+and slowest, quiet and busy, with snippets (what `search` runs) and the search
+alone, goals p50 <= 10 ms, p95 <= 50 ms, slowest <= 250 ms busy; per query
+the medians side by side, each engine's total and what it answered (an
+error is the old engine refusing the query); every match of `commonwealth`
+ranked (old: --rank-all).
 
     .venv/bin/python bench/search.py                      # full scale, corpus in /tmp/kycourt-bench-search
     .venv/bin/python bench/search.py --docs 5000          # a quick run
-    .venv/bin/python bench/search.py --workspace DIR      # keep or reuse a corpus
+    .venv/bin/python bench/search.py --workspace DIR      # keep or reuse a corpus and both indexes
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import hashlib
+import json
 import math
 import multiprocessing
 import os
 import random
 import shutil
+import sqlite3
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,15 +49,14 @@ from typing import Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
-from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME  # noqa: E402
+from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME  # noqa: E402
 from notebook_builder.cells.c10_database import Database  # noqa: E402
-from notebook_builder.cells.c12_queues import WorkQueues  # noqa: E402
-from notebook_builder.cells.c17_snapshots import checkpoint  # noqa: E402
-from notebook_builder.cells.c18_search_index import SEARCH_RANK_CAP, SearchDatabase  # noqa: E402
+from notebook_builder.cells.c18_search_index import SearchIndex, pack_search_index, unpack_search_index  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
-from notebook_builder.cells.c83_best_text import record_text_sources  # noqa: E402
-from notebook_builder.cells.c87_index import index, search_archive  # noqa: E402
-from notebook_builder.query import show_document  # noqa: E402
+from notebook_builder.cells.c87_index import index  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+OLD_REV = "385ec54"     # the last commit whose search is SQLite FTS5 (common words left out, 10,000 ranked)
 
 FULL_SCALE = 98_724
 # Every document has a topic; of its topic's phrases it uses a handful, as an opinion does, so a
@@ -190,76 +197,158 @@ def every_core_busy() -> Iterator[list[multiprocessing.Process]]:
             burner.join()
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used (0 where /proc cannot say)."""
+
+def extra_queries(workspace: Path, rng: random.Random) -> list[tuple[str, dict]]:
+    """Phrases of common words, a case number in five forms, two captions and three sentences pasted
+    from the corpus's texts (8 to 12 words each)."""
+    conn = sqlite3.connect(workspace / DB_FILENAME)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+        count = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        pick = lambda number: conn.execute(      # noqa: E731
+            "SELECT case_number, case_title, sha256 FROM documents ORDER BY rowid LIMIT 1 OFFSET ?",
+            (number,)).fetchone()
+        case, title, _ = pick(count // 2)
+        pasted = []
+        for number in (count // 7, count // 3, 4 * count // 5):
+            text = (workspace / "text" / f"{pick(number)[2]}.txt").read_text(encoding="utf-8")
+            words = text.split("\n", 4)[4].split()
+            start = rng.randrange(50, max(51, len(words) - 20))
+            pasted.append(" ".join(words[start:start + rng.randint(8, 12)]))
+    finally:
+        conn.close()
+    year, court, sequence = case.split("-")
+    forms = [case, f"{year}-{court}-{int(sequence):06d}-MR", f"{year} {court} {int(sequence)}",
+             f"{year[2:]}-{court}-{int(sequence)}", f"{year}{court}{sequence}"]
+    first, second = title.split(" VS. ")
+    return ([('"abuse of discretion"', {}), ('"of the"', {}), ('"the trial court"', {})]
+            + [(form, {}) for form in forms] + [(f"{first.title()} v. {second.title()}", {}), (title, {})]
+            + [(sentence, {}) for sentence in pasted])
 
 
-def machine_busy_seconds() -> float:
-    """CPU seconds every core of the machine has spent busy (not idle, not waiting), from /proc/stat."""
+# A version's process: its tree's search over its own index. Commands on stdin, one JSON line
+# each: build (the index stage, timed), query (search_archive: snippets included, and the search
+# alone), close.
+WORKER = """
+import json, sys, time
+tree, workspace, store = sys.argv[1:4]
+sys.path.insert(0, tree)
+from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c35_context import open_context
+from notebook_builder.cells.c87_index import index, open_search_index, search_archive
+try:
+    from notebook_builder.cells.c18_search_index import SearchIndex, SearchFilters
+    from notebook_builder.cells.c18_query_syntax import parse_query
+    NEW = True
+except ImportError:
+    NEW = False
+cfg = load_config({"KY_WORKSPACE": workspace, "KY_STORE": store, "KY_PROGRESS": "0"})
+print(json.dumps({"ready": True, "engine": "tantivy" if NEW else "fts5"}), flush=True)
+opened = None
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["do"] == "build":
+        ctx = open_context(cfg)
+        started = time.perf_counter()
+        result = index(ctx)
+        ctx.close()
+        print(json.dumps({"seconds": time.perf_counter() - started, "indexed": result.indexed}), flush=True)
+        continue
+    opened = opened or open_search_index(workspace)
+    query, filters = request["query"], dict(request["filters"])
+    answer = {}
+    wall, cpu = time.perf_counter(), time.thread_time()
     try:
-        values = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+        if NEW:
+            result = search_archive(workspace, query, limit=20, search=opened, **filters)
+            hits, total = result.hits, result.total
+        else:
+            hits = search_archive(workspace, query, limit=20, sdb=opened, rank_all=request.get("rank_all", False),
+                                  **filters)
+            total = hits[0]["ranked_among"] if hits and not hits[0]["rank_capped"] else None
+        answer.update(ids=[hit["document_id"] for hit in hits], total=total)
+    except Exception as exc:
+        answer.update(ids=[], total=None, error=type(exc).__name__)
+    answer.update(wall=time.perf_counter() - wall, cpu=time.thread_time() - cpu)
+    alone = time.perf_counter()
+    try:
+        if NEW:
+            from notebook_builder.cells.c87_index import court_filter
+            court = filters.pop("court", None)
+            opened.search(parse_query(query), SearchFilters(**court_filter(court), **filters), limit=20)
+        elif "error" not in answer:
+            from notebook_builder.cells.c87_index import court_filter
+            court = filters.pop("court", None)
+            opened.search(query, limit=20, **court_filter(court), **filters)
+    except Exception:
+        pass
+    answer["alone"] = time.perf_counter() - alone
+    print(json.dumps(answer), flush=True)
+"""
 
 
-class Timings:
-    """Per query key, its wall and CPU (the querying thread's) seconds of each run."""
+class Version:
+    """One engine's process over its own workspace."""
 
-    def __init__(self) -> None:
-        self.wall: dict[str, list[float]] = {}
-        self.cpu: dict[str, list[float]] = {}
+    def __init__(self, name: str, tree: Path, workspace: Path, store: Path):
+        self.name = name
+        self.process = subprocess.Popen([sys.executable, "-c", WORKER, str(tree), str(workspace), str(store)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.engine = json.loads(self.process.stdout.readline())["engine"]
 
-    def add(self, key: str, wall: float, cpu: float) -> None:
-        self.wall.setdefault(key, []).append(wall)
-        self.cpu.setdefault(key, []).append(cpu)
+    def ask(self, **request) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
 
-    @staticmethod
-    def every(values: dict[str, list[float]], skip: int = 0) -> list[float]:
-        return [value for runs in values.values() for value in runs[skip:]]
-
-    @staticmethod
-    def summary(values: list[float]) -> str:
-        return (f"p50 {1000 * statistics.median(values):.1f} ms, p95 {1000 * percentile(values, 0.95):.1f} ms, "
-                f"max {1000 * max(values):.1f} ms")
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
 
 
-def timed_queries(workspace: Path, sdb, runs: int) -> tuple[Timings, dict[str, int], dict[str, bool]]:
-    """Each of QUERIES `runs` times: (its timings, hits, whether its ranking was capped)."""
-    timings = Timings()
-    hits_of: dict[str, int] = {}
-    capped_of: dict[str, bool] = {}
-    for _ in range(runs):
-        for query, filters in QUERIES:
-            key = query + str(filters or "")
-            wall, cpu = time.perf_counter(), time.thread_time()
-            hits = search_archive(workspace, query, limit=20, sdb=sdb, **filters)
-            timings.add(key, time.perf_counter() - wall, time.thread_time() - cpu)
-            hits_of[key] = len(hits)
-            capped_of[key] = bool(hits and hits[0]["rank_capped"])
-    return timings, hits_of, capped_of
+def old_tree(root: Path, rev: str) -> Path:
+    """The old engine's source tree (notebook_builder at `rev`), from `git archive`."""
+    tree = root / f"tree-{rev}"
+    if not (tree / "notebook_builder").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "notebook_builder"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
 
 
-def busy_phase(workspace: Path, sdb, runs: int) -> tuple[Timings, dict[str, float]]:
-    """timed_queries with one spinning process per CPU beside them; what the machine did meanwhile:
-    the load average before, the cores the spinners used, the cores busy in all, the share of a
-    core the querying process got."""
-    load_before = os.getloadavg()[0]
-    with every_core_busy() as burners:
-        spun = sum(process_cpu_seconds(burner.pid) for burner in burners)
-        machine, own, started = machine_busy_seconds(), time.process_time(), time.perf_counter()
-        timings, _, _ = timed_queries(workspace, sdb, runs)
-        seconds = time.perf_counter() - started
-        spun = sum(process_cpu_seconds(burner.pid) for burner in burners) - spun
-        machine = machine_busy_seconds() - machine
-        own = time.process_time() - own
-    return timings, {"load_before": load_before, "spinners": spun / seconds, "machine": machine / seconds,
-                     "queries": own / seconds, "spinning": len(burners)}
+def old_workspace(root: Path, workspace: Path) -> Path:
+    """A workspace of its own for the old engine (its index file has the new catalog's name): a
+    copy of the state database, the same texts."""
+    old = root / "old-workspace"
+    if not (old / DB_FILENAME).is_file():
+        old.mkdir(parents=True, exist_ok=True)
+        shutil.copy(workspace / DB_FILENAME, old / DB_FILENAME)
+        for name in ("text", "pdf_by_hash"):
+            if not (old / name).exists():
+                (old / name).symlink_to(workspace / name)
+    return old
+
+
+def phase(versions: list[Version], queries: list[tuple[str, dict]], runs: int) -> dict[str, dict[str, list[dict]]]:
+    """Every query `runs` times (after a warming run) on each version in turn, the order alternating."""
+    answers: dict[str, dict[str, list[dict]]] = {version.name: {} for version in versions}
+    for run in range(runs + 1):
+        for query, filters in queries:
+            for version in (versions if run % 2 else versions[::-1]):
+                answer = version.ask(do="query", query=query, filters=filters)
+                if run:
+                    answers[version.name].setdefault(query + (str(filters) if filters else ""), []).append(answer)
+    return answers
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
+
+
+def summary(runs: dict[str, list[dict]], field: str = "wall") -> str:
+    values = [answer[field] for answers in runs.values() for answer in answers]
+    return (f"p50 {1000 * statistics.median(values):6.1f} ms, p95 {1000 * percentile(values, 0.95):6.1f} ms, "
+            f"slowest {1000 * max(values):6.1f} ms")
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -267,11 +356,32 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
 
 
+def reindex(cfg, documents: int) -> tuple[float, int]:
+    """Takes `documents` out of the new index, then times the stage putting them back: a day's new ones."""
+    search = SearchIndex.open(cfg.WORKSPACE)
+    try:
+        for document_id in sorted(search.indexed())[:documents]:
+            search.remove(document_id)
+        search.commit()
+        search.finish()
+    finally:
+        search.close()
+    ctx = open_context(cfg)
+    try:
+        started = time.perf_counter()
+        result = index(ctx)
+        return time.perf_counter() - started, result.indexed
+    finally:
+        ctx.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=FULL_SCALE)
     parser.add_argument("--workspace", default="/tmp/kycourt-bench-search")
-    parser.add_argument("--fresh", action="store_true", help="rebuild the corpus")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the corpus and both indexes")
+    parser.add_argument("--old-rev", default=OLD_REV, help=f"the old engine's commit (default {OLD_REV})")
+    parser.add_argument("--runs", type=int, default=5, help="runs of every query in each phase (default 5)")
     args = parser.parse_args()
     root = Path(args.workspace)
     workspace, store = root / "workspace", root / "store"
@@ -286,108 +396,107 @@ def main() -> int:
     else:
         text_bytes = int((workspace / "corpus-bytes").read_text())
         print(f"corpus: reused {workspace} ({text_bytes / 1e6:.0f} MB of text)")
-    for name in (SEARCH_DB_FILENAME, SEARCH_DB_FILENAME + "-wal", SEARCH_DB_FILENAME + "-shm"):
-        (workspace / name).unlink(missing_ok=True)
-    shutil.rmtree(store, ignore_errors=True)
+    state = Database.open(workspace / DB_FILENAME)
+    docs = state.conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    state.close()
+    old_ws = old_workspace(root, workspace)
+    if (workspace / SEARCH_DB_FILENAME).is_file() and not SearchIndex.exists(workspace):
+        os.replace(workspace / SEARCH_DB_FILENAME, old_ws / SEARCH_DB_FILENAME)    # an old run's FTS5 index
     cfg = load_config({"KY_WORKSPACE": str(workspace), "KY_STORE": str(store), "KY_PROGRESS": "0"})
-    state = Database.open(workspace / DB_FILENAME)
-    docs = WorkQueues(state).document_count()
-    record_text_sources(state, cfg.MIN_TEXT_QUALITY)   # as derive, before the index, records them in a run
-    state.close()
+    tree = old_tree(root, args.old_rev)
 
-    before = checkpoint(workspace / DB_FILENAME, root / "snapshot-before.sqlite")
-    snapshot_before = os.path.getsize(before["path"])
-
-    read_started = time.monotonic()        # baseline: reading every text once
-    read_bytes = sum(len(path.read_bytes()) for path in (workspace / "text").glob("*.txt"))
-    read_seconds = time.monotonic() - read_started
-
+    # ---- builds
+    builds = {}
+    if not SearchIndex.exists(workspace):
+        shutil.rmtree(store, ignore_errors=True)
+        ctx = open_context(cfg)
+        load = os.getloadavg()[0]
+        build_started = time.perf_counter()
+        index(ctx)
+        builds["new"] = (time.perf_counter() - build_started, load)
+        ctx.close()
+    old = Version("old", tree, old_ws, root / "old-store")
+    if not (old_ws / SEARCH_DB_FILENAME).is_file():
+        load = os.getloadavg()[0]
+        builds["old"] = (old.ask(do="build")["seconds"], load)
+    again_new_started = time.perf_counter()
     ctx = open_context(cfg)
-    build_started = time.monotonic()
-    result = index(ctx)
-    build_seconds = time.monotonic() - build_started
+    index(ctx)
     ctx.close()
-    ctx = open_context(cfg)
-    again_started = time.monotonic()
-    again = index(ctx)
-    again_seconds = time.monotonic() - again_started
-    ctx.close()
-
-    after = checkpoint(workspace / DB_FILENAME, root / "snapshot-after.sqlite")
-    snapshot_after = os.path.getsize(after["path"])
-    index_bytes = os.path.getsize(workspace / SEARCH_DB_FILENAME)
-
-    sdb = SearchDatabase.open(workspace / SEARCH_DB_FILENAME, readonly=True)
-    load_quiet = os.getloadavg()[0]
-    timings, hits_of, capped_of = timed_queries(workspace, sdb, 6)
-    busy_timings, machine = busy_phase(workspace, sdb, 5)
-    every_match = {}     # the generic word again, every match ranked; a filtered one; a filtered count
-    for label, run in (("commonwealth with every match ranked (--rank-all)",
-                        lambda: search_archive(workspace, "commonwealth", limit=20, sdb=sdb, rank_all=True)),
-                       ('"double jeopardy" in SC with every match ranked (--rank-all --court SC)',
-                        lambda: search_archive(workspace, '"double jeopardy"', court="SC", limit=20, sdb=sdb,
-                                               rank_all=True)),
-                       ('"persistent felony offender" in SC counted (the CLI\'s total, the web page\'s)',
-                        lambda: sdb.match_count('"persistent felony offender"', court_code="SC"))):
-        seconds = []
-        for _ in range(3):
-            query_started = time.perf_counter()
-            run()
-            seconds.append(time.perf_counter() - query_started)
-        every_match[label] = statistics.median(seconds)
-    sdb.close()
-    first = [values[0] for values in timings.wall.values()]
-    warm, warm_cpu = Timings.every(timings.wall, 1), Timings.every(timings.cpu, 1)
-    busy, busy_cpu = Timings.every(busy_timings.wall), Timings.every(busy_timings.cpu)
-
-    indexed_word = timings.wall["suppression"][1:]
-    grep_started = time.monotonic()        # baseline: what a user had, a scan of every text
-    grep_hits = sum(1 for path in (workspace / "text").glob("*.txt") if b"suppression" in path.read_bytes().lower())
-    grep_seconds = time.monotonic() - grep_started
-
-    state = Database.open(workspace / DB_FILENAME)
-    some = [row[0] for row in state.conn.execute(
-        "SELECT document_id FROM documents ORDER BY document_id LIMIT 20 OFFSET ?", (docs // 2,))]
-    some_cases = [row[0] for row in state.conn.execute(
-        "SELECT DISTINCT case_number FROM documents ORDER BY case_number LIMIT 5 OFFSET ?", (docs // 3,))]
-    state.close()
-    from notebook_builder.cells.c20_store import LocalStore
-    local_store = LocalStore(store)
-    show_times = []
-    for identifier in some + some_cases:
-        show_started = time.perf_counter()
-        show_document(cfg, identifier, store=local_store)
-        show_times.append(time.perf_counter() - show_started)
-
-    megabytes = result.text_bytes / 1e6
+    again_new = time.perf_counter() - again_new_started
+    again_old = old.ask(do="build")["seconds"]
+    new_bytes = folder_bytes(workspace / SEARCH_INDEX_DIRNAME) + (workspace / SEARCH_DB_FILENAME).stat().st_size
+    catalog_bytes = (workspace / SEARCH_DB_FILENAME).stat().st_size
+    old_bytes = sum((old_ws / name).stat().st_size for name in (SEARCH_DB_FILENAME, SEARCH_DB_FILENAME + "-wal")
+                    if (old_ws / name).is_file())
     print(f"documents: {docs}; text {text_bytes / 1e6:.0f} MB (mean {text_bytes / max(docs, 1) / 1e3:.1f} KB)")
-    print(f"baseline read of every text: {read_bytes / 1e6 / read_seconds:.0f} MB/s ({read_seconds:.1f} s)")
-    print(f"index build: {build_seconds:.1f} s, {megabytes / build_seconds:.1f} MB/s, "
-          f"{result.indexed / build_seconds:.0f} docs/s ({read_seconds / build_seconds:.3f}x the baseline read; "
-          f"optimized={result.optimized}, pushed={result.pushed})")
-    print(f"incremental run with nothing new: {again_seconds:.2f} s (indexed {again.indexed}, "
-          f"refreshed {again.refreshed}, pushed {again.pushed})")
-    print(f"index size: {index_bytes / 1e6:.0f} MB = {index_bytes / text_bytes:.2f}x the text (goal <= 0.6)")
-    print(f"state snapshot: {snapshot_before} bytes before, {snapshot_after} after "
-          f"({100 * (snapshot_after - snapshot_before) / snapshot_before:+.2f}%)")
-    print(f"queries (20 fixed, 5 warm runs each; load average {load_quiet:.1f} before): {Timings.summary(warm)}; "
-          f"CPU {Timings.summary(warm_cpu)}; first run p50 {1000 * statistics.median(first):.1f} ms, "
-          f"p95 {1000 * percentile(first, 0.95):.1f} ms")
-    print(f"queries with every core busy ({machine['spinning']} spinning processes using {machine['spinners']:.2f} "
-          f"cores, {machine['machine']:.2f} of {os.cpu_count()} cores busy in all, the queries got "
-          f"{machine['queries']:.2f} of a core; load average {machine['load_before']:.1f} before): "
-          f"{Timings.summary(busy)} (goal: p95 < 50 ms); CPU {Timings.summary(busy_cpu)}")
-    print("  wall ms, busy wall ms, CPU ms (medians), hits, query")
-    for key, values in timings.wall.items():
-        print(f"  {1000 * statistics.median(values[1:]):7.1f} {1000 * statistics.median(busy_timings.wall[key]):7.1f} "
-              f"{1000 * statistics.median(timings.cpu[key][1:]):7.1f}  {hits_of[key]:>3}  {key}"
-              f"{f'  (ranked among the {SEARCH_RANK_CAP:,} most recent matches)' if capped_of[key] else ''}")
-    for label, seconds in every_match.items():
-        print(f"  {1000 * seconds:7.1f} ms  {label}")
-    print(f"grep-style scan of every text for 'suppression': {grep_seconds:.1f} s ({grep_hits} documents); "
-          f"the index answers it {grep_seconds / statistics.median(indexed_word):.0f}x faster")
-    print(f"show (20 document ids, 5 case numbers): p50 {1000 * statistics.median(show_times):.1f} ms, "
-          f"p95 {1000 * percentile(show_times, 0.95):.1f} ms")
+    for name in ("old", "new"):
+        if name in builds:
+            seconds, load = builds[name]
+            print(f"index build, {name}: {seconds:.0f} s, {text_bytes / 1e6 / seconds:.1f} MB/s (load average "
+                  f"{load:.1f} before)")
+    print(f"index size: old {old_bytes / 1e6:.0f} MB = {old_bytes / text_bytes:.2f}x the text; new "
+          f"{new_bytes / 1e6:.0f} MB = {new_bytes / text_bytes:.2f}x (catalog {catalog_bytes / 1e6:.0f} MB of it) "
+          f"(goal <= 0.5)")
+    print(f"a run with nothing new: old {again_old:.1f} s, new {again_new:.1f} s")
+
+    # ---- a day's documents, and the store's copy (new)
+    for documents in (100, 1000):
+        seconds, indexed = reindex(cfg, min(documents, docs))
+        print(f"new: {indexed} documents indexed again by the stage in {seconds:.1f} s "
+              f"({1000 * seconds / max(indexed, 1):.1f} ms a document, the fixed part included)")
+    pack_started = time.perf_counter()
+    pack = pack_search_index(workspace, root / "ky_search.tar")
+    pack_seconds = time.perf_counter() - pack_started
+    restored = root / "restored"
+    shutil.rmtree(restored, ignore_errors=True)
+    restored.mkdir()
+    unpack_started = time.perf_counter()
+    unpack_search_index(pack, restored)
+    unpack_seconds = time.perf_counter() - unpack_started
+    print(f"new: the store's copy (ky_search.tar) {pack.stat().st_size / 1e6:.0f} MB, packed in {pack_seconds:.1f} s, "
+          f"restored in {unpack_seconds:.1f} s (checked)")
+    shutil.rmtree(restored)
+    pack.unlink()
+
+    # ---- queries
+    queries = list(QUERIES) + extra_queries(workspace, random.Random(5))
+    new = Version("new", REPO, workspace, store)
+    versions = [old, new]
+    try:
+        load = os.getloadavg()[0]
+        quiet = phase(versions, queries, args.runs)
+        print(f"queries, quiet ({len(queries)} queries, {args.runs} runs each after a warming one; load average "
+              f"{load:.1f} before):")
+        for version in versions:
+            print(f"  {version.name} ({version.engine}): with snippets {summary(quiet[version.name])}; search alone "
+                  f"{summary(quiet[version.name], 'alone')}")
+        load = os.getloadavg()[0]
+        with every_core_busy() as burners:
+            busy = phase(versions, queries, args.runs)
+        print(f"queries with every core busy ({len(burners)} spinning processes; load average {load:.1f} before):")
+        for version in versions:
+            print(f"  {version.name} ({version.engine}): with snippets {summary(busy[version.name])}; search alone "
+                  f"{summary(busy[version.name], 'alone')}")
+        print("  goals, busy: p50 <= 10 ms, p95 <= 50 ms, slowest <= 250 ms")
+        print("  busy wall ms (medians) old, new; search alone new; old total / answer, new total; query")
+        for key, old_runs in busy["old"].items():
+            new_runs = busy["new"][key]
+            answer = old_runs[0].get("error") or (f"{old_runs[0]['total']}" if old_runs[0]["total"] is not None
+                                                  else f"{len(old_runs[0]['ids'])} (capped)")
+            print(f"  {1000 * statistics.median(a['wall'] for a in old_runs):7.1f} "
+                  f"{1000 * statistics.median(a['wall'] for a in new_runs):7.1f} "
+                  f"{1000 * statistics.median(a['alone'] for a in new_runs):7.1f}   {answer:>18} "
+                  f"{new_runs[0]['total']:>7}  {key[:80]}")
+        ranked = {}
+        for name, version, extra in (("old --rank-all", old, {"rank_all": True}), ("new", new, {})):
+            times = [version.ask(do="query", query="commonwealth", filters={}, **extra)["wall"] for _ in range(3)]
+            ranked[name] = statistics.median(times)
+        print("every match of 'commonwealth' ranked: " + ", ".join(f"{name} {1000 * seconds:.1f} ms"
+                                                                 for name, seconds in ranked.items()))
+    finally:
+        for version in versions:
+            version.close()
     print(f"total {time.monotonic() - started:.0f} s")
     return 0
 

@@ -441,18 +441,16 @@ def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: SearchQuer
 
 # ---------------------------------------------------------------- marks and snippets
 #
-# A snippet is made here, from the text file: the places where a mark's first word may begin are
-# found with str.find on the lowercased text, in order; at each, the words are compared with the
-# mark's (folded as the index folds them; a word of a quoted phrase exactly, an unquoted word by
-# its stem, a prefix by its start). The snippet is the stretch of the first SNIPPET_MATCHES matches
+# A snippet is made here, from the text file: each mark of the query is a regular expression over the
+# lowercased text, its accented letters folded in place (Peña is pena, same length, so the places
+# stay the text's), found in order by the regular expression engine; a word matched by its stem is
+# checked against the mark's stem. The snippet is the stretch of the first SNIPPET_MATCHES matches
 # where most of the query's marks lie close together.
 
 SNIPPET_WORDS = 16
-SNIPPET_PLACES = 120      # places where a mark's first word may begin, looked at in one text at most
+SNIPPET_PLACES = 400      # candidate places looked at in one text, at most
 SNIPPET_MATCHES = 24      # matches gathered in one text before its snippet is chosen
 _WORD_START, _WORD_END = re.compile(r"\b\w"), re.compile(r"\w\b")
-_MARK_WORD = re.compile(r"[^\W_]+")
-_MARK_NEXT_WORD = re.compile(r"[\W_]*([^\W_]+)")
 
 # A mark: the words of one thing the query matches, each (word as the index holds it, how it
 # matches: "exact", "stem" or "prefix").
@@ -489,64 +487,70 @@ def query_marks(query: SearchQuery) -> list[Mark]:
     return list(dict.fromkeys(marks))
 
 
+def _mark_pattern(mark: Mark) -> re.Pattern:
+    """The places a mark may match: its words in order, punctuation and spaces between; a stemmed
+    word by its first letters (the stem is checked at each place)."""
+    parts = []
+    for term, mode in mark:
+        if mode == "exact":
+            parts.append(re.escape(term))
+        elif mode == "prefix":
+            parts.append(re.escape(term) + r"[^\W_]*")
+        else:
+            parts.append(f"({re.escape(term[:max(1, len(term) - 3)])}[^\\W_]*)")
+    return re.compile(r"[\W_]+".join(parts) + r"(?![^\W_])")
+
+
+def _folded_text(text: str) -> str:
+    """`text` lowercased, each accented letter folded to its ASCII letter where that is one letter:
+    the same length, so a place in it is the same place in the text (the text itself where
+    lowercasing changes the length)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        return text
+    if lowered.isascii():
+        return lowered
+    table = {}
+    for char in set(lowered):
+        if not char.isascii():
+            folded = index_words(char)
+            if folded and len(folded[0]) == 1:
+                table[ord(char)] = folded[0]
+    return lowered.translate(table)
+
+
 def text_places(text: str, marks: list[Mark], stems: dict[str, str] | None = None, *,
-                limit: int | None = None, matches: int | None = SNIPPET_MATCHES) -> list[tuple[int, int, int]]:
+                limit: int | None = SNIPPET_PLACES, matches: int | None = SNIPPET_MATCHES
+                ) -> list[tuple[int, int, int]]:
     """(start, end, mark number) of the marks' matches in `text`, in order: at most `matches` of
-    them, found among the first `limit` places where a mark's first word may begin (None: no limit).
-    `stems` caches word -> stem across calls."""
+    them (None: all), among the first `limit` candidate places. `stems` caches word -> stem."""
     if not marks or not text:
         return []
     stems = {} if stems is None else stems
-    keys = set()
-    for first, mode in (mark[0] for mark in marks):
-        keys.add(first[:max(1, len(first) - 3)] if mode == "stem" else first)
-    keys = {key for key in keys if not any(other != key and other in key for other in keys)}
-    lowered = text.lower()
-    if len(lowered) != len(text):     # a letter whose lower case is longer: look in the text itself
-        lowered = text
-    folded: dict[str, str] = {}
+    folded = _folded_text(text)
 
     def stem_of(word: str) -> str:
         if word not in stems:
             stems[word] = word_stems([word])[0]
         return stems[word]
 
-    def same(typed: str, term: str, mode: str) -> bool:
-        word = typed if typed.isascii() else folded.setdefault(typed, (index_words(typed) or [typed])[0])
-        if mode == "exact" or word == term:
-            return word == term
-        if mode == "prefix":
-            return word.startswith(term)
-        return stem_of(word) == stem_of(term)
+    def places(number: int, mark: Mark) -> Iterator[tuple[int, int, int, bool]]:
+        wanted = [stem_of(term) for term, mode in mark if mode == "stem"]
+        for found in _mark_pattern(mark).finditer(folded):
+            start = found.start()
+            whole = (start == 0 or not folded[start - 1].isalnum()) and all(
+                word == term or stem_of(word) == stem for word, term, stem in zip(
+                    found.groups(), [term for term, mode in mark if mode == "stem"], wanted))
+            yield start, -found.end(), number, whole      # at one place, the longest match first
 
     found: list[tuple[int, int, int]] = []
-    for count, at in enumerate(heapq.merge(*(_word_places(lowered, key) for key in sorted(keys)))):
+    for count, (start, minus_end, number, whole) in enumerate(
+            heapq.merge(*(places(number, mark) for number, mark in enumerate(marks)))):
         if (limit is not None and count >= limit) or (matches is not None and len(found) >= matches):
             break
-        first = _MARK_WORD.match(lowered, at)
-        for number, mark in enumerate(marks):
-            if not same(first.group(), *mark[0]):
-                continue
-            end, whole = first.end(), True
-            for term, mode in mark[1:]:
-                following = _MARK_NEXT_WORD.match(lowered, end)
-                if following is None or not same(following.group(1), term, mode):
-                    whole = False
-                    break
-                end = following.end()
-            if whole:
-                found.append((at, end, number))
-                break
+        if whole and (not found or start >= found[-1][1]):
+            found.append((start, -minus_end, number))
     return found
-
-
-def _word_places(lowered: str, key: str) -> Iterator[int]:
-    """Where `key` begins a word of the (lowercased) text, in order."""
-    at = lowered.find(key)
-    while at != -1:
-        if at == 0 or not lowered[at - 1].isalnum():
-            yield at
-        at = lowered.find(key, at + 1)
 
 
 def mark(text: str, matches: list[tuple[int, int, int]], start: int = 0, end: int | None = None,
