@@ -16,6 +16,8 @@ def test_a_case_number_typed_in_any_usual_form_is_read_as_the_archives_form(type
     assert [node.case_number for node in query.required] == ["2017-CA-0003"]
     assert isinstance(query.required[0], CaseNumber)
     assert query.read_as.strip('"').startswith("2017")
+    # Said only where the reading differs from what was typed.
+    assert bool(query.notes) == (typed.strip().strip('"').upper() not in ("2017-CA-0003",))
 
 
 def test_a_case_number_beside_words_is_one_node_among_them():

@@ -288,7 +288,8 @@ class _QueryParser:
             rendering = " ".join(text.lstrip("-") for _, _, text in inner)
             return (parts[0] if len(parts) == 1 else AllOf(tuple(parts))), f"({rendering})"
         if token.kind == "case":
-            self.reading.note(f"{token.text} was read as the case number {token.value}")
+            if " ".join(token.text.split()).upper() != token.value:
+                self.reading.note(f"{token.text} was read as the case number {token.value}")
             return CaseNumber(token.value, tuple(query_words(token.text))), str(token.value)
         if token.kind == "near":
             return self.near(token)
