@@ -107,6 +107,8 @@ def test_the_form_keeps_every_filter_and_the_pages_go_back_and_forth(server):
     assert 'name="after" value="2019-01-01"' in page and 'name="before" value="2021-12-31"' in page
     assert '<option value="oldest" selected>' in page and "Case year (the case number's)" in page
     assert "<strong>1–1 of 1</strong> documents match, oldest first" in page
+    assert ("Filters and order: court CA, type opinion, case year 2019, filed from 2019-01-01, filed to 2021-12-31, "
+            "oldest first") in page
     first = html.unescape(get(f"{served.url}/?q=vs&sort=newest&limit=2")[2].decode())
     assert "<strong>1–2 of 5</strong>" in first and "page 1 of 3" in first and 'rel="prev"' not in first
     following = re.search(r'<a rel="next" href="([^"]+)">', first).group(1)

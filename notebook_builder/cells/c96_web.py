@@ -69,6 +69,8 @@ WEB_FILE_CHUNK = 256 * 1024
 _WEB_TEXT_SOURCES = {"text_layer": "the PDF's text layer", "ocr": "the text layer with OCR of its scanned pages",
                      "court_text": "the court's own text of the document"}
 _WEB_SORT_NAMES = {"relevance": "relevance", "newest": "newest first", "oldest": "oldest first"}
+_WEB_FILTER_NAMES = {"court_code": "court", "court_like": "court", "kind": "type", "year": "case year",
+                     "after": "filed from", "before": "filed to", "publication_status": "publication status"}
 _WEB_SHA = r"(?P<sha>[0-9a-f]{64})"
 _WEB_ROUTES = (
     ("search", re.compile(r"/")),
@@ -310,7 +312,7 @@ def _web_search_form(request: WebSearch, filters: dict[str, Any]) -> str:
     court = options("court", [("", "any"), ("CA", "Court of Appeals (CA)"), ("SC", "Supreme Court (SC)")], request.court)
     kind = options("type", [("", "any")] + [(name, name) for name in SEARCH_KINDS], request.kind)
     sort = options("sort", [(name, label) for name, label in _WEB_SORT_NAMES.items()], request.sort)
-    chosen = [f"{name} {value}" for name, value in filters.items()] + (
+    chosen = [f"{_WEB_FILTER_NAMES.get(name, name)} {value}" for name, value in filters.items()] + (
         [_WEB_SORT_NAMES[request.sort]] if request.sort != "relevance" else [])
     summary = "Filters and order" + (f": {', '.join(chosen)}" if chosen else "")
     status = (f'<input type="hidden" name="publication_status" value="{html.escape(request.publication_status)}">'
