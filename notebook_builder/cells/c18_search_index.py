@@ -508,13 +508,6 @@ class SearchIndex:
 
     # ----- the catalog
 
-    def kv_get(self, key: str, default: str | None = None) -> str | None:
-        value = _kv(self.catalog, key)
-        return default if value is None else value
-
-    def kv_set(self, key: str, value: Any) -> None:
-        _kv_set(self.catalog, key, value)
-
     def indexed(self) -> dict[str, tuple[str, str, str]]:
         """document_id -> (text_name, text_key, source_key) of every indexed document."""
         return {row[0]: (row[1], row[2], row[3]) for row in self.catalog.execute(
@@ -689,11 +682,6 @@ def _catalog_rows(catalog: sqlite3.Connection) -> int:
 def _kv(catalog: sqlite3.Connection, key: str) -> str | None:
     row = catalog.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
     return None if row is None else row[0]
-
-
-def _kv_set(catalog: sqlite3.Connection, key: str, value: Any) -> None:
-    catalog.execute("INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    (key, str(value)))
 
 
 def _meta_opstamp(index_path: Path) -> int:

@@ -40,6 +40,7 @@ Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import html
@@ -129,6 +130,7 @@ class IndexResult:
     restored_from_store: bool = False
     rebuilt: bool = False     # a damaged or outdated index was set aside
     pushed: bool = False      # mirrored to the store
+    push_seconds: float = 0.0  # of the run, those spent packing and mirroring the index to the store
     stopped: bool = False
 
 
@@ -231,7 +233,9 @@ def index(ctx: Context) -> IndexResult:
         changed = _index_catch_up(ctx, db, search, result)
         result.total = search.indexed_count()
         if changed or not ctx.mirror.has(SEARCH_PACK_FILENAME):
+            started = time.monotonic()
             result.pushed = _index_push(ctx)
+            result.push_seconds = time.monotonic() - started
     finally:
         search.close()
     log_index.info("index: %d texts indexed (%.1f MB), %d refreshed, %d removed, %d texts missing; "
@@ -441,15 +445,15 @@ def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: SearchQuer
 
 # ---------------------------------------------------------------- marks and snippets
 #
-# A snippet is made here, from the text file: each mark of the query is a regular expression over the
-# lowercased text, its accented letters folded in place (Peña is pena, same length, so the places
-# stay the text's), found in order by the regular expression engine; a word matched by its stem is
-# checked against the mark's stem. The snippet is the stretch of the first SNIPPET_MATCHES matches
+# A snippet is made here, from the text file: the places where each mark of the query may begin are
+# found by str.find in the lowercased text, its accented letters folded in place (Peña is pena, the
+# same length, so the places stay the text's); the mark's regular expression is matched at each, and
+# a word matched by its stem is checked against the mark's stem. The snippet is the stretch of the first SNIPPET_MATCHES matches
 # where most of the query's marks lie close together.
 
 SNIPPET_WORDS = 16
-SNIPPET_PLACES = 400      # candidate places looked at in one text, at most
-SNIPPET_MATCHES = 24      # matches gathered in one text before its snippet is chosen
+SNIPPET_PLACES = 200      # candidate places looked at in one text, at most
+SNIPPET_MATCHES = 12      # matches gathered in one text before its snippet is chosen
 _WORD_START, _WORD_END = re.compile(r"\b\w"), re.compile(r"\w\b")
 
 # A mark: the words of one thing the query matches, each (word as the index holds it, how it
@@ -487,6 +491,7 @@ def query_marks(query: SearchQuery) -> list[Mark]:
     return list(dict.fromkeys(marks))
 
 
+@functools.lru_cache(maxsize=256)
 def _mark_pattern(mark: Mark) -> re.Pattern:
     """The places a mark may match: its words in order, punctuation and spaces between; a stemmed
     word by its first letters (the stem is checked at each place)."""
@@ -535,13 +540,21 @@ def text_places(text: str, marks: list[Mark], stems: dict[str, str] | None = Non
         return stems[word]
 
     def places(number: int, mark: Mark) -> Iterator[tuple[int, int, int, bool]]:
-        wanted = [stem_of(term) for term, mode in mark if mode == "stem"]
-        for found in _mark_pattern(mark).finditer(folded):
-            start = found.start()
-            whole = (start == 0 or not folded[start - 1].isalnum()) and all(
-                word == term or stem_of(word) == stem for word, term, stem in zip(
-                    found.groups(), [term for term, mode in mark if mode == "stem"], wanted))
-            yield start, -found.end(), number, whole      # at one place, the longest match first
+        # str.find scans for the mark's first letters (far faster than a regular expression's own
+        # scan); the mark's expression is then matched at each place found.
+        pattern, wanted = _mark_pattern(mark), [term for term, mode in mark if mode == "stem"]
+        first, mode = mark[0]
+        key = first[:max(1, len(first) - 3)] if mode == "stem" else first
+        at = folded.find(key)
+        while at != -1:
+            found = pattern.match(folded, at) if at == 0 or not folded[at - 1].isalnum() else None
+            if found is not None:
+                whole = all(word == term or stem_of(word) == stem_of(term)
+                            for word, term in zip(found.groups(), wanted))
+                yield at, -found.end(), number, whole      # at one place, the longest match first
+            else:
+                yield at, -at, number, False
+            at = folded.find(key, at + 1)
 
     found: list[tuple[int, int, int]] = []
     for count, (start, minus_end, number, whole) in enumerate(
