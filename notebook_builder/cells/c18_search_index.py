@@ -625,20 +625,24 @@ class SearchIndex:
     def facets(self, query: SearchQuery, filters: SearchFilters, columns: Sequence[str] = SEARCH_FACETS
                ) -> dict[str, list[tuple[Any, int]]]:
         """Per column of SEARCH_FACETS, (value, documents) among the matches of `query` under
-        `filters` less the column's own: the choices a user has. Most documents first."""
+        `filters` less the column's own: the choices a user has. Most documents first. The columns
+        whose filter is not set are counted together, in one pass over the matches."""
         searcher = self.index.searcher()
-        counts: dict[str, list[tuple[Any, int]]] = {}
+        counts: dict[str, list[tuple[Any, int]]] = {column: [] for column in columns}
+        if searcher.num_docs == 0:
+            return counts
+        groups: dict[SearchFilters, list[str]] = {}
         for column in columns:
-            if searcher.num_docs == 0:
-                counts[column] = []
-                continue
-            compiled = _SearchCompiler(self.index.schema, searcher).compile(
-                query, filters.without(SEARCH_FACETS[column]), rank=False)
-            result = searcher.aggregate(compiled, {"values": {"terms": {"field": column, "size": 500}}})
-            counts[column] = [(int(bucket["key"]) if column == "year" else bucket["key"], bucket["doc_count"])
-                              for bucket in result["values"]["buckets"]]
+            own = SEARCH_FACETS[column]
+            unset = getattr(filters, own) is None and (own != "court_code" or filters.court_like is None)
+            groups.setdefault(filters if unset else filters.without(own), []).append(column)
+        for under, names in groups.items():
+            compiled = _SearchCompiler(self.index.schema, searcher).compile(query, under, rank=False)
+            result = searcher.aggregate(compiled, {name: {"terms": {"field": name, "size": 500}} for name in names})
+            for name in names:
+                counts[name] = [(int(bucket["key"]) if name == "year" else bucket["key"], bucket["doc_count"])
+                                for bucket in result[name]["buckets"]]
         return counts
-
 
 
 def _open_catalog(path: Path, *, readonly: bool) -> sqlite3.Connection:
