@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from test_extract_chain import add_document, make_ctx  # noqa: F401  (make_ctx: a fixture)
 
-from notebook_builder.cells import c80_extract, c85_ocr
+from notebook_builder.cells import c78_page_text, c85_ocr
 from notebook_builder.cells.c13_records import TextRecords
-from notebook_builder.cells.c80_extract import (POOR_TEXT, PageMeasures, PageReading, choose_page_reading, extract,
-                                                measure_pages, page_defect, page_is_doubtful, pages_to_reread,
-                                                scattered_letter_share, word_wholeness)
+from notebook_builder.cells.c78_page_text import (POOR_TEXT, PageMeasures, PageReading, choose_page_reading,
+                                                  measure_pages, page_defect, page_is_doubtful, pages_to_reread,
+                                                  scattered_letter_share, word_wholeness)
+from notebook_builder.cells.c80_extract import extract
 from notebook_builder.simcourt.pdfs import _document, _stream
 
 CREATED = "20240101000000Z"
@@ -84,7 +85,7 @@ def measures(text: str) -> PageMeasures:
 
 def test_letters_scattered_across_scripts_are_poor_text_and_latin_beside_one_other_script_is_not():
     garbage = "ɹɹং\nΘͨ͘͠ͱ͍;ݱ\u09c5၊ఆ͞Εͨ༗ަػྲྀి౯ͷͻͱͭͷ੨͍র໌Ͱ͢ớ͋ΒΏΔಁ໌ͳ༓ྶͷෳ߹ମỜ෩ܠΈΜͳͱ͍ỳ͠Ỷʹͤ"
-    assert scattered_letter_share(garbage) > c80_extract.SCATTERED_LETTERS and page_defect(measures(garbage), 0.5) == "scattered scripts"
+    assert scattered_letter_share(garbage) > c78_page_text.SCATTERED_LETTERS and page_defect(measures(garbage), 0.5) == "scattered scripts"
     japanese = "風景やみんなといっしょに（あらゆる透明な幽霊の複合体）ＰＤＦ version 2 of the report"
     german_math = "Sei γ : I → X ein Weg, α und β Winkel, ϕ eine Abbildung mit ∑ δ ε ζ η θ; daher ℝ ist 𝔐 " * 2
     arabic = "\u062d\u064e\u0628\u064a\u0628\u064a \u0645\u062d\u0643\u0645\u0629 habibi " * 4
@@ -144,7 +145,7 @@ def test_engines_that_disagree_on_a_page_keep_the_one_whose_words_are_whole():
     assert choose_page_reading([reading("a", prose), reading("b", filled)], 0, 0.5).index == 1
     # The same words: the document's engine stays.
     assert choose_page_reading([reading("a", prose), reading("b", prose.replace("\n", " "))], 1, 0.5) \
-        == c80_extract.PageChoice(1, "engines agree")
+        == c78_page_text.PageChoice(1, "engines agree")
 
 
 def test_a_poor_reading_gives_way_and_a_page_poor_in_every_engine_goes_to_ocr():
