@@ -28,7 +28,6 @@ from typing import Iterable, NamedTuple
 # Verdicts no engine can change for these bytes: classified once, the document leaves the queue.
 PERMANENT_VERDICTS = ("encrypted", "empty", "too large", "unparseable")   # in the order a reason is named
 
-
 # Verdicts that may change: a worker that died (OOM, a signal), a timeout, an OS error reading the file.
 TRANSIENT_VERDICTS = ("timeout", "crash", "error")
 
@@ -75,15 +74,12 @@ def page_text_chars(text: str) -> int:
 # A scan's image covers most of its page (strips of one add up); a logo or a seal does not.
 SCAN_IMAGE_COVER = 0.25
 
-
 # A scanned page under a filing stamp or a docketing header ("Case 2:85-cv-04544 Document 569-10
 # Filed ... Page 242", "USCA4 Appeal: ... Filed: ..."): an image over the whole page and a text
 # layer of a few dozen characters, where a page of text holds a thousand or more. Of 598 pages of
 # ../shared/realpdfs, 8 are so (20-199 characters under an image covering all the page): two court
 # scans under such stamps and six scans under junk text layers.
 SCAN_FULL_COVER = 0.9
-
-
 SCAN_STAMP_CHARS = 200
 
 
@@ -123,44 +119,25 @@ def is_likely_scanned(pages_needing_ocr: int) -> bool:
 
 QUALITY_MIN_TOKENS = 20
 
-
 # Scripts written without spaces between words (CJK, kana, Thai, Hangul).
 _UNSPACED = "\u0e00-\u0e7f\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
-
-
 _UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
-
 
 # A run of such a script with the digits, Latin letters and punctuation set among it ("2019年05月").
 _UNSPACED_MIXED = re.compile(f"(?=.*[{_UNSPACED}])[{_UNSPACED}\\w%.,:;()\u2010-\u2027-]+")
 
-
 # A label of letters then digits ("Text1", "m2", "A10"), or digits then letters ("3com").
 _ALNUM_LABEL = re.compile(r"[^\W\d_]{1,20}\d{1,6}|\d{1,6}[^\W\d_]{1,20}")
-
 
 # Combining marks that belong to the letter before them (decomposed accents, Hebrew and Arabic
 # vowel signs, Thai vowels): part of a word.
 _MARKS = "\u0300-\u036f\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0e31\u0e34-\u0e3a\u0e47-\u0e4e"
-
-
 _LETTER = f"[^\\W\\d_][{_MARKS}]*"
-
-
 _WORD_TOKEN = re.compile(f"(?:{_LETTER}){{1,20}}(?:['\u2019-](?:{_LETTER}){{1,20}})*")
-
-
 _NUMBER_TOKEN = re.compile(r"[$\u00a7#]?\d[\d,.:/-]*[a-z]{0,2}")
-
-
 _TOKEN_EDGES = "\"'()[]{}<>,.;:!?*\u201c\u201d\u2018\u2019\u00ab\u00bb"
-
-
 _PART_BREAKS = re.compile("['\u2019-]")
-
-
 _MARK_CHARS = re.compile(f"[{_MARKS}]")
-
 
 # Replacement and control characters (C0 but tab, line feed, form feed, carriage return; DEL; C1).
 _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ufffd]")
@@ -268,10 +245,7 @@ _WORDS = re.compile(f"[{_UNSPACED}]|(?:[^\\W{_UNSPACED}][\u0300-\u036f\u0610-\u0
 # Zero-width ones and soft hyphens join (are dropped); bidi embeddings and isolates, which one
 # reader puts around each run of another direction, separate.
 _FORMAT_CHARS = re.compile("[\u00ad\u061c\u200b-\u200f\u2060-\u2064\ufeff]")
-
-
 _BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
-
 
 # Three or more single letters in a row on one line: a letter-spaced word ("O P I N I O N"), which
 # one reader splits at each wide gap and another does not. Joined, a capital after a small letter
@@ -312,7 +286,6 @@ def text_agreement(a: str, b: str) -> float:
 # Letters beyond Latin and its extensions: only they are looked up by script (a court filing has few).
 _NON_LATIN_LETTER = re.compile(r"[^\x00-\u024f\W\d_]")
 
-
 # Unicode names' first words that are one writing system (Japanese mixes kanji, kana and full-width
 # forms; Korean hangul and hanja) or letter-like symbols any text may hold (mathematics): LATIN.
 _SCRIPT_GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "BOPOMOFO": "CJK", "IDEOGRAPHIC": "CJK",
@@ -324,10 +297,7 @@ _SCRIPT_GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "BOPOMO
 # A line holding one letter of an alphabet (not a character of a script written without spaces,
 # where one character is a word).
 _SINGLE_LETTER_LINE = re.compile(rf"^[ \t]*[^\W\d_{_UNSPACED}][{_MARKS}]*[ \t]*$", re.M)
-
-
 _TEXT_LINE = re.compile(r"^[ \t]*\S", re.M)
-
 
 # Characters that stand for no letter: private use (a font's own glyph codes), replacement and
 # control characters (codes read as characters).
@@ -386,14 +356,8 @@ def measure_pages(page_texts: list[str], objects: list[tuple[int, int] | None]) 
 # SINGLE_LETTER_RUN single-letter lines or more, a third of its lines, is doubtful: the next engine
 # reads it too, and the readings are compared.
 SCATTERED_LETTERS = 0.15
-
-
 UNMAPPED_CHARS = 0.3
-
-
 SINGLE_LETTER_RUN = 5
-
-
 DOUBTFUL_SINGLE_LETTERS = 0.3
 
 
@@ -469,10 +433,8 @@ class PageChoice:
 # at a time. A low score alone may be a table or code that every engine reads alike.
 STRONG_DEFECTS = ("scattered scripts", "single letters", "undecoded")
 
-
 # The reason of a page whose every reading was poor: it needs OCR, and without OCR text it is unreadable.
 POOR_TEXT = "poor in every engine"
-
 
 # Whole words (less fragments and words run together) by which a reading must beat the kept
 # engine's to replace it: one or two words are the readers' different ways with formulas.
@@ -547,10 +509,7 @@ class ExtractStep:
 # doubtful, and the next engine is tried too; a later engine's text replaces an acceptable earlier
 # one only when its quality is higher by BETTER_TEXT_BY (a clear difference, not the estimate's noise).
 SURE_TEXT_QUALITY = 0.7
-
-
 BETTER_TEXT_BY = 0.2
-
 
 # ...and when it has at least this share of the earlier one's word-like tokens (where counted).
 WORDS_KEPT_SHARE = 0.8

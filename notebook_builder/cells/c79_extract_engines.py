@@ -237,7 +237,6 @@ EXTRACT_ENGINE_FUNCTIONS: dict[str, Callable[..., list]] = {
 # a missing install is one ConfigError, not every document's attempts used up.
 _EXTRACT_ENGINE_PACKAGES = {"pypdf": "pypdf", "pypdfium2": "pypdfium2"}
 
-
 # Modules the built-in engines load on first use, imported in the supervisor before it forks: each
 # worker (and each replacement) then has them for free instead of spending 0.1-0.3 s of CPU on
 # imports (pypdf's crypto provider is loaded by the first encrypted PDF).
@@ -282,8 +281,6 @@ def _extract_cap_memory(extra_mib: int | None) -> None:
 # Latin ligature code points (U+FB00-FB06) as their letters: pypdf and poppler keep 'ﬁ' where the
 # font maps a glyph to it, pdfium writes 'fi'; a search for "officers" must find both.
 _LIGATURES = {0xfb00: "ff", 0xfb01: "fi", 0xfb02: "fl", 0xfb03: "ffi", 0xfb04: "ffl", 0xfb05: "st", 0xfb06: "st"}
-
-
 _LIGATURE_CHARS = re.compile("[\ufb00-\ufb06]")
 
 
