@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import functools
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
@@ -158,6 +159,37 @@ def _one_script(core: str) -> bool:
     return len(scripts) <= 1
 
 
+# Characters of the scripts written without spaces that a font read through the wrong map lands on:
+# running Chinese, Japanese or Korean text is made of the common characters each national standard
+# encodes in two bytes (GB 2312, JIS X 0208, KS X 1001); codes read as the wrong characters scatter
+# over the whole ranges, mostly outside those sets (Shift-JIS bytes read as code points: 0.43).
+_CJK_CHAR = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\ua000-\ua4cf]")
+_COMMON_CJK_CODECS = ("gb2312", "euc_jp", "euc_kr")
+COMMON_CJK_MIN_CHARS = 20
+RARE_CJK = 0.6
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _common_cjk(char: str) -> bool:
+    """Whether one CJK character is in a national standard's common set (a two-byte code)."""
+    for codec in _COMMON_CJK_CODECS:
+        try:
+            if len(char.encode(codec)) == 2:
+                return True
+        except UnicodeEncodeError:
+            continue
+    return False
+
+
+def common_cjk_share(text: str) -> float | None:
+    """The share of the CJK characters of `text` (NFKC) that are common ones; None under
+    COMMON_CJK_MIN_CHARS of them."""
+    chars = _CJK_CHAR.findall(unicodedata.normalize("NFKC", text))
+    if len(chars) < COMMON_CJK_MIN_CHARS:
+        return None
+    return round(sum(map(_common_cjk, chars)) / len(chars), 4)
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _word_like(token: str) -> bool | None:
     """Whether a token looks like a word or a number (None: punctuation alone). Cached: the words
@@ -168,7 +200,9 @@ def _word_like(token: str) -> bool | None:
     if _NUMBER_TOKEN.fullmatch(core):
         return True
     if _UNSPACED_RUN.fullmatch(core) or _UNSPACED_MIXED.fullmatch(core):
-        return True   # a script written without spaces: a run of its characters is words
+        # A script written without spaces: a run of its characters is words, if they are common ones.
+        cjk = _CJK_CHAR.findall(core)
+        return len(cjk) < 2 or sum(map(_common_cjk, cjk)) * 2 >= len(cjk)
     if _ALNUM_LABEL.fullmatch(core):
         return core.isascii() or _one_script(core)
     if len(core) >= 4 and len(core) % 2 == 0 and core[::2] == core[1::2]:
@@ -192,7 +226,8 @@ def _judged_tokens(text: str) -> list[bool]:
         verdict = _word_like(token)
         if verdict is None:
             continue
-        single = verdict and len(token) == 1 and token.isalpha()
+        # One character of a script written without spaces is a word (vertical text, a character a line).
+        single = verdict and len(token) == 1 and token.isalpha() and not _UNSPACED_RUN.fullmatch(token)
         run = run + 1 if single else 0
         if run == 3:
             judged[-2:] = [False, False]   # the run's first two letters were counted as words
@@ -330,42 +365,53 @@ class PageMeasures(NamedTuple):
     scattered: float = 0.0         # scattered_letter_share
     single_letter_lines: int = 0   # lines holding one letter of an alphabet
     lines: int = 0                 # lines holding anything
-    decoded: float | None = None   # characters per text object, where the engine counts them
+    decoded: float | None = None   # characters per text object, or share of them that gave text
     unmapped: float = 0.0          # share of its non-blank characters that stand for no letter
+    common_cjk: float | None = None  # common_cjk_share
 
 
-def measure_pages(page_texts: list[str], objects: list[tuple[int, int] | None]) -> tuple[float | None, list[PageMeasures]]:
-    """(quality of the whole text, PageMeasures of each page); `objects`: (text objects,
-    characters they gave) per page where the engine counts them."""
+def measure_pages(page_texts: list[str], objects: list[tuple[int, ...] | None]) -> tuple[float | None, list[PageMeasures]]:
+    """(quality of the whole text, PageMeasures of each page); `objects`: (text objects, characters
+    they gave[, text objects that draw something but gave no text]) per page where the engine counts
+    them. `decoded` is the lower of characters per text object and the share of objects that gave text."""
     whole, qualities = text_quality_by_page(page_texts)
     measures = []
     for text, quality, counted in zip(page_texts, qualities, objects):
-        decoded = round(counted[1] / counted[0], 4) if counted and counted[0] >= QUALITY_MIN_TOKENS else None
+        shares = []
+        if counted and counted[0] >= QUALITY_MIN_TOKENS:
+            shares.append(counted[1] / counted[0])
+        if counted and len(counted) > 2 and counted[0] >= SILENT_OBJECTS_MIN:
+            shares.append((counted[0] - counted[2]) / counted[0])
         unmapped = len(_UNMAPPED_CHARS.findall(text))
         measures.append(PageMeasures(quality, scattered_letter_share(text), len(_SINGLE_LETTER_LINE.findall(text)),
-                                     len(_TEXT_LINE.findall(text)), decoded,
-                                     round(unmapped / max(1, page_text_chars(text)), 4) if unmapped else 0.0))
+                                     len(_TEXT_LINE.findall(text)), round(min(shares), 4) if shares else None,
+                                     round(unmapped / max(1, page_text_chars(text)), 4) if unmapped else 0.0,
+                                     common_cjk_share(text)))
     return whole, measures
 
 
 # A page is poor text when its letters scatter over scripts (SCATTERED_LETTERS of its non-Latin
-# letters), when most of its lines (and at least SINGLE_LETTER_RUN of them) are single letters
-# (rotated or vertical runs read a glyph at a time), when most of its text objects gave no
-# character or UNMAPPED_CHARS of its characters stand for no letter (a font without a usable map),
-# or when it scores under MIN_TEXT_QUALITY. A page with
+# letters), when its CJK characters are mostly rare ones (under RARE_CJK common: codes read through
+# the wrong map), when most of its lines (and at least SINGLE_LETTER_RUN of them) are single letters
+# (rotated or vertical runs read a glyph at a time), when most of its text objects (at least
+# SILENT_OBJECTS_MIN) gave no character or UNMAPPED_CHARS of its characters stand for no letter (a
+# font without a usable map), or when it scores under MIN_TEXT_QUALITY. A page with
 # SINGLE_LETTER_RUN single-letter lines or more, a third of its lines, is doubtful: the next engine
 # reads it too, and the readings are compared.
 SCATTERED_LETTERS = 0.15
+SILENT_OBJECTS_MIN = 3
 UNMAPPED_CHARS = 0.3
 SINGLE_LETTER_RUN = 5
 DOUBTFUL_SINGLE_LETTERS = 0.3
 
 
 def page_defect(page: PageMeasures, min_quality: float) -> str | None:
-    """Why one engine's text of a page is poor ('scattered scripts', 'single letters',
-    'undecoded', 'low quality'), or None."""
+    """Why one engine's text of a page is poor ('scattered scripts', 'rare characters', 'single
+    letters', 'undecoded', 'low quality'), or None."""
     if page.scattered >= SCATTERED_LETTERS:
         return "scattered scripts"
+    if page.common_cjk is not None and page.common_cjk < RARE_CJK:
+        return "rare characters"
     if page.single_letter_lines >= SINGLE_LETTER_RUN and page.single_letter_lines * 2 >= page.lines:
         return "single letters"
     if (page.decoded is not None and page.decoded < 0.5) or page.unmapped >= UNMAPPED_CHARS:
@@ -431,7 +477,7 @@ class PageChoice:
 
 # Defects a reading of a page cannot have for good text: text drawn from a broken map, or a glyph
 # at a time. A low score alone may be a table or code that every engine reads alike.
-STRONG_DEFECTS = ("scattered scripts", "single letters", "undecoded")
+STRONG_DEFECTS = ("scattered scripts", "rare characters", "single letters", "undecoded")
 
 # The reason of a page whose every reading was poor: it needs OCR, and without OCR text it is unreadable.
 POOR_TEXT = "poor in every engine"

@@ -2,7 +2,7 @@
 
 Guarantees:
 - `EXTRACT_ENGINE_FUNCTIONS` maps an engine name to `f(pdf_path) -> per page text, or (text,
-  has_images[, text objects, chars, image cover])`; pypdf and pypdfium2 are built in. An empty
+  has_images[, text objects, chars, image cover, silent text objects])`; pypdf and pypdfium2 are built in. An empty
   user password is tried; Latin ligatures are written as their letters. The pdfium engine keeps
   line breaks, drops characters drawn outside the page's visible box, reads fake bold once and
   flattens visible annotations (filled-in forms, stamps) into the page's text.
@@ -73,9 +73,11 @@ def _extract_pages_pypdf(pdf_path: str, pages: Iterable[int] | None = None) -> l
     return read
 
 
-def _pdfium_page_objects(page_handle) -> tuple[float, int, bool]:
-    """(the area its images cover, how many objects are text, some object is an image) of a page,
-    form XObjects on it included (3 deep; an image in a form counts with the form's bounds). Raw C
+def _pdfium_page_objects(page_handle, text_page_handle=None) -> tuple[float, int, bool, int]:
+    """(the area its images cover, how many objects are text, some object is an image, how many text
+    objects draw something but give no text) of a page, form XObjects on it included (3 deep; an image
+    in a form counts with the form's bounds). A text object gave no text when its font could not be
+    decoded; an empty or blank string draws nothing (no extent: a vertical run has height). Raw C
     calls with their names bound once: pypdfium2's get_objects wraps every object in Python."""
     import ctypes
 
@@ -89,7 +91,7 @@ def _pdfium_page_objects(page_handle) -> tuple[float, int, bool]:
             return 0.0
         return max(0.0, right.value - left.value) * max(0.0, top.value - bottom.value)
 
-    covered, texts, has_images = 0.0, 0, False
+    covered, texts, has_images, silent = 0.0, 0, False, 0
     # (count, get, container, depth, the top-level form it is in) of each object list to look through
     pending = [(pdfium_c.FPDFPage_CountObjects, pdfium_c.FPDFPage_GetObject, page_handle, 0, None)]
     counted_forms = set()
@@ -100,6 +102,11 @@ def _pdfium_page_objects(page_handle) -> tuple[float, int, bool]:
             kind = get_type(handle)
             if kind == text_kind:
                 texts += 1
+                if (text_page_handle is not None
+                        and pdfium_c.FPDFTextObj_GetText(handle, text_page_handle, None, 0) <= 2
+                        and pdfium_c.FPDFPageObj_GetBounds(handle, left, bottom, right, top)
+                        and max(right.value - left.value, top.value - bottom.value) > 0.5):
+                    silent += 1
             elif kind == image_kind:
                 has_images = True
                 if outer is None:
@@ -110,7 +117,7 @@ def _pdfium_page_objects(page_handle) -> tuple[float, int, bool]:
             elif kind == form_kind and depth < 3:
                 pending.append((pdfium_c.FPDFFormObj_CountObjects, pdfium_c.FPDFFormObj_GetObject, handle,
                                 depth + 1, handle if outer is None else outer))
-    return covered, texts, has_images
+    return covered, texts, has_images, silent
 
 
 def _pdfium_has_visible_annotations(page_handle) -> bool:
@@ -213,12 +220,12 @@ def _extract_pages_pypdfium2(pdf_path: str, pages: Iterable[int] | None = None) 
                 # last word of a line into the first of the next (measured on bench/realpdfs.py).
                 text = _pdfium_text_on_page(page, text_page, text_page.get_text_range()
                                             .replace("\r\n", "\n").replace("\r", "\n"))
-                covered, text_objects, has_images = _pdfium_page_objects(page.raw)
+                covered, text_objects, has_images, silent = _pdfium_page_objects(page.raw, text_page.raw)
                 width, height = page.get_size()
                 cover = round(min(1.0, covered / (width * height)), 4) if width * height > 0 else None
                 # Text objects that gave no characters: pdfium could not decode their font (a CID
                 # font that is not embedded, with a predefined CMap); the share decoded caps quality.
-                read.append((text, has_images, text_objects, text_page.count_chars(), cover))
+                read.append((text, has_images, text_objects, text_page.count_chars(), cover, silent))
             finally:
                 text_page.close()
                 page.close()
@@ -319,7 +326,8 @@ def _extract_run_engine(engine: str, pdf_path: str, pages: tuple[int, ...] | Non
         # An engine that counts text objects and the characters they gave (pdfium): per page, and for
         # the whole text, when under half of them decoded most of the text is missing, however good
         # the rest looks.
-        counted = [tuple(entry[2:4]) if not isinstance(entry, str) and len(entry) >= 4 else None for entry in entries]
+        counted = [tuple(entry[2:4]) + tuple(entry[5:6]) if not isinstance(entry, str) and len(entry) >= 4 else None
+                   for entry in entries]
         # A short text is judged on the tokens it has (at least 3): a one-line label decoded to the
         # wrong glyphs is as bad as a page of them.
         quality, measures = measure_pages(page_texts, counted)
