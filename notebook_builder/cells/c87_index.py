@@ -1,7 +1,7 @@
 """Index: the full-text search index of every extracted document's best text, kept level; the search itself.
 
 Guarantees:
-- `index(ctx)` first records each document's best text (c83_best_text: the
+- `index(ctx)` first records each document's best text (c33_best_text: the
   OCR merge of a scanned PDF, its text layer, or the court's own text where
   both are empty or very poor), then brings the workspace's search index
   (c18_search_index: `ky_search/` and its catalog `ky_search.sqlite`) level
@@ -63,7 +63,7 @@ from .c18_search_index import (SEARCH_SORTS, SearchFilters, SearchIndex, SearchI
                                word_stems)
 from .c34_mirror import progress
 from .c35_context import Context
-from .c83_best_text import fetch_from_store, fetch_into_workspace, read_text, record_text_sources
+from .c33_best_text import fetch_from_store, fetch_into_workspace, read_text, record_text_sources
 
 log_index = logging.getLogger("kycourt.index")
 

@@ -56,7 +56,7 @@ from .c11_reads import document_citations, documents_matching, rows_where
 from .c14_derived import DerivedRecords
 from .c18_query_syntax import parse_query
 from .c18_search_index import SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed
-from .c83_best_text import best_text_sources
+from .c33_best_text import best_text_sources
 from .c87_index import (INDEX_COURT_CODES, SearchResult, court_filter, open_search_index, query_marks, search_archive,
                         snippet_html, text_places)
 
