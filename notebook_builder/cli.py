@@ -674,7 +674,8 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_json(), indent=2, default=str))
         return 0
-    what = f"documents match {args.query!r}" if args.query.strip() else "documents"
+    what = (f"documents match {args.query!r}" if args.query.strip()
+            else "documents match the filters" if result.filters else "documents in the index")
     order = {"relevance": "", "newest": ", newest first", "oldest": ", oldest first"}[result.sort]
     if result.hits:
         shown = f"{result.first}-{result.last}" if result.total > len(result.hits) else "all"
@@ -682,7 +683,7 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
     elif result.total:
         print(f"{result.total} {what}; page {result.page} is past the last ({result.pages})")
     else:
-        print(f"no hits for {args.query!r}" if args.query.strip() else "no documents")
+        print(f"no hits for {args.query!r}" if args.query.strip() else f"no {what}")
     if result.notes:
         print(f"read as: {result.read_as} ({'; '.join(result.notes)})")
     if result.hits:

@@ -57,7 +57,7 @@ def test_run_all_ends_in_pass_and_again_is_a_no_op(tmp_path, monkeypatch):
         assert " INFO kycourt." not in streams["stderr"]            # the log is no red box
         assert "IProgress not found" not in streams["stderr"]
         assert any("application/vnd.jupyter.widget-view+json" in output.get("data", {}) for output in outputs)
-        assert "hits for 'opinion'" in _outputs_text(first)    # the search cell, over the index just built
+        assert "documents match 'opinion'" in _outputs_text(first)    # the search cell, over the index just built
         status = json.loads((tmp_path / "store" / "status.json").read_text())
         assert status["done"] is True and status["verify"] == "PASS"
         assert status["counts"]["extracted"] > 0

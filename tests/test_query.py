@@ -112,7 +112,7 @@ def test_search_takes_dates_sorts_pages_and_an_empty_query(capsys, archive):
     assert status == 0 and answer["sort"] == "oldest" and answer["total"] == 2
     assert [hit["filed_date"] for hit in answer["hits"]] == ["2019-05-02", "2019-07-11"]
     status, out, _ = cli(capsys, "search", "", "--after", "2019-05-02", "--before", "2020-03-09", *flags(archive))
-    assert status == 0 and out.splitlines()[0] == "3 documents; all, newest first:"
+    assert status == 0 and out.splitlines()[0] == "3 documents match the filters; all, newest first:"
     for flag, value in (("--after", "2019-13-01"), ("--before", "May 2"), ("--sort", "random"), ("--page", "0")):
         with pytest.raises(SystemExit) as exited:
             main(["search", "x", flag, value, *flags(archive)])

@@ -128,7 +128,8 @@ def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit:
         message = f"search: {exc}"
         print(message)
         return message
-    what = f"documents match {query!r}" if query.strip() else "documents"
+    what = (f"documents match {query!r}" if query.strip()
+            else "documents match the filters" if result.filters else "documents in the index")
     shown = f"; {result.first}-{result.last} shown" if result.total > len(result.hits) else ""
     named = {"court_code": "court", "court_like": "court", "kind": "type", "after": "filed from", "before": "filed to",
              "publication_status": "publication status"}
