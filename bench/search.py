@@ -341,6 +341,18 @@ def phase(versions: list[Version], queries: list[tuple[str, dict]], runs: int) -
     return answers
 
 
+def quiet_then_busy(versions: list[Version], queries: list[tuple[str, dict]], runs: int
+                    ) -> tuple[dict, dict, dict[str, float], int]:
+    """phase() on a quiet machine, then with one spinning process per CPU: (quiet, busy, the load
+    average before each, the spinning processes)."""
+    loads = {"quiet": os.getloadavg()[0]}
+    quiet = phase(versions, queries, runs)
+    loads["busy"] = os.getloadavg()[0]
+    with every_core_busy() as burners:
+        busy = phase(versions, queries, runs)
+    return quiet, busy, loads, len(burners)
+
+
 def folder_bytes(path: Path) -> int:
     return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
 
@@ -466,17 +478,13 @@ def main() -> int:
     new = Version("new", REPO, workspace, store)
     versions = [old, new]
     try:
-        load = os.getloadavg()[0]
-        quiet = phase(versions, queries, args.runs)
+        quiet, busy, loads, spinning = quiet_then_busy(versions, queries, args.runs)
         print(f"queries, quiet ({len(queries)} queries, {args.runs} runs each after a warming one; load average "
-              f"{load:.1f} before):")
+              f"{loads['quiet']:.1f} before):")
         for version in versions:
             print(f"  {version.name} ({version.engine}): with snippets {summary(quiet[version.name])}; search alone "
                   f"{summary(quiet[version.name], 'alone')}")
-        load = os.getloadavg()[0]
-        with every_core_busy() as burners:
-            busy = phase(versions, queries, args.runs)
-        print(f"queries with every core busy ({len(burners)} spinning processes; load average {load:.1f} before):")
+        print(f"queries with every core busy ({spinning} spinning processes; load average {loads['busy']:.1f} before):")
         for version in versions:
             print(f"  {version.name} ({version.engine}): with snippets {summary(busy[version.name])}; search alone "
                   f"{summary(busy[version.name], 'alone')}")

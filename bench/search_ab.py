@@ -17,7 +17,6 @@ bench/search.py leaves both kinds of workspace behind: <root>/workspace (this tr
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search import QUERIES, Version, every_core_busy, extra_queries, percentile, phase  # noqa: E402
+from search import QUERIES, Version, extra_queries, percentile, quiet_then_busy  # noqa: E402
 
 
 def summary(answers: dict[str, list[dict]], field: str) -> str:
@@ -47,16 +46,12 @@ def main() -> int:
     versions = [Version(name, Path(tree), Path(workspace), Path(workspace).parent / "store")
                 for name, (tree, workspace) in (("old", args.old), ("new", args.new))]
     try:
-        load = os.getloadavg()[0]
-        quiet = phase(versions, queries, args.runs)
-        print(f"quiet (load average {load:.1f} before):")
+        quiet, busy, loads, spinning = quiet_then_busy(versions, queries, args.runs)
+        print(f"quiet (load average {loads['quiet']:.1f} before):")
         for version in versions:
             print(f"  {version.name} ({version.engine}): wall {summary(quiet[version.name], 'wall')}; "
                   f"CPU {summary(quiet[version.name], 'cpu')}")
-        load = os.getloadavg()[0]
-        with every_core_busy() as burners:
-            busy = phase(versions, queries, args.runs)
-        print(f"with {len(burners)} spinning processes (load average {load:.1f} before):")
+        print(f"with {spinning} spinning processes (load average {loads['busy']:.1f} before):")
         for version in versions:
             print(f"  {version.name} ({version.engine}): wall {summary(busy[version.name], 'wall')} (goal: p95 <= 50 ms); "
                   f"CPU {summary(busy[version.name], 'cpu')}")
