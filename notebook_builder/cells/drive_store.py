@@ -122,7 +122,7 @@ from .c05_durable import atomic_write
 from .c06_layout import check_store_name, is_content_addressed
 from .c10_database import is_sqlite_file
 from .c17_snapshots import snapshot_problems
-from .c20_store import Store
+from .c20_store import Store, StoredFile, file_digests
 
 log_drive = logging.getLogger("kycourt.drive")
 
@@ -386,6 +386,8 @@ class DriveStore(Store):
 
     # ~2 writes a second: content-addressed uploads run behind the crawl (StoreMirror's uploader).
     deferred_uploads = True
+    # A listing carries Drive's md5Checksum of each file: fixity checks a proven file from it, unread.
+    listing_md5 = True
 
     def __init__(self, drive, folder_path: str = "ky_court", *, backoff_base: float = 1.0,
                  backoff_cap: float = 32.0, max_tries: int = 6,
@@ -556,6 +558,95 @@ class DriveStore(Store):
             self._listings.pop(folder_id, None)
             base = PurePosixPath(prefix) if prefix else PurePosixPath()
             return sorted(str(base / title) for title in self._listing(folder_id))
+
+    def list_files(self, prefix: str = "") -> dict[str, StoredFile]:
+        """A fresh listing of folder `prefix`: each file's size and Drive's md5; a packed text's from
+        its pack's index, with the pack named."""
+        if prefix:
+            check_store_name(prefix)
+        base = f"{prefix}/" if prefix else ""
+        with self._lock:
+            folder_id = self._folder_id(prefix, create=False)
+            if folder_id is None:
+                return {}
+            self._listings.pop(folder_id, None)
+            return {base + title: StoredFile(int(entry.get("fileSize") or 0), entry.get("md5Checksum"),
+                                             base + entry["pack_title"] if "pack" in entry else None)
+                    for title, entry in self._listing(folder_id).items()}
+
+    def digests(self, name: str) -> tuple[str, str, int]:
+        """The bytes read now: a file downloaded (checked against Drive's md5 on the way), a packed
+        text out of its pack (checked against the pack's index)."""
+        with self._lock:
+            entry = self._fresh_entry(name)
+            if entry is None:
+                raise StoreError(f"{name} is not in the store ({self.description})")
+            if "pack" in entry:
+                data = self._packed_text(name, entry)
+                return hashlib.sha256(data).hexdigest(), hashlib.md5(data).hexdigest(), len(data)
+        with tempfile.TemporaryDirectory(prefix="kycourt-drive-") as temp_dir:
+            target = Path(temp_dir) / "content"
+            self._download_entry(name, entry, target)
+            return file_digests(target)
+
+    def other_copies(self, name: str, folder: str | os.PathLike):
+        """The other untrashed files titled like `name` in its folder (Drive lets a title be held
+        twice), each downloaded into `folder` as it is asked for."""
+        store_folder, title = self._split(name)
+        with self._lock:
+            folder_id = self._folder_id(store_folder, create=False)
+            if folder_id is None:
+                return
+            held = (self._listings.get(folder_id, {}).get(title) or {}).get("id")
+            query = (f"title = {_drive_query_literal(title)} and {_drive_query_literal(folder_id)} in parents"
+                     " and trashed = false")
+            items = self._retrying(f"look up the copies of {name}", lambda: self.drive.ListFile({"q": query}).GetList())
+        for item in items:
+            if item.get("title") != title or item.get("id") == held or item.get("mimeType") == _DRIVE_FOLDER_MIME:
+                continue
+            target = Path(folder) / item["id"]
+            try:
+                self._download_entry(name, _drive_entry(item), target)
+            except IntegrityError:
+                continue
+            yield target
+
+    def assemble(self, name: str, workspace: str | os.PathLike) -> bytes | None:
+        """A text pack made again (deterministically) from its members' workspace copies."""
+        folder, title = self._split(name)
+        if folder != _TEXT_PACK_FOLDER or not title.startswith(TEXT_PACK_PREFIX):
+            return None
+        entry = self._listed_entry(name)
+        members = text_pack_members(title, (entry or {}).get("description"))
+        if not members:
+            return None
+        paths = [(member, Path(workspace) / folder / member) for member in members]
+        if not all(path.is_file() for _, path in paths):
+            return None
+        return build_text_pack([(member, path.read_bytes()) for member, path in paths])[0]
+
+    def replace_damaged(self, name: str, local_path: str | os.PathLike) -> None:
+        """A new revision of the file behind `name` (files.update; Drive keeps the old one in the
+        file's revisions), or a file of its own for a packed text (a loose file wins over its pack)
+        or a missing name."""
+        md5, size = _drive_md5_of_file(local_path)
+        folder, title = self._split(name)
+        with self._lock:
+            folder_id = self._folder_id(folder, create=True)
+            entry = self._listing(folder_id).get(title)
+            mime_type = (entry or {}).get("mimeType") or _drive_mime_type(title)
+
+            def open_source():
+                return open(local_path, "rb")
+            if entry is None or "pack" in entry:
+                body = {"title": title, "parents": [{"id": folder_id}], "mimeType": mime_type}
+                stored, _ = self._insert(name, f"store {name} again", body, open_source, size)
+            else:
+                stored = self._update(name, entry, mime_type, open_source, size)
+            self._remember(folder_id, title, stored)
+            if stored.get("md5Checksum") and stored["md5Checksum"] != md5:
+                raise IntegrityError(f"Drive stored {name} with md5 {stored['md5Checksum']}, "
+                                     f"the local bytes have {md5}")
 
     def quota(self) -> dict | None:
         """{'used', 'total'} bytes from Drive About; None when Drive reports no limit."""
