@@ -1,14 +1,11 @@
 """Sync and verify: prove the archive is whole, mirror the proof, leave a resume point.
 
 Guarantees:
-- The store backlog is caught up first, and temp files that killed writes
-  left in the store (over an hour old) are removed; then `PRAGMA integrity_check`,
-  counts per status, and the queue sizes from the same Database functions
-  the stages take work from.
-- `document_inventory.csv` (every document, every column, by document_id)
-  and `failed_inventory.csv` (failed documents and downloaded ones whose
-  extract attempts are used up, with a `reason`) are written atomically to
-  the workspace and mirrored to the store.
+- The store backlog is caught up first and killed writes' temp files (over an hour old) removed;
+  then `PRAGMA integrity_check`, counts per status, and the queue sizes the stages take work from.
+- `document_inventory.csv` (every document, every column) and `failed_inventory.csv` (failed
+  documents and downloaded ones out of extract attempts, with a `reason`) are written atomically
+  to the workspace and mirrored to the store.
 - Every `extracted` document carries extracted_chars and pages: one that
   does not is named, back in the extract queue (c21 `send_back_to_extract`).
 - Rows claiming a PDF carry sha256 and `local_pdf == pdf_by_hash/<sha256>.pdf`.
