@@ -54,6 +54,7 @@ log_fixity = logging.getLogger("kycourt.fixity")
 
 FIXITY_CYCLE = 10                 # runs in which every stored file is proven at least once
 KV_FIXITY_RUN = "fixity_run"      # the number of the last audit run
+FIXITY_COLUMNS = ("name", "sha256", "md5", "size", "first_run", "checked_run", "checked_at", "damage")
 BACKUP_FOLDER = "pdf_backup"
 _FIXITY_HEX = re.compile(r"[0-9a-f]{64}")
 _FIXITY_SELF_NAMED = re.compile(r"(?:pdf_by_hash/|text/pack-|court_text/)([0-9a-f]{64})\.(?:pdf|zip|txt)")
@@ -110,10 +111,12 @@ class FixityRecords(Tables):
         return run
 
     def load(self) -> dict[str, dict[str, Any]]:
-        return {row["name"]: dict(row) for row in self.conn.execute("SELECT * FROM fixity")}
+        """name -> its row (a dict of FIXITY_COLUMNS)."""
+        cursor = self.conn.execute(f"SELECT {', '.join(FIXITY_COLUMNS)} FROM fixity")
+        return {values[0]: dict(zip(FIXITY_COLUMNS, values)) for values in cursor}
 
     def save(self, rows: Sequence[dict[str, Any]]) -> None:
-        columns = ("name", "sha256", "md5", "size", "first_run", "checked_run", "checked_at", "damage")
+        columns = FIXITY_COLUMNS
         updates = ", ".join(f"{column} = excluded.{column}" for column in columns[1:])
         with self.transaction():
             self.conn.executemany(
@@ -235,6 +238,7 @@ class _FixityAudit:
         self.rows: dict[str, dict[str, Any]] = {}
         self.changed: set[str] = set()
         self.listing: dict[str, StoredFile] = {}
+        self.expected: dict[str, tuple[str | None, int | None]] = {}   # FixityRecords.expectations
         self.pack_members: dict[str, list[str]] = {}    # a pack's name -> the names it holds
         self.damaged: dict[str, str] = {}            # store name -> damage
         self.workspace_damaged: dict[str, str] = {}
