@@ -289,3 +289,20 @@ def test_on_drive_a_pack_no_copy_heals_leaves_its_texts_failing_by_name(tmp_path
     again = verify(ctx)                                     # the two healed texts are files of their own now
     assert [line.split(":")[0] for line in again.fixity.unhealed] == [f"text/{shas[0]}.txt"]
     ctx.close()
+
+
+def test_on_drive_a_damaged_pdf_is_healed_from_another_file_drive_holds_under_its_name(tmp_path, sim):
+    ctx, shas, _ = drive_archive(tmp_path, sim)
+    name = f"pdf_by_hash/{shas[2]}.pdf"
+    good = ctx.path(name).read_bytes()
+    held = sim.file_by_name(f"ky_court/{name}")
+    sim.set_content(held["id"], b"rotted")
+    sim.add_file(sim.folder_id("ky_court/pdf_by_hash"), held["title"], good)   # another runtime's copy
+    ctx.path(name).unlink()
+    result = verify(ctx)
+    assert result.passed, result.reasons
+    assert result.fixity.healed == [f"{name} (from another copy in the store)"]
+    assert sim.content(held["id"]) == good
+    assert verify(ctx).duplicates["trashed"] == 1       # the copies are one again: the newer one trashed
+    assert [entry["title"] for entry in sim.files_in("ky_court/pdf_by_hash")].count(held["title"]) == 1
+    ctx.close()

@@ -190,6 +190,7 @@ class FixityResult:
     workspace_bytes: int = 0
     found: list[str] = field(default_factory=list)      # "place name: damage" of each damage found
     healed: list[str] = field(default_factory=list)     # "name (from source)"
+    healed_names: set[str] = field(default_factory=set)  # the store names healed
     unhealed: list[str] = field(default_factory=list)   # "name: damage; why it is not healed"
     missing: list[str] = field(default_factory=list)    # names still missing from the store
     errors: list[str] = field(default_factory=list)     # names the store could not give now (proven later)
@@ -494,6 +495,7 @@ class _FixityAudit:
             digests = file_digests(path)
             self._proven(name, row["sha256"], digests[1], digests[2])
             result.healed.append(f"{name} (from {source})")
+            result.healed_names.add(name)
             self._event("store", name, damage, f"healed from {source}")
             log_fixity.warning("store file %s healed from %s", name, source)
             return True

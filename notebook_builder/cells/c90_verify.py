@@ -330,9 +330,12 @@ def _verify_duplicates(ctx: Context, result: VerifyResult) -> dict | None:
     except StoreError as exc:
         result.reasons.append(f"store cannot be swept for names held twice: {exc}")
         return None
-    if report and report["conflicts"]:
-        result.reasons.append(f"{len(report['conflicts'])} content-addressed names are held twice with different "
-                              f"bytes ({', '.join(report['conflicts'][:_VERIFY_SHOWN])}); none was changed: keep "
+    # A copy fixity put the right bytes back into holds what the other holds now: no conflict left.
+    conflicts = [name for name in (report or {}).get("conflicts", [])
+                 if result.fixity is None or name not in result.fixity.healed_names]
+    if conflicts:
+        result.reasons.append(f"{len(conflicts)} content-addressed names are held twice with different "
+                              f"bytes ({', '.join(conflicts[:_VERIFY_SHOWN])}); none was changed: keep "
                               "the copy whose bytes the name describes and move the other out of the store")
     return report
 
