@@ -138,6 +138,17 @@ def drive_store(sim: SimDrive, workspace: Path) -> DriveStore:
                       insert_journal=workspace / "checkpoint" / "drive-inserts.json")
 
 
+def drive_run(sim: SimDrive, db: Database, store: DriveStore, workspace: Path, names: set[str]):
+    """One audit run: (its result, seconds, the Drive requests it made by kind)."""
+    before = Counter(sim.requests)
+    started = time.perf_counter()
+    result = audit_fixity(db, store, workspace, names, cycle=FIXITY_CYCLE)
+    seconds = time.perf_counter() - started
+    spent = Counter(sim.requests)
+    spent.subtract(before)
+    return result, seconds, Counter({kind: count for kind, count in spent.items() if count})
+
+
 def drive_steady(docs: int, runs: int, latency: float, folder: Path) -> None:
     rng = random.Random(7)
     with SimDrive(latency=0.0) as sim:
@@ -172,13 +183,7 @@ def drive_steady(docs: int, runs: int, latency: float, folder: Path) -> None:
         sim.latency = latency
         store, names = drive_store(sim, workspace), names_of(db)
         for number in range(1, runs + 1):
-            before = Counter(sim.requests)
-            started = time.perf_counter()
-            result = audit_fixity(db, store, workspace, names, cycle=FIXITY_CYCLE)
-            seconds = time.perf_counter() - started
-            spent = Counter(sim.requests)
-            spent.subtract(before)
-            spent = {kind: count for kind, count in spent.items() if count}
+            result, seconds, spent = drive_run(sim, db, store, workspace, names)
             print(run_line(number, result, seconds, f"; Drive requests {sum(spent.values())} "
                                                     f"{dict(sorted(spent.items()))}"), flush=True)
         db.close()
@@ -209,12 +214,7 @@ def drive_first_cycle(docs: int, full: int, latency: float, folder: Path) -> Non
         store, names = drive_store(sim, workspace), names_of(db)
         totals = Counter()
         for number in range(1, FIXITY_CYCLE + 1):
-            before = Counter(sim.requests)
-            started = time.perf_counter()
-            result = audit_fixity(db, store, workspace, names, cycle=FIXITY_CYCLE)
-            seconds = time.perf_counter() - started
-            spent = Counter(sim.requests)
-            spent.subtract(before)
+            result, seconds, spent = drive_run(sim, db, store, workspace, names)
             totals.update(media=spent["media"], requests=sum(spent.values()), bytes=result.bytes_read, seconds=seconds)
             print(run_line(number, result, seconds, f"; downloads {spent['media']}, Drive requests "
                                                     f"{sum(spent.values())}"), flush=True)

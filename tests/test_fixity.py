@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from support import mark_extracted, open_test_context
+from support import add_extracted_document, open_test_context
 
 from notebook_builder.cells.c13_records import DownloadRecords
-from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c21_fixity import (FIXITY_CYCLE, FixityRecords, audit_fixity, fixity_bucket,
                                                fixity_cycle, fixity_due, self_named_sha256)
 from notebook_builder.cells.c90_verify import format_verify_report, referenced_store_names, verify
@@ -26,18 +25,7 @@ def archive(tmp_path: Path, documents: int = 4, *, court=None, client=None, stor
 
 
 def add_document(ctx, document_id: str, pdf: bytes, *, text: str | None = None) -> str:
-    db = ctx.db
-    text = text if text is not None else f"the text of {document_id}"
-    sha = hashlib.sha256(pdf).hexdigest()
-    DiscoveryState(db).upsert_discovered([{"document_id": document_id, "case_number": "2020-CA-0001"}])
-    for name, data in ((f"pdf_by_hash/{sha}.pdf", pdf), (f"text/{sha}.txt", text.encode())):
-        ctx.path(name).write_bytes(data)
-        ctx.mirror.put(name, ctx.path(name))
-    DownloadRecords(db).record_download_attempt(document_id)
-    DownloadRecords(db).mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf),
-                                        local_pdf=f"pdf_by_hash/{sha}.pdf")
-    mark_extracted(db, document_id, pages=1, extracted_chars=len(text))
-    return sha
+    return add_extracted_document(ctx, document_id, pdf, text if text is not None else f"the text of {document_id}")
 
 
 def referenced(ctx) -> set[str]:

@@ -5,7 +5,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from support import RecordingClock, discovered_rows, mark_extracted, open_test_context
+from support import RecordingClock, add_extracted_document, discovered_rows, open_test_context
 
 from notebook_builder import cli
 from notebook_builder.cells.c00_config import load_config
@@ -51,22 +51,10 @@ def archive(tmp_path: Path, store=None, documents: int = 4, **env: str):
     cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store"),
                            "KY_PACING": "0", "KY_PROGRESS": "0", **env})
     ctx = open_context(cfg, store=store)
-    db = ctx.open_database()
-    shas = []
-    for number in range(documents):
-        document_id = f"D{number}"
-        pdf = f"%PDF-1.4 document {number}\n".encode()
-        text = f"RENDERED: MARCH {number + 1}, 2020\nthe text of document {number}"
-        sha = hashlib.sha256(pdf).hexdigest()
-        DiscoveryState(db).upsert_discovered([{"document_id": document_id, "case_number": f"2020-CA-{number:04d}"}])
-        for name, data in ((f"pdf_by_hash/{sha}.pdf", pdf), (f"text/{sha}.txt", text.encode())):
-            ctx.path(name).write_bytes(data)
-            ctx.mirror.put(name, ctx.path(name))
-        DownloadRecords(db).record_download_attempt(document_id)
-        DownloadRecords(db).mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf),
-                                            local_pdf=f"pdf_by_hash/{sha}.pdf")
-        mark_extracted(db, document_id, pages=1, extracted_chars=len(text), likely_scanned=False)
-        shas.append(sha)
+    ctx.open_database()
+    shas = [add_extracted_document(ctx, f"D{number}", f"%PDF-1.4 document {number}\n".encode(),
+                                   f"RENDERED: MARCH {number + 1}, 2020\nthe text of document {number}",
+                                   case_number=f"2020-CA-{number:04d}") for number in range(documents)]
     return ctx, shas
 
 
