@@ -96,13 +96,12 @@ def month_activity(corpus: Corpus, days: int) -> dict[str, int]:
             "description_changes": max(1, round(0.01 * documents))}
 
 
-
-
 def case_view(corpus: Corpus, case: int, listed_withheld: set[int]) -> dict:
     """What the court shows of a case: its search row (both shapes), its header, and per document id
     (its withheld files included) the metadata the archive keeps (case_title, description)."""
     title = corpus.case_title(case)
-    documents = {hex_id(corpus.seed, "document", doc): (title, corpus.description(doc)) for doc in corpus.case_docs(case)}
+    documents = {hex_id(corpus.seed, "document", doc): (title, corpus.description(doc))
+                 for doc in corpus.case_docs(case)}
     for entry in corpus.case_entries(case):
         if entry in listed_withheld:
             documents[hex_id(corpus.seed, "unavailable", entry)] = (title, corpus.description(entry))
@@ -289,7 +288,8 @@ class _Advance:
 
     def _new_title(self, case: int) -> str:
         appellant, respondent = self.corpus.case_title(case).split(" VS. ")
-        return f"{appellant} VS. {self.rng.choice([name for name in _RESPONDENTS + tuple(_SURNAMES) if name != respondent])}"
+        others = [name for name in _RESPONDENTS + tuple(_SURNAMES) if name != respondent]
+        return f"{appellant} VS. {self.rng.choice(others)}"
 
     # -------------------------------------------------------------- plan
 
@@ -315,8 +315,8 @@ class _Advance:
                           "closed_after": after["header"]["closed"]})
             for document_id, (title, description) in (before or {"documents": {}})["documents"].items():
                 now = after["documents"][document_id]
-                fields = [name for name, old, new in (("case_title", title, now[0]), ("description", description, now[1]))
-                          if old != new]
+                fields = [name for name, old, new in (("case_title", title, now[0]),
+                                                      ("description", description, now[1])) if old != new]
                 if fields:
                     changed.append((case, {"document_id": document_id, "case_id": hex_id(corpus.seed, "case", case),
                                            "case_number": corpus.case_keys[case], "fields": fields}))
