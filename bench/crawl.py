@@ -70,8 +70,8 @@ def floor_of(court, page_size: int, last_year: int) -> dict[str, int]:
     corpus = court.corpus
     pages = 0
     for shard in plan_sweep(corpus.first_year, last_year, incremental=False):
-        lo, hi = corpus.case_range(shard)
-        pages += max(1, math.ceil(min(hi - lo, court.results_limit) / min(page_size, court.max_page)))
+        cases = len(corpus.prefix_cases(shard))
+        pages += max(1, math.ceil(min(cases, court.results_limit) / min(page_size, court.max_page)))
     return {"search pages": pages, "cases": len(corpus.case_keys), "entries with documents": len(set(corpus.doc_entry)),
             "downloads": corpus.size}
 

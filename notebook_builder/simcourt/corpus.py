@@ -36,6 +36,16 @@ Guarantees:
   numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`, one opinion a
   case), whose real case numbers are only in the description; they sort
   before the year's `YYYY-CA` cases, so no `YYYY-CA` prefix finds them.
+- The court's day (`today`, the real date unless given) moves on with
+  advance() (living.py). What it adds comes after the planned corpus:
+  documents numbered from `planned_size` (in filing order, not case-number
+  order; an entry's documents stay contiguous), cases from `planned_cases`;
+  `prefix_cases` / `prefix_docs` / `prefix_neighbours` answer in case-number
+  order over both. Retitlings, changed descriptions, opened and closed
+  cases, withdrawn and restored documents are held beside the plan
+  (`title_override`, `description_override`, `closed_override`,
+  `withdrawn`, `restored_withheld`); the PDFs and the court's texts are the
+  planned ones.
 """
 from __future__ import annotations
 
@@ -192,25 +202,43 @@ class Corpus:
 
     def __init__(self, docs: int, seed: int, *, faults: bool = True, late_docs: int = 0,
                  first_year: int = 1990, last_year: int = 2026, admin_share: float = 0.0,
-                 late_opinions: int = 0, midnight_instants: bool = False, real_counts: bool = False):
+                 late_opinions: int = 0, midnight_instants: bool = False, real_counts: bool = False,
+                 today: _dt.date | None = None):
         if docs < 0 or not 0 <= late_docs <= docs or first_year > last_year or not 0 <= admin_share < 0.5:
             raise ValueError("need docs >= 0, 0 <= late_docs <= docs, first_year <= last_year, "
                              "0 <= admin_share < 0.5")
         self.seed, self.size = seed, docs
         self.real_counts = real_counts
-        self.horizon = _dt.date.today().toordinal() - 1     # real_counts: the last day anything is filed
+        # The court's day: nothing is filed on it yet (real_counts files up to the day before; late
+        # opinions are filed the day before). advance() moves it on.
+        self.today = (today or _dt.date.today()).toordinal()
+        self.horizon = self.today - 1     # real_counts: the last day anything is filed
         self.midnight_instants = midnight_instants
         self.admin_share = admin_share
         self.admin_description: dict[int, str] = {}      # ADMIN documents: their description
         self.first_year, self.last_year = first_year, last_year
-        self.case_keys: list[str] = []               # "2019-CA-0012", sorted
+        self.case_keys: list[str] = []               # "2019-CA-0012"; sorted but for the cases advance() adds
         self.case_first_doc = array("I")             # + a sentinel at the end
         self.case_filed = array("I")                 # date ordinal
         self.doc_case = array("I")
         self.doc_entry = array("I")                  # index of the entry's first document
         self.doc_description = array("B")
         self.doc_filed = array("I")
+        # What the planned corpus was; advance() adds after it (living.py plans the changes).
+        self.planned_size, self.planned_cases = docs, 0     # the cases: once planned (below)
+        self.advances = 0
+        self.case_extra: dict[int, list[int]] = {}       # case -> documents filed in it by advance()
+        self._extra_keys: list[str] = []                 # case numbers of the added documents, sorted ...
+        self._extra_docs: list[int] = []                 # ... and the documents, in that order
+        self._order: tuple[list[str], list[int]] | None = None   # case numbers sorted, their cases (new ones)
+        self.title_override: dict[int, str] = {}         # case -> its title since a retitling ("A VS. B")
+        self.description_override: dict[int, str] = {}   # entry -> its description since a change
+        self.closed_override: dict[int, bool] = {}       # case -> closed, once advance() opened or closed it
+        self.status_day: dict[int, int] = {}             # case -> the day its status last changed (advance)
+        self.withdrawn: dict[int, str] = {}              # document -> 'unavailable' or 'delisted'
+        self.restored_withheld: set[int] = set()         # entries whose withheld file the court now serves
         self._plan_cases(corpus_counts(docs, first_year, last_year))
+        self.planned_cases = len(self.case_keys)
         self.doc_fault = array("B", bytes(docs))
         self.doc_transient = array("I", [0]) * docs
         self.duplicate_of: dict[int, int] = {}
@@ -363,7 +391,7 @@ class Corpus:
                       and len(self.case_docs(self.doc_case[doc])) > 1]
         if len(candidates) < count:
             raise ValueError(f"only {len(candidates)} documents can be late opinions in closed cases")
-        yesterday = (_dt.date.today() - _dt.timedelta(days=1)).toordinal()
+        yesterday = self.today - 1
         for doc in rng.sample(candidates, count):
             self.late_opinions.add(doc)
             self.late.add(doc)
@@ -391,7 +419,7 @@ class Corpus:
     def find_withheld(self, document_id: str) -> int | None:
         """The entry whose withheld file (`unavailable_file`) has this id, or None."""
         entry = self._find(self._entry_by_key_of_withheld, "unavailable", document_id)
-        return entry if entry is not None and self.unavailable_file(entry) is not None else None
+        return entry if entry is not None and self.has_withheld_file(entry) else None
 
     def find_entry(self, entry_id: str) -> list[int]:
         """Documents of a docket entry, in order (their entry is contiguous)."""
@@ -403,23 +431,109 @@ class Corpus:
             docs.append(docs[-1] + 1)
         return docs
 
-    def case_range(self, prefix: str) -> tuple[int, int]:
-        """Cases [lo, hi) whose zero-padded case number starts with `prefix`."""
+    def planned_case_span(self, prefix: str) -> tuple[int, int]:
+        """Planned cases [lo, hi) whose zero-padded case number starts with `prefix` (the cases
+        advance() adds are not in it: `prefix_cases` has every case)."""
         prefix = prefix.upper()
-        lo = bisect.bisect_left(self.case_keys, prefix)
-        hi = bisect.bisect_left(self.case_keys, prefix + "\uffff")
+        lo = bisect.bisect_left(self.case_keys, prefix, 0, self.planned_cases)
+        hi = bisect.bisect_left(self.case_keys, prefix + "\uffff", 0, self.planned_cases)
         return lo, hi
 
-    def doc_range(self, prefix: str) -> tuple[int, int]:
-        lo, hi = self.case_range(prefix)
+    def planned_doc_span(self, prefix: str) -> tuple[int, int]:
+        """Planned documents [lo, hi) of the planned cases under `prefix` (`prefix_docs` has every one)."""
+        lo, hi = self.planned_case_span(prefix)
         return self.case_first_doc[lo], self.case_first_doc[hi]
+
+    def _sorted_cases(self) -> tuple[list[str], Sequence[int]]:
+        """Every case number sorted, and the case of each (the identity until advance() adds cases)."""
+        if self._order is None:
+            return self.case_keys, range(len(self.case_keys))
+        return self._order
+
+    def prefix_cases(self, prefix: str) -> Sequence[int]:
+        """Every case whose case number starts with `prefix`, in case-number order."""
+        keys, cases = self._sorted_cases()
+        prefix = prefix.upper()
+        return cases[bisect.bisect_left(keys, prefix):bisect.bisect_left(keys, prefix + "\uffff")]
+
+    def prefix_docs(self, prefix: str) -> Sequence[int]:
+        """Every document of the cases under `prefix`: the planned ones, then those advance() filed."""
+        planned = range(*self.planned_doc_span(prefix))
+        if not self._extra_docs:
+            return planned
+        prefix = prefix.upper()
+        lo = bisect.bisect_left(self._extra_keys, prefix)
+        hi = bisect.bisect_left(self._extra_keys, prefix + "\uffff")
+        return list(planned) + self._extra_docs[lo:hi]
+
+    def prefix_neighbours(self, prefix: str, kind: str) -> list[int]:
+        """The cases (kind "cases") or documents just outside `prefix` in case-number order: the
+        last before it and the first after it (what "Starts With" also answers)."""
+        keys, cases = self._sorted_cases()
+        prefix = prefix.upper()
+        lo, hi = bisect.bisect_left(keys, prefix), bisect.bisect_left(keys, prefix + "\uffff")
+        if kind == "cases":
+            return [cases[position] for position in (lo - 1, hi) if 0 <= position < len(keys)]
+        found = []
+        for positions, pick in ((range(lo - 1, -1, -1), -1), (range(hi, len(keys)), 0)):
+            for position in positions:
+                docs = self.case_docs(cases[position])
+                if len(docs):
+                    found.append(docs[pick])
+                    break
+        return found
 
     def fault(self, doc: int) -> str:
         return FAULTS[self.doc_fault[doc]]
 
+    # ------------------------------------------- the living court (living.py)
+
+    def add_case(self, key: str, filed: int) -> int:
+        """A new case numbered `key`, filed on day `filed`, with no document yet; `settle()` after."""
+        case = len(self.case_keys)
+        self.case_keys.append(key)
+        self.case_first_doc.append(self.planned_size)     # its planned documents: none
+        self.case_filed.append(filed)
+        self._case_by_key[_key(hex_id(self.seed, "case", case))] = case
+        return case
+
+    def add_entry(self, case: int, filed: int, description: int, relevance: Sequence[int]) -> list[int]:
+        """A new docket entry of `case` filed on day `filed`, with one document a `relevance` value,
+        served cleanly (fault "ok"); returns its documents (the first is the entry). `settle()` after."""
+        first = self.size
+        for value in relevance:
+            doc = self.size
+            self.doc_case.append(case)
+            self.doc_entry.append(first)
+            self.doc_description.append(description)
+            self.doc_filed.append(filed)
+            self.doc_fault.append(0)
+            self.doc_transient.append(0)
+            self.doc_relevance.append(value)
+            self._doc_by_key[_key(hex_id(self.seed, "document", doc))] = doc
+            self.case_extra.setdefault(case, []).append(doc)
+            self.size += 1
+        self._entry_by_key[_key(hex_id(self.seed, "entry", first))] = first
+        return list(range(first, self.size))
+
+    def settle(self) -> None:
+        """After add_case / add_entry: the case-number orders rebuilt, the opinion index dropped."""
+        if len(self.case_keys) > self.planned_cases:
+            order = sorted(range(len(self.case_keys)), key=self.case_keys.__getitem__)
+            self._order = ([self.case_keys[case] for case in order], order)
+        added = sorted(range(self.planned_size, self.size), key=lambda doc: (self.case_keys[self.doc_case[doc]], doc))
+        self._extra_keys = [self.case_keys[self.doc_case[doc]] for doc in added]
+        self._extra_docs = added
+        self._opinion_entries = None
+
     # ------------------------------------------------------- derived texts
 
     def case_title(self, case: int) -> str:
+        """"APPELLANT VS. RESPONDENT": as planned, or as a retitling (advance) made it."""
+        retitled = self.title_override.get(case)
+        return retitled if retitled is not None else self.planned_title(case)
+
+    def planned_title(self, case: int) -> str:
         h = int(hex_id(self.seed, "case", case)[16:32], 16)
         appellant = _SURNAMES[h % len(_SURNAMES)]
         if (h >> 20) % 3 == 0:
@@ -477,13 +591,15 @@ class Corpus:
             "caseHeader.court": COURTS[key[5:7]],
             "docketEntryID": hex_id(self.seed, "entry", self.doc_entry[doc]),
             "docketEntryDescription": self.description(doc),
-            "filedDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": True}}
+            "filedDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": doc not in self.withdrawn}}
 
     def case_row(self, case: int) -> dict:
         """A resultItem of the case search."""
         case_id = hex_id(self.seed, "case", case)
-        year = int(self.case_keys[case][:4])
-        closed = (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
+        closed = self.closed_override.get(case)
+        if closed is None:
+            year = int(self.case_keys[case][:4])
+            closed = (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
         return {"id": case_id, "rowMap": {
             "caseNumber": self.case_keys[case], "caseID": case_id,
             "shortTitle": self.case_title(case), "caseType": self.case_type(case),
@@ -501,6 +617,11 @@ class Corpus:
     # ------------------------------------------------- the captured shapes
 
     def description(self, doc: int) -> str:
+        """The docket entry's description, as planned or as a change (advance) made it."""
+        changed = self.description_override.get(self.doc_entry[doc])
+        return changed if changed is not None else self.planned_description(doc)
+
+    def planned_description(self, doc: int) -> str:
         admin = self.admin_description.get(doc)
         return admin if admin is not None else DESCRIPTIONS[self.doc_description[doc]][0]
 
@@ -512,12 +633,17 @@ class Corpus:
     def find_case(self, case_id: str) -> int | None:
         return self._find(self._case_by_key, "case", case_id)
 
-    def case_docs(self, case: int) -> range:
-        return range(self.case_first_doc[case], self.case_first_doc[case + 1])
+    def case_docs(self, case: int) -> Sequence[int]:
+        """The case's documents: the planned ones, then those advance() filed in it."""
+        planned = range(self.case_first_doc[case], self.case_first_doc[case + 1])
+        extra = self.case_extra.get(case)
+        return list(planned) + extra if extra else planned
 
     def case_closed(self, case: int) -> bool:
         """Mostly closed in older years; never while a document of the case is still to come (late),
-        but for a late opinion (it comes to a closed case)."""
+        but for a late opinion (it comes to a closed case); as advance() opened or closed it."""
+        if case in self.closed_override:
+            return self.closed_override[case]
         if any(doc in self.late and doc not in self.late_opinions for doc in self.case_docs(case)):
             return False
         return self._closed_by_hash(case)
@@ -560,7 +686,8 @@ class Corpus:
         closed = self.case_closed(case)
         return {"components": None, "tags": None, "customFields": {}, "caseID": case_id, "caseNumber": key,
                 "caseStatus": "FINAL" if closed else CAPTURED_OPEN_STATUSES[h % len(CAPTURED_OPEN_STATUSES)],
-                "caseStatusDate": self.utc_stamp(self.case_filed[case] + 30 + h % 300, h),
+                "caseStatusDate": self.utc_stamp(self.status_day.get(case, self.case_filed[case] + 30 + h % 300),
+                                                 h),
                 "closed": closed, "shortTitle": self.captured_title(case), "fullTitle": None,
                 "caseType": kind,
                 "caseClassification": f"{'MATTER OF RIGHT' if court == 'CA' else 'DISCRETIONARY REVIEW'} - {kind} - REGULAR {kind}",
@@ -626,8 +753,9 @@ class Corpus:
         document `source` (a duplicate's original): one place, so the court's text is its PDF's."""
         document = self.document(source)
         day = _dt.date.fromordinal(self.doc_filed[source])
+        # As planned: a retitled case or a changed description leaves the PDF the court holds alone.
         return {"seed": f"{self.seed}:{source}", "case_number": document.case_number, "court": document.court,
-                "title": document.case_title, "description": document.description,
+                "title": self.planned_title(self.doc_case[source]), "description": self.planned_description(source),
                 "filed": f"{day:%B} {day.day}, {day.year}".upper()}
 
     def court_pages(self, doc: int) -> list[str]:
@@ -644,7 +772,7 @@ class Corpus:
         """An element of `/publicaccessdocuments?filter=...`, as captured."""
         entry = self.doc_entry[doc]
         kind, subtype = self.entry_kind(entry)
-        return {"components": None, "tags": None, "customFields": {}, "dmsDocumentID": str(100000 + doc),
+        file = {"components": None, "tags": None, "customFields": {}, "dmsDocumentID": str(100000 + doc),
                 "documentID": hex_id(self.seed, "document", doc), "documentName": subtype,
                 "documentDescription": None, "documentText": self.court_pages(doc),
                 "mimeType": "application/pdf", "parentSourceID": str(2000000 + entry),
@@ -652,16 +780,22 @@ class Corpus:
                 "parentType": kind, "parentSubtype": subtype, "parentName": None,
                 "parentDate": self.utc_stamp(self.doc_filed[entry], entry), "documentAvailable": True,
                 "caseHeader": self.case_header(self.doc_case[doc])}
+        if doc in self.withdrawn:       # withheld now: listed, not served, no text
+            file.update(documentAvailable=False, documentText=None)
+        return file
+
+    def has_withheld_file(self, entry: int) -> bool:
+        """Whether an entry lists an extra, withheld file: one planned entry in ~20 (none advance() files)."""
+        return entry < self.planned_size and int(hex_id(self.seed, "entry", entry)[60:64], 16) % 20 == 0
 
     def unavailable_file(self, entry: int) -> dict | None:
-        """The extra file (`documentAvailable: false`) one entry in ~20 carries; None for the others."""
-        entry_id = hex_id(self.seed, "entry", entry)
-        if int(entry_id[60:64], 16) % 20:
+        """The extra file (`documentAvailable: false`) of an entry that has one (`has_withheld_file`)."""
+        if not self.has_withheld_file(entry):
             return None
         kind, subtype = self.entry_kind(entry)
         return {**self.entry_file(entry), "documentID": hex_id(self.seed, "unavailable", entry),
                 "dmsDocumentID": None, "documentName": f"{subtype} (SEALED ATTACHMENT)", "documentText": None,
-                "documentAvailable": False}
+                "documentAvailable": entry in self.restored_withheld}
 
     def opinion_row(self, entry: int) -> dict:
         """A resultItem of the opinion search: a docket entry, not a document (no documentID)."""

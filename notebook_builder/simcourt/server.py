@@ -72,7 +72,25 @@ Guarantees:
   search answers, a case's resources 404).
 - `GET /__sim__/stats` (outside the API root) answers the court's own
   counters as JSON: requests per endpoint, faults served (by kind), early
-  requests and requests in flight; `sim` prints the totals on exit.
+  requests and requests in flight, the court's day, and the requests of each
+  counting period (`period`: the current one; `periods`: all); `sim` prints
+  the totals on exit.
+- The court lives (living.py): `advance(days, seed, activity)` and `POST
+  /__sim__/advance?days=30&seed=0[&<activity kind>=N]` move its day on with
+  a span of activity and answer the plan of what changed; `GET
+  /__sim__/plans` answers every plan so far. An advance begins a new
+  counting period, as `new_period()` / `POST /__sim__/period` do (answering
+  the period that ended). An advance is refused (RuntimeError, 409) while
+  another request is answered, and holds the court's lock while it changes
+  the corpus, so no request sees half of it. Afterwards the court serves
+  the new cases in the case search, the new entries in the docket lists,
+  file lists and opinion search, retitled cases and changed descriptions,
+  and withdrawn documents as the real court withholds them: listed with
+  `documentAvailable: false` or gone from their entry's list (and from the
+  document search), their download 404; a restored one is served again.
+  Entries and cases an advance adds never come back empty once or list a
+  phantom entry (`empty_file_lists`) and carry no withheld file, so what
+  the court serves is what the plan says.
 """
 from __future__ import annotations
 
@@ -93,12 +111,15 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from ..loopback import LoopbackServer, LoopbackService
-from . import pdfs
+from . import living, pdfs
 from .corpus import (COURTS, FAULTS, NEVER, PERMANENT_STATUS, TRANSIENT_FAULTS, Corpus, DocumentList, SimDocument,
                      hex_id)
 
 API_PATH = "/api/api/v1"
 STATS_PATH = "/__sim__/stats"   # the simulated court's own counters (JSON); no real court has it
+PLANS_PATH = "/__sim__/plans"   # GET: the plan of every advance so far (JSON list)
+ADVANCE_PATH = "/__sim__/advance"   # POST ?days=30&seed=0[&<activity kind>=N]: advance, answer the plan
+PERIOD_PATH = "/__sim__/period"     # POST: a new request-counting period; answers the one that ended
 MIB = 1024 * 1024
 DEFAULT_OVERSIZE = 201 * MIB
 EPOCH_REQUESTS = 2          # search requests per perturbation epoch
@@ -131,7 +152,8 @@ class SimCourt(LoopbackService):
                  case_walk: str = "present", unavailable_files: bool = True, release_withheld: bool = False,
                  paged_lists: int = 0, empty_file_lists: bool = False, null_texts: bool = False,
                  late_opinions: int = 0, neighbours: bool = False, download_paths: str = "api",
-                 midnight_instants: bool = False, real_counts: bool = False, record_requests: bool = False):
+                 midnight_instants: bool = False, real_counts: bool = False, record_requests: bool = False,
+                 today: _dt.date | None = None):
         if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1 or paged_lists < 0:
             raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1], "
                              "paged_lists >= 0")
@@ -159,7 +181,7 @@ class SimCourt(LoopbackService):
         self.corpus = Corpus(docs, seed, faults=faults, late_docs=late_docs,
                              first_year=first_year, last_year=last_year, admin_share=admin_share,
                              late_opinions=late_opinions, midnight_instants=midnight_instants,
-                             real_counts=real_counts)
+                             real_counts=real_counts, today=today)
         # record_requests: every request in order, as (endpoint, item): the bench's account of a crawl.
         self.request_log: RequestLog | None = RequestLog() if record_requests else None
         self.documents = DocumentList(self.corpus)
@@ -179,6 +201,9 @@ class SimCourt(LoopbackService):
         self._reveal_at: dict[int, int] = {}
         self._plan_reveals()
         self.base_url: str | None = None
+        self.plans: list[dict] = []      # what each advance changed (living.py), in order
+        self.periods: list[dict] = []    # request counts per period (a run's, between advances)
+        self._open_period("start")
 
     # --------------------------------------------------------- public API
 
@@ -196,13 +221,64 @@ class SimCourt(LoopbackService):
         return self.corpus.document(doc)
 
     def stats(self) -> dict:
-        """What the court has served (`/__sim__/stats`, and `sim`'s totals on exit)."""
+        """What the court has served (`/__sim__/stats`, and `sim`'s totals on exit): the totals, requests
+        per endpoint, the court's day, and the requests of each period (`period`: the current one)."""
         with self._lock:
+            periods = [self._period_figures(period) for period in self.periods]
             return {"requests": {"search": self.search_requests, "download": self.download_requests,
                                  "entry_documents": self.entry_requests},
                     "faults_served": sum(self.faults_served.values()),
                     "faults_by_kind": dict(sorted(self.faults_served.items())),
-                    "early_requests": self.early_requests, "in_flight": self.in_flight}
+                    "early_requests": self.early_requests, "in_flight": self.in_flight,
+                    "endpoints": dict(sorted(self.endpoint_requests.items())),
+                    "today": _dt.date.fromordinal(self.corpus.today).isoformat(), "advances": len(self.plans),
+                    "period": periods[-1], "periods": periods}
+
+    def advance(self, days: int = 30, seed: int = 0, activity: dict[str, int] | None = None) -> dict:
+        """Moves the court's day on by `days` with a span of the court's activity (living.py: new cases
+        and filings, opinions, a reopened case, withdrawals, a restoration, retitled cases, changed
+        descriptions), deterministically from `seed`; a new request-counting period begins. Returns the
+        plan of what changed (`POST /__sim__/advance` answers it). Refused (RuntimeError) while a
+        request is being answered: the court changes between requests, never under one."""
+        return self._advance(days, seed, activity, requests_allowed=0)
+
+    def _advance(self, days: int, seed: int, activity: dict[str, int] | None, requests_allowed: int) -> dict:
+        with self._lock:
+            if self.in_flight > requests_allowed:
+                raise RuntimeError(f"{self.in_flight - requests_allowed} requests in flight: advance between requests")
+            listed = {entry for entry in set(self.corpus.doc_entry)
+                      if self.unavailable_files and self.corpus.has_withheld_file(entry)}
+            plan = living.advance(self.corpus, days, seed, activity, listed_withheld=listed,
+                                  restorable={entry for entry in listed if not self._released(entry)})
+            self._orders.clear()
+            self.plans.append(plan)
+            self._open_period(f"advance {plan['advance']}")
+        return plan
+
+    def new_period(self) -> dict:
+        """Starts a new request-counting period (as an advance does); returns the figures of the one
+        that ended (`POST /__sim__/period`)."""
+        with self._lock:
+            ended = self._period_figures(self.periods[-1])
+            self._open_period("asked")
+        return ended
+
+    def _open_period(self, why: str) -> None:
+        """A new period of request counts (under the lock, or before the court serves)."""
+        self.periods.append({"number": len(self.periods) + 1, "began": why, "advances": len(self.plans),
+                             "today": _dt.date.fromordinal(self.corpus.today).isoformat(),
+                             "request_log_start": None if self.request_log is None else len(self.request_log),
+                             "endpoints": Counter()})
+
+    @staticmethod
+    def _period_figures(period: dict) -> dict:
+        return {**period, "requests": sum(period["endpoints"].values()),
+                "endpoints": dict(sorted(period["endpoints"].items()))}
+
+    def _count_endpoint(self, endpoint: str) -> None:
+        with self._lock:
+            self.endpoint_requests[endpoint] += 1
+            self.periods[-1]["endpoints"][endpoint] += 1
 
     def _fault(self, kind: str) -> None:
         with self._lock:
@@ -240,8 +316,8 @@ class SimCourt(LoopbackService):
         if not self.unavailable_files:
             return {}
         corpus = self.corpus
-        return {hex_id(self.seed, "unavailable", entry): self._released(entry)
-                for entry in sorted(set(corpus.doc_entry)) if corpus.unavailable_file(entry) is not None}
+        return {hex_id(self.seed, "unavailable", entry): self._released(entry) or entry in corpus.restored_withheld
+                for entry in sorted(set(corpus.doc_entry)) if corpus.has_withheld_file(entry)}
 
     def _released(self, entry: int) -> bool:
         return self.release_withheld and int(hex_id(self.seed, "entry", entry)[56:58], 16) % 2 == 0
@@ -251,12 +327,16 @@ class SimCourt(LoopbackService):
         return self.null_texts and int(document_id[50:52], 16) % 4 == 0
 
     def empty_once(self, entry: int) -> bool:
-        """An entry whose first file listing is `[]` although it has documents (empty_file_lists)."""
-        return self.empty_file_lists and int(hex_id(self.seed, "entry", entry)[58:60], 16) % 6 == 0
+        """A planned entry whose first file listing is `[]` although it has documents (empty_file_lists);
+        never one an advance filed (its plan is what the court serves)."""
+        return (self.empty_file_lists and entry < self.corpus.planned_size
+                and int(hex_id(self.seed, "entry", entry)[58:60], 16) % 6 == 0)
 
     def phantom_entries(self, case: int) -> list[dict]:
-        """Docket entries that say hasDocuments and always list no file (empty_file_lists): 1 case in 5."""
-        if not self.empty_file_lists or int(hex_id(self.seed, "case", case)[52:54], 16) % 5:
+        """Docket entries that say hasDocuments and always list no file (empty_file_lists): 1 planned case
+        in 5 (none an advance opened)."""
+        if (not self.empty_file_lists or case >= self.corpus.planned_cases
+                or int(hex_id(self.seed, "case", case)[52:54], 16) % 5):
             return []
         entry = self.corpus.bare_entries(case)[:1] or [{
             "filedDate": self.corpus.utc_stamp(self.corpus.case_filed[case], case), "submittedBy": None,
@@ -306,8 +386,7 @@ class SimCourt(LoopbackService):
         return doc
 
     def _requests_for_prefix(self, prefix: str) -> int:
-        lo, hi = self.corpus.doc_range(prefix)
-        count = hi - lo
+        count = len(self.corpus.prefix_docs(prefix))
         if count > self.results_limit and len(prefix) < 12:
             return 1 + sum(self._requests_for_prefix(prefix + digit) for digit in "0123456789")
         return max(1, math.ceil(min(count, self.results_limit) / self.max_page))
@@ -376,36 +455,39 @@ class SimCourt(LoopbackService):
         """Items (documents or cases) matching `prefix`, in this request's relevance order."""
         corpus = self.corpus
         if kind in ("documents", "entries"):
-            lo, hi = corpus.doc_range(prefix)
+            lo, hi = corpus.planned_doc_span(prefix)        # names the order's perturbations (below)
+            matching = corpus.prefix_docs(prefix)
         else:
-            lo, hi = corpus.case_range(prefix)
+            lo, hi = corpus.planned_case_span(prefix)
+            matching = corpus.prefix_cases(prefix)
         revealed = self._revealed(search_count) if kind in ("documents", "entries") else 0
-        cache_key = (kind, lo, hi, revealed)
+        cache_key = (kind, prefix.upper(), revealed)
         with self._lock:
             base = self._orders.get(cache_key)
             if base is not None:
                 self._orders.move_to_end(cache_key)
         if base is None:
             if kind == "documents":
-                items = [doc for doc in range(lo, hi) if self._visible(doc, search_count)]
+                items = [doc for doc in matching if self._visible(doc, search_count)
+                         and corpus.withdrawn.get(doc) != "delisted"]
                 relevance = corpus.doc_relevance
                 base = sorted(items, key=relevance.__getitem__)
             elif kind == "entries":
-                items = sorted({corpus.doc_entry[doc] for doc in range(lo, hi) if self._visible(doc, search_count)})
+                items = sorted({corpus.doc_entry[doc] for doc in matching if self._visible(doc, search_count)})
                 relevance = corpus.doc_relevance
                 base = sorted(items, key=relevance.__getitem__)
             else:
                 firsts, relevance, last = corpus.case_first_doc, corpus.doc_relevance, max(0, corpus.size - 1)
-                base = sorted(range(lo, hi), key=lambda case: relevance[min(firsts[case], last)] ^ 0x5A5A5A5A)
+                base = sorted(matching, key=lambda case: relevance[min(firsts[case], last)] ^ 0x5A5A5A5A)
             with self._lock:
                 self._orders[cache_key] = base
                 while len(self._orders) > 64:
                     self._orders.popitem(last=False)
         if self.neighbours and kind != "entries":
             # "Starts With" also answers the numbers just outside the prefix.
-            size = corpus.size if kind == "documents" else len(corpus.case_keys)
-            base = base + [item for item in (lo - 1, hi) if 0 <= item < size and item not in base
-                           and (kind == "cases" or self._visible(item, search_count))]
+            base = base + [item for item in corpus.prefix_neighbours(prefix, kind) if item not in base
+                           and (kind == "cases" or (self._visible(item, search_count)
+                                                    and corpus.withdrawn.get(item) != "delisted"))]
         if not self.unstable or len(base) < 2:
             return base
         epoch = search_count // EPOCH_REQUESTS
@@ -502,6 +584,46 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._route(head=True)
 
+    def do_POST(self) -> None:
+        court = self.server.court
+        with court._lock:
+            court.in_flight += 1
+        try:
+            self._answer_post(court)
+        finally:
+            with court._lock:
+                court.in_flight -= 1
+
+    def _answer_post(self, court: SimCourt) -> None:
+        """The simulation's own controls (no real court has them); the API answers POST with 405."""
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/")
+        if path == ADVANCE_PATH:
+            query = parse_qs(url.query)
+            try:
+                days, seed = (int(query.pop(name, [default])[0]) for name, default in (("days", "30"), ("seed", "0")))
+                activity = {name: int(values[0]) for name, values in query.items()}
+                plan = court._advance(days, seed, activity, requests_allowed=1)
+            except ValueError as exc:
+                return self._sim_json(400, {"message": str(exc)})
+            except RuntimeError as exc:
+                return self._sim_json(409, {"message": str(exc)})
+            return self._sim_json(200, plan)
+        if path == PERIOD_PATH:
+            return self._sim_json(200, court.new_period())
+        if path.startswith(API_PATH):
+            return self._json(405, {"message": "The requested resource does not support http method 'POST'."},
+                              False)
+        return self._json(404, {"message": "Not found"}, False)
+
+    def _sim_json(self, status: int, payload, head: bool = False) -> None:
+        """A JSON answer of the simulation's own (never renamed: renamed_fields is the court's drift)."""
+        self._send(status, json.dumps(payload, separators=(",", ":")).encode(), "application/json; charset=utf-8",
+                   head)
+
     def _route(self, head: bool) -> None:
         court = self.server.court
         with court._lock:
@@ -517,11 +639,12 @@ class _Handler(BaseHTTPRequestHandler):
         path = url.path.rstrip("/")
         if path == STATS_PATH:
             return self._json(200, court.stats(), head)
+        if path == PLANS_PATH:
+            return self._sim_json(200, court.plans, head)
         query = parse_qs(url.query, keep_blank_values=True)
         site = path.split("/")
         if len(site) == 4 and site[1] == "documents" and site[3] == "download":
-            with court._lock:
-                court.endpoint_requests["download_site"] += 1
+            court._count_endpoint("download_site")
             if court.request_log is not None:
                 court.request_log.note(court, "download_site", site, {})
             if court.download_paths == "api":
@@ -533,8 +656,7 @@ class _Handler(BaseHTTPRequestHandler):
         parts = path.split("/")
         is_download = len(parts) == 4 and parts[1] in ("publicaccessdocuments", "documents") and parts[3] == "download"
         endpoint = _endpoint_name(path, parts)
-        with court._lock:
-            court.endpoint_requests[endpoint] += 1
+        court._count_endpoint(endpoint)
         if court.request_log is not None:
             court.request_log.note(court, endpoint, parts, query)
         if not is_download:
@@ -641,14 +763,15 @@ class _Handler(BaseHTTPRequestHandler):
             asks = court._entry_asks[entry_id]
         listed = corpus.find_entry(entry_id)
         entry = listed[0] if listed else None
-        docs = [doc for doc in listed if court._visible(doc)]
-        if docs and asks == 1 and court.empty_once(entry):
+        shown = [doc for doc in listed if court._visible(doc)]
+        if shown and asks == 1 and court.empty_once(entry):
             return self._list(court, [], head)
-        files = [corpus.entry_file(doc) for doc in docs]
+        # A document withdrawn "delisted" is gone from the list; "unavailable", listed as not available.
+        files = [corpus.entry_file(doc) for doc in shown if corpus.withdrawn.get(doc) != "delisted"]
         for file in files:
             if court.null_text(file["documentID"]):
                 file["documentText"] = None
-        extra = corpus.unavailable_file(entry) if docs and court.unavailable_files else None
+        extra = corpus.unavailable_file(entry) if shown and court.unavailable_files else None
         if extra is not None:
             if asks >= 2 and court._released(entry):
                 extra = {**extra, "documentAvailable": True, "documentText": None}
@@ -793,13 +916,15 @@ class _Handler(BaseHTTPRequestHandler):
         doc = court.corpus.find_document(document_id)
         if doc is None:
             entry = court.corpus.find_withheld(document_id)
-            if entry is not None and court._released(entry) \
-                    and court._entry_asks[hex_id(court.seed, "entry", entry)] >= 2:
+            if entry is not None and (entry in court.corpus.restored_withheld or (
+                    court._released(entry) and court._entry_asks[hex_id(court.seed, "entry", entry)] >= 2)):
                 return self._send(200, court.withheld_pdf(entry), "application/pdf", head)
         if doc is None or not court._visible(doc):
             return self._json(404, {"message": "Document not found"}, head)
         with court._lock:
             court.download_requests += 1
+        if doc in court.corpus.withdrawn:
+            return self._json(404, {"message": "Document not found"}, head)
         if court._too_early(doc):
             court._fault("rate_limited (early)")
             return self._json(429, {"message": "Too many requests"}, head, court._retry_after(doc))
@@ -924,6 +1049,7 @@ def serve(port: int = 8765, docs: int = 300, seed: int = 1, **options) -> None:
     try:   # a Ctrl-C right after the URLs are printed still prints the totals
         print(base_url, flush=True)
         print(f"stats: {base_url.rsplit(API_PATH, 1)[0]}{STATS_PATH}", flush=True)
+        print(f"advance: POST {base_url.rsplit(API_PATH, 1)[0]}{ADVANCE_PATH}?days=30&seed=0", flush=True)
         threading.Event().wait()
     except KeyboardInterrupt:
         pass
