@@ -17,8 +17,9 @@ from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c50_discover import (DISCOVER_DETAILS_BATCH, OPEN_CASE_REWALK_DAYS, Discovery,
-                                                 choose_strategy, discover, needs_walk, opinion_windows, plan_sweep)
+from notebook_builder.cells.c25_court import KENTUCKY, choose_strategy, opinion_windows
+from notebook_builder.cells.c44_discovery_rules import DISCOVER_DETAILS_BATCH, OPEN_CASE_REWALK_DAYS, needs_walk, plan_sweep
+from notebook_builder.cells.c50_discover import Discovery, discover
 from notebook_builder.cells.c55_probe import PROBE_MAX_REQUESTS, probe
 from notebook_builder.cells.c97_report import report_table
 from notebook_builder.simcourt import SimCourt
@@ -175,7 +176,7 @@ def test_a_changed_case_whose_walk_failed_is_still_walked_in_the_next_sweep(tmp_
 
 
 def test_a_strategy_fails_when_most_of_its_answers_are_unusable_never_on_one_missing_case():
-    from notebook_builder.cells.c50_discover import STRATEGY_EVIDENCE, strategy_failing
+    from notebook_builder.cells.c44_discovery_rules import STRATEGY_EVIDENCE, strategy_failing
     assert not strategy_failing(0, STRATEGY_EVIDENCE - 1)                  # too early to judge mid-sweep
     assert strategy_failing(0, STRATEGY_EVIDENCE) and strategy_failing(3, 2, complete=False) is False
     assert strategy_failing(0, 2, complete=True) and strategy_failing(1, 2, complete=True)
@@ -202,9 +203,9 @@ def test_auto_takes_the_document_search_only_when_its_rows_carry_documentid():
 
 
 def test_an_update_sweeps_the_last_two_years_and_their_admin_shards():
-    assert plan_sweep(1990, 2026, incremental=True) == [
+    assert plan_sweep(KENTUCKY, 1990, 2026, incremental=True) == [
         "2025 CA ADMIN", "2025 SC ADMIN", "2025-CA", "2025-SC", "2026 CA ADMIN", "2026 SC ADMIN", "2026-CA", "2026-SC"]
-    assert len(plan_sweep(1990, 2026, incremental=False)) == 4 * 37
+    assert len(plan_sweep(KENTUCKY, 1990, 2026, incremental=False)) == 4 * 37
     windows = opinion_windows(dt.date(2024, 4, 1), dt.date(2024, 4, 16))
     assert windows == [("04/01/2024", "04/07/2024"), ("04/08/2024", "04/14/2024"), ("04/15/2024", "04/16/2024")]
 
@@ -264,7 +265,7 @@ def test_the_walk_makes_no_request_the_data_does_not_need(make_context):
         assert court.endpoint_requests["docketentries"] == cases
         assert court.endpoint_requests["entry_documents"] == entries      # never an entry without documents
         assert court.endpoint_requests["parties"] == court.endpoint_requests["lowercourts"] == 0
-        assert court.endpoint_requests["case_search"] == len(plan_sweep(2023, 2024, incremental=False))
+        assert court.endpoint_requests["case_search"] == len(plan_sweep(KENTUCKY, 2023, 2024, incremental=False))
 
 
 def test_a_killed_walk_resumes_per_case_and_never_walks_a_case_twice_in_a_sweep(make_context):
@@ -307,7 +308,7 @@ def test_once_converged_an_update_walks_new_changed_and_stale_open_cases_unless_
         assert added and update.incremental and update.converged and update.rows_new == 0
         assert court.endpoint_requests["docketentries"] == walks_before and update.cases_unchanged > 0
         asked = court.endpoint_requests["case_search"] - searches_before
-        assert asked == len(plan_sweep(2020, 2026, incremental=True)) < len(plan_sweep(2020, 2026, incremental=False))
+        assert asked == len(plan_sweep(KENTUCKY, 2020, 2026, incremental=True)) < len(plan_sweep(KENTUCKY, 2020, 2026, incremental=False))
         assert court.endpoint_requests["opinion_search"] > 0
         assert ctx.db.kv_get("opinions_checked_through") == kentucky_today().isoformat()
         # Four weeks after their walk, the open cases of the years an update sweeps are walked again.
@@ -319,7 +320,7 @@ def test_once_converged_an_update_walks_new_changed_and_stale_open_cases_unless_
         searches_before = court.endpoint_requests["case_search"]
         full = discover(ctx)
         assert not full.incremental
-        assert court.endpoint_requests["case_search"] - searches_before == len(plan_sweep(2020, 2026, incremental=False))
+        assert court.endpoint_requests["case_search"] - searches_before == len(plan_sweep(KENTUCKY, 2020, 2026, incremental=False))
 
 
 def test_a_late_filing_in_an_open_case_waits_for_its_row_to_change_or_for_full_sweep(make_context):

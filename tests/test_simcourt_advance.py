@@ -9,7 +9,7 @@ import urllib.parse
 import pytest
 import requests
 
-from notebook_builder.cells.c30_client import ENDPOINTS
+from notebook_builder.cells.c25_court import ENDPOINTS
 from notebook_builder.simcourt import SimCourt
 from notebook_builder.simcourt.living import month_activity, update_floor
 from notebook_builder.simcourt.server import ADVANCE_PATH, PERIOD_PATH, PLANS_PATH, STATS_PATH
