@@ -75,3 +75,35 @@ def test_a_case_number_form_must_end_with_its_sequence():
 def test_opinion_windows_are_seven_days_in_the_search_s_date_form():
     assert opinion_windows(dt.date(2024, 4, 1), dt.date(2024, 4, 9)) == [("04/01/2024", "04/07/2024"),
                                                                          ("04/08/2024", "04/09/2024")]
+
+
+def test_a_court_at_another_api_root_with_other_court_names_is_crawled_by_the_same_stages(tmp_path):
+    """The simulated court served under /api/v1 with its own court names (Kentucky's number form),
+    walked and downloaded by the crawl given that court's configuration: every document is
+    archived under the court names this court gives, and every URL asked was under its root."""
+    from support import open_test_context
+
+    from notebook_builder.cells.c12_queues import WorkQueues
+    from notebook_builder.cells.c30_client import CourtClient
+    from notebook_builder.cells.c75_schedule import crawl
+    from notebook_builder.simcourt import SimCourt
+
+    names = {"CA": "Common Pleas Civil Division", "SC": "Common Pleas Orphans' Court"}
+    other = CTrackCourt(name="A court of the same API", api_base="http://127.0.0.1/api/v1", courts=names)
+    with SimCourt(60, seed=5, faults=False, first_year=2024, last_year=2026, shape="captured", document_search="absent",
+                  api_path="/api/v1", court_names=names, today=dt.date(2026, 6, 1)) as court:
+        assert court.base_url.endswith("/api/v1") and "/api/api/" not in court.base_url
+        ctx = open_test_context(tmp_path, court, env={"KY_FIRST_YEAR": "2024", "KY_LAST_YEAR": "2026",
+                                                      "KY_DISCOVERY": "cases", "KY_CASE_DETAILS": "0"},
+                                client=lambda cfg, clock: CourtClient(cfg, clock, court=other))
+        try:
+            result = crawl(ctx)
+            held = {row["document_id"]: row["court"] for row in ctx.db.iter_documents()}
+            queue = WorkQueues(ctx.db).download_queue_size(ctx.cfg)
+        finally:
+            ctx.close()
+        assert result.discover.converged and queue == 0 and result.download.downloaded == len(court.documents)
+        assert {document.document_id for document in court.documents} <= set(held)
+        assert set(held.values()) <= set(names.values()) and len(set(held.values())) == 2
+        assert result.discover.opinion_rows > 0                       # asked by this court's names, answered
+        assert court.endpoint_requests["other"] == 0

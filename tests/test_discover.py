@@ -308,7 +308,7 @@ def test_the_writer_commits_in_order_and_an_error_stops_every_later_commit(tmp_p
 
 def test_the_fingerprint_of_a_court_row_is_that_of_the_row_it_normalizes_to():
 
-    from notebook_builder.simcourt.corpus import Corpus
+    from notebook_builder.simcourt.shapes import Corpus
     corpus = Corpus(40, 3)
     items = [corpus.document_row(number) for number in range(40)]
     items.append({"id": "AB" * 32, "rowMap": {"documentID": "AB" * 32, "filedDate": "2020-01-02"}})  # sparse

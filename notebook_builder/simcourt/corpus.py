@@ -1,51 +1,21 @@
-"""The simulated court's corpus: every case and document, planned from a seed.
+"""The simulated court's planned corpus: every case and document, from a seed.
 
 Guarantees:
-- `Corpus(docs, seed, ...)` plans exactly `docs` documents (late ones
-  included) over first_year..last_year and both courts, in the real yearly
-  proportions (SC 500-1,100 cases a year, CA 1,300-3,500), 1-4 documents a
-  case, case sequences dense with a few gaps. Same arguments, same corpus.
-- Documents are numbered 0..docs-1 in case-number order ("YYYY-CC-NNNN",
-  zero-padded, the form prefixes are matched against). Metadata is held in
-  compact arrays; `SimDocument`s, rows and ids are built on demand, so a
-  98,724-document corpus costs a few tens of MB.
-- The fault plan: with faults on, ~70% of documents are "ok" and the first
-  34 faulty slots cycle through every fault, so 300 documents hold each
-  fault at least twice; later slots favour the common (transient) faults.
-  A stalled body fails once (each costs the client a read timeout); the
-  other transient faults fail once or twice.
-- The captured shapes (ctrack-api.md, "What real captured responses show"):
-  `case_header`, `docket_entries`, `entry_files` and `opinion_row` build the
-  court's JSON field for field, with its value forms (`+0000` dates, `\r\n`
-  between the parties of a title). Every case also has docket entries with
-  `hasDocuments: false`, and a few entries carry one more file with
-  `documentAvailable: false` (not a planned document: its download is 404).
-- `late_opinions` plans that many opinions (entries of their own) filed
-  yesterday in cases that stay closed; `midnight_instants` writes captured
-  instants as an evening in Kentucky (00:00-03:59 UTC of the next day) and
-  date-only values as Kentucky's midnight in UTC.
-- `real_counts`: the shape of the real record (ctrack-api.md): each year
-  and court gets its yearly case count (SC 500-1,100, CA 1,300-3,500,
-  scaled by docs / FULL_CORPUS, so 98,724 documents give the real counts),
-  most cases with few or no public documents (SPARSE_DOCS_PER_CASE), the
-  files of one entry sharing its description, opinions about a fifth of the
-  documents (OPINION_SHARE_WEIGHTS, ADMIN opinions included), and nothing
-  filed after yesterday. Off, the corpus is planned as before (1-4
-  documents a case, half of them opinions).
-- `admin_share` > 0 files that share of each year's documents under ADMIN
-  numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`, one opinion a
-  case), whose real case numbers are only in the description; they sort
-  before the year's `YYYY-CA` cases, so no `YYYY-CA` prefix finds them.
-- The court's day (`today`, the real date unless given) moves on with
-  advance() (living.py). What it adds comes after the planned corpus:
-  documents numbered from `planned_size` (in filing order, not case-number
-  order; an entry's documents stay contiguous), cases from `planned_cases`;
-  `prefix_cases` / `prefix_docs` / `prefix_neighbours` answer in case-number
-  order over both. Retitlings, changed descriptions, opened and closed
-  cases, withdrawn and restored documents are held beside the plan
-  (`title_override`, `description_override`, `closed_override`,
-  `withdrawn`, `restored_withheld`); the PDFs and the court's texts are the
-  planned ones.
+- `PlannedCorpus(docs, seed, ...)` plans exactly `docs` documents (late ones included) over
+  first_year..last_year and both courts, in the real yearly proportions, case sequences dense with
+  a few gaps; the same arguments give the same corpus. Documents are numbered in case-number order
+  ("YYYY-CC-NNNN"); metadata is held in compact arrays and `SimDocument`s are built on demand, so
+  98,724 documents cost a few tens of MB. shapes.py's `Corpus` adds the court's answers.
+- The fault plan (faults on): ~70% of documents "ok"; the first 34 faulty slots cycle through every
+  fault, so 300 documents hold each at least twice; later slots favour the common transient ones.
+- `real_counts`: the real record's shape (each year's case count scaled by docs / FULL_CORPUS, most
+  cases with few public documents, opinions about a fifth, nothing filed after yesterday).
+  `admin_share` files a share of each year's documents under ADMIN numbers (their real numbers only
+  in the description). `late_opinions` plans opinions filed yesterday in closed cases.
+- The court's day (`today`, the real date unless given) moves on with advance() (living.py): what
+  it adds comes after the plan (documents from `planned_size`, cases from `planned_cases`), and
+  retitlings, changed descriptions, opened and closed cases, withdrawn and restored documents are
+  held beside it; `prefix_cases` / `prefix_docs` answer in case-number order over both.
 """
 from __future__ import annotations
 
@@ -58,7 +28,6 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from . import pdfs
 
 COURTS = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
 COURT_CODES = ("CA", "SC")          # sorted, so shard order is case-number order
@@ -197,17 +166,19 @@ def _offset(month: int) -> str:
     return "-04:00" if 4 <= month <= 10 else "-05:00"   # Eastern time, DST roughly
 
 
-class Corpus:
-    """The planned corpus. Read-only after construction (thread-safe to share)."""
+class PlannedCorpus:
+    """The planned corpus: its cases, entries and documents, their texts and their lookups (shapes.py's
+    `Corpus` adds what the court answers). Read-only but for advance() (living.py)."""
 
     def __init__(self, docs: int, seed: int, *, faults: bool = True, late_docs: int = 0,
                  first_year: int = 1990, last_year: int = 2026, admin_share: float = 0.0,
                  late_opinions: int = 0, midnight_instants: bool = False, real_counts: bool = False,
-                 today: _dt.date | None = None):
+                 today: _dt.date | None = None, court_names: dict[str, str] | None = None):
         if docs < 0 or not 0 <= late_docs <= docs or first_year > last_year or not 0 <= admin_share < 0.5:
             raise ValueError("need docs >= 0, 0 <= late_docs <= docs, first_year <= last_year, "
                              "0 <= admin_share < 0.5")
         self.seed, self.size = seed, docs
+        self.court_names = dict(court_names or COURTS)   # code -> the name the court's answers give it
         self.real_counts = real_counts
         # The court's day: nothing is filed on it yet (real_counts files up to the day before; late
         # opinions are filed the day before). advance() moves it on.
@@ -568,7 +539,7 @@ class Corpus:
         return SimDocument(
             index=doc, document_id=hex_id(self.seed, "document", doc),
             document_name=self.document_name(doc), case_number=key, shard=self.shard_of_case(case),
-            court=COURTS[key[5:7]], case_id=hex_id(self.seed, "case", case),
+            court=self.court_names[key[5:7]], case_id=hex_id(self.seed, "case", case),
             case_title=self.case_title(case),
             docket_entry_id=hex_id(self.seed, "entry", self.doc_entry[doc]),
             description=self.description(doc),
@@ -577,44 +548,6 @@ class Corpus:
             duplicate_of=None if original is None else hex_id(self.seed, "document", original),
             expected_status=status, expected_http_status=http_status,
             expected_text_chars_zero=zero)
-
-    def document_row(self, doc: int) -> dict:
-        """A resultItem of the document search."""
-        case = self.doc_case[doc]
-        key = self.case_keys[case]
-        document_id = hex_id(self.seed, "document", doc)
-        return {"id": document_id, "rowMap": {
-            "documentID": document_id, "documentName": self.document_name(doc),
-            "mimeType": "application/pdf", "caseHeader.caseNumber": key,
-            "caseHeader.caseID": hex_id(self.seed, "case", case),
-            "caseHeader.shortTitle": self.case_title(case),
-            "caseHeader.court": COURTS[key[5:7]],
-            "docketEntryID": hex_id(self.seed, "entry", self.doc_entry[doc]),
-            "docketEntryDescription": self.description(doc),
-            "filedDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": doc not in self.withdrawn}}
-
-    def case_row(self, case: int) -> dict:
-        """A resultItem of the case search."""
-        case_id = hex_id(self.seed, "case", case)
-        closed = self.closed_override.get(case)
-        if closed is None:
-            year = int(self.case_keys[case][:4])
-            closed = (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
-        return {"id": case_id, "rowMap": {
-            "caseNumber": self.case_keys[case], "caseID": case_id,
-            "shortTitle": self.case_title(case), "caseType": self.case_type(case),
-            "closed": closed, "filedDate": self.iso_date(self.case_filed[case])}}
-
-    def entry_document(self, doc: int) -> dict:
-        """An element of the docket-entry document list."""
-        return {"documentID": hex_id(self.seed, "document", doc),
-                "documentName": self.document_name(doc), "mimeType": "application/pdf",
-                "parentID": hex_id(self.seed, "entry", self.doc_entry[doc]),
-                "parentCategory": "docketentries",
-                "parentDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": True}
-
-
-    # ------------------------------------------------- the captured shapes
 
     def description(self, doc: int) -> str:
         """The docket entry's description, as planned or as a change (advance) made it."""
@@ -653,69 +586,6 @@ class Corpus:
         year = int(self.case_keys[case][:4])
         return (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
 
-    def utc_stamp(self, ordinal: int, salt: int = 0) -> str:
-        """A captured date: `2024-04-18T09:03:02.000+0000`. With `midnight_instants`, an evening in
-        Kentucky of day `ordinal`: 00:00-03:59 UTC of the next day (cut at ten characters, the wrong day)."""
-        if self.midnight_instants:
-            ordinal += 1
-            seconds = (salt * 7919) % (4 * 3600)
-        else:
-            seconds = (salt * 7919) % 86400
-        day = _dt.date.fromordinal(ordinal)
-        return f"{day.isoformat()}T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.000+0000"
-
-    def local_midnight(self, ordinal: int) -> str:
-        """A date-only value as the court writes it: Kentucky's midnight in UTC (`T04:00`/`T05:00`)."""
-        day = _dt.date.fromordinal(ordinal)
-        return f"{day.isoformat()}T{'04' if 4 <= day.month <= 10 else '05'}:00:00.000+0000"
-
-    def captured_title(self, case: int) -> str:
-        """The court's shortTitle: the parties on lines of their own (`A\r\nV.\r\nB`)."""
-        if is_admin_number(self.case_keys[case]):
-            return "PUBLIC OPINION IN A CONFIDENTIAL CASE"
-        appellant, respondent = self.case_title(case).split(" VS. ")
-        return f"{appellant}\r\nV.\r\n{respondent}"
-
-    def case_header(self, case: int) -> dict:
-        """`/cases/{caseID}`, and the `caseHeader` nested in a docket entry's files."""
-        key = self.case_keys[case]
-        court = key[5:7]
-        case_id = hex_id(self.seed, "case", case)
-        h = int(case_id[8:16], 16)
-        kind = CAPTURED_CASE_TYPES[h % len(CAPTURED_CASE_TYPES)]
-        closed = self.case_closed(case)
-        return {"components": None, "tags": None, "customFields": {}, "caseID": case_id, "caseNumber": key,
-                "caseStatus": "FINAL" if closed else CAPTURED_OPEN_STATUSES[h % len(CAPTURED_OPEN_STATUSES)],
-                "caseStatusDate": self.utc_stamp(self.status_day.get(case, self.case_filed[case] + 30 + h % 300),
-                                                 h),
-                "closed": closed, "shortTitle": self.captured_title(case), "fullTitle": None,
-                "caseType": kind,
-                "caseClassification": f"{'MATTER OF RIGHT' if court == 'CA' else 'DISCRETIONARY REVIEW'} - {kind} - REGULAR {kind}",
-                "department": None, "location": None, "assignments": None, "submittedDate": None,
-                "filedDate": (self.local_midnight(self.case_filed[case]) if self.midnight_instants
-                              else self.utc_stamp(self.case_filed[case], h >> 3)),
-                "court": COURTS[court], "courtLevel": COURT_LEVELS[court], "caseCategory": "Appellate",
-                "associatedCases": None, "caseLocation": None}
-
-    def captured_case_row(self, case: int) -> dict:
-        """A resultItem of the case search, with the captured value forms."""
-        case_id = hex_id(self.seed, "case", case)
-        header = self.case_header(case)
-        return {"id": case_id, "rowMap": {key: header[key] for key in
-                                          ("caseNumber", "caseID", "shortTitle", "caseType", "closed", "filedDate")}}
-
-    def entry_kind(self, doc: int) -> tuple[str, str]:
-        """(docketEntryType, docketEntrySubtype) of the entry a document hangs off."""
-        court = self.case_keys[self.doc_case[doc]][5:7]
-        if doc in self.admin_description:
-            return "CA - OPINION" if court == "CA" else "DISPOSITION - OPINION OF THE COURT", "NOT TO BE PUBLISHED - OPINION AFFIRMING"
-        description, word = DESCRIPTIONS[self.doc_description[doc]]
-        published = "TO BE PUBLISHED" if int(hex_id(self.seed, "entry", doc)[:2], 16) % 3 == 0 else "NOT TO BE PUBLISHED"
-        if word in ("opinion", "memorandum"):
-            kind = "CA - OPINION" if court == "CA" else "DISPOSITION - OPINION OF THE COURT BY A JUSTICE"
-            return kind, f"{published} - {description}"
-        return {"order": "ORDER", "notice": "NOTICE", "brief": "BRIEF"}[word], description
-
     def is_opinion(self, doc: int) -> bool:
         return doc in self.admin_description or DESCRIPTIONS[self.doc_description[doc]][1] in ("opinion", "memorandum")
 
@@ -730,93 +600,9 @@ class Corpus:
         """The docket entries (their first document) of a case, in filing order."""
         return sorted(set(self.doc_entry[doc] for doc in self.case_docs(case)), key=lambda e: (self.doc_filed[e], e))
 
-    def docket_entry(self, entry: int) -> dict:
-        kind, subtype = self.entry_kind(entry)
-        return {"docketEntryID": hex_id(self.seed, "entry", entry),
-                "filedDate": self.utc_stamp(self.doc_filed[entry], entry),
-                "docketEntryType": kind, "docketEntrySubtype": subtype,
-                "docketEntryDescription": self.description(entry), "submittedBy": None,
-                "customFields": {}, "opinion": self.is_opinion(entry), "hasDocuments": True}
-
-    def bare_entries(self, case: int) -> list[dict]:
-        """Docket entries without documents (`hasDocuments: false`): 0-2 a case."""
-        case_id = hex_id(self.seed, "case", case)
-        count = int(case_id[48:50], 16) % 3
-        return [{"docketEntryID": hex_id(self.seed, "bare-entry", case * 3 + k),
-                 "filedDate": self.utc_stamp(self.case_filed[case] + k, case + k),
-                 "docketEntryType": "NOTICE", "docketEntrySubtype": BARE_ENTRY_DESCRIPTIONS[k],
-                 "docketEntryDescription": BARE_ENTRY_DESCRIPTIONS[k], "submittedBy": None,
-                 "customFields": {}, "opinion": False, "hasDocuments": False} for k in range(count)]
-
-    def opinion_fields(self, source: int) -> dict:
-        """The arguments of `pdfs.opinion_pdf` / `opinion_pages` for the PDF the court serves for
-        document `source` (a duplicate's original): one place, so the court's text is its PDF's."""
-        document = self.document(source)
-        day = _dt.date.fromordinal(self.doc_filed[source])
-        # As planned: a retitled case or a changed description leaves the PDF the court holds alone.
-        return {"seed": f"{self.seed}:{source}", "case_number": document.case_number, "court": document.court,
-                "title": self.planned_title(self.doc_case[source]), "description": self.planned_description(source),
-                "filed": f"{day:%B} {day.day}, {day.year}".upper()}
-
-    def court_pages(self, doc: int) -> list[str]:
-        """The court's own text of a document, one string a page, as the real court keeps it: the text
-        of the PDF it serves, with `\r\n` line ends and a trailing space on each line."""
-        source = self.duplicate_of.get(doc, doc)
-        fault = self.fault(source)
-        if fault in ("image_only", "no_text", "unparseable") or fault in PERMANENT_STATUS \
-                or fault in ("always_503", "oversized", "lying_length"):
-            return [""]
-        return [" \r\n".join(lines) + " \r\n" for lines in pdfs.opinion_pages(**self.opinion_fields(source))]
-
-    def entry_file(self, doc: int) -> dict:
-        """An element of `/publicaccessdocuments?filter=...`, as captured."""
-        entry = self.doc_entry[doc]
-        kind, subtype = self.entry_kind(entry)
-        file = {"components": None, "tags": None, "customFields": {}, "dmsDocumentID": str(100000 + doc),
-                "documentID": hex_id(self.seed, "document", doc), "documentName": subtype,
-                "documentDescription": None, "documentText": self.court_pages(doc),
-                "mimeType": "application/pdf", "parentSourceID": str(2000000 + entry),
-                "parentID": hex_id(self.seed, "entry", entry), "parentCategory": "docketentries",
-                "parentType": kind, "parentSubtype": subtype, "parentName": None,
-                "parentDate": self.utc_stamp(self.doc_filed[entry], entry), "documentAvailable": True,
-                "caseHeader": self.case_header(self.doc_case[doc])}
-        if doc in self.withdrawn:       # withheld now: listed, not served, no text
-            file.update(documentAvailable=False, documentText=None)
-        return file
-
     def has_withheld_file(self, entry: int) -> bool:
         """Whether an entry lists an extra, withheld file: one planned entry in ~20 (none advance() files)."""
         return entry < self.planned_size and int(hex_id(self.seed, "entry", entry)[60:64], 16) % 20 == 0
-
-    def unavailable_file(self, entry: int) -> dict | None:
-        """The extra file (`documentAvailable: false`) of an entry that has one (`has_withheld_file`)."""
-        if not self.has_withheld_file(entry):
-            return None
-        kind, subtype = self.entry_kind(entry)
-        return {**self.entry_file(entry), "documentID": hex_id(self.seed, "unavailable", entry),
-                "dmsDocumentID": None, "documentName": f"{subtype} (SEALED ATTACHMENT)", "documentText": None,
-                "documentAvailable": entry in self.restored_withheld}
-
-    def opinion_row(self, entry: int) -> dict:
-        """A resultItem of the opinion search: a docket entry, not a document (no documentID)."""
-        row = self.docket_entry(entry)
-        case = self.doc_case[entry]
-        return {"id": row["docketEntryID"], "indexID": "150003", "score": 3.0, "rowMap": {
-            "caseHeader.caseNumber": self.case_keys[case], "docketEntrySubtype": row["docketEntrySubtype"],
-            "docketEntryDescription": row["docketEntryDescription"], "docketEntryType": row["docketEntryType"],
-            "docketEntryID": row["docketEntryID"], "caseHeader.caseID": hex_id(self.seed, "case", case),
-            "filedDate": row["filedDate"], "hasDocuments": True}}
-
-    def captured_document_row(self, doc: int) -> dict:
-        """The inferred document search row with only what real rows are known to carry, captured forms."""
-        case = self.doc_case[doc]
-        document_id = hex_id(self.seed, "document", doc)
-        return {"id": document_id, "rowMap": {
-            "documentID": document_id, "caseHeader.caseNumber": self.case_keys[case],
-            "caseHeader.caseID": hex_id(self.seed, "case", case),
-            "docketEntryID": hex_id(self.seed, "entry", self.doc_entry[doc]),
-            "docketEntryDescription": self.description(doc),
-            "filedDate": self.utc_stamp(self.doc_filed[self.doc_entry[doc]], self.doc_entry[doc])}}
 
     def opinion_entries(self) -> list[tuple[int, int]]:
         """(filed ordinal, entry) of every opinion entry, by date (built once)."""
@@ -825,37 +611,11 @@ class Corpus:
                 (self.doc_filed[entry], entry) for entry in set(self.doc_entry) if self.is_opinion(entry))
         return self._opinion_entries
 
-    def parties(self, case: int) -> list[dict]:
-        title = self.case_title(case)
-        names = title.split(" VS. ") if " VS. " in title else [title, "COMMONWEALTH"]
-        parties = []
-        for position, (name, role) in enumerate(zip(names, ("APPELLANT", "APPELLEE"))):
-            bar = int(hex_id(self.seed, "case", case)[position * 4:position * 4 + 4], 16) % 90000 + 10000
-            parties.append({"partyName": {"displayName": name, "role": role}, "partyStatus": "ACTIVE",
-                            "proSe": position == 0 and bar % 7 == 0,
-                            "address": {"line1": f"{bar % 900 + 100} MAIN STREET", "line2": None, "line3": None,
-                                        "line4": None, "city": "FRANKFORT", "state": "KY", "postalCode": "40601"},
-                            "attorneys": [] if position == 0 and bar % 7 == 0 else [
-                                {"attorneyName": {"displayName": f"{_SURNAMES[bar % len(_SURNAMES)]}, ESQ.",
-                                                  "role": "COUNSEL"},
-                                 "address": {"line1": "1 COURT PLAZA", "city": "LEXINGTON", "state": "KY",
-                                             "postalCode": "40507"},
-                                 "barNumber": str(bar)}]})
-        return parties
-
-    def lower_courts(self, case: int) -> list[dict]:
-        h = int(hex_id(self.seed, "case", case)[20:28], 16)
-        county = LOWER_COUNTIES[h % len(LOWER_COUNTIES)]
-        year = int(self.case_keys[case][2:4]) - 1
-        return [{"lowerCourtName": f"{county} CIRCUIT COURT",
-                 "lowerCourtCaseNumber": f"{year % 100:02d}-CI-{h % 9999:05d}",
-                 "lowerCourtCaseTitle": self.case_title(case)}]
-
 
 class DocumentList(Sequence):
     """`SimCourt.documents`: a read-only sequence that builds SimDocuments on demand."""
 
-    def __init__(self, corpus: Corpus):
+    def __init__(self, corpus: PlannedCorpus):
         self._corpus = corpus
 
     def __len__(self) -> int:

@@ -3,57 +3,26 @@
     plan = advance(corpus, days=30, seed=7)      # SimCourt.advance and POST /__sim__/advance call it
 
 Guarantees:
-- `advance` moves the court's day (`Corpus.today`) on by `days` and files, in the days from the old
-  day to the day before the new one (the court files nothing on its own "today"):
-  - new cases (numbered on from each shard's last number, in filing order, their year the filing's),
-    with filings (a notice of appeal on the day the case is filed, then briefs; one document each);
-  - filings (non-opinion entries of 1-2 documents) in open cases of many years: the first three
-    in open cases of three different years spread over the record (the oldest year with an open
-    case among them), the rest in any open case;
-  - opinions in closed cases that stay closed (their search row unchanged: only the opinion
-    search shows them), and closing opinions (an open case gets an opinion and closes);
-  - a late filing that reopens a closed case of an older year (2019 when the record holds it and
-    it is two or more years before `last_year`): `closed` flips in its search row;
-  - withdrawals: a document served before is withheld, alternately listed with
-    `documentAvailable: false` ("unavailable") and gone from its entry's file list ("delisted"),
-    its download 404 either way; restorations: a document withdrawn by an earlier advance, or
-    else a planned withheld file (of the `restorable` entries the caller names), served again;
-  - retitled cases (the search row's `shortTitle` changes): every case with a withdrawal or a
-    restoration, plus `retitled` more; description changes of docket entries in open cases.
-  Each case plays one part in one advance. Withdrawals, restorations and retitlings are in
-  closed cases, so only their changed search row shows them. Nothing is filed in an ADMIN case
-  or a case with late documents. The PDFs the court holds do not change (a retitled case's
-  documents keep their bytes).
-- Deterministic: the same corpus, the same advances before it, the same `days`, `seed` and
-  `activity` give the same plan, ids and bytes.
-- `month_activity(corpus, days)` is the default activity, scaled to the corpus: the documents of an
-  average span of `days` in the record (at least 10), new cases at the last year's rate (at least
-  2), at least 4 filings in open cases, 2 opinions in closed cases, 1 closing opinion, 1 reopened
-  case, 2 withdrawals, 1 restoration, 1 more retitled case and 1 description change.
-- The plan (`advance`'s return) is JSON: `advance` (its number), `seed`, `days`, `day_before` and
-  `today` (the court's day before and after), `filed_from` and `filed_through`, `activity`, and
-  what changed, each item with
-  `seen_by` (how an update that reads only what changed can see it: "case_search" (its case's
-  search row is new or changed), "open_case" (its case is open: an update walks it),
-  "opinion_search" (an opinion entry filed in the days advanced)):
-  - `added`: documents new to the court, by filed date: document_id, docket_entry_id, case_id,
-    case_number, court, filed_date (YYYY-MM-DD, Kentucky's day), description, opinion, why ("new
-    case", "open case", "opinion in a closed case", "closing opinion", "reopening filing"), seen_by;
-  - `withdrawn`: document_id, docket_entry_id, case_id, case_number, how ("unavailable" or
-    "delisted"), seen_by;
-  - `restored`: document_id, docket_entry_id, case_id, case_number, was ("withdrawn" or
-    "withheld"), seen_by;
-  - `changed`: documents whose metadata changed (every document of a retitled case, withdrawn,
-    restored and withheld ones included): document_id, case_id, case_number, fields (the archive's
-    `documents` columns: "case_title", "description"), seen_by;
-  - `cases`: every case touched: case_id, case_number, new, why, row_fields (the search row's keys
-    that changed, either shape), header_fields (the case header's, `/cases/{id}`), closed_before,
-    closed_after;
-  - `counts`: how many of each.
-  The plan is computed from the court's answers before and after (rows, headers, documents), so
-  it is what the court then serves.
-- `update_floor` counts the requests an update that reads only what changed needs after an advance
-  (the floor of issue 37's benchmark).
+- `advance` moves the court's day on by `days` and files, on the days before the new one: new
+  cases (numbered on from each shard's last number) with their filings; filings in open cases of
+  many years (the first three in three years spread over the record); opinions in closed cases
+  that stay closed, and closing opinions; a late filing that reopens a closed case of an older
+  year (2019 when it can); withdrawals (alternately listed with `documentAvailable: false` and
+  gone from their entry's list, 404 either way); restorations (a document an earlier advance
+  withdrew, else a planned withheld file); retitled cases (every withdrawal's and restoration's
+  case, and more); description changes in open cases. Each case plays one part an advance;
+  withdrawals, restorations and retitlings are in closed cases, so only their changed search row
+  shows them. ADMIN cases and cases with late documents are left alone; PDFs never change.
+- Deterministic: the same corpus, advances, `days`, `seed` and `activity` give the same plan.
+  `month_activity(corpus, days)` is the default activity, scaled to the corpus.
+- The plan (JSON): `advance`, `seed`, `days`, `day_before`, `today`, `filed_from`,
+  `filed_through`, `activity`, `counts`, and `added` (documents by filed date, with why and
+  opinion), `withdrawn` (with how), `restored` (with was), `changed` (documents whose metadata
+  changed: fields as the archive's columns), `cases` (every case touched: row and header fields
+  changed, closed before and after). Each item says `seen_by`: how an update that reads only what
+  changed sees it ("case_search", "open_case", "opinion_search"). The plan is computed from the
+  court's answers before and after, so it is what the court then serves.
+- `update_floor` counts the requests an update that reads only what changed needs (issue 37's floor).
 """
 from __future__ import annotations
 
@@ -62,8 +31,8 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 
-from .corpus import (_RESPONDENTS, _SURNAMES, COURT_CODES, COURTS, DESCRIPTIONS, FULL_CORPUS, Corpus, hex_id,
-                     is_admin_number, yearly_cases)
+from .corpus import _RESPONDENTS, _SURNAMES, COURT_CODES, DESCRIPTIONS, FULL_CORPUS, hex_id, is_admin_number, yearly_cases
+from .shapes import Corpus
 
 ACTIVITY_KINDS = ("new_cases", "new_case_documents", "open_case_filings", "closed_case_opinions",
                   "closing_opinions", "reopened", "withdrawals", "restorations", "retitled",
@@ -338,7 +307,7 @@ class _Advance:
             case, entry = corpus.doc_case[doc], corpus.doc_entry[doc]
             opinion = corpus.is_opinion(entry)
             added.append({"document_id": hex_id(corpus.seed, "document", doc), **about(doc, case),
-                          "court": COURTS[corpus.case_keys[case][5:7]],
+                          "court": corpus.court_names[corpus.case_keys[case][5:7]],
                           "filed_date": _dt.date.fromordinal(corpus.doc_filed[doc]).isoformat(),
                           "description": corpus.description(doc), "opinion": opinion, "why": why,
                           "seen_by": seen_by(case, corpus.doc_filed[entry] if opinion else None)})

@@ -1,96 +1,32 @@
 """The simulated C-Track court: the API of ctrack-api.md over loopback, misbehaviours included.
 
 Guarantees:
-- `SimCourt(...).start()` serves the endpoints of ctrack-api.md under
-  `http://127.0.0.1:<port>/api/api/v1` with a ThreadingHTTPServer speaking
-  HTTP/1.1 keep-alive, TCP_NODELAY on every accepted socket (MEASURED.md:
-  ~28 ms lost per request otherwise), nothing logged per request.
-- Search (documents and cases) matches a prefix against the zero-padded
-  case number "YYYY-CC-NNNN" (case-insensitive), so "2019-CA-0" ... splits a
-  shard digit by digit. Without `x-ctrack-excludeselflinks: true` it
-  answers 200 with no rows (the trap). Paging: 1-based startindex, at most
-  `max_page` rows a page whatever maxresults asked, and a window
-  (startindex + maxresults - 1, maxresults as *requested*) past
-  `results_limit` is 400. `x-ctrack-paging-totalcount` is sent only when
-  `x-ctrack-paging-calculatetotalcount: true` was.
-- Unstable order (unstable=True): a shard's rows are in a seeded relevance
-  order, and every `EPOCH_REQUESTS` search requests the order is perturbed
-  afresh (one row moved up across a long stretch, plus a few adjacent
-  swaps), so a naive sweep can miss or repeat rows at page boundaries while
-  repeated sweeps see everything. Late documents are hidden (from search,
-  docket lists and download, 404) until the court has answered their
-  number of search requests, spread over the first ~2/3 of one full sweep.
-- Downloads misbehave per document as planned in `corpus` (FAULTS); the
-  bad answers come first, one per GET or HEAD, then good ones. Oversized
-  and lying bodies are generated lazily while the client reads, never held.
-  A stalled body sends its headers and half its bytes, then nothing for
-  `stall_seconds`, then closes: a client with a shorter read timeout sees a
-  timeout, a more patient one a torn body.
-- A 429 carries Retry-After as delta-seconds ("1") or, every other time, as
-  an HTTP-date; a request that comes back before that time is answered 429
-  again and counted in `early_requests` (a polite client keeps it at 0;
-  `enforce_retry_after=False` for tests whose clock only records sleeps).
-- Court shapes. `shape="inferred"` serves the rows of ctrack-api.md's
-  inferred section; `shape="captured"` serves what real captures show, field
-  for field (corpus.py builds them): case-search rows with `\r\n` titles and
-  `+0000` dates, ADMIN case numbers (`admin_share`, 3% by default), and
-  document-search rows without court, title or name. In both shapes the
-  confirmed endpoints are served as captured: `/cases/{id}` (the case
-  header), `/cases/{id}/docketentries` (entries, with `hasDocuments: false`
-  ones), `/cases/{id}/parties`, `/cases/{id}/lowercourts`, the file list of
-  an entry (nested `caseHeader`, per-page `documentText`, now and then a
-  file with `documentAvailable: false`), `/opinions/search` by filed date
-  and court (25 rows a page, top-level `headers` and `facets`), and the
-  download (also under `{API_PATH}/documents/{id}/download`).
-- `document_search`: "present" (the inferred search), "absent" (404, as it
-  may be on the real court) or "entries" (it answers docket entries, `id`
-  being the entry's id and no `documentID`: the mis-keying trap).
-  `renamed_fields` ({old: new}) renames keys in every JSON answer (shape
-  drift, for the probe). `endpoint_requests` counts requests per endpoint.
-- The JSON endpoints (both searches, a docket entry's documents) answer
-  406 to a request whose Accept does not name application/json, and at
-  `search_fault_rate` misbehave: 503, 429, a reset, or a 200 whose JSON
-  body is torn (fewer bytes than Content-Length).
-- The real court's behaviours (ctrack-api.md, "What other crawlers of this
-  API learned"), each behind its own switch: `unavailable_files` (on: one
-  entry in ~20 lists an extra file with documentAvailable false, its
-  download 404) and `release_withheld` (half of those are listed available,
-  and served, from their entry's second listing on); `paged_lists` (N > 0:
-  the per-case lists and file lists are paged like the searches, at most N
-  rows a page, LIST_DEFAULT_PAGE without paging headers); `empty_file_lists`
-  (an entry in ~6 answers `[]` the first time, and 1 case in 5 has an
-  entry saying hasDocuments that never lists a file); `null_texts` (1 file
-  in 4 has `documentText: null`); `late_opinions` (N opinions filed
-  yesterday in closed cases, hidden until their case's docket entries were
-  served once, or a full sweep of searches); `neighbours` ("Starts With"
-  also answers the case numbers just outside the prefix, counted in the
-  totals); `download_paths` ("api": `/api/api/v1/publicaccessdocuments/{id}/download`
-  only, "site": `/documents/{id}/download` at the site root only, "both");
-  `midnight_instants` (captured instants fall 00:00-03:59 UTC, the evening
-  before in Kentucky; date-only values are local midnight in UTC);
-  `case_walk` ("absent": every /cases/... path 404; "search-only": the case
-  search answers, a case's resources 404).
-- `GET /__sim__/stats` (outside the API root) answers the court's own
-  counters as JSON: requests per endpoint, faults served (by kind), early
-  requests and requests in flight, the court's day, and the requests of each
-  counting period (`period`: the current one; `periods`: all); `sim` prints
-  the totals on exit.
-- The court lives (living.py): `advance(days, seed, activity)` and `POST
-  /__sim__/advance?days=30&seed=0[&<activity kind>=N]` move its day on with
-  a span of activity and answer the plan of what changed; `GET
-  /__sim__/plans` answers every plan so far. An advance begins a new
-  counting period, as `new_period()` / `POST /__sim__/period` do (answering
-  the period that ended). An advance is refused (RuntimeError, 409) while
-  another request is answered, and holds the court's lock while it changes
-  the corpus, so no request sees half of it. Afterwards the court serves
-  the new cases in the case search, the new entries in the docket lists,
-  file lists and opinion search, retitled cases and changed descriptions,
-  and withdrawn documents as the real court withholds them: listed with
-  `documentAvailable: false` or gone from their entry's list (and from the
-  document search), their download 404; a restored one is served again.
-  Entries and cases an advance adds never come back empty once or list a
-  phantom entry (`empty_file_lists`) and carry no withheld file, so what
-  the court serves is what the plan says.
+- `SimCourt(...).start()` serves the endpoints under `http://127.0.0.1:<port>` + `api_path`
+  (`/api/api/v1`, Kentucky's) with HTTP/1.1 keep-alive and TCP_NODELAY (MEASURED.md), nothing
+  logged per request; court names are `court_names` (Kentucky's by default).
+- Searches match a prefix of the zero-padded case number (case-insensitive). Without
+  `x-ctrack-excludeselflinks: true` a search answers an empty 200 (the trap). Paging: 1-based
+  startindex, at most `max_page` rows a page, a window past `results_limit` is 400, the total only
+  when asked for. `unstable`: a seeded relevance order perturbed every EPOCH_REQUESTS searches.
+  Late documents stay hidden (search, lists, download) until their number of searches was answered.
+- `shape` "inferred" or "captured" (shapes.py); `document_search` "present", "absent" (404) or
+  "entries" (docket entries, the mis-keying trap); `case_walk` "present", "absent" or
+  "search-only"; `renamed_fields` renames keys in every JSON answer (shape drift). The JSON
+  endpoints answer 406 without Accept: application/json and, at `search_fault_rate`, 503, 429, a
+  reset or a torn body. Downloads misbehave as downloads.py says.
+- The real court's behaviours, each behind its switch: `unavailable_files` (an entry in ~20 lists a
+  withheld file) and `release_withheld`; `paged_lists`; `empty_file_lists`; `null_texts`;
+  `late_opinions`; `neighbours` ("Starts With" answers neighbouring numbers); `download_paths`
+  ("api", "site", "both"); `midnight_instants`.
+- `GET /__sim__/stats` (outside the API root): requests per endpoint, faults served, early
+  requests, the court's day and each counting period's requests; `sim` prints the totals on exit.
+- The court lives (living.py): `advance(days, seed, activity)` or `POST
+  /__sim__/advance?days=30&seed=0[&<activity kind>=N]` moves its day on and answers the plan of
+  what changed (`GET /__sim__/plans`: every plan); an advance begins a new counting period, as
+  `new_period()` / `POST /__sim__/period` do. An advance is refused (RuntimeError, 409) while
+  another request is answered and holds the court's lock, so no request sees half of it; then the
+  court serves what the plan says (new cases and entries, retitlings, withdrawn documents listed
+  unavailable or gone, their download 404, restored ones served again).
 """
 from __future__ import annotations
 
@@ -102,8 +38,6 @@ import email.utils
 import json
 import math
 import random
-import socket
-import struct
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -112,21 +46,17 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..loopback import LoopbackServer, LoopbackService
 from . import living, pdfs
-from .corpus import (COURTS, FAULTS, NEVER, PERMANENT_STATUS, TRANSIENT_FAULTS, Corpus, DocumentList, SimDocument,
-                     hex_id)
+from .corpus import FAULTS, NEVER, PERMANENT_STATUS, DocumentList, SimDocument, hex_id
+from .downloads import DEFAULT_OVERSIZE, DownloadAnswers
+from .shapes import Corpus
 
 API_PATH = "/api/api/v1"
 STATS_PATH = "/__sim__/stats"   # the simulated court's own counters (JSON); no real court has it
 PLANS_PATH = "/__sim__/plans"   # GET: the plan of every advance so far (JSON list)
 ADVANCE_PATH = "/__sim__/advance"   # POST ?days=30&seed=0[&<activity kind>=N]: advance, answer the plan
 PERIOD_PATH = "/__sim__/period"     # POST: a new request-counting period; answers the one that ended
-MIB = 1024 * 1024
-DEFAULT_OVERSIZE = 201 * MIB
 EPOCH_REQUESTS = 2          # search requests per perturbation epoch
 PDF_CACHE_SIZE = 256
-_FILLER = bytes(range(32, 127)) * (65536 // 95 + 1)
-_FILLER = _FILLER[:65536]
-_OVERSIZE_SNDBUF = 64 * 1024
 OPINION_MAX_PAGE = 25       # rows a page of the opinion search (captures: about 25)
 SHAPES = ("inferred", "captured")
 DOCUMENT_SEARCH_MODES = ("present", "absent", "entries")
@@ -153,7 +83,7 @@ class SimCourt(LoopbackService):
                  paged_lists: int = 0, empty_file_lists: bool = False, null_texts: bool = False,
                  late_opinions: int = 0, neighbours: bool = False, download_paths: str = "api",
                  midnight_instants: bool = False, real_counts: bool = False, record_requests: bool = False,
-                 today: _dt.date | None = None):
+                 today: _dt.date | None = None, api_path: str = API_PATH, court_names: dict[str, str] | None = None):
         if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1 or paged_lists < 0:
             raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1], "
                              "paged_lists >= 0")
@@ -181,7 +111,8 @@ class SimCourt(LoopbackService):
         self.corpus = Corpus(docs, seed, faults=faults, late_docs=late_docs,
                              first_year=first_year, last_year=last_year, admin_share=admin_share,
                              late_opinions=late_opinions, midnight_instants=midnight_instants,
-                             real_counts=real_counts, today=today)
+                             real_counts=real_counts, today=today, court_names=court_names)
+        self.api_path = "/" + api_path.strip("/")
         # record_requests: every request in order, as (endpoint, item): the bench's account of a crawl.
         self.request_log: RequestLog | None = RequestLog() if record_requests else None
         self.documents = DocumentList(self.corpus)
@@ -211,7 +142,7 @@ class SimCourt(LoopbackService):
         return _Handler
 
     def url_for(self, host: str, port: int) -> str:
-        self.base_url = f"http://{host}:{port}{API_PATH}"
+        self.base_url = f"http://{host}:{port}{self.api_path}"
         return self.base_url
 
     def document(self, document_id: str) -> SimDocument:
@@ -349,7 +280,7 @@ class SimCourt(LoopbackService):
         """Search requests one full discovery sweep makes, splitting over-limit shards."""
         total = 0
         for year in range(self.corpus.first_year, self.corpus.last_year + 1):
-            for court in COURTS:
+            for court in self.corpus.court_names:
                 total += self._requests_for_prefix(f"{year}-{court}-")
                 if self.corpus.admin_share:
                     total += self._requests_for_prefix(f"{year} {court} ADMIN")
@@ -564,7 +495,7 @@ def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(DownloadAnswers, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "Microsoft-IIS/10.0"
     timeout = 60          # idle keep-alive connections close after this
@@ -614,7 +545,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._sim_json(200, plan)
         if path == PERIOD_PATH:
             return self._sim_json(200, court.new_period())
-        if path.startswith(API_PATH):
+        if path.startswith(court.api_path):
             return self._json(405, {"message": "The requested resource does not support http method 'POST'."},
                               False)
         return self._json(404, {"message": "Not found"}, False)
@@ -650,9 +581,9 @@ class _Handler(BaseHTTPRequestHandler):
             if court.download_paths == "api":
                 return self._json(404, {"message": "Not found"}, head)
             return self._download(court, site[2], head)
-        if not path.startswith(API_PATH):
+        if not path.startswith(court.api_path):
             return self._json(404, {"message": "Not found"}, head)
-        path = path[len(API_PATH):]
+        path = path[len(court.api_path):]
         parts = path.split("/")
         is_download = len(parts) == 4 and parts[1] in ("publicaccessdocuments", "documents") and parts[3] == "download"
         endpoint = _endpoint_name(path, parts)
@@ -843,9 +774,9 @@ class _Handler(BaseHTTPRequestHandler):
         hi = bisect.bisect_right(entries, (high, 1 << 62))
         in_window = [entry for _, entry in entries[lo:hi]
                      if any(court._visible(doc) for doc in corpus.entry_docs(entry))]
-        by_court = Counter(COURTS[corpus.case_keys[corpus.doc_case[entry]][5:7]] for entry in in_window)
+        by_court = Counter(corpus.court_names[corpus.case_keys[corpus.doc_case[entry]][5:7]] for entry in in_window)
         chosen = [entry for entry in in_window
-                  if not wanted or COURTS[corpus.case_keys[corpus.doc_case[entry]][5:7]] == wanted]
+                  if not wanted or corpus.court_names[corpus.case_keys[corpus.doc_case[entry]][5:7]] == wanted]
         try:
             start = int(self.headers.get("x-ctrack-paging-startindex", "1"))
             asked = int(self.headers.get("x-ctrack-paging-maxresults", "25"))
@@ -912,135 +843,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         return True
 
-    def _download(self, court: SimCourt, document_id: str, head: bool) -> None:
-        doc = court.corpus.find_document(document_id)
-        if doc is None:
-            entry = court.corpus.find_withheld(document_id)
-            if entry is not None and (entry in court.corpus.restored_withheld or (
-                    court._released(entry) and court._entry_asks[hex_id(court.seed, "entry", entry)] >= 2)):
-                return self._send(200, court.withheld_pdf(entry), "application/pdf", head)
-        if doc is None or not court._visible(doc):
-            return self._json(404, {"message": "Document not found"}, head)
-        with court._lock:
-            court.download_requests += 1
-        if doc in court.corpus.withdrawn:
-            return self._json(404, {"message": "Document not found"}, head)
-        if court._too_early(doc):
-            court._fault("rate_limited (early)")
-            return self._json(429, {"message": "Too many requests"}, head, court._retry_after(doc))
-        with court._lock:
-            attempt = court._requests[doc] = court._requests.get(doc, 0) + 1
-        fault = court.corpus.fault(doc)
-        failing = attempt <= court.corpus.doc_transient[doc]
-        if fault != "ok" and (failing or fault not in TRANSIENT_FAULTS):
-            court._fault(fault)
-        if fault in PERMANENT_STATUS:
-            return self._json(PERMANENT_STATUS[fault], {"message": {
-                401: "Authorization has been denied for this request.",
-                403: "This document is restricted.", 404: "Document not found"}[
-                    PERMANENT_STATUS[fault]]}, head)
-        if fault == "always_503" or (failing and fault == "http_503"):
-            return self._send(503, b"<html><body><h1>503 Service Unavailable</h1></body></html>",
-                              "text/html", head)
-        if failing and fault == "http_500":
-            return self._json(500, {"message": "An error has occurred."}, head)
-        if failing and fault == "rate_limited":
-            return self._json(429, {"message": "Too many requests"}, head, court._retry_after(doc))
-        if failing and fault == "html":
-            page = (b"<!DOCTYPE html><html><head><title>Error</title></head><body>"
-                    b"<h2>Sorry, something went wrong.</h2><p>Please try again later.</p>"
-                    b"</body></html>")
-            return self._send(200, page, "text/html; charset=utf-8", head)
-        if failing and fault == "reset":
-            return self._reset()
-        if fault == "oversized":
-            return self._stream_oversized(court, doc, head)
-        if fault == "lying_length":
-            return self._stream_lying(court, doc, head)
-        data = court._pdf(doc)
-        name = court.corpus.document_name(doc)
-        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
-        if failing and fault in ("stalled", "truncated") and not head:
-            return self._half_body(court, doc, data, headers,
-                                   stall=court.stall_seconds if fault == "stalled" else 0.0)
-        self._send(200, data, "application/pdf", head, headers)
-        if not head:
-            self._count(court, doc, len(data))
-
-    # ------------------------------------------------------ misbehaviours
-
-    def _half_body(self, court: SimCourt, doc: int, data: bytes, headers: dict, stall: float) -> None:
-        """The full Content-Length, half the body, nothing more for `stall` seconds (a stalled body),
-        then a clean close (FIN, not RST): the client sees a read timeout or a torn body."""
-        self.send_response(200)
-        self.send_header("Content-Type", "application/pdf")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.close_connection = True
-        if self._write_body(court, doc, data[:len(data) // 2]) and stall > 0:
-            time.sleep(stall)
-
-    def _reset(self) -> None:
-        """Close the connection with a TCP RST and no (further) answer."""
-        self.close_connection = True
-        try:
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.connection.close()
-        except OSError:
-            pass
-
-    @staticmethod
-    def _count(court: SimCourt, doc: int, sent: int) -> None:
-        with court._lock:
-            court._body_bytes[doc] = court._body_bytes.get(doc, 0) + sent
-
-    def _write_body(self, court: SimCourt, doc: int, data: bytes) -> bool:
-        try:
-            self.wfile.write(data)
-        except OSError:
-            self.close_connection = True
-            return False
-        self._count(court, doc, len(data))
-        return True
-
-    def _stream(self, court: SimCourt, doc: int, total: int, chunked: bool) -> None:
-        # A small send buffer, so a client that hangs up after the headers
-        # costs the court (and proves it read) almost nothing.
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _OVERSIZE_SNDBUF)
-        sent, first = 0, b"%PDF-1.4\n%" + _FILLER[:65536 - 10]
-        while sent < total:
-            block = (first if sent == 0 else _FILLER)[:total - sent]
-            payload = b"%x\r\n%s\r\n" % (len(block), block) if chunked else block
-            if not self._write_body(court, doc, payload):
-                return
-            sent += len(block)
-        if chunked:
-            self._write_body(court, doc, b"0\r\n\r\n")
-
-    def _stream_oversized(self, court: SimCourt, doc: int, head: bool) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/pdf")
-        self.send_header("Content-Length", str(court.oversize_bytes))
-        self.end_headers()
-        if not head:
-            self._stream(court, doc, court.oversize_bytes, chunked=False)
-
-    def _stream_lying(self, court: SimCourt, doc: int, head: bool) -> None:
-        """No Content-Length, a body larger than oversize_bytes: chunked or close-delimited."""
-        chunked = doc % 2 == 0
-        self.send_response(200)
-        self.send_header("Content-Type", "application/pdf")
-        if chunked:
-            self.send_header("Transfer-Encoding", "chunked")
-        else:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        if not head:
-            self._stream(court, doc, court.oversize_bytes + MIB, chunked=chunked)
-
 
 def serve(port: int = 8765, docs: int = 300, seed: int = 1, **options) -> None:
     """Run a simulated court in the foreground until Ctrl-C (`kycourt-pipeline sim`)."""
@@ -1048,8 +850,9 @@ def serve(port: int = 8765, docs: int = 300, seed: int = 1, **options) -> None:
     base_url = court.start(port=port)
     try:   # a Ctrl-C right after the URLs are printed still prints the totals
         print(base_url, flush=True)
-        print(f"stats: {base_url.rsplit(API_PATH, 1)[0]}{STATS_PATH}", flush=True)
-        print(f"advance: POST {base_url.rsplit(API_PATH, 1)[0]}{ADVANCE_PATH}?days=30&seed=0", flush=True)
+        root = base_url.rsplit(court.api_path, 1)[0]
+        print(f"stats: {root}{STATS_PATH}", flush=True)
+        print(f"advance: POST {root}{ADVANCE_PATH}?days=30&seed=0", flush=True)
         threading.Event().wait()
     except KeyboardInterrupt:
         pass
