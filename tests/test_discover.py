@@ -12,7 +12,7 @@ from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c30_client import CourtClient, CourtTrapError
 from notebook_builder.cells.c25_court import KENTUCKY
-from notebook_builder.cells.c44_discovery_rules import needs_repage, needs_split, plan_sweep
+from notebook_builder.cells.c44_discovery_rules import needs_repage, needs_split
 from notebook_builder.cells.c50_discover import discover
 from notebook_builder.simcourt import SimCourt
 
@@ -175,7 +175,7 @@ def test_a_shard_that_keeps_failing_is_an_error_and_blocks_convergence(make_cont
     with SimCourt(docs=100, seed=7, search_fault_rate=1.0, first_year=2020, last_year=2020) as court:
         ctx = make_context(court, SEARCH_ATTEMPTS=2, MAX_SWEEPS=2)
         result = discover(ctx)
-        shards = len(plan_sweep(KENTUCKY, 2020, 2020, incremental=False))     # 2020-CA, -SC, and ADMIN
+        shards = len(KENTUCKY.sweep_shards(2020, 2020))     # 2020-CA, -SC, and ADMIN
         assert shards == 4 and result.errors == 2 * shards and not result.converged
         assert {row["state"] for row in shard_rows(ctx, 1).values()} == {"error"}
         assert [row["errors"] for row in DiscoveryState(ctx.db).discovery_runs()] == [shards, shards]
@@ -293,10 +293,10 @@ def test_the_writer_commits_in_order_and_an_error_stops_every_later_commit(tmp_p
     failing = c47_document_search.DiscoveryWriter(db, 1)
     upsert = DiscoveryState.upsert_discovered
 
-    def upsert_or_fail(self, rows):
+    def upsert_or_fail(self, rows, **watch):
         if any(row["document_id"].startswith("b") for row in rows):
             raise OSError("disk I/O error")
-        return upsert(self, rows)
+        return upsert(self, rows, **watch)
     monkeypatch.setattr(DiscoveryState, "upsert_discovered", upsert_or_fail)
     with pytest.raises(OSError, match="disk I/O"):
         failing.submit(_writer_batch("2019-SC", ["b1"]))   # its commit fails: raised at once

@@ -258,6 +258,7 @@ class CourtClient:
         self._rng = rng or random.Random()
         self.results_limit: int | None = None   # as the court last announced it
         self.requests_sent = 0
+        self.downloads_sent = 0                 # of them, GETs of a PDF
         self.retries = 0
         self.answers = 0                        # requests the court answered (any status)
         self.answer_seconds = 0.0               # their time to the answer's headers, summed
@@ -533,6 +534,7 @@ class CourtClient:
         """
         if pace:
             self.pace_download()
+        self.downloads_sent += 1
         try:
             return self._get(self.url(self.court.download_paths[path], document_id=document_id), {}, stream=True)
         except _TRANSIENT_EXCEPTIONS as exc:

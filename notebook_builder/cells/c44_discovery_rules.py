@@ -1,9 +1,9 @@
 """Discovery's rules: what a sweep counts, its pure decisions, and the paging of one shard's search.
 
 Guarantees:
-- The decisions are pure (plain values in, a verdict out): which shards a sweep pages
-  (`plan_sweep`, the court's), whether a case is walked again (`needs_walk`), whether a shard
-  splits or is paged again (`needs_split`, `needs_repage`), whether a sweep converged
+- The decisions are pure (plain values in, a verdict out): whether and how a case is walked
+  (`walk_kind`), whether a shard splits or is paged again (`needs_split`, `needs_repage`), whether
+  a sweep converged
   (`is_converged`), whether a strategy's endpoints are not this court's (`strategy_failing`), the
   opinion pass's next window (`next_opinion_window`, `opinion_windows_left`, `opinion_pass_due`),
   why an entry's file list is asked again (`files_missing`), and the fingerprints that say a row
@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Mapping
 from .c00_config import PipelineError, ResultsLimitExceeded, StopRequested, TransientFetchError
 from .c10_database import Database
 from .c15_discovery_state import DOCUMENT_METADATA_COLUMNS, DiscoveryState
-from .c25_court import OPINION_WINDOW_DAYS, CTrackCourt
+from .c25_court import OPINION_WINDOW_DAYS
 from .c30_client import CourtTrapError, SearchPage
 from .c35_context import Context
 
@@ -56,6 +56,9 @@ KV_OPINION_PASS_FAILED = "opinion_pass_failed"
 # sweeps of one crawl (hours apart) skip it, a later update refreshes it.
 OPEN_CASE_REWALK_DAYS = 28
 DISCOVER_ASK_AGAIN_BATCH = 50   # file lists asked again in one unit of work
+# An update asks again this share of the file lists waiting (empty or withheld before; those asked
+# longest ago first, at least one): a rotating budget, for what changes without the case's row.
+DISCOVER_ASK_AGAIN_UPDATE_SHARE = 0.02
 DISCOVER_DETAILS_BATCH = 25     # cases whose parties and lower courts one unit of the details pass fetches
 
 
@@ -97,31 +100,32 @@ class DiscoverResult:
 # ----------------------------------------------------------- pure decisions
 
 
-def plan_sweep(court: CTrackCourt, first: int, last: int, *, incremental: bool) -> list[str]:
-    """Every shard of a sweep, sorted as the table sorts them; an update: the last two years only."""
-    if incremental:
-        first = max(first, last - 1)
-    return court.sweep_shards(first, last)
+def walk_kind(previous: Mapping[str, Any] | None, case: Mapping[str, Any], sweep: int, *, update: bool = False,
+              days_since_walk: float = 0.0, rewalk_open: bool = False) -> str | None:
+    """How the case walk takes a case in this sweep (None: not at all).
 
-
-def needs_walk(previous: Mapping[str, Any] | None, case: Mapping[str, Any], sweep: int, *,
-               days_since_walk: float = 0.0, rewalk_open: bool = False) -> bool:
-    """Whether the case walk must fetch a case's record in this sweep.
-
-    New cases and cases never walked, yes; a case walked in this very sweep (a resumed one), no.
-    Afterwards: one whose search row (`search_row`, `case_row_fingerprint`) changed since its last
-    walk (it closed, was reopened, retitled); an open one whose last walk is OPEN_CASE_REWALK_DAYS
-    old (an unchanged row says nothing of the filings since), or with `rewalk_open` (FULL_SWEEP).
-    A case walked before rows were fingerprinted: when open, or reopened."""
+    'new': never walked (its entries' files but those whose documents the table holds); a case
+    walked in this very sweep (a resumed one): None. 'changed': its search row (`search_row`,
+    `case_row_fingerprint`) changed since its last walk (it closed, was reopened, retitled, a
+    document of it was withdrawn): every entry's files, how a withdrawal shows. An update
+    (`update`) takes an open case whose row is unchanged as 'open' (only the files of entries new to
+    the table) and leaves a closed one alone. A crawl's later sweep walks an open case 'again'
+    (every entry's files) once its last walk is OPEN_CASE_REWALK_DAYS old or with `rewalk_open`
+    (FULL_SWEEP), and a case walked before rows were fingerprinted when open, or reopened."""
     if previous is None or previous["walked_sweep"] is None:
-        return True
+        return "new"
     if previous["walked_sweep"] >= sweep:
-        return False
-    if case.get("closed") != 1 and (rewalk_open or days_since_walk >= OPEN_CASE_REWALK_DAYS):
-        return True
-    if previous["search_row"] is None:
-        return previous["closed"] != 1 or case.get("closed") == 0
-    return previous["search_row"] != case.get("search_row")
+        return None
+    if previous["search_row"] is not None and previous["search_row"] != case.get("search_row"):
+        return "changed"
+    is_open = case.get("closed") != 1
+    if update:
+        return "open" if is_open else None
+    if is_open and (rewalk_open or days_since_walk >= OPEN_CASE_REWALK_DAYS):
+        return "again"
+    if previous["search_row"] is None and (previous["closed"] != 1 or case.get("closed") == 0):
+        return "again"
+    return None
 
 
 def case_row_fingerprint(item: Mapping[str, Any]) -> str:

@@ -4,13 +4,18 @@ Guarantees:
 - `open_shard` pages a shard's case search (c44 `ShardPaging`): its cases, in case-number order,
   with what the table held of each (`ShardInFlight`), or its outcome ('split', 'error' recorded;
   'stopped' left pending). A row of a neighbouring number is counted and dropped.
-- `walk_cases` walks the shard's cases that need it (c44 `needs_walk`), at most `limit` a unit, each
-  committed on its own with its `walked_sweep` and its search row's fingerprint (`record_case_walk`),
-  so a killed sweep resumes at the case in flight, the only one asked again.
-- `walk_case`: the case's docket entries, then the file list of each entry with documents; on a
-  case's first walk not those whose documents the table holds (the opinion pass found them). A
-  case whose entries the court will not list, or whose answers had the wrong shape, is recorded,
-  not walked (walked again next sweep).
+- `walk_cases` walks the shard's cases as c44 `walk_kind` says (`update`: an update's sweep), at
+  most `limit` a unit, each committed on its own with its `walked_sweep` and its search row's
+  fingerprint (`record_case_walk`), so a killed sweep resumes at the case in flight, the only one
+  asked again.
+- `walk_case`: the case's docket entries, then the file list of each entry with documents: a new
+  case's but those whose documents the table holds (the opinion pass found them); a changed case's
+  every one; an update's open case's only those new to the table (an update's open case keeps its
+  details as they were). A case whose entries the court will not list, or whose answers had the
+  wrong shape, is recorded, not walked (walked again next sweep).
+- With `changes` (an update's, c19), every write is watched and its changes recorded in its
+  transaction: new documents, withdrawn ones (listed unavailable, or gone from a list that answered
+  other files of their entry), restored ones, and changed metadata.
 - `entry_files`: files with documentAvailable false are documents rows (withheld failures, c15);
   an entry saying hasDocuments whose list is `[]` is kept and counted; such entries are asked
   again once in each later sweep (`ask_again`). A file naming another entry as its parent is
@@ -35,12 +40,13 @@ from .c00_config import PermanentFetchError, ResultsLimitExceeded, StopRequested
 from .c05_durable import atomic_write
 from .c10_database import Database
 from .c15_discovery_state import DiscoveryState
+from .c19_changes import RunChanges, watching
 from .c25_court import ShapeProblem, shard_holds
 from .c30_client import CourtClient
 from .c35_context import Context
 from .c44_discovery_rules import (COURT_TEXT_FOLDER, DiscoverResult, ShardPaging, StrategyUnusable,
-                                  case_row_fingerprint, court_text_of, days_since, files_missing, needs_walk,
-                                  strategy_failing)
+                                  case_row_fingerprint, court_text_of, days_since, files_missing, strategy_failing,
+                                  walk_kind)
 
 log_walk = logging.getLogger("kycourt.discover")
 
@@ -67,6 +73,8 @@ class CaseWalk:
     def __init__(self, ctx: Context, db: Database, client: CourtClient, result: DiscoverResult):
         self.ctx, self.db, self.client, self.result = ctx, db, client, result
         self.court = client.court
+        self.update = False                          # an update's sweep (c44 walk_kind)
+        self.changes: RunChanges | None = None       # an update's change recording
         self.state = DiscoveryState(db)
         self.problems: collections.Counter = collections.Counter()
         self.sweep_number: int | None = None
@@ -216,14 +224,14 @@ class CaseWalk:
                     return "stopped"
                 case = flight.cases[flight.position]
                 previous = flight.previous.get(case["case_id"])
-                if not needs_walk(previous, case, flight.sweep, rewalk_open=rewalk_open,
-                                  days_since_walk=days_since(previous["walked_at"] if previous else None)):
+                kind = walk_kind(previous, case, flight.sweep, update=self.update, rewalk_open=rewalk_open,
+                                 days_since_walk=days_since(previous["walked_at"] if previous else None))
+                if kind is None:
                     flight.position += 1
                     result.cases_unchanged += previous["walked_sweep"] < flight.sweep
                     continue
                 try:
-                    flight.rows_new += self.walk_case(flight.sweep, case,
-                                                      first=previous is None or previous["walked_sweep"] is None)
+                    flight.rows_new += self.walk_case(flight.sweep, case, kind=kind)
                 except TransientFetchError as exc:
                     flight.errors += 1
                     flight.last_error = f"{case['case_number']}: {exc}"
@@ -243,13 +251,14 @@ class CaseWalk:
                         error=flight.last_error and flight.last_error[:500])
         return state
 
-    def walk_case(self, sweep: int, case: dict, *, first: bool = True) -> int:
-        """One case's record: docket entries and the files of each entry with documents, committed as
-        one (parties and lower courts come later, in the details pass). On a case's `first` walk, an
-        entry whose documents the table holds (the opinion pass found them) is not asked again; a
-        later walk asks every entry (a file may have joined one). An entry left incomplete is asked
-        again by `ask_again`. A case whose docket entries the court would not list, or whose answers
-        had the wrong shape, is recorded, not walked (walked again next sweep)."""
+    def walk_case(self, sweep: int, case: dict, *, kind: str = "new") -> int:
+        """One case's record (`kind`: c44 `walk_kind`): docket entries and the files of its entries
+        with documents, committed as one (parties and lower courts come later, in the details pass).
+        A 'new' case's entries whose documents the table holds (the opinion pass found them) are not
+        asked again, nor an 'open' one's entries the table knows; a 'changed' or 'again' walk asks
+        every entry (a file may have joined one, or left). An entry left incomplete is asked again
+        by `ask_again`. A case whose docket entries the court would not list, or whose answers had
+        the wrong shape, is recorded, not walked (walked again next sweep)."""
         result = self.result
         case_id = case["case_id"]
         entries: list[dict] = []
@@ -269,9 +278,11 @@ class CaseWalk:
             except ShapeProblem as problem:
                 self.problems[problem.field] += 1
         with_documents = [entry for entry in entries if entry["has_documents"]]
-        known = self.state.known_docket_entries_with_documents(
-            [entry["docket_entry_id"] for entry in with_documents]) if first else set()
+        wanted = [entry["docket_entry_id"] for entry in with_documents]
+        known = (self.state.known_docket_entries_with_documents(wanted) if kind == "new"
+                 else self.state.settled_entries(wanted) if kind == "open" else set())
         header = None
+        listed: list[str] = []           # entries whose list answered files: what they lack was withdrawn
         for entry in with_documents:
             if entry["docket_entry_id"] in known:
                 result.entries_known += 1
@@ -281,9 +292,16 @@ class CaseWalk:
             except PermanentFetchError as exc:
                 self.problems[f"publicaccessdocuments HTTP {exc.http_status}"] += 1
                 continue
+            emptied = False
+            if not found and self.changes is not None and entry.get("files_missing") == "empty":
+                found, found_texts, found_header, emptied = self._empty_again(entry, case)
             documents += found
             texts += found_texts
             header = header or found_header
+            if found or emptied:
+                listed.append(entry["docket_entry_id"])
+        if header is None and kind == "changed" and self.changes is not None:
+            header = self._header_of(case_id)
         if header is not None:
             case = {**case, **{key: value for key, value in header.items() if value is not None}}
         related = [entry["related_case_numbers"] for entry in entries if entry["related_case_numbers"]]
@@ -291,7 +309,38 @@ class CaseWalk:
         result.cases_walked += 1
         # Answers of the wrong shape: what they held is unknown, so the case counts as seen, not walked.
         walked = sweep if sum(self.problems.values()) == problems_before else None
-        return self.state.record_case_walk(walked, case, entries, documents, texts)
+        with watching(self.changes) as watch:
+            return self.state.record_case_walk(walked, case, entries, documents, texts, watch=watch,
+                                               listed_entries=listed if walked is not None else (),
+                                               title_seen=header is not None, details_due=kind != "open")
+
+    def _empty_again(self, entry: dict, case: Mapping[str, Any]) -> tuple[list[dict], list[dict], dict | None, bool]:
+        """An update's entry whose list answered no file while the archive holds documents of it: asked
+        once more (the court answers `[]` now and then): (documents, texts, header, emptied), emptied
+        when it answers none again: the documents the archive holds of it were withdrawn."""
+        if entry["docket_entry_id"] not in self.state.known_docket_entries_with_documents([entry["docket_entry_id"]]):
+            return [], [], None, False
+        try:
+            found, texts, header = self.entry_files(entry, case, case["shard"])
+        except PermanentFetchError as exc:
+            self.problems[f"publicaccessdocuments HTTP {exc.http_status}"] += 1
+            return [], [], None, False
+        return found, texts, header, not found and entry.get("files_missing") == "empty"
+
+    def _header_of(self, case_id: str) -> dict | None:
+        """A changed case's header (`/cases/{id}`), when none of its files carried one this walk and the
+        archive holds documents of it: its title is the one its documents take."""
+        if not self.db.conn.execute("SELECT 1 FROM documents WHERE case_id = ? LIMIT 1", (case_id,)).fetchone():
+            return None
+        try:
+            return self.court.case_header(self.client.get_json("case", case_id=case_id))
+        except (PermanentFetchError, ShapeProblem):
+            return None
+
+    def write_documents(self, documents: list[dict]) -> int:
+        """Documents rows a search resolved (c46, c47), committed (watched in an update): the new ones."""
+        with watching(self.changes) as watch:
+            return self.state.upsert_discovered(documents, watch=watch)
 
     def details_list(self, endpoint: str, what: str, case_id: str, normalize) -> list[dict] | None:
         """A case's parties or lower courts, normalized; None when the court gives no list (404, not a list)."""
@@ -355,11 +404,12 @@ class CaseWalk:
             documents += found_documents
         return documents
 
-    def ask_again(self, sweep: int, limit: int, after: str) -> tuple[int, int, str] | None:
-        """The file lists of the next `limit` entries (by id, after `after`) that came back empty or with
-        withheld files before this sweep, asked once more: (entries asked, documents new to the table,
-        the last entry's id), or None on a stop. A released withheld file is queued by the upsert."""
-        rows = self.state.entries_to_ask_again(sweep, limit, after)
+    def ask_again(self, sweep: int, limit: int, after: str, *, oldest_first: bool = False) -> tuple[int, int, str] | None:
+        """The file lists of the next `limit` entries (by id, after `after`; `oldest_first`: those asked
+        longest ago) that came back empty or with withheld files before this sweep, asked once more:
+        (entries asked, documents new to the table, the last entry's id), or None on a stop. A
+        released withheld file is queued by the upsert."""
+        rows = self.state.entries_to_ask_again(sweep, limit, after, oldest_first=oldest_first)
         new = 0
         for row in rows:
             if self.ctx.clock.should_stop():
@@ -378,7 +428,8 @@ class CaseWalk:
                     return None
                 continue
             self.result.entries_asked_again += 1
-            new += self.state.record_case_walk(None, None, [entry], documents, texts)
+            with watching(self.changes) as watch:
+                new += self.state.record_case_walk(None, None, [entry], documents, texts, watch=watch)
         self.result.rows_new += new
         return len(rows), new, rows[-1]["docket_entry_id"] if rows else after
 

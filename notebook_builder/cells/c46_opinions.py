@@ -4,7 +4,7 @@ Guarantees:
 - `sweep(first, last)` is the one way opinions are swept: 7-day windows (c25 `opinion_windows`),
   each court the court's opinion search names, 25 rows a page; its rows are docket entries,
   resolved through their file lists (the walk's `resolve_rows`: entries whose documents the table
-  holds are not asked again) into documents rows, committed a page at a time. A window whose
+  holds are not asked again) into documents rows, committed a page at a time (watched in an update). A window whose
   pages failed is counted (`OpinionSweep.errors`); a search the court refuses or answers in the
   wrong shape ends the sweep (`refused`).
 - The opinion pass (`pass_window`, the crawl's first, case walk only): windows newest first from
@@ -28,9 +28,8 @@ import json
 import logging
 from dataclasses import dataclass
 
-from .c00_config import IntegrityError, ResultsLimitExceeded, StopRequested, TransientFetchError, kentucky_today
+from .c00_config import IntegrityError, ResultsLimitExceeded, StopRequested, TransientFetchError
 from .c10_database import KV_COMPLETE_THROUGH, Database
-from .c15_discovery_state import DiscoveryState
 from .c25_court import document_id_of, opinion_windows
 from .c35_context import Context
 from .c44_discovery_rules import (KV_CRAWL_STARTED_ON, KV_OPINION_PASS_FAILED, KV_OPINION_PASS_FROM,
@@ -96,7 +95,7 @@ class OpinionSearch:
                     rows = [item for item in page.raw_items if not document_id_of(item)]
                     documents = self.walk.resolve_rows(rows, "")
                     if documents:
-                        swept.rows_new += DiscoveryState(self.db).upsert_discovered(documents)
+                        swept.rows_new += self.walk.write_documents(documents)
                     if not page.more or page.result_count <= 0:
                         break
                     start += page.result_count
@@ -105,7 +104,7 @@ class OpinionSearch:
 
     def update(self) -> bool:
         """The opinion search for the days since the last update (every court); False on a stop."""
-        today = kentucky_today()
+        today = self.cfg.today()
         since = (kv_date(self.db, KV_OPINIONS_CHECKED_THROUGH) or today) - _dt.timedelta(days=OPINION_OVERLAP_DAYS)
         swept = self.sweep(since, today)
         if swept.stopped:
@@ -118,7 +117,7 @@ class OpinionSearch:
     def close_window(self) -> bool | None:
         """The opinion search over the days since the crawl began: True when the window is closed
         (complete through today), False when the search failed (sweep again), None on a stop."""
-        today = kentucky_today()
+        today = self.cfg.today()
         began = kv_date(self.db, KV_CRAWL_STARTED_ON) or today
         swept = self.sweep(min(began, today) - _dt.timedelta(days=OPINION_OVERLAP_DAYS), today)
         if swept.stopped:
@@ -139,7 +138,7 @@ class OpinionSearch:
     def pass_top(self) -> _dt.date:
         """The last day of the opinion pass's first window: the day it began, or the end of LAST_YEAR
         when that is earlier (a year-limited archive asks for no later opinion)."""
-        return kv_date(self.db, KV_OPINION_PASS_TOP) or min(kentucky_today(), _dt.date(self.cfg.last_year, 12, 31))
+        return kv_date(self.db, KV_OPINION_PASS_TOP) or min(self.cfg.today(), _dt.date(self.cfg.last_year, 12, 31))
 
     def next_window(self) -> tuple[_dt.date, _dt.date] | None:
         return next_opinion_window(self.pass_top(), kv_date(self.db, KV_OPINION_PASS_FROM),
@@ -192,7 +191,7 @@ class OpinionSearch:
                 failed.append(window)
             self._set_failed_windows(failed)
             if swept.refused:       # no opinion search here: the walk finds the opinions with everything else
-                db.kv_set(KV_OPINION_PASS_REFUSED, kentucky_today().isoformat())
+                db.kv_set(KV_OPINION_PASS_REFUSED, self.cfg.today().isoformat())
                 self._set_failed_windows([])
                 self.retrying = []
             if not retry:

@@ -10,7 +10,8 @@ Guarantees:
   commits them in the order handed in, in few large transactions: once DISCOVER_COMMIT_ROWS rows or
   the oldest DISCOVER_COMMIT_SECONDS old, and at `close()`, on a stop and on an exception alike. A
   shard's `done` is in the transaction of its last rows; no transaction waits on the court; after a
-  failed commit nothing more is committed.
+  failed commit nothing more is committed. With an update's `changes` (c19), the writes are watched
+  and their changes recorded in the same transactions.
 
 Knobs read: PAGE_SIZE (through ShardPaging).
 """
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from .c00_config import ResultsLimitExceeded, StopRequested, TransientFetchError
 from .c10_database import Database
 from .c15_discovery_state import DiscoveryState
+from .c19_changes import RunChanges, watching
 from .c25_court import document_id_of, shard_holds
 from .c30_client import CourtClient
 from .c35_context import Context
@@ -69,8 +71,8 @@ class DiscoveryWriter:
     in the stage's own thread (a writer thread is not worth its keep: bench/threads.py).
     """
 
-    def __init__(self, db: Database, sweep: int):
-        self.db = db
+    def __init__(self, db: Database, sweep: int, changes: RunChanges | None = None):
+        self.db, self.changes = db, changes
         self.state = DiscoveryState(db)
         self.sweep = sweep
         self.rows_new = 0
@@ -102,9 +104,9 @@ class DiscoveryWriter:
     def _write(self, held: list[DiscoveryBatch]) -> int:
         """One transaction: each batch's rows, then its progress or outcome."""
         db, rows_new = self.db, 0
-        with db.transaction():
+        with db.transaction(), watching(self.changes) as watch:
             for batch in held:
-                new = DiscoveryState(db).upsert_discovered(batch.rows) if batch.rows else 0
+                new = DiscoveryState(db).upsert_discovered(batch.rows, watch=watch) if batch.rows else 0
                 if batch.state is None:
                     DiscoveryState(db).add_shard_progress(self.sweep, batch.shard, pages=batch.pages,
                                           rows_seen=batch.rows_seen, rows_new=new)

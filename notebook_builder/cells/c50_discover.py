@@ -28,7 +28,7 @@ Guarantees:
   when none is left, `CourtUnreachable` says what the court answered (exit 3).
 - Incremental updates: once discovery has converged (and unless FULL_SWEEP), a run sweeps the
   current and previous year's shards after the opinion update (c46); a complete update sets kv
-  `archive_updated_at` and `complete_through`. Days are Kentucky's (c00 `kentucky_today`).
+  `archive_updated_at` and `complete_through`. Days are Kentucky's (`Config.today()`: TODAY, else today in Frankfort).
 - DRY_RUN: no network, returns at once.
 
 Knobs read: FIRST_YEAR, LAST_YEAR, PAGE_SIZE, CONVERGENCE_DELTA, MAX_SWEEPS, DRY_RUN, DISCOVERY,
@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import time
 from typing import Callable
 
-from .c00_config import CourtUnreachable, ResultsLimitExceeded, StopRequested, TransientFetchError, kentucky_today, utc_now
+from .c00_config import CourtUnreachable, ResultsLimitExceeded, StopRequested, TransientFetchError, utc_now
 from .c10_database import (KV_ARCHIVE_UPDATED_AT, KV_COMPLETE_THROUGH, KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY,
                            Database)
 from .c12_queues import WorkQueues
@@ -51,12 +52,13 @@ from .c25_court import STRATEGIES, choose_strategy, document_id_of
 from .c30_client import CourtClient, CourtTrapError, SearchPage, SearchRefused
 from .c34_mirror import progress
 from .c35_context import Context
-from .c44_discovery_rules import (DISCOVER_ASK_AGAIN_BATCH, DISCOVER_DETAILS_BATCH, KV_CRAWL_STARTED_ON,
-                                  DiscoverResult, StrategyUnusable, discover_current_sweep, is_converged,
-                                  metadata_fingerprint, opinion_pass_due, plan_sweep)
+from .c44_discovery_rules import (DISCOVER_ASK_AGAIN_BATCH, DISCOVER_ASK_AGAIN_UPDATE_SHARE, DISCOVER_DETAILS_BATCH,
+                                  KV_CRAWL_STARTED_ON, DiscoverResult, StrategyUnusable, discover_current_sweep,
+                                  is_converged, metadata_fingerprint, opinion_pass_due)
 from .c45_case_walk import CaseWalk, ShardInFlight
 from .c46_opinions import OpinionSearch
 from .c47_document_search import DiscoveryWriter, discover_shard
+from .c48_update import Update
 
 log_discover = logging.getLogger("kycourt.discover")
 
@@ -100,11 +102,14 @@ class Discovery:
         self.client = CourtClient(ctx.cfg, ctx.clock) if self.own_client else ctx.client
         self.started = time.monotonic()
         self.requests_before = self.client.requests_sent
+        self.downloads_before = self.client.downloads_sent
         self.warnings_before = collections.Counter(self.client.list_warnings)
         self.court = self.client.court
         self.walk = CaseWalk(ctx, self.db, self.client, self.result)
         self.opinions = OpinionSearch(ctx, self.db, self.walk, self.result)
         self.opinion_pass = opinion_pass
+        self.update: Update | None = None      # a run after the first complete crawl (c48)
+        self.update_complete = False
         self.stage = "begin"          # begin, opinions, sweep, update, ask_again, close, done
         self.plan: list[str] = []
         self.unusable: dict[str, str] = {}     # strategy -> what the court answered, this run
@@ -138,8 +143,7 @@ class Discovery:
         elif converged:
             shards = 0
         else:
-            shards = len(self.plan or plan_sweep(self.court, self.cfg.FIRST_YEAR, self.cfg.last_year,
-                                                 incremental=False))
+            shards = len(self.plan or self.court.sweep_shards(self.cfg.FIRST_YEAR, self.cfg.last_year))
         windows = 0
         if self.stage == "opinions" or (self.stage == "begin" and self.opinion_pass and not converged):
             windows = self.opinions.windows_left()
@@ -170,11 +174,17 @@ class Discovery:
     def _begin(self) -> None:
         cfg, db, result = self.cfg, self.db, self.result
         result.strategy = _discover_strategy(self.ctx, db, self.client)
-        result.incremental = bool(db.kv_get(KV_DISCOVERY_CONVERGED_AT)) and not cfg.FULL_SWEEP
-        self.plan = plan_sweep(self.court, cfg.FIRST_YEAR, cfg.last_year, incremental=result.incremental)
+        converged = bool(db.kv_get(KV_DISCOVERY_CONVERGED_AT))
+        result.incremental = converged and not cfg.FULL_SWEEP
+        self.plan = self.court.sweep_shards(cfg.FIRST_YEAR, cfg.last_year)
+        if converged:
+            # After the first complete crawl every run is an update: its changes are recorded.
+            self.update = Update(self.ctx, db, self.court)
+            self.walk.changes = self.update.changes
+            self.walk.update = result.incremental
         if db.kv_get(KV_CRAWL_STARTED_ON) is None:
-            db.kv_set(KV_CRAWL_STARTED_ON, kentucky_today().isoformat())
-        converged, window = bool(db.kv_get(KV_DISCOVERY_CONVERGED_AT)), self.opinions.next_window()
+            db.kv_set(KV_CRAWL_STARTED_ON, cfg.today().isoformat())
+        window = self.opinions.next_window()
         due = opinion_pass_due(result.strategy, converged, window, len(self.opinions.failed_windows()))
         self.stage = "opinions" if self.opinion_pass and due else "sweep"
         self.result.opinion_pass_complete = self.opinion_pass and self.opinions.pass_complete(result.strategy)
@@ -299,7 +309,17 @@ class Discovery:
         result.strategy = _discover_fall_back(self.ctx, self.db, result, self.unusable)
 
     def _ask_again(self) -> None:
-        """Entries whose file list was empty or held withheld files: asked again, once a sweep, a batch a unit."""
+        """Entries whose file list was empty or held withheld files: asked again, once a sweep, a batch a
+        unit; in an update, DISCOVER_ASK_AGAIN_UPDATE_SHARE of them, those asked longest ago, one unit."""
+        if self.result.incremental:
+            budget = math.ceil(sum(self.state.entries_missing_files().values()) * DISCOVER_ASK_AGAIN_UPDATE_SHARE)
+            asked = self.walk.ask_again(self.sweep, budget, "", oldest_first=True) if budget else (0, 0, "")
+            if asked is None:
+                self._stop()
+            else:
+                self.asked, self.asked_new = asked[0], asked[1]
+                self._end_update()
+            return
         asked = self.walk.ask_again(self.sweep, DISCOVER_ASK_AGAIN_BATCH, self.ask_after)
         if asked is None:
             self._stop()
@@ -313,16 +333,12 @@ class Discovery:
         if self.asked:
             log_discover.info("sweep %d: %d file lists asked again (empty or withheld before), %d new documents",
                               self.sweep, self.asked, self.asked_new)
-        if self.result.incremental:
-            self._end_update()
-        else:
-            self._converge()
+        self._converge()
 
     def _end_update(self) -> None:
-        db = self.db
-        if self.summary["errors"] == 0 and self.result.errors == 0:
-            db.kv_set(KV_ARCHIVE_UPDATED_AT, utc_now())
-            db.kv_set(KV_COMPLETE_THROUGH, db.kv_get("opinions_checked_through"))
+        """The update's sweep is over: complete when no shard, case or opinion window failed (c48
+        moves complete_through when discovery finishes)."""
+        self.update_complete = self.summary["errors"] == 0 and self.result.errors == 0
         self.result.converged = True
         self.stage = "done"
 
@@ -417,6 +433,11 @@ class Discovery:
         result.list_warnings = dict(collections.Counter(client.list_warnings) - self.warnings_before)
         result.seconds = round(time.monotonic() - self.started, 3)
         result.documents = WorkQueues(self.db).document_count()
+        if self.update is not None:
+            downloads = client.downloads_sent - self.downloads_before
+            self.update.finish(complete=self.update_complete and not result.stopped,
+                               json_requests=result.requests - downloads, downloads=downloads,
+                               latency_seconds=client.observed_latency())
         result.complete_through = self.db.kv_get(KV_COMPLETE_THROUGH)
         if walk.problems or result.unresolved:
             log_discover.warning("discovery: %d search rows unresolvable (no documentID, no docketEntryID); "

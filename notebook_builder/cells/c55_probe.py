@@ -31,7 +31,7 @@ from typing import Any
 
 import requests
 
-from .c00_config import Config, RunClock, kentucky_today
+from .c00_config import Config, RunClock
 from .c25_court import (FIELDS_READ, FIELDS_REQUIRED, KENTUCKY, CTrackCourt, choose_strategy, document_id_of,
                         opinion_windows)
 from .c30_client import LIST_MAX_RESULTS, SUSPICIOUS_LIST_SIZE, CourtClient, classify_http_status, projected_hours
@@ -274,7 +274,7 @@ def probe(cfg: Config, *, session: requests.Session | None = None, court: CTrack
         if case_id and cfg.CASE_DETAILS:
             prober.array("parties", case_id=case_id)
             prober.array("lower_courts", case_id=case_id)
-        today = kentucky_today()
+        today = cfg.today()
         first_day, last_day = opinion_windows(today - _dt.timedelta(days=6), today)[0]
         if court.opinion_courts():
             prober.search("opinion_search", court=court.opinion_courts()[0], first_day=first_day, last_day=last_day)
