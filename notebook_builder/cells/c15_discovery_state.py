@@ -241,11 +241,11 @@ class DiscoveryState(Tables):
                 listed = {document["document_id"] for document in documents}
                 if title_seen and old_title is not None and case.get("title") and old_title[0] \
                         and old_title[0] != case["title"]:
-                    self._follow(watch, "case_title", "case_id", case["case_id"], case["title"], listed)
+                    self.follow(watch, "case_title", "case_id", case["case_id"], case["title"], listed)
                 for entry in entries:
                     old = old_descriptions.get(entry["docket_entry_id"])
                     if old and entry.get("description") and old != entry["description"]:
-                        self._follow(watch, "description", "docket_entry_id", entry["docket_entry_id"],
+                        self.follow(watch, "description", "docket_entry_id", entry["docket_entry_id"],
                                      entry["description"], listed)
                 self._withdraw_delisted(watch, listed_entries, listed, now)
             self.conn.executemany(
@@ -265,7 +265,7 @@ class DiscoveryState(Tables):
                 f"WHERE docket_entry_id IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
         return found
 
-    def _follow(self, watch: Transitions, column: str, key: str, value_of_key: str, value: str,
+    def follow(self, watch: Transitions, column: str, key: str, value_of_key: str, value: str,
                 listed: set[str]) -> None:
         """The documents of a case (`key` case_id) or an entry (docket_entry_id) this walk did not list
         take its new `column` value (a retitling, a changed description), each a change."""
@@ -278,19 +278,26 @@ class DiscoveryState(Tables):
             watch.change(document_id, column)
 
     def _withdraw_delisted(self, watch: Transitions, entry_ids: Sequence[str], listed: set[str], now: str) -> None:
-        """Documents the archive holds of an entry whose list answered other files and not them: the
-        court withdrew them ('delisted'), withheld from now on as `documentAvailable: false` ones are
-        (an adopted row whose id discovery has not confirmed as a document is not one)."""
+        """Documents the archive holds of an entry whose list answered other files and not them."""
         for entry_id in entry_ids:
-            gone = [row[0] for row in self.conn.execute(
-                "SELECT document_id FROM documents d WHERE docket_entry_id = ? AND COALESCE(document_available, 1) != 0 "
-                "AND NOT EXISTS (SELECT 1 FROM legacy_documents l WHERE l.document_id = d.document_id "
-                "AND l.id_kind != 'document')", (entry_id,)) if row[0] not in listed]
-            self.conn.executemany(_AVAILABILITY_SQL, (
-                {"id": document_id, "available": 0, "now": now, "withheld": WITHHELD_ERROR, "released": RELEASED_ERROR}
-                for document_id in gone))
-            for document_id in gone:
-                watch.withdrawn[document_id] = "delisted"
+            self.withdraw_unlisted("docket_entry_id = ?", (entry_id,), listed, watch)
+
+    def withdraw_unlisted(self, where: str, params: Sequence[Any], listed: set[str], watch: Transitions) -> list[str]:
+        """The documents `where` names that the archive holds as served and the court's complete list of
+        them (`listed`) no longer names: withdrawn ('delisted'), withheld from now on as
+        `documentAvailable: false` ones are (an adopted row whose id discovery has not confirmed as a
+        document is not one). Returns their ids."""
+        gone = [row[0] for row in self.conn.execute(
+            f"SELECT document_id FROM documents d WHERE {where} AND COALESCE(document_available, 1) != 0 "
+            "AND NOT EXISTS (SELECT 1 FROM legacy_documents l WHERE l.document_id = d.document_id "
+            "AND l.id_kind != 'document')", tuple(params)) if row[0] not in listed]
+        now = utc_now()
+        self.conn.executemany(_AVAILABILITY_SQL, (
+            {"id": document_id, "available": 0, "now": now, "withheld": WITHHELD_ERROR, "released": RELEASED_ERROR}
+            for document_id in gone))
+        for document_id in gone:
+            watch.withdrawn[document_id] = "delisted"
+        return gone
 
     # The details pass: walked cases whose parties and lower courts are not fetched for their last walk.
     _DETAILS_DUE_SQL = "walked_sweep IS NOT NULL AND (details_sweep IS NULL OR details_sweep < walked_sweep)"

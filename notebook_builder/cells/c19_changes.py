@@ -6,8 +6,9 @@ Guarantees:
   in the caller's transaction: the change and the rows that say so commit together, so a SIGKILL
   loses both or neither, and a change is found once (the archive's rows no longer differ from the
   court's afterwards). A run records a document's change of one kind once; a second "changed" of it
-  in the same run adds its fields. A change the log already holds as its document's latest of that
-  kind (a run replayed from the store, c89) is not recorded again.
+  in the same run adds its fields; a document the run added has no "changed" in it (two searches
+  may give its metadata in two forms). A change the log holds as its document's latest of that kind
+  already (a run read back from the store, c48) is not recorded again.
 - A withdrawal sets `documents.withdrawn_on` (the Kentucky day first seen withdrawn; the document
   keeps its status, PDF and text); a restoration clears it.
 - `rows(since=, run=)` reads the log oldest first as the contract's records (`CHANGE_FIELDS`):
@@ -80,6 +81,8 @@ class ChangeLog(Tables):
             for change, document_id, fields, how in self._items(transitions):
                 after = None
                 if change == "changed":
+                    if self._added_in(run, document_id):
+                        continue         # new this run: its metadata settling (two searches' forms) is no change
                     fields = self._fields_of_run(run, document_id) | fields
                     after = self._values(document_id, fields)
                 if not self._new(change, document_id, after):
@@ -126,6 +129,10 @@ class ChangeLog(Tables):
         if change == "changed":
             return json.loads(latest["after"] or "null") != after
         return latest["change"] != change
+
+    def _added_in(self, run: str, document_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM changes WHERE run = ? AND document_id = ? AND change = 'added'",
+                                 (run, document_id)).fetchone() is not None
 
     def _fields_of_run(self, run: str, document_id: str) -> set[str]:
         """The fields this run's "changed" row of a document names already."""
@@ -191,8 +198,12 @@ class ChangeLog(Tables):
         return written
 
     def withdrawn_count(self) -> int:
-        """Documents the court withdrew that the archive keeps (withdrawn_on set)."""
-        return self.conn.execute("SELECT COUNT(*) FROM documents WHERE withdrawn_on IS NOT NULL").fetchone()[0]
+        """Documents the court withdrew that the archive keeps (withdrawn_on set); 0 for a database
+        from before the change log (read before the run that migrates it)."""
+        try:
+            return self.conn.execute("SELECT COUNT(*) FROM documents WHERE withdrawn_on IS NOT NULL").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
 
     # ------------------------------------------------------- last update
 
@@ -242,3 +253,12 @@ class RunChanges:
 def watching(changes: RunChanges | None) -> contextlib.AbstractContextManager[Transitions | None]:
     """`changes.watch()`, or (no changes recorded: a first crawl) a context that watches nothing."""
     return changes.watch() if changes is not None else contextlib.nullcontext()
+
+
+def change_line(record: Mapping[str, Any]) -> str:
+    """A change on one line, as `kycourt-pipeline changes` prints it."""
+    fields = f"  [{', '.join(record['fields'])}]" if record.get("fields") else ""
+    how = f"  ({record['how']})" if record.get("how") else ""
+    return (f"{record['seen_at']}  {record['change']:<9}  {record.get('case_number') or '-'}  "
+            f"{record.get('court_code') or '-'}  {record.get('kind') or '-'}  {(record.get('filed_date') or '-')[:10]}  "
+            f"{record['document_id']}{fields}{how}")

@@ -95,6 +95,8 @@ class DiscoverResult:
     cases_unchanged: int = 0      # walked before, search row unchanged: not walked again
     details_cases: int = 0        # cases whose parties and lower courts were fetched
     details_errors: int = 0       # cases whose details the court did not give (tried again next run)
+    run: str | None = None        # the update's run (its changes, c19), once the first crawl was complete
+    update: str | None = None     # what the update found, in words (c48 update_words)
 
 
 # ----------------------------------------------------------- pure decisions

@@ -11,7 +11,9 @@ Guarantees:
   the oldest DISCOVER_COMMIT_SECONDS old, and at `close()`, on a stop and on an exception alike. A
   shard's `done` is in the transaction of its last rows; no transaction waits on the court; after a
   failed commit nothing more is committed. With an update's `changes` (c19), the writes are watched
-  and their changes recorded in the same transactions.
+  and their changes recorded in the same transactions; a shard paged whole (every row it counts
+  seen) withdraws ('delisted') the documents of its prefix the archive holds and it no longer lists,
+  and a retitled case's documents the rows do not carry take its new title.
 
 Knobs read: PAGE_SIZE (through ShardPaging).
 """
@@ -53,6 +55,7 @@ class DiscoveryBatch:
     children: list[str] = field(default_factory=list)
     error: str | None = None
     without_id: list = field(default_factory=list)     # rows without documentID (resolved after paging)
+    listed: set[str] | None = None     # a complete pass's document ids: what the archive holds beyond is delisted
 
     def take_progress(self) -> "DiscoveryBatch":
         """The rows and counts so far as a progress-only batch; this one starts empty again."""
@@ -107,6 +110,11 @@ class DiscoveryWriter:
         with db.transaction(), watching(self.changes) as watch:
             for batch in held:
                 new = DiscoveryState(db).upsert_discovered(batch.rows, watch=watch) if batch.rows else 0
+                if watch is not None and batch.rows:
+                    _follow_titles(DiscoveryState(db), batch.rows, watch)
+                if batch.listed is not None and watch is not None:
+                    DiscoveryState(db).withdraw_unlisted("upper(case_number) LIKE ? || '%'", (batch.shard.upper(),),
+                                                         batch.listed, watch)
                 if batch.state is None:
                     DiscoveryState(db).add_shard_progress(self.sweep, batch.shard, pages=batch.pages,
                                           rows_seen=batch.rows_seen, rows_new=new)
@@ -221,4 +229,15 @@ def _page_shard(ctx: Context, db: Database, client: CourtClient, writer: Discove
         log_documents.info("shard %s: %d distinct documents of %d after %d passes", shard, len(seen),
                            total, paging.repages + 1)
     batch.state, batch.total_count = "done", total
+    if writer.changes is not None and not batch.without_id and len(seen) >= total:
+        batch.listed = seen          # the shard's every document: one the archive holds beyond it was withdrawn
     return "done"
+
+
+def _follow_titles(state: DiscoveryState, rows: list[dict], watch) -> None:
+    """A retitled case's documents these rows do not carry (withdrawn, say) take its new title too."""
+    listed = {row["document_id"] for row in rows}
+    retitled = {row["case_id"]: row["case_title"] for row in rows
+                if row.get("case_id") and "case_title" in watch.changed.get(row["document_id"], ())}
+    for case_id, title in retitled.items():
+        state.follow(watch, "case_title", "case_id", case_id, title, listed)

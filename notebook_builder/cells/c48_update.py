@@ -67,6 +67,12 @@ def update_words(figures: Mapping[str, Any]) -> str:
     return f"update not complete yet: {found}{since} so far; the next run goes on{cost}"
 
 
+def last_update_lines(db: Database) -> list[str]:
+    """The status cell's line of what the last update found ([] before the first)."""
+    figures = ChangeLog(db).last_update()
+    return [f"last update ({figures.get('at')}): {figures.get('words')}"] if figures else []
+
+
 class Update:
     """One update (see the module docstring)."""
 

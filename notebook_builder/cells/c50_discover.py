@@ -246,7 +246,7 @@ class Discovery:
                 # the first): the upsert would be a no-op, and skipping it keeps Discover near the bare
                 # paging loop's speed. ~25 MB for 100k documents.
                 self.known = {values[0]: metadata_fingerprint(values) for values in DiscoveryState(db).iter_document_metadata()}
-            writer = DiscoveryWriter(db, self.sweep)
+            writer = DiscoveryWriter(db, self.sweep, self.walk.changes)
             try:
                 with writer:
                     return discover_shard(ctx, db, self.client, writer, shard, result, self.known, self.walk)
@@ -435,9 +435,10 @@ class Discovery:
         result.documents = WorkQueues(self.db).document_count()
         if self.update is not None:
             downloads = client.downloads_sent - self.downloads_before
-            self.update.finish(complete=self.update_complete and not result.stopped,
-                               json_requests=result.requests - downloads, downloads=downloads,
-                               latency_seconds=client.observed_latency())
+            figures = self.update.finish(complete=self.update_complete and not result.stopped,
+                                         json_requests=result.requests - downloads, downloads=downloads,
+                                         latency_seconds=client.observed_latency())
+            result.run, result.update = self.update.run, figures["words"]
         result.complete_through = self.db.kv_get(KV_COMPLETE_THROUGH)
         if walk.problems or result.unresolved:
             log_discover.warning("discovery: %d search rows unresolvable (no documentID, no docketEntryID); "
