@@ -437,7 +437,7 @@ def _cmd_derive(cfg, *, redo: bool) -> int:
     missing locally comes from the store), then a checkpoint to the store."""
     from notebook_builder.cells.c00_config import StoreError
     from notebook_builder.cells.c35_context import open_context
-    from notebook_builder.cells.c36_checkpoint import push_checkpoint
+    from notebook_builder.cells.c39_checkpoint import push_checkpoint
     from notebook_builder.cells.c86_derive import derive
     from notebook_builder.cells.c95_run import describe_stage
     try:

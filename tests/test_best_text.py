@@ -13,7 +13,7 @@ from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
 from notebook_builder.cells.c14_derived import DerivedRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c80_extract import court_text_agreements
-from notebook_builder.cells.c83_best_text import choose_text_source, record_text_sources
+from notebook_builder.cells.c33_best_text import choose_text_source, record_text_sources
 from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c88_audit import audit_store
 

@@ -197,7 +197,7 @@ _CHECKPOINT_LOOP = """
 import sys
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c36_checkpoint import push_checkpoint
+from notebook_builder.cells.c39_checkpoint import push_checkpoint
 ctx = open_context(load_config(env={"KY_WORKSPACE": sys.argv[1], "KY_STORE": sys.argv[2], "KY_PROGRESS": "0"}))
 ctx.open_database()
 for _ in range(int(sys.argv[3])):
@@ -211,7 +211,7 @@ def test_checkpoints_of_two_processes_in_one_workspace_never_collide(make_contex
     DiscoveryState(ctx.db).upsert_discovered([{"document_id": f"{number:064x}"} for number in range(2000)])
     other = subprocess.Popen([sys.executable, "-c", _CHECKPOINT_LOOP, str(ctx.workspace), str(ctx.cfg.STORE), "20"],
                              cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
-    from notebook_builder.cells.c36_checkpoint import push_checkpoint
+    from notebook_builder.cells.c39_checkpoint import push_checkpoint
     pushed = 0
     while other.poll() is None or pushed < 10:
         assert push_checkpoint(ctx)["uploaded"]

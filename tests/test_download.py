@@ -16,7 +16,7 @@ from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c25_court import KENTUCKY
 from notebook_builder.cells.c30_client import CourtHealth
-from notebook_builder.cells.c36_checkpoint import Checkpointer
+from notebook_builder.cells.c39_checkpoint import Checkpointer
 from notebook_builder.cells.c70_download import download, recover
 from notebook_builder.simcourt import FAULTS, SimCourt
 

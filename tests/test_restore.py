@@ -22,7 +22,7 @@ from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c17_snapshots import StoreState, checkpoint, record_store_checkpoint, snapshot_sequence
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context, write_status
-from notebook_builder.cells.c36_checkpoint import (Checkpointer, is_resume_archive_name, push_checkpoint, push_journal,
+from notebook_builder.cells.c39_checkpoint import (Checkpointer, is_resume_archive_name, push_checkpoint, push_journal,
                                                    write_resume_archive)
 from notebook_builder.cells.c40_restore import restore, resume_member_problem, stale_workspace_entries
 
@@ -571,7 +571,7 @@ def test_between_snapshots_the_checkpointer_keeps_the_journal_current(tmp_path):
 
 
 def test_the_store_checkpoint_note_never_moves_backwards_whoever_writes_it(tmp_path):
-    # Restore (Database.record_store_checkpoint) and the checkpointer (record_store_checkpoint on a
+    # Restore (StoreState.record_store_checkpoint) and the checkpointer (record_store_checkpoint on a
     # path) share one guarded write: an older snapshot's number never replaces a newer one.
     db = Database.open(tmp_path / DB_FILENAME)
     StoreState(db).record_store_checkpoint(7)

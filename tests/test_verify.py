@@ -15,7 +15,7 @@ from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c17_snapshots import StoreState
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c36_checkpoint import is_resume_archive_name
+from notebook_builder.cells.c39_checkpoint import is_resume_archive_name
 from notebook_builder.cells.c90_verify import VerifyResult, failure_reason, format_verify_report, verify
 
 

@@ -370,7 +370,7 @@ CREATE INDEX IF NOT EXISTS legacy_documents_kind ON legacy_documents(id_kind);
 """
 
 # v10: which of a document's texts its readers use (`documents.text_source`: text_layer, ocr or
-# court_text, as c83_best_text chooses), the quality of the text OCR merged (`ocr_quality`, one of
+# court_text, as c33_best_text chooses), the quality of the text OCR merged (`ocr_quality`, one of
 # the choice's inputs), the text a derived row was read from (`derived.text_source`), and the
 # rotation OCR's orientation detection gave each page before recognising it (`pages.rotation`,
 # degrees clockwise; NULL where none was detected).

@@ -1,10 +1,11 @@
 """Download: fetch every queued document once, keep each distinct PDF once, store nothing torn.
 
 Guarantees:
-- Work comes from the download queue (c12 `download_queue`, the SQL verify counts), DOWNLOAD_BATCH
-  rows at a time, opinions first. The stage is a session of drains (`Downloads`): `download()`
-  drains the queue; the crawl (c75) drains after each unit of discovery, every document a drain
-  fetched committed before it returns. A document the court withholds is never in the queue.
+- Work comes from the download queue (`WorkQueues.download_queue`, the SQL verify counts),
+  DOWNLOAD_BATCH rows at a time, opinions first. The stage is a session of drains (`Downloads`):
+  `download()` drains the queue; the crawl (c75) drains after each unit of discovery, every
+  document a drain fetched committed before it returns. A document the court withholds is never
+  in the queue.
 - One streamed GET an attempt, one request in flight. The pacing pause comes first, then the
   attempt is committed before the request is sent (a kill never hides one; a stop during the
   pause costs nothing). Every response is a `download_events` row, committed before its body is

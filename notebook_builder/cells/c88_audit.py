@@ -18,7 +18,7 @@ Guarantees:
   differs; a name the store cannot give is one of `errors`; a name missing
   from the store is counted in `missing` (verify reports missing names
   itself). Nothing is repaired or deleted: an audit only reads.
-- `bagit_manifest(Database.manifest_rows())` is the BagIt-style manifest
+- `bagit_manifest(DerivedRecords.manifest_rows())` is the BagIt-style manifest
   (`sha256  path` lines) of the PDFs and of the texts whose hash derive
   recorded, for an export to carry.
 
@@ -77,7 +77,7 @@ def audit_sample(candidates: Sequence[Any], share: float, seed: int) -> list[Any
 
 def bagit_manifest(rows: Sequence[tuple[str, str]]) -> str:
     """BagIt's `manifest-sha256.txt`: one `<sha256>  <path>` line per file (two spaces), for an
-    export to carry the hashes of what it holds (`Database.manifest_rows()` gives the rows)."""
+    export to carry the hashes of what it holds (`DerivedRecords.manifest_rows()` gives the rows)."""
     return "".join(f"{sha256}  {name}\n" for sha256, name in rows)
 
 

@@ -62,7 +62,7 @@ from .c17_snapshots import StoreState
 from .c18_search_index import index_coverage
 from .c20_store import sha256_file
 from .c35_context import Context, final_states_line, write_status
-from .c36_checkpoint import JOURNAL_PREFIX, push_checkpoint, write_resume_archive
+from .c39_checkpoint import JOURNAL_PREFIX, push_checkpoint, write_resume_archive
 from .c88_audit import AuditResult, audit_store
 
 log_verify = logging.getLogger("kycourt.verify")

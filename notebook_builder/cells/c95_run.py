@@ -59,7 +59,7 @@ from .c12_queues import WorkQueues
 from .c20_store import Store
 from .c30_client import CourtClient
 from .c35_context import Context, crawl_status, crawl_words, open_context, write_status
-from .c36_checkpoint import Checkpointer
+from .c39_checkpoint import Checkpointer
 from .c38_legacy import adopt, describe_adoption, describe_reconcile, reconcile_legacy_ids
 from .c40_restore import restore
 from .c50_discover import discover

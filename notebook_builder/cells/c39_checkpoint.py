@@ -44,6 +44,7 @@ from .c05_durable import durable_write
 from .c06_layout import DB_FILENAME, STATUS_FILENAME
 from .c17_snapshots import checkpoint, journal_rows, record_store_checkpoint, snapshot_sequence
 from .c35_context import Context, write_status
+from .c38_legacy import keep_legacy_originals
 
 log_checkpoint = logging.getLogger("kycourt.checkpoint")
 
@@ -95,7 +96,6 @@ def push_checkpoint(ctx: Context) -> dict[str, Any] | None:
     """Snapshot the database and mirror it as the store's ky_court.sqlite."""
     if ctx.db is None:
         return None
-    from .c38_legacy import keep_legacy_originals
     snapshot = ctx.path("checkpoint") / DB_FILENAME
     with snapshot_lock(ctx):
         info = checkpoint(ctx.db_path, snapshot)
