@@ -13,6 +13,8 @@ Guarantees:
   found, its case (with every document of it), its citations (the
   archive's opinions it cites, the documents citing it, every citation
   found in its text), links to its PDF and text, and the text itself.
+- `/changes` and `/feed.atom` (`?q=&court=&type=`: a saved search's new
+  documents) are c89's; a withdrawn document's page says so (c89).
 - `/pdf_by_hash/<sha256>.pdf` and `/text/<sha256>.txt` (`.ocr.txt`) are
   the archive's files, read-only, from the workspace or else the store, and
   only names a document of the archive refers to. The route is decided from
