@@ -411,9 +411,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("COURT_TEXT", "KY_COURT_TEXT", True, _parse_bool, "0 or 1",
          "keep the court's own per-page text of each document (court_text/<sha256>.txt in the store)"),
     Knob("FULL_SWEEP", "KY_FULL_SWEEP", False, _parse_bool, "0 or 1",
-         "once discovery has converged, sweep every year again instead of the incremental update "
-         "(current and previous year, opinions filed since the last sweep), and walk every open "
-         "case again, not only those whose search row changed"),
+         "once discovery has converged, sweep as the first crawl does instead of an update (which "
+         "lists only the files of an open case's new entries): walk every open case again with every "
+         "entry's file list"),
     Knob("TODAY", "KY_TODAY", None, _parse_optional_day, "a day YYYY-MM-DD, or empty for today in Kentucky",
          "for tests and the demo: the Kentucky day the pipeline takes as today (a simulated court's day); "
          "an update is complete through the day it began"),

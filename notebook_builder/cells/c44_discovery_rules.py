@@ -52,8 +52,8 @@ KV_OPINION_PASS_REFUSED = "opinion_pass_refused"     # the court has no usable o
 # Windows of the opinion pass whose pages failed (JSON [[first, last], ...]): each is asked once more a
 # run, after the pass's last window; the pass is complete only once none is left.
 KV_OPINION_PASS_FAILED = "opinion_pass_failed"
-# An open case whose search row is unchanged is walked again once its last walk is this old: the
-# sweeps of one crawl (hours apart) skip it, a later update refreshes it.
+# In a crawl's later sweeps, an open case whose search row is unchanged is walked again once its last
+# walk is this old (the sweeps of one crawl, hours apart, skip it; an update walks every open case).
 OPEN_CASE_REWALK_DAYS = 28
 DISCOVER_ASK_AGAIN_BATCH = 50   # file lists asked again in one unit of work
 # An update asks again this share of the file lists waiting (empty or withheld before; those asked

@@ -26,9 +26,11 @@ Guarantees:
   that proves unusable (its search refused, most per-item answers 404 or of the wrong shape)
   abandons its sweep as errors and auto falls back to the other (`DiscoverResult.fallback`);
   when none is left, `CourtUnreachable` says what the court answered (exit 3).
-- Incremental updates: once discovery has converged (and unless FULL_SWEEP), a run sweeps the
-  current and previous year's shards after the opinion update (c46); a complete update sets kv
-  `archive_updated_at` and `complete_through`. Days are Kentucky's (`Config.today()`: TODAY, else today in Frankfort).
+- Updates: once discovery has converged every run is an update (c48): its changes are recorded
+  (c19); unless FULL_SWEEP it asks the opinion search first (c46), then sweeps every shard walking
+  only new, changed and open cases (c44 `walk_kind`) and asks a rotating share of the waiting file
+  lists again; only a complete update moves `complete_through`. Days are Kentucky's
+  (`Config.today()`: TODAY, else today in Frankfort).
 - DRY_RUN: no network, returns at once.
 
 Knobs read: FIRST_YEAR, LAST_YEAR, PAGE_SIZE, CONVERGENCE_DELTA, MAX_SWEEPS, DRY_RUN, DISCOVERY,
