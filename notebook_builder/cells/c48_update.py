@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 from .c00_config import KNOB_BY_NAME, StoreError, utc_now
 from .c05_durable import atomic_write
+from .c06_layout import CHANGES_FOLDER, changes_store_name
 from .c10_database import KV_ARCHIVE_UPDATED_AT, KV_COMPLETE_THROUGH, Database
 from .c19_changes import CHANGE_EXPORT_FIELDS, ChangeLog, RunChanges, new_run_id
 from .c25_court import CTrackCourt
@@ -36,11 +37,6 @@ from .c35_context import Context
 log_update = logging.getLogger("kycourt.update")
 
 KV_UPDATE_STARTED_ON = "update_started_on"
-CHANGES_FOLDER = "changes"
-
-
-def changes_store_name(run: str) -> str:
-    return f"{CHANGES_FOLDER}/{run}.jsonl"
 
 
 def default_pacing_hours(json_requests: int, downloads: int, latency_seconds: float) -> float:

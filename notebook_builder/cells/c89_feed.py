@@ -32,7 +32,7 @@ from typing import Any, Iterable
 
 from .c00_config import utc_now
 from .c05_durable import atomic_write
-from .c06_layout import DB_FILENAME, pdf_store_name
+from .c06_layout import DB_FILENAME, FEED_FILENAME, pdf_store_name
 from .c10_database import Database
 from .c18_search_index import SEARCH_RANK_CAP, SearchQueryError
 from .c19_changes import ChangeLog
@@ -42,7 +42,6 @@ from .c87_index import IndexMissingError, court_filter, open_search_index
 
 log_feed = logging.getLogger("kycourt.feed")
 
-FEED_FILENAME = "feed.atom"
 FEED_ENTRIES = 200             # changes in a feed (the newest)
 CHANGES_PAGE_ROWS = 500        # changes on serve's /changes page
 ATOM = "http://www.w3.org/2005/Atom"
