@@ -125,6 +125,12 @@ def test_every_new_document_is_archived_and_a_withdrawn_one_is_kept_searchable_n
         row = rows[item["document_id"]]
         assert row["status"] == "extracted" and row["sha256"] and row["withdrawn_on"] == plan["today"]
         assert (workspace / "pdf_by_hash" / f"{row['sha256']}.pdf").is_file()
+    index = sqlite3.connect(workspace / "ky_search.sqlite")
+    try:                # search still finds them: they stay in the index
+        indexed = {row[0] for row in index.execute("SELECT document_id FROM docs")}
+    finally:
+        index.close()
+    assert {item["document_id"] for item in plan["withdrawn"]} <= indexed
     status = json.loads((workspace / "status.json").read_text())
     assert status["verify"] == "PASS" and status["final_states"]["withdrawn"] == 2
     assert "2 withdrawn by the court (kept)" in updated["report"].summary()
