@@ -115,6 +115,15 @@ _UPSERT_ENTRY_SQL = (
     + ", updated_at = excluded.updated_at")
 
 
+def rows_in(conn: sqlite3.Connection, sql: str, ids: Iterable[Any], chunk: int = 500) -> Iterator[sqlite3.Row]:
+    """The rows of `sql` for these ids, asked `chunk` at a time (SQLite's limit on variables): its
+    `{ids}` stands for one chunk's placeholders."""
+    wanted = list(dict.fromkeys(ids))
+    for start in range(0, len(wanted), chunk):
+        part = wanted[start:start + chunk]
+        yield from conn.execute(sql.format(ids=", ".join("?" * len(part))), part)
+
+
 @dataclass
 class Transitions:
     """What writes under watch found (see the module docstring): document ids new to the archive,
@@ -182,27 +191,15 @@ class DiscoveryState(Tables):
 
     def _watched(self, document_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
         """id -> (WATCHED_COLUMNS, document_available) of the given documents the table holds."""
-        found: dict[str, sqlite3.Row] = {}
-        wanted = list(dict.fromkeys(document_ids))
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            for row in self.conn.execute(
-                    f"SELECT document_id, {', '.join(WATCHED_COLUMNS)}, document_available FROM documents "
-                    f"WHERE document_id IN ({', '.join('?' * len(chunk))})", chunk):
-                found[row["document_id"]] = row
-        return found
+        return {row["document_id"]: row for row in rows_in(
+            self.conn, f"SELECT document_id, {', '.join(WATCHED_COLUMNS)}, document_available FROM documents "
+                       "WHERE document_id IN ({ids})", document_ids)}
 
     def cases_to_walk(self, sweep: int, case_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
         """case_id -> (walked_sweep, walked_at, closed, search_row) of the given cases the table holds."""
-        found: dict[str, sqlite3.Row] = {}
-        wanted = list(case_ids)
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            for row in self.conn.execute(
-                    f"SELECT case_id, walked_sweep, walked_at, closed, search_row FROM cases "
-                    f"WHERE case_id IN ({', '.join('?' * len(chunk))})", chunk):
-                found[row["case_id"]] = row
-        return found
+        return {row["case_id"]: row for row in rows_in(
+            self.conn, "SELECT case_id, walked_sweep, walked_at, closed, search_row FROM cases "
+                       "WHERE case_id IN ({ids})", case_ids)}
 
     def record_case_walk(self, sweep: int | None, case: Mapping[str, Any] | None, entries: Sequence[Mapping[str, Any]],
                          documents: list[dict], court_texts: Sequence[Mapping[str, Any]] = (), *,
@@ -257,13 +254,9 @@ class DiscoveryState(Tables):
             return new
 
     def _entry_descriptions(self, entry_ids: Sequence[str]) -> dict[str, str | None]:
-        found: dict[str, str | None] = {}
-        for start in range(0, len(entry_ids), 500):
-            chunk = list(entry_ids[start:start + 500])
-            found.update(self.conn.execute(
-                f"SELECT docket_entry_id, description FROM docket_entries "
-                f"WHERE docket_entry_id IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
-        return found
+        return {row[0]: row[1] for row in rows_in(
+            self.conn, "SELECT docket_entry_id, description FROM docket_entries WHERE docket_entry_id IN ({ids})",
+            entry_ids)}
 
     def follow(self, watch: Transitions, column: str, key: str, value_of_key: str, value: str,
                 listed: set[str]) -> None:
@@ -362,27 +355,17 @@ class DiscoveryState(Tables):
         an adopted row discovery has not confirmed as a document (legacy_documents: unchecked, or an
         entry's or case's id) does not count, so its entry is asked and the answer confirms it, or
         finds the entry's real documents (c38_legacy)."""
-        known: set[str] = set()
-        wanted = list(entry_ids)
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            known.update(row[0] for row in self.conn.execute(
-                f"SELECT DISTINCT docket_entry_id FROM documents d WHERE docket_entry_id IN ({', '.join('?' * len(chunk))}) "
-                "AND NOT EXISTS (SELECT 1 FROM legacy_documents l WHERE l.document_id = d.document_id "
-                "AND l.id_kind != 'document')", chunk))
-        return known
+        return {row[0] for row in rows_in(
+            self.conn, "SELECT DISTINCT docket_entry_id FROM documents d WHERE docket_entry_id IN ({ids}) "
+                       "AND NOT EXISTS (SELECT 1 FROM legacy_documents l WHERE l.document_id = d.document_id "
+                       "AND l.id_kind != 'document')", entry_ids)}
 
     def settled_entries(self, entry_ids: Sequence[str]) -> set[str]:
         """Which of these docket entries an update's walk of an open case does not list again: those
         whose documents the table holds, and those waiting to be asked again (files_missing)."""
-        settled = self.known_docket_entries_with_documents(entry_ids)
-        wanted = list(entry_ids)
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            settled.update(row[0] for row in self.conn.execute(
-                f"SELECT docket_entry_id FROM docket_entries WHERE docket_entry_id IN ({', '.join('?' * len(chunk))}) "
-                "AND files_missing IS NOT NULL", chunk))
-        return settled
+        return self.known_docket_entries_with_documents(entry_ids) | {row[0] for row in rows_in(
+            self.conn, "SELECT docket_entry_id FROM docket_entries WHERE docket_entry_id IN ({ids}) "
+                       "AND files_missing IS NOT NULL", entry_ids)}
 
     def coverage_audit(self) -> list[sqlite3.Row]:
         """Per top-level shard of the latest sweep that paged it: what the court announced

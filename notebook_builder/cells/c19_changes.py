@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .c00_config import utc_now
 from .c10_database import Database, Tables
-from .c15_discovery_state import Transitions
+from .c15_discovery_state import Transitions, rows_in
 
 CHANGE_KINDS = ("added", "withdrawn", "restored", "changed")
 # The contract's record of a change (`kycourt-pipeline changes --json`, the store's changes/<run>.jsonl).
@@ -108,13 +108,8 @@ class ChangeLog(Tables):
                 yield "changed", document_id, set(fields), None
 
     def _numbers(self, document_ids: list[str]) -> dict[str, str | None]:
-        found: dict[str, str | None] = {}
-        for start in range(0, len(document_ids), 500):
-            chunk = document_ids[start:start + 500]
-            found.update(self.conn.execute(
-                f"SELECT document_id, case_number FROM documents WHERE document_id IN ({', '.join('?' * len(chunk))})",
-                chunk).fetchall())
-        return found
+        return {row[0]: row[1] for row in rows_in(
+            self.conn, "SELECT document_id, case_number FROM documents WHERE document_id IN ({ids})", document_ids)}
 
     def _new(self, change: str, document_id: str, after: dict | None) -> bool:
         """Whether the log does not hold this change as its document's latest of its kind already

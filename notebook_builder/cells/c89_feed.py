@@ -34,6 +34,7 @@ from .c00_config import utc_now
 from .c05_durable import atomic_write
 from .c06_layout import DB_FILENAME, FEED_FILENAME, pdf_store_name
 from .c10_database import Database
+from .c15_discovery_state import rows_in
 from .c18_search_index import SEARCH_RANK_CAP, SearchQueryError
 from .c19_changes import ChangeLog
 from .c35_context import Context
@@ -51,13 +52,9 @@ _CHANGE_WORDS = {"added": "New", "withdrawn": "Withdrawn", "restored": "Restored
 
 def _with_documents(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Records with their document's description, title and withdrawn day (what a feed shows)."""
-    ids = list({record["document_id"] for record in records})
-    found: dict[str, sqlite3.Row] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        found.update((row["document_id"], row) for row in conn.execute(
-            f"SELECT document_id, description, case_title, withdrawn_on, status FROM documents "
-            f"WHERE document_id IN ({', '.join('?' * len(chunk))})", chunk))
+    found = {row["document_id"]: row for row in rows_in(
+        conn, "SELECT document_id, description, case_title, withdrawn_on, status FROM documents "
+              "WHERE document_id IN ({ids})", (record["document_id"] for record in records))}
     shown = []
     for record in records:
         row = found.get(record["document_id"])
