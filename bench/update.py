@@ -94,7 +94,7 @@ def main() -> None:
     with court, tempfile.TemporaryDirectory(prefix="kycourt-update-", dir=scratch) as workspace:
         started = time.perf_counter()
         for session in range(1, 6):
-            first = run(court.base_url, workspace, DAY)
+            run(court.base_url, workspace, DAY)
             status = json.loads((Path(workspace) / "w" / "status.json").read_text())
             if status["discovery_converged"] and not status["queues"]["download"]:
                 break
