@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import errno
 import json
 import logging
@@ -123,6 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     _knob_flags(report, "STORE")
     report.add_argument("--output", metavar="PNG", help="where to write the chart (default: workspace/status.png)")
 
+    changes = commands.add_parser("changes", help="what the court added, withdrew, restored and changed since the "
+                                                  "archive's first complete crawl, oldest first")
+    _workspace_flag(changes)
+    changes.add_argument("--since", metavar="YYYY-MM-DD", type=_day,
+                         help="only the changes seen on or after this day (UTC)")
+    changes.add_argument("--json", action="store_true",
+                         help="one JSON object a line: document_id, change, seen_at, run, case_number, "
+                              "court_code, kind, filed_date, sha256, fields, how")
+
     probe = commands.add_parser("probe", help="at most 10 requests to API_BASE: can the pipeline run against it?")
     _knob_flags(probe, "API_BASE")
     _verbose_flag(probe)
@@ -138,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--store", choices=("dir", "simdrive"), default="dir",
                       help="dir: store/ inside the demo directory (default); simdrive: the simulated "
                            "Google Drive on 127.0.0.1, through the real pydrive2 stack")
+    demo.add_argument("--no-update", action="store_true",
+                      help="stop after the first crawl (by default the court then moves a month on and a second "
+                           "run shows what an update finds, and the feed it writes)")
     demo.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
     sim = commands.add_parser("sim", help="serve the simulated court in the foreground")
@@ -157,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rows as ctrack-api.md infers them, or as real captures show them (default inferred)")
     sim.add_argument("--document-search", choices=("present", "absent", "entries"), default="present",
                      help="the inferred document search: present, absent (404) or answering docket entries")
+    sim.add_argument("--today", metavar="YYYY-MM-DD", type=_day,
+                     help="the court's day (default: today); POST /__sim__/advance?days=30 moves it on with a "
+                          "month of the court's activity (run the pipeline with KY_TODAY at the court's day)")
     _add_query_commands(commands)
     for command in commands.choices.values():   # for errors found after parsing (a knob's value)
         command.set_defaults(command_parser=command)
@@ -208,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # Commands that look at an existing archive; those that also read the store take the store the
 # workspace names when none is given.
-ARCHIVE_COMMANDS = ("status", "verify", "report", "derive", "index", "show", "search", "export", "serve")
+ARCHIVE_COMMANDS = ("status", "verify", "report", "derive", "index", "show", "search", "export", "serve", "changes")
 QUERY_COMMANDS = ("index", "show", "search", "export", "serve")
 
 
@@ -229,7 +245,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command in ARCHIVE_COMMANDS:
         # These look at an archive; in a folder that holds none they would print zeros or create an
         # empty workspace and store. They say so instead, and write nothing.
-        missing = no_archive(Path(cfg.WORKSPACE), database=args.command in QUERY_COMMANDS)
+        missing = no_archive(Path(cfg.WORKSPACE), database=args.command in QUERY_COMMANDS + ("changes",))
         if missing:
             print(f"kycourt-pipeline: {missing}", file=sys.stderr)
             return EXIT_USAGE
@@ -242,6 +258,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _run_query_command(cfg, args)
     if args.command == "status":
         return _cmd_status(cfg)
+    if args.command == "changes":
+        return _cmd_changes(cfg, since=args.since, as_json=args.json)
     _setup_logging(args.verbose)
     if args.command == "report":
         return _cmd_report(cfg, args.output)
@@ -369,6 +387,34 @@ def _cmd_status(cfg) -> int:
     return 0
 
 
+def _day(text: str) -> str:
+    """A --since day: YYYY-MM-DD."""
+    try:
+        return datetime.date.fromisoformat(text.strip()).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a day YYYY-MM-DD") from None
+
+
+def _cmd_changes(cfg, *, since: str | None, as_json: bool) -> int:
+    """The workspace's change log (c19), oldest first; nothing to show is no error."""
+    from notebook_builder.cells.c06_layout import DB_FILENAME
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c19_changes import ChangeLog, change_line
+    db = Database.open_readonly(Path(cfg.WORKSPACE) / DB_FILENAME)
+    try:
+        records = ChangeLog(db).rows(since=since)
+    except sqlite3.OperationalError:       # a database from before the change log: no change recorded
+        records = []
+    finally:
+        db.close()
+    for record in records:
+        print(json.dumps(record) if as_json else change_line(record))
+    if not records and not as_json:
+        print("no change recorded" + (f" since {since}" if since else "") + " (changes are recorded from the first "
+              "run after the archive's first complete crawl)", file=sys.stderr)
+    return 0
+
+
 def _cmd_report(cfg, output: str | None) -> int:
     from notebook_builder.cells.c97_report import ReportError, write_report
     try:
@@ -418,7 +464,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         serve(args.port, args.docs, args.seed, results_limit=args.results_limit,
               late_docs=args.late_docs, faults=not args.no_faults,
               search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds,
-              shape=args.shape, document_search=args.document_search)
+              shape=args.shape, document_search=args.document_search,
+              today=datetime.date.fromisoformat(args.today) if args.today else None)
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise
@@ -431,8 +478,13 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 DEMO_MAX_PDF_BYTES = 4 * 1024 * 1024
 
 
+DEMO_TODAY = datetime.date(2026, 10, 1)    # the simulated court's day at the demo's first crawl
+DEMO_UPDATE_DAYS = 30                       # then the court moves this many days on, and an update follows
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
-    """The simulated court (full fault catalogue), the whole pipeline, a summary and PASS."""
+    """The simulated court (full fault catalogue), the whole pipeline, a summary and PASS; then (unless
+    --no-update) the court a month on and the update that finds what it did."""
     from notebook_builder.cells.c95_run import run_pipeline
     from notebook_builder.simcourt import SimCourt
     root = Path(args.workspace)
@@ -446,9 +498,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # A small announced limit forces the shard splitting a real crawl meets;
     # oversized files are a few MiB over a cap of 4 MiB so the demo stays fast.
+    # The document search lists no withheld file, so the court keeps none (a month on it restores none).
     court = SimCourt(args.docs, args.seed, results_limit=60, max_page=50, late_docs=max(1, args.docs // 40),
                      first_year=2016, last_year=2026, search_fault_rate=0.02,
-                     oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024, stall_seconds=2.0)
+                     oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024, stall_seconds=2.0, today=DEMO_TODAY,
+                     unavailable_files=False)
+    updated_on = (DEMO_TODAY + datetime.timedelta(days=DEMO_UPDATE_DAYS)).isoformat()
+    # A demo folder whose archive had its update already: the court is moved on first, as it was then.
+    resumed = _demo_complete_through(root / "workspace") == updated_on
     # The demo is the same every time: a user's exported KY_* (a dry run, another store, some
     # phases) would turn it into something else, so they are set aside and named.
     ignored = sorted(name for name in os.environ if name.startswith("KY_"))
@@ -461,7 +518,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             "KY_FIRST_YEAR": "2016", "KY_LAST_YEAR": "2026", "KY_PAGE_SIZE": "50",
             "KY_CONVERGENCE_DELTA": "1", "KY_CHECKPOINT_SECONDS": "5", "KY_EXTRACT_TIMEOUT": "30",
             # A stalled body (the court stops sending for 2 s) ends in a read timeout after 1 s.
-            "KY_HTTP_TIMEOUT": "1",
+            "KY_HTTP_TIMEOUT": "1", "KY_TODAY": updated_on if resumed else DEMO_TODAY.isoformat(),
         })
         with contextlib.ExitStack() as stack:
             drive = None
@@ -485,7 +542,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, stalled and torn bodies, "
                   "HTML pages, 401/403/404, oversized and unreadable PDFs): the WARNING lines below are "
                   "those simulated faults being handled")
+            if resumed:
+                court.advance(DEMO_UPDATE_DAYS, seed=args.seed)
             report = run_pipeline(cfg)
+            if not (args.no_update or resumed) and report.exit_status == 0:
+                print(report.summary())
+                report = _demo_update(court, env, args.seed, updated_on)
             stats = court.stats()
             if drive is not None:
                 counts = ", ".join(f"{kind} {n}" for kind, n in sorted(drive.requests.items()))
@@ -509,6 +571,44 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 DEMO_SEARCH = ("restitution", "--type", "order")
 
 
+def _demo_complete_through(workspace: Path) -> str | None:
+    try:
+        return json.loads((workspace / "status.json").read_text(encoding="utf-8")).get("complete_through")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _demo_update(court, env: dict[str, str], seed: int, today: str):
+    """The court a month on (living.py: new cases and filings, opinions, a reopened case, withdrawals, a
+    restoration, retitled cases), then the run that updates the archive; what it found is printed."""
+    from notebook_builder.cells.c06_layout import DB_FILENAME
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c19_changes import ChangeLog, change_line
+    from notebook_builder.cells.c95_run import run_pipeline
+    plan = court.advance(DEMO_UPDATE_DAYS, seed=seed)
+    counts = plan["counts"]
+    print(f"demo: {DEMO_UPDATE_DAYS} days later ({plan['today']}) the court has filed {counts['added']} documents, "
+          f"withdrawn {counts['withdrawn']} and changed the metadata of {counts['changed']} (retitled cases, "
+          "corrected descriptions); the update asks it what changed:")
+    report = run_pipeline(load_config({**env, "KY_TODAY": today}))
+    db = Database.open_readonly(Path(env["KY_WORKSPACE"]) / DB_FILENAME)
+    try:
+        records = ChangeLog(db).rows()
+        update = ChangeLog(db).last_update()
+    finally:
+        db.close()
+    print(f"demo: the update found {update['words'] if update else 'nothing'}; the first changes "
+          f"(all {len(records)}: kycourt-pipeline changes --workspace {shlex.quote(env['KY_WORKSPACE'])}):")
+    for record in records[:DEMO_CHANGES_SHOWN]:
+        print("  " + change_line(record))
+    print("demo: the store holds them in changes/ (one JSONL file a run) and feed.atom (their Atom feed); "
+          "`serve` answers /changes and /feed.atom?q=WORDS (a search's new documents)")
+    return report
+
+
+DEMO_CHANGES_SHOWN = 8
+
+
 def demo_next_steps(workspace: Path, case_number: str | None) -> str:
     """The commands that query the demo's archive, as the user can paste them (the workspace
     names its store, so --store is not needed)."""
@@ -518,7 +618,8 @@ def demo_next_steps(workspace: Path, case_number: str | None) -> str:
              f"  kycourt-pipeline search {shlex.join(DEMO_SEARCH)} {flag}"]
     if case_number:
         lines.append(f"  kycourt-pipeline show {shlex.quote(case_number)} {flag}")
-    lines += [f"  kycourt-pipeline export --format csv --out {shlex.quote(str(workspace.parent / 'export'))} {flag}",
+    lines += [f"  kycourt-pipeline changes {flag}",
+              f"  kycourt-pipeline export --format csv --out {shlex.quote(str(workspace.parent / 'export'))} {flag}",
               f"  kycourt-pipeline serve {flag}   # then open the URL it prints"]
     return "\n".join(lines)
 

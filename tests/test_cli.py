@@ -213,8 +213,8 @@ def test_the_demo_prints_the_commands_that_query_its_archive():
 @pytest.mark.slow
 def test_the_demo_passes_then_its_printed_commands_and_the_documented_searches_work(tmp_path, capsys, monkeypatch):
     """The README's quick start as a new user runs it, whatever KY_* variables they exported:
-    `demo` (its defaults), then what it printed, then docs/searching.md's search examples on its
-    archive; nothing is created beside `demo/`."""
+    `demo` (its defaults: the first crawl, then the court a month on and the update), then what it
+    printed, then docs/searching.md's search examples on its archive; nothing is created beside `demo/`."""
     import os
     import shlex
     from pathlib import Path
@@ -232,14 +232,19 @@ def test_the_demo_passes_then_its_printed_commands_and_the_documented_searches_w
     assert "verify PASS" in done.stdout and "done: yes" in done.stdout
     status = json.loads((tmp_path / "demo" / "store" / "status.json").read_text())
     assert status["done"] is True and status["verify"] == "PASS"
-    assert status["counts"]["extracted"] > 0 and sum(status["counts"].values()) == 400
+    plan_added = int(re.search(r"the court has filed (\d+) documents", done.stdout).group(1))
+    assert status["counts"]["extracted"] > 0 and sum(status["counts"].values()) == 400 + plan_added
+    assert status["last_update"]["complete"] and status["last_update"]["counts"]["added"] == plan_added
+    assert f"the update found {status['last_update']['words']}" in done.stdout
+    assert (tmp_path / "demo" / "store" / "feed.atom").is_file()
+    assert len(list((tmp_path / "demo" / "store" / "changes").glob("*.jsonl"))) == 1
 
     for name in [name for name in os.environ if name.startswith("KY_")]:
         monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     printed = [line.strip() for line in done.stdout.splitlines() if line.startswith("  kycourt-pipeline ")]
-    assert [line.split()[1] for line in printed] == ["status", "search", "show", "export", "serve"]
-    for line in printed[:4]:
+    assert [line.split()[1] for line in printed] == ["status", "search", "show", "changes", "export", "serve"]
+    for line in printed[:5]:
         assert main(shlex.split(line.split("#")[0])[1:]) == 0, line
         out = capsys.readouterr().out
         if line.split()[1] == "search":

@@ -23,7 +23,7 @@ from pydrive2.drive import GoogleDrive
 
 from notebook_builder.cells.c00_config import (IntegrityError, StoreError, StoreQuotaExceeded, load_config,
                                                retry_delay)
-from notebook_builder.cells.c19_drive_api import drive_verdict
+from notebook_builder.cells.c07_drive_api import drive_verdict
 from notebook_builder.cells.drive_store import DriveStore, open_drive_store
 
 from support import put_bytes

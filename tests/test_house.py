@@ -6,8 +6,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 from notebook_builder import build
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,7 +45,6 @@ def test_every_module_is_on_the_map():
     assert missing == [], f"ARCHITECTURE.md does not name {missing}"
 
 
-@pytest.mark.xfail(strict=True, reason="c50_discover and simcourt's Corpus are being split")
 def test_no_room_and_no_class_is_too_big_to_live_in():
     too_big = []
     for path in package_modules():
@@ -61,7 +58,6 @@ def test_no_room_and_no_class_is_too_big_to_live_in():
     assert too_big == []
 
 
-@pytest.mark.xfail(strict=True, reason="c55_probe -> c50_discover is being moved apart")
 def test_stages_meet_only_in_the_database_and_the_store():
     positions = {path.stem: index for index, path in enumerate(build.cell_module_paths())}
     crossings, later = [], []

@@ -240,6 +240,13 @@ def _parse_optional_year(text: str) -> int | None:
     return None if not text.strip() else _parse_year(text)
 
 
+def _parse_optional_day(text: str) -> str | None:
+    """A day YYYY-MM-DD (kept as that text), or None for an empty one."""
+    if not text.strip():
+        return None
+    return _dt.date.fromisoformat(text.strip()).isoformat()
+
+
 def in_colab() -> bool:
     try:
         import google.colab  # noqa: F401  (only importable inside Colab)
@@ -406,9 +413,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("COURT_TEXT", "KY_COURT_TEXT", True, _parse_bool, "0 or 1",
          "keep the court's own per-page text of each document (court_text/<sha256>.txt in the store)"),
     Knob("FULL_SWEEP", "KY_FULL_SWEEP", False, _parse_bool, "0 or 1",
-         "once discovery has converged, sweep every year again instead of the incremental update "
-         "(current and previous year, opinions filed since the last sweep), and walk every open "
-         "case again, not only those whose search row changed"),
+         "once discovery has converged, sweep as the first crawl does instead of an update (which "
+         "lists only the files of an open case's new entries): walk every open case again with every "
+         "entry's file list"),
+    Knob("TODAY", "KY_TODAY", None, _parse_optional_day, "a day YYYY-MM-DD, or empty for today in Kentucky",
+         "for tests and the demo: the Kentucky day the pipeline takes as today (a simulated court's day); "
+         "an update is complete through the day it began"),
     Knob("PROBE_FIRST", "KY_PROBE_FIRST", False, _parse_bool, "0 or 1",
          "probe the court (at most 10 requests) before the stages; a failed probe stops the run",
          form=FormField("probe_first", intro="**Probe first.** Ask the court at most 10 requests, print what "
@@ -424,7 +434,12 @@ def _config_replace(self, **changes: Any) -> "Config":
 
 
 def _config_last_year(self) -> int:
-    return self.LAST_YEAR or kentucky_today().year
+    return self.LAST_YEAR or self.today().year
+
+
+def _config_today(self) -> _dt.date:
+    """The Kentucky day the pipeline takes as today: TODAY when set, else today in Frankfort."""
+    return _dt.date.fromisoformat(self.TODAY) if self.TODAY else kentucky_today()
 
 
 def _config_store_is_drive(self) -> bool:
@@ -443,7 +458,7 @@ Config = dataclasses.make_dataclass(
     frozen=True,
     namespace={"__module__": __name__,
                "__doc__": "Every knob, validated. Build with `load_config`, change with `.replace()`.",
-               "replace": _config_replace, "last_year": property(_config_last_year),
+               "replace": _config_replace, "last_year": property(_config_last_year), "today": _config_today,
                "store_is_drive": property(_config_store_is_drive)},
 )
 

@@ -400,6 +400,32 @@ CREATE INDEX IF NOT EXISTS documents_download_queue ON documents(status)
     WHERE status IN ('discovered', 'failed') AND document_available IS NOT 0;
 """
 
+# v12: what changed since the archive's first complete crawl (c19_changes). `changes`: one row a
+# change a run found (added, withdrawn, restored, changed), written in the transaction that made
+# the archive's rows say so; a run records a document's change of one kind once (UNIQUE);
+# `fields` (JSON) names the metadata columns a "changed" row changed and `after` (JSON) their new
+# values, `how` how a withdrawn document was withdrawn. `documents.withdrawn_on`: the
+# Kentucky day a document the court withdrew was first seen withdrawn (NULL while it is served).
+_SCHEMA_V12 = """
+CREATE TABLE IF NOT EXISTS changes (
+    change_id    INTEGER PRIMARY KEY AUTOINCREMENT,
+    run          TEXT NOT NULL,
+    document_id  TEXT NOT NULL,
+    change       TEXT NOT NULL CHECK (change IN ('added', 'withdrawn', 'restored', 'changed')),
+    seen_at      TEXT NOT NULL,
+    case_number  TEXT,
+    court_code   TEXT,
+    filed_date   TEXT,
+    fields       TEXT,
+    after        TEXT,
+    how          TEXT,
+    UNIQUE (run, document_id, change)
+);
+CREATE INDEX IF NOT EXISTS changes_document ON changes(document_id);
+CREATE INDEX IF NOT EXISTS changes_seen_at ON changes(seen_at);
+ALTER TABLE documents ADD COLUMN withdrawn_on TEXT;
+"""
+
 # v13: fixity (c21_fixity). `fixity`: per stored file (PDFs and texts, Drive's text packs) what its
 # bytes were proven to be (sha256, md5, size), the audit run that first saw it and the last that
 # proved it, and its damage while it has one; `fixity_events`: each damage found, where (store or
@@ -430,7 +456,8 @@ CREATE TABLE IF NOT EXISTS fixity_events (
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8,
-                              9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11, 13: _SCHEMA_V13}
+                              9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11, 12: _SCHEMA_V12,
+                              13: _SCHEMA_V13}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

@@ -53,6 +53,7 @@ from .c12_queues import WorkQueues
 from .c15_discovery_state import DiscoveryState
 from .c16_legacy_state import LegacyState
 from .c17_snapshots import StoreState
+from .c19_changes import ChangeLog
 from .c20_store import LocalStore, Store
 from .c34_mirror import StoreMirror
 
@@ -197,7 +198,8 @@ def final_states_line(final: dict[str, Any]) -> str:
     """The final states in one line (the verify summary's)."""
     return (f"{final['not_extractable']} PDFs not extractable{_final_reasons(final)}, "
             f"{final['failed_for_good']} failed for good, {final['withheld']} withheld, "
-            f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying")
+            f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying"
+            + (f"; {final['withdrawn']} withdrawn by the court (kept)" if final.get("withdrawn") else ""))
 
 
 def crawl_projection(figures: Mapping[str, Any], *, opinions_queued: int, queued: int, details_due: int,
@@ -315,6 +317,7 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
     if db is not None:
         document["permanent_failures"] = WorkQueues(db).permanent_failure_count()
         final = WorkQueues(db).final_states(cfg)
+        final["withdrawn"] = ChangeLog(db).withdrawn_count()     # kept with their PDFs, never failures
         document["final_states"] = final
         document["counts_explained"] = explain_counts(counts, final)
         document["store_pending"] = StoreState(db).store_pending_count()
@@ -330,6 +333,8 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
             document["legacy_adoption"] = {**json.loads(adoption), "ids": LegacyState(db).legacy_summary()}
         # Time to a useful archive: requests left and hours until every opinion, document, detail.
         document["crawl"] = crawl_status(db, cfg, queued=queues["download"])
+        # What the last update (a run after the first complete crawl) found, in figures and words (c48).
+        document["last_update"] = ChangeLog(db).last_update()
     document.update(extra or {})
     return document
 

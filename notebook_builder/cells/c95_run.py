@@ -71,6 +71,7 @@ from .c80_extract import extract
 from .c85_ocr import ocr
 from .c86_derive import derive
 from .c87_index import index
+from .c89_feed import publish_changes
 from .c90_verify import EMPTY_ARCHIVE, format_verify_report, verify
 
 log_run = logging.getLogger("kycourt.run")
@@ -188,6 +189,8 @@ def _words_discover(get) -> str:
         text += f"; {get('unavailable')} files withheld by the court"
     if get("fallback", None):
         text += f"; fell back from {get('fallback')}"
+    if get("update", None):
+        text += f"; update: {get('update')}"
     return text + (f"; {get('errors')} shards failed (retried next sweep)" if get("errors") else "")
 
 
@@ -401,6 +404,8 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
         indexed = report.stages.get("index")
         index_built = indexed is not None and not isinstance(indexed, str) and not indexed.stopped
         report.verify = _run_timed(report, "verify", lambda: verify(ctx, index_built=index_built))
+        # After verify's checkpoint: what an update found joins the store (changes/, feed.atom), c89.
+        publish_changes(ctx, getattr(report.stages.get("discover"), "run", None))
     except DiskFullError as exc:
         report.stopped = report.error = str(exc)
         log_run.error("%s", exc)

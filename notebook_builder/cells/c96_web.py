@@ -13,6 +13,8 @@ Guarantees:
   found, its case (with every document of it), its citations (the
   archive's opinions it cites, the documents citing it, every citation
   found in its text), links to its PDF and text, and the text itself.
+- `/changes` and `/feed.atom` (`?q=&court=&type=`: a saved search's new
+  documents) are c89's; a withdrawn document's page says so (c89).
 - `/pdf_by_hash/<sha256>.pdf` and `/text/<sha256>.txt` (`.ocr.txt`) are
   the archive's files, read-only, from the workspace or else the store, and
   only names a document of the archive refers to. The route is decided from
@@ -47,6 +49,7 @@ from .c14_derived import DerivedRecords
 from .c18_search_index import CommonWordsQuery, SearchQueryError
 from .c33_best_text import best_text_sources
 from .c87_index import INDEX_COURT_CODES, court_filter, open_search_index, query_hint, search_archive, snippet_html
+from .c89_feed import changes_page, feed_answer, withdrawn_note
 
 WEB_FACETS = (("court_code", "court"), ("year", "year"), ("kind", "kind"),
               ("publication_status", "publication status"))
@@ -63,6 +66,8 @@ _WEB_ROUTES = (
     ("pdf", re.compile(rf"/pdf_by_hash/{_WEB_SHA}\.pdf")),
     ("text", re.compile(rf"/text/{_WEB_SHA}\.txt")),
     ("ocr_text", re.compile(rf"/text/{_WEB_SHA}\.ocr\.txt")),
+    ("changes", re.compile(r"/changes")),          # c89: what changed, and its Atom feeds
+    ("feed", re.compile(r"/feed\.atom")),
 )
 
 
@@ -281,7 +286,8 @@ def document_page(site: ServedArchive, document_id: str) -> WebResponse:
     found = derived[0] if derived else {}
     summary = [row.get("court"), (row.get("filed_date") or "")[:10], row.get("description"), found.get("kind"),
                found.get("publication_status"), f"rendered {found['rendered_date']}" if found.get("rendered_date") else None,
-               f"{row['pages']} page{'s' if row['pages'] != 1 else ''}" if row.get("pages") else None]
+               f"{row['pages']} page{'s' if row['pages'] != 1 else ''}" if row.get("pages") else None,
+               withdrawn_note(row)]
     body = [f"<h1>{html.escape(title)}</h1>",
             f'<p>{" · ".join(html.escape(str(part)) for part in summary if part)}</p><p>{" · ".join(links)}</p>']
     body.append(f"<h2>Its case: {html.escape(row.get('case_number') or '?')}</h2>")
@@ -419,6 +425,10 @@ class ArchiveWeb:
             return search_page(self.site, WebSearch.from_query_string(query_string))
         if page == "document":
             return document_page(self.site, parameters["document_id"])
+        if page == "changes":
+            return _web_html(_web_page(*changes_page(self.site.folder, query_string)))
+        if page == "feed":
+            return WebResponse(*feed_answer(self.site.folder, query_string))
         return archive_file(self.site, page, parameters["sha"])
 
 

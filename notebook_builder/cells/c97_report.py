@@ -47,6 +47,7 @@ from .c15_discovery_state import DiscoveryState, coverage_gaps
 from .c17_snapshots import StoreState
 from .c34_mirror import StoreMirror
 from .c35_context import Context, crawl_status, crawl_words, final_states_line, open_context, open_store
+from .c48_update import last_update_lines
 
 log_report = logging.getLogger("kycourt.report")
 
@@ -228,6 +229,7 @@ def report_table(db: Database, cfg: Config) -> str:
     crawl = crawl_status(db, cfg, queued=queues["download"])
     if crawl is not None:
         lines.append(f"archive: {crawl_words(crawl)}")
+    lines += last_update_lines(db)          # what the last update found, in words (c48)
     lines += coverage_audit_lines(db)
     lines += withheld_lines(db)
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Google Drive as the Store, over pydrive2 (Drive API v2; the requests: c19_drive_api).
+"""Google Drive as the Store, over pydrive2 (Drive API v2; the requests: c07_drive_api).
 
 Guarantees, on top of the Store interface (c20_store):
 - A store name `a/b/c.pdf` is the file titled `c.pdf` in folder `b` in folder `a` under the root
@@ -47,7 +47,7 @@ from .c05_durable import atomic_write
 from .c06_layout import check_store_name, is_content_addressed
 from .c10_database import is_sqlite_file
 from .c17_snapshots import snapshot_problems
-from .c19_drive_api import (DRIVE_FOLDER_MIME, DRIVE_MULTIPART_LIMIT, DRIVE_PAGE_SIZE, DriveRequests, RefreshingAuth,
+from .c07_drive_api import (DRIVE_FOLDER_MIME, DRIVE_MULTIPART_LIMIT, DRIVE_PAGE_SIZE, DriveRequests, RefreshingAuth,
                             connect_drive, drive_entry, drive_md5_of_file, drive_mime_type, drive_query_literal)
 from .c20_store import Store, StoredFile, file_digests
 
