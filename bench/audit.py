@@ -40,7 +40,7 @@ os.environ.setdefault("KY_PROGRESS", "0")
 from notebook_builder.cells.c06_layout import DB_FILENAME, pdf_store_name, text_store_name  # noqa: E402
 from notebook_builder.cells.c10_database import Database  # noqa: E402
 from notebook_builder.cells.c13_records import DownloadRecords  # noqa: E402
-from notebook_builder.cells.c19_drive_api import connect_drive  # noqa: E402
+from notebook_builder.cells.c07_drive_api import connect_drive  # noqa: E402
 from notebook_builder.cells.c20_store import LocalStore  # noqa: E402
 from notebook_builder.cells.c21_fixity import FIXITY_CYCLE, FixityRecords, audit_fixity  # noqa: E402
 from notebook_builder.cells.c90_verify import referenced_store_names  # noqa: E402
