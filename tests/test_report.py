@@ -84,8 +84,10 @@ def assert_png_has_a_chart(path: Path) -> None:
 
 @pytest.fixture
 def workspace(tmp_path):
+    """The workspace, and its store beside it (tmp_path / "store", empty)."""
     workspace = tmp_path / "workspace"
     truth = build_workspace(workspace)
+    (tmp_path / "store").mkdir()
     return workspace, truth
 
 
@@ -234,5 +236,5 @@ def test_cli_report_output_into_a_missing_folder_is_one_line_and_creates_nothing
     assert main(["report", "--workspace", str(path), "--store", str(store), "--output", str(output)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"the folder {output.parent} does not exist" in err
-    assert not (tmp_path / "nonexistent").exists() and not store.exists()
+    assert not (tmp_path / "nonexistent").exists() and list(store.iterdir()) == []
     assert not (path / "status.png").exists()

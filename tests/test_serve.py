@@ -318,6 +318,7 @@ def start_serve_process(cfg) -> tuple[subprocess.Popen, str]:
     if not match:
         process.kill()
         raise AssertionError(f"serve printed {line!r}; {process.stderr.read().decode()[-2000:]}")
+    process.request_log = Path(re.search(r"requests are logged to (.+)\)$", line.strip()).group(1))
     return process, match.group(0)
 
 
@@ -365,7 +366,8 @@ def test_serve_keeps_answering_thousands_of_requests_while_nobody_reads_its_outp
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
-    log = (Path(served_archive.WORKSPACE) / "serve" / "requests.log").read_text().splitlines()
+    assert Path(served_archive.WORKSPACE) not in process.request_log.parents
+    log = process.request_log.read_text().splitlines()
     assert answered == FREEZE_REQUESTS and len(log) >= FREEZE_REQUESTS
     print(f"served {answered} requests")
 

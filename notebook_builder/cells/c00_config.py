@@ -83,6 +83,11 @@ class StoreQuotaExceeded(StoreError):
     """The store is full (Drive 403 storageQuotaExceeded); callers degrade to local state."""
 
 
+class StoreMissing(StoreError):
+    """No store where one was named, and none is to be made there (a typo, a moved store): the
+    command says so and writes nothing (exit status 2)."""
+
+
 class DiskFullError(PipelineError):
     """The workspace disk is full (ENOSPC); the run stops cleanly."""
 
@@ -590,6 +595,12 @@ class RunClock:
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def count_noun(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 sweep', '3 sweeps', '0 sweeps' (`plural` where adding an s is wrong): every count the
+    pipeline says in words."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 # The courts sit in Frankfort: a day the court or a user means is a day in this zone (tzdata

@@ -305,7 +305,7 @@ def run_pipeline(cfg: Config, *, store: Store | None = None, clock: RunClock | N
                  handle_signals: bool = True, verify_only: bool = False) -> RunReport:
     """One session: restore, the configured phases, then sync/verify."""
     report = RunReport(cfg=cfg)
-    ctx = open_context(cfg, store=store, clock=clock)
+    ctx = open_context(cfg, store=store, clock=clock, create_store=False if verify_only else None)
     report.store = ctx.store
     guard = stop_on_signals(ctx.clock) if handle_signals else contextlib.nullcontext()
     try:

@@ -46,7 +46,8 @@ from .c12_queues import WorkQueues
 from .c15_discovery_state import DiscoveryState, coverage_gaps
 from .c17_snapshots import StoreState
 from .c34_mirror import StoreMirror
-from .c35_context import Context, crawl_status, crawl_words, final_states_line, open_context, open_store
+from .c35_context import (Context, crawl_status, crawl_words, final_states_line, open_context, open_store,
+                          read_only_workspace)
 
 log_report = logging.getLogger("kycourt.report")
 
@@ -289,28 +290,38 @@ def _report_mirror(mirror: StoreMirror, png: Path) -> str:
     return f"store: {REPORT_PNG_NAME} not written ({mirror.lagging})"
 
 
-def _report_build(db: Database | None, cfg: Config, png: Path) -> str:
+def _report_build(db: Database | None, cfg: Config, png: Path | None) -> str:
+    """The table; the chart drawn to `png` (None: not drawn)."""
     if db is None:
         table = f"no database in {cfg.WORKSPACE}: nothing discovered yet"
-        draw_coverage_chart([], png)
+        rows: list[dict[str, Any]] = []
     else:
         table = report_table(db, cfg)
-        draw_coverage_chart(coverage_rows(db, cfg), png)
+        rows = coverage_rows(db, cfg)
+    if png is not None:
+        draw_coverage_chart(rows, png)
     return table
 
 
 def write_report(cfg: Config, output: str | os.PathLike | None = None) -> str:
-    """The chart and table of the workspace in `cfg`; returns the table, the PNG path, the store's answer."""
+    """The chart and table of the workspace in `cfg`; returns the table, the PNG path, the store's
+    answer. A workspace this process cannot write (a read-only copy) gets nothing written: the
+    chart only to `output`, and nothing to the store."""
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
     png = Path(output) if output else Path(cfg.WORKSPACE) / REPORT_PNG_NAME
     if output and not png.parent.is_dir():
         raise ReportError(f"--output {output}: the folder {png.parent} does not exist")
+    copy = read_only_workspace(cfg.WORKSPACE)
     db = _report_open_readonly(db_path)
     try:
-        table = _report_build(db, cfg, png)
+        table = _report_build(db, cfg, None if copy and not output else png)
     finally:
         if db is not None:
             db.close()
+    if copy:
+        chart = f"chart: {png}" if output else (f"chart: not written (the workspace {cfg.WORKSPACE} is read-only; "
+                                                "--output PNG writes it elsewhere)")
+        return f"{table}\n{chart}\nstore: {REPORT_PNG_NAME} not written (a read-only copy writes nothing)"
     try:
         stored = _report_mirror(StoreMirror(open_store(cfg)), png)
     except StoreError as exc:
