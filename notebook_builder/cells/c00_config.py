@@ -287,8 +287,8 @@ KNOBS: tuple[Knob, ...] = (
          "root of the C-Track Public Access API",
          flag=Flag("--api-base", "URL", "C-Track API root")),
     Knob("PHASES", "KY_PHASES", PHASE_NAMES, _parse_phases,
-         "a comma list of discover,backfill,download,extract,ocr,derive,index", "stages this run performs",
-         flag=Flag("--phases", "a,b", "discover,backfill,download,extract,ocr"),
+         f"a comma list of {','.join(PHASE_NAMES)}", "stages this run performs",
+         flag=Flag("--phases", "a,b", f"stages this run performs, of {','.join(PHASE_NAMES)}"),
          form=FormField("phases", intro="**What to do this session.** The budget is wall-clock hours (Colab "
                                         "allows about 12).")),
     Knob("BUDGET_SECONDS", "KY_BUDGET", 36000.0, _parse_pos_float, "a positive number of seconds",
