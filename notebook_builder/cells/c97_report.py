@@ -10,7 +10,8 @@ Guarantees:
 - `draw_coverage_chart(rows, path)` draws one panel per court, one stacked
   bar per year: extracted, not extractable, downloaded and waiting for
   extraction, failed, and discovered only; the title carries the totals,
-  each named by the state it is in. It uses matplotlib's
+  each named by the state it is in; the legend, in as many columns as the
+  figure's width holds, shows every label whole. It uses matplotlib's
   object API (`Figure`), never pyplot, so it needs no backend switch and
   leaves Colab's inline display alone. The PNG is written to a temp name and
   renamed, so a reader (or the store mirror) never sees half a file.
@@ -19,7 +20,7 @@ Guarantees:
   folder must exist: `ReportError` says so and nothing is created), mirrors
   it to the store as `status.png` (a mutable name), and returns the table
   text and the PNG's path. A store it cannot reach is said in the text, not
-  raised.
+  raised; a workspace it cannot write (a read-only copy) gets nothing.
 - `show_report(ctx)` is the notebook's status cell: the same chart and
   table, displayed inline when IPython is there.
 - The table says when every opinion, document and detail will be archived
@@ -137,11 +138,19 @@ def _report_year_axis(years: Iterable[str]) -> list[str]:
 
 def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
     """Stacked bars per year, one panel per court, written as a PNG at `path`."""
+    figure = coverage_figure(rows)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda handle: figure.savefig(handle, format="png"))
+    return path
+
+
+def coverage_figure(rows: list[dict[str, Any]]):
+    """The coverage chart as a matplotlib Figure (object API: no pyplot, no backend switch)."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
-    path = Path(path)
     courts = sorted({row["court"] for row in rows}, key=_report_court_rank)
     years = _report_year_axis(row["year"] for row in rows)
     totals = _report_totals(rows)
@@ -187,11 +196,20 @@ def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> 
         bottom.set_xticks(range(len(years)), [str(year) for year in years],
                           rotation=90 if len(years) > 16 else 0, fontsize=8 if len(years) > 16 else 9)
         bottom.set_xlabel("year of the case number")
-        figure.legend(handles=[Patch(color=colour, label=label) for _, label, colour in REPORT_SEGMENTS],
-                      loc="outside lower center", ncols=len(REPORT_SEGMENTS), frameon=False, fontsize=9)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda handle: figure.savefig(handle, format="png"))
-    return path
+        _report_legend(figure, [Patch(color=colour, label=label) for _, label, colour in REPORT_SEGMENTS])
+    return figure
+
+
+def _report_legend(figure, handles: list) -> None:
+    """The legend under the panels, in as many columns as the figure's width holds whole."""
+    for columns in range(len(handles), 0, -1):
+        legend = figure.legend(handles=handles, loc="outside lower center", ncols=columns, frameon=False,
+                               fontsize=9)
+        figure.draw_without_rendering()
+        extent, frame = legend.get_window_extent(), figure.bbox
+        if columns == 1 or (extent.x0 >= frame.x0 and extent.x1 <= frame.x1):
+            return
+        legend.remove()
 
 
 # -------------------------------------------------------------- the table
