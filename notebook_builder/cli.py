@@ -758,7 +758,7 @@ def _run_query_command(cfg, args: argparse.Namespace) -> int:
             return _cmd_search(cfg, args)
         if args.command == "export":
             manifest = query.export_archive(cfg, args.out, args.fmt, store=query_store(cfg)[0])
-            print(f"exported {manifest['records']} documents to {args.out} "
+            print(f"exported {manifest['records']} document{'' if manifest['records'] == 1 else 's'} to {args.out} "
                   f"({', '.join(entry['path'] for entry in manifest['files'])}, manifest.json, manifest-sha256.txt)")
             return 0
         return _cmd_serve(cfg, args.port)
@@ -799,8 +799,10 @@ def _cmd_index(cfg) -> int:
         result = index(ctx)
     finally:
         ctx.close()
-    print(f"index: {result.indexed} texts indexed, {result.refreshed} refreshed, {result.removed} removed, "
-          f"{result.missing_texts} texts missing; {result.total} documents in the index"
+    from notebook_builder.cells.c00_config import count_noun
+    print(f"index: {count_noun(result.indexed, 'text')} indexed, {result.refreshed} refreshed, {result.removed} "
+          f"removed, {count_noun(result.missing_texts, 'text')} missing; {count_noun(result.total, 'document')} in "
+          f"the index"
           f"{'; mirrored to the store' if result.pushed else ''}")
     return 0
 

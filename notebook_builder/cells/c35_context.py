@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .c00_config import Config, RunClock, StoreError, StoreMissing, utc_now
+from .c00_config import Config, RunClock, StoreError, StoreMissing, count_noun, utc_now
 from .c05_durable import durable_write, raise_if_disk_full
 from .c06_layout import DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS
 from .c10_database import (KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH, KV_CRAWL_FIGURES,
@@ -275,7 +275,7 @@ def explain_counts(counts: dict[str, int], final: dict[str, Any]) -> str:
 
 def final_states_line(final: dict[str, Any]) -> str:
     """The final states in one line (the verify summary's)."""
-    return (f"{final['not_extractable']} PDFs not extractable{_final_reasons(final)}, "
+    return (f"{count_noun(final['not_extractable'], 'PDF')} not extractable{_final_reasons(final)}, "
             f"{final['failed_for_good']} failed for good, {final['withheld']} withheld, "
             f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying")
 
@@ -364,7 +364,8 @@ def crawl_words(projection: Mapping[str, Any]) -> str:
         elif figure["requests_left"] is None:
             said.append(f"{noun}: not known yet")
         else:
-            said.append(f"{noun} in {figure['requests_left']:,} requests, {figure['hours']:.1f} h")
+            said.append(f"{noun} in {figure['requests_left']:,} request{'' if figure['requests_left'] == 1 else 's'}, "
+                        f"{figure['hours']:.1f} h")
     return "; ".join(said)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .c00_config import Config, StoreError, in_colab
+from .c00_config import Config, StoreError, count_noun, in_colab
 from .c06_layout import DB_FILENAME
 from .c10_database import Database
 from .c13_records import DownloadRecords
@@ -79,16 +79,16 @@ def _verify_copy_checks(cfg: Config, db: Database, store, store_note: str | None
     names, result.row_problems = referenced_store_names(DownloadRecords(db).documents_claiming_files())
     result.referenced = len(names)
     if result.row_problems:
-        result.reasons.append(f"{len(result.row_problems)} rows claim a PDF inconsistently "
-                              f"({'; '.join(result.row_problems[:_VERIFY_COPY_SHOWN])})")
+        result.reasons.append(f"{count_noun(len(result.row_problems), 'row claims', 'rows claim')} a PDF "
+                              f"inconsistently ({'; '.join(result.row_problems[:_VERIFY_COPY_SHOWN])})")
     if store is not None:
         try:
             result.missing_in_store = _verify_copy_missing(store, names)
         except StoreError as exc:
             result.reasons.append(f"store cannot be listed: {exc}")
         if result.missing_in_store:
-            result.reasons.append(f"{len(result.missing_in_store)} referenced names missing from the store "
-                                  f"({', '.join(result.missing_in_store[:_VERIFY_COPY_SHOWN])})")
+            result.reasons.append(f"{count_noun(len(result.missing_in_store), 'referenced name')} missing from "
+                                  f"the store ({', '.join(result.missing_in_store[:_VERIFY_COPY_SHOWN])})")
     result.index = coverage = index_coverage(cfg.WORKSPACE, db.conn)
     if "index" in cfg.PHASES and coverage.exists and coverage.behind:
         result.reasons.append(f"search index does not cover the archive: {coverage.describe()}")

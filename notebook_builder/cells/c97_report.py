@@ -39,7 +39,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from .c00_config import Config, PipelineError, StoreError, load_config, utc_now
+from .c00_config import Config, PipelineError, StoreError, count_noun, load_config, utc_now
 from .c05_durable import atomic_write
 from .c06_layout import DB_FILENAME, REPORT_PNG_NAME
 from .c10_database import KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_DISCOVERY_CONVERGED_AT, Database, is_sqlite_file
@@ -260,8 +260,8 @@ def withheld_lines(db: Database) -> list[str]:
     count = DiscoveryState(db).withheld_count()
     if not count:
         return []
-    lines = [f"withheld by the court: {count:,} documents listed with documentAvailable false (never "
-             "requested; a later sweep that sees one available queues it)"]
+    lines = [f"withheld by the court: {count:,} document{'' if count == 1 else 's'} listed with documentAvailable "
+             "false (never requested; a later sweep that sees one available queues it)"]
     for row in DiscoveryState(db).withheld_documents(REPORT_WITHHELD_SHOWN):
         lines.append(f"  withheld: {row['case_number'] or '?'}  {row['document_id']}  "
                      f"{row['description'] or row['document_name'] or ''}".rstrip())
@@ -283,8 +283,8 @@ def coverage_audit_lines(db: Database) -> list[str]:
     unit = "cases" if strategy == "cases" else "documents"
     announced = sum(row["announced"] or 0 for row in audit)
     held = sum(row[unit] for row in audit)
-    lines = [f"coverage audit ({strategy}): {len(audit)} shards, the court announced {announced:,} {unit}, "
-             f"the archive holds {held:,}; {len(gaps)} shards short"
+    lines = [f"coverage audit ({strategy}): {count_noun(len(audit), 'shard')}, the court announced "
+             f"{announced:,} {unit}, the archive holds {held:,}; {count_noun(len(gaps), 'shard')} short"
              + (f", last brought up to date {db.kv_get(KV_ARCHIVE_UPDATED_AT)}" if db.kv_get(KV_ARCHIVE_UPDATED_AT) else "")]
     for gap in gaps[:REPORT_GAPS_SHOWN]:
         lines.append(f"  gap: {gap['shard']}: {gap['held']:,} of {gap['announced']:,} {gap['unit']}")
