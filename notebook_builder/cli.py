@@ -1,14 +1,17 @@
 """kycourt-pipeline: the notebook's stages from a shell (CONTRACT.md, "Command line").
 
-Flags override the environment, which overrides the defaults. Each command
-takes only the flags it uses (`status` reads the workspace alone; `verify`
-and `report` the workspace and the store; `run` everything). A command that
-looks at an existing archive and is given no store (no --store, no KY_STORE)
-uses the store the workspace's status.json names. Exit status: 0 verify
-PASS, 1 verify FAIL, 2 bad usage or configuration (one line on stderr,
-nothing written; a bad flag value prints the command's usage and names the
-flag), 3 the court could not be reached (state saved, verify ran), 130
-interrupted (state saved), 141 the reader of the output went away
+Flags override the environment, which overrides the defaults. Each command takes only the flags
+it uses (`status` reads the workspace alone; `verify` and `report` the workspace and the store;
+`run` everything). A command given no store (no --store, no KY_STORE) uses the store the
+workspace's status.json names (`run` too); a query command given no workspace where
+./ky_court_workspace holds no archive reads the demo's, ./demo/workspace, and says so. A store
+path that is not there is never made by a command that reads or verifies (c35 open_context):
+one line naming it, exit 2. A workspace this process cannot write (a read-only copy) is read
+as it is: verify checks what needs no write (c91_verify_copy) and nothing is written.
+Exit status: 0 verify PASS, 1 verify FAIL (or stdout refused a write: one line, "cannot write
+the output"), 2 bad usage or configuration (one line on stderr, nothing written; a bad flag value
+prints the command's usage and names the flag), 3 the court could not be reached (state saved,
+verify ran), 130 interrupted (state saved), 141 the reader of the output went away
 (`status | head -5`), as for any tool a closed pipe stops.
 """
 from __future__ import annotations

@@ -1,34 +1,31 @@
 """The run context: what every stage receives, and the status document.
 
 Guarantees:
-- `Context` carries the config, workspace, database, store mirror, HTTP
-  client and run clock; stages take it and return a small result.
-  `open_context()` makes the workspace's folders and the store (a bad store
-  is refused before anything is written); the database is opened after
-  restore.
-- The store's sleeps (Drive's retry backoff and pacing) are the run clock's
-  (`store_sleep`): a signal ends them at once, the budget's end does not.
-- `write_status()` writes status.json (CONTRACT.md) durably to the
-  workspace and mirrors it; `done` comes from the same queue functions the
-  stages use. It says up to which Kentucky day the archive is complete
-  (`complete_through`) and, once the court was asked this run, `court`:
-  requests so far, the latency observed and the projected hours of the
-  downloads left at the current pacing. An archive that began as an older
-  version's (c38_legacy) says what adoption brought in `legacy_adoption`
-  (and its ids by `id_kind`). It names the store the run mirrors to (`store`, and
-  `drive_folder` on Drive): `store_of_workspace()` reads it back, so the
-  query commands find a workspace's store without being told. The
-  `final_states` say which documents are in their state for good (not
-  extractable, withheld, failed for good) and `counts_explained` says in
-  words what `downloaded` and `failed` hold, against `permanent_failures`.
-- status.json's `crawl` (`crawl_status`, `crawl_projection`): the requests
-  left and the hours projected at the current pacing and the latency the
-  crawl observed, until (a) every opinion, (b) every document and (c) every
-  detail is archived, in the crawl's order, from what its units cost and
-  found so far (kv crawl_figures, written by c75) and what waits now; None
-  while a kind of work has no evidence yet. Each says whether it is
-  archived; `opinions_archived_at` when every opinion the court lists first
-  was. `crawl_words` says it in one line (the run summary, the status cell).
+- `Context` carries the config, workspace, database, store mirror, HTTP client and run clock;
+  stages take it and return a small result. `open_context()` checks the workspace first (a file,
+  or a folder this process cannot write, is StoreError), then opens the store, then makes the
+  workspace's folders: a refused workspace or store leaves nothing behind. A directory store is
+  made only for a workspace with no archive yet, or one that names no store (`may_start_store`);
+  a store an archive names that is not there is StoreMissing, said with the store the workspace
+  names (`missing_store_message`): a typo or a moved store never begins a second archive.
+- The store's sleeps (Drive's backoff and pacing) are the run clock's (`store_sleep`): a signal
+  ends them at once, the budget's end does not.
+- `write_status()` writes status.json (CONTRACT.md) durably to the workspace and mirrors it;
+  `done` comes from the same queue functions the stages use. It says up to which Kentucky day the
+  archive is complete (`complete_through`), once the court was asked this run `court` (requests,
+  latency, projected hours of the downloads left), what adopting an older version's archive
+  brought (`legacy_adoption`), `final_states` and `counts_explained` (what `downloaded` and
+  `failed` hold, in words). It names the store (`store`, `drive_folder` on Drive, and
+  `store_relative` when the store lies beside the workspace): `store_of_workspace()` reads it
+  back, beside the workspace first, so the commands find a workspace's store without being told
+  and a folder copied whole uses its own store.
+- status.json's `crawl` (`crawl_status`, `crawl_projection`): requests left and hours projected,
+  at the current pacing and the latency observed, until (a) every opinion, (b) every document and
+  (c) every detail is archived, from what the crawl's units cost and found so far (kv
+  crawl_figures, written by c75); None while a kind of work has no evidence yet; each says whether
+  it is archived. `crawl_words` says it in one line (the run summary, the status cell).
+- `read_only_workspace()`: a workspace this process cannot write (read-only media, a copy): the
+  commands that read then write nothing at all.
 
 Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, QUOTA_WARN_FRACTION, PROGRESS,
 BUDGET_SECONDS, SHUTDOWN_SECONDS, PACING, PACING_SEARCH, PACING_DL, CASE_DETAILS.

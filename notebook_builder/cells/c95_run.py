@@ -1,45 +1,32 @@
 """Run: one session of work, restore → adopt → the phases in PHASES → sync/verify.
 
 Guarantees:
-- After restore and before anything opens the database, an older version's
-  archive (v1.2) is adopted (c38: its backups folded by c60 backfill, forced;
-  the summary's `adopt` line says what it brought, in that session only);
-  one that cannot be adopted stops the session at once with one line, exit
-  status 2, nothing written. After discover and after download the adopted
-  ids are checked against what discovery found (the `legacy` line, when
-  something changed).
-- The stages run in pipeline order and meet only in the database and the
-  store; each is skipped once the clock says stop (budget or signal).
-- SIGINT and SIGTERM (Colab's interrupt, a killed job) ask the stages to stop
-  between documents; sync/verify still runs, so a checkpoint and a resume
-  archive are pushed, and the exit status is 130. A second signal aborts at
-  once (nothing committed is lost; the next run resumes).
-- A full workspace disk (DiskFullError) stops the run with one message that
-  names the disk; nothing torn is promoted, and the run exits 1.
-- When the court cannot be reached (the client's circuit breaker:
-  COURT_DOWN_SECONDS without a usable answer and COURT_DOWN_FAILURES failed
-  requests in a row), the stage that met it stops, the other stages that
-  need the court are skipped, the local ones (backfill, extract) still
-  run, state is saved and verify runs; one line says the court could not
-  be reached and what remains, and the exit status is 3.
-- `run_pipeline()` returns a `RunReport` whose `exit_status` follows
-  CONTRACT.md: 0 PASS, 1 FAIL, 2 bad input, 3 court unreachable, 130 interrupted. The
-  summary says in words what each stage did and what remains, and (when the
-  court was asked) the requests this run, the latency observed and the
-  projected hours of the downloads left at the current pacing.
-- When PHASES has both discover and download, they run as one crawl (c75
-  `crawl`: discovery's units with the downloads of what each found in
-  between, the details pass last) in download's place, so the local phases
-  before it (backfill) credit what the workspace holds before anything is
-  asked of the court; each alone runs as its stage. The summary then says,
-  from the crawl's evidence, when every opinion, document and detail will be
-  archived (or that it is).
-- PROBE_FIRST: the probe (c55) runs before the stages; when the pipeline
-  cannot run against the court, no stage runs, verify still does, and the
-  run fails with one line naming the probe.
+- After restore and before anything opens the database, an older version's archive (v1.2) is
+  adopted (c38; its backups folded by c60 backfill, forced; the `adopt` line says what it brought,
+  in that session only); one that cannot be adopted stops the session at once: one line, exit
+  status 2, nothing written. After discover and download the adopted ids are checked against what
+  discovery found (the `legacy` line, when something changed).
+- The stages run in pipeline order and meet only in the database and the store; each is skipped
+  once the clock says stop (budget or signal). With both discover and download in PHASES they run
+  as one crawl (c75) in download's place, so backfill credits what the workspace holds first.
+- SIGINT and SIGTERM stop the stages between documents; sync/verify still runs (a checkpoint and a
+  resume archive are pushed) and the exit status is 130. A second signal aborts at once (nothing
+  committed is lost). A full workspace disk (DiskFullError) stops the run with one message naming
+  the disk, nothing torn promoted, exit 1.
+- The court unreachable (the client's circuit breaker: COURT_DOWN_SECONDS without a usable answer
+  and COURT_DOWN_FAILURES failures in a row): the stage that met it stops, the others that need the
+  court are skipped, the local ones still run, state is saved and verify runs; one line says so and
+  what remains; exit status 3.
+- PROBE_FIRST: the probe (c55) runs first; when the pipeline cannot run against the court no stage
+  runs, verify still does, and the run fails with one line naming the probe.
+- `run_pipeline()` returns a `RunReport` whose `exit_status` follows CONTRACT.md (0 PASS, 1 FAIL,
+  2 bad input, 3 court unreachable, 130 interrupted); its summary says in words (`count_noun`) what
+  each stage did and what remains, the requests this run and the hours left at the current pacing,
+  and, from the crawl's evidence, when every opinion, document and detail will be archived.
+  A verify-only session never makes a store (c35 open_context).
 
 In the notebook, this cell runs the whole job with the CFG of the first cell.
-Knobs read: PHASES, RETRY_HARD, DRY_RUN (the stages read their own).
+Knobs read: PHASES, RETRY_HARD, DRY_RUN, PROBE_FIRST (the stages read their own).
 """
 from __future__ import annotations
 
