@@ -3,10 +3,10 @@
 Flags override the environment, which overrides the defaults. Each command takes only the flags
 it uses (`status` reads the workspace alone; `verify` and `report` the workspace and the store;
 `run` everything). A command given no store (no --store, no KY_STORE) uses the store the
-workspace's status.json names (`run` too); a query command given no workspace where
-./ky_court_workspace holds no archive reads the demo's, ./demo/workspace, and says so. A store
-path that is not there is never made by a command that reads or verifies (c35 open_context):
-one line naming it, exit 2. A workspace this process cannot write (a read-only copy) is read
+workspace's status.json names (`run` too); status, show, search, export and serve given no
+workspace where ./ky_court_workspace holds no archive read the demo's, ./demo/workspace, saying
+so. A store path that is not there is never made by a command that reads or verifies (c35
+open_context): one line naming it, exit 2. A workspace this process cannot write (a read-only copy) is read
 as it is: verify checks what needs no write (c91_verify_copy) and nothing is written.
 Exit status: 0 verify PASS, 1 verify FAIL (or stdout refused a write: one line, "cannot write
 the output"), 2 bad usage or configuration (one line on stderr, nothing written; a bad flag value
@@ -283,7 +283,7 @@ def _main(argv: Sequence[str] | None) -> int:
             _setup_logging(args.verbose)
             return _cmd_demo(args)
         cfg = config_from_args(args)
-        if args.command in ARCHIVE_COMMANDS:
+        if args.command in ("status", "show", "search", "export", "serve"):   # they write nothing
             cfg = _the_demos_workspace(args, cfg)
         if args.command in ARCHIVE_COMMANDS or args.command == "run":
             cfg = _with_the_workspaces_store(args, cfg)
