@@ -23,9 +23,10 @@ Guarantees:
   and kycourt_query(q), the same rewrite for raw FTS5 in SQL
   (`docs_fts MATCH kycourt_query('"abuse of discretion"')`).
   There is no child process and no pipe: each request is one line of
-  requests.log beside the copies, in a temp folder. `Served.stop()` ends it: the CLI calls it
-  on SIGINT, SIGTERM and SIGHUP, the form's box when FORM_SERVE is
-  unticked (and a kernel restart ends the thread with the kernel).
+  requests.log beside the copies, in a temp folder. `Served.stop()` ends it
+  and removes that folder: the CLI calls it on SIGINT, SIGTERM and SIGHUP,
+  the form's box when FORM_SERVE is unticked (and a kernel restart ends the
+  thread with the kernel).
 - A port in use (checked by binding before anything is written), a
   workspace without an archive or without an index: one `ServeError`
   saying what to do. Port 0 lets the system choose.
@@ -39,6 +40,7 @@ from __future__ import annotations
 import errno
 import html
 import logging
+import shutil
 import socket
 import subprocess
 import sys
@@ -296,8 +298,7 @@ class Served:
             self.server.force_exit = True
             self.thread.join(timeout)
         self.request_log.close()
-        for copy in self.log.parent.glob("*.sqlite"):   # the copies go; the log stays to be read
-            copy.unlink(missing_ok=True)
+        shutil.rmtree(self.log.parent, ignore_errors=True)   # its copies and its log: nothing left behind
 
 
 def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = None,
