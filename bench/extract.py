@@ -49,7 +49,9 @@ from notebook_builder.cells.c00_config import load_config  # noqa: E402
 from notebook_builder.cells.c13_records import DownloadRecords  # noqa: E402
 from notebook_builder.cells.c15_discovery_state import DiscoveryState  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
-from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, join_page_texts  # noqa: E402
+from notebook_builder.cells.c78_page_text import join_page_texts  # noqa: E402
+from notebook_builder.cells.c79_extract_engines import EXTRACT_ENGINE_FUNCTIONS  # noqa: E402
+from notebook_builder.cells.c80_extract import extract  # noqa: E402
 from notebook_builder.simcourt.pdfs import opinion_pdf  # noqa: E402
 
 

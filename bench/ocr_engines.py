@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")   # Tesseract: one thread per process, the pool does the rest
 
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
-from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS  # noqa: E402
+from notebook_builder.cells.c79_extract_engines import EXTRACT_ENGINE_FUNCTIONS  # noqa: E402
 from notebook_builder.cells.c85_ocr import (OCR_ENGINES, ocr_engine_available, orientation_unavailable,  # noqa: E402
                                             render_page)
 from notebook_builder.simcourt.pdfs import opinion_pdf  # noqa: E402

@@ -47,7 +47,8 @@ from notebook_builder.cells.c00_config import load_config  # noqa: E402
 from notebook_builder.cells.c13_records import DownloadRecords, TextRecords  # noqa: E402
 from notebook_builder.cells.c15_discovery_state import DiscoveryState  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
-from notebook_builder.cells.c80_extract import POOR_TEXT, ExtractWorkerPool, text_agreement  # noqa: E402
+from notebook_builder.cells.c78_page_text import POOR_TEXT, text_agreement  # noqa: E402
+from notebook_builder.cells.c79_extract_engines import ExtractWorkerPool  # noqa: E402
 
 
 def pdftotext(path: Path) -> str | None:

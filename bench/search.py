@@ -47,7 +47,7 @@ from notebook_builder.cells.c12_queues import WorkQueues  # noqa: E402
 from notebook_builder.cells.c17_snapshots import checkpoint  # noqa: E402
 from notebook_builder.cells.c18_search_index import SEARCH_RANK_CAP, SearchDatabase  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
-from notebook_builder.cells.c83_best_text import record_text_sources  # noqa: E402
+from notebook_builder.cells.c33_best_text import record_text_sources  # noqa: E402
 from notebook_builder.cells.c87_index import index, search_archive  # noqa: E402
 from notebook_builder.query import show_document  # noqa: E402
 

@@ -9,7 +9,7 @@ Guarantees:
   it (extraction_log today; cases, docket entries, derived fields and
   whatever else when those tables exist), the download outcome, the files
   in the workspace and in the store, its entry in the search index, which
-  of its texts is the best (c83_best_text, decided now from the archive) and
+  of its texts is the best (c33_best_text, decided now from the archive) and
   a preview of that text. An ID that matches nothing raises `NotFound`.
 - `export_archive()` writes one record per document (ordered by
   document_id) with its metadata, what derive found (rendered date,
@@ -49,7 +49,7 @@ from notebook_builder.cells.c11_reads import (document_citations, documents_matc
                                               tables_with_column)
 from notebook_builder.cells.c18_search_index import SearchDatabase
 from notebook_builder.cells.c20_store import sha256_file
-from notebook_builder.cells.c83_best_text import best_text_sources, fetch_from_store, read_text
+from notebook_builder.cells.c33_best_text import best_text_sources, fetch_from_store, read_text
 from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
 
 log_query = logging.getLogger("kycourt.query")

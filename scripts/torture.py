@@ -51,7 +51,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from notebook_builder.cells.c12_queues import WorkQueues
+from notebook_builder.cells.c12_queues import WorkQueues  # noqa: E402
 from notebook_builder.cells.c20_store import sha256_file  # noqa: E402
 from notebook_builder.simcourt import SimCourt  # noqa: E402
 
@@ -380,6 +380,18 @@ def failed_ids(store: Path) -> set[str]:
 
 
 
+def extracted_by(root: Path, document_id: str) -> list[tuple[str, str]]:
+    """(engine, outcome) of each extraction attempt of a document, from the workspace's log."""
+    conn = sqlite3.connect(f"file:{root / 'workspace' / 'ky_court.sqlite'}?mode=ro", uri=True)
+    try:
+        return [tuple(row) for row in conn.execute(
+            "SELECT engine, outcome FROM extraction_log WHERE document_id = ? ORDER BY log_id", (document_id,))]
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
 def compare(report: TortureReport, killed: Path, clean: Path, court: SimCourt, statuses: dict[str, int]) -> None:
     checker = Checker(report)
     check = checker.check
@@ -400,7 +412,8 @@ def compare(report: TortureReport, killed: Path, clean: Path, court: SimCourt, s
             check(mine == expected,
                   f"{document_id[:12]} ({court.document(document_id).fault}): {column} {mine!r} after kills, "
                   f"{expected!r} clean (attempts {ours[document_id]['attempts']} vs "
-                  f"{theirs[document_id]['attempts']}, last_error {ours[document_id]['last_error']!r})")
+                  f"{theirs[document_id]['attempts']}, last_error {ours[document_id]['last_error']!r}; "
+                  f"extracted by {extracted_by(killed, document_id)} after kills, {extracted_by(clean, document_id)} clean)")
     for folder in ("pdf_by_hash", "text"):
         mine, expected = store_files(killed / "store", folder), store_files(clean / "store", folder)
         check(set(mine) == set(expected), f"store {folder}/: same names ({len(set(mine) ^ set(expected))} differ)")

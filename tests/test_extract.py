@@ -17,14 +17,16 @@ import pytest
 from support import put_bytes
 
 from notebook_builder import build
-from notebook_builder.cells import c80_extract
+from notebook_builder.cells import c79_extract_engines, c80_extract
 from notebook_builder.cells.c00_config import ConfigError, DiskFullError, StoreError
 from notebook_builder.cells.c12_queues import WorkQueues
 from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c17_snapshots import StoreState
-from notebook_builder.cells.c80_extract import (ExtractWorkerPool, extract, is_likely_scanned, join_page_texts,
-                                                page_needs_ocr, pages_a_kept_text_lacks)
+from notebook_builder.cells.c78_page_text import (is_likely_scanned, join_page_texts, page_needs_ocr,
+                                                  pages_a_kept_text_lacks)
+from notebook_builder.cells.c79_extract_engines import ExtractWorkerPool
+from notebook_builder.cells.c80_extract import extract
 from notebook_builder.simcourt import pdfs
 
 CREATED = "20240101000000Z"
@@ -81,7 +83,7 @@ def call_recording_engine(calls_file: Path, behaviour=None):
             handle.write(Path(pdf_path).stem + "\n")
         if behaviour is not None:
             behaviour(pdf_path)
-        return c80_extract._extract_pages_pypdf(pdf_path)
+        return c79_extract_engines._extract_pages_pypdf(pdf_path)
     return engine
 
 
@@ -202,8 +204,8 @@ def test_a_hanging_pdf_is_killed_at_the_time_limit_and_the_rest_of_the_batch_com
     def engine(pdf_path):
         if hung_sha in pdf_path:
             time.sleep(3600)
-        return c80_extract._extract_pages_pypdf(pdf_path)
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", engine)
+        return c79_extract_engines._extract_pages_pypdf(pdf_path)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "pypdf", engine)
 
     started = time.monotonic()
     result = extract(ctx)
@@ -231,8 +233,8 @@ def test_a_crashing_worker_fails_only_its_own_pdf(make_ctx, monkeypatch):
             os.kill(os.getpid(), signal.SIGSEGV)
         if exit_sha in pdf_path:
             os._exit(3)
-        return c80_extract._extract_pages_pypdf(pdf_path)
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", engine)
+        return c79_extract_engines._extract_pages_pypdf(pdf_path)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "pypdf", engine)
 
     result = extract(ctx)
 
@@ -253,7 +255,7 @@ def test_documents_sharing_a_sha256_are_extracted_once(make_ctx, monkeypatch, tm
     add_document(ctx, "copy3", shared)
     other_sha = add_document(ctx, "other", opinion(2)[1])
     calls = tmp_path / "calls.txt"
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls))
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls))
 
     result = extract(ctx)
 
@@ -273,7 +275,7 @@ def test_a_sha256_in_several_batches_is_extracted_once_and_batches_follow_withou
     others = [add_document(ctx, f"other{n}", opinion(10 + n)[1]) for n in range(3)]
     add_document(ctx, "copy2", shared)           # a later batch, while copy1's PDF may still be out
     calls = tmp_path / "calls.txt"
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls))
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls))
     in_flight = []      # at each outcome: that PDF and those still out with the worker
     original_run = c80_extract.ExtractWorkerPool.run
 
@@ -301,7 +303,7 @@ def test_a_later_document_with_an_extracted_sha256_reuses_its_text(make_ctx, mon
     add_document(ctx, "later", data)
     (ctx.workspace / "text" / f"{sha}.txt").unlink()  # a fresh runtime: only the store has it
     calls = tmp_path / "calls.txt"
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls))
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls))
 
     result = extract(ctx)
 
@@ -348,7 +350,7 @@ def test_pypdfium2_engine_gives_the_same_case_number_text(make_ctx, tmp_path):
     for sha, (case_number, data) in documents.items():
         text = text_of(ctx, sha)
         assert case_number in text
-        pypdf_text = join_page_texts([text for text, _ in c80_extract._extract_pages_pypdf(
+        pypdf_text = join_page_texts([text for text, _ in c79_extract_engines._extract_pages_pypdf(
             str(ctx.workspace / f"pdf_by_hash/{sha}.pdf"))])
         assert text.split() == pypdf_text.split()
         assert "\r" not in text
@@ -400,7 +402,7 @@ def test_the_pool_survives_a_stream_of_faults_and_keeps_its_size(tmp_path, monke
         if pdf_path.endswith(("1.pdf", "3.pdf")):
             os._exit(1)
         return ["x"]
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "faulty", engine)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "faulty", engine)
 
     with ExtractWorkerPool(2, "faulty", timeout=10) as pool:
         tasks = [(str(n), str(p)) for n, p in enumerate(paths)]
@@ -440,11 +442,10 @@ NOTEBOOK_DRIVER = textwrap.dedent("""
 
 
 def test_workers_run_functions_defined_in_a_notebooks_main_namespace(tmp_path):
-    modules = build.load_cell_modules()
-    wanted = {"c00_config", "c05_durable", "c06_layout", "c20_store", "c34_mirror", "c35_context", "c80_extract"}
-    wanted |= {module.name for module in modules if module.name.startswith("c1")}   # the database's floor
-    cells = [(module.name, module.code) for module in modules if module.name in wanted]
-    assert [name for name, _ in cells] == sorted(wanted)
+    # The cells up to the extract stage, the order the notebook runs them in (drive_store is not needed).
+    cells = [(module.name, module.code) for module in build.load_cell_modules()
+             if module.name[:1] == "c" and module.name[1:3].isdigit() and module.name <= "c80_extract"]
+    assert cells[-1][0] == "c80_extract"
     (tmp_path / "cells.json").write_text(json.dumps(cells))
     (tmp_path / "driver.py").write_text(NOTEBOOK_DRIVER)
 
@@ -474,7 +475,7 @@ def test_a_store_outage_leaves_the_text_queued_for_the_store_and_the_document_ex
 def test_an_engine_that_is_not_installed_is_a_config_error_before_any_attempt(make_ctx, monkeypatch):
     ctx = make_ctx(EXTRACT_ENGINES=("pypdfium2",))
     add_document(ctx, "doc", opinion(1)[1])
-    monkeypatch.setitem(c80_extract._EXTRACT_ENGINE_PACKAGES, "pypdfium2", "pypdfium2_not_installed")
+    monkeypatch.setitem(c79_extract_engines._EXTRACT_ENGINE_PACKAGES, "pypdfium2", "pypdfium2_not_installed")
 
     with pytest.raises(ConfigError, match="pip install"):
         extract(ctx)
@@ -506,7 +507,7 @@ def _sleepy_engine(pdf_path):
 
 
 def test_an_answer_in_time_is_kept_though_the_consumer_was_slow_to_come_back(monkeypatch):
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
     outcomes = {}
     with ExtractWorkerPool(2, "sleepy", timeout=1.5, depth=1) as pool:
         for outcome in pool.run([("fast", "/x/0.05.pdf"), ("mid", "/x/1.0.pdf")]):
@@ -517,7 +518,7 @@ def test_an_answer_in_time_is_kept_though_the_consumer_was_slow_to_come_back(mon
 
 
 def test_a_time_limit_runs_from_the_send_when_the_worker_waited_for_work(monkeypatch):
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
 
     def tasks():
         yield "first", "/x/0.05.pdf"
@@ -529,7 +530,7 @@ def test_a_time_limit_runs_from_the_send_when_the_worker_waited_for_work(monkeyp
 
 
 def test_a_worker_killed_while_idle_is_replaced_and_no_pdf_is_blamed(monkeypatch):
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
     with ExtractWorkerPool(2, "sleepy", timeout=10, depth=1) as pool:
         selects = []
         real_select = pool._selector.select
@@ -559,7 +560,7 @@ def test_a_failed_pdf_held_by_several_documents_is_attempted_once_per_pass(make_
     def hang(pdf_path):
         if hung_sha in pdf_path:
             time.sleep(3600)
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls, hang))
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "pypdf", call_recording_engine(calls, hang))
 
     result = extract(ctx)
 
@@ -571,7 +572,7 @@ def test_a_failed_pdf_held_by_several_documents_is_attempted_once_per_pass(make_
 
 
 def test_after_a_stop_the_pool_takes_no_more_tasks(monkeypatch):
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "sleepy", _sleepy_engine)
     taken, stop = [], []
 
     def tasks():

@@ -11,12 +11,12 @@ import zlib
 import pypdf
 import pytest
 
-from notebook_builder.cells import c80_extract
+from notebook_builder.cells import c78_page_text, c79_extract_engines, c80_extract
 from notebook_builder.cells.c12_queues import WorkQueues
 from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
-from notebook_builder.cells.c80_extract import (classify_extract_error, extract, extraction_step, text_agreement,
-                                                text_quality)
+from notebook_builder.cells.c78_page_text import classify_extract_error, extraction_step, text_agreement, text_quality
+from notebook_builder.cells.c80_extract import extract
 from notebook_builder.simcourt import pdfs
 from notebook_builder.simcourt.pdfs import _document
 
@@ -208,7 +208,7 @@ def test_bad_inputs_are_classified_once_and_readable_ones_extracted(make_ctx):
 def test_a_crashing_engine_hands_the_pdf_to_the_next_and_the_stage_goes_on(make_ctx, monkeypatch):
     def crashing(pdf_path):
         os.kill(os.getpid(), signal.SIGSEGV)     # native code dying, as a bad PDF can make pdfium
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "crashing", crashing)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "crashing", crashing)
     ctx = make_ctx(EXTRACT_ENGINES=("crashing", "pypdf"))
     shas = {f"doc{n}": add_document(ctx, f"doc{n}", opinion(n)) for n in range(1, 4)}
 
@@ -225,7 +225,7 @@ def test_a_crashing_engine_hands_the_pdf_to_the_next_and_the_stage_goes_on(make_
 def test_garbage_text_goes_to_the_next_engine_and_the_better_text_is_kept(make_ctx, monkeypatch):
     def garbling(pdf_path):
         return [("ÔÏÛ¤ gHjKqW xQzTkLmN pQrS " * 30, False)]
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "garbling", garbling)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "garbling", garbling)
     ctx = make_ctx(EXTRACT_ENGINES=("garbling", "pypdf"))
     sha = add_document(ctx, "doc", opinion(4))
 
@@ -248,7 +248,7 @@ def test_a_10000_page_pdf_over_the_time_limit_goes_to_the_next_engine(make_ctx, 
             time.sleep(0.01)
             texts.append(page.extract_text())
         return texts
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "slow", slow)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "slow", slow)
     ctx = make_ctx(EXTRACT_ENGINES=("slow", "pypdfium2"), EXTRACT_TIMEOUT=4.0)
     many = _document([b"BT /F1 9 Tf 72 720 Td (page) Tj ET"] * 10_000, CREATED)
     add_document(ctx, "many", many)
@@ -286,7 +286,7 @@ def filled_form_pdf(value: str) -> bytes:
 def test_a_filled_in_form_field_is_text_of_its_page(tmp_path):
     path = tmp_path / "form.pdf"
     path.write_bytes(filled_form_pdf("Jane Q. Appellant"))
-    [(text, *_)] = c80_extract._extract_pages_pypdfium2(str(path))
+    [(text, *_)] = c79_extract_engines._extract_pages_pypdfium2(str(path))
     assert "Name:" in text and "Jane Q. Appellant" in text
 
 
@@ -294,8 +294,8 @@ def test_text_objects_that_do_not_decode_send_the_pdf_to_the_next_engine(monkeyp
     # 40 text objects on the page, 3 characters decoded: most of the text is missing, however clean.
     def undecoded(pdf_path):
         return [("The court affirms the judgment below in every respect today " * 3, False, 400, 30)]
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "undecoded", undecoded)
-    verdict, facts, chars, data, quality, [page] = c80_extract._extract_run_engine("undecoded", str(tmp_path / "x.pdf"))
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "undecoded", undecoded)
+    verdict, facts, chars, data, quality, [page] = c79_extract_engines._extract_run_engine("undecoded", str(tmp_path / "x.pdf"))
     assert verdict == "ok" and quality == pytest.approx(30 / 400)
     assert text_quality(data.decode()) > 0.9       # the text alone looked fine
     assert c80_extract.page_defect(page, 0.5) == "undecoded"     # the page too is poor
@@ -333,7 +333,7 @@ def test_text_drawn_outside_the_page_is_not_text_of_it(tmp_path):
                b"BT /F1 12 Tf 72 900 Td (Background) Tj ET BT /F1 12 Tf -400 300 Td (Leftover) Tj ET")
     path = tmp_path / "offpage.pdf"
     path.write_bytes(_document([content, b"BT /F1 12 Tf 72 700 Td (Background is on this page.) Tj ET"], CREATED))
-    (first, *_), (second, *_) = c80_extract._extract_pages_pypdfium2(str(path))
+    (first, *_), (second, *_) = c79_extract_engines._extract_pages_pypdfium2(str(path))
     assert "The court affirms." in first and "Background" not in first and "Leftover" not in first
     assert second.strip() == "Background is on this page."
 
@@ -353,7 +353,7 @@ def test_text_quality_judges_scripts_hyphens_and_broken_words():
 
 def test_doubtful_text_is_compared_with_the_next_engine_and_kept_unless_clearly_worse():
     engines = ("pypdfium2", "pypdf")
-    assert extraction_step([("pypdfium2", "ok", 0.6)], engines, 0.5) == c80_extract.ExtractStep("next", "pypdf")
+    assert extraction_step([("pypdfium2", "ok", 0.6)], engines, 0.5) == c78_page_text.ExtractStep("next", "pypdf")
     assert extraction_step([("pypdfium2", "ok", 0.75)], engines, 0.5).action == "keep"
     # The later text replaces an acceptable earlier one only when clearly better...
     step = extraction_step([("pypdfium2", "ok", 0.6), ("pypdf", "ok", 0.95)], engines, 0.5)
@@ -369,9 +369,9 @@ def test_doubtful_text_is_compared_with_the_next_engine_and_kept_unless_clearly_
 
 def test_a_short_text_of_wrongly_decoded_glyphs_goes_to_the_next_engine(make_ctx, monkeypatch):
     arabic = "\u062d\u064e\u0628\u064a\u0628\u064a"
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "wrong",
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "wrong",
                         lambda path: [(f"{arabic[::-1]}\u02f4 \u03f2\u0392\u03f4\u0392habibi {arabic[::-1]}", False)])
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "right", lambda path: [(f"{arabic} habibi {arabic}", False)])
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "right", lambda path: [(f"{arabic} habibi {arabic}", False)])
     ctx = make_ctx(EXTRACT_ENGINES=("wrong", "right"))
     sha = add_document(ctx, "label", opinion(7))
     result = extract(ctx)
@@ -382,9 +382,9 @@ def test_a_short_text_of_wrongly_decoded_glyphs_goes_to_the_next_engine(make_ctx
 
 def test_ligature_code_points_are_written_as_their_letters(monkeypatch, tmp_path):
     # pypdf (and poppler) keep U+FB03 where a font maps its glyph there; search needs "officers".
-    monkeypatch.setitem(c80_extract.EXTRACT_ENGINE_FUNCTIONS, "ligatures",
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "ligatures",
                         lambda path: [("three police o\ufb03cers, \ufb01led and \ufb02ed", False), "e\ufb00ect"])
-    verdict, facts, chars, data, quality, _ = c80_extract._extract_run_engine("ligatures", str(tmp_path / "x.pdf"))
+    verdict, facts, chars, data, quality, _ = c79_extract_engines._extract_run_engine("ligatures", str(tmp_path / "x.pdf"))
     assert verdict == "ok" and data.decode() == "three police officers, filed and fled\feffect"
     assert [page_chars for page_chars, _, _ in facts] == [32, 6]
 
@@ -404,12 +404,12 @@ def test_a_heading_drawn_twice_over_itself_is_read_once(tmp_path):
     path = tmp_path / "shadow.pdf"
     path.write_bytes(_document([b"\n".join(parts)], CREATED, resources=b"<< /Font << /F1 3 0 R /F2 4 0 R >> >>",
                                extra_objects=[second_font]))
-    [(text, *_)] = c80_extract._extract_pages_pypdfium2(str(path))
+    [(text, *_)] = c79_extract_engines._extract_pages_pypdfium2(str(path))
     assert "OPINION" in text and "OOPP" not in text
     assert "Part II of the Bill: we will see all of it." in text
     # Only a page showing a doubled word is checked character by character: not dot leaders or
     # signature lines (every table of contents and form has them).
-    assert not c80_extract._DOUBLED_TOKEN.search("ARGUMENT ........ 12\nSigned ________ bookkeeper")
+    assert not c79_extract_engines._DOUBLED_TOKEN.search("ARGUMENT ........ 12\nSigned ________ bookkeeper")
 
 
 def test_a_cleaner_text_missing_words_does_not_replace_a_doubtful_one():

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from test_extract_chain import add_document, make_ctx  # noqa: F401  (make_ctx: a fixture)
 
-from notebook_builder.cells import c80_extract, c85_ocr
+from notebook_builder.cells import c78_page_text, c79_extract_engines, c85_ocr
 from notebook_builder.cells.c13_records import TextRecords
-from notebook_builder.cells.c80_extract import (POOR_TEXT, PageMeasures, PageReading, choose_page_reading, extract,
-                                                measure_pages, page_defect, page_is_doubtful, pages_to_reread,
-                                                scattered_letter_share, word_wholeness)
+from notebook_builder.cells.c78_page_text import (POOR_TEXT, PageMeasures, PageReading, choose_page_reading,
+                                                  measure_pages, page_defect, page_is_doubtful, pages_to_reread,
+                                                  scattered_letter_share, text_quality, word_wholeness)
+from notebook_builder.cells.c80_extract import extract
 from notebook_builder.simcourt.pdfs import _document, _stream
 
 CREATED = "20240101000000Z"
@@ -84,7 +85,7 @@ def measures(text: str) -> PageMeasures:
 
 def test_letters_scattered_across_scripts_are_poor_text_and_latin_beside_one_other_script_is_not():
     garbage = "ɹɹং\nΘͨ͘͠ͱ͍;ݱ\u09c5၊ఆ͞Εͨ༗ަػྲྀి౯ͷͻͱͭͷ੨͍র໌Ͱ͢ớ͋ΒΏΔಁ໌ͳ༓ྶͷෳ߹ମỜ෩ܠΈΜͳͱ͍ỳ͠Ỷʹͤ"
-    assert scattered_letter_share(garbage) > c80_extract.SCATTERED_LETTERS and page_defect(measures(garbage), 0.5) == "scattered scripts"
+    assert scattered_letter_share(garbage) > c78_page_text.SCATTERED_LETTERS and page_defect(measures(garbage), 0.5) == "scattered scripts"
     japanese = "風景やみんなといっしょに（あらゆる透明な幽霊の複合体）ＰＤＦ version 2 of the report"
     german_math = "Sei γ : I → X ein Weg, α und β Winkel, ϕ eine Abbildung mit ∑ δ ε ζ η θ; daher ℝ ist 𝔐 " * 2
     arabic = "\u062d\u064e\u0628\u064a\u0628\u064a \u0645\u062d\u0643\u0645\u0629 habibi " * 4
@@ -144,7 +145,7 @@ def test_engines_that_disagree_on_a_page_keep_the_one_whose_words_are_whole():
     assert choose_page_reading([reading("a", prose), reading("b", filled)], 0, 0.5).index == 1
     # The same words: the document's engine stays.
     assert choose_page_reading([reading("a", prose), reading("b", prose.replace("\n", " "))], 1, 0.5) \
-        == c80_extract.PageChoice(1, "engines agree")
+        == c78_page_text.PageChoice(1, "engines agree")
 
 
 def test_a_poor_reading_gives_way_and_a_page_poor_in_every_engine_goes_to_ocr():
@@ -161,6 +162,77 @@ def test_a_poor_reading_gives_way_and_a_page_poor_in_every_engine_goes_to_ocr():
     assert page_defect(measures(table), 0.5) == "low quality"
     choice = choose_page_reading([reading("pypdfium2", table), reading("pypdf", table)], 0, 0.5)
     assert (choice.index, choice.poor) == (0, False)
+
+
+JAPANESE = ("本件上告を棄却する。上告費用は上告人の負担とする。理由。上告代理人の上告理由について。"
+            "原審の適法に確定した事実関係の下においては、所論の点に関する原審の判断は正当として是認することができる。")
+
+
+def shift_jis_read_as_code_points(text: str) -> str:
+    """What a reader without the font's map gives: each two-byte Shift-JIS code taken for a code point."""
+    data = text.encode("shift_jis")
+    return "".join(chr(data[at] << 8 | data[at + 1]) for at in range(0, len(data) - 1, 2))
+
+
+def test_cjk_codes_read_through_the_wrong_map_are_rare_characters_and_real_text_is_not():
+    mojibake = shift_jis_read_as_code_points(JAPANESE)
+    assert c78_page_text.common_cjk_share(JAPANESE) == 1.0
+    assert c78_page_text.common_cjk_share(mojibake) < c78_page_text.RARE_CJK
+    assert page_defect(measures(mojibake), 0.5) == "rare characters"
+    assert page_defect(measures(JAPANESE), 0.5) is None
+    assert c78_page_text.common_cjk_share("判決") is None     # too few to judge
+
+
+def test_vertical_japanese_read_a_character_a_line_is_text_not_letters_broken_apart():
+    vertical = "\n".join(JAPANESE)
+    assert text_quality(vertical) >= 0.7
+    assert page_defect(measures(vertical), 0.5) is None
+    # The same layout in Latin letters is still a word broken into letters.
+    assert page_defect(measures("\n".join("RECEIVEDSTATESOFAMERICA")), 0.5) == "single letters"
+
+
+def test_vertical_japanese_beats_the_same_page_read_through_the_wrong_map():
+    pdfium, pypdf = reading("pypdfium2", "\n".join(JAPANESE)), reading("pypdf", shift_jis_read_as_code_points(JAPANESE))
+    choice = choose_page_reading([pdfium, pypdf], 1, 0.5)
+    assert (choice.index, choice.poor) == (0, False) and "pypdf: rare characters" in choice.reason
+
+
+def test_a_page_whose_drawn_text_objects_mostly_give_no_text_is_undecoded():
+    # 9 text objects, 8 of them drawn but silent (a font pdfium cannot map): most of the page is missing.
+    page = measure_pages([JAPANESE[:12]], [(9, 12, 8)])[1][0]
+    assert page_defect(page, 0.5) == "undecoded"
+    # A page whose objects all gave text, or with too few objects to tell, is judged on its text.
+    assert page_defect(measure_pages([JAPANESE], [(9, 90, 0)])[1][0], 0.5) is None
+    assert page_defect(measure_pages([JAPANESE], [(2, 90, 1)])[1][0], 0.5) is None
+
+
+def test_pdfium_counts_no_silent_text_object_on_a_page_it_reads_whole(tmp_path):
+    path = tmp_path / "body.pdf"
+    path.write_bytes(_document([BODY], CREATED))
+    [(text, has_images, text_objects, chars, cover, silent)] = c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS["pypdfium2"](
+        str(path))
+    assert "circuit court" in text and text_objects >= 1 and chars > 0
+    assert silent == 0
+
+
+def test_the_stage_keeps_the_engine_that_reads_vertical_japanese(make_ctx, monkeypatch):
+    pages = ["\n".join(JAPANESE), shift_jis_read_as_code_points(JAPANESE)]
+
+    def vertical_reader(pdf_path):   # one character a line, right
+        return [(pages[0], False)]
+
+    def wrong_map_reader(pdf_path):  # every character, wrong
+        return [(pages[1], False)]
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "vertical", vertical_reader)
+    monkeypatch.setitem(c79_extract_engines.EXTRACT_ENGINE_FUNCTIONS, "wrong_map", wrong_map_reader)
+    ctx = make_ctx(EXTRACT_ENGINES=("vertical", "wrong_map"), WORKERS=1)
+    sha = add_document(ctx, "gazette", _document([BODY], CREATED))
+
+    extract(ctx)
+
+    kept = (ctx.workspace / "text" / f"{sha}.txt").read_text("utf-8")
+    assert kept == pages[0]
+    assert [p["engine"] for p in page_rows(ctx, sha)] == ["vertical"]
 
 
 def test_the_doubtful_pages_alone_go_to_the_next_engine():

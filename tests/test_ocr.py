@@ -20,7 +20,9 @@ from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c38_legacy import adopt, describe_adoption
 from notebook_builder.cells.c60_backfill import backfill
-from notebook_builder.cells.c80_extract import EXTRACT_ENGINE_FUNCTIONS, extract, text_agreement
+from notebook_builder.cells.c78_page_text import text_agreement
+from notebook_builder.cells.c79_extract_engines import EXTRACT_ENGINE_FUNCTIONS
+from notebook_builder.cells.c80_extract import extract
 from notebook_builder.cells.c85_ocr import (hocr_confidence, hocr_orientation, merge_ocr_text, ocr,
                                             ocr_engine_available, render_page)
 from notebook_builder.cells.c86_derive import derive
@@ -158,6 +160,10 @@ def test_verify_requires_the_ocr_text_in_the_store(ctx, tmp_path):
     ocr(ctx)
     assert verify(ctx).passed, verify(ctx).reasons
     (ctx.store.root / "text" / f"{sha}.ocr.txt").unlink()     # the store lost it
+    healed = verify(ctx)                                        # the workspace's copy is put back
+    assert healed.passed and healed.fixity.healed == [f"text/{sha}.ocr.txt (from the workspace)"]
+    (ctx.store.root / "text" / f"{sha}.ocr.txt").unlink()     # lost again, and the workspace's too
+    (ctx.workspace / "text" / f"{sha}.ocr.txt").unlink()
     result = verify(ctx)
     assert not result.passed and f"text/{sha}.ocr.txt" in result.missing_in_store
 

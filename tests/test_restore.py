@@ -571,7 +571,7 @@ def test_between_snapshots_the_checkpointer_keeps_the_journal_current(tmp_path):
 
 
 def test_the_store_checkpoint_note_never_moves_backwards_whoever_writes_it(tmp_path):
-    # Restore (Database.record_store_checkpoint) and the checkpointer (record_store_checkpoint on a
+    # Restore (StoreState.record_store_checkpoint) and the checkpointer (record_store_checkpoint on a
     # path) share one guarded write: an older snapshot's number never replaces a newer one.
     db = Database.open(tmp_path / DB_FILENAME)
     StoreState(db).record_store_checkpoint(7)

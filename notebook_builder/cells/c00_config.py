@@ -201,7 +201,7 @@ def _parse_phases(text: str) -> tuple[str, ...]:
 
 
 def _parse_audit(text: str) -> float:
-    """The share of stored files an audit re-hashes: 0 (no audit) to 1; 'all' is 1."""
+    """The share of stored files each audit run proves at least: 0 (the rolling tenth) to 1; 'all' is 1."""
     if text.strip().lower() == "all":
         return 1.0
     return _parse_fraction(text)
@@ -376,11 +376,12 @@ KNOBS: tuple[Knob, ...] = (
          "does not fetch again what the store already holds"),
     Knob("DERIVE_BATCH", "KY_DERIVE_BATCH", 200, _parse_pos_int, "a positive integer",
          "documents derived (fields, citations) per transaction"),
-    Knob("AUDIT", "KY_AUDIT", 0.0, _parse_audit, "0 (off), a share in (0, 1] like 0.01, or all",
-         "verify re-hashes this share of the store's PDFs and texts (a random sample; all: every one) "
-         "against their names, their recorded text hashes and, on Drive, Drive's md5",
-         flag=Flag("--audit", "SHARE", "re-hash a share (like 0.05, or all) of the store's PDFs and texts "
-                                  "(KY_AUDIT; without SHARE: KY_AUDIT if set, else 0.01)",
+    Knob("AUDIT", "KY_AUDIT", 0.0, _parse_audit, "0 (a tenth), a share in (0, 1] like 0.25, or all",
+         "each verify proves at least this share of the stored PDFs and texts against their names: a "
+         "rolling slice, every file once in 1/SHARE runs (at most 10; 0: 10); all: every file read "
+         "every run. On Drive a file proven once is checked by Drive's md5 in the listing, unread",
+         flag=Flag("--audit", "SHARE", "prove at least this share (like 0.25, or all) of the stored PDFs "
+                                  "and texts (KY_AUDIT; without SHARE: KY_AUDIT if set, else 0.01)",
                    nargs="?", const="")),
     Knob("HEARTBEAT_EVERY", "KY_HEARTBEAT_EVERY", 100, _parse_pos_int, "a positive integer",
          "status.json is rewritten every this many download attempts"),
@@ -394,7 +395,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("HTTP_TIMEOUT", "KY_HTTP_TIMEOUT", 60.0, _parse_pos_float, "a positive number of seconds",
          "connect and read timeout of one request"),
     Knob("VERIFY_HASHES", "KY_VERIFY_HASHES", False, _parse_bool, "0 or 1",
-         "verify re-hashes every stored PDF and text against its name"),
+         "verify reads every stored PDF and text and proves it against its name (the full check; "
+         "without it, a rolling tenth a run)"),
     Knob("QUOTA_WARN_FRACTION", "KY_QUOTA_WARN", 0.9, _parse_pos_float, "a fraction like 0.9",
          "warn when the Drive quota is this full"),
     Knob("DISCOVERY", "KY_DISCOVERY", "auto", _parse_discovery, "auto, documents or cases",

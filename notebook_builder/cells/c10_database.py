@@ -374,7 +374,7 @@ CREATE INDEX IF NOT EXISTS legacy_documents_kind ON legacy_documents(id_kind);
 """
 
 # v10: which of a document's texts its readers use (`documents.text_source`: text_layer, ocr or
-# court_text, as c83_best_text chooses), the quality of the text OCR merged (`ocr_quality`, one of
+# court_text, as c33_best_text chooses), the quality of the text OCR merged (`ocr_quality`, one of
 # the choice's inputs), the text a derived row was read from (`derived.text_source`), and the
 # rotation OCR's orientation detection gave each page before recognising it (`pages.rotation`,
 # degrees clockwise; NULL where none was detected).
@@ -404,10 +404,37 @@ CREATE INDEX IF NOT EXISTS documents_download_queue ON documents(status)
     WHERE status IN ('discovered', 'failed') AND document_available IS NOT 0;
 """
 
+# v13: fixity (c21_fixity). `fixity`: per stored file (PDFs and texts, Drive's text packs) what its
+# bytes were proven to be (sha256, md5, size), the audit run that first saw it and the last that
+# proved it, and its damage while it has one; `fixity_events`: each damage found, where (store or
+# workspace), and how it was healed or why it could not be. (v12 is another change's.)
+_SCHEMA_V13 = """
+CREATE TABLE IF NOT EXISTS fixity (
+    name         TEXT PRIMARY KEY,
+    sha256       TEXT,
+    md5          TEXT,
+    size         INTEGER,
+    first_run    INTEGER NOT NULL,
+    checked_run  INTEGER,
+    checked_at   TEXT,
+    damage       TEXT
+);
+CREATE INDEX IF NOT EXISTS fixity_damaged ON fixity(name) WHERE damage IS NOT NULL;
+CREATE TABLE IF NOT EXISTS fixity_events (
+    event_id  INTEGER PRIMARY KEY,
+    at        TEXT NOT NULL,
+    run       INTEGER NOT NULL,
+    place     TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    damage    TEXT NOT NULL,
+    outcome   TEXT NOT NULL
+);
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8,
-                              9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11}
+                              9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11, 13: _SCHEMA_V13}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

@@ -80,7 +80,7 @@ def document_citations(conn: sqlite3.Connection, document_id: str) -> list[str]:
 
 def text_source_inputs(conn: sqlite3.Connection, where: str = "1",
                        params: Sequence[Any] | Mapping[str, Any] = ()) -> Iterator[sqlite3.Row]:
-    """What c83_best_text's choice reads, for each document `where` (over alias d) selects, in
+    """What c33_best_text's choice reads, for each document `where` (over alias d) selects, in
     rowid order: rowid, document_id, status, sha256, extracted_chars, text_quality, extracted_by_ocr, the recorded
     text_source, ocr_chars (what OCR gave the PDF's pages), ocr_quality (of the merged text, any
     document holding the PDF), court_chars and court_sha256 (the court's own text). A column an

@@ -22,7 +22,6 @@ from .c10_database import PERMANENT_HTTP_STATUSES, STATUSES, Tables, table_colum
 
 _PERMANENT_LIST = ",".join(str(code) for code in PERMANENT_HTTP_STATUSES)
 
-
 # The one definition of each queue. Parameters: :max_attempts / :max_extract_attempts.
 # A document the court withholds (document_available 0) is never requested, whatever its status.
 # An adopted legacy row (c38_legacy) whose id discovery has not confirmed yet, or has shown to be a
@@ -30,11 +29,7 @@ _PERMANENT_LIST = ",".join(str(code) for code in PERMANENT_HTTP_STATUSES)
 # (NOT IN builds the held ids once per query, through legacy_documents_kind: once none are held it
 # costs nothing, where a correlated NOT EXISTS costs a lookup per row, 0.9 s a count at full scale.)
 LEGACY_HELD_KINDS = ("unchecked", "docket_entry", "case")
-
-
 LEGACY_HELD_LIST_SQL = ", ".join(f"'{kind}'" for kind in LEGACY_HELD_KINDS)
-
-
 DOWNLOAD_QUEUE_SQL = f"""
     status IN ('discovered', 'failed')
     AND attempts < :max_attempts
@@ -49,12 +44,9 @@ DOWNLOAD_QUEUE_SQL = f"""
 # "MEMORANDUM OPINION AND ORDER"). The download queue hands opinions out first.
 OPINION_SQL = "(entry_type LIKE '%OPINION%' OR description LIKE '%OPINION%')"
 
-
 # The download queue's order: opinions first, then rowid; one integer, so paging stays a keyset
 # (`after` is the last row's queue_key).
 _QUEUE_KEY_SQL = f"((CASE WHEN {OPINION_SQL} THEN 0 ELSE 1 END) << 40 | rowid)"
-
-
 EXTRACT_QUEUE_SQL = """
     status = 'downloaded'
     AND extract_attempts < :max_extract_attempts

@@ -21,13 +21,10 @@ from .c10_database import KV_CHECKPOINT_SEQ, Tables
 # The response headers that identify a download's bytes (download_events), in its column order.
 IDENTIFYING_HEADERS = ("Content-Length", "ETag", "Last-Modified", "Content-Type")
 
-
 # The database's checkpoint_seq at a write, read in the write's own transaction: a row committed
 # after checkpoint N was taken carries N or more, one committed before it less (the bump and the
 # row's commit are serialized by SQLite's write lock). Clock-free.
 _CURRENT_CHECKPOINT_SQL = f"COALESCE((SELECT CAST(value AS INTEGER) FROM kv WHERE key = '{KV_CHECKPOINT_SEQ}'), 0)"
-
-
 _DOWNLOAD_CHECKPOINT_SET = f"download_checkpoint = {_CURRENT_CHECKPOINT_SQL}"
 
 

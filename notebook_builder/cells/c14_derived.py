@@ -61,7 +61,7 @@ class DerivedRecords(Tables):
 
     def court_text_agreement_queue(self, limit: int, after_rowid: int = 0) -> list[sqlite3.Row]:
         """Extracted documents whose court text is known and whose agreement is not recorded yet:
-        rowid and `text_source_inputs` (c83_best_text names the text of ours to compare)."""
+        rowid and `text_source_inputs` (c33_best_text names the text of ours to compare)."""
         return [row for row in text_source_inputs(
             self.conn, "d.rowid IN (SELECT d.rowid FROM documents d JOIN court_text ct "
             "ON ct.document_id = d.document_id WHERE d.status = 'extracted' AND d.sha256 IS NOT NULL "

@@ -105,7 +105,7 @@ _UPSERT_ENTRY_SQL = (
 
 
 def coverage_gaps(audit: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Shards of `Database.coverage_audit()` holding fewer than the court announced: documents for the
+    """Shards of `DiscoveryState.coverage_audit()` holding fewer than the court announced: documents for the
     document search, cases for the case walk. [] when every shard is whole."""
     gaps = []
     for row in audit:

@@ -1,66 +1,26 @@
 """Restore: bring a blank runtime back to the newest state the store holds.
 
 Guarantees:
-- `restore()` acts only when the workspace has no database (no
-  `ky_court.sqlite` with an SQLite header); a workspace with one is left
-  alone. It runs before the database is opened.
-- The candidates are the store's `ky_court.sqlite` snapshot and its
-  `ky_court-WIP-resume-*.tar.gz` archives. Each is downloaded to a temp
-  folder inside the workspace and judged by what its database records
-  (`checkpoint_seq`, then `checkpoint_at`), never by file times or names, so
-  a new runtime never resumes from an older state than the store holds. A
-  state that records no checkpoint (an older version's, v1.2: c38 judges
-  it) is judged by its content: the newest `updated_at` among its rows,
-  then its row count; one that cannot be adopted is rejected with c38's
-  reason. When an older version's state is chosen, the rows only the other
-  older-version states hold are merged into it (c38 `merge_legacy_rows`,
-  newest first), each state first kept byte for byte under legacy/ (c38
-  `keep_original_locally`), and it is installed as it is, for c38 to adopt.
-- A candidate that is not SQLite, fails `quick_check`, or is a corrupt,
-  truncated or hostile archive is rejected with its reason (a warning in the
-  log, `RestoreResult.rejected`), and the next one is used. When the store
-  holds candidates but none is usable, or a candidate cannot be read from
-  the store at all, restore raises instead of starting from less.
-- Archives are never unpacked by their own member names: every member is
-  checked first (no absolute path, no `..`, no link leading outside, no
-  device or fifo; plus tarfile's `data_filter` where Python has it), and one
-  bad member rejects the whole archive. The database is the one regular
-  file named `ky_court.sqlite` at any depth (an archive holding one folder is
-  v1.2's layout; two are rejected, naming them); it and the `status.json`
-  (and a `ky_court.sqlite-wal`, folded into the copy) of its folder are
-  copied out to fixed temp names. From the chosen archives (the state
-  restored, the older-version states whose merge added rows, and, when the
-  store's v1.2 snapshot is the state restored, the newest v1.2 archive: v1.2
-  kept its pdf_backup/ only in archives) the regular files
-  under that folder's `pdf_backup/`, `pdf_by_hash/` and `text/` come back to
-  the workspace (`_restore_unpack_files`): never over a file the workspace
-  holds (a backup of other bytes goes to `pdf_backup/<archive>/`), and a
-  `pdf_by_hash/` member that does not hash to its name goes to `pdf_backup/`
-  for backfill to hash and credit.
-- A stale workspace (no database, but files other than `pdf_backup/`) is
-  moved aside to `<workspace>-pre-restore` (then `-pre-restore-2`, ...):
-  renamed, never deleted. `pdf_backup/` stays: it is the operator's input
-  to backfill, not state of a lost database. A `ky_court.sqlite` that is
-  not SQLite (and not empty) is moved aside only when the store holds a
-  state to restore instead; otherwise restore raises naming the file and
-  changes nothing.
-- The chosen database (and the archive's status.json) is put in place with
-  `os.replace`. PDFs and texts are not copied back: rows that claim a PDF
-  the workspace lacks are fetched from the store on demand.
-- Before that (for a state this version wrote), the store's download journals that follow the chosen state
-  (`journal/downloads-after-<seq>.jsonl`, seq >= the chosen checkpoint) are
-  replayed into it, newest entry first: a document they list as downloaded
-  whose PDF the store holds, and which the chosen database still has to
-  download, is marked `downloaded` (its PDF fetched from the store on
-  demand), so nothing the store holds is asked of the court again. An entry
-  is checked field by field (the PDF's name is made from its hash, never
-  read from the file). A bad line, a journal that cannot be read, or any
-  failure of the replay is a warning: those documents are downloaded again,
-  nothing else is lost, and the restore goes on. The chosen state is then
-  noted as the store's newest snapshot (`store_checkpoint_seq`), which the
-  next journal follows.
-- The resume archives' format and writer are c39_checkpoint's
-  (`write_resume_archive`); restore only reads them.
+- `restore()` acts only when the workspace has no database; a workspace with one is left alone.
+- The candidates are the store's `ky_court.sqlite` snapshot and its resume archives, each judged by
+  what its database records (`checkpoint_seq`, then `checkpoint_at`), never by file times or names:
+  a new runtime never resumes from an older state than the store holds. An older version's (v1.2)
+  state is judged by its content (newest `updated_at`, then rows); the rows only other v1.2 states
+  hold are merged into the one chosen (c38), each kept byte for byte under legacy/ first.
+- A candidate that is not SQLite, fails `quick_check`, or is a corrupt, truncated or hostile
+  archive is rejected with its reason and the next one used; when the store holds candidates but
+  none is usable, or one cannot be read, restore raises instead of starting from less.
+- Archives are never unpacked by their own member names: every member is checked first (no
+  absolute path, no `..`, no link leading outside, no device or fifo) and one bad member rejects the
+  archive. Their `pdf_backup/`, `pdf_by_hash/` and `text/` files come back to the workspace, never
+  over a file it holds; a `pdf_by_hash/` member that does not hash to its name goes to `pdf_backup/`.
+- A stale workspace (no database, but other files) is moved aside to `<workspace>-pre-restore`
+  (renamed, never deleted); `pdf_backup/` stays. A `ky_court.sqlite` that is not SQLite is moved
+  aside only when the store holds a state to restore instead; otherwise restore raises naming it.
+- The store's download journals that follow the chosen state are replayed into it: a document they
+  list whose PDF the store holds is marked `downloaded`, so nothing the store holds is asked of the
+  court again; a bad line or journal is a warning and those documents are downloaded again.
+- PDFs and texts are fetched from the store on demand, not copied back.
 
 Knobs read: WORKSPACE, STORE (through the context).
 """

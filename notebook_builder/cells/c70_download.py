@@ -1,7 +1,7 @@
 """Download: fetch every queued document once, keep each distinct PDF once, store nothing torn.
 
 Guarantees:
-- Work comes from the download queue of CONTRACT.md (`Database.download_queue`,
+- Work comes from the download queue of CONTRACT.md (`WorkQueues.download_queue`,
   the same SQL verify counts), DOWNLOAD_BATCH rows at a time, opinions first
   (c10 OPINION_SQL), then in rowid order. The stage is a session of drains
   (`Downloads`): `download()` drains the whole queue; the crawl (c75) drains

@@ -1,62 +1,24 @@
 """Legal text: what a researcher asks of one document, read from its text and its docket entry.
 
-Pure functions, no I/O: the derive stage (c86) feeds them the database's
-fields and the extracted text; the benchmark feeds them the court's own
-captured texts.
+Pure functions, no I/O: the derive stage (c86) feeds them the database's fields and the text; the
+benchmark feeds them the court's own captured texts.
 
 Guarantees:
-- `derive_fields()` returns a `DerivedFields` for any input, however bad (no
-  text, no caption, mojibake, a description without "BY"): a field it cannot
-  read with certainty is None, never a guess, and each doubt is one entry in
-  `warnings` (counted by the stage). Two sources that disagree (the text's
-  publication line and the docket subtype, the description's judge and the
+- `derive_fields()` returns a `DerivedFields` for any input, however bad: a field it cannot read
+  with certainty is None, never a guess, and each doubt is one entry in `warnings`. Two sources that
+  disagree (the text's publication line and the docket subtype; the description's judge and the
   caption's) give None and a warning, not a pick.
-- The fields, as the Kentucky courts write them (captures of 2024):
-  * kind: opinion / order / brief / other, from the docket entry type, the
-    description and, failing both, the caption's heading (an order with the
-    opinion it modifies attached is an order).
-  * publication_status: published / unpublished, from the header lines
-    (`TO BE PUBLISHED`, `NOT TO BE PUBLISHED`) before the court's name, or the
-    docket subtype / document name (`NOT TO BE PUBLISHED - OPINION ...`).
-  * rendered_date: ISO date of the header's `RENDERED: <MONTH D, YYYY>` (above the
-    caption or right under its heading; one further down is another paper's).
-  * judge, judge_title: the author named in the description
-    (`BY JUSTICE LAMBERT`, `BY CHIEF JUSTICE X`, `BY JUDGE A. JONES`), or in the
-    caption (`OPINION OF THE COURT BY JUSTICE X`; `X, JUDGE:` after `BEFORE:`, on
-    the panel's line or the next);
-    upper case, one space, initials as `A.`.
-  * disposition: the description without its case numbers, its kind words
-    (`OPINION OF THE COURT`, `OPINION AND ORDER`, `ORDER`) and its `BY ...`
-    clause: `REVERSING, REINSTATING, AND REMANDING`, `AFFIRMING`; without docket
-    words for it, the caption's line under its heading.
-  * lower_court, lower_court_judge, lower_court_numbers: from the caption's
-    `(ON) APPEAL FROM` / `ON REVIEW FROM` / `PETITION FOR REVIEW OF A DECISION
-    OF THE` block; trial_court, trial_court_numbers: the circuit, district or
-    family court the case began in (the lower court itself when it is one).
-    A court named without a number has numbers None (unknown), not []; appeals
-    consolidated from several judges have lower_court_judge None and a warning.
-  * case_numbers: this document's own appellate case numbers (the row's
-    case_number when well formed, the caption's `NO.` lines, the numbers that
-    open a description such as `2022-CA-1454, 1456, 1457 OPINION ...`);
-    related_case_numbers: every other Kentucky appellate number in the caption
-    or the description (a Supreme Court review's Court of Appeals numbers); None
-    while the document's own numbers are unknown (they cannot be told apart).
-    Numbers are normalized to `YYYY-CC-NNNN`.
-  * A caption joined into one line (a web copy, a scan's OCR: `... APPELLEE
-    OPINION AFFIRMING ** ** ...`) is split at its heading and read the same way;
-    its own numbers are those of the first number's court not read as below.
-- `extract_citations()` lists every citation in a text with its span
-  (offsets into the text as given), normalized form and kind: case law through
-  eyecite (full, short, id, supra; optional: without eyecite none are found
-  and the result says so), Kentucky statutes (`KRS 533.030(2)`, `Ky. Rev.
-  Stat. § ...`), regulations (`418 KAR 1:050`), court rules (CR, RCr, SCR,
-  RAP, KRE, FCRPP), the constitution (`Ky. Const. § 110`) and Kentucky
-  appellate case numbers named in the body (`No. 2002-SC-0834-MR`), the
-  handle by which a citation resolves to a document of the archive.
-  Citations eyecite cannot parse are counted, not kept; an eyecite failure
-  on a text is a warning, never an exception. eyecite is run only on a text
-  that holds something citation-shaped (`_EYECITE_CANDIDATE`; it costs ~2 us
-  a character even where there is nothing to find).
+- The fields, as the Kentucky courts write them: kind (opinion / order / brief / other);
+  publication_status (`TO BE PUBLISHED` / `NOT TO BE PUBLISHED`); rendered_date (`RENDERED:`);
+  judge and judge_title (`BY JUSTICE X`, `X, JUDGE:`); disposition (`AFFIRMING`, ...); lower court,
+  its judge and numbers, and the trial court (`APPEAL FROM ...`); the document's own case numbers
+  and the related ones, normalized to `YYYY-CC-NNNN`. A caption joined into one line (a web copy,
+  OCR) is split at its heading and read the same way.
+- `extract_citations()` lists every citation with its span, normalized form and kind: case law
+  through eyecite (optional: without it none are found, and the result says so), Kentucky statutes
+  (KRS), regulations (KAR), court rules (CR, RCr, SCR, RAP, KRE, FCRPP), the constitution, and the
+  appellate case numbers named in the body, by which a citation resolves to a document of the
+  archive. An eyecite failure on a text is a warning, never an exception.
 
 Knobs read: none.
 """

@@ -1,50 +1,22 @@
 """OCR: the pages of extracted PDFs that show an image and have no text layer, turned upright, recognised and merged in.
 
 Guarantees:
-- Work: each distinct sha256 of an `extracted` document whose PDF has pages
-  needing OCR (`pages.needs_ocr`, set by extract: an image and fewer than
-  SCANNED_CHARS_PER_PAGE non-blank characters) and that OCR has not yet
-  handled (`documents.extracted_by_ocr IS NULL`; `Database.ocr_queue`).
-  Nothing here changes a document's status, so the queues of CONTRACT.md and
-  `done` are the same with or without this stage.
-- Each such page is rendered with pdfium at OCR_DPI and recognised by
-  OCR_ENGINE (Tesseract through pytesseract, or RapidOCR) in WORKERS worker
-  processes (one OCR thread each: on 2 cores two processes beat one process
-  with two threads). Tesseract first detects the page's orientation (its
-  OSD, from the `osd` traineddata: page segmentation mode 1) and reads the
-  page turned upright; the rotation it applied is `pages.rotation` (degrees
-  clockwise; NULL where nothing was detected: a blank page, RapidOCR, or no
-  `osd` data, which the result's `orientation` then says). A page with too
-  few lines for OSD to tell is read upside down too, and the reading
-  Tesseract is surer of kept (its mean word confidence; on a tie, the one
-  with more word-like tokens).
-- The document's text with each OCR'd page's text layer replaced by the
-  recognised text (pages still separated by form feeds; a text whose form
-  feeds are not the PDF's pages, v1.2's, kept whole before the recognised
-  pages) is written to
-  `text/<sha256>.ocr.txt` (temp name, rename), mirrored to the store, and
-  only then committed for every document holding that sha256:
-  `extracted_by_ocr = 1`, `ocr_pages` = the pages recognised, `ocr_quality`
-  (c80's text_quality of the merged text), `pages.ocr_chars` and `rotation`
-  per page; then c83_best_text records the documents' best text.
-  `text/<sha256>.txt` (the text layer) is never rewritten: a store name keeps
-  the bytes it was first given.
-- Bad pages are counted, never a crash: a page Tesseract cannot read (over
-  EXTRACT_TIMEOUT, a failure, a worker that dies on it) is one of
-  `failed_pages` and stays as its text layer had it; the document's other
-  pages and the stage go on. A worker's death is pinned on its page by
-  reading the pages it held again one at a time. A blank page is one of
-  `blank_pages`. A PDF none of whose pages could be read (or whose file is
-  nowhere) gets `extracted_by_ocr = 0` and leaves the queue.
-- The stage stops taking pages once `ctx.clock.should_stop()`, even inside a
-  document: the pages read so far wait in `tmp/ocr/<sha256>/` and a later run
-  in this workspace reads only the rest; the document stays queued.
-- The stage is skipped (result `skipped` says why) when OCR_ENGINE is not
-  installed, so PHASES may name it everywhere; DRY_RUN touches nothing.
-
-The engine was chosen by `bench/ocr_engines.py` on this machine (see its
-output in docs/text.md): Tesseract is the default; the same benchmark measures
-orientation detection's cost and recall.
+- Work: each distinct sha256 of an `extracted` document with pages needing OCR (`pages.needs_ocr`,
+  set by extract) that OCR has not handled yet (`TextRecords.ocr_queue`). No status changes here, so
+  the queues of CONTRACT.md and `done` are the same with or without this stage.
+- Each page is rendered with pdfium at OCR_DPI and recognised by OCR_ENGINE (Tesseract, or RapidOCR)
+  in WORKERS processes. Tesseract detects the page's orientation first and reads it upright
+  (`pages.rotation`); a page too sparse to tell is read upside down too and the surer reading kept.
+- The document's text with each OCR'd page replaced by the recognised text is written to
+  `text/<sha256>.ocr.txt` (temp name, rename), mirrored, and only then committed for every document
+  holding the PDF (`extracted_by_ocr`, `ocr_pages`, `ocr_quality`, `pages.ocr_chars`); then the
+  documents' best text is recorded (c33). `text/<sha256>.txt` is never rewritten.
+- Bad pages are counted, never a crash: a page that cannot be read (timeout, failure, a worker dying
+  on it) is one of `failed_pages` and keeps its text layer; a blank page is one of `blank_pages`; a
+  PDF none of whose pages could be read gets `extracted_by_ocr = 0` and leaves the queue.
+- The stage stops taking pages once `ctx.clock.should_stop()`: pages read so far wait in
+  `tmp/ocr/<sha256>/` and a later run reads only the rest.
+- Skipped (saying why) when OCR_ENGINE is not installed; DRY_RUN touches nothing.
 
 Knobs read: OCR_ENGINE, OCR_DPI, WORKERS, EXTRACT_TIMEOUT, MIN_TEXT_QUALITY, DRY_RUN.
 """
@@ -67,10 +39,10 @@ from typing import Callable
 from .c05_durable import atomic_write
 from .c06_layout import ocr_text_store_name, pdf_store_name, text_store_name
 from .c13_records import TextRecords
+from .c33_best_text import record_text_sources
 from .c34_mirror import progress
 from .c35_context import Context
-from .c80_extract import text_pages, text_quality, word_like_count
-from .c83_best_text import record_text_sources
+from .c78_page_text import text_pages, text_quality, word_like_count
 
 log_ocr = logging.getLogger("kycourt.ocr")
 

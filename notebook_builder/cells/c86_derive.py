@@ -1,7 +1,7 @@
 """Derive: the researcher's fields and the citations of every document, from the database and the texts alone.
 
 Guarantees:
-- Work comes from `Database.derive_queue` (no derived row, or one made by an
+- Work comes from `DerivedRecords.derive_queue` (no derived row, or one made by an
   older method/version, from another description, before the text was
   extracted, or from another PDF), DERIVE_BATCH rows at a time in rowid
   order; each batch is one transaction. Running it again with nothing new
@@ -10,7 +10,7 @@ Guarantees:
 - A document's fields come from `c84_legal_text.derive_fields` over its
   docket description (and, when issue 13's `docket_entries` table exists, its
   entry type and subtype) and, when it is extracted, its best text
-  (c83_best_text: the OCR merge of a scan, the text layer, or the court's
+  (c33_best_text: the OCR merge of a scan, the text layer, or the court's
   own text; recorded first, so the queue sees a new one); a text missing
   locally is fetched from the store; one found nowhere leaves the text-borne
   fields NULL with a warning. Nothing is guessed: unknown is NULL.
@@ -21,7 +21,7 @@ Guarantees:
   one, the court's text replaced a poor one) is derived again.
 - Citations (`c84_legal_text.extract_citations`) replace the document's rows
   of `citations` in the same transaction; its own case numbers go to
-  `derived_case_numbers`, through which `Database.cites`/`cited_by` resolve
+  `derived_case_numbers`, through which `DerivedRecords.cites`/`cited_by` resolve
   citations to the archive's documents at query time (so the order in which
   documents are derived does not matter).
 - Bad input (undecodable bytes, no caption, mojibake, a description without
@@ -45,7 +45,7 @@ from .c06_layout import TEXT_LAYER, text_name
 from .c14_derived import DerivedRecords
 from .c34_mirror import progress
 from .c35_context import Context
-from .c83_best_text import decode_text, fetch_into_workspace, read_text, record_text_sources
+from .c33_best_text import decode_text, fetch_into_workspace, read_text, record_text_sources
 from .c84_legal_text import FIELD_NAMES, LEGAL_TEXT_VERSION, derive_fields, extract_citations, eyecite_version
 
 log_derive = logging.getLogger("kycourt.derive")

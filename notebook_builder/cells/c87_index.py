@@ -1,7 +1,7 @@
 """Index: the full-text search index of every extracted document's best text (`ky_search.sqlite`), kept level.
 
 Guarantees:
-- `index(ctx)` first records each document's best text (c83_best_text: the
+- `index(ctx)` first records each document's best text (c33_best_text: the
   OCR merge of a scanned PDF, its text layer, or the court's own text where
   both are empty or very poor), then brings the workspace's
   `ky_search.sqlite` level with the state database, incrementally: a document
@@ -68,7 +68,7 @@ from .c18_search_index import (INDEX_WORD, SEARCH_COMMON_WORDS, SEARCH_RANK_CAP,
                                SearchQueryError, query_terms, search_bucket, search_facets, term_words)
 from .c34_mirror import progress
 from .c35_context import Context
-from .c83_best_text import fetch_from_store, fetch_into_workspace, read_text, record_text_sources
+from .c33_best_text import fetch_from_store, fetch_into_workspace, read_text, record_text_sources
 
 log_index = logging.getLogger("kycourt.index")
 

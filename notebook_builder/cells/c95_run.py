@@ -58,7 +58,7 @@ from .c80_extract import extract
 from .c85_ocr import ocr
 from .c86_derive import derive
 from .c87_index import index
-from .c90_verify import format_verify_report, verify
+from .c90_verify import EMPTY_ARCHIVE, format_verify_report, verify
 
 log_run = logging.getLogger("kycourt.run")
 
@@ -243,7 +243,9 @@ def _words_probe(get) -> str:
 
 
 def _words_verify(get) -> str:
-    return "PASS" if get("passed", False) else f"FAIL ({count_noun(len(get('reasons', [])), 'problem')})"
+    if get("passed", False):
+        return EMPTY_ARCHIVE if get("empty", False) else "PASS"
+    return f"FAIL ({count_noun(len(get('reasons', [])), 'problem')})"
 
 
 _STAGE_WORDS = {"restore": _words_restore, "recover": _words_recover, "discover": _words_discover,

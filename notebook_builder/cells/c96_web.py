@@ -45,7 +45,7 @@ from .c10_database import Database, connect
 from .c11_reads import document_citations, documents_matching, rows_where
 from .c14_derived import DerivedRecords
 from .c18_search_index import CommonWordsQuery, SearchQueryError
-from .c83_best_text import best_text_sources
+from .c33_best_text import best_text_sources
 from .c87_index import INDEX_COURT_CODES, court_filter, open_search_index, query_hint, search_archive, snippet_html
 
 WEB_FACETS = (("court_code", "court"), ("year", "year"), ("kind", "kind"),

@@ -1,7 +1,7 @@
 """Report: the corpus' coverage per year and court as a chart (status.png) and a table.
 
 Guarantees:
-- `coverage_rows(db, cfg)` is read from `Database.coverage_by_year_court()`
+- `coverage_rows(db, cfg)` is read from `WorkQueues.coverage_by_year_court()`
   (one query, the database's own definition) and merged by court code: per
   case-number year and court (SC, CA; a court name the code cannot be told
   from keeps its name), `discovered` (every document found), `downloaded`
