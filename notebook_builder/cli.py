@@ -1,14 +1,17 @@
 """kycourt-pipeline: the notebook's stages from a shell (CONTRACT.md, "Command line").
 
-Flags override the environment, which overrides the defaults. Each command
-takes only the flags it uses (`status` reads the workspace alone; `verify`
-and `report` the workspace and the store; `run` everything). A command that
-looks at an existing archive and is given no store (no --store, no KY_STORE)
-uses the store the workspace's status.json names. Exit status: 0 verify
-PASS, 1 verify FAIL, 2 bad usage or configuration (one line on stderr,
-nothing written; a bad flag value prints the command's usage and names the
-flag), 3 the court could not be reached (state saved, verify ran), 130
-interrupted (state saved), 141 the reader of the output went away
+Flags override the environment, which overrides the defaults. Each command takes only the flags
+it uses (`status` reads the workspace alone; `verify` and `report` the workspace and the store;
+`run` everything). A command given no store (no --store, no KY_STORE) uses the store the
+workspace's status.json names (`run` too); status, show, search, export and serve given no
+workspace where ./ky_court_workspace holds no archive read the demo's, ./demo/workspace, saying
+so. A store path that is not there is never made by a command that reads or verifies (c35
+open_context): one line naming it, exit 2. A workspace this process cannot write (a read-only copy) is read
+as it is: verify checks what needs no write (c91_verify_copy) and nothing is written.
+Exit status: 0 verify PASS, 1 verify FAIL (or stdout refused a write: one line, "cannot write
+the output"), 2 bad usage or configuration (one line on stderr, nothing written; a bad flag value
+prints the command's usage and names the flag), 3 the court could not be reached (state saved,
+verify ran), 130 interrupted (state saved), 141 the reader of the output went away
 (`status | head -5`), as for any tool a closed pipe stops.
 """
 from __future__ import annotations
@@ -35,6 +38,7 @@ from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, 
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+DEMO_FOLDER = "demo"
 
 
 def _knob_flags(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -139,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     _knob_flags(probe, "DISCOVERY")
 
     demo = commands.add_parser("demo", help="the whole pipeline against the built-in simulated court")
-    demo.add_argument("--workspace", metavar="DIR", default="demo",
+    demo.add_argument("--workspace", metavar="DIR", default=DEMO_FOLDER,
                       help="demo directory (default ./demo): workspace/ and store/ inside it")
     demo.add_argument("--docs", type=_bounded(int, 1), default=400,
                       help="documents in the simulated court (default 400)")
@@ -207,25 +211,82 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    stdout = sys.stdout
+    sys.stdout = _Output(stdout)
     try:
-        status = _main(argv)
-        # Flushed here, not at exit: with stdout block-buffered (a pipe, no PYTHONUNBUFFERED) a
-        # reader that left shows only now, and at exit it would be exit status 120 and a traceback.
-        sys.stdout.flush()
-        return status
+        try:
+            return _main(argv)
+        finally:
+            # Flushed here, not at exit (argparse's --help and usage errors too): with stdout
+            # block-buffered (a pipe or a file, no PYTHONUNBUFFERED) a reader that left or a full
+            # disk shows only now, and at exit it would be exit status 120 and a traceback.
+            sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`status | head -5`): what it did not read is not wanted. Python
         # would complain once more flushing stdout at exit; point stdout at /dev/null first.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        _stdout_to_devnull(stdout)
         return EXIT_BROKEN_PIPE
+    except OutputUnwritable as exc:
+        _stdout_to_devnull(stdout)
+        print(f"kycourt-pipeline: cannot write the output: {exc}", file=sys.stderr)
+        return EXIT_OUTPUT
+    finally:
+        sys.stdout = stdout
+
+
+EXIT_OUTPUT = 1
+
+
+class OutputUnwritable(Exception):
+    """stdout refused a write (a full disk, /dev/full, an I/O error): one line, exit 1. Not an
+    OSError, so no handler of the command's own files takes it for one of theirs."""
+
+
+class _Output:
+    """sys.stdout as the commands see it: a write or flush that fails for want of room or an I/O
+    error is OutputUnwritable (a closed pipe stays BrokenPipeError: exit 141)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputUnwritable(exc.strerror or str(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputUnwritable(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _stdout_to_devnull(stream) -> None:
+    """What stdout still buffers goes nowhere: Python's flush at exit then has nothing to complain of."""
+    try:
+        descriptor = stream.fileno()
+    except (OSError, ValueError, AttributeError):   # not a file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
 
 
 # Commands that look at an existing archive; those that also read the store take the store the
-# workspace names when none is given.
+# workspace names when none is given (`run` too: a run of an existing archive mirrors to its store).
 ARCHIVE_COMMANDS = ("status", "verify", "report", "derive", "index", "show", "search", "export", "serve", "changes")
 QUERY_COMMANDS = ("index", "show", "search", "export", "serve")
+# Commands that write to the store: a store they are given that is not there is refused (a typo
+# makes no second archive); all but report refuse the workspace's own store when it is gone too.
+STORE_WRITERS = ("verify", "report", "derive", "index")
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -238,7 +299,9 @@ def _main(argv: Sequence[str] | None) -> int:
             _setup_logging(args.verbose)
             return _cmd_demo(args)
         cfg = config_from_args(args)
-        if args.command in ARCHIVE_COMMANDS:
+        if args.command in ("status", "show", "search", "export", "serve"):   # they write nothing
+            cfg = _the_demos_workspace(args, cfg)
+        if args.command in ARCHIVE_COMMANDS or args.command == "run":
             cfg = _with_the_workspaces_store(args, cfg)
     except ConfigError as exc:
         return _config_error(args, exc)
@@ -249,8 +312,8 @@ def _main(argv: Sequence[str] | None) -> int:
         if missing:
             print(f"kycourt-pipeline: {missing}", file=sys.stderr)
             return EXIT_USAGE
-    if args.command in ("report", "derive", "index"):
-        refusal = _not_adopted_yet(cfg)
+        refusal = (_not_adopted_yet(cfg) if args.command in ("report", "derive", "index") else None) \
+            or _store_refusal(args, cfg)
         if refusal:
             print(f"kycourt-pipeline: {refusal}", file=sys.stderr)
             return EXIT_USAGE
@@ -267,7 +330,44 @@ def _main(argv: Sequence[str] | None) -> int:
         return _cmd_probe(cfg)
     if args.command == "derive":
         return _cmd_derive(cfg, redo=args.redo)
+    if args.command == "verify" and _read_only(cfg):
+        return _cmd_verify_copy(cfg)
     return _cmd_run(cfg, verify_only=args.command == "verify")
+
+
+def _read_only(cfg) -> bool:
+    from notebook_builder.cells.c35_context import read_only_workspace
+    return read_only_workspace(cfg.WORKSPACE)
+
+
+def _store_given(args: argparse.Namespace, env=None) -> bool:
+    return getattr(args, "STORE", None) is not None or (os.environ if env is None else env).get("KY_STORE") is not None
+
+
+def _store_refusal(args: argparse.Namespace, cfg) -> str | None:
+    """Why a command that writes to the store does not go on with this one: a directory that is
+    not there (nothing is made of it). None otherwise; the readers say a missing store in their
+    output, and report writes its chart to the workspace alone when the workspace's store is gone."""
+    from notebook_builder.cells.c35_context import missing_store_message
+    if args.command not in STORE_WRITERS or cfg.store_is_drive or Path(cfg.STORE).is_dir():
+        return None
+    if _store_given(args) or args.command != "report":
+        return missing_store_message(cfg)
+    return None
+
+
+def _the_demos_workspace(args: argparse.Namespace, cfg, env=None):
+    """cfg reading the demo's archive (./demo/workspace) when the user named no workspace and the
+    default one holds none: a query typed where the demo ran finds the demo's archive."""
+    environment = os.environ if env is None else env
+    if getattr(args, "WORKSPACE", None) is not None or environment.get("KY_WORKSPACE") is not None:
+        return cfg
+    demo = Path(DEMO_FOLDER) / "workspace"
+    if not no_archive(Path(cfg.WORKSPACE), database=True) or no_archive(demo, database=True):
+        return cfg
+    print(f"kycourt-pipeline: no archive in {shlex.quote(os.path.relpath(cfg.WORKSPACE))}; reading the demo's, "
+          f"{demo} (--workspace DIR reads another)", file=sys.stderr)
+    return config_from_args(args, env, WORKSPACE=str(demo))
 
 
 def _config_error(args: argparse.Namespace, exc: ConfigError) -> int:
@@ -285,14 +385,14 @@ def _with_the_workspaces_store(args: argparse.Namespace, cfg, env=None):
     """cfg with the store the workspace's status.json names, when the user named none."""
     from notebook_builder.cells.c35_context import store_of_workspace
     environment = os.environ if env is None else env
-    if getattr(args, "STORE", None) is not None or environment.get("KY_STORE") is not None:
+    if _store_given(args, environment):
         return cfg
     named = store_of_workspace(cfg.WORKSPACE)
     if not named:
         return cfg
     if environment.get("KY_DRIVE_FOLDER") is not None:
         named.pop("DRIVE_FOLDER", None)
-    return config_from_args(args, env, **named)
+    return config_from_args(args, env, WORKSPACE=cfg.WORKSPACE, **named)
 
 
 def _not_adopted_yet(cfg) -> str | None:
@@ -338,7 +438,8 @@ def _cmd_run(cfg, *, verify_only: bool) -> int:
 
 
 def _cmd_status(cfg) -> int:
-    """Reads the database read-only; writes nothing."""
+    """Reads the database read-only (c10 open_reader); writes nothing. A database it cannot read
+    is one line and exit status 1, never a document of zeros."""
     from notebook_builder.cells.c06_layout import DB_FILENAME
     from notebook_builder.cells.c10_database import Database, is_sqlite_file
     from notebook_builder.cells.c35_context import status_document
@@ -353,33 +454,21 @@ def _cmd_status(cfg) -> int:
             saved = {}
     db = None
     extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": False}
-    extra.update({key: saved[key] for key in ("store", "drive_folder") if key in saved})
-    if db_path.is_file() and is_sqlite_file(db_path):
-        legacy = judge_database(db_path)
-        if legacy.legacy:   # an older version's: what it holds, as it is (the next run adopts it)
-            extra.update(database="an older version's database (v1.2), not adopted yet: the next run adopts it",
-                         legacy_database={"rows": legacy.rows, "statuses": legacy.statuses,
-                                          "newest_updated_at": legacy.newest_updated_at,
-                                          "problems": legacy.problems})
-            document = status_document(None, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
-                                       extra=extra)
-            document["counts"].update((status, count) for status, count in legacy.statuses.items()
-                                      if status in document["counts"])
-            document["documents"] = legacy.rows
-            document["queues"] = {"download": None, "extract": None}
-            document["remaining"] = "unknown until the next run adopts the older version's database"
-            print(json.dumps(document, indent=2, sort_keys=True))
-            return 0
-        db = Database.open_readonly(db_path)
-        extra["database"] = True
+    extra.update({key: saved[key] for key in ("store", "store_relative", "drive_folder") if key in saved})
     try:
+        if db_path.is_file() and is_sqlite_file(db_path):
+            legacy = judge_database(db_path)
+            if legacy.legacy:   # an older version's: what it holds, as it is (the next run adopts it)
+                print(json.dumps(_legacy_status(cfg, saved, extra, legacy), indent=2, sort_keys=True))
+                return 0
+            db = Database.open_readonly(db_path)
+            extra["database"] = True
         document = status_document(db, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
                                    extra=extra)
-    except sqlite3.OperationalError as exc:
-        # A run killed mid-transaction leaves a hot journal only a writer may roll back; status writes nothing.
-        extra["database"] = f"unreadable until the next run recovers it: {exc}"
-        document = status_document(None, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
-                                   extra=extra)
+    except sqlite3.DatabaseError as exc:
+        print(f"kycourt-pipeline: cannot read {db_path}: {exc} (a run recovers what a killed one left; "
+              "a damaged file: RUNBOOK.md, 'integrity_check failing')", file=sys.stderr)
+        return 1
     finally:
         if db is not None:
             db.close()
@@ -415,6 +504,34 @@ def _cmd_changes(cfg, *, since: str | None, as_json: bool) -> int:
     return 0
 
 
+def _legacy_status(cfg, saved: dict, extra: dict, legacy) -> dict:
+    """status of an older version's database (v1.2), not adopted yet: what it holds, as it is."""
+    from notebook_builder.cells.c35_context import status_document
+    extra = {**extra, "database": "an older version's database (v1.2), not adopted yet: the next run adopts it",
+             "legacy_database": {"rows": legacy.rows, "statuses": legacy.statuses,
+                                 "newest_updated_at": legacy.newest_updated_at, "problems": legacy.problems}}
+    document = status_document(None, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"), extra=extra)
+    document["counts"].update((status, count) for status, count in legacy.statuses.items()
+                              if status in document["counts"])
+    document["documents"] = legacy.rows
+    document["queues"] = {"download": None, "extract": None}
+    document["remaining"] = "unknown until the next run adopts the older version's database"
+    return document
+
+
+def _cmd_verify_copy(cfg) -> int:
+    """verify of a workspace this process cannot write (c91_verify_copy): checks, writes nothing."""
+    from notebook_builder.cells.c00_config import StoreError
+    from notebook_builder.cells.c91_verify_copy import verify_copy
+    try:
+        text, passed = verify_copy(cfg)
+    except StoreError as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(text)
+    return 0 if passed else 1
+
+
 def _cmd_report(cfg, output: str | None) -> int:
     from notebook_builder.cells.c97_report import ReportError, write_report
     try:
@@ -441,7 +558,7 @@ def _cmd_derive(cfg, *, redo: bool) -> int:
     from notebook_builder.cells.c86_derive import derive
     from notebook_builder.cells.c95_run import describe_stage
     try:
-        ctx = open_context(cfg)
+        ctx = open_context(cfg, create_store=False)
     except StoreError as exc:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -542,12 +659,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, stalled and torn bodies, "
                   "HTML pages, 401/403/404, oversized and unreadable PDFs): the WARNING lines below are "
                   "those simulated faults being handled")
-            if resumed:
-                court.advance(DEMO_UPDATE_DAYS, seed=args.seed)
-            report = run_pipeline(cfg)
-            if not (args.no_update or resumed) and report.exit_status == 0:
-                print(report.summary())
-                report = _demo_update(court, env, args.seed, updated_on)
+            with demo_court_carried_on(court, root, args.docs, args.seed):
+                if resumed:
+                    court.advance(DEMO_UPDATE_DAYS, seed=args.seed)
+                report = run_pipeline(cfg)
+                if not (args.no_update or resumed) and report.exit_status == 0:
+                    print(report.summary())
+                    report = _demo_update(court, env, args.seed, updated_on, typed_program())
             stats = court.stats()
             if drive is not None:
                 counts = ", ".join(f"{kind} {n}" for kind, n in sorted(drive.requests.items()))
@@ -564,11 +682,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     else:
         print(f"demo: {time.monotonic() - started:.1f}s in all; inspect {root}/store "
               f"(document_inventory.csv, failed_inventory.csv, pdf_by_hash/, text/)")
-    print(demo_next_steps(root / "workspace", _demo_case_number(cfg.WORKSPACE)))
+    print(demo_next_steps(root / "workspace", _demo_case_number(cfg.WORKSPACE), typed_program()))
     return report.exit_status
 
 
 DEMO_SEARCH = ("restitution", "--type", "order")
+DEMO_COURT_STATE = ".simcourt-state.json"
 
 
 def _demo_complete_through(workspace: Path) -> str | None:
@@ -578,7 +697,7 @@ def _demo_complete_through(workspace: Path) -> str | None:
         return None
 
 
-def _demo_update(court, env: dict[str, str], seed: int, today: str):
+def _demo_update(court, env: dict[str, str], seed: int, today: str, program: str = "kycourt-pipeline"):
     """The court a month on (living.py: new cases and filings, opinions, a reopened case, withdrawals, a
     restoration, retitled cases), then the run that updates the archive; what it found is printed."""
     from notebook_builder.cells.c06_layout import DB_FILENAME
@@ -598,7 +717,7 @@ def _demo_update(court, env: dict[str, str], seed: int, today: str):
     finally:
         db.close()
     print(f"demo: the update found {update['words'] if update else 'nothing'}; the first changes "
-          f"(all {len(records)}: kycourt-pipeline changes --workspace {shlex.quote(env['KY_WORKSPACE'])}):")
+          f"(all {len(records)}: {program} changes --workspace {shlex.quote(env['KY_WORKSPACE'])}):")
     for record in records[:DEMO_CHANGES_SHOWN]:
         print("  " + change_line(record))
     print("demo: the store holds them in changes/ (one JSONL file a run) and feed.atom (their Atom feed); "
@@ -609,19 +728,62 @@ def _demo_update(court, env: dict[str, str], seed: int, today: str):
 DEMO_CHANGES_SHOWN = 8
 
 
-def demo_next_steps(workspace: Path, case_number: str | None) -> str:
-    """The commands that query the demo's archive, as the user can paste them (the workspace
-    names its store, so --store is not needed)."""
+@contextlib.contextmanager
+def demo_court_carried_on(court, root: Path, docs: int, seed: int):
+    """The simulated court carries on from where the demo's last one stopped (its per-document
+    fault counters, searches served: root/.simcourt-state.json, for the same docs and seed), and
+    leaves its own for the next demo, however this one ends: a demo interrupted and run again
+    ends in the same final states as one never interrupted."""
+    path = root / DEMO_COURT_STATE
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        saved = None
+    if isinstance(saved, dict) and saved.get("docs") == docs and saved.get("seed") == seed:
+        court.resume(saved.get("court") or {})
+    try:
+        yield
+    finally:
+        from notebook_builder.cells.c05_durable import durable_write
+        durable_write(path, json.dumps({"docs": docs, "seed": seed, "court": court.progress()}).encode("utf-8"))
+
+
+def demo_next_steps(workspace: Path, case_number: str | None, program: str = "kycourt-pipeline") -> str:
+    """The commands that query the demo's archive, as the user can paste them in the shell the
+    demo ran in (`program` as it can be typed there; the workspace names its store, so --store is
+    not needed)."""
     flag = f"--workspace {shlex.quote(str(workspace))}"
     lines = [f"demo: the archive is in {workspace}; query it with:",
-             f"  kycourt-pipeline status {flag}",
-             f"  kycourt-pipeline search {shlex.join(DEMO_SEARCH)} {flag}"]
+             f"  {program} status {flag}",
+             f"  {program} search {shlex.join(DEMO_SEARCH)} {flag}"]
     if case_number:
-        lines.append(f"  kycourt-pipeline show {shlex.quote(case_number)} {flag}")
-    lines += [f"  kycourt-pipeline changes {flag}",
-              f"  kycourt-pipeline export --format csv --out {shlex.quote(str(workspace.parent / 'export'))} {flag}",
-              f"  kycourt-pipeline serve {flag}   # then open the URL it prints"]
+        lines.append(f"  {program} show {shlex.quote(case_number)} {flag}")
+    lines += [f"  {program} changes {flag}",
+              f"  {program} export --format csv --out {shlex.quote(str(workspace.parent / 'export'))} {flag}",
+              f"  {program} serve {flag}   # then open the URL it prints"]
     return "\n".join(lines)
+
+
+def typed_program(argv0: str | None = None) -> str:
+    """This program as the user can type it again in this shell: `kycourt-pipeline` when that is
+    what PATH finds, else the path that was run (relative to the current folder when under it,
+    so `.venv/bin/kycourt-pipeline`), and `<python> -m notebook_builder` when run as a module."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    if Path(argv0).name == "__main__.py":
+        return f"{_typed_path(sys.executable)} -m notebook_builder"
+    found = shutil.which("kycourt-pipeline")
+    if found and Path(argv0).name == "kycourt-pipeline" and Path(argv0).exists() and os.path.samefile(found, argv0):
+        return "kycourt-pipeline"
+    return _typed_path(argv0)
+
+
+def _typed_path(path: str) -> str:
+    absolute = Path(path).absolute()
+    try:
+        relative = absolute.relative_to(Path.cwd())
+    except ValueError:
+        return shlex.quote(str(absolute))
+    return shlex.quote(str(relative) if relative.parent != Path(".") else f"./{relative}")
 
 
 def _demo_case_number(workspace: str) -> str | None:
@@ -698,7 +860,7 @@ def _run_query_command(cfg, args: argparse.Namespace) -> int:
             return _cmd_search(cfg, args)
         if args.command == "export":
             manifest = query.export_archive(cfg, args.out, args.fmt, store=query_store(cfg)[0])
-            print(f"exported {manifest['records']} documents to {args.out} "
+            print(f"exported {manifest['records']} document{'' if manifest['records'] == 1 else 's'} to {args.out} "
                   f"({', '.join(entry['path'] for entry in manifest['files'])}, manifest.json, manifest-sha256.txt)")
             return 0
         return _cmd_serve(cfg, args.port)
@@ -727,15 +889,22 @@ def query_store(cfg) -> tuple[Any, str | None]:
 
 
 def _cmd_index(cfg) -> int:
+    from notebook_builder.cells.c00_config import StoreError
     from notebook_builder.cells.c35_context import open_context
     from notebook_builder.cells.c87_index import index
-    ctx = open_context(cfg)
+    try:
+        ctx = open_context(cfg, create_store=False)
+    except StoreError as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         result = index(ctx)
     finally:
         ctx.close()
-    print(f"index: {result.indexed} texts indexed, {result.refreshed} refreshed, {result.removed} removed, "
-          f"{result.missing_texts} texts missing; {result.total} documents in the index"
+    from notebook_builder.cells.c00_config import count_noun
+    print(f"index: {count_noun(result.indexed, 'text')} indexed, {result.refreshed} refreshed, {result.removed} "
+          f"removed, {count_noun(result.missing_texts, 'text')} missing; {count_noun(result.total, 'document')} in "
+          f"the index"
           f"{'; mirrored to the store' if result.pushed else ''}")
     return 0
 

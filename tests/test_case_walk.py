@@ -400,7 +400,7 @@ def test_the_audit_shows_what_the_court_announced_next_to_what_the_archive_holds
         assert gaps == [{"shard": "2024-CA", "announced": audit["2024-CA"]["announced"],
                          "held": audit["2024-CA"]["announced"] - 2, "unit": "cases"}]
         table = report_table(ctx.db, ctx.cfg)
-        assert "1 shards short" in table and f"gap: 2024-CA: {gaps[0]['held']} of {gaps[0]['announced']} cases" in table
+        assert "1 shard short" in table and f"gap: 2024-CA: {gaps[0]['held']} of {gaps[0]['announced']} cases" in table
         result = verify(ctx)
         assert result.passed and result.coverage_gaps == gaps        # a warning, not a failure
         assert "warning: 1 shards hold fewer than the court announced (2024-CA" in format_verify_report(result)

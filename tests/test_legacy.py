@@ -386,7 +386,7 @@ def test_commands_before_adoption_show_the_v12_rows_or_say_a_run_adopts_them_and
 
 
 def test_a_v12_database_a_kill_left_mid_transaction_is_rolled_back_and_adopted(planned_court, tmp_path):
-    """v1.2 killed in a write leaves a hot journal: a read-only judge cannot read past it."""
+    """v1.2 killed in a write leaves a hot journal: a read-only judge reads what was committed."""
     ctx = legacy_context(tmp_path, [discovered_row(d) for d in planned_court.documents[:3]])
     conn = sqlite3.connect(ctx.db_path)
     conn.execute("PRAGMA journal_mode = DELETE")
@@ -399,6 +399,8 @@ def test_a_v12_database_a_kill_left_mid_transaction_is_rolled_back_and_adopted(p
     conn.close()                                                   # (rolls back; put the kill's files back)
     ctx.db_path.write_bytes(data)
     ctx.db_path.with_name("ky_court.sqlite-journal").write_bytes(journal)
-    assert judge_database(ctx.db_path).kind == "unreadable"         # read-only, it cannot roll back
+    judged = judge_database(ctx.db_path)       # read-only: the journal rolled back in a private copy
+    assert judged.kind == "legacy" and judged.rows == 3
+    assert ctx.db_path.with_name("ky_court.sqlite-journal").read_bytes() == journal
     result = adopt(ctx, fold)
     assert result.adopted and WorkQueues(ctx.db).document_count() == 3

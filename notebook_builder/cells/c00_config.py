@@ -83,6 +83,11 @@ class StoreQuotaExceeded(StoreError):
     """The store is full (Drive 403 storageQuotaExceeded); callers degrade to local state."""
 
 
+class StoreMissing(StoreError):
+    """No store where one was named, and none is to be made there (a typo, a moved store): the
+    command says so and writes nothing (exit status 2)."""
+
+
 class DiskFullError(PipelineError):
     """The workspace disk is full (ENOSPC); the run stops cleanly."""
 
@@ -289,8 +294,8 @@ KNOBS: tuple[Knob, ...] = (
          "root of the C-Track Public Access API",
          flag=Flag("--api-base", "URL", "C-Track API root")),
     Knob("PHASES", "KY_PHASES", PHASE_NAMES, _parse_phases,
-         "a comma list of discover,backfill,download,extract,ocr,derive,index", "stages this run performs",
-         flag=Flag("--phases", "a,b", "discover,backfill,download,extract,ocr"),
+         f"a comma list of {','.join(PHASE_NAMES)}", "stages this run performs",
+         flag=Flag("--phases", "a,b", f"stages this run performs, of {','.join(PHASE_NAMES)}"),
          form=FormField("phases", intro="**What to do this session.** The budget is wall-clock hours (Colab "
                                         "allows about 12).")),
     Knob("BUDGET_SECONDS", "KY_BUDGET", 36000.0, _parse_pos_float, "a positive number of seconds",
@@ -607,6 +612,12 @@ class RunClock:
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def count_noun(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 sweep', '3 sweeps', '0 sweeps' (`plural` where adding an s is wrong): every count the
+    pipeline says in words."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 # The courts sit in Frankfort: a day the court or a user means is a day in this zone (tzdata

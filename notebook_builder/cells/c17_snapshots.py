@@ -21,7 +21,7 @@ from typing import Any
 from .c00_config import IntegrityError, utc_now
 from .c05_durable import durable_rename
 from .c10_database import (KV_CHECKPOINT_AT, KV_CHECKPOINT_SEQ, KV_STORE_CHECKPOINT_SEQ, Tables, connect, database_uri,
-                           is_sqlite_file)
+                           is_sqlite_file, open_reader)
 
 # Notes the store's newest snapshot; the WHERE keeps the note from ever moving backwards.
 _STORE_CHECKPOINT_SQL = (
@@ -132,12 +132,13 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
 
 def backup_database(source_path: str | os.PathLike, target_path: str | os.PathLike) -> Path:
     """A consistent one-file copy of a database (online backup API in one step, rollback journal),
-    written under a temp name and renamed; the source's readers and writer are not disturbed."""
+    written under a temp name and renamed; the source's readers and writer are not disturbed, and
+    nothing is written beside the source (c10 open_reader: a read-only copy is copied too)."""
     target_path = Path(target_path)
     target_path.parent.mkdir(parents=True, exist_ok=True)
     temp_path = target_path.with_name(target_path.name + ".tmp")
     temp_path.unlink(missing_ok=True)
-    source = sqlite3.connect(database_uri(source_path, mode="ro"), uri=True, timeout=30)
+    source = open_reader(source_path)
     try:
         target = sqlite3.connect(str(temp_path))
         try:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
+from .c00_config import IntegrityError, StoreError, StoreMissing, StoreQuotaExceeded
 from .c05_durable import atomic_write, durable_rename, make_folders, write_temp_file
 from .c06_layout import check_store_name, is_content_addressed
 
@@ -188,11 +188,17 @@ class LocalStore(Store):
 
     concurrent_uploads = True   # each write is its own temp file and rename
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, *, create: bool = True):
+        """`create`: a directory that is not there is made (a new archive's store); without it, a
+        missing one is StoreMissing and nothing is made (a command that only reads, a typo)."""
         self.root = Path(root)
         self._root = os.fspath(self.root)
         self._staging = threading.local()      # .group: the upload_files group this thread is writing
         self.description = f"directory {self.root}"
+        if not create:
+            if not self.root.is_dir():
+                raise StoreMissing(f"no store at {self.root}" + (" (a file, not a folder)" if self.root.exists() else ""))
+            return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -54,7 +54,7 @@ from .c05_durable import durable_rename, durable_write, raise_if_disk_full
 from .c06_layout import DB_FILENAME, pdf_store_name, text_store_name
 from .c10_database import (KV_LEGACY_ADOPTION, KV_STORE_CHECKPOINT_SEQ, PERMANENT_HTTP_STATUSES, SCHEMA_VERSION,
                            STATUSES, ColumnSpec, Database, LegacyDatabaseError, SchemaSpec, database_uri,
-                           is_sqlite_file, read_schema, schema_state, target_schema)
+                           is_sqlite_file, open_reader, read_schema, schema_state, target_schema)
 from .c13_records import DownloadRecords
 from .c16_legacy_state import LEGACY_METADATA_SQL, LegacyState
 from .c20_store import sha256_file
@@ -187,7 +187,7 @@ def judge_database(path: str | os.PathLike) -> LegacyJudgement:
     if not judgement.legacy:
         return judgement
     try:
-        conn = sqlite3.connect(database_uri(path, mode="ro"), uri=True, timeout=30)
+        conn = open_reader(path)
         try:
             _judge_documents(conn, judgement)
         finally:

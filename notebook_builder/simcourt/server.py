@@ -286,6 +286,29 @@ class SimCourt(LoopbackService):
                     total += self._requests_for_prefix(f"{year} {court} ADMIN")
         return total
 
+    # ------------------------------------------------------------ resuming
+
+    def progress(self) -> dict:
+        """What this court's next answers depend on, as JSON: per document the downloads asked
+        (a transient fault fails the first few), the searches, entry listings and case walks
+        served (late documents show after so many). `resume(progress)` on a court of the same
+        docs and seed carries on from there, so a demo interrupted and run again ends as one
+        that was never interrupted."""
+        with self._lock:
+            return {"downloads": {str(doc): count for doc, count in self._requests.items()},
+                    "search_requests": self.search_requests, "download_requests": self.download_requests,
+                    "entry_requests": self.entry_requests, "entry_asks": dict(self._entry_asks),
+                    "walked_cases": sorted(self._walked_cases)}
+
+    def resume(self, progress: dict) -> None:
+        """Carries on from `progress()` of an earlier court of the same docs and seed."""
+        with self._lock:
+            self._requests.update({int(doc): int(count) for doc, count in progress.get("downloads", {}).items()})
+            for counter in ("search_requests", "download_requests", "entry_requests"):
+                setattr(self, counter, int(progress.get(counter, 0)))
+            self._entry_asks.update({str(entry): int(count) for entry, count in progress.get("entry_asks", {}).items()})
+            self._walked_cases.update(int(case) for case in progress.get("walked_cases", ()))
+
     # ---------------------------------------------------------- internals
 
     def _too_early(self, key: object) -> bool:
