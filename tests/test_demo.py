@@ -72,7 +72,9 @@ def test_every_command_the_demo_prints_runs_as_printed_where_the_demo_ran(tmp_pa
 
     plain = subprocess.run([str(script), "status"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0, plain.stderr
-    assert json.loads(plain.stdout)["documents"] == 40
+    # The demo's archive: its 40 documents and what the court filed in the month the demo moved it on.
+    shown = json.loads((tmp_path / "demo" / "workspace" / "status.json").read_text(encoding="utf-8"))["documents"]
+    assert json.loads(plain.stdout)["documents"] == shown >= 40
     assert "reading the demo's" in plain.stderr and not (tmp_path / "ky_court_workspace").exists()
 
 
