@@ -552,15 +552,11 @@ def _cmd_probe(cfg) -> int:
 def _cmd_derive(cfg, *, redo: bool) -> int:
     """Restores nothing and asks the court nothing: the workspace's database and texts (a text
     missing locally comes from the store), then a checkpoint to the store."""
-    from notebook_builder.cells.c00_config import StoreError
-    from notebook_builder.cells.c35_context import open_context
     from notebook_builder.cells.c39_checkpoint import push_checkpoint
     from notebook_builder.cells.c86_derive import derive
     from notebook_builder.cells.c95_run import describe_stage
-    try:
-        ctx = open_context(cfg, create_store=False)
-    except StoreError as exc:
-        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+    ctx = _existing_archive_context(cfg)
+    if ctx is None:
         return EXIT_USAGE
     try:
         ctx.open_database()
@@ -888,14 +884,22 @@ def query_store(cfg) -> tuple[Any, str | None]:
         return None, f"store {cfg.STORE} unavailable ({exc}): files were looked for in the workspace"
 
 
-def _cmd_index(cfg) -> int:
+def _existing_archive_context(cfg):
+    """The context of an existing archive for a command that writes to its store (derive, index), or
+    None when the store is not there (said in one line: a typo makes no second archive)."""
     from notebook_builder.cells.c00_config import StoreError
     from notebook_builder.cells.c35_context import open_context
-    from notebook_builder.cells.c87_index import index
     try:
-        ctx = open_context(cfg, create_store=False)
+        return open_context(cfg, create_store=False)
     except StoreError as exc:
         print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return None
+
+
+def _cmd_index(cfg) -> int:
+    from notebook_builder.cells.c87_index import index
+    ctx = _existing_archive_context(cfg)
+    if ctx is None:
         return EXIT_USAGE
     try:
         result = index(ctx)

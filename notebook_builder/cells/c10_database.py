@@ -832,8 +832,12 @@ class Database:
             conn.execute("COMMIT")
 
     def integrity_check(self) -> list[str]:
-        rows = self.conn.execute("PRAGMA integrity_check").fetchall()
-        problems = [row[0] for row in rows]
+        """What `PRAGMA integrity_check` finds wrong ([] when sound); a database SQLite cannot even
+        check is one problem, its error."""
+        try:
+            problems = [row[0] for row in self.conn.execute("PRAGMA integrity_check").fetchall()]
+        except sqlite3.DatabaseError as exc:
+            return [str(exc)]
         return [] if problems == ["ok"] else problems
 
     # ------------------------------------------------------------------- kv

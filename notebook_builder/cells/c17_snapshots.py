@@ -29,6 +29,29 @@ _STORE_CHECKPOINT_SQL = (
     "SET value = excluded.value WHERE CAST(kv.value AS INTEGER) < CAST(excluded.value AS INTEGER)")
 
 
+def _temp_beside(path: Path) -> Path:
+    """A fresh temp name beside `path` (its folder made), for a copy renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp_path = path.with_name(path.name + ".tmp")
+    temp_path.unlink(missing_ok=True)
+    return temp_path
+
+
+def _backup_into(source: sqlite3.Connection, temp_path: Path, *, check: bool) -> None:
+    """The online backup of `source` into a one-file database (rollback journal) at `temp_path`, in one
+    step (a stepped backup livelocks under a busy writer); `check`: quick_check it or raise."""
+    target = sqlite3.connect(str(temp_path))
+    try:
+        source.backup(target, pages=-1)
+        target.execute("PRAGMA journal_mode = DELETE")
+        if check:
+            problems = target.execute("PRAGMA quick_check").fetchall()
+            if [p[0] for p in problems] != ["ok"]:
+                raise IntegrityError(f"snapshot failed quick_check: {problems[:3]}")
+    finally:
+        target.close()
+
+
 def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> dict[str, Any]:
     """Writes a consistent snapshot of the database at `db_path` to `snapshot_path`.
 
@@ -40,9 +63,7 @@ def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> 
     """
     started = time.monotonic()
     snapshot_path = Path(snapshot_path)
-    snapshot_path.parent.mkdir(parents=True, exist_ok=True)
-    temp_path = snapshot_path.with_name(snapshot_path.name + ".tmp")
-    temp_path.unlink(missing_ok=True)
+    temp_path = _temp_beside(snapshot_path)
     source = connect(db_path)
     try:
         source.execute("BEGIN IMMEDIATE")
@@ -57,15 +78,7 @@ def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> 
         except BaseException:
             source.execute("ROLLBACK")
             raise
-        target = sqlite3.connect(str(temp_path))
-        try:
-            source.backup(target, pages=-1)  # one step: consistent, no livelock
-            target.execute("PRAGMA journal_mode = DELETE")
-            problems = target.execute("PRAGMA quick_check").fetchall()
-            if [p[0] for p in problems] != ["ok"]:
-                raise IntegrityError(f"checkpoint snapshot failed quick_check: {problems[:3]}")
-        finally:
-            target.close()
+        _backup_into(source, temp_path, check=True)
     finally:
         source.close()
     durable_rename([(temp_path, snapshot_path)])
@@ -135,17 +148,10 @@ def backup_database(source_path: str | os.PathLike, target_path: str | os.PathLi
     written under a temp name and renamed; the source's readers and writer are not disturbed, and
     nothing is written beside the source (c10 open_reader: a read-only copy is copied too)."""
     target_path = Path(target_path)
-    target_path.parent.mkdir(parents=True, exist_ok=True)
-    temp_path = target_path.with_name(target_path.name + ".tmp")
-    temp_path.unlink(missing_ok=True)
+    temp_path = _temp_beside(target_path)
     source = open_reader(source_path)
     try:
-        target = sqlite3.connect(str(temp_path))
-        try:
-            source.backup(target, pages=-1)
-            target.execute("PRAGMA journal_mode = DELETE")
-        finally:
-            target.close()
+        _backup_into(source, temp_path, check=False)
     finally:
         source.close()
     os.replace(temp_path, target_path)   # a copy to mirror or read: its durable source stays

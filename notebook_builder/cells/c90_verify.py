@@ -186,10 +186,7 @@ def verify(ctx: Context, *, index_built: bool = False) -> VerifyResult:
     result = VerifyResult()
     result.backlog_uploaded = ctx.mirror.catch_up(ctx.workspace)["uploaded"]
     result.stale_temps_removed = _verify_remove_stale_temps(ctx)
-    try:
-        result.integrity = db.integrity_check()
-    except sqlite3.DatabaseError as exc:
-        result.integrity = [str(exc)]
+    result.integrity = db.integrity_check()
     if result.integrity:
         result.reasons.append(f"database integrity_check failed: {'; '.join(result.integrity[:_VERIFY_SHOWN])} "
                               "(not checkpointed: the store keeps its last good snapshot)")

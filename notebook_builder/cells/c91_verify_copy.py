@@ -17,7 +17,6 @@ Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, DRIVE_API, MAX_ATTEMPTS and MAX_EXTR
 """
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from .c00_config import Config, StoreError, count_noun, in_colab
@@ -63,10 +62,7 @@ def _verify_copy_store(cfg: Config):
 
 def _verify_copy_checks(cfg: Config, db: Database, store, store_note: str | None) -> VerifyResult:
     result = VerifyResult()
-    try:
-        result.integrity = db.integrity_check()
-    except sqlite3.DatabaseError as exc:
-        result.integrity = [str(exc)]
+    result.integrity = db.integrity_check()
     if result.integrity:
         result.reasons.append(f"database integrity_check failed: "
                               f"{'; '.join(result.integrity[:_VERIFY_COPY_SHOWN])}")
