@@ -168,7 +168,7 @@ def _words_discover(get) -> str:
     text = (f"{count_noun(get('sweeps'), 'sweep')}, {count_noun(get('pages'), 'search page')}, "
             f"{count_noun(get('rows_new'), 'new document')} ({get('documents')} known); "
             f"{'converged' if get('converged', False) else 'not converged'}")
-    if get("complete_through", None):
+    if get("complete_through", None) and not get("update", None):   # an update's words say it
         text += f", complete through {get('complete_through')}"
     if get("opinion_windows"):
         text += (f"; opinion pass: {count_noun(get('opinion_windows'), 'week')} swept"
