@@ -66,12 +66,12 @@ def _serve(docs: int, seed: int, ready, stop, figures) -> None:
 def floor_of(court, page_size: int, last_year: int) -> dict[str, int]:
     """The requests the data sets: case-search pages of one sweep, one per case, one per docket entry
     with documents, one per download (details apart)."""
-    from notebook_builder.cells.c50_discover import plan_sweep
+    from notebook_builder.cells.c25_court import KENTUCKY
     corpus = court.corpus
     pages = 0
-    for shard in plan_sweep(corpus.first_year, last_year, incremental=False):
-        lo, hi = corpus.case_range(shard)
-        pages += max(1, math.ceil(min(hi - lo, court.results_limit) / min(page_size, court.max_page)))
+    for shard in KENTUCKY.sweep_shards(corpus.first_year, last_year):
+        cases = len(corpus.prefix_cases(shard))
+        pages += max(1, math.ceil(min(cases, court.results_limit) / min(page_size, court.max_page)))
     return {"search pages": pages, "cases": len(corpus.case_keys), "entries with documents": len(set(corpus.doc_entry)),
             "downloads": corpus.size}
 

@@ -122,16 +122,15 @@ def worker_bare(base_url: str, sweeps: int) -> dict:
     """The same requests as Discover, without the database: the floor Discover is compared with."""
     import requests
     from notebook_builder.cells.c00_config import load_config
-    from notebook_builder.cells.c30_client import ENDPOINTS, MANDATORY_HEADERS
-    from notebook_builder.cells.c50_discover import (DISCOVER_MAX_REPAGES, needs_repage, needs_split,
-                                                      plan_sweep, split_shard)
+    from notebook_builder.cells.c25_court import ENDPOINTS, KENTUCKY, MANDATORY_HEADERS
+    from notebook_builder.cells.c44_discovery_rules import DISCOVER_MAX_REPAGES, needs_repage, needs_split
     page_size = load_config(env={}).PAGE_SIZE
     session = requests.Session()
     session.headers.update(MANDATORY_HEADERS)
     pages = rows = repages = 0
     started = time.perf_counter()
     for _ in range(sweeps):
-        shards = plan_sweep(1990, 2026, incremental=False)
+        shards = KENTUCKY.sweep_shards(1990, 2026)
         while shards:
             shard = shards.pop(0)
             start, limit, seen, passes = 1, None, set(), 0
@@ -146,7 +145,7 @@ def worker_bare(base_url: str, sweeps: int) -> dict:
                 items = response.json()["resultItems"]
                 pages += 1
                 if needs_split(int(response.headers["x-ctrack-paging-totalcount"]), limit):
-                    shards[:0] = split_shard(shard)
+                    shards[:0] = KENTUCKY.numbers.split_shard(shard)
                     break
                 rows += len(items)
                 # Discover's re-page rule, so both loops send the same requests: the distinct ids

@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
-    from notebook_builder.cells import c50_discover, c70_download, c80_extract
+    from notebook_builder.cells import c47_document_search, c50_discover, c70_download, c80_extract
     from notebook_builder.cells.c00_config import KNOBS, load_config
     from notebook_builder.cells.c35_context import open_context
     from notebook_builder.simcourt import SimCourt
@@ -78,7 +78,7 @@ def main() -> None:
     court = SimCourt(docs=args.docs, seed=args.seed, faults=False)
     base = court.start()
     timers = {
-        "discover commits": Timed(c50_discover.DiscoveryWriter, "_write"),
+        "discover commits": Timed(c47_document_search.DiscoveryWriter, "_write"),
         "download finishing": Timed(c70_download._DownloadGroup, "_finish"),
         "extract saving": Timed(c80_extract._ExtractPass, "_save"),
     }

@@ -1,43 +1,30 @@
 """Builds ky_court_pipeline.ipynb from the modules in notebook_builder/cells/.
 
 Guarantees:
-- The notebook is the modules: for each cell module, in notebook order, its
-  source with only the module docstring and the intra-package import lines
-  (`from .x import ...`, multi-line forms included, found with `ast`) removed.
-  In a notebook every cell shares one namespace, so those imports have
-  nothing left to do.
-- Module order is `form.py` (the settings form) and `bootstrap.py` (setup),
-  then the sorted `c*.py` modules, with `drive_store.py` right after the
-  store module (the last one numbered c20 or lower). New cells are picked up
-  by name; the builder needs no change.
-- What a Colab user sees, top to bottom: a short introduction; the settings
-  form; the setup cell (installs what Colab lacks and signs in to Drive);
-  the library, one collapsed cell per module (Colab's `#@title ...
-  {display-mode: "form"}` hides the code, and the cell's `cellView: form`
-  metadata, as Colab saves such a cell, opens it collapsed; the module's
-  docstring is kept in it for whoever opens it); then the action cells: each module's
-  `if __name__ == "__main__":` block, lifted out of its library cell into a
-  short visible cell of its own (settings -> CFG, run the session, status
-  and chart). The form and the setup cell are their modules' code as written.
-- `form.py` is generated too, from the `form=` fields of c00_config.KNOBS;
-  `build.py` rewrites it before the notebook. The knob table of
-  docs/knobs.md (between its markers) is made from KNOBS too, with
-  `--update-knobs`.
-- The output is deterministic: ids derived from module names, no outputs, no
-  execution counts, fixed metadata (`cellView: form` on every cell whose
-  title hides its code), nbformat 4.5. Two builds are
-  byte-identical, and `--check` exits 1 when the committed notebook (or
-  form.py) is stale.
-- A source the notebook could not run (a module import such as
-  `from . import c10_database`, an import of a module that is not a cell, a
-  top-level import of a later cell) stops the build with `BuildError`.
+- The notebook is the modules: each cell module, in notebook order, is its source less the module
+  docstring and the intra-package import lines (`from .x import ...`, found with `ast`): in a
+  notebook every cell shares one namespace, so those imports have nothing left to do.
+- Order: `form.py` (the settings form), `bootstrap.py` (setup), then the sorted `c*.py`, with
+  `drive_store.py` after the last store module (c20 or lower). New cells are picked up by name.
+- What a Colab user sees: a short introduction; the settings form; the setup cell; the library,
+  one collapsed cell per module (`#@title ... {display-mode: "form"}` and, as Colab saves such a
+  cell, `cellView: form` metadata; the docstring kept for whoever opens it); then the Run section,
+  its text naming every phase a session runs by default (KNOBS' PHASES), and the action cells:
+  each module's `if __name__ == "__main__":` block lifted into a short cell of its own, collapsed
+  too, titled by the comment on its `if` line. The form and the setup cell are their code as written.
+- `form.py` is generated from the `form=` fields of c00_config.KNOBS before the notebook, and the
+  knob table of docs/knobs.md (between its markers) from KNOBS with `--update-knobs`.
+- Deterministic: ids from module names, no outputs or execution counts, fixed metadata, nbformat
+  4.5; two builds are byte-identical and `--check` exits 1 when the notebook or form.py is stale.
+- A source the notebook could not run (`from . import x`, an import of a module that is not a
+  cell, a top-level import of a later cell) stops the build with `BuildError`.
 
 Usage:
     python notebook_builder/build.py                 # writes form.py and ky_court_pipeline.ipynb
     python notebook_builder/build.py --check         # exit 1 if either is stale
     python notebook_builder/build.py --knob-table    # prints the knob table of docs/knobs.md
     python notebook_builder/build.py --update-knobs  # rewrites that table in docs/knobs.md
-    (--readme-table and --update-readme are the same two, by their older names)
+    (--readme-table and --update-readme: the same two, by their older names)
     python -m notebook_builder.build --output PATH
 """
 from __future__ import annotations
@@ -106,11 +93,18 @@ is made there and tested."""
 RUN_MARKDOWN = """\
 ## Run
 
-The settings become the configuration, one session runs (restore, discover,
-backfill, download, extract, verify) and prints what each stage did and what
-remains; then the status and the coverage chart. A session that does not end
-in PASS (verify FAIL, the court unreachable, an interrupt) stops **Run all**
-here with a message saying why; its state is saved either way."""
+The settings become the configuration (and, when **probe first** is ticked, the probe asks the
+court at most 10 requests); one session runs: restore, then the phases ({phases}), then sync and
+verify. It prints what each stage did and what remains; then the status and the coverage chart.
+A session that does not end in PASS (verify FAIL, the court unreachable, an interrupt) stops
+**Run all** here with a message saying why; its state is saved either way."""
+
+
+def run_markdown() -> str:
+    """The Run section's text, naming every phase a session runs by default (KNOBS' PHASES)."""
+    phases = _knob_module("c00_config").KNOB_BY_NAME["PHASES"].default
+    return RUN_MARKDOWN.format(phases=", ".join(phases))
+
 
 STALE_MESSAGE = "{path} is stale: run python notebook_builder/build.py"
 
@@ -325,14 +319,14 @@ def cell_sources(cells_dir: Path = CELLS_DIR) -> list[tuple[str, str, str]]:
         code, main, title = split_main_block(module.code)
         library.append((cell_id(module.name, "code"), "code", library_source(module, code)))
         if main:
-            # Visible code, a short cell whose lines say what runs; a title that names its own Colab
-            # options (a form: `{ display-mode: "form" }`) keeps them.
-            shown = title if "{" in title else re.sub(r"[{}]", "", title or module.name).strip()
-            actions.append((cell_id(module.name, "run"), "code", f"#@title {shown}\n{main}"))
+            # A short cell collapsed like the others, its title saying what runs; a title that
+            # names its own Colab options (a form with fields: `{ display-mode: "form" }`) keeps them.
+            heading = f"#@title {title}" if "{" in title else _title_line(title or module.name)
+            actions.append((cell_id(module.name, "run"), "code", f"{heading}\n{main}"))
     cells.append(("library-md", "markdown", LIBRARY_MARKDOWN))
     cells += library
     if actions:
-        cells.append(("run-md", "markdown", RUN_MARKDOWN))
+        cells.append(("run-md", "markdown", run_markdown()))
         cells += actions
     return cells
 

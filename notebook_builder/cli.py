@@ -1,20 +1,24 @@
 """kycourt-pipeline: the notebook's stages from a shell (CONTRACT.md, "Command line").
 
-Flags override the environment, which overrides the defaults. Each command
-takes only the flags it uses (`status` reads the workspace alone; `verify`
-and `report` the workspace and the store; `run` everything). A command that
-looks at an existing archive and is given no store (no --store, no KY_STORE)
-uses the store the workspace's status.json names. Exit status: 0 verify
-PASS, 1 verify FAIL, 2 bad usage or configuration (one line on stderr,
-nothing written; a bad flag value prints the command's usage and names the
-flag), 3 the court could not be reached (state saved, verify ran), 130
-interrupted (state saved), 141 the reader of the output went away
+Flags override the environment, which overrides the defaults. Each command takes only the flags
+it uses (`status` reads the workspace alone; `verify` and `report` the workspace and the store;
+`run` everything). A command given no store (no --store, no KY_STORE) uses the store the
+workspace's status.json names (`run` too); status, show, search, export and serve given no
+workspace where ./ky_court_workspace holds no archive read the demo's, ./demo/workspace, saying
+so. A store path that is not there is never made by a command that reads or verifies (c35
+open_context): one line naming it, exit 2. A workspace this process cannot write (a read-only copy) is read
+as it is: verify checks what needs no write (c91_verify_copy) and nothing is written.
+Exit status: 0 verify PASS, 1 verify FAIL (or stdout refused a write: one line, "cannot write
+the output"), 2 bad usage or configuration (one line on stderr, nothing written; a bad flag value
+prints the command's usage and names the flag), 3 the court could not be reached (state saved,
+verify ran), 130 interrupted (state saved), 141 the reader of the output went away
 (`status | head -5`), as for any tool a closed pipe stops.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import errno
 import json
 import logging
@@ -34,6 +38,7 @@ from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, 
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+DEMO_FOLDER = "demo"
 
 
 def _knob_flags(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -135,13 +140,22 @@ def build_parser() -> argparse.ArgumentParser:
     _knob_flags(report, "STORE")
     report.add_argument("--output", metavar="PNG", help="where to write the chart (default: workspace/status.png)")
 
+    changes = commands.add_parser("changes", help="what the court added, withdrew, restored and changed since the "
+                                                  "archive's first complete crawl, oldest first")
+    _workspace_flag(changes)
+    changes.add_argument("--since", metavar="YYYY-MM-DD", type=_day,
+                         help="only the changes seen on or after this day (UTC)")
+    changes.add_argument("--json", action="store_true",
+                         help="one JSON object a line: document_id, change, seen_at, run, case_number, "
+                              "court_code, kind, filed_date, sha256, fields, how")
+
     probe = commands.add_parser("probe", help="at most 10 requests to API_BASE: can the pipeline run against it?")
     _knob_flags(probe, "API_BASE")
     _verbose_flag(probe)
     _knob_flags(probe, "DISCOVERY")
 
     demo = commands.add_parser("demo", help="the whole pipeline against the built-in simulated court")
-    demo.add_argument("--workspace", metavar="DIR", default="demo",
+    demo.add_argument("--workspace", metavar="DIR", default=DEMO_FOLDER,
                       help="demo directory (default ./demo): workspace/ and store/ inside it")
     demo.add_argument("--docs", type=_bounded(int, 1), default=400,
                       help="documents in the simulated court (default 400)")
@@ -150,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--store", choices=("dir", "simdrive"), default="dir",
                       help="dir: store/ inside the demo directory (default); simdrive: the simulated "
                            "Google Drive on 127.0.0.1, through the real pydrive2 stack")
+    demo.add_argument("--no-update", action="store_true",
+                      help="stop after the first crawl (by default the court then moves a month on and a second "
+                           "run shows what an update finds, and the feed it writes)")
     demo.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
     sim = commands.add_parser("sim", help="serve the simulated court in the foreground")
@@ -169,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rows as ctrack-api.md infers them, or as real captures show them (default inferred)")
     sim.add_argument("--document-search", choices=("present", "absent", "entries"), default="present",
                      help="the inferred document search: present, absent (404) or answering docket entries")
+    sim.add_argument("--today", metavar="YYYY-MM-DD", type=_day,
+                     help="the court's day (default: today); POST /__sim__/advance?days=30 moves it on with a "
+                          "month of the court's activity (run the pipeline with KY_TODAY at the court's day)")
     _add_query_commands(commands)
     for command in commands.choices.values():   # for errors found after parsing (a knob's value)
         command.set_defaults(command_parser=command)
@@ -203,25 +223,82 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    stdout = sys.stdout
+    sys.stdout = _Output(stdout)
     try:
-        status = _main(argv)
-        # Flushed here, not at exit: with stdout block-buffered (a pipe, no PYTHONUNBUFFERED) a
-        # reader that left shows only now, and at exit it would be exit status 120 and a traceback.
-        sys.stdout.flush()
-        return status
+        try:
+            return _main(argv)
+        finally:
+            # Flushed here, not at exit (argparse's --help and usage errors too): with stdout
+            # block-buffered (a pipe or a file, no PYTHONUNBUFFERED) a reader that left or a full
+            # disk shows only now, and at exit it would be exit status 120 and a traceback.
+            sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`status | head -5`): what it did not read is not wanted. Python
         # would complain once more flushing stdout at exit; point stdout at /dev/null first.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        _stdout_to_devnull(stdout)
         return EXIT_BROKEN_PIPE
+    except OutputUnwritable as exc:
+        _stdout_to_devnull(stdout)
+        print(f"kycourt-pipeline: cannot write the output: {exc}", file=sys.stderr)
+        return EXIT_OUTPUT
+    finally:
+        sys.stdout = stdout
+
+
+EXIT_OUTPUT = 1
+
+
+class OutputUnwritable(Exception):
+    """stdout refused a write (a full disk, /dev/full, an I/O error): one line, exit 1. Not an
+    OSError, so no handler of the command's own files takes it for one of theirs."""
+
+
+class _Output:
+    """sys.stdout as the commands see it: a write or flush that fails for want of room or an I/O
+    error is OutputUnwritable (a closed pipe stays BrokenPipeError: exit 141)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputUnwritable(exc.strerror or str(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputUnwritable(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _stdout_to_devnull(stream) -> None:
+    """What stdout still buffers goes nowhere: Python's flush at exit then has nothing to complain of."""
+    try:
+        descriptor = stream.fileno()
+    except (OSError, ValueError, AttributeError):   # not a file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
 
 
 # Commands that look at an existing archive; those that also read the store take the store the
-# workspace names when none is given.
-ARCHIVE_COMMANDS = ("status", "verify", "report", "derive", "index", "show", "search", "export", "serve")
+# workspace names when none is given (`run` too: a run of an existing archive mirrors to its store).
+ARCHIVE_COMMANDS = ("status", "verify", "report", "derive", "index", "show", "search", "export", "serve", "changes")
 QUERY_COMMANDS = ("index", "show", "search", "export", "serve")
+# Commands that write to the store: a store they are given that is not there is refused (a typo
+# makes no second archive); all but report refuse the workspace's own store when it is gone too.
+STORE_WRITERS = ("verify", "report", "derive", "index")
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -234,19 +311,21 @@ def _main(argv: Sequence[str] | None) -> int:
             _setup_logging(args.verbose)
             return _cmd_demo(args)
         cfg = config_from_args(args)
-        if args.command in ARCHIVE_COMMANDS:
+        if args.command in ("status", "show", "search", "export", "serve"):   # they write nothing
+            cfg = _the_demos_workspace(args, cfg)
+        if args.command in ARCHIVE_COMMANDS or args.command == "run":
             cfg = _with_the_workspaces_store(args, cfg)
     except ConfigError as exc:
         return _config_error(args, exc)
     if args.command in ARCHIVE_COMMANDS:
         # These look at an archive; in a folder that holds none they would print zeros or create an
         # empty workspace and store. They say so instead, and write nothing.
-        missing = no_archive(Path(cfg.WORKSPACE), database=args.command in QUERY_COMMANDS)
+        missing = no_archive(Path(cfg.WORKSPACE), database=args.command in QUERY_COMMANDS + ("changes",))
         if missing:
             print(f"kycourt-pipeline: {missing}", file=sys.stderr)
             return EXIT_USAGE
-    if args.command in ("report", "derive", "index"):
-        refusal = _not_adopted_yet(cfg)
+        refusal = (_not_adopted_yet(cfg) if args.command in ("report", "derive", "index") else None) \
+            or _store_refusal(args, cfg)
         if refusal:
             print(f"kycourt-pipeline: {refusal}", file=sys.stderr)
             return EXIT_USAGE
@@ -254,6 +333,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _run_query_command(cfg, args)
     if args.command == "status":
         return _cmd_status(cfg)
+    if args.command == "changes":
+        return _cmd_changes(cfg, since=args.since, as_json=args.json)
     _setup_logging(args.verbose)
     if args.command == "report":
         return _cmd_report(cfg, args.output)
@@ -261,7 +342,44 @@ def _main(argv: Sequence[str] | None) -> int:
         return _cmd_probe(cfg)
     if args.command == "derive":
         return _cmd_derive(cfg, redo=args.redo)
+    if args.command == "verify" and _read_only(cfg):
+        return _cmd_verify_copy(cfg)
     return _cmd_run(cfg, verify_only=args.command == "verify")
+
+
+def _read_only(cfg) -> bool:
+    from notebook_builder.cells.c35_context import read_only_workspace
+    return read_only_workspace(cfg.WORKSPACE)
+
+
+def _store_given(args: argparse.Namespace, env=None) -> bool:
+    return getattr(args, "STORE", None) is not None or (os.environ if env is None else env).get("KY_STORE") is not None
+
+
+def _store_refusal(args: argparse.Namespace, cfg) -> str | None:
+    """Why a command that writes to the store does not go on with this one: a directory that is
+    not there (nothing is made of it). None otherwise; the readers say a missing store in their
+    output, and report writes its chart to the workspace alone when the workspace's store is gone."""
+    from notebook_builder.cells.c35_context import missing_store_message
+    if args.command not in STORE_WRITERS or cfg.store_is_drive or Path(cfg.STORE).is_dir():
+        return None
+    if _store_given(args) or args.command != "report":
+        return missing_store_message(cfg)
+    return None
+
+
+def _the_demos_workspace(args: argparse.Namespace, cfg, env=None):
+    """cfg reading the demo's archive (./demo/workspace) when the user named no workspace and the
+    default one holds none: a query typed where the demo ran finds the demo's archive."""
+    environment = os.environ if env is None else env
+    if getattr(args, "WORKSPACE", None) is not None or environment.get("KY_WORKSPACE") is not None:
+        return cfg
+    demo = Path(DEMO_FOLDER) / "workspace"
+    if not no_archive(Path(cfg.WORKSPACE), database=True) or no_archive(demo, database=True):
+        return cfg
+    print(f"kycourt-pipeline: no archive in {shlex.quote(os.path.relpath(cfg.WORKSPACE))}; reading the demo's, "
+          f"{demo} (--workspace DIR reads another)", file=sys.stderr)
+    return config_from_args(args, env, WORKSPACE=str(demo))
 
 
 def _config_error(args: argparse.Namespace, exc: ConfigError) -> int:
@@ -279,14 +397,14 @@ def _with_the_workspaces_store(args: argparse.Namespace, cfg, env=None):
     """cfg with the store the workspace's status.json names, when the user named none."""
     from notebook_builder.cells.c35_context import store_of_workspace
     environment = os.environ if env is None else env
-    if getattr(args, "STORE", None) is not None or environment.get("KY_STORE") is not None:
+    if _store_given(args, environment):
         return cfg
     named = store_of_workspace(cfg.WORKSPACE)
     if not named:
         return cfg
     if environment.get("KY_DRIVE_FOLDER") is not None:
         named.pop("DRIVE_FOLDER", None)
-    return config_from_args(args, env, **named)
+    return config_from_args(args, env, WORKSPACE=cfg.WORKSPACE, **named)
 
 
 def _not_adopted_yet(cfg) -> str | None:
@@ -332,7 +450,8 @@ def _cmd_run(cfg, *, verify_only: bool) -> int:
 
 
 def _cmd_status(cfg) -> int:
-    """Reads the database read-only; writes nothing."""
+    """Reads the database read-only (c10 open_reader); writes nothing. A database it cannot read
+    is one line and exit status 1, never a document of zeros."""
     from notebook_builder.cells.c06_layout import DB_FILENAME
     from notebook_builder.cells.c10_database import Database, is_sqlite_file
     from notebook_builder.cells.c35_context import status_document
@@ -347,38 +466,82 @@ def _cmd_status(cfg) -> int:
             saved = {}
     db = None
     extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": False}
-    extra.update({key: saved[key] for key in ("store", "drive_folder") if key in saved})
-    if db_path.is_file() and is_sqlite_file(db_path):
-        legacy = judge_database(db_path)
-        if legacy.legacy:   # an older version's: what it holds, as it is (the next run adopts it)
-            extra.update(database="an older version's database (v1.2), not adopted yet: the next run adopts it",
-                         legacy_database={"rows": legacy.rows, "statuses": legacy.statuses,
-                                          "newest_updated_at": legacy.newest_updated_at,
-                                          "problems": legacy.problems})
-            document = status_document(None, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
-                                       extra=extra)
-            document["counts"].update((status, count) for status, count in legacy.statuses.items()
-                                      if status in document["counts"])
-            document["documents"] = legacy.rows
-            document["queues"] = {"download": None, "extract": None}
-            document["remaining"] = "unknown until the next run adopts the older version's database"
-            print(json.dumps(document, indent=2, sort_keys=True))
-            return 0
-        db = Database.open_readonly(db_path)
-        extra["database"] = True
+    extra.update({key: saved[key] for key in ("store", "store_relative", "drive_folder") if key in saved})
     try:
+        if db_path.is_file() and is_sqlite_file(db_path):
+            legacy = judge_database(db_path)
+            if legacy.legacy:   # an older version's: what it holds, as it is (the next run adopts it)
+                print(json.dumps(_legacy_status(cfg, saved, extra, legacy), indent=2, sort_keys=True))
+                return 0
+            db = Database.open_readonly(db_path)
+            extra["database"] = True
         document = status_document(db, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
                                    extra=extra)
-    except sqlite3.OperationalError as exc:
-        # A run killed mid-transaction leaves a hot journal only a writer may roll back; status writes nothing.
-        extra["database"] = f"unreadable until the next run recovers it: {exc}"
-        document = status_document(None, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"),
-                                   extra=extra)
+    except sqlite3.DatabaseError as exc:
+        print(f"kycourt-pipeline: cannot read {db_path}: {exc} (a run recovers what a killed one left; "
+              "a damaged file: RUNBOOK.md, 'integrity_check failing')", file=sys.stderr)
+        return 1
     finally:
         if db is not None:
             db.close()
     print(json.dumps(document, indent=2, sort_keys=True))
     return 0
+
+
+def _day(text: str) -> str:
+    """A --since day: YYYY-MM-DD."""
+    try:
+        return datetime.date.fromisoformat(text.strip()).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a day YYYY-MM-DD") from None
+
+
+def _cmd_changes(cfg, *, since: str | None, as_json: bool) -> int:
+    """The workspace's change log (c19), oldest first; nothing to show is no error."""
+    from notebook_builder.cells.c06_layout import DB_FILENAME
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c19_changes import ChangeLog, change_line
+    db = Database.open_readonly(Path(cfg.WORKSPACE) / DB_FILENAME)
+    try:
+        records = ChangeLog(db).rows(since=since)
+    except sqlite3.OperationalError:       # a database from before the change log: no change recorded
+        records = []
+    finally:
+        db.close()
+    for record in records:
+        print(json.dumps(record) if as_json else change_line(record))
+    if not records and not as_json:
+        print("no change recorded" + (f" since {since}" if since else "") + " (changes are recorded from the first "
+              "run after the archive's first complete crawl)", file=sys.stderr)
+    return 0
+
+
+def _legacy_status(cfg, saved: dict, extra: dict, legacy) -> dict:
+    """status of an older version's database (v1.2), not adopted yet: what it holds, as it is."""
+    from notebook_builder.cells.c35_context import status_document
+    extra = {**extra, "database": "an older version's database (v1.2), not adopted yet: the next run adopts it",
+             "legacy_database": {"rows": legacy.rows, "statuses": legacy.statuses,
+                                 "newest_updated_at": legacy.newest_updated_at, "problems": legacy.problems}}
+    document = status_document(None, cfg, phase=saved.get("phase", "none"), verify=saved.get("verify"), extra=extra)
+    document["counts"].update((status, count) for status, count in legacy.statuses.items()
+                              if status in document["counts"])
+    document["documents"] = legacy.rows
+    document["queues"] = {"download": None, "extract": None}
+    document["remaining"] = "unknown until the next run adopts the older version's database"
+    return document
+
+
+def _cmd_verify_copy(cfg) -> int:
+    """verify of a workspace this process cannot write (c91_verify_copy): checks, writes nothing."""
+    from notebook_builder.cells.c00_config import StoreError
+    from notebook_builder.cells.c91_verify_copy import verify_copy
+    try:
+        text, passed = verify_copy(cfg)
+    except StoreError as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(text)
+    return 0 if passed else 1
 
 
 def _cmd_report(cfg, output: str | None) -> int:
@@ -401,15 +564,11 @@ def _cmd_probe(cfg) -> int:
 def _cmd_derive(cfg, *, redo: bool) -> int:
     """Restores nothing and asks the court nothing: the workspace's database and texts (a text
     missing locally comes from the store), then a checkpoint to the store."""
-    from notebook_builder.cells.c00_config import StoreError
-    from notebook_builder.cells.c35_context import open_context
     from notebook_builder.cells.c39_checkpoint import push_checkpoint
     from notebook_builder.cells.c86_derive import derive
     from notebook_builder.cells.c95_run import describe_stage
-    try:
-        ctx = open_context(cfg)
-    except StoreError as exc:
-        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+    ctx = _existing_archive_context(cfg)
+    if ctx is None:
         return EXIT_USAGE
     try:
         ctx.open_database()
@@ -430,7 +589,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         serve(args.port, args.docs, args.seed, results_limit=args.results_limit,
               late_docs=args.late_docs, faults=not args.no_faults,
               search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds,
-              shape=args.shape, document_search=args.document_search)
+              shape=args.shape, document_search=args.document_search,
+              today=datetime.date.fromisoformat(args.today) if args.today else None)
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise
@@ -443,8 +603,13 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 DEMO_MAX_PDF_BYTES = 4 * 1024 * 1024
 
 
+DEMO_TODAY = datetime.date(2026, 10, 1)    # the simulated court's day at the demo's first crawl
+DEMO_UPDATE_DAYS = 30                       # then the court moves this many days on, and an update follows
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
-    """The simulated court (full fault catalogue), the whole pipeline, a summary and PASS."""
+    """The simulated court (full fault catalogue), the whole pipeline, a summary and PASS; then (unless
+    --no-update) the court a month on and the update that finds what it did."""
     from notebook_builder.cells.c95_run import run_pipeline
     from notebook_builder.simcourt import SimCourt
     root = Path(args.workspace)
@@ -458,9 +623,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # A small announced limit forces the shard splitting a real crawl meets;
     # oversized files are a few MiB over a cap of 4 MiB so the demo stays fast.
+    # The document search lists no withheld file, so the court keeps none (a month on it restores none).
     court = SimCourt(args.docs, args.seed, results_limit=60, max_page=50, late_docs=max(1, args.docs // 40),
                      first_year=2016, last_year=2026, search_fault_rate=0.02,
-                     oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024, stall_seconds=2.0)
+                     oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024, stall_seconds=2.0, today=DEMO_TODAY,
+                     unavailable_files=False)
+    updated_on = (DEMO_TODAY + datetime.timedelta(days=DEMO_UPDATE_DAYS)).isoformat()
+    # A demo folder whose archive had its update already: the court is moved on first, as it was then.
+    resumed = _demo_complete_through(root / "workspace") == updated_on
     # The demo is the same every time: a user's exported KY_* (a dry run, another store, some
     # phases) would turn it into something else, so they are set aside and named.
     ignored = sorted(name for name in os.environ if name.startswith("KY_"))
@@ -473,7 +643,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             "KY_FIRST_YEAR": "2016", "KY_LAST_YEAR": "2026", "KY_PAGE_SIZE": "50",
             "KY_CONVERGENCE_DELTA": "1", "KY_CHECKPOINT_SECONDS": "5", "KY_EXTRACT_TIMEOUT": "30",
             # A stalled body (the court stops sending for 2 s) ends in a read timeout after 1 s.
-            "KY_HTTP_TIMEOUT": "1",
+            "KY_HTTP_TIMEOUT": "1", "KY_TODAY": updated_on if resumed else DEMO_TODAY.isoformat(),
         })
         with contextlib.ExitStack() as stack:
             drive = None
@@ -497,7 +667,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, stalled and torn bodies, "
                   "HTML pages, 401/403/404, oversized and unreadable PDFs): the WARNING lines below are "
                   "those simulated faults being handled")
-            report = run_pipeline(cfg)
+            with demo_court_carried_on(court, root, args.docs, args.seed):
+                if resumed:
+                    court.advance(DEMO_UPDATE_DAYS, seed=args.seed)
+                report = run_pipeline(cfg)
+                if not (args.no_update or resumed) and report.exit_status == 0:
+                    print(report.summary())
+                    report = _demo_update(court, env, args.seed, updated_on, typed_program())
             stats = court.stats()
             if drive is not None:
                 counts = ", ".join(f"{kind} {n}" for kind, n in sorted(drive.requests.items()))
@@ -514,25 +690,108 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     else:
         print(f"demo: {time.monotonic() - started:.1f}s in all; inspect {root}/store "
               f"(document_inventory.csv, failed_inventory.csv, pdf_by_hash/, text/)")
-    print(demo_next_steps(root / "workspace", _demo_case_number(cfg.WORKSPACE)))
+    print(demo_next_steps(root / "workspace", _demo_case_number(cfg.WORKSPACE), typed_program()))
     return report.exit_status
 
 
 DEMO_SEARCH = ("restitution", "--type", "order")
+DEMO_COURT_STATE = ".simcourt-state.json"
 
 
-def demo_next_steps(workspace: Path, case_number: str | None) -> str:
-    """The commands that query the demo's archive, as the user can paste them (the workspace
-    names its store, so --store is not needed)."""
+def _demo_complete_through(workspace: Path) -> str | None:
+    try:
+        return json.loads((workspace / "status.json").read_text(encoding="utf-8")).get("complete_through")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _demo_update(court, env: dict[str, str], seed: int, today: str, program: str = "kycourt-pipeline"):
+    """The court a month on (living.py: new cases and filings, opinions, a reopened case, withdrawals, a
+    restoration, retitled cases), then the run that updates the archive; what it found is printed."""
+    from notebook_builder.cells.c06_layout import DB_FILENAME
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c19_changes import ChangeLog, change_line
+    from notebook_builder.cells.c95_run import run_pipeline
+    plan = court.advance(DEMO_UPDATE_DAYS, seed=seed)
+    counts = plan["counts"]
+    print(f"demo: {DEMO_UPDATE_DAYS} days later ({plan['today']}) the court has filed {counts['added']} documents, "
+          f"withdrawn {counts['withdrawn']} and changed the metadata of {counts['changed']} (retitled cases, "
+          "corrected descriptions); the update asks it what changed:")
+    report = run_pipeline(load_config({**env, "KY_TODAY": today}))
+    db = Database.open_readonly(Path(env["KY_WORKSPACE"]) / DB_FILENAME)
+    try:
+        records = ChangeLog(db).rows()
+        update = ChangeLog(db).last_update()
+    finally:
+        db.close()
+    print(f"demo: the update found {update['words'] if update else 'nothing'}; the first changes "
+          f"(all {len(records)}: {program} changes --workspace {shlex.quote(env['KY_WORKSPACE'])}):")
+    for record in records[:DEMO_CHANGES_SHOWN]:
+        print("  " + change_line(record))
+    print("demo: the store holds them in changes/ (one JSONL file a run) and feed.atom (their Atom feed); "
+          "`serve` answers /changes and /feed.atom?q=WORDS (a search's new documents)")
+    return report
+
+
+DEMO_CHANGES_SHOWN = 8
+
+
+@contextlib.contextmanager
+def demo_court_carried_on(court, root: Path, docs: int, seed: int):
+    """The simulated court carries on from where the demo's last one stopped (its per-document
+    fault counters, searches served: root/.simcourt-state.json, for the same docs and seed), and
+    leaves its own for the next demo, however this one ends: a demo interrupted and run again
+    ends in the same final states as one never interrupted."""
+    path = root / DEMO_COURT_STATE
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        saved = None
+    if isinstance(saved, dict) and saved.get("docs") == docs and saved.get("seed") == seed:
+        court.resume(saved.get("court") or {})
+    try:
+        yield
+    finally:
+        from notebook_builder.cells.c05_durable import durable_write
+        durable_write(path, json.dumps({"docs": docs, "seed": seed, "court": court.progress()}).encode("utf-8"))
+
+
+def demo_next_steps(workspace: Path, case_number: str | None, program: str = "kycourt-pipeline") -> str:
+    """The commands that query the demo's archive, as the user can paste them in the shell the
+    demo ran in (`program` as it can be typed there; the workspace names its store, so --store is
+    not needed)."""
     flag = f"--workspace {shlex.quote(str(workspace))}"
     lines = [f"demo: the archive is in {workspace}; query it with:",
-             f"  kycourt-pipeline status {flag}",
-             f"  kycourt-pipeline search {shlex.join(DEMO_SEARCH)} {flag}"]
+             f"  {program} status {flag}",
+             f"  {program} search {shlex.join(DEMO_SEARCH)} {flag}"]
     if case_number:
-        lines.append(f"  kycourt-pipeline show {shlex.quote(case_number)} {flag}")
-    lines += [f"  kycourt-pipeline export --format csv --out {shlex.quote(str(workspace.parent / 'export'))} {flag}",
-              f"  kycourt-pipeline serve {flag}   # then open the URL it prints"]
+        lines.append(f"  {program} show {shlex.quote(case_number)} {flag}")
+    lines += [f"  {program} changes {flag}",
+              f"  {program} export --format csv --out {shlex.quote(str(workspace.parent / 'export'))} {flag}",
+              f"  {program} serve {flag}   # then open the URL it prints"]
     return "\n".join(lines)
+
+
+def typed_program(argv0: str | None = None) -> str:
+    """This program as the user can type it again in this shell: `kycourt-pipeline` when that is
+    what PATH finds, else the path that was run (relative to the current folder when under it,
+    so `.venv/bin/kycourt-pipeline`), and `<python> -m notebook_builder` when run as a module."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    if Path(argv0).name == "__main__.py":
+        return f"{_typed_path(sys.executable)} -m notebook_builder"
+    found = shutil.which("kycourt-pipeline")
+    if found and Path(argv0).name == "kycourt-pipeline" and Path(argv0).exists() and os.path.samefile(found, argv0):
+        return "kycourt-pipeline"
+    return _typed_path(argv0)
+
+
+def _typed_path(path: str) -> str:
+    absolute = Path(path).absolute()
+    try:
+        relative = absolute.relative_to(Path.cwd())
+    except ValueError:
+        return shlex.quote(str(absolute))
+    return shlex.quote(str(relative) if relative.parent != Path(".") else f"./{relative}")
 
 
 def _demo_case_number(workspace: str) -> str | None:
@@ -615,7 +874,7 @@ def _run_query_command(cfg, args: argparse.Namespace) -> int:
             return _cmd_search(cfg, args)
         if args.command == "export":
             manifest = query.export_archive(cfg, args.out, args.fmt, store=query_store(cfg)[0])
-            print(f"exported {manifest['records']} documents to {args.out} "
+            print(f"exported {manifest['records']} document{'' if manifest['records'] == 1 else 's'} to {args.out} "
                   f"({', '.join(entry['path'] for entry in manifest['files'])}, manifest.json, manifest-sha256.txt)")
             return 0
         return _cmd_serve(cfg, args.port)
@@ -643,16 +902,31 @@ def query_store(cfg) -> tuple[Any, str | None]:
         return None, f"store {cfg.STORE} unavailable ({exc}): files were looked for in the workspace"
 
 
-def _cmd_index(cfg) -> int:
+def _existing_archive_context(cfg):
+    """The context of an existing archive for a command that writes to its store (derive, index), or
+    None when the store is not there (said in one line: a typo makes no second archive)."""
+    from notebook_builder.cells.c00_config import StoreError
     from notebook_builder.cells.c35_context import open_context
+    try:
+        return open_context(cfg, create_store=False)
+    except StoreError as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return None
+
+
+def _cmd_index(cfg) -> int:
     from notebook_builder.cells.c87_index import index
-    ctx = open_context(cfg)
+    ctx = _existing_archive_context(cfg)
+    if ctx is None:
+        return EXIT_USAGE
     try:
         result = index(ctx)
     finally:
         ctx.close()
-    print(f"index: {result.indexed} texts indexed, {result.refreshed} refreshed, {result.removed} removed, "
-          f"{result.missing_texts} texts missing; {result.total} documents in the index"
+    from notebook_builder.cells.c00_config import count_noun
+    print(f"index: {count_noun(result.indexed, 'text')} indexed, {result.refreshed} refreshed, {result.removed} "
+          f"removed, {count_noun(result.missing_texts, 'text')} missing; {count_noun(result.total, 'document')} in "
+          f"the index"
           f"{'; mirrored to the store' if result.pushed else ''}")
     return 0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from notebook_builder.cells.c00_config import RunClock, load_config
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
-from notebook_builder.cells.c15_discovery_state import DOCUMENT_METADATA_COLUMNS
+from notebook_builder.cells.c15_discovery_state import DOCUMENT_METADATA_COLUMNS, DiscoveryState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c95_run import run_pipeline
@@ -225,6 +225,21 @@ def mark_extracted(db, document_id: str, *, pages: int, extracted_chars: int, li
     TextRecords(db).record_extracted([{"document_id": document_id, "sha256": sha, "attempt": 1, "engine": "pypdf",
                           "pages": pages, "chars": extracted_chars, "seconds": 0.0,
                           "likely_scanned": likely_scanned}])
+
+
+def add_extracted_document(ctx, document_id: str, pdf: bytes, text: str, *, case_number: str = "2020-CA-0001") -> str:
+    """A document downloaded and extracted as the stages record it, its PDF and text written to the
+    workspace and mirrored to the store; returns the PDF's sha256."""
+    db = ctx.db
+    sha = hashlib.sha256(pdf).hexdigest()
+    DiscoveryState(db).upsert_discovered([{"document_id": document_id, "case_number": case_number}])
+    for name, data in ((f"pdf_by_hash/{sha}.pdf", pdf), (f"text/{sha}.txt", text.encode())):
+        ctx.path(name).write_bytes(data)
+        ctx.mirror.put(name, ctx.path(name))
+    DownloadRecords(db).record_download_attempt(document_id)
+    DownloadRecords(db).mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf), local_pdf=f"pdf_by_hash/{sha}.pdf")
+    mark_extracted(db, document_id, pages=1, extracted_chars=len(text))
+    return sha
 
 
 def put_bytes(store, name: str, data: bytes) -> None:

@@ -12,10 +12,11 @@ from notebook_builder.cells.c11_reads import text_source_inputs
 from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
 from notebook_builder.cells.c14_derived import DerivedRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c21_fixity import FixityRecords, audit_fixity
 from notebook_builder.cells.c80_extract import court_text_agreements
 from notebook_builder.cells.c33_best_text import choose_text_source, record_text_sources
 from notebook_builder.cells.c86_derive import derive
-from notebook_builder.cells.c88_audit import audit_store
+from notebook_builder.cells.c90_verify import referenced_store_names
 
 GOOD = dict(extracted=True, layer_chars=5000, layer_quality=0.95, ocr_merged=False, ocr_chars=None,
             ocr_quality=None, court_chars=4800, min_quality=0.5)
@@ -155,10 +156,16 @@ def test_the_audit_rehashes_the_ocr_text_derive_read(ctx):
     add_ocr(ctx, scan, "The opinion as OCR read it from the scanned pages of the filing. " * 4, quality=0.9)
     derive(ctx)
     assert DerivedRecords(ctx.db).derived("scan")["text_source"] == "ocr"
-    assert audit_store(ctx, 1.0).mismatches == []
+    names = referenced_store_names(DownloadRecords(ctx.db).documents_claiming_files())[0]
+    assert f"text/{scan}.ocr.txt" in names
+    assert audit_fixity(ctx.db, ctx.store, ctx.workspace, names, read_all=True).found == []
     (ctx.store.root / f"text/{scan}.ocr.txt").write_bytes(b"other bytes")      # the store's copy rotted
-    assert audit_store(ctx, 1.0).mismatches == [
-        f"text/{scan}.ocr.txt: hashes to {hashlib.sha256(b'other bytes').hexdigest()}, derive read "
-        f"{DerivedRecords(ctx.db).derived('scan')['text_sha256']}"]
+    ctx.path(f"text/{scan}.ocr.txt").unlink()
+    result = audit_fixity(ctx.db, ctx.store, ctx.workspace, names, read_all=True)
+    [unhealed] = result.unhealed
+    assert unhealed.startswith(f"text/{scan}.ocr.txt: 11 bytes where its ") and unhealed.endswith("no good copy "
+                                                                                                    "in the workspace or the store")
+    assert FixityRecords(ctx.db).load()[f"text/{scan}.ocr.txt"]["sha256"] == \
+        DerivedRecords(ctx.db).derived("scan")["text_sha256"]
     manifest = dict((name, digest) for digest, name in DerivedRecords(ctx.db).manifest_rows())
     assert manifest[f"text/{scan}.ocr.txt"] == DerivedRecords(ctx.db).derived("scan")["text_sha256"]

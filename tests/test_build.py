@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import textwrap
@@ -77,7 +78,14 @@ def test_every_cell_whose_title_hides_its_code_carries_colabs_cellview_form():
     assert {cell.id for cell in code_cells(notebook) if cell.metadata.get("cellView") == "form"} == hidden
     library = [cell.id for cell in code_cells(notebook) if cell.id.endswith("-code")]
     assert len(library) > 20 and set(library) <= hidden            # every library cell, the form, the setup
-    assert "c95-run-run" not in hidden                              # the run cell shows its lines
+    assert {cell.id for cell in code_cells(notebook)} == hidden     # and the Run cells: every code cell
+
+
+def test_the_run_text_names_every_phase_a_session_runs_by_default():
+    from notebook_builder.cells.c00_config import KNOB_BY_NAME
+    text = next(cell.source for cell in build.build_notebook().cells if cell.id == "run-md")
+    for phase in ("restore", *KNOB_BY_NAME["PHASES"].default, "verify"):
+        assert re.search(rf"\b{phase}\b", text), phase
 
 
 def test_cell_ids_are_valid_nbformat_ids_even_for_long_names():
@@ -244,7 +252,7 @@ def test_from_future_stays_the_first_statement_of_its_cell():
                 assert index == 0, cell.id
 
 
-def test_library_cells_are_collapsed_and_main_blocks_are_short_visible_cells():
+def test_library_cells_are_collapsed_and_main_blocks_are_short_cells_collapsed_too():
     notebook = build.build_notebook()
     for cell in code_cells(notebook):
         first = cell.source.splitlines()[0]
@@ -252,7 +260,7 @@ def test_library_cells_are_collapsed_and_main_blocks_are_short_visible_cells():
             assert first == '#@title Search the archive { display-mode: "form" }'
             assert "FORM_SEARCH_QUERY = " in cell.source
         elif cell.id.endswith("-run"):
-            assert first.startswith("#@title ") and "display-mode" not in first, cell.id
+            assert first.startswith("#@title ") and first.endswith('{ display-mode: "form" }'), cell.id
             assert len(cell.source.splitlines()) <= 12, cell.id
         else:
             assert first.startswith("#@title ") and first.endswith('{ display-mode: "form" }'), cell.id

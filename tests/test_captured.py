@@ -11,10 +11,8 @@ import pytest
 import responses
 
 from notebook_builder.cells.c00_config import PermanentFetchError, TransientFetchError, load_config
-from notebook_builder.cells.c30_client import (CourtClient, ShapeProblem, court_date, document_id_of,
-                                               normalize_case_header, normalize_docket_entry,
-                                               normalize_entry_file, normalize_lower_court, normalize_party,
-                                               related_case_numbers)
+from notebook_builder.cells.c25_court import KENTUCKY, ShapeProblem, court_date, document_id_of
+from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c50_discover import discover
 from support import RecordingClock
@@ -49,8 +47,8 @@ def test_a_captured_search_row_names_no_document_even_though_its_id_is_64_hex():
 def test_a_captured_file_becomes_a_document_row_with_every_field():
     file = captured.entry_file()
     assert set(file) == captured.FILE_KEYS and set(file["caseHeader"]) == captured.CASE_HEADER_KEYS
-    entry = normalize_docket_entry(captured.docket_entry(), captured.CASE_SC)
-    row = normalize_entry_file(file, entry, None)
+    entry = KENTUCKY.docket_entry(captured.docket_entry(), captured.CASE_SC)
+    row = KENTUCKY.entry_file(file, entry, None)
     assert row["document_id"] == captured.DOCUMENT_SC != row["docket_entry_id"] == captured.ENTRY_SC
     assert row["case_title"] == "COMMONWEALTH OF KENTUCKY V. RICKY D. ULLMAN, JR."
     assert row["court"] == "Kentucky Supreme Court" and row["case_number"] == "2022-SC-0293"
@@ -63,26 +61,26 @@ def test_a_captured_file_becomes_a_document_row_with_every_field():
 
 
 def test_the_case_header_and_entry_and_details_normalize_with_their_value_forms():
-    case = normalize_case_header(captured.case_header())
+    case = KENTUCKY.case_header(captured.case_header())
     assert case["title"] == "COMMONWEALTH OF KENTUCKY V. RICKY D. ULLMAN, JR." and "\r" not in case["title"]
     assert (case["court_level"], case["closed"], case["category"]) == ("Supreme Court", 0, "Appellate")
     assert case["status_date"] == "2024-05-08T18:40:45.000+00:00"
-    entry = normalize_docket_entry(captured.docket_entry(has_documents=False), case["case_id"])
+    entry = KENTUCKY.docket_entry(captured.docket_entry(has_documents=False), case["case_id"])
     assert entry["has_documents"] == 0 and entry["subtype"] == "REVERSING AND REINSTATING"
-    party = normalize_party(captured.party(), case["case_id"], 0)
+    party = KENTUCKY.party(captured.party(), case["case_id"], 0)
     assert party["name"] == "RICKY D. ULLMAN, JR." and party["attorneys"][0]["bar_number"] == "12345"
     assert party["address"] == "1 MAIN ST, LA GRANGE, KY 40031"
-    lower = normalize_lower_court(captured.lower_court(), case["case_id"], 0)
+    lower = KENTUCKY.lower_court(captured.lower_court(), case["case_id"], 0)
     assert lower == {"case_id": case["case_id"], "position": 0, "name": "OLDHAM CIRCUIT COURT",
                      "case_number": "13-CR-00124", "case_title": "COMMONWEALTH V. ULLMAN"}
 
 
 def test_admin_numbers_keep_their_real_case_numbers_from_the_description():
-    assert related_case_numbers("2022-CA-1454, 1456, 1457 OPINION AFFIRMING BY JUDGE A. JONES") == \
+    assert KENTUCKY.numbers.related("2022-CA-1454, 1456, 1457 OPINION AFFIRMING BY JUDGE A. JONES") == \
         "2022-CA-1454, 2022-CA-1456, 2022-CA-1457"
-    assert related_case_numbers("V. NOS. 2021-CA-0077, 2021-CA-0111, & 2021-CA-0112") == \
+    assert KENTUCKY.numbers.related("V. NOS. 2021-CA-0077, 2021-CA-0111, & 2021-CA-0112") == \
         "2021-CA-0077, 2021-CA-0111, 2021-CA-0112"
-    assert related_case_numbers("OPINION AFFIRMING") is None and related_case_numbers(None) is None
+    assert KENTUCKY.numbers.related("OPINION AFFIRMING") is None and KENTUCKY.numbers.related(None) is None
 
 
 def test_court_dates_gain_a_colon_in_the_offset_and_other_forms_pass_through():
@@ -103,9 +101,9 @@ def test_court_dates_gain_a_colon_in_the_offset_and_other_forms_pass_through():
 def test_a_file_of_the_wrong_shape_names_the_field(mutate, field):
     file = captured.entry_file()
     mutate(file)
-    entry = normalize_docket_entry(captured.docket_entry(), captured.CASE_SC)
+    entry = KENTUCKY.docket_entry(captured.docket_entry(), captured.CASE_SC)
     with pytest.raises(ShapeProblem) as raised:
-        normalize_entry_file(file, entry, None)
+        KENTUCKY.entry_file(file, entry, None)
     assert raised.value.field == field
 
 

@@ -17,8 +17,9 @@ from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c30_client import CourtClient
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c50_discover import (DISCOVER_DETAILS_BATCH, OPEN_CASE_REWALK_DAYS, Discovery,
-                                                 choose_strategy, discover, needs_walk, opinion_windows, plan_sweep)
+from notebook_builder.cells.c25_court import KENTUCKY, choose_strategy, opinion_windows
+from notebook_builder.cells.c44_discovery_rules import DISCOVER_DETAILS_BATCH, OPEN_CASE_REWALK_DAYS, walk_kind
+from notebook_builder.cells.c50_discover import Discovery, discover
 from notebook_builder.cells.c55_probe import PROBE_MAX_REQUESTS, probe
 from notebook_builder.cells.c97_report import report_table
 from notebook_builder.simcourt import SimCourt
@@ -141,23 +142,34 @@ def test_the_opinion_search_pages_by_filed_date_with_headers_and_facets():
 
 def test_a_case_is_walked_when_new_unwalked_or_its_search_row_changed_never_twice_in_a_sweep():
     walked = lambda sweep, closed, row: {"walked_sweep": sweep, "closed": closed, "search_row": row}  # noqa: E731
-    assert needs_walk(None, {"closed": 1, "search_row": "a"}, 1)
-    assert needs_walk(walked(None, 1, None), {"closed": 1, "search_row": "a"}, 2)
-    assert not needs_walk(walked(2, 0, "a"), {"closed": 0, "search_row": "b"}, 2)       # walked in this sweep
+    assert walk_kind(None, {"closed": 1, "search_row": "a"}, 1) == "new"
+    assert walk_kind(walked(None, 1, None), {"closed": 1, "search_row": "a"}, 2) == "new"
+    assert walk_kind(walked(2, 0, "a"), {"closed": 0, "search_row": "b"}, 2) is None      # walked in this sweep
     # Walked in an earlier sweep: again only when the court's row for it changed (it closed, say).
-    assert not needs_walk(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2)
-    assert needs_walk(walked(1, 0, "a"), {"closed": 1, "search_row": "b"}, 2)
-    assert not needs_walk(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 2)
-    # An open case walked OPEN_CASE_REWALK_DAYS ago (an update), or with FULL_SWEEP, is walked again.
-    assert needs_walk(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2, days_since_walk=OPEN_CASE_REWALK_DAYS)
-    assert not needs_walk(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2, days_since_walk=2)
-    assert not needs_walk(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 2, days_since_walk=400)
-    assert needs_walk(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2, rewalk_open=True)
-    assert not needs_walk(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 2, rewalk_open=True)
+    assert walk_kind(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2) is None
+    assert walk_kind(walked(1, 0, "a"), {"closed": 1, "search_row": "b"}, 2) == "changed"
+    assert walk_kind(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 2) is None
+    # An open case walked OPEN_CASE_REWALK_DAYS ago, or with FULL_SWEEP, is walked again.
+    assert walk_kind(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2,
+                     days_since_walk=OPEN_CASE_REWALK_DAYS) == "again"
+    assert walk_kind(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2, days_since_walk=2) is None
+    assert walk_kind(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 2, days_since_walk=400) is None
+    assert walk_kind(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 2, rewalk_open=True) == "again"
+    assert walk_kind(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 2, rewalk_open=True) is None
     # Walked before rows were fingerprinted: open ones, or reopened ones, as before.
-    assert needs_walk(walked(1, 0, None), {"closed": 0, "search_row": "a"}, 2)
-    assert not needs_walk(walked(1, 1, None), {"closed": 1, "search_row": "a"}, 2)
-    assert needs_walk(walked(1, 1, None), {"closed": 0, "search_row": "a"}, 2)
+    assert walk_kind(walked(1, 0, None), {"closed": 0, "search_row": "a"}, 2) == "again"
+    assert walk_kind(walked(1, 1, None), {"closed": 1, "search_row": "a"}, 2) is None
+    assert walk_kind(walked(1, 1, None), {"closed": 0, "search_row": "a"}, 2) == "again"
+
+
+def test_an_update_walks_new_changed_and_open_cases_and_leaves_unchanged_closed_ones_alone():
+    walked = lambda sweep, closed, row: {"walked_sweep": sweep, "closed": closed, "search_row": row}  # noqa: E731
+    assert walk_kind(None, {"closed": 1, "search_row": "a"}, 5, update=True) == "new"
+    assert walk_kind(walked(1, 1, "a"), {"closed": 0, "search_row": "b"}, 5, update=True) == "changed"   # reopened
+    assert walk_kind(walked(1, 1, "a"), {"closed": 1, "search_row": "b"}, 5, update=True) == "changed"   # retitled
+    assert walk_kind(walked(1, 0, "a"), {"closed": 0, "search_row": "a"}, 5, update=True) == "open"      # any age
+    assert walk_kind(walked(1, 1, "a"), {"closed": 1, "search_row": "a"}, 5, update=True, days_since_walk=400) is None
+    assert walk_kind(walked(5, 0, "a"), {"closed": 0, "search_row": "a"}, 5, update=True) is None        # resumed
 
 
 def test_a_changed_case_whose_walk_failed_is_still_walked_in_the_next_sweep(tmp_path):
@@ -171,11 +183,11 @@ def test_a_changed_case_whose_walk_failed_is_still_walked_in_the_next_sweep(tmp_
         previous = DiscoveryState(db).cases_to_walk(3, ["c1"])["c1"]
     finally:
         db.close()
-    assert previous["search_row"] == "a" and needs_walk(previous, {**case, "search_row": "b"}, 3)
+    assert previous["search_row"] == "a" and walk_kind(previous, {**case, "search_row": "b"}, 3) == "changed"
 
 
 def test_a_strategy_fails_when_most_of_its_answers_are_unusable_never_on_one_missing_case():
-    from notebook_builder.cells.c50_discover import STRATEGY_EVIDENCE, strategy_failing
+    from notebook_builder.cells.c44_discovery_rules import STRATEGY_EVIDENCE, strategy_failing
     assert not strategy_failing(0, STRATEGY_EVIDENCE - 1)                  # too early to judge mid-sweep
     assert strategy_failing(0, STRATEGY_EVIDENCE) and strategy_failing(3, 2, complete=False) is False
     assert strategy_failing(0, 2, complete=True) and strategy_failing(1, 2, complete=True)
@@ -201,10 +213,10 @@ def test_auto_takes_the_document_search_only_when_its_rows_carry_documentid():
     assert choose_strategy("documents", None)[0] == "documents"
 
 
-def test_an_update_sweeps_the_last_two_years_and_their_admin_shards():
-    assert plan_sweep(1990, 2026, incremental=True) == [
+def test_a_sweep_and_an_update_alike_page_every_year_and_its_admin_shards():
+    assert KENTUCKY.sweep_shards(2025, 2026) == [
         "2025 CA ADMIN", "2025 SC ADMIN", "2025-CA", "2025-SC", "2026 CA ADMIN", "2026 SC ADMIN", "2026-CA", "2026-SC"]
-    assert len(plan_sweep(1990, 2026, incremental=False)) == 4 * 37
+    assert len(KENTUCKY.sweep_shards(1990, 2026)) == 4 * 37
     windows = opinion_windows(dt.date(2024, 4, 1), dt.date(2024, 4, 16))
     assert windows == [("04/01/2024", "04/07/2024"), ("04/08/2024", "04/14/2024"), ("04/15/2024", "04/16/2024")]
 
@@ -264,7 +276,7 @@ def test_the_walk_makes_no_request_the_data_does_not_need(make_context):
         assert court.endpoint_requests["docketentries"] == cases
         assert court.endpoint_requests["entry_documents"] == entries      # never an entry without documents
         assert court.endpoint_requests["parties"] == court.endpoint_requests["lowercourts"] == 0
-        assert court.endpoint_requests["case_search"] == len(plan_sweep(2023, 2024, incremental=False))
+        assert court.endpoint_requests["case_search"] == len(KENTUCKY.sweep_shards(2023, 2024))
 
 
 def test_a_killed_walk_resumes_per_case_and_never_walks_a_case_twice_in_a_sweep(make_context):
@@ -286,56 +298,53 @@ def test_a_killed_walk_resumes_per_case_and_never_walks_a_case_twice_in_a_sweep(
         assert ids(ctx) == served_ids(court)
 
 
-def test_once_converged_an_update_walks_new_changed_and_stale_open_cases_unless_full_sweep(make_context):
+def test_once_converged_an_update_searches_every_shard_and_walks_the_open_cases_unless_full_sweep(make_context):
     with SimCourt(160, seed=8, shape="captured", document_search="absent", faults=False, first_year=2020,
                   last_year=2026) as court:
         ctx = make_context(court, CONVERGENCE_DELTA=1, CASE_DETAILS=False)
         assert discover(ctx).converged and ctx.db.kv_get("archive_updated_at")
-        week_ago = (kentucky_today() - dt.timedelta(days=8)).isoformat()
         ctx.db.kv_set("opinions_checked_through", kentucky_today().isoformat())
-        # Documents the court added since (in an open case of the last two years, none of them filed in
-        # the week the opinion update reads again).
+        # Documents the archive lacks (as if the court added them since) in an open case, of any year.
         open_case = ctx.db.conn.execute(
-            "SELECT case_id FROM cases WHERE closed = 0 AND substr(case_number, 1, 4) IN ('2025', '2026') "
-            "AND case_number NOT LIKE '% ADMIN%' AND case_id NOT IN (SELECT case_id FROM documents "
-            "WHERE substr(filed_date, 1, 10) >= ?) LIMIT 1", (week_ago,)).fetchone()[0]
+            "SELECT case_id FROM cases WHERE closed = 0 AND case_number NOT LIKE '% ADMIN%' "
+            "AND case_id IN (SELECT case_id FROM documents) ORDER BY case_number LIMIT 1").fetchone()[0]
         added = ctx.db.conn.execute("DELETE FROM documents WHERE case_id = ?", (open_case,)).rowcount
+        open_cases = ctx.db.conn.execute("SELECT COUNT(*) FROM cases WHERE closed = 0").fetchone()[0]
         searches_before = court.endpoint_requests["case_search"]
         walks_before = court.endpoint_requests["docketentries"]
         update = discover(ctx)
-        # Days after its walk, an open case whose search row is unchanged is not walked again.
-        assert added and update.incremental and update.converged and update.rows_new == 0
-        assert court.endpoint_requests["docketentries"] == walks_before and update.cases_unchanged > 0
-        asked = court.endpoint_requests["case_search"] - searches_before
-        assert asked == len(plan_sweep(2020, 2026, incremental=True)) < len(plan_sweep(2020, 2026, incremental=False))
-        assert court.endpoint_requests["opinion_search"] > 0
+        # Every shard's case search, and a walk of each open case (its row unchanged: any age).
+        assert added and update.incremental and update.converged and update.rows_new == added
+        assert court.endpoint_requests["docketentries"] - walks_before == open_cases
+        assert court.endpoint_requests["case_search"] - searches_before == len(KENTUCKY.sweep_shards(2020, 2026))
+        assert court.endpoint_requests["opinion_search"] > 0 and update.cases_unchanged > 0
         assert ctx.db.kv_get("opinions_checked_through") == kentucky_today().isoformat()
-        # Four weeks after their walk, the open cases of the years an update sweeps are walked again.
-        ctx.db.conn.execute("UPDATE cases SET walked_at = '2020-01-01T00:00:00Z'")
-        again = discover(ctx)
-        assert again.incremental and again.rows_new == added
-        assert court.endpoint_requests["docketentries"] > walks_before
+        assert ctx.db.kv_get("complete_through") == kentucky_today().isoformat()
         ctx.cfg = ctx.cfg.replace(FULL_SWEEP=True, MAX_SWEEPS=1)
         searches_before = court.endpoint_requests["case_search"]
         full = discover(ctx)
         assert not full.incremental
-        assert court.endpoint_requests["case_search"] - searches_before == len(plan_sweep(2020, 2026, incremental=False))
+        assert court.endpoint_requests["case_search"] - searches_before == len(KENTUCKY.sweep_shards(2020, 2026))
 
 
-def test_a_late_filing_in_an_open_case_waits_for_its_row_to_change_or_for_full_sweep(make_context):
-    # The sweeps after a case's walk do not walk it again while its search row is unchanged: a document
-    # filed in it since (late) waits for the row to change, an update four weeks on, or FULL_SWEEP,
-    # which walks every open case again.
+def test_a_late_filing_in_an_open_case_is_found_by_the_next_update_whatever_its_year(make_context):
+    # A crawl's sweeps do not walk a case again while its search row is unchanged; an update walks
+    # every open case and lists its entries new to the table, so a document filed since in an entry
+    # of its own is found. One that joined an entry the archive listed before waits for FULL_SWEEP.
     with SimCourt(120, seed=5, shape="captured", document_search="absent", faults=False, late_docs=3,
                   unavailable_files=False, first_year=2023, last_year=2024) as court:     # an update sweeps them all
-        late = {court.documents[doc].document_id for doc in court.corpus.late}
+        corpus = court.corpus
+        late = {court.documents[doc].document_id for doc in corpus.late}
+        own_entry = {court.documents[doc].document_id for doc in corpus.late
+                     if set(corpus.entry_docs(corpus.doc_entry[doc])) <= corpus.late}
         court.hold_late_documents()
         ctx = make_context(court, CONVERGENCE_DELTA=1, CASE_DETAILS=False)
         assert discover(ctx).converged and not late & ids(ctx)
         court.hold_late_documents(False)        # filed now, in cases the crawl walked while open
         ctx.cfg = ctx.cfg.replace(MAX_SWEEPS=2)
         update = discover(ctx)
-        assert update.converged and update.cases_unchanged > 0 and not late & ids(ctx)
+        assert update.incremental and update.converged and update.cases_unchanged > 0
+        assert own_entry and late & ids(ctx) == own_entry
         ctx.cfg = ctx.cfg.replace(FULL_SWEEP=True, MAX_SWEEPS=1)
         discover(ctx)
         assert ids(ctx) == served_ids(court)
@@ -391,7 +400,7 @@ def test_the_audit_shows_what_the_court_announced_next_to_what_the_archive_holds
         assert gaps == [{"shard": "2024-CA", "announced": audit["2024-CA"]["announced"],
                          "held": audit["2024-CA"]["announced"] - 2, "unit": "cases"}]
         table = report_table(ctx.db, ctx.cfg)
-        assert "1 shards short" in table and f"gap: 2024-CA: {gaps[0]['held']} of {gaps[0]['announced']} cases" in table
+        assert "1 shard short" in table and f"gap: 2024-CA: {gaps[0]['held']} of {gaps[0]['announced']} cases" in table
         result = verify(ctx)
         assert result.passed and result.coverage_gaps == gaps        # a warning, not a failure
         assert "warning: 1 shards hold fewer than the court announced (2024-CA" in format_verify_report(result)

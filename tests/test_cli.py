@@ -213,8 +213,8 @@ def test_the_demo_prints_the_commands_that_query_its_archive():
 @pytest.mark.slow
 def test_the_demo_passes_then_its_printed_commands_and_the_documented_searches_work(tmp_path, capsys, monkeypatch):
     """The README's quick start as a new user runs it, whatever KY_* variables they exported:
-    `demo` (its defaults), then what it printed, then docs/searching.md's search examples on its
-    archive; nothing is created beside `demo/`."""
+    `demo` (its defaults: the first crawl, then the court a month on and the update), then what it
+    printed, then docs/searching.md's search examples on its archive; nothing is created beside `demo/`."""
     import os
     import shlex
     from pathlib import Path
@@ -232,19 +232,27 @@ def test_the_demo_passes_then_its_printed_commands_and_the_documented_searches_w
     assert "verify PASS" in done.stdout and "done: yes" in done.stdout
     status = json.loads((tmp_path / "demo" / "store" / "status.json").read_text())
     assert status["done"] is True and status["verify"] == "PASS"
-    assert status["counts"]["extracted"] > 0 and sum(status["counts"].values()) == 400
+    plan_added = int(re.search(r"the court has filed (\d+) documents", done.stdout).group(1))
+    assert status["counts"]["extracted"] > 0 and sum(status["counts"].values()) == 400 + plan_added
+    assert status["last_update"]["complete"] and status["last_update"]["counts"]["added"] == plan_added
+    assert f"the update found {status['last_update']['words']}" in done.stdout
+    assert (tmp_path / "demo" / "store" / "feed.atom").is_file()
+    assert len(list((tmp_path / "demo" / "store" / "changes").glob("*.jsonl"))) == 1
 
     for name in [name for name in os.environ if name.startswith("KY_")]:
         monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
-    printed = [line.strip() for line in done.stdout.splitlines() if line.startswith("  kycourt-pipeline ")]
-    assert [line.split()[1] for line in printed] == ["status", "search", "show", "export", "serve"]
-    for line in printed[:4]:
-        assert main(shlex.split(line.split("#")[0])[1:]) == 0, line
+    # Run as a module, the demo prints `<its python> -m notebook_builder ...` (test_demo runs them as typed).
+    printed = [shlex.split(line, comments=True) for line in done.stdout.split("query it with:\n", 1)[1].splitlines()
+               if line.startswith("  ")]
+    printed = [words[words.index("notebook_builder") + 1:] for words in printed]
+    assert [words[0] for words in printed] == ["status", "search", "show", "changes", "export", "serve"]
+    for words in printed[:5]:
+        assert main(words) == 0, words
         out = capsys.readouterr().out
-        if line.split()[1] == "search":
+        if words[0] == "search":
             assert re.match(r"\d+ documents match 'restitution'", out), out[:500]
-        if line.split()[1] == "show":
+        if words[0] == "show":
             assert "NOT in the store" not in out and "; store " in out
     searching = (Path(__file__).resolve().parents[1] / "docs" / "searching.md").read_text(encoding="utf-8")
     examples = [line.split("#")[0] for line in searching.splitlines() if line.startswith("kycourt-pipeline search ")]
@@ -281,6 +289,7 @@ def test_status_and_report_read_an_earlier_versions_database_before_the_run_that
     assert main(["status", "--workspace", str(workspace)]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["counts"]["discovered"] == 2 and status["queues"]["download"] == 2 and status["database"] is True
+    (tmp_path / "store").mkdir()
     assert main(["report", "--workspace", str(workspace), "--store", str(tmp_path / "store")]) == 0
     assert "queues: download 2" in capsys.readouterr().out
     assert hashlib.sha256((workspace / "ky_court.sqlite").read_bytes()).hexdigest() == before

@@ -10,9 +10,8 @@ import responses
 
 from notebook_builder.cells.c00_config import (ResultsLimitExceeded, StopRequested,
                                                TransientFetchError, load_config, retry_delay)
-from notebook_builder.cells.c30_client import (ENDPOINTS, MANDATORY_HEADERS, CourtClient, CourtTrapError,
-                                               classify_http_status,
-                                               normalize_document_row, retry_after_seconds)
+from notebook_builder.cells.c25_court import ENDPOINTS, KENTUCKY, MANDATORY_HEADERS
+from notebook_builder.cells.c30_client import CourtClient, CourtTrapError, classify_http_status, retry_after_seconds
 from support import RecordingClock
 
 BASE = "https://court.test/api/api/v1"
@@ -84,13 +83,13 @@ def test_retry_after_reads_seconds_and_http_dates():
 
 
 def test_rows_are_normalized_to_document_columns():
-    normalized = normalize_document_row(row(12))
+    normalized = KENTUCKY.document_row(row(12))
     assert normalized == {
         "document_id": f"{12:064x}", "case_number": "2019-CA-0012", "court": "Kentucky Court of Appeals",
         "case_title": "SMITH VS. COMMONWEALTH", "docket_entry_id": "cd" * 8,
         "description": "OPINION AFFIRMING", "filed_date": "2019-03-01T00:00:00.000-05:00",
         "case_id": "ab" * 8, "document_name": "2019-CA-000012 opinion.pdf", "document_available": 1}
-    assert normalize_document_row({"rowMap": {}}) is None
+    assert KENTUCKY.document_row({"rowMap": {}}) is None
 
 
 def test_every_endpoint_path_is_in_one_mapping():

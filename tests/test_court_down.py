@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import socket
 import threading
 import time
@@ -125,10 +126,14 @@ def test_an_unreachable_court_stops_the_run_with_exit_3_and_says_what_remains(tm
     lines = [line for line in summary.splitlines() if line.startswith("court unreachable:")]
     assert len(lines) == 1 and dead_court in lines[0] and "remains:" in lines[0], summary
     assert report.stages["download"].stopped == "court unreachable"    # the crawl stopped; nothing downloaded
-    assert report.verify.passed
-    assert "verify PASS (not done: 0 to download, 0 to extract, discovery not converged)" in summary
+    assert report.verify.passed and report.verify.empty
+    # No verdict over an archive of nothing: no PASS anywhere, in the stage table or the report.
+    assert not re.search(r"\bPASS\b", summary), summary
+    assert "verify: nothing to verify: the archive holds no document yet (not done: 0 to download" in summary
+    assert re.search(r"^ +verify +[0-9.]+s  nothing to verify: the archive holds no document yet$", summary, re.M)
     status = json.loads((tmp_path / "workspace" / "status.json").read_text())
-    assert status["done"] is False and status["verify"] == "PASS"
+    assert status["done"] is False and status["verify"] is None
+    assert status["verify_note"] == "nothing to verify: the archive holds no document yet"
     assert status["court_unreachable"] and status["remaining"].endswith("discovery not converged")
     assert (tmp_path / "store" / "ky_court.sqlite").is_file()   # state saved
 
@@ -219,7 +224,6 @@ def test_a_refused_port_from_the_start_exits_3_in_about_a_minute_with_a_few_shor
     the breaker after 6 failures or 60 s, whichever is later, not after five minutes; each failed
     shard is one line, with no HTTPConnectionPool(...) repr."""
     import logging
-    import re
     env = {"KY_WORKSPACE": str(tmp_path / "workspace"), "KY_STORE": str(tmp_path / "store"),
            "KY_API_BASE": f"http://127.0.0.1:{free_port()}/api/api/v1", "KY_PROGRESS": "0",
            "KY_FIRST_YEAR": "2020", "KY_LAST_YEAR": "2026"}

@@ -264,7 +264,7 @@ def test_cli_derive_runs_from_the_workspace_alone_and_twice_changes_nothing(tmp_
     ctx.close()
     flags = ["--workspace", str(tmp_path / "ws"), "--store", str(tmp_path / "store")]
     assert cli.main(["derive", *flags]) == 0
-    assert "1 documents derived" in capsys.readouterr().out
+    assert "1 document derived" in capsys.readouterr().out
     assert cli.main(["derive", *flags]) == 0
     assert "0 documents derived" in capsys.readouterr().out
     assert (tmp_path / "store" / "ky_court.sqlite").is_file()    # the first derive was checkpointed

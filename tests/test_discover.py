@@ -6,12 +6,14 @@ import requests
 from requests.adapters import HTTPAdapter
 from support import RecordingClock
 
-from notebook_builder.cells import c50_discover
+from notebook_builder.cells import c44_discovery_rules, c47_document_search
 from notebook_builder.cells.c12_queues import WorkQueues
 from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c30_client import CourtClient, CourtTrapError
-from notebook_builder.cells.c50_discover import discover, needs_repage, needs_split, plan_shards, split_shard
+from notebook_builder.cells.c25_court import KENTUCKY
+from notebook_builder.cells.c44_discovery_rules import needs_repage, needs_split
+from notebook_builder.cells.c50_discover import discover
 from notebook_builder.simcourt import SimCourt
 
 
@@ -71,15 +73,15 @@ def fresh_clock(ctx):
 
 
 def test_shards_are_both_courts_for_every_year_in_case_number_order():
-    assert plan_shards(2019, 2021) == ["2019-CA", "2019-SC", "2020-CA", "2020-SC", "2021-CA", "2021-SC"]
-    assert len(plan_shards(1990, 2026)) == 74
+    assert KENTUCKY.numbers.shards(2019, 2021) == ["2019-CA", "2019-SC", "2020-CA", "2020-SC", "2021-CA", "2021-SC"]
+    assert len(KENTUCKY.numbers.shards(1990, 2026)) == 74
 
 
 def test_split_shard_goes_one_digit_deeper_until_a_whole_case_number():
-    assert split_shard("2019-CA") == [f"2019-CA-{d}" for d in range(10)]
-    assert split_shard("2019-CA-0") == [f"2019-CA-0{d}" for d in range(10)]
-    assert split_shard("2019-CA-012") == [f"2019-CA-012{d}" for d in range(10)]
-    assert split_shard("2019-CA-0123") == []
+    assert KENTUCKY.numbers.split_shard("2019-CA") == [f"2019-CA-{d}" for d in range(10)]
+    assert KENTUCKY.numbers.split_shard("2019-CA-0") == [f"2019-CA-0{d}" for d in range(10)]
+    assert KENTUCKY.numbers.split_shard("2019-CA-012") == [f"2019-CA-012{d}" for d in range(10)]
+    assert KENTUCKY.numbers.split_shard("2019-CA-0123") == []
 
 
 def test_split_is_decided_by_the_announced_limit():
@@ -173,7 +175,7 @@ def test_a_shard_that_keeps_failing_is_an_error_and_blocks_convergence(make_cont
     with SimCourt(docs=100, seed=7, search_fault_rate=1.0, first_year=2020, last_year=2020) as court:
         ctx = make_context(court, SEARCH_ATTEMPTS=2, MAX_SWEEPS=2)
         result = discover(ctx)
-        shards = len(c50_discover.plan_sweep(2020, 2020, incremental=False))     # 2020-CA, -SC, and ADMIN
+        shards = len(KENTUCKY.sweep_shards(2020, 2020))     # 2020-CA, -SC, and ADMIN
         assert shards == 4 and result.errors == 2 * shards and not result.converged
         assert {row["state"] for row in shard_rows(ctx, 1).values()} == {"error"}
         assert [row["errors"] for row in DiscoveryState(ctx.db).discovery_runs()] == [shards, shards]
@@ -191,7 +193,7 @@ def _one_sweep(make_context, court, name):
 def test_one_sweep_over_an_unstable_order_finds_every_visible_document(make_context, monkeypatch):
     with SimCourt(docs=500, seed=3, unstable=True, faults=False, max_page=20,
                   first_year=2019, last_year=2020) as court:
-        monkeypatch.setattr(c50_discover, "DISCOVER_MAX_REPAGES", 0)
+        monkeypatch.setattr(c44_discovery_rules, "DISCOVER_MAX_REPAGES", 0)
         naive, naive_result = _one_sweep(make_context, court, "naive")
         assert naive_result.repages == 0 and len(document_ids(naive)) < len(court.documents), \
             "one naive pass over this court misses rows (else the test pins nothing)"
@@ -272,29 +274,29 @@ def test_dry_run_makes_no_request(make_context):
         assert court.search_requests == 0 and result.sweeps == 0 and not result.converged
 
 
-def _writer_batch(shard: str, ids: list[str], state: str | None = "done") -> c50_discover.DiscoveryBatch:
+def _writer_batch(shard: str, ids: list[str], state: str | None = "done") -> c47_document_search.DiscoveryBatch:
     rows = [{"document_id": document_id, "shard": shard} for document_id in ids]
-    return c50_discover.DiscoveryBatch(shard, rows=rows, pages=1, rows_seen=len(rows), state=state)
+    return c47_document_search.DiscoveryBatch(shard, rows=rows, pages=1, rows_seen=len(rows), state=state)
 
 
 def test_the_writer_commits_in_order_and_an_error_stops_every_later_commit(tmp_path, monkeypatch):
     from notebook_builder.cells.c10_database import Database
     db = Database.open(tmp_path / "db.sqlite")
     DiscoveryState(db).start_sweep(1, ["2019-CA", "2019-SC", "2020-CA"])
-    monkeypatch.setattr(c50_discover, "DISCOVER_COMMIT_ROWS", 1)   # every batch is its own commit
-    writer = c50_discover.DiscoveryWriter(db, 1)
+    monkeypatch.setattr(c47_document_search, "DISCOVER_COMMIT_ROWS", 1)   # every batch is its own commit
+    writer = c47_document_search.DiscoveryWriter(db, 1)
     writer.submit(_writer_batch("2019-CA", ["a1", "a2"]))
     writer.close()
     assert WorkQueues(db).document_count() == 2 and DiscoveryState(db).shard_states(1) == {"done": 1, "pending": 2}
     assert writer.rows_new == 2
 
-    failing = c50_discover.DiscoveryWriter(db, 1)
+    failing = c47_document_search.DiscoveryWriter(db, 1)
     upsert = DiscoveryState.upsert_discovered
 
-    def upsert_or_fail(self, rows):
+    def upsert_or_fail(self, rows, **watch):
         if any(row["document_id"].startswith("b") for row in rows):
             raise OSError("disk I/O error")
-        return upsert(self, rows)
+        return upsert(self, rows, **watch)
     monkeypatch.setattr(DiscoveryState, "upsert_discovered", upsert_or_fail)
     with pytest.raises(OSError, match="disk I/O"):
         failing.submit(_writer_batch("2019-SC", ["b1"]))   # its commit fails: raised at once
@@ -305,14 +307,14 @@ def test_the_writer_commits_in_order_and_an_error_stops_every_later_commit(tmp_p
 
 
 def test_the_fingerprint_of_a_court_row_is_that_of_the_row_it_normalizes_to():
-    from notebook_builder.cells.c30_client import normalize_document_row
-    from notebook_builder.simcourt.corpus import Corpus
+
+    from notebook_builder.simcourt.shapes import Corpus
     corpus = Corpus(40, 3)
     items = [corpus.document_row(number) for number in range(40)]
     items.append({"id": "AB" * 32, "rowMap": {"documentID": "AB" * 32, "filedDate": "2020-01-02"}})  # sparse
     for item in items:
-        row = {**normalize_document_row(item), "shard": "2019-CA"}
-        assert c50_discover.raw_row_fingerprint(item, "2019-CA") == c50_discover.metadata_fingerprint(row)
+        row = {**KENTUCKY.document_row(item), "shard": "2019-CA"}
+        assert KENTUCKY.document_row_key(item, "2019-CA") == c44_discovery_rules.metadata_fingerprint(row)
     changed = {**items[0], "rowMap": {**items[0]["rowMap"], "caseHeader.shortTitle": "RENAMED"}}
-    assert c50_discover.raw_row_fingerprint(changed, "2019-CA") != c50_discover.raw_row_fingerprint(items[0], "2019-CA")
-    assert c50_discover.raw_row_fingerprint(items[0], "2019-SC") != c50_discover.raw_row_fingerprint(items[0], "2019-CA")
+    assert KENTUCKY.document_row_key(changed, "2019-CA") != KENTUCKY.document_row_key(items[0], "2019-CA")
+    assert KENTUCKY.document_row_key(items[0], "2019-SC") != KENTUCKY.document_row_key(items[0], "2019-CA")

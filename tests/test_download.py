@@ -14,6 +14,7 @@ from notebook_builder.cells.c00_config import DiskFullError, RunClock
 from notebook_builder.cells.c12_queues import WorkQueues
 from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c25_court import KENTUCKY
 from notebook_builder.cells.c30_client import CourtHealth
 from notebook_builder.cells.c39_checkpoint import Checkpointer
 from notebook_builder.cells.c70_download import download, recover
@@ -309,6 +310,8 @@ class _ShortBodyResponse:
 
 
 class _ShortBodyClient:
+    court = KENTUCKY
+
     def __init__(self, data: bytes):
         self.data = data
         self.health = CourtHealth(down_seconds=3600, down_failures=100)
@@ -377,7 +380,7 @@ class _InterruptingClient:
 
     def __init__(self, client, interrupt_at: int):
         self.client, self.interrupt_at, self.sent = client, interrupt_at, 0
-        self.health = client.health
+        self.health, self.court = client.health, client.court
 
     def pace_download(self):
         self.client.pace_download()

@@ -23,7 +23,8 @@ from pydrive2.drive import GoogleDrive
 
 from notebook_builder.cells.c00_config import (IntegrityError, StoreError, StoreQuotaExceeded, load_config,
                                                retry_delay)
-from notebook_builder.cells.drive_store import DriveStore, _drive_verdict, open_drive_store
+from notebook_builder.cells.c07_drive_api import drive_verdict
+from notebook_builder.cells.drive_store import DriveStore, open_drive_store
 
 from support import put_bytes
 
@@ -160,7 +161,7 @@ class ScriptedDrive:
     (401, "authError", "", "fail"),
 ])
 def test_verdict_of_a_failed_drive_request(status, reason, message, verdict):
-    assert _drive_verdict(status, reason, message) == verdict
+    assert drive_verdict(status, reason, message) == verdict
 
 
 def test_backoff_doubles_from_base_up_to_cap():

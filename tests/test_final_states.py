@@ -49,7 +49,7 @@ def test_final_states_partition_the_failed_and_name_the_unextractable(make_conte
     counts = WorkQueues(db).status_counts()
     assert final["withheld"] + final["failed_for_good"] + final["out_of_attempts"] + final["retrying"] \
         == counts["failed"] == 5
-    assert final_states_line(final) == ("1 PDFs not extractable (unparseable 1), 2 failed for good, 1 withheld, "
+    assert final_states_line(final) == ("1 PDF not extractable (unparseable 1), 2 failed for good, 1 withheld, "
                                         "1 out of attempts, 1 still retrying")
 
 

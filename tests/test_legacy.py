@@ -16,8 +16,8 @@ from notebook_builder.cells.c12_queues import WorkQueues
 from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c38_legacy import (KV_LEGACY_ADOPTION, adopt, adoption_plan, judge_database,
-                                               legacy_original_name, provisional_status)
+from notebook_builder.cells.c38_legacy import (KV_LEGACY_ADOPTION, adopt, adoption_plan, describe_adoption,
+                                               judge_database, legacy_original_name, provisional_status)
 from notebook_builder.cells.c60_backfill import backfill
 
 NO_COURT = {"KY_API_BASE": "http://127.0.0.1:9/api/api/v1"}
@@ -202,7 +202,7 @@ def test_adopted_rows_keep_their_progress_where_the_files_are_and_go_back_where_
     status = {row["document_id"]: row["status"] for row in db.iter_documents()}
     assert status == {in_store.document_id: "extracted", in_backup.document_id: "downloaded",
                       by_sha.document_id: "extracted", no_text.document_id: "downloaded",
-                      nowhere.document_id: "discovered", unknown.document_id: "extracted"}
+                      nowhere.document_id: "discovered", unknown.document_id: "downloaded"}
     assert result.requeued == [nowhere.document_id] and result.texts_missing == 1 and result.texts_reused == 3
     for row in DownloadRecords(db).documents_claiming_files():
         assert row["local_pdf"] == f"pdf_by_hash/{row['sha256']}.pdf"
@@ -210,7 +210,9 @@ def test_adopted_rows_keep_their_progress_where_the_files_are_and_go_back_where_
     assert store.exists(f"text/{sha256(pdfs[by_sha.document_id])}.txt")
     assert db.conn.execute("SELECT note FROM legacy_documents WHERE document_id = ?",
                            (nowhere.document_id,)).fetchone()[0] == "requeued: PDF nowhere"
-    assert WorkQueues(db).extract_queue_size(ctx.cfg) == 2      # in_backup (never extracted) and no_text
+    # in_backup (never extracted), no_text, and unknown: its text is held, its figures are to be measured
+    assert WorkQueues(db).extract_queue_size(ctx.cfg) == 3
+    assert db.get_document(unknown.document_id)["extracted_chars"] == len("the text v1.2 extracted")
 
 
 def test_an_extracted_row_whose_pdf_only_the_store_holds_is_never_asked_of_the_court(planned_court, tmp_path):
@@ -253,10 +255,10 @@ def test_a_row_v12_extracted_with_no_text_is_extracted_again_so_ocr_can_read_its
     assert store.read_file(f"text/{sha256(pdfs[scan.document_id])}.txt") == b""      # v1.2's, untouched
 
 
-def test_a_downloaded_row_whose_text_the_archive_holds_reuses_it_and_writes_no_other_text_under_its_name(
-        planned_court, tmp_path):
-    # v1.2 wrote the text and was killed before it marked the row: extracting it again would leave the
-    # workspace's text and the store's (v1.2's, never overwritten) different under one name.
+def test_a_downloaded_row_whose_text_the_archive_holds_is_measured_and_keeps_that_text(planned_court, tmp_path):
+    # v1.2 wrote the text and was killed before it marked the row: extraction measures the PDF (its
+    # pages, its scans) and keeps v1.2's text; a second text under one name is never written.
+    from notebook_builder.cells.c80_extract import extract
     document = planned_court.documents_with("ok")[0]
     data = planned_court.pdf_bytes(document.document_id)
     ctx = legacy_context(tmp_path, [downloaded_row(document, data, "/content/w/d.pdf")])
@@ -264,8 +266,39 @@ def test_a_downloaded_row_whose_text_the_archive_holds_reuses_it_and_writes_no_o
     put_bytes(store, f"pdf_by_hash/{sha256(data)}.pdf", data)
     put_bytes(store, f"text/{sha256(data)}.txt", b"the text v1.2 extracted")
     result = adopt(ctx, fold)
-    assert ctx.db.get_document(document.document_id)["status"] == "extracted"
-    assert WorkQueues(ctx.db).extract_queue_size(ctx.cfg) == 0 and result.texts_reused == 1
+    assert result.texts_reused == 1 and result.measured == 1 and "1 of them measured" in describe_adoption(result)
+    row = ctx.db.get_document(document.document_id)
+    assert (row["status"], row["extracted_chars"]) == ("downloaded", len("the text v1.2 extracted"))
+    extract(ctx)
+    row = ctx.db.get_document(document.document_id)
+    assert row["status"] == "extracted" and row["pages"] >= 1
+    assert row["extracted_chars"] == len("the text v1.2 extracted")
+    assert store.read_file(f"text/{sha256(data)}.txt") == b"the text v1.2 extracted"
+    assert ctx.path(f"text/{sha256(data)}.txt").read_bytes() == b"the text v1.2 extracted"
+
+
+def test_a_twin_of_an_extracted_row_is_extracted_with_the_twins_figures_and_verify_passes(planned_court, tmp_path):
+    # Issue 38 item 5: v1.2 had downloaded B, and A (the same bytes) had a text: B must not end extracted
+    # with no figures.
+    from notebook_builder.cells.c80_extract import extract
+    from notebook_builder.cells.c90_verify import verify
+    a, b = planned_court.documents_with("ok")[:2]
+    data = planned_court.pdf_bytes(a.document_id)
+    local = f"pdf_by_hash/{sha256(data)}.pdf"
+    ctx = legacy_context(tmp_path, [extracted_row(a, data, local, pages=3, extracted_chars=23),
+                                    downloaded_row(b, data, local)])
+    store = LocalStore(ctx.cfg.STORE)
+    put_bytes(store, local, data)
+    put_bytes(store, f"text/{sha256(data)}.txt", b"the text v1.2 extracted")
+    adopt(ctx, fold)
+    assert ctx.db.get_document(b.document_id)["status"] == "downloaded"
+    extract(ctx)
+    rows = {document.document_id: ctx.db.get_document(document.document_id) for document in (a, b)}
+    assert rows[b.document_id]["status"] == "extracted"
+    assert (rows[b.document_id]["extracted_chars"], rows[b.document_id]["pages"]) == (23, 3)   # A's
+    result = verify(ctx)
+    assert result.passed and result.without_figures == [], result.reasons
+    assert store.read_file(f"text/{sha256(data)}.txt") == b"the text v1.2 extracted"
 
 
 # ------------------------------------------------------------------ refusing
@@ -353,7 +386,7 @@ def test_commands_before_adoption_show_the_v12_rows_or_say_a_run_adopts_them_and
 
 
 def test_a_v12_database_a_kill_left_mid_transaction_is_rolled_back_and_adopted(planned_court, tmp_path):
-    """v1.2 killed in a write leaves a hot journal: a read-only judge cannot read past it."""
+    """v1.2 killed in a write leaves a hot journal: a read-only judge reads what was committed."""
     ctx = legacy_context(tmp_path, [discovered_row(d) for d in planned_court.documents[:3]])
     conn = sqlite3.connect(ctx.db_path)
     conn.execute("PRAGMA journal_mode = DELETE")
@@ -366,6 +399,8 @@ def test_a_v12_database_a_kill_left_mid_transaction_is_rolled_back_and_adopted(p
     conn.close()                                                   # (rolls back; put the kill's files back)
     ctx.db_path.write_bytes(data)
     ctx.db_path.with_name("ky_court.sqlite-journal").write_bytes(journal)
-    assert judge_database(ctx.db_path).kind == "unreadable"         # read-only, it cannot roll back
+    judged = judge_database(ctx.db_path)       # read-only: the journal rolled back in a private copy
+    assert judged.kind == "legacy" and judged.rows == 3
+    assert ctx.db_path.with_name("ky_court.sqlite-journal").read_bytes() == journal
     result = adopt(ctx, fold)
     assert result.adopted and WorkQueues(ctx.db).document_count() == 3

@@ -160,6 +160,10 @@ def test_verify_requires_the_ocr_text_in_the_store(ctx, tmp_path):
     ocr(ctx)
     assert verify(ctx).passed, verify(ctx).reasons
     (ctx.store.root / "text" / f"{sha}.ocr.txt").unlink()     # the store lost it
+    healed = verify(ctx)                                        # the workspace's copy is put back
+    assert healed.passed and healed.fixity.healed == [f"text/{sha}.ocr.txt (from the workspace)"]
+    (ctx.store.root / "text" / f"{sha}.ocr.txt").unlink()     # lost again, and the workspace's too
+    (ctx.workspace / "text" / f"{sha}.ocr.txt").unlink()
     result = verify(ctx)
     assert not result.passed and f"text/{sha}.ocr.txt" in result.missing_in_store
 

@@ -5,18 +5,16 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from support import RecordingClock, discovered_rows, mark_extracted, open_test_context
+from support import RecordingClock, add_extracted_document, discovered_rows, open_test_context
 
 from notebook_builder import cli
 from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c14_derived import DerivedRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
-from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c70_download import download
 from notebook_builder.cells.c86_derive import derive
-from notebook_builder.cells.c88_audit import audit_sample, audit_store
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.simcourt import SimCourt
 
@@ -49,98 +47,44 @@ def test_every_download_response_is_an_event_with_its_identifying_headers(tmp_pa
 # -------------------------------------------------------------------- audit
 
 
-class Md5Store(LocalStore):
-    """A directory store that records an md5 per name, as Drive does."""
-
-    def __init__(self, root):
-        super().__init__(root)
-        self.recorded: dict[str, str] = {}
-
-    def upload_file(self, name, local_path):
-        super().upload_file(name, local_path)
-        self.recorded[name] = hashlib.md5(Path(local_path).read_bytes()).hexdigest()
-
-    def md5(self, name):
-        return self.recorded.get(name)
-
-
 def archive(tmp_path: Path, store=None, documents: int = 4, **env: str):
     cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store"),
                            "KY_PACING": "0", "KY_PROGRESS": "0", **env})
     ctx = open_context(cfg, store=store)
-    db = ctx.open_database()
-    shas = []
-    for number in range(documents):
-        document_id = f"D{number}"
-        pdf = f"%PDF-1.4 document {number}\n".encode()
-        text = f"RENDERED: MARCH {number + 1}, 2020\nthe text of document {number}"
-        sha = hashlib.sha256(pdf).hexdigest()
-        DiscoveryState(db).upsert_discovered([{"document_id": document_id, "case_number": f"2020-CA-{number:04d}"}])
-        for name, data in ((f"pdf_by_hash/{sha}.pdf", pdf), (f"text/{sha}.txt", text.encode())):
-            ctx.path(name).write_bytes(data)
-            ctx.mirror.put(name, ctx.path(name))
-        DownloadRecords(db).record_download_attempt(document_id)
-        DownloadRecords(db).mark_downloaded(document_id, sha256=sha, size_bytes=len(pdf), local_pdf=f"pdf_by_hash/{sha}.pdf")
-        mark_extracted(db, document_id, pages=1, extracted_chars=len(text), likely_scanned=False)
-        shas.append(sha)
+    ctx.open_database()
+    shas = [add_extracted_document(ctx, f"D{number}", f"%PDF-1.4 document {number}\n".encode(),
+                                   f"RENDERED: MARCH {number + 1}, 2020\nthe text of document {number}",
+                                   case_number=f"2020-CA-{number:04d}") for number in range(documents)]
     return ctx, shas
 
 
-def test_audit_sample_is_a_share_at_least_one_and_all_means_all():
-    candidates = list(range(200))
-    assert audit_sample(candidates, 0, 1) == []
-    assert len(audit_sample(candidates, 0.05, 1)) == 10
-    assert len(audit_sample(candidates, 0.0001, 1)) == 1
-    assert audit_sample(candidates, 1.0, 1) == candidates
-    assert audit_sample(candidates, 0.05, 1) != audit_sample(candidates, 0.05, 2)   # rotates with the seed
-
-
-def test_a_sound_store_audits_clean_and_compares_the_store_md5(tmp_path):
-    store = Md5Store(tmp_path / "store")
-    ctx, shas = archive(tmp_path, store)
-    result = audit_store(ctx, 1.0)
-    assert (result.sampled, result.pdfs_hashed, result.texts_hashed, result.workspace_hashed) == (4, 4, 4, 4)
-    assert result.md5_checked == 8 and result.mismatches == [] and result.errors == []
-    ctx.close()
-
-
-def test_tampered_pdf_text_and_md5_are_each_reported(tmp_path):
-    store = Md5Store(tmp_path / "store")
-    ctx, shas = archive(tmp_path, store)
-    derive(ctx)                                     # records each text's sha256
-    (tmp_path / "store" / f"pdf_by_hash/{shas[0]}.pdf").write_bytes(b"%PDF-1.4 other bytes")
-    (tmp_path / "store" / f"text/{shas[1]}.txt").write_text("RENDERED: silently changed", encoding="utf-8")
-    store.recorded[f"pdf_by_hash/{shas[2]}.pdf"] = "0" * 32
-    ctx.path(f"pdf_by_hash/{shas[3]}.pdf").write_bytes(b"rotted on the workspace disk")
-    result = audit_store(ctx, 1.0)
-    lines = "\n".join(result.mismatches)
-    assert f"pdf_by_hash/{shas[0]}.pdf: hashes to" in lines
-    assert f"text/{shas[1]}.txt: hashes to" in lines and "derive read" in lines
-    assert f"pdf_by_hash/{shas[2]}.pdf: md5" in lines
-    assert f"workspace pdf_by_hash/{shas[3]}.pdf: hashes to" in lines
-    ctx.close()
-
-
-def test_before_derive_a_text_is_checked_by_its_length(tmp_path):
-    ctx, shas = archive(tmp_path)
-    (tmp_path / "store" / f"text/{shas[0]}.txt").write_text("short", encoding="utf-8")
-    (tmp_path / "store" / f"text/{shas[1]}.txt").write_bytes(b"\xff\xfe not utf-8")
-    result = audit_store(ctx, 1.0)
-    assert any(line.startswith(f"text/{shas[0]}.txt: 5 characters") for line in result.mismatches)
-    assert any(line.startswith(f"text/{shas[1]}.txt: not UTF-8") for line in result.mismatches)
-    assert len(result.mismatches) == 2
-    ctx.close()
-
-
-def test_verify_with_audit_fails_on_a_mismatch_and_says_so(tmp_path):
+def test_tampered_pdf_and_text_with_no_copy_left_each_fail_verify_by_name(tmp_path):
     ctx, shas = archive(tmp_path, KY_AUDIT="all")
+    derive(ctx)                                     # records each text's sha256
     clean = verify(ctx)
     assert clean.passed, clean.reasons
-    assert clean.audit.pdfs_hashed == 4 and "audit: 4 of 4 PDFs sampled" in format_verify_report(clean)
-    (tmp_path / "store" / f"pdf_by_hash/{shas[0]}.pdf").write_bytes(b"%PDF-1.4 other bytes")
+    assert clean.fixity.read == 8 and "every file read" in format_verify_report(clean)
+    for name in (f"pdf_by_hash/{shas[0]}.pdf", f"text/{shas[1]}.txt"):
+        (tmp_path / "store" / name).write_bytes(b"other bytes")
+        ctx.path(name).unlink()
     tampered = verify(ctx)
     assert not tampered.passed
-    assert any(reason.startswith("audit: 1 mismatches") for reason in tampered.reasons)
+    unhealed = "\n".join(tampered.fixity.unhealed)
+    assert f"pdf_by_hash/{shas[0]}.pdf: 11 bytes where its 20 were proven; no good copy" in unhealed
+    assert f"text/{shas[1]}.txt: 11 bytes where its" in unhealed
+    ctx.close()
+
+
+def test_a_text_derive_hashed_is_held_to_that_hash_from_the_first_audit_on(tmp_path):
+    ctx, shas = archive(tmp_path, KY_VERIFY_HASHES="1")
+    derive(ctx)
+    name = f"text/{shas[2]}.txt"
+    good = ctx.path(name).read_bytes()
+    (tmp_path / "store" / name).write_bytes(good.swapcase())     # the same size, before any audit
+    result = verify(ctx)
+    assert result.passed, result.reasons
+    assert result.fixity.healed == [f"{name} (from the workspace)"]
+    assert (tmp_path / "store" / name).read_bytes() == good
     ctx.close()
 
 
@@ -153,14 +97,14 @@ def test_cli_verify_audit_flag_sets_the_share(tmp_path, capsys):
                                 env={"KY_AUDIT": "0.5"}).AUDIT == 0.5
     assert cli.config_from_args(cli.build_parser().parse_args(["verify", *flags]), env={}).AUDIT == 0
     assert cli.main(["verify", "--audit", "all", *flags]) == 0
-    assert "audit: 4 of 4 PDFs sampled (1)" in capsys.readouterr().out
+    assert "fixity: run 1, every file read: 8 files listed, 8 proven" in capsys.readouterr().out
     with pytest.raises(SystemExit) as refused:                      # a share over 1: bad usage
         cli.main(["verify", "--audit", "2", *flags])
     assert refused.value.code == 2 and "argument --audit: '2' is not valid" in capsys.readouterr().err
 
 
 def test_manifest_lists_each_pdf_and_each_derived_text_with_the_hash_of_its_bytes(tmp_path):
-    from notebook_builder.cells.c88_audit import bagit_manifest
+    from notebook_builder.cells.c21_fixity import bagit_manifest
     ctx, shas = archive(tmp_path, documents=2)
     assert [name for _, name in DerivedRecords(ctx.db).manifest_rows()] == sorted(f"pdf_by_hash/{sha}.pdf" for sha in shas)
     derive(ctx)

@@ -19,8 +19,8 @@ from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c97_report import (coverage_rows, draw_coverage_chart, report_table, show_report,
-                                               write_report)
+from notebook_builder.cells.c97_report import (REPORT_SEGMENTS, coverage_figure, coverage_rows, draw_coverage_chart,
+                                               report_table, show_report, write_report)
 
 COURT_NAMES = {"SC": "Kentucky Supreme Court", "CA": "Kentucky Court of Appeals"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -84,8 +84,10 @@ def assert_png_has_a_chart(path: Path) -> None:
 
 @pytest.fixture
 def workspace(tmp_path):
+    """The workspace, and its store beside it (tmp_path / "store", empty)."""
     workspace = tmp_path / "workspace"
     truth = build_workspace(workspace)
+    (tmp_path / "store").mkdir()
     return workspace, truth
 
 
@@ -124,6 +126,18 @@ def test_chart_is_a_png_with_bars_for_each_court(workspace, tmp_path):
     assert png == tmp_path / "chart" / "status.png"
     assert_png_has_a_chart(png)
     assert not list(png.parent.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("years", [1, 5, 40])
+def test_the_charts_legend_shows_every_label_whole_inside_the_figure(years):
+    rows = [{"year": str(2000 + number), "court": court, "discovered": 5, "downloaded": 4, "extracted": 2,
+             "failed": 1, "not_extractable": 1} for number in range(years) for court in ("SC", "CA")]
+    figure = coverage_figure(rows)
+    figure.draw_without_rendering()
+    (legend,) = figure.legends
+    extent, frame = legend.get_window_extent(), figure.bbox
+    assert frame.x0 <= extent.x0 and extent.x1 <= frame.x1 and frame.y0 <= extent.y0, (extent, frame)
+    assert [text.get_text() for text in legend.get_texts()] == [label for _, label, _ in REPORT_SEGMENTS]
 
 
 def test_empty_workspace_still_draws_a_chart_that_says_so(tmp_path):
@@ -234,5 +248,5 @@ def test_cli_report_output_into_a_missing_folder_is_one_line_and_creates_nothing
     assert main(["report", "--workspace", str(path), "--store", str(store), "--output", str(output)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"the folder {output.parent} does not exist" in err
-    assert not (tmp_path / "nonexistent").exists() and not store.exists()
+    assert not (tmp_path / "nonexistent").exists() and list(store.iterdir()) == []
     assert not (path / "status.png").exists()

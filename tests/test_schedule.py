@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -20,7 +21,9 @@ from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c30_client import CourtClient, TransientFetchError
 from notebook_builder.cells.c35_context import crawl_projection, crawl_words
-from notebook_builder.cells.c50_discover import next_opinion_window, opinion_pass_due, opinion_windows_left, plan_sweep
+from notebook_builder.cells.c25_court import KENTUCKY
+from notebook_builder.cells.c44_discovery_rules import (DISCOVER_ASK_AGAIN_UPDATE_SHARE, next_opinion_window,
+                                                        opinion_pass_due, opinion_windows_left)
 from notebook_builder.cells.c75_schedule import CrawlState, add_figures, next_work
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.cells.c97_report import report_table
@@ -369,10 +372,13 @@ def test_a_sigkill_in_each_kind_of_unit_loses_only_the_unit_in_flight(tmp_path, 
     assert all(state["documents"][doc.document_id] == "downloaded" for doc in court.documents)
     assert state["details"] == 0 and state["parties"] == state["cases"]
     if unit == "details":
-        # Discovery had converged: the resumed run is an update (its opinion weeks, the last two years'
-        # case searches, the withheld files' lists asked again) before the details left.
-        again = {**again, "opinion_search": 4, "case_search": len(plan_sweep(2025, 2026, incremental=True)),
-                 "entry_documents": len(court.withheld_files())}
+        # Discovery had converged: the resumed run is an update (its opinion weeks, every shard's case
+        # search, a walk of each open case, at most its budget of file lists asked again) before the
+        # details left.
+        open_cases = sum(not court.corpus.case_closed(case) for case in range(len(court.corpus.case_keys)))
+        again = {**again, "opinion_search": 4, "case_search": len(KENTUCKY.sweep_shards(2025, 2026)),
+                 "docketentries": open_cases,
+                 "entry_documents": math.ceil(len(court.withheld_files()) * DISCOVER_ASK_AGAIN_UPDATE_SHARE)}
     extra = {name: counts[name] - clean_counts[name] for name in counts}
     assert all(extra[name] <= again.get(name, 0) for name in extra), (unit, extra)
 

@@ -213,6 +213,12 @@ def test_filters_narrow_and_the_total_counts_under_them(many):
     assert on_the_day and many.count(query, SearchFilters(after=day, before=day)) == len(on_the_day)   # inclusive
 
 
+def test_matching_says_which_of_some_documents_match(many):
+    among = [f"doc-{number:03d}" for number in (3, 4, 5, 45, 99)]
+    assert many.matching(parse_query("restitution"), SearchFilters(), among) == {"doc-003", "doc-004", "doc-005"}
+    assert many.matching(parse_query("restitution"), SearchFilters(court_code="SC"), among) == {"doc-003"}
+
+
 def test_an_empty_query_lists_the_documents_under_the_filters_newest_first(many):
     page = many.search(parse_query(""), SearchFilters(court_code="CA"), limit=100)
     assert page.total == 30 and all(hit["court_code"] == "CA" for hit in page.hits)

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -350,6 +351,7 @@ def start_serve_process(cfg) -> tuple[subprocess.Popen, str]:
     if not match:
         process.kill()
         raise AssertionError(f"serve printed {line!r}; {process.stderr.read().decode()[-2000:]}")
+    process.request_log = Path(re.search(r"requests are logged to (.+)\)$", line.strip()).group(1))
     return process, match.group(0)
 
 
@@ -394,11 +396,16 @@ def test_serve_keeps_answering_thousands_of_requests_while_nobody_reads_its_outp
             answered += 1
         connection.close()
         assert process.poll() is None
+        assert Path(served_archive.WORKSPACE) not in process.request_log.parents
+        deadline = time.monotonic() + 30     # a request's line is written once its answer is sent
+        while len(log := process.request_log.read_text().splitlines()) < FREEZE_REQUESTS \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
-    log = (Path(served_archive.WORKSPACE) / "serve" / "requests.log").read_text().splitlines()
     assert answered == FREEZE_REQUESTS and len(log) >= FREEZE_REQUESTS
+    assert not process.request_log.parent.exists()          # serve leaves nothing behind
     print(f"served {answered} requests")
 
 

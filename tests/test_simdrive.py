@@ -20,7 +20,8 @@ from support import put_bytes
 from notebook_builder.cells.c00_config import IntegrityError, RunClock, StoreError, StoreQuotaExceeded, load_config
 from notebook_builder.cells.c17_snapshots import StoreState
 from notebook_builder.cells.c35_context import open_context, store_sleep
-from notebook_builder.cells.drive_store import DriveStore, DriveWritePacer, connect_drive
+from notebook_builder.cells.c07_drive_api import DriveWritePacer, connect_drive
+from notebook_builder.cells.drive_store import DriveStore
 from notebook_builder.simdrive import SimDrive, parse_query
 
 FOLDER = "ky_court"

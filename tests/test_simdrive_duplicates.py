@@ -20,8 +20,8 @@ from support import put_bytes
 from notebook_builder.cells.c00_config import IntegrityError, StoreError
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c17_snapshots import checkpoint, snapshot_sequence
-from notebook_builder.cells.drive_store import (INSERT_JOURNAL, DriveStore, conflict_title, connect_drive,
-                                                resolve_duplicates)
+from notebook_builder.cells.c07_drive_api import connect_drive
+from notebook_builder.cells.drive_store import INSERT_JOURNAL, DriveStore, conflict_title, resolve_duplicates
 from notebook_builder.simdrive import SimDrive
 
 FOLDER = "ky_court"

@@ -170,7 +170,7 @@ def test_quota_full_mid_group_lags_names_what_then_a_freed_drive_levels(court, s
 
 
 @pytest.mark.slow
-def test_file_trashed_by_hand_fails_verify_naming_it_then_the_next_run_restores_it(court, sim, tmp_path):
+def test_file_trashed_by_hand_is_named_and_put_back_by_the_next_verify(court, sim, tmp_path):
     cfg = load_config(drive_env(court, sim, tmp_path))
     report, _ = run_until_done(cfg)
     assert report.exit_status == 0, report.summary()
@@ -178,11 +178,9 @@ def test_file_trashed_by_hand_fails_verify_naming_it_then_the_next_run_restores_
     sim.trash(victim["id"])
 
     report = run_pipeline(cfg, handle_signals=False, verify_only=True)
-    assert report.exit_status == 1
-    assert any(f"pdf_by_hash/{victim['title']}" in reason for reason in report.verify.reasons), \
-        report.verify.reasons
-    report, status = run(cfg)
     assert report.exit_status == 0, report.summary()
+    assert report.verify.fixity.healed == [f"pdf_by_hash/{victim['title']} (from the workspace)"]
+    assert f"store pdf_by_hash/{victim['title']}: missing from the store" in report.verify.fixity.found
     assert drive_lags(sim, cfg) == []
 
 

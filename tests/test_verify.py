@@ -13,7 +13,6 @@ from notebook_builder.cells.c06_layout import DB_FILENAME, DOCUMENT_INVENTORY, F
 from notebook_builder.cells.c10_database import connect
 from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
-from notebook_builder.cells.c17_snapshots import StoreState
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c39_checkpoint import is_resume_archive_name
 from notebook_builder.cells.c90_verify import VerifyResult, failure_reason, format_verify_report, verify
@@ -77,7 +76,7 @@ def test_consistent_workspace_passes_and_leaves_checkpoint_status_and_archive(tm
     assert result.counts == {"discovered": 1, "downloaded": 1, "extracted": 2, "failed": 2}
     assert result.queues == {"download": 1, "extract": 0}
     assert result.done is False          # PASS does not need done
-    assert result.referenced == 5 and result.hashed == 3 and result.missing_in_store == []
+    assert result.referenced == 5 and result.fixity.read == 5 and result.missing_in_store == []
     store = tmp_path / "store"
     status = json.loads((store / "status.json").read_text())
     assert status["verify"] == "PASS" and status["done"] is False
@@ -113,47 +112,45 @@ def test_verify_sweeps_the_temps_a_killed_write_left_in_the_store_and_still_pass
 # ----------------------------------------------------------------- FAIL
 
 
-def test_a_referenced_pdf_missing_from_the_store_fails(tmp_path):
+def test_a_referenced_pdf_missing_from_the_store_and_the_workspace_fails_naming_it(tmp_path):
     ctx = make_context(tmp_path)
     shas = populate(ctx)
-    (tmp_path / "store" / "pdf_by_hash" / f"{shas['D002']}.pdf").unlink()
+    name = f"pdf_by_hash/{shas['D002']}.pdf"
+    (tmp_path / "store" / name).unlink()
+    ctx.path(name).unlink()
     result = verify(ctx)
     assert not result.passed
-    assert result.missing_in_store == [f"pdf_by_hash/{shas['D002']}.pdf"]
-    assert any("1 referenced names missing from the store" in reason for reason in result.reasons)
+    assert result.missing_in_store == [name]
+    assert any(reason.startswith("1 stored files are damaged and no good copy was found") and
+               f"{name}: missing from the store; no good copy" in reason for reason in result.reasons)
     assert json.loads(ctx.path("status.json").read_text())["verify"] == "FAIL"
     report = format_verify_report(result).splitlines()
     assert report[0] == "verify FAIL (not done: 1 to download, 0 to extract, discovery not converged)"
-    assert report[1].startswith("  - 1 referenced names missing")
+    assert report[1].startswith("  - 1 stored files are damaged")
     ctx.close()
 
 
-def test_a_missing_text_of_an_extracted_document_fails(tmp_path):
+def test_a_missing_text_of_an_extracted_document_with_no_copy_fails(tmp_path):
     ctx = make_context(tmp_path)
     shas = populate(ctx)
     (tmp_path / "store" / "text" / f"{shas['D001']}.txt").unlink()
+    ctx.path(f"text/{shas['D001']}.txt").unlink()
     result = verify(ctx)
     assert not result.passed and result.missing_in_store == [f"text/{shas['D001']}.txt"]
     ctx.close()
 
 
-def test_verify_hashes_finds_a_store_file_with_other_bytes(tmp_path):
+def test_a_store_file_with_other_bytes_is_found_and_healed_from_the_workspace(tmp_path):
     ctx = make_context(tmp_path, KY_VERIFY_HASHES="1")
     shas = populate(ctx)
-    (tmp_path / "store" / "pdf_by_hash" / f"{shas['D001']}.pdf").write_bytes(b"%PDF-1.4 tampered")
+    stored = tmp_path / "store" / "pdf_by_hash" / f"{shas['D001']}.pdf"
+    good = stored.read_bytes()
+    stored.write_bytes(bytes(reversed(good)))         # other bytes, the same length
     result = verify(ctx)
-    assert not result.passed
-    assert result.hash_mismatches == [f"pdf_by_hash/{shas['D001']}.pdf"]
-    assert any("do not hash to their names" in reason for reason in result.reasons)
-    ctx.close()
-
-
-def test_without_verify_hashes_a_tampered_file_is_not_hashed(tmp_path):
-    ctx = make_context(tmp_path)
-    shas = populate(ctx)
-    (tmp_path / "store" / "pdf_by_hash" / f"{shas['D001']}.pdf").write_bytes(b"%PDF-1.4 tampered")
-    result = verify(ctx)
-    assert result.passed and result.hashed == 0
+    assert result.passed, result.reasons
+    assert result.fixity.found[0].startswith(f"store pdf_by_hash/{shas['D001']}.pdf: hashes to ")
+    assert result.fixity.healed == [f"pdf_by_hash/{shas['D001']}.pdf (from the workspace)"]
+    assert stored.read_bytes() == good
     ctx.close()
 
 
@@ -272,17 +269,14 @@ def test_report_lists_each_reason_on_its_own_line():
     assert "documents: 2 (discovered 2)" in lines[3]
 
 
-def test_a_name_missing_from_the_store_but_held_locally_is_queued_and_the_next_run_uploads_it(tmp_path):
+def test_a_name_missing_from_the_store_but_held_locally_is_put_back_by_the_same_verify(tmp_path):
     ctx = make_context(tmp_path)
     shas = populate(ctx)
     name = f"pdf_by_hash/{shas['D002']}.pdf"
     assert ctx.path(name).is_file()
     (tmp_path / "store" / name).unlink()            # e.g. a backlog an older version dropped
     result = verify(ctx)
-    assert not result.passed and result.missing_in_store == [name]
-    assert any("1 of them queued from the workspace" in reason for reason in result.reasons)
-    assert [row["name"] for row in StoreState(ctx.db).store_pending()] == [name]
-    assert ctx.mirror.catch_up(ctx.workspace)["uploaded"] == 1   # what the next run does first
-    assert verify(ctx).passed
+    assert result.passed, result.reasons
+    assert result.missing_in_store == [] and result.fixity.healed == [f"{name} (from the workspace)"]
     assert (tmp_path / "store" / name).read_bytes() == ctx.path(name).read_bytes()
     ctx.close()

@@ -83,6 +83,11 @@ class StoreQuotaExceeded(StoreError):
     """The store is full (Drive 403 storageQuotaExceeded); callers degrade to local state."""
 
 
+class StoreMissing(StoreError):
+    """No store where one was named, and none is to be made there (a typo, a moved store): the
+    command says so and writes nothing (exit status 2)."""
+
+
 class DiskFullError(PipelineError):
     """The workspace disk is full (ENOSPC); the run stops cleanly."""
 
@@ -196,7 +201,7 @@ def _parse_phases(text: str) -> tuple[str, ...]:
 
 
 def _parse_audit(text: str) -> float:
-    """The share of stored files an audit re-hashes: 0 (no audit) to 1; 'all' is 1."""
+    """The share of stored files each audit run proves at least: 0 (the rolling tenth) to 1; 'all' is 1."""
     if text.strip().lower() == "all":
         return 1.0
     return _parse_fraction(text)
@@ -238,6 +243,13 @@ def _parse_year(text: str) -> int:
 
 def _parse_optional_year(text: str) -> int | None:
     return None if not text.strip() else _parse_year(text)
+
+
+def _parse_optional_day(text: str) -> str | None:
+    """A day YYYY-MM-DD (kept as that text), or None for an empty one."""
+    if not text.strip():
+        return None
+    return _dt.date.fromisoformat(text.strip()).isoformat()
 
 
 def in_colab() -> bool:
@@ -282,8 +294,8 @@ KNOBS: tuple[Knob, ...] = (
          "root of the C-Track Public Access API",
          flag=Flag("--api-base", "URL", "C-Track API root")),
     Knob("PHASES", "KY_PHASES", PHASE_NAMES, _parse_phases,
-         "a comma list of discover,backfill,download,extract,ocr,derive,index", "stages this run performs",
-         flag=Flag("--phases", "a,b", "discover,backfill,download,extract,ocr"),
+         f"a comma list of {','.join(PHASE_NAMES)}", "stages this run performs",
+         flag=Flag("--phases", "a,b", f"stages this run performs, of {','.join(PHASE_NAMES)}"),
          form=FormField("phases", intro="**What to do this session.** The budget is wall-clock hours (Colab "
                                         "allows about 12).")),
     Knob("BUDGET_SECONDS", "KY_BUDGET", 36000.0, _parse_pos_float, "a positive number of seconds",
@@ -371,11 +383,12 @@ KNOBS: tuple[Knob, ...] = (
          "does not fetch again what the store already holds"),
     Knob("DERIVE_BATCH", "KY_DERIVE_BATCH", 200, _parse_pos_int, "a positive integer",
          "documents derived (fields, citations) per transaction"),
-    Knob("AUDIT", "KY_AUDIT", 0.0, _parse_audit, "0 (off), a share in (0, 1] like 0.01, or all",
-         "verify re-hashes this share of the store's PDFs and texts (a random sample; all: every one) "
-         "against their names, their recorded text hashes and, on Drive, Drive's md5",
-         flag=Flag("--audit", "SHARE", "re-hash a share (like 0.05, or all) of the store's PDFs and texts "
-                                  "(KY_AUDIT; without SHARE: KY_AUDIT if set, else 0.01)",
+    Knob("AUDIT", "KY_AUDIT", 0.0, _parse_audit, "0 (a tenth), a share in (0, 1] like 0.25, or all",
+         "each verify proves at least this share of the stored PDFs and texts against their names: a "
+         "rolling slice, every file once in 1/SHARE runs (at most 10; 0: 10); all: every file read "
+         "every run. On Drive a file proven once is checked by Drive's md5 in the listing, unread",
+         flag=Flag("--audit", "SHARE", "prove at least this share (like 0.25, or all) of the stored PDFs "
+                                  "and texts (KY_AUDIT; without SHARE: KY_AUDIT if set, else 0.01)",
                    nargs="?", const="")),
     Knob("HEARTBEAT_EVERY", "KY_HEARTBEAT_EVERY", 100, _parse_pos_int, "a positive integer",
          "status.json is rewritten every this many download attempts"),
@@ -389,7 +402,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("HTTP_TIMEOUT", "KY_HTTP_TIMEOUT", 60.0, _parse_pos_float, "a positive number of seconds",
          "connect and read timeout of one request"),
     Knob("VERIFY_HASHES", "KY_VERIFY_HASHES", False, _parse_bool, "0 or 1",
-         "verify re-hashes every stored PDF and text against its name"),
+         "verify reads every stored PDF and text and proves it against its name (the full check; "
+         "without it, a rolling tenth a run)"),
     Knob("QUOTA_WARN_FRACTION", "KY_QUOTA_WARN", 0.9, _parse_pos_float, "a fraction like 0.9",
          "warn when the Drive quota is this full"),
     Knob("DISCOVERY", "KY_DISCOVERY", "auto", _parse_discovery, "auto, documents or cases",
@@ -404,9 +418,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("COURT_TEXT", "KY_COURT_TEXT", True, _parse_bool, "0 or 1",
          "keep the court's own per-page text of each document (court_text/<sha256>.txt in the store)"),
     Knob("FULL_SWEEP", "KY_FULL_SWEEP", False, _parse_bool, "0 or 1",
-         "once discovery has converged, sweep every year again instead of the incremental update "
-         "(current and previous year, opinions filed since the last sweep), and walk every open "
-         "case again, not only those whose search row changed"),
+         "once discovery has converged, sweep as the first crawl does instead of an update (which "
+         "lists only the files of an open case's new entries): walk every open case again with every "
+         "entry's file list"),
+    Knob("TODAY", "KY_TODAY", None, _parse_optional_day, "a day YYYY-MM-DD, or empty for today in Kentucky",
+         "for tests and the demo: the Kentucky day the pipeline takes as today (a simulated court's day); "
+         "an update is complete through the day it began"),
     Knob("PROBE_FIRST", "KY_PROBE_FIRST", False, _parse_bool, "0 or 1",
          "probe the court (at most 10 requests) before the stages; a failed probe stops the run",
          form=FormField("probe_first", intro="**Probe first.** Ask the court at most 10 requests, print what "
@@ -422,7 +439,12 @@ def _config_replace(self, **changes: Any) -> "Config":
 
 
 def _config_last_year(self) -> int:
-    return self.LAST_YEAR or kentucky_today().year
+    return self.LAST_YEAR or self.today().year
+
+
+def _config_today(self) -> _dt.date:
+    """The Kentucky day the pipeline takes as today: TODAY when set, else today in Frankfort."""
+    return _dt.date.fromisoformat(self.TODAY) if self.TODAY else kentucky_today()
 
 
 def _config_store_is_drive(self) -> bool:
@@ -441,7 +463,7 @@ Config = dataclasses.make_dataclass(
     frozen=True,
     namespace={"__module__": __name__,
                "__doc__": "Every knob, validated. Build with `load_config`, change with `.replace()`.",
-               "replace": _config_replace, "last_year": property(_config_last_year),
+               "replace": _config_replace, "last_year": property(_config_last_year), "today": _config_today,
                "store_is_drive": property(_config_store_is_drive)},
 )
 
@@ -590,6 +612,12 @@ class RunClock:
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def count_noun(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 sweep', '3 sweeps', '0 sweeps' (`plural` where adding an s is wrong): every count the
+    pipeline says in words."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 # The courts sit in Frankfort: a day the court or a user means is a day in this zone (tzdata

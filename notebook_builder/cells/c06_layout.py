@@ -8,6 +8,7 @@ Guarantees:
 - `text_name(source, sha256, court_sha256)` is the name of a document's text from each source
   (TEXT_LAYER, OCR_MERGE, COURT_TEXT); None when that source has no text.
 - `check_store_name` refuses a name that is not relative and normalized inside the store.
+- The change log's names: `changes/<run>.jsonl` (`changes_store_name`), `feed.atom`.
 
 Knobs read: none.
 """
@@ -25,6 +26,8 @@ STATUS_FILENAME = "status.json"
 DOCUMENT_INVENTORY = "document_inventory.csv"
 FAILED_INVENTORY = "failed_inventory.csv"
 REPORT_PNG_NAME = "status.png"
+FEED_FILENAME = "feed.atom"               # the Atom feed of the newest changes (c89)
+CHANGES_FOLDER = "changes"                # changes/<run>.jsonl: what each run found (c48)
 WORKSPACE_FOLDERS = ("tmp", "pdf_backup", "pdf_by_hash", "text", "checkpoint")
 CONTENT_ADDRESSED_PREFIXES = ("pdf_by_hash/", "text/")
 
@@ -41,6 +44,11 @@ def check_store_name(name: str) -> str:
     if not _STORE_NAME.fullmatch(name) or any(part in (".", "..") for part in name.split("/")):
         raise StoreError(f"invalid store name {name!r}: expected a relative path like pdf_by_hash/<sha>.pdf")
     return name
+
+
+def changes_store_name(run: str) -> str:
+    """What run `run` found after the first complete crawl, one JSON record a line (c48)."""
+    return f"{CHANGES_FOLDER}/{run}.jsonl"
 
 
 def pdf_store_name(sha256: str) -> str:

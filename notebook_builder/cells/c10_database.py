@@ -10,6 +10,8 @@ Guarantees:
 - The file is in WAL mode with busy_timeout=30000 and synchronous=NORMAL. Each thread has its own
   connection (`Database.conn`); `transaction()` is BEGIN IMMEDIATE ... COMMIT, re-entrant.
 - `open_readonly()` never writes and never migrates: a reader's view for reports and queries.
+  Every reader opens the file through `open_reader()`, which writes nothing beside it: any copy
+  of an archive (read-only media, no -wal/-shm) reads as the original.
 - The live file is never opened by hand (`is_sqlite_file`): SQLite alone reads it.
 - Each concern's statements live in a module of their own beside this one, as a `Tables` over a
   Database: the work queues (c12), what the stages record of a document (c13), derive's rows
@@ -23,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
@@ -400,10 +404,64 @@ CREATE INDEX IF NOT EXISTS documents_download_queue ON documents(status)
     WHERE status IN ('discovered', 'failed') AND document_available IS NOT 0;
 """
 
+# v12: what changed since the archive's first complete crawl (c19_changes). `changes`: one row a
+# change a run found (added, withdrawn, restored, changed), written in the transaction that made
+# the archive's rows say so; a run records a document's change of one kind once (UNIQUE);
+# `fields` (JSON) names the metadata columns a "changed" row changed and `after` (JSON) their new
+# values, `how` how a withdrawn document was withdrawn. `documents.withdrawn_on`: the
+# Kentucky day a document the court withdrew was first seen withdrawn (NULL while it is served).
+_SCHEMA_V12 = """
+CREATE TABLE IF NOT EXISTS changes (
+    change_id    INTEGER PRIMARY KEY AUTOINCREMENT,
+    run          TEXT NOT NULL,
+    document_id  TEXT NOT NULL,
+    change       TEXT NOT NULL CHECK (change IN ('added', 'withdrawn', 'restored', 'changed')),
+    seen_at      TEXT NOT NULL,
+    case_number  TEXT,
+    court_code   TEXT,
+    filed_date   TEXT,
+    fields       TEXT,
+    after        TEXT,
+    how          TEXT,
+    UNIQUE (run, document_id, change)
+);
+CREATE INDEX IF NOT EXISTS changes_document ON changes(document_id);
+CREATE INDEX IF NOT EXISTS changes_seen_at ON changes(seen_at);
+ALTER TABLE documents ADD COLUMN withdrawn_on TEXT;
+"""
+
+# v13: fixity (c21_fixity). `fixity`: per stored file (PDFs and texts, Drive's text packs) what its
+# bytes were proven to be (sha256, md5, size), the audit run that first saw it and the last that
+# proved it, and its damage while it has one; `fixity_events`: each damage found, where (store or
+# workspace), and how it was healed or why it could not be. (v12 is another change's.)
+_SCHEMA_V13 = """
+CREATE TABLE IF NOT EXISTS fixity (
+    name         TEXT PRIMARY KEY,
+    sha256       TEXT,
+    md5          TEXT,
+    size         INTEGER,
+    first_run    INTEGER NOT NULL,
+    checked_run  INTEGER,
+    checked_at   TEXT,
+    damage       TEXT
+);
+CREATE INDEX IF NOT EXISTS fixity_damaged ON fixity(name) WHERE damage IS NOT NULL;
+CREATE TABLE IF NOT EXISTS fixity_events (
+    event_id  INTEGER PRIMARY KEY,
+    at        TEXT NOT NULL,
+    run       INTEGER NOT NULL,
+    place     TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    damage    TEXT NOT NULL,
+    outcome   TEXT NOT NULL
+);
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8,
-                              9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11}
+                              9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11, 12: _SCHEMA_V12,
+                              13: _SCHEMA_V13}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
@@ -497,7 +555,7 @@ def schema_state(path: str | os.PathLike, *, recover: bool = False) -> tuple[str
             return "empty", 0
     except FileNotFoundError:
         return "empty", 0
-    conn = sqlite3.connect(database_uri(path, **({} if recover else {"mode": "ro"})), uri=True, timeout=30)
+    conn = sqlite3.connect(database_uri(path), uri=True, timeout=30) if recover else open_reader(path)
     try:
         present = read_schema(conn)
         version = 0
@@ -521,10 +579,10 @@ def database_uri(path: str | os.PathLike, **params: str) -> str:
 
 
 def connect(path: str | os.PathLike, *, readonly: bool = False) -> sqlite3.Connection:
-    """One connection with the pipeline's pragmas; autocommit, explicit transactions."""
+    """One connection with the pipeline's pragmas; autocommit, explicit transactions (`readonly`: a
+    reader's, `open_reader`)."""
     if readonly:
-        conn = sqlite3.connect(database_uri(path, mode="ro"), uri=True,
-                               isolation_level=None, timeout=30, check_same_thread=False)
+        conn = open_reader(path)
     else:
         conn = sqlite3.connect(str(path), isolation_level=None, timeout=30,
                                check_same_thread=False)
@@ -533,6 +591,80 @@ def connect(path: str | os.PathLike, *, readonly: bool = False) -> sqlite3.Conne
     if not readonly:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+def open_reader(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only connection to the database at `path` that creates and leaves nothing beside it,
+    whatever the copy: read-only media, a copy without its -wal and -shm, a live database.
+
+    mode=ro alone makes a -wal and a -shm beside a WAL database (and cannot read one where they
+    cannot be made). So: beside a writer's -wal and -shm (a run in progress, or one killed) it
+    reads through them with mode=ro as any reader of a live database does (SQLite's shared index
+    in the -shm is the one file it may touch); with no -wal (a writer that closes leaves none:
+    every commit is in the file) it opens the file immutable; where neither reads it (a -wal and
+    no usable -shm) it reads a private copy of the file and its journal in a temp folder, removed
+    with the connection. An immutable reader takes no lock and does not see a run that starts
+    after it: a reader that lasts (serve) reads a snapshot (c17 backup_database, made through here).
+    Raises sqlite3.DatabaseError as sqlite3.connect would (no file: unable to open)."""
+    path = Path(path)
+    wal, shm = _sidecar(path, "-wal"), _sidecar(path, "-shm")
+    live_wal = wal.exists() and (wal.stat().st_size > 0 or shm.exists())
+    if live_wal and not shm.exists():
+        return _reader_of_private_copy(path)
+    mode = {"mode": "ro"} if live_wal or _sidecar(path, "-journal").exists() else {"mode": "ro", "immutable": "1"}
+    conn = sqlite3.connect(database_uri(path, **mode), uri=True, isolation_level=None, timeout=30,
+                           check_same_thread=False)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()   # SQLite opens the file on first use
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if "immutable" in mode or not path.is_file() or not _cannot_open_in_place(exc):
+            raise
+        return _reader_of_private_copy(path)
+    return conn
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _cannot_open_in_place(exc: sqlite3.OperationalError) -> bool:
+    """SQLite could not open or map the -wal or -shm where they are (read-only media)."""
+    name = getattr(exc, "sqlite_errorname", "")   # Python 3.11+
+    return name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) or any(
+        words in str(exc) for words in ("unable to open", "readonly database"))
+
+
+class _PrivateCopyConnection(sqlite3.Connection):
+    """A reader of a private copy: its temp folder goes with it (closed, collected, or at exit)."""
+
+    def close(self) -> None:
+        super().close()
+        finalizer = getattr(self, "_remove_copy", None)
+        if finalizer is not None:
+            finalizer()
+
+
+def _reader_of_private_copy(path: Path) -> sqlite3.Connection:
+    folder = Path(tempfile.mkdtemp(prefix="kycourt-reader-"))
+    copy = folder / path.name
+    try:
+        for suffix in ("", "-wal", "-journal"):
+            if _sidecar(path, suffix).exists():
+                shutil.copyfile(_sidecar(path, suffix), _sidecar(copy, suffix))
+        # A writer's open and close folds the copied journal into the copy; then it reads as any file.
+        writer = sqlite3.connect(str(copy), timeout=30)
+        try:
+            writer.execute("PRAGMA schema_version").fetchone()
+        finally:
+            writer.close()
+        conn = sqlite3.connect(database_uri(copy, mode="ro", immutable="1"), uri=True, isolation_level=None,
+                               timeout=30, check_same_thread=False, factory=_PrivateCopyConnection)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    conn._remove_copy = weakref.finalize(conn, shutil.rmtree, str(folder), ignore_errors=True)
     return conn
 
 
@@ -557,7 +689,8 @@ def is_sqlite_file(path: str | os.PathLike) -> bool:
     of this process (the store uploader, the checkpointer) is using lets a concurrent reader
     (a user's `sqlite3`) believe it is alone, checkpoint and delete the -wal and -shm files under a
     live writer: lost commits, then "disk I/O error" or a malformed database (SQLite's "How To
-    Corrupt", 2.2). SQLite's own connections share one descriptor table per file and never do that.
+    Corrupt", 2.2). SQLite's own connections share one descriptor table per file and never do that
+    (open_reader copies a file by hand only where SQLite cannot read it in place: no live writer).
     A missing or empty file is no database.
     """
     try:
@@ -566,11 +699,7 @@ def is_sqlite_file(path: str | os.PathLike) -> bool:
     except OSError:
         return False
     try:
-        conn = sqlite3.connect(database_uri(path, mode="ro"), uri=True, timeout=30)
-        try:
-            conn.execute("PRAGMA schema_version").fetchone()
-        finally:
-            conn.close()
+        open_reader(path).close()
     except sqlite3.DatabaseError as exc:
         return "not a database" not in str(exc)   # locked or busy: a database all the same
     return True
@@ -703,8 +832,12 @@ class Database:
             conn.execute("COMMIT")
 
     def integrity_check(self) -> list[str]:
-        rows = self.conn.execute("PRAGMA integrity_check").fetchall()
-        problems = [row[0] for row in rows]
+        """What `PRAGMA integrity_check` finds wrong ([] when sound); a database SQLite cannot even
+        check is one problem, its error."""
+        try:
+            problems = [row[0] for row in self.conn.execute("PRAGMA integrity_check").fetchall()]
+        except sqlite3.DatabaseError as exc:
+            return [str(exc)]
         return [] if problems == ["ok"] else problems
 
     # ------------------------------------------------------------------- kv

@@ -11,11 +11,17 @@ Guarantees:
   transaction; a case's search-row fingerprint is the one it was walked at.
 - A sweep's shards are rows (`start_sweep`, `finish_shard`): a resumed sweep continues with the
   shards still pending; a split adds its children atomically.
+- Under watch (`watch=Transitions()`, an update's writes) the writes say what they changed of the
+  documents the archive held: ids new to it, documents the court withdrew (listed unavailable, or
+  gone from a list of their entry that answered other files: `listed_entries`), restored (available
+  again), and metadata the court changed (WATCHED_COLUMNS; a value filling a NULL is no change). A
+  retitled case's and a changed entry description's other documents take the new value too.
 """
 from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .c00_config import utc_now
@@ -43,6 +49,11 @@ DOCKET_ENTRY_COLUMNS = ("docket_entry_id", "case_id", "entry_type", "subtype", "
 
 
 _DISCOVERED_COLUMNS = ("document_id",) + DOCUMENT_METADATA_COLUMNS
+
+
+# The metadata of a document a "changed" record names when the court changes it.
+WATCHED_COLUMNS = ("case_number", "court", "case_title", "description", "filed_date", "document_name",
+                   "entry_type", "entry_subtype", "document_description")
 
 
 _INSERT_DISCOVERED_SQL = (
@@ -104,6 +115,32 @@ _UPSERT_ENTRY_SQL = (
     + ", updated_at = excluded.updated_at")
 
 
+def rows_in(conn: sqlite3.Connection, sql: str, ids: Iterable[Any], chunk: int = 500) -> Iterator[sqlite3.Row]:
+    """The rows of `sql` for these ids, asked `chunk` at a time (SQLite's limit on variables): its
+    `{ids}` stands for one chunk's placeholders."""
+    wanted = list(dict.fromkeys(ids))
+    for start in range(0, len(wanted), chunk):
+        part = wanted[start:start + chunk]
+        yield from conn.execute(sql.format(ids=", ".join("?" * len(part))), part)
+
+
+@dataclass
+class Transitions:
+    """What writes under watch found (see the module docstring): document ids new to the archive,
+    withdrawn ones (id -> how: 'unavailable' or 'delisted'), restored ones, and changed ones (id ->
+    the WATCHED_COLUMNS the court changed). c19 `ChangeLog.record` writes them."""
+    added: list[str] = field(default_factory=list)
+    withdrawn: dict[str, str] = field(default_factory=dict)
+    restored: list[str] = field(default_factory=list)
+    changed: dict[str, set[str]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.withdrawn or self.restored or self.changed)
+
+    def change(self, document_id: str, column: str) -> None:
+        self.changed.setdefault(document_id, set()).add(column)
+
+
 def coverage_gaps(audit: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Shards of `DiscoveryState.coverage_audit()` holding fewer than the court announced: documents for the
     document search, cases for the case walk. [] when every shard is whole."""
@@ -119,15 +156,19 @@ def coverage_gaps(audit: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 class DiscoveryState(Tables):
     """What discovery knows: documents, cases, docket entries, sweeps and shards."""
 
-    def upsert_discovered(self, rows: Iterable[Mapping[str, Any]]) -> int:
+    def upsert_discovered(self, rows: Iterable[Mapping[str, Any]], *, watch: Transitions | None = None) -> int:
         """Inserts new documents as `discovered`; refreshes metadata of known ones.
 
         Returns how many document ids were new. Status, attempts and every
         download/extract column are left alone, so a status never moves back.
+        `watch`: what the writes changed is added to it.
         """
         now = utc_now()
+        if watch is not None:
+            rows = list(rows)
         values = [[row.get(c) for c in _DISCOVERED_COLUMNS] for row in rows]
         with self.transaction():
+            held = self._watched([row["document_id"] for row in rows]) if watch is not None else None
             # changes() of a DO NOTHING insert counts the new ids exactly, without two COUNT(*)s
             # over the table; only a page that held known ids needs the metadata refresh.
             before = self.conn.total_changes
@@ -144,31 +185,45 @@ class DiscoveryState(Tables):
                      "withheld": WITHHELD_ERROR, "released": RELEASED_ERROR}
                     for row in rows if row.get("document_available") is not None))
                 self.conn.executemany(_DETAILS_SQL, details)
+            if watch is not None:
+                _note_transitions(held, rows, watch)
             return new
+
+    def _watched(self, document_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+        """id -> (WATCHED_COLUMNS, document_available) of the given documents the table holds."""
+        return {row["document_id"]: row for row in rows_in(
+            self.conn, f"SELECT document_id, {', '.join(WATCHED_COLUMNS)}, document_available FROM documents "
+                       "WHERE document_id IN ({ids})", document_ids)}
 
     def cases_to_walk(self, sweep: int, case_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
         """case_id -> (walked_sweep, walked_at, closed, search_row) of the given cases the table holds."""
-        found: dict[str, sqlite3.Row] = {}
-        wanted = list(case_ids)
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            for row in self.conn.execute(
-                    f"SELECT case_id, walked_sweep, walked_at, closed, search_row FROM cases "
-                    f"WHERE case_id IN ({', '.join('?' * len(chunk))})", chunk):
-                found[row["case_id"]] = row
-        return found
+        return {row["case_id"]: row for row in rows_in(
+            self.conn, "SELECT case_id, walked_sweep, walked_at, closed, search_row FROM cases "
+                       "WHERE case_id IN ({ids})", case_ids)}
 
     def record_case_walk(self, sweep: int | None, case: Mapping[str, Any] | None, entries: Sequence[Mapping[str, Any]],
-                         documents: list[dict], court_texts: Sequence[Mapping[str, Any]] = ()) -> int:
+                         documents: list[dict], court_texts: Sequence[Mapping[str, Any]] = (), *,
+                         watch: Transitions | None = None, listed_entries: Sequence[str] = (),
+                         title_seen: bool = False, details_due: bool = True) -> int:
         """One walked case in one transaction: its row (walked in `sweep`, with the search row's
         fingerprint it was walked at; None: seen, not walked, so the fingerprint of its last walk
         stays; a case of None: entries alone), entries, documents and the court's texts. Returns the
-        new documents."""
+        new documents. `watch` (see the module docstring): `listed_entries` are the entries whose
+        file list answered files in this walk, `title_seen` that the case's title is the one its
+        files carry (so a different stored title is a retitling). Unless `details_due`, a case whose
+        parties and lower courts were fetched for its last walk keeps them as fetched for this one."""
         now = utc_now()
         with self.transaction():
+            if watch is not None:
+                old_title = self.conn.execute("SELECT title FROM cases WHERE case_id = ?",
+                                              (case["case_id"],)).fetchone() if case is not None else None
+                old_descriptions = self._entry_descriptions([entry["docket_entry_id"] for entry in entries])
             if case is not None:
                 self.conn.execute(_UPSERT_CASE_SQL, [case.get(c) for c in CASE_COLUMNS] + [now])
             if sweep is not None and case is not None:
+                if not details_due:
+                    self.conn.execute("UPDATE cases SET details_sweep = ? WHERE case_id = ? AND details_sweep >= walked_sweep",
+                                      (sweep, case["case_id"]))
                 self.conn.execute("UPDATE cases SET walked_sweep = ?, walked_at = ?, search_row = ? WHERE case_id = ?",
                                   (sweep, now, case.get("search_row"), case["case_id"]))
             self.conn.executemany(_UPSERT_ENTRY_SQL, ([entry.get(c) for c in DOCKET_ENTRY_COLUMNS] + [now]
@@ -178,7 +233,18 @@ class DiscoveryState(Tables):
                 "UPDATE docket_entries SET files_missing = ?, files_asked_sweep = ? WHERE docket_entry_id = ?",
                 ((entry["files_missing"], entry["files_asked_sweep"], entry["docket_entry_id"])
                  for entry in entries if "files_asked_sweep" in entry))
-            new = self.upsert_discovered(documents) if documents else 0
+            new = self.upsert_discovered(documents, watch=watch) if documents else 0
+            if watch is not None:
+                listed = {document["document_id"] for document in documents}
+                if title_seen and old_title is not None and case.get("title") and old_title[0] \
+                        and old_title[0] != case["title"]:
+                    self.follow(watch, "case_title", "case_id", case["case_id"], case["title"], listed)
+                for entry in entries:
+                    old = old_descriptions.get(entry["docket_entry_id"])
+                    if old and entry.get("description") and old != entry["description"]:
+                        self.follow(watch, "description", "docket_entry_id", entry["docket_entry_id"],
+                                     entry["description"], listed)
+                self._withdraw_delisted(watch, listed_entries, listed, now)
             self.conn.executemany(
                 "INSERT INTO court_text(document_id, sha256, pages, chars, replacement_chars, fetched_at) "
                 "VALUES (:document_id, :sha256, :pages, :chars, :replacement_chars, :now) "
@@ -186,6 +252,45 @@ class DiscoveryState(Tables):
                 "chars = excluded.chars, replacement_chars = excluded.replacement_chars, fetched_at = excluded.fetched_at",
                 ({**text, "now": now} for text in court_texts))
             return new
+
+    def _entry_descriptions(self, entry_ids: Sequence[str]) -> dict[str, str | None]:
+        return {row[0]: row[1] for row in rows_in(
+            self.conn, "SELECT docket_entry_id, description FROM docket_entries WHERE docket_entry_id IN ({ids})",
+            entry_ids)}
+
+    def follow(self, watch: Transitions, column: str, key: str, value_of_key: str, value: str,
+                listed: set[str]) -> None:
+        """The documents of a case (`key` case_id) or an entry (docket_entry_id) this walk did not list
+        take its new `column` value (a retitling, a changed description), each a change."""
+        ids = [row[0] for row in self.conn.execute(
+            f"SELECT document_id FROM documents WHERE {key} = ? AND {column} IS NOT NULL AND {column} != ?",
+            (value_of_key, value)) if row[0] not in listed]
+        self.conn.executemany(f"UPDATE documents SET {column} = ? WHERE document_id = ?",
+                              ((value, document_id) for document_id in ids))
+        for document_id in ids:
+            watch.change(document_id, column)
+
+    def _withdraw_delisted(self, watch: Transitions, entry_ids: Sequence[str], listed: set[str], now: str) -> None:
+        """Documents the archive holds of an entry whose list answered other files and not them."""
+        for entry_id in entry_ids:
+            self.withdraw_unlisted("docket_entry_id = ?", (entry_id,), listed, watch)
+
+    def withdraw_unlisted(self, where: str, params: Sequence[Any], listed: set[str], watch: Transitions) -> list[str]:
+        """The documents `where` names that the archive holds as served and the court's complete list of
+        them (`listed`) no longer names: withdrawn ('delisted'), withheld from now on as
+        `documentAvailable: false` ones are (an adopted row whose id discovery has not confirmed as a
+        document is not one). Returns their ids."""
+        gone = [row[0] for row in self.conn.execute(
+            f"SELECT document_id FROM documents d WHERE {where} AND COALESCE(document_available, 1) != 0 "
+            "AND NOT EXISTS (SELECT 1 FROM legacy_documents l WHERE l.document_id = d.document_id "
+            "AND l.id_kind != 'document')", tuple(params)) if row[0] not in listed]
+        now = utc_now()
+        self.conn.executemany(_AVAILABILITY_SQL, (
+            {"id": document_id, "available": 0, "now": now, "withheld": WITHHELD_ERROR, "released": RELEASED_ERROR}
+            for document_id in gone))
+        for document_id in gone:
+            watch.withdrawn[document_id] = "delisted"
+        return gone
 
     # The details pass: walked cases whose parties and lower courts are not fetched for their last walk.
     _DETAILS_DUE_SQL = "walked_sweep IS NOT NULL AND (details_sweep IS NULL OR details_sweep < walked_sweep)"
@@ -217,14 +322,17 @@ class DiscoveryState(Tables):
                     "VALUES (:case_id, :position, :name, :case_number, :case_title)", lower_courts)
             self.conn.execute("UPDATE cases SET details_sweep = ? WHERE case_id = ?", (walked_sweep, case_id))
 
-    def entries_to_ask_again(self, sweep: int, limit: int = -1, after: str = "") -> list[sqlite3.Row]:
-        """The next `limit` docket entries (by id, after `after`) whose file list came back empty or with
-        withheld files, not asked in `sweep` yet (with their case's number, for the documents' rows)."""
+    def entries_to_ask_again(self, sweep: int, limit: int = -1, after: str = "", *,
+                             oldest_first: bool = False) -> list[sqlite3.Row]:
+        """The next `limit` docket entries (by id, after `after`; or, `oldest_first`, those asked
+        longest ago) whose file list came back empty or with withheld files, not asked in `sweep` yet
+        (with their case's number, for the documents' rows)."""
+        order = "COALESCE(e.files_asked_sweep, 0), e.docket_entry_id" if oldest_first else "e.docket_entry_id"
         return self.conn.execute(
             "SELECT e.*, c.case_number, c.court, c.title FROM docket_entries e "
             "LEFT JOIN cases c ON c.case_id = e.case_id "
             "WHERE e.files_missing IS NOT NULL AND COALESCE(e.files_asked_sweep, 0) < ? AND e.docket_entry_id > ? "
-            "ORDER BY e.docket_entry_id LIMIT ?", (sweep, after, limit)).fetchall()
+            f"ORDER BY {order} LIMIT ?", (sweep, after, limit)).fetchall()
 
     def entries_missing_files(self) -> dict[str, int]:
         """How many docket entries wait for their files to be listed again, by reason."""
@@ -247,15 +355,17 @@ class DiscoveryState(Tables):
         an adopted row discovery has not confirmed as a document (legacy_documents: unchecked, or an
         entry's or case's id) does not count, so its entry is asked and the answer confirms it, or
         finds the entry's real documents (c38_legacy)."""
-        known: set[str] = set()
-        wanted = list(entry_ids)
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            known.update(row[0] for row in self.conn.execute(
-                f"SELECT DISTINCT docket_entry_id FROM documents d WHERE docket_entry_id IN ({', '.join('?' * len(chunk))}) "
-                "AND NOT EXISTS (SELECT 1 FROM legacy_documents l WHERE l.document_id = d.document_id "
-                "AND l.id_kind != 'document')", chunk))
-        return known
+        return {row[0] for row in rows_in(
+            self.conn, "SELECT DISTINCT docket_entry_id FROM documents d WHERE docket_entry_id IN ({ids}) "
+                       "AND NOT EXISTS (SELECT 1 FROM legacy_documents l WHERE l.document_id = d.document_id "
+                       "AND l.id_kind != 'document')", entry_ids)}
+
+    def settled_entries(self, entry_ids: Sequence[str]) -> set[str]:
+        """Which of these docket entries an update's walk of an open case does not list again: those
+        whose documents the table holds, and those waiting to be asked again (files_missing)."""
+        return self.known_docket_entries_with_documents(entry_ids) | {row[0] for row in rows_in(
+            self.conn, "SELECT docket_entry_id FROM docket_entries WHERE docket_entry_id IN ({ids}) "
+                       "AND files_missing IS NOT NULL", entry_ids)}
 
     def coverage_audit(self) -> list[sqlite3.Row]:
         """Per top-level shard of the latest sweep that paged it: what the court announced
@@ -355,3 +465,23 @@ class DiscoveryState(Tables):
         discovery's change check."""
         yield from self.conn.execute(
             f"SELECT document_id, {', '.join(DOCUMENT_METADATA_COLUMNS)}, document_available FROM documents")
+
+
+def _note_transitions(before: Mapping[str, sqlite3.Row], rows: Sequence[Mapping[str, Any]], watch: Transitions) -> None:
+    """What an upsert of `rows` changed, against the rows the table held `before` it."""
+    for row in rows:
+        document_id = row["document_id"]
+        old = before.get(document_id)
+        if old is None:
+            if document_id not in watch.added:
+                watch.added.append(document_id)
+            continue
+        for column in WATCHED_COLUMNS:
+            value = row.get(column)
+            if value is not None and old[column] is not None and value != old[column]:
+                watch.change(document_id, column)
+        available = row.get("document_available")
+        if available == 0 and old["document_available"] != 0:
+            watch.withdrawn.setdefault(document_id, "unavailable")
+        elif available == 1 and old["document_available"] == 0 and document_id not in watch.restored:
+            watch.restored.append(document_id)

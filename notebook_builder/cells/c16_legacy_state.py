@@ -27,7 +27,8 @@ class LegacyState(Tables):
     def adopted_rows_claiming_files(self) -> list[sqlite3.Row]:
         """Adopted rows whose status says a PDF is held, with their legacy status."""
         return self.conn.execute(
-            "SELECT d.document_id, d.status, d.sha256, d.size_bytes, d.local_pdf, d.extracted_chars, d.likely_scanned, "
+            "SELECT d.document_id, d.status, d.sha256, d.size_bytes, d.local_pdf, d.extracted_chars, d.pages, "
+            "d.likely_scanned, "
             "l.legacy_status "
             "FROM documents d JOIN legacy_documents l ON l.document_id = d.document_id "
             "WHERE d.status IN ('downloaded', 'extracted') ORDER BY d.rowid").fetchall()
@@ -43,13 +44,6 @@ class LegacyState(Tables):
             self.conn.executemany("UPDATE documents SET sha256 = ?, size_bytes = ?, local_pdf = ?, updated_at = ? "
                                   "WHERE document_id = ?", [(sha, size, local, utc_now(), document_id)
                                                             for sha, size, local, document_id in pointers])
-
-    def mark_text_found(self, document_ids: Sequence[str]) -> None:
-        """Downloaded rows whose text the archive already holds become `extracted`."""
-        with self.transaction():
-            self.conn.executemany("UPDATE documents SET status = 'extracted', updated_at = ? "
-                                  "WHERE document_id = ? AND status = 'downloaded'",
-                                  [(utc_now(), document_id) for document_id in document_ids])
 
     def extract_again(self, document_ids: Sequence[str], reason: str) -> None:
         """Extracted rows back in the extract queue, attempts reset (their text gone, or their pages

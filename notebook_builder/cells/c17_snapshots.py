@@ -21,12 +21,35 @@ from typing import Any
 from .c00_config import IntegrityError, utc_now
 from .c05_durable import durable_rename
 from .c10_database import (KV_CHECKPOINT_AT, KV_CHECKPOINT_SEQ, KV_STORE_CHECKPOINT_SEQ, Tables, connect, database_uri,
-                           is_sqlite_file)
+                           is_sqlite_file, open_reader)
 
 # Notes the store's newest snapshot; the WHERE keeps the note from ever moving backwards.
 _STORE_CHECKPOINT_SQL = (
     "INSERT INTO kv(key, value) VALUES (:key, :seq) ON CONFLICT(key) DO UPDATE "
     "SET value = excluded.value WHERE CAST(kv.value AS INTEGER) < CAST(excluded.value AS INTEGER)")
+
+
+def _temp_beside(path: Path) -> Path:
+    """A fresh temp name beside `path` (its folder made), for a copy renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp_path = path.with_name(path.name + ".tmp")
+    temp_path.unlink(missing_ok=True)
+    return temp_path
+
+
+def _backup_into(source: sqlite3.Connection, temp_path: Path, *, check: bool) -> None:
+    """The online backup of `source` into a one-file database (rollback journal) at `temp_path`, in one
+    step (a stepped backup livelocks under a busy writer); `check`: quick_check it or raise."""
+    target = sqlite3.connect(str(temp_path))
+    try:
+        source.backup(target, pages=-1)
+        target.execute("PRAGMA journal_mode = DELETE")
+        if check:
+            problems = target.execute("PRAGMA quick_check").fetchall()
+            if [p[0] for p in problems] != ["ok"]:
+                raise IntegrityError(f"snapshot failed quick_check: {problems[:3]}")
+    finally:
+        target.close()
 
 
 def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> dict[str, Any]:
@@ -40,9 +63,7 @@ def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> 
     """
     started = time.monotonic()
     snapshot_path = Path(snapshot_path)
-    snapshot_path.parent.mkdir(parents=True, exist_ok=True)
-    temp_path = snapshot_path.with_name(snapshot_path.name + ".tmp")
-    temp_path.unlink(missing_ok=True)
+    temp_path = _temp_beside(snapshot_path)
     source = connect(db_path)
     try:
         source.execute("BEGIN IMMEDIATE")
@@ -57,15 +78,7 @@ def checkpoint(db_path: str | os.PathLike, snapshot_path: str | os.PathLike) -> 
         except BaseException:
             source.execute("ROLLBACK")
             raise
-        target = sqlite3.connect(str(temp_path))
-        try:
-            source.backup(target, pages=-1)  # one step: consistent, no livelock
-            target.execute("PRAGMA journal_mode = DELETE")
-            problems = target.execute("PRAGMA quick_check").fetchall()
-            if [p[0] for p in problems] != ["ok"]:
-                raise IntegrityError(f"checkpoint snapshot failed quick_check: {problems[:3]}")
-        finally:
-            target.close()
+        _backup_into(source, temp_path, check=True)
     finally:
         source.close()
     durable_rename([(temp_path, snapshot_path)])
@@ -132,19 +145,13 @@ def snapshot_sequence(path: str | os.PathLike) -> tuple[int, str]:
 
 def backup_database(source_path: str | os.PathLike, target_path: str | os.PathLike) -> Path:
     """A consistent one-file copy of a database (online backup API in one step, rollback journal),
-    written under a temp name and renamed; the source's readers and writer are not disturbed."""
+    written under a temp name and renamed; the source's readers and writer are not disturbed, and
+    nothing is written beside the source (c10 open_reader: a read-only copy is copied too)."""
     target_path = Path(target_path)
-    target_path.parent.mkdir(parents=True, exist_ok=True)
-    temp_path = target_path.with_name(target_path.name + ".tmp")
-    temp_path.unlink(missing_ok=True)
-    source = sqlite3.connect(database_uri(source_path, mode="ro"), uri=True, timeout=30)
+    temp_path = _temp_beside(target_path)
+    source = open_reader(source_path)
     try:
-        target = sqlite3.connect(str(temp_path))
-        try:
-            source.backup(target, pages=-1)
-            target.execute("PRAGMA journal_mode = DELETE")
-        finally:
-            target.close()
+        _backup_into(source, temp_path, check=False)
     finally:
         source.close()
     os.replace(temp_path, target_path)   # a copy to mirror or read: its durable source stays

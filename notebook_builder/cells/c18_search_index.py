@@ -622,6 +622,23 @@ class SearchIndex:
         compiled = _SearchCompiler(self.index.schema, searcher).compile(query, filters, rank=False)
         return searcher.search(compiled, 1, count=True).count
 
+    def matching(self, query: SearchQuery, filters: SearchFilters, document_ids: Sequence[str]) -> set[str]:
+        """Which of `document_ids` match `query` under `filters` (a saved search's feed asks this of
+        the newest documents)."""
+        searcher = self.index.searcher()
+        found: set[str] = set()
+        if searcher.num_docs == 0:
+            return found
+        compiled = _SearchCompiler(self.index.schema, searcher).compile(query, filters, rank=False)
+        for start in range(0, len(document_ids), 1000):
+            chunk = list(document_ids[start:start + 1000])
+            among = tantivy.Query.boolean_query([
+                (tantivy.Occur.Must, compiled),
+                (tantivy.Occur.Must, tantivy.Query.term_set_query(self.index.schema, "document_id", chunk))])
+            for _, address in searcher.search(among, len(chunk), count=False).hits:
+                found.add(searcher.doc(address)["document_id"][0])
+        return found
+
     def facets(self, query: SearchQuery, filters: SearchFilters, columns: Sequence[str] = SEARCH_FACETS
                ) -> dict[str, list[tuple[Any, int]]]:
         """Per column of SEARCH_FACETS, (value, documents) among the matches of `query` under

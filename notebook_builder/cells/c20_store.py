@@ -9,6 +9,12 @@ Guarantees:
   a kill interrupted, by `remove_stale_temps`).
 - `StoreQuotaExceeded` (a `StoreError`) tells callers the store is full, so
   they can keep working on local state and catch the store up later.
+- Fixity (c21_fixity) asks a store what its listing knows of each file
+  (`list_files`: size, and the md5 the store computed where it keeps one),
+  reads a file's digests (`digests`), offers the other files it holds under
+  a name (`other_copies`), and puts the right bytes back under a damaged or
+  missing content-addressed name (`replace_damaged`: the one write that may
+  change such a name, and only to the bytes its hash names).
 
 `LocalStore` is used by tests and command-line runs; `DriveStore`
 (drive_store.py) implements the same methods over pydrive2.
@@ -22,11 +28,14 @@ import hashlib
 import itertools
 import os
 import shutil
+import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
-from .c00_config import IntegrityError, StoreError, StoreQuotaExceeded
+from .c00_config import IntegrityError, StoreError, StoreMissing, StoreQuotaExceeded
 from .c05_durable import atomic_write, durable_rename, make_folders, write_temp_file
 from .c06_layout import check_store_name, is_content_addressed
 
@@ -38,6 +47,27 @@ def sha256_file(path: str | os.PathLike) -> str:
         while chunk := handle.read(1024 * 1024):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def file_digests(path: str | os.PathLike) -> tuple[str, str, int]:
+    """(sha256, md5, size) of a file, read once in 1 MiB pieces."""
+    sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1024 * 1024):
+            sha.update(chunk)
+            md5.update(chunk)
+            size += len(chunk)
+    return sha.hexdigest(), md5.hexdigest(), size
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """What a store's listing says of one file: its size, the md5 the store computed over the bytes
+    it holds (None where it keeps none: a directory), and the store file holding it when it is a
+    member of another (a text in a Drive text pack: `pack` is the pack's name)."""
+    size: int
+    md5: str | None = None
+    pack: str | None = None
 
 
 class Store:
@@ -52,6 +82,9 @@ class Store:
     deferred_uploads = False
     # More than 1 when `upload_files` stores up to that many texts as one file (Drive's text packs).
     text_pack_members = 0
+    # True when `list_files` gives the md5 the store itself computed over the bytes it holds (Drive's
+    # md5Checksum): a file whose md5 was proven once is then checked from the listing, unread.
+    listing_md5 = False
 
     def exists(self, name: str) -> bool:
         raise NotImplementedError
@@ -102,6 +135,35 @@ class Store:
         cannot hold a name twice (a directory)."""
         return None
 
+    def list_files(self, prefix: str = "") -> dict[str, StoredFile]:
+        """The files directly in folder `prefix`, as the store lists them now (never a cached
+        listing): name -> StoredFile."""
+        return {name: StoredFile(self.size(name) or 0) for name in self.list_dir(prefix)}
+
+    def digests(self, name: str) -> tuple[str, str, int]:
+        """(sha256, md5, size) of the bytes the store holds under `name`, read now; StoreError when
+        it holds none or cannot give them."""
+        with tempfile.TemporaryDirectory(prefix="kycourt-digests-") as temp:
+            copy = Path(temp) / "copy"
+            self.download_file(name, copy)
+            return file_digests(copy)
+
+    def other_copies(self, name: str, folder: str | os.PathLike) -> Iterator[Path]:
+        """Other files the store holds under `name` (Drive: a title held twice), each downloaded
+        into `folder` as it is asked for; none for a store that holds a name once (a directory)."""
+        return iter(())
+
+    def assemble(self, name: str, workspace: str | os.PathLike) -> bytes | None:
+        """The bytes of a store file the store made of local files (Drive's text packs), made again
+        from their copies in `workspace`; None for any other file, or when a part is not at hand."""
+        return None
+
+    def replace_damaged(self, name: str, local_path: str | os.PathLike) -> None:
+        """Stores the bytes of `local_path` under `name` whatever the store holds there now (other
+        bytes, a truncated file, nothing): for fixity's healing, whose caller has proven that these
+        bytes are the ones the name stands for."""
+        raise NotImplementedError
+
 
 _store_temp_numbers = itertools.count()
 _STORE_TEMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -126,11 +188,17 @@ class LocalStore(Store):
 
     concurrent_uploads = True   # each write is its own temp file and rename
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, *, create: bool = True):
+        """`create`: a directory that is not there is made (a new archive's store); without it, a
+        missing one is StoreMissing and nothing is made (a command that only reads, a typo)."""
         self.root = Path(root)
         self._root = os.fspath(self.root)
         self._staging = threading.local()      # .group: the upload_files group this thread is writing
         self.description = f"directory {self.root}"
+        if not create:
+            if not self.root.is_dir():
+                raise StoreMissing(f"no store at {self.root}" + (" (a file, not a folder)" if self.root.exists() else ""))
+            return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -272,3 +340,34 @@ class LocalStore(Store):
     def quota(self) -> dict | None:
         usage = shutil.disk_usage(self.root)
         return {"used": usage.used, "total": usage.total}
+
+    def list_files(self, prefix: str = "") -> dict[str, StoredFile]:
+        """One scandir of the folder: each file's size from its stat (a directory keeps no md5)."""
+        folder = os.path.join(self._root, check_store_name(prefix)) if prefix else self._root
+        base = f"{prefix}/" if prefix else ""
+        files: dict[str, StoredFile] = {}
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if not entry.name.startswith(".tmp-") and entry.is_file(follow_symlinks=False):
+                        files[base + entry.name] = StoredFile(entry.stat(follow_symlinks=False).st_size)
+        except FileNotFoundError:
+            pass
+        return files
+
+    def digests(self, name: str) -> tuple[str, str, int]:
+        """Read in place."""
+        try:
+            return file_digests(self._target(name))
+        except FileNotFoundError:
+            raise StoreError(f"{name} is not in the store ({self.description})") from None
+        except OSError as exc:
+            raise StoreError(f"store {self.root} cannot read {name}: {exc.strerror}") from None
+
+    def replace_damaged(self, name: str, local_path: str | os.PathLike) -> None:
+        """A durable temp beside the name, renamed over whatever the name holds."""
+        def copy(handle) -> None:
+            with open(local_path, "rb") as source:
+                shutil.copyfileobj(source, handle, 1024 * 1024)
+        target = self._target(name)
+        self._promote(self._write_temp(target, copy, durable=True), target)

@@ -1,34 +1,31 @@
 """The run context: what every stage receives, and the status document.
 
 Guarantees:
-- `Context` carries the config, workspace, database, store mirror, HTTP
-  client and run clock; stages take it and return a small result.
-  `open_context()` makes the workspace's folders and the store (a bad store
-  is refused before anything is written); the database is opened after
-  restore.
-- The store's sleeps (Drive's retry backoff and pacing) are the run clock's
-  (`store_sleep`): a signal ends them at once, the budget's end does not.
-- `write_status()` writes status.json (CONTRACT.md) durably to the
-  workspace and mirrors it; `done` comes from the same queue functions the
-  stages use. It says up to which Kentucky day the archive is complete
-  (`complete_through`) and, once the court was asked this run, `court`:
-  requests so far, the latency observed and the projected hours of the
-  downloads left at the current pacing. An archive that began as an older
-  version's (c38_legacy) says what adoption brought in `legacy_adoption`
-  (and its ids by `id_kind`). It names the store the run mirrors to (`store`, and
-  `drive_folder` on Drive): `store_of_workspace()` reads it back, so the
-  query commands find a workspace's store without being told. The
-  `final_states` say which documents are in their state for good (not
-  extractable, withheld, failed for good) and `counts_explained` says in
-  words what `downloaded` and `failed` hold, against `permanent_failures`.
-- status.json's `crawl` (`crawl_status`, `crawl_projection`): the requests
-  left and the hours projected at the current pacing and the latency the
-  crawl observed, until (a) every opinion, (b) every document and (c) every
-  detail is archived, in the crawl's order, from what its units cost and
-  found so far (kv crawl_figures, written by c75) and what waits now; None
-  while a kind of work has no evidence yet. Each says whether it is
-  archived; `opinions_archived_at` when every opinion the court lists first
-  was. `crawl_words` says it in one line (the run summary, the status cell).
+- `Context` carries the config, workspace, database, store mirror, HTTP client and run clock;
+  stages take it and return a small result. `open_context()` checks the workspace first (a file,
+  or a folder this process cannot write, is StoreError), then opens the store, then makes the
+  workspace's folders: a refused workspace or store leaves nothing behind. A directory store is
+  made only for a workspace with no archive yet, or one that names no store (`may_start_store`);
+  a store an archive names that is not there is StoreMissing, said with the store the workspace
+  names (`missing_store_message`): a typo or a moved store never begins a second archive.
+- The store's sleeps (Drive's backoff and pacing) are the run clock's (`store_sleep`): a signal
+  ends them at once, the budget's end does not.
+- `write_status()` writes status.json (CONTRACT.md) durably to the workspace and mirrors it;
+  `done` comes from the same queue functions the stages use. It says up to which Kentucky day the
+  archive is complete (`complete_through`), once the court was asked this run `court` (requests,
+  latency, projected hours of the downloads left), what adopting an older version's archive
+  brought (`legacy_adoption`), `final_states` and `counts_explained` (what `downloaded` and
+  `failed` hold, in words). It names the store (`store`, `drive_folder` on Drive, and
+  `store_relative` when the store lies beside the workspace): `store_of_workspace()` reads it
+  back, beside the workspace first, so the commands find a workspace's store without being told
+  and a folder copied whole uses its own store.
+- status.json's `crawl` (`crawl_status`, `crawl_projection`): requests left and hours projected,
+  at the current pacing and the latency observed, until (a) every opinion, (b) every document and
+  (c) every detail is archived, from what the crawl's units cost and found so far (kv
+  crawl_figures, written by c75); None while a kind of work has no evidence yet; each says whether
+  it is archived. `crawl_words` says it in one line (the run summary, the status cell).
+- `read_only_workspace()`: a workspace this process cannot write (read-only media, a copy): the
+  commands that read then write nothing at all.
 
 Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, QUOTA_WARN_FRACTION, PROGRESS,
 BUDGET_SECONDS, SHUTDOWN_SECONDS, PACING, PACING_SEARCH, PACING_DL, CASE_DETAILS.
@@ -37,22 +34,24 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .c00_config import Config, RunClock, StoreError, utc_now
+from .c00_config import Config, RunClock, StoreError, StoreMissing, count_noun, utc_now
 from .c05_durable import durable_write, raise_if_disk_full
 from .c06_layout import DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS
 from .c10_database import (KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH, KV_CRAWL_FIGURES,
                            KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, KV_LEGACY_ADOPTION,
-                           KV_OPINIONS_ARCHIVED_AT, SCHEMA_VERSION, Database)
+                           KV_OPINIONS_ARCHIVED_AT, SCHEMA_VERSION, Database, is_sqlite_file)
 from .c12_queues import WorkQueues
 from .c15_discovery_state import DiscoveryState
 from .c16_legacy_state import LegacyState
 from .c17_snapshots import StoreState
+from .c19_changes import ChangeLog
 from .c20_store import LocalStore, Store
 from .c34_mirror import StoreMirror
 
@@ -108,13 +107,46 @@ class Context:
         return quota
 
 
-def open_store(cfg: Config, *, sleep: Any = time.sleep) -> Store:
+def open_store(cfg: Config, *, sleep: Any = time.sleep, create: bool = False) -> Store:
     """The store CFG names: a directory, or Google Drive ('drive'), whose retries and pacing
-    wait through `sleep` (the run clock's: a stop ends the wait)."""
+    wait through `sleep` (the run clock's: a stop ends the wait). A directory that is not there
+    is made only when `create` (a new archive's); otherwise it is StoreMissing."""
     if cfg.store_is_drive:
         from .drive_store import open_drive_store
         return open_drive_store(cfg, sleep=sleep)
-    return LocalStore(cfg.STORE)
+    return LocalStore(cfg.STORE, create=create)
+
+
+def may_start_store(cfg: Config) -> bool:
+    """Whether a run may make a new store at CFG's STORE: only for a workspace that holds no
+    archive yet, or one whose status.json names no store. A store an archive names that is not
+    there is a typo or a moved store: said (`missing_store_message`), never a second archive."""
+    workspace = Path(cfg.WORKSPACE)
+    return not is_sqlite_file(workspace / DB_FILENAME) or store_of_workspace(workspace) is None
+
+
+def missing_store_message(cfg: Config) -> str:
+    """What to say of a store CFG names that is not there, with the store the workspace names."""
+    named = (store_of_workspace(cfg.WORKSPACE) or {}).get("STORE")
+    if named is None or named == "drive":
+        return f"no store at {cfg.STORE}: give --store DIR (or KY_STORE) where the archive's store is"
+    recorded = _saved_status(cfg.WORKSPACE).get("store")
+    last = f" (its last run mirrored to {recorded})" if recorded not in (None, named, cfg.STORE) else ""
+    if Path(named) == Path(cfg.STORE):
+        return (f"no store at {cfg.STORE}, the store the workspace {cfg.WORKSPACE} names{last} (moved or "
+                "deleted?): give --store DIR where it is now")
+    there = "" if Path(named).is_dir() else " (not there either)"
+    return (f"no store at {cfg.STORE} (a typo?): the workspace {cfg.WORKSPACE} mirrors to {named}{there}; "
+            "to start a new store at the path given, create its folder first")
+
+
+def read_only_workspace(workspace: str | os.PathLike) -> bool:
+    """Whether this process cannot write the workspace (read-only media, a copy without write
+    permission): the commands that read then write nothing at all, and those that write refuse."""
+    workspace = Path(workspace)
+    database = workspace / DB_FILENAME
+    return workspace.is_dir() and (not os.access(workspace, os.W_OK)
+                                   or (database.exists() and not os.access(database, os.W_OK)))
 
 
 def store_sleep(clock: RunClock):
@@ -133,11 +165,21 @@ def store_sleep(clock: RunClock):
     return sleep
 
 
-def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | None = None) -> Context:
-    """Creates the workspace layout and the store; the database is opened after restore."""
+def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | None = None,
+                 create_store: bool | None = None) -> Context:
+    """Checks the workspace, opens the store (made only when `create_store`, by default when
+    `may_start_store`), then creates the workspace layout; the database is opened after restore.
+    A workspace that cannot be one, or a store that cannot be opened, is StoreError with nothing
+    written."""
     workspace = Path(cfg.WORKSPACE)
+    _check_workspace(workspace)
     clock = clock or RunClock(cfg.BUDGET_SECONDS, cfg.SHUTDOWN_SECONDS)
-    store = store if store is not None else open_store(cfg, sleep=store_sleep(clock))  # first: a bad store writes nothing
+    if store is None:
+        create = may_start_store(cfg) if create_store is None else create_store
+        try:
+            store = open_store(cfg, sleep=store_sleep(clock), create=create)
+        except StoreMissing:
+            raise StoreMissing(missing_store_message(cfg)) from None
     try:
         for folder in WORKSPACE_FOLDERS:
             (workspace / folder).mkdir(parents=True, exist_ok=True)
@@ -148,22 +190,58 @@ def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | N
     return Context(cfg=cfg, workspace=workspace, store=store, mirror=mirror, clock=clock)
 
 
+def _check_workspace(workspace: Path) -> None:
+    """StoreError when `workspace` cannot be a workspace this process writes: a file, under a
+    file, or where it cannot write (read-only media, a copy without write permission)."""
+    existing = workspace
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is a file" if existing == workspace else f"is under {existing}, a file"
+        raise StoreError(f"the workspace {workspace} {where}, not a folder: give --workspace DIR")
+    if not os.access(existing, os.W_OK | os.X_OK) or read_only_workspace(workspace):
+        raise StoreError(f"cannot write the workspace {workspace} ({existing} is read-only): status, show, "
+                         "search, export, report and verify read it as it is")
+
+
 # ---------------------------------------------------------------- status
 
 
 def store_of_workspace(workspace: str | Path) -> dict[str, str] | None:
     """The store (and Drive folder) the workspace's last run mirrored to, as its status.json
-    names it; None when it names none."""
-    try:
-        saved = json.loads((Path(workspace) / STATUS_FILENAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(saved, dict) or not isinstance(saved.get("store"), str) or not saved["store"].strip():
+    names it; None when it names none. A store that lay beside the workspace (`store_relative`)
+    is named beside it, wherever the two are now: a folder copied whole reads and writes its own
+    store, never the original's (a workspace moved alone is told where its store was)."""
+    saved = _saved_status(workspace)
+    if not isinstance(saved.get("store"), str) or not saved["store"].strip():
         return None
     named = {"STORE": saved["store"]}
+    beside = saved.get("store_relative")
+    if isinstance(beside, str) and beside.strip():
+        named["STORE"] = os.path.normpath(Path(workspace).absolute() / beside)
     if isinstance(saved.get("drive_folder"), str):
         named["DRIVE_FOLDER"] = saved["drive_folder"]
     return named
+
+
+def _saved_status(workspace: str | Path) -> dict[str, Any]:
+    try:
+        saved = json.loads((Path(workspace) / STATUS_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def store_beside(cfg: Config) -> str | None:
+    """The store's path relative to the workspace when both lie in one folder (the demo's
+    workspace/ and store/), else None."""
+    if cfg.store_is_drive:
+        return None
+    parent = Path(cfg.WORKSPACE).parent
+    store = Path(cfg.STORE)
+    if store == parent or parent not in store.parents:
+        return None
+    return os.path.relpath(store, cfg.WORKSPACE)
 
 
 def remaining_text(queues: dict[str, int], converged: bool) -> str | None:
@@ -195,9 +273,10 @@ def explain_counts(counts: dict[str, int], final: dict[str, Any]) -> str:
 
 def final_states_line(final: dict[str, Any]) -> str:
     """The final states in one line (the verify summary's)."""
-    return (f"{final['not_extractable']} PDFs not extractable{_final_reasons(final)}, "
+    return (f"{count_noun(final['not_extractable'], 'PDF')} not extractable{_final_reasons(final)}, "
             f"{final['failed_for_good']} failed for good, {final['withheld']} withheld, "
-            f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying")
+            f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying"
+            + (f"; {final['withdrawn']} withdrawn by the court (kept)" if final.get("withdrawn") else ""))
 
 
 def crawl_projection(figures: Mapping[str, Any], *, opinions_queued: int, queued: int, details_due: int,
@@ -284,7 +363,8 @@ def crawl_words(projection: Mapping[str, Any]) -> str:
         elif figure["requests_left"] is None:
             said.append(f"{noun}: not known yet")
         else:
-            said.append(f"{noun} in {figure['requests_left']:,} requests, {figure['hours']:.1f} h")
+            said.append(f"{noun} in {figure['requests_left']:,} request{'' if figure['requests_left'] == 1 else 's'}, "
+                        f"{figure['hours']:.1f} h")
     return "; ".join(said)
 
 
@@ -315,6 +395,7 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
     if db is not None:
         document["permanent_failures"] = WorkQueues(db).permanent_failure_count()
         final = WorkQueues(db).final_states(cfg)
+        final["withdrawn"] = ChangeLog(db).withdrawn_count()     # kept with their PDFs, never failures
         document["final_states"] = final
         document["counts_explained"] = explain_counts(counts, final)
         document["store_pending"] = StoreState(db).store_pending_count()
@@ -330,6 +411,8 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
             document["legacy_adoption"] = {**json.loads(adoption), "ids": LegacyState(db).legacy_summary()}
         # Time to a useful archive: requests left and hours until every opinion, document, detail.
         document["crawl"] = crawl_status(db, cfg, queued=queues["download"])
+        # What the last update (a run after the first complete crawl) found, in figures and words (c48).
+        document["last_update"] = ChangeLog(db).last_update()
     document.update(extra or {})
     return document
 
@@ -339,6 +422,9 @@ def write_status(ctx: Context, *, verify: str | None = None, mirror: bool = True
     extra = dict(extra)
     # The store this workspace mirrors to: the query commands read it (store_of_workspace).
     extra["store"] = ctx.cfg.STORE
+    beside = store_beside(ctx.cfg)
+    if beside:
+        extra["store_relative"] = beside
     if ctx.cfg.store_is_drive:
         extra["drive_folder"] = ctx.cfg.DRIVE_FOLDER
     extra["store_lagging"] = ctx.mirror.lagging

@@ -1,81 +1,37 @@
 """Adopt: bring an older version's archive (v1.2) into the pipeline, losing nothing of it.
 
 Guarantees:
-- Judging (`judge_database`, on a read-only connection, never a write): a
-  database with a `documents` table and no `schema_version` is legacy (v1.2's
-  or another older writer's); one whose recorded version lacks tables or
-  columns of that version is too (a version stamped without its columns).
-  It can be adopted when SQLite reads it, it passes `quick_check`, and its
-  `documents` has a `document_id` column with no NULL, empty or duplicate
-  value; otherwise `LegacyDatabaseError` names what is wrong (exit status 2)
-  and nothing is changed anywhere. The judgement also carries what restore
-  ranks legacy states by: the newest `updated_at` among their rows, then the
-  row count.
-- The target is what MIGRATIONS build on an empty database (c10
-  `target_schema`), read at run time, never a list written here.
-- `adopt()` (after restore, before the database is opened, in a dry run too:
-  it asks nothing of the court):
-  1. the workspace's legacy database is kept byte for byte as
-     `legacy/ky_court-v1-<sha256[:16]>.sqlite` (and its `-wal`, if it has one)
-     in the workspace (c05 durable write) and in the store; should the store
-     refuse it now, the checkpoint uploads it before the first snapshot
-     replaces the store's ky_court.sqlite (`keep_legacy_originals`, which also
-     keeps a legacy ky_court.sqlite the store itself holds);
-  2. a copy made with SQLite's backup API from that kept original is adopted
-     in ONE transaction: `documents` rebuilt as the pipeline's table, every
-     legacy column kept (appended), NULLs where the pipeline needs a value
-     given its default, statuses outside the four mapped by the row
-     (`provisional_status`: a sha256 makes it downloaded, or extracted with a
-     character count; a permanent http_status failed; else discovered), a
-     warning counting each mapping; every other table of the pipeline created
-     or given its missing columns, and a legacy one lacking a column the
-     pipeline cannot fill (NOT NULL without default, or a key) kept whole as
-     `legacy_<name>` beside a new one; tables the pipeline does not know left
-     as they are; every kv key of a database without schema_version kept as
-     `legacy:<key>` (its backfill guard, say, is not the pipeline's); one
-     `legacy_documents` row per row (its legacy status, its discovery
-     metadata; `docket_entry` already when its id equals its docket entry's);
-     and `schema_version` with kv `legacy_adoption` (state `schema`);
-  3. the copy replaces the workspace database (c05 `durable_rename`; the
-     legacy `-wal`/`-shm` removed first: the kept copy holds them).
-  A kill at any instant leaves the original in the workspace or in legacy/
-  and the next run adopts again from the kept original, or, once the copy is
-  in place, finishes what kv `legacy_adoption` says is left.
-- Then, and again after a kill until it is `done`: `pdf_backup/` is folded
-  (the `fold` adopt() is given: c60 backfill, forced) and every adopted row
-  claiming a PDF is settled (`settle_adopted_rows`): its PDF found in the
-  workspace or the store by sha256 (or by a `<sha256>.pdf` local_pdf) keeps
-  its status, its local_pdf rewritten to `pdf_by_hash/<sha256>.pdf`, and
-  what the store lacks is mirrored; a row whose PDF is nowhere goes back to
-  the download queue with a warning naming it (`legacy_documents.note`);
-  an extracted row whose `text/<sha256>.txt` is in neither is extracted
-  again, and so is one the older version read no text from (0 characters)
-  or judged `likely_scanned` (v1.2 had no OCR and measured no pages: a
-  scan's stamp or junk text layer was all it read): extracting measures
-  its pages, so the ocr stage reads its scanned ones (and the pages its
-  text lacks) once, and keeps the text v1.2 wrote (c80: a text the
-  archive holds is never rewritten); any other row whose text is found
-  keeps it and is `extracted` (evidence decides: a second extraction would
-  leave the workspace's text and the store's, never overwritten, different
-  under one name).
-- Restore's two legacy states: `merge_legacy_rows` adds to the newer state
-  the rows only the older one has, with the columns only it has.
-- `reconcile_legacy_ids()` (after discovery): an adopted id the discovery
-  tables show to be a docket entry's or a case's is linked to that entry's or
-  case's real documents (a legacy PDF matching one of theirs by sha256 is
-  counted), reported, and stays out of the download queue; one discovery
-  rewrote (it listed the id as a documentID) is a document; after discovery
-  has converged the rest are `unlisted` (withdrawn: a PDF they hold is kept,
-  and one without a PDF is asked for once, like any document). Until then an
-  adopted row without a PDF waits out of the download queue (c10
-  `LEGACY_HELD_KINDS`): a 404 for an id that is not a documentID would
-  otherwise read as a withdrawal.
-- Reporting: `AdoptResult` (the run summary's `adopt` line, once, in the
-  session that adopted), kv `legacy_adoption` (status.json `legacy_adoption`;
-  `rescanned`: the likely scans with a text whose pages are measured again).
+- `judge_database` (read-only) calls a database legacy when it has a `documents` table and no
+  `schema_version`, or a version stamped without its tables or columns; it can be adopted when
+  SQLite reads it, it passes `quick_check` and its `document_id`s are present and distinct; else
+  `LegacyDatabaseError` names what is wrong (exit 2) and nothing is changed anywhere. Restore ranks
+  legacy states by the judgement's newest `updated_at`, then row count.
+- `adopt()` (after restore, before the database opens; a dry run too: it asks nothing of the
+  court): (1) the legacy database (and its `-wal`) is kept byte for byte as
+  `legacy/ky_court-v1-<sha256[:16]>.sqlite` in the workspace and the store (the checkpoint uploads
+  it before the first snapshot replaces the store's ky_court.sqlite, should the store refuse it
+  now: `keep_legacy_originals`); (2) a copy of it is made whole against c10's `target_schema` in
+  ONE transaction: every legacy column, table and kv key kept (a table the pipeline cannot fill as
+  `legacy_<name>`, kv keys as `legacy:<key>`), statuses outside the four mapped by the row
+  (`provisional_status`), one `legacy_documents` row per row; (3) the copy replaces the workspace
+  database. A kill at any instant is followed by a run that adopts again or finishes the rest.
+- Then, until kv `legacy_adoption` is `done`: pdf_backup/ is folded (`fold`: c60 backfill) and
+  every adopted row claiming a PDF is settled: its PDF found by sha256 (workspace or store) keeps
+  its status with local_pdf `pdf_by_hash/<sha256>.pdf`, what the store lacks is mirrored, and a
+  row whose PDF is nowhere goes back to the download queue, named. A row whose text the archive
+  holds keeps that text (never rewritten: c80), and is `extracted` only with its figures: one
+  v1.2 read nothing from or judged likely scanned, one it left `downloaded`, and one it recorded
+  no character count or pages of go back to the extract queue with the held text's character
+  count, so extraction measures the PDF (a twin's figures are copied) and keeps the text; one
+  whose text is nowhere is extracted again.
+- `merge_legacy_rows`: restore's two legacy states, the rows only the older one has added.
+- `reconcile_legacy_ids()` (after discovery): an adopted id discovery shows to be a docket
+  entry's or a case's is linked to their real documents and never downloaded; one it listed is a
+  document; after convergence the rest are `unlisted`. Until then an adopted row without a PDF
+  waits out of the download queue (c12 `LEGACY_HELD_KINDS`).
+- `AdoptResult` is the run summary's `adopt` line; kv `legacy_adoption` is status.json's.
 
-This module owns the SQL it runs on a legacy file before that file is the
-pipeline's database (introspection, the adoption transaction, the merge);
+This module owns the SQL it runs on a legacy file before that file is the pipeline's database;
 everything on the adopted database goes through c10's `Database`.
 
 Knobs read: none of its own (WORKSPACE and STORE through the context).
@@ -98,10 +54,11 @@ from .c05_durable import durable_rename, durable_write, raise_if_disk_full
 from .c06_layout import DB_FILENAME, pdf_store_name, text_store_name
 from .c10_database import (KV_LEGACY_ADOPTION, KV_STORE_CHECKPOINT_SEQ, PERMANENT_HTTP_STATUSES, SCHEMA_VERSION,
                            STATUSES, ColumnSpec, Database, LegacyDatabaseError, SchemaSpec, database_uri,
-                           is_sqlite_file, read_schema, schema_state, target_schema)
+                           is_sqlite_file, open_reader, read_schema, schema_state, target_schema)
 from .c13_records import DownloadRecords
 from .c16_legacy_state import LEGACY_METADATA_SQL, LegacyState
 from .c20_store import sha256_file
+from .c21_fixity import FixityRecords
 from .c35_context import Context
 
 log_legacy = logging.getLogger("kycourt.legacy")
@@ -230,7 +187,7 @@ def judge_database(path: str | os.PathLike) -> LegacyJudgement:
     if not judgement.legacy:
         return judgement
     try:
-        conn = sqlite3.connect(database_uri(path, mode="ro"), uri=True, timeout=30)
+        conn = open_reader(path)
         try:
             _judge_documents(conn, judgement)
         finally:
@@ -418,6 +375,7 @@ class AdoptResult:
     texts_reused: int = 0
     texts_missing: int = 0         # extracted rows whose text is nowhere, or empty (v1.2 read none): extracted again
     rescanned: int = 0             # of the texts reused, likely scans: their pages measured again for OCR
+    measured: int = 0              # of the texts reused, rows v1.2 recorded no figures of: measured, text kept
     requeued: list[str] = field(default_factory=list)   # rows whose PDF is nowhere: queued again
     uploaded: int = 0              # PDFs and texts the store lacked, mirrored
     held: int = 0                  # rows waiting for discovery to confirm their ids
@@ -461,6 +419,7 @@ def adopt(ctx: Context, fold: Callable[[Context], Any]) -> AdoptResult:
     result.held = LegacyState(db).legacy_held_count()
     record.update(state="done", settled_at=utc_now(), pdfs=result.pdfs, distinct_pdfs=result.distinct_pdfs,
                   texts_reused=result.texts_reused, texts_missing=result.texts_missing, rescanned=result.rescanned,
+                  measured=result.measured,
                   requeued=len(result.requeued), held=result.held,
                   backups=_backfill_counts(result.backfill))
     db.kv_set(KV_LEGACY_ADOPTION, json.dumps(record, sort_keys=True))
@@ -481,6 +440,8 @@ def describe_adoption(result: AdoptResult) -> str:
     backups = record.get("backups") or _backfill_counts(result.backfill)
     mapped = sum((record.get("statuses_mapped") or {}).values())
     rescanned = f"{result.rescanned} of them scans whose pages are measured again for OCR; " if result.rescanned else ""
+    if result.measured:
+        rescanned += f"{result.measured} of them measured (v1.2 recorded no characters or pages); "
     text = (f"{'v1.2 archive adopted' if result.adopted else 'adoption of a v1.2 archive finished'}: "
             f"{record.get('rows', 0)} rows, {result.pdfs} with their PDF ({result.distinct_pdfs} distinct), "
             f"{result.texts_reused} texts reused ({rescanned}{result.texts_missing} to extract again), "
@@ -645,7 +606,7 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
     its local_pdf rewritten, else queued again; extracted rows' texts reused or extracted again."""
     store_pdfs = set(ctx.store.list_dir("pdf_by_hash"))
     store_texts = set(ctx.store.list_dir("text"))
-    pointers, requeue, reextract, unread, rescan, text_found, uploads = [], [], [], [], [], [], []
+    pointers, requeue, reextract, unread, rescan, measure, uploads = [], [], [], [], [], [], []
     distinct: set[str] = set()
     for row in LegacyState(db).adopted_rows_claiming_files():
         sha, size = row["sha256"], row["size_bytes"]
@@ -673,15 +634,20 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
             if text_local and text not in store_texts:
                 uploads.append(text)
             result.texts_reused += 1
-            if row["status"] != "extracted":
-                text_found.append(row["document_id"])
+            if row["status"] != "extracted" or row["extracted_chars"] is None or row["pages"] is None:
+                # No figures: extraction measures it (a twin's are copied) and keeps the held text.
+                measure.append((row["document_id"], row["extracted_chars"], text))
             elif row["likely_scanned"] == 1:
                 rescan.append(row["document_id"])   # v1.2 read a stamp or a junk layer: measure its pages
         elif row["status"] == "extracted":
             reextract.append(row["document_id"])
     with db.transaction():
         LegacyState(db).set_pdf_pointers(pointers)
-        LegacyState(db).mark_text_found(text_found)
+        FixityRecords(db).send_back_to_extract(
+            [(document_id, chars if chars is not None else _held_characters(ctx, text))
+             for document_id, chars, text in measure],
+            "adopted from an older version that recorded no figures of it (characters, pages): measured "
+            "by extracting it again, its text kept")
         LegacyState(db).extract_again(reextract, "adopted from an older version: its text is in neither the workspace "
                                     "nor the store; extracted again")
         LegacyState(db).extract_again(unread, "adopted from an older version that read no text from it and had no OCR: "
@@ -698,6 +664,7 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
     result.distinct_pdfs = len(distinct)
     result.texts_missing = len(reextract) + len(unread)
     result.rescanned = len(rescan)
+    result.measured = len(measure)
     result.requeued = requeue
     if requeue:
         log_legacy.warning("%d adopted rows claimed a PDF that is nowhere (workspace, store, pdf_backup/): back "
@@ -707,6 +674,14 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
         log_legacy.warning("%d adopted extracted rows have no text in the workspace or the store: extracted "
                            "again (%s%s)", len(reextract), ", ".join(reextract[:_LEGACY_SHOWN]),
                            ", ..." if len(reextract) > _LEGACY_SHOWN else "")
+
+
+def _held_characters(ctx: Context, text: str) -> int | None:
+    """The characters of the text the archive holds under `text` (the workspace's, else the store's)."""
+    local = ctx.path(text)
+    if not local.is_file() and not ctx.mirror.fetch(text, local):
+        return None
+    return len(local.read_bytes().decode("utf-8", "replace"))
 
 
 def _sha_named_by(local_pdf: Any) -> str | None:

@@ -1,36 +1,22 @@
 """Probe: can the pipeline run against this court? At most 10 requests, one per endpoint.
 
 Guarantees:
-- `probe(cfg)` asks API_BASE once per endpoint the strategies need (document
-  search, case search, a case's docket entries, one entry's file list, the
-  case's parties and lower courts, the opinion search, the case search for
-  the previous year's ADMIN numbers, one download), each
-  paced like a search and never retried, so it sends at most
-  `PROBE_MAX_REQUESTS` requests. Each answer is checked against the fields
-  the pipeline reads (`PROBE_FIELDS`): a row per endpoint with its HTTP
-  status, latency, the fields expected / present / missing and a verdict.
-- The strategy is DISCOVERY's, or for auto the one discovery would choose
-  (`choose_strategy`: document search rows carrying `documentID`, else the
-  case walk). `ProbeReport.ok` is true exactly when every endpoint that
-  strategy needs answered with its required fields (`PROBE_REQUIRED`; a
-  missing metadata field is listed, not fatal): the document search and the
-  download, or the case search, docket entries, file list and download.
-  Parties, lower courts, the opinion search and the ADMIN prefix only warn
-  (the walk goes on without them; incremental updates need the opinion
-  search; ADMIN numbers a prefix does not list are found only by it).
-- Lists (docket entries, file list, parties, lower courts) are asked with the
-  paging headers and a large maxresults, as the pipeline asks them; a list
-  of exactly SUSPICIOUS_LIST_SIZE rows that nothing says is whole, or one the
-  court says has more, is a warning in its row's note.
-- The download is asked by both paths (c30 DOWNLOAD_PATHS) on one document:
-  rows `download` (under API_BASE) and `download_site` (at the site root);
-  the pipeline can download when either answers a PDF, and the table says
-  which one it will use.
-- Politeness by evidence: the table ends with the requests sent, the latency
-  observed, and the projected hours of a whole first crawl
-  (FULL_CRAWL_DOCUMENTS documents at the strategy's requests a document) at
-  the current pacing, so a user can choose PACING.
-- It writes nothing: no workspace, no database.
+- `probe(cfg)` asks API_BASE once per endpoint the strategies need (document search, case search,
+  a case's docket entries, one entry's file list, the case's parties and lower courts, the opinion
+  search, the case search for last year's ADMIN numbers, one download by each of the court's
+  download paths), each paced like a search and retried at most once, within
+  PROBE_MAX_REQUESTS requests. Each answer is checked against the fields the pipeline reads (c25
+  FIELDS_READ): a row per endpoint with its HTTP status, latency, the fields expected / present /
+  missing and a verdict. Lists are asked as the pipeline asks them; a list the court pages, or one
+  of exactly SUSPICIOUS_LIST_SIZE rows nothing says is whole, is a warning in its row.
+- The strategy is DISCOVERY's, or for auto the one discovery would choose (c25 `choose_strategy`).
+  `ProbeReport.ok` is true exactly when every endpoint that strategy needs answered with its
+  required fields (c25 FIELDS_REQUIRED; a missing metadata field is listed, not fatal); parties,
+  lower courts, the opinion search and the ADMIN prefix only warn. The download can run when
+  either path answers a PDF, and the report names the one it will use.
+- Politeness by evidence: the table ends with the requests sent, the latency observed and the
+  projected hours of a whole first crawl (FULL_CRAWL_DOCUMENTS documents at the strategy's
+  requests a document) at the current pacing. It writes nothing.
 
 Knobs read: API_BASE, DISCOVERY, CASE_DETAILS, FIRST_YEAR, LAST_YEAR, HTTP_TIMEOUT, PACING, PACING_SEARCH,
 PACING_DL.
@@ -45,35 +31,15 @@ from typing import Any
 
 import requests
 
-from .c00_config import Config, RunClock, kentucky_today
-from .c30_client import (COURT_NAMES, DOWNLOAD_PATHS, LIST_MAX_RESULTS, PAGING_MORE, PAGING_TOTAL, SUSPICIOUS_LIST_SIZE,
-                         CourtClient, classify_http_status, document_id_of, projected_hours)
-from .c50_discover import choose_strategy, opinion_windows
+from .c00_config import Config, RunClock
+from .c25_court import (FIELDS_READ, FIELDS_REQUIRED, KENTUCKY, CTrackCourt, choose_strategy, document_id_of,
+                        opinion_windows)
+from .c30_client import LIST_MAX_RESULTS, SUSPICIOUS_LIST_SIZE, CourtClient, classify_http_status, projected_hours
 
 log_probe = logging.getLogger("kycourt.probe")
 
 PROBE_MAX_REQUESTS = 10
 PROBE_ROWS = 5
-# endpoint -> the keys the pipeline reads from each row (a search's rowMap, an array's elements).
-PROBE_FIELDS: dict[str, tuple[str, ...]] = {
-    "document_search": ("documentID", "docketEntryID", "caseHeader.caseNumber", "filedDate"),
-    "case_search": ("caseNumber", "caseID"),
-    "admin_case_search": ("caseNumber", "caseID"),   # the case search for `YYYY CA ADMIN` numbers
-    "docket_entries": ("docketEntryID", "docketEntryDescription", "filedDate", "hasDocuments"),
-    "entry_documents": ("documentID", "parentID", "documentAvailable", "caseHeader"),
-    "parties": ("partyName", "attorneys"),
-    "lower_courts": ("lowerCourtName", "lowerCourtCaseNumber"),
-    "opinion_search": ("docketEntryID", "caseHeader.caseNumber", "filedDate", "hasDocuments"),
-    "download": ("application/pdf",),
-    "download_site": ("application/pdf",),       # the same document by the site-root path
-}
-# The fields without which a row is useless (the others are metadata: missing ones are listed, not fatal).
-PROBE_REQUIRED: dict[str, tuple[str, ...]] = {
-    "document_search": ("documentID",), "case_search": ("caseNumber",), "admin_case_search": ("caseNumber",),
-    "docket_entries": ("docketEntryID", "hasDocuments"), "entry_documents": ("documentID",),
-    "opinion_search": ("docketEntryID",), "parties": (), "lower_courts": (), "download": ("application/pdf",),
-    "download_site": ("application/pdf",),
-}
 NEEDED = {"documents": ("document_search", "download"),
           "cases": ("case_search", "docket_entries", "entry_documents", "download")}
 # Download verdicts that show the path answers (a 5xx or a restricted document is that document's).
@@ -105,7 +71,7 @@ class ProbeReport:
     why: str = ""
     requests: int = 0
     ok: bool = False
-    download_path: str | None = None     # the DOWNLOAD_PATHS name that answered a PDF, if one did
+    download_path: str | None = None     # the court's download path that answered a PDF, if one did
     latency_seconds: float = 0.0         # mean time to an answer's headers
     projected_hours: float | None = None # a whole first crawl at the current pacing
 
@@ -129,12 +95,13 @@ class ProbeReport:
         return "\n".join(text)
 
 
-def list_warning(rows: int, headers) -> str | None:
-    """What makes a list's answer doubtful: the court says more rows follow (the pipeline follows
-    them), or exactly SUSPICIOUS_LIST_SIZE rows come back with nothing saying the list is whole."""
-    if str(headers.get(PAGING_MORE, "")).strip().lower() == "true":
+def list_warning(rows: int, paging) -> str | None:
+    """What makes a list's answer doubtful (`paging`: the court's `paging_of` its headers): the court
+    says more rows follow (the pipeline follows them), or exactly SUSPICIOUS_LIST_SIZE rows come
+    back with nothing saying the list is whole."""
+    if paging.more:
         return "warning: paged (moreresults), the pipeline follows the pages"
-    if rows == SUSPICIOUS_LIST_SIZE and headers.get(PAGING_TOTAL) is None:
+    if rows == SUSPICIOUS_LIST_SIZE and paging.total is None:
         return f"warning: exactly {SUSPICIOUS_LIST_SIZE} rows, nothing says the list is whole (a default page?)"
     return None
 
@@ -147,14 +114,15 @@ def fields_of(rows: list, fields: tuple[str, ...]) -> tuple[tuple[str, ...], tup
 
 
 class _Prober:
-    def __init__(self, cfg: Config, session: requests.Session | None):
+    def __init__(self, cfg: Config, session: requests.Session | None, court: CTrackCourt):
         self.cfg = cfg
-        self.client = CourtClient(cfg, RunClock(3600.0), session=session)
+        self.client = CourtClient(cfg, RunClock(3600.0), session=session, court=court)
+        self.court = court
         self.report = ProbeReport()
-        self.paging: Any = {}        # the last JSON answer's headers
+        self.paging = court.paging_of({})        # what the last JSON answer's headers said of its page
 
     def ask(self, endpoint: str, headers: dict | None = None, **values: str) -> tuple[ProbeRow, Any]:
-        row = ProbeRow(endpoint, expected=PROBE_FIELDS[endpoint])
+        row = ProbeRow(endpoint, expected=FIELDS_READ[endpoint])
         self.report.rows.append(row)
         response = None
         while response is None:
@@ -209,32 +177,28 @@ class _Prober:
         except ValueError:
             row.verdict, row.note = "FAIL", "200 that is not JSON"
             return row, None
-        self.paging = response.headers
+        self.paging = self.court.paging_of(response.headers)
         return row, body
 
     def spare_requests(self) -> int:
         """Requests left beyond one per endpoint still to ask (retries and extra downloads use them)."""
         asked = {row.endpoint for row in self.report.rows}
-        still = len([name for name in PROBE_FIELDS if name not in asked])
+        still = len([name for name in FIELDS_READ if name not in asked])
         return PROBE_MAX_REQUESTS - self.client.requests_sent - still
 
     def search(self, endpoint: str, **values: str) -> tuple[ProbeRow, list]:
-        row, body = self.ask(endpoint, {"x-ctrack-paging-startindex": "1",
-                                        "x-ctrack-paging-maxresults": str(PROBE_ROWS),
-                                        "x-ctrack-paging-calculatetotalcount": "true"}, **values)
-        if body is None:
+        """A search's first PROBE_ROWS rows (its items), their fields checked."""
+        row, body = self.ask(endpoint, self.court.paging_headers(1, PROBE_ROWS), **values)
+        items = self.court.search_items(body) if body is not None else None
+        if items is None:
+            if body is not None:
+                row.verdict, row.note = "FAIL", "no resultItems list"
             return row, []
-        items = body.get("resultItems") if isinstance(body, dict) else None
-        if not isinstance(items, list):
-            row.verdict, row.note = "FAIL", "no resultItems list"
-            return row, []
-        row_maps = [item.get("rowMap") for item in items if isinstance(item, dict)]
-        return self.check(row, row_maps), items
+        return self.check(row, [self.court.search_row_map(item) for item in items]), items
 
     def array(self, endpoint: str, **values: str) -> tuple[ProbeRow, list]:
-        row, body = self.ask(endpoint, {"x-ctrack-paging-startindex": "1",
-                                        "x-ctrack-paging-maxresults": str(LIST_MAX_RESULTS),
-                                        "x-ctrack-paging-calculatetotalcount": "true"}, **values)
+        """A list's rows, asked as the pipeline asks them, their fields checked."""
+        row, body = self.ask(endpoint, self.court.paging_headers(1, LIST_MAX_RESULTS), **values)
         if body is None:
             return row, []
         if not isinstance(body, list):
@@ -252,7 +216,7 @@ class _Prober:
             row.verdict, row.note = "empty", "no rows: fields unchecked"
             return row
         row.present, row.missing = fields_of(rows, row.expected)
-        fatal = [name for name in row.missing if name in PROBE_REQUIRED[row.endpoint]]
+        fatal = [name for name in row.missing if name in FIELDS_REQUIRED[row.endpoint]]
         row.verdict = "FAIL" if fatal else "ok"
         if row.endpoint == "document_search" and fatal == ["documentID"] and "docketEntryID" in row.present:
             row.verdict = "resolvable"      # docket entries: their files name the documents
@@ -261,11 +225,11 @@ class _Prober:
         return row
 
 
-def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeReport:
+def probe(cfg: Config, *, session: requests.Session | None = None, court: CTrackCourt = KENTUCKY) -> ProbeReport:
     """Probes the court at cfg.API_BASE (see the module docstring); never raises for the court's answers."""
-    prober = _Prober(cfg, session)
+    prober = _Prober(cfg, session, court)
     report = prober.report
-    prefix = f"{cfg.last_year}-CA"
+    prefix = court.numbers.shards(cfg.last_year, cfg.last_year)[0]
     try:
         search_row, search_items = prober.search("document_search", prefix=prefix)
         documents_ok = search_row.status == 200 and bool(search_items) and all(
@@ -280,7 +244,6 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
         report.strategy, report.why = strategy, why
         case_id = next((item.get("rowMap", {}).get("caseID") or item.get("id") for item in cases
                         if isinstance(item, dict)), None)
-        entry_id = None
         candidates = [document_id_of(item) for item in search_items if document_id_of(item)] \
             if strategy == "documents" else []
         entry_ids: list[str] = []
@@ -289,7 +252,7 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
             entry_ids = [entry.get("docketEntryID") for entry in entries
                          if isinstance(entry, dict) and entry.get("hasDocuments")]
         else:
-            report.rows.append(ProbeRow("docket_entries", expected=PROBE_FIELDS["docket_entries"],
+            report.rows.append(ProbeRow("docket_entries", expected=FIELDS_READ["docket_entries"],
                                         note="no case to ask for"))
         if entry_ids:
             files_row, files = prober.array("entry_documents", docket_entry_id=entry_ids[0])
@@ -297,7 +260,7 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
                 # An entry saying hasDocuments can list none: a second one, paid for by the ADMIN
                 # check (it only warns) when the budget is short.
                 if prober.spare_requests() < 1:
-                    report.rows.append(ProbeRow("admin_case_search", expected=PROBE_FIELDS["admin_case_search"],
+                    report.rows.append(ProbeRow("admin_case_search", expected=FIELDS_READ["admin_case_search"],
                                                 note="budget spent on a second entry's file list"))
                 report.rows.remove(files_row)
                 files_row, files = prober.array("entry_documents", docket_entry_id=entry_ids[1])
@@ -306,17 +269,19 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
             candidates += [f.get("documentID") for f in files if isinstance(f, dict)
                            and f.get("documentAvailable") is not False and isinstance(f.get("documentID"), str)]
         else:
-            report.rows.append(ProbeRow("entry_documents", expected=PROBE_FIELDS["entry_documents"],
+            report.rows.append(ProbeRow("entry_documents", expected=FIELDS_READ["entry_documents"],
                                         note="no docket entry with documents to ask for"))
         if case_id and cfg.CASE_DETAILS:
             prober.array("parties", case_id=case_id)
             prober.array("lower_courts", case_id=case_id)
-        today = kentucky_today()
+        today = cfg.today()
         first_day, last_day = opinion_windows(today - _dt.timedelta(days=6), today)[0]
-        prober.search("opinion_search", court=COURT_NAMES["CA"], first_day=first_day, last_day=last_day)
+        if court.opinion_courts():
+            prober.search("opinion_search", court=court.opinion_courts()[0], first_day=first_day, last_day=last_day)
         # ADMIN numbers are swept as case-search prefixes; whether this court lists them so is checked here.
-        if "admin_case_search" not in {row.endpoint for row in report.rows}:
-            admin_row, _ = prober.search("admin_case_search", prefix=f"{cfg.last_year - 1} CA ADMIN")
+        admin = court.numbers.admin_shards(cfg.last_year - 1, cfg.last_year - 1)
+        if admin and "admin_case_search" not in {row.endpoint for row in report.rows}:
+            admin_row, _ = prober.search("admin_case_search", prefix=admin[0])
             if admin_row.verdict == "empty":
                 admin_row.note = "no ADMIN case listed by prefix: only the opinion search finds them"
         _probe_downloads(prober, candidates)
@@ -325,9 +290,9 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
         report.latency_seconds = prober.client.observed_latency()
         prober.client.close()
     verdicts = {row.endpoint: row.verdict for row in report.rows}
-    answered = [path for path, endpoint in DOWNLOAD_PATHS.items()
+    answered = [path for path, endpoint in court.download_paths.items()
                 if verdicts.get(endpoint) in DOWNLOAD_ANSWERS]
-    report.download_path = next((path for path in answered if verdicts.get(DOWNLOAD_PATHS[path]) == "ok"),
+    report.download_path = next((path for path in answered if verdicts.get(court.download_paths[path]) == "ok"),
                                 answered[0] if answered else None)
     needed = NEEDED.get(report.strategy, ())
     if report.strategy == "documents" and verdicts.get("document_search") == "resolvable":
@@ -340,7 +305,7 @@ def probe(cfg: Config, *, session: requests.Session | None = None) -> ProbeRepor
     for row in report.rows:
         if row.verdict not in ("FAIL", "absent"):
             continue
-        if row.endpoint in DOWNLOAD_PATHS.values() and report.download_path:
+        if row.endpoint in court.download_paths.values() and report.download_path:
             row.note = (row.note + "; " if row.note else "") + f"the {report.download_path} path answers"
         elif row.endpoint not in needed:
             row.note = (row.note + "; " if row.note else "") + "not needed by this strategy"
@@ -359,11 +324,11 @@ def _probe_downloads(prober: _Prober, candidates: list[str]) -> None:
     (one withdrawn or restricted document says nothing of the paths)."""
     report = prober.report
     if not candidates:
-        report.rows.append(ProbeRow("download", expected=PROBE_FIELDS["download"], verdict="FAIL",
+        report.rows.append(ProbeRow("download", expected=FIELDS_READ["download"], verdict="FAIL",
                                     note="no document id to ask for"))
         return
     for position, document_id in enumerate(candidates):
-        rows = [prober.ask(endpoint, document_id=document_id)[0] for endpoint in DOWNLOAD_PATHS.values()]
+        rows = [prober.ask(endpoint, document_id=document_id)[0] for endpoint in prober.court.download_paths.values()]
         if position:
             for row in rows:
                 row.note = (row.note + "; " if row.note else "") + "another document after a 404"

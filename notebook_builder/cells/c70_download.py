@@ -1,73 +1,39 @@
 """Download: fetch every queued document once, keep each distinct PDF once, store nothing torn.
 
 Guarantees:
-- Work comes from the download queue of CONTRACT.md (`WorkQueues.download_queue`,
-  the same SQL verify counts), DOWNLOAD_BATCH rows at a time, opinions first
-  (c10 OPINION_SQL), then in rowid order. The stage is a session of drains
-  (`Downloads`): `download()` drains the whole queue; the crawl (c75) drains
-  after each unit of discovery, every document a drain fetched committed
-  before it returns.
-- One streamed GET per attempt, no HEAD, one request in flight. The pacing
-  pause comes first; then the attempt is committed before the request is
-  sent, so a kill can never hide one and a stop during the pause costs the
-  row nothing. The size cap is decided from Content-Length before the body
-  is read (an oversized file's connection is closed unread) and enforced
-  again while streaming, for servers that lie or send no length.
-- The body is hashed (SHA-256) as it is read and checked against
-  Content-Length (short: transient "truncated") and the `%PDF-` magic, which
-  may occur anywhere in the first 1024 bytes as readers accept (else transient
-  "not a PDF"); the stored bytes are the bytes served. A body up to _DOWNLOAD_IN_MEMORY bytes is held in
-  memory; a larger one is written to `tmp/<document_id>.part` as it streams.
-  Fetched documents wait in a group (_DOWNLOAD_GROUP of them, or the oldest
-  _DOWNLOAD_GROUP_SECONDS old), which is then finished at once: the held
-  bodies written to `tmp/<document_id>.part`, the group's parts made durable
-  with one flush and promoted to `pdf_by_hash/<sha256>.pdf` (c05
-  `durable_rename`), mirrored to the store as a group, and only then
-  the rows marked `downloaded` in one commit. A hash already held locally
-  drops the body; one already in the store uploads nothing. The group is
-  finished on every exit path; a kill leaves its documents in memory (gone),
-  as `.part` files, or as promoted files no row claims yet, never a row
-  claiming a missing file. This runs in the stage's own thread (a finisher
-  thread saves 7 ms a document against the 0.4 s pause before each GET,
-  bench/threads.py: not worth a thread).
-- Every response is a row of `download_events`: its request time, status and
-  the headers that identify the bytes (Content-Length, ETag, Last-Modified,
-  Content-Type), committed before the body is read.
-- Permanent answers (400, 401, 403, 404; 413 for a file over MAX_PDF_BYTES)
-  fail the document at once, no backoff; the queue SQL never hands it out
-  again unless RETRY_HARD (the run forgives failures once). A document the
-  court withholds (document_available 0) is never in the queue.
-- The download path (c30 DOWNLOAD_PATHS: `api`, under API_BASE, or `site`, at
-  the site root) is the one kept in kv `download_path` (`api` until one is
-  kept). A 404 is asked of the other path too, in the same attempt; the path
-  that answers a PDF is kept (`DownloadPaths`), and a 404 on both is the
-  document's verdict, never the path's.
-- Transient ones (5xx, 408, 429, resets, timeouts, a torn body, a 200 that
-  is not a PDF) are retried inline, one document at a time, after
-  `retry_delay` seconds (BACKOFF_BASE after the first failed attempt,
-  doubling up to BACKOFF_CAP, as the searches count; a longer
-  Retry-After wins), slept on the run clock; each failure is committed as
-  `failed` with its http_status and error, which leaves the row in the queue
-  until MAX_ATTEMPTS attempts are spent.
-- A stop (budget minus SHUTDOWN_SECONDS, SIGINT/SIGTERM) is honoured between
-  attempts, during pacing and during backoff; the document in flight is
-  finished, or rolled back (its `.part` removed) if the stream is aborted.
-  DOWNLOAD_LIMIT > 0 ends the run's downloads (`stopped == "limit"`) once
-  that many documents have been taken from the queue. A full disk, while fetching or
-  finishing, removes the `.part` and raises DiskFullError from the stage.
-- Logging: one INFO line per batch and one for the stage; per-document
-  outcomes are DEBUG; warnings (disk, store) come from where they are found.
-- `recover()` heals what a kill left behind: stale `tmp/*.part` files are
-  removed; a row claiming `downloaded`/`extracted` whose PDF is neither in
-  the workspace nor in the store goes back to `discovered`; one whose PDF is
-  only in the store is left alone (extract fetches it on demand).
-  `download()` runs it first unless given the result of a recovery the
-  caller already ran (the session runs it before the phases).
-- DRY_RUN: no network; the result reports the queue.
+- Work comes from the download queue (`WorkQueues.download_queue`, the SQL verify counts),
+  DOWNLOAD_BATCH rows at a time, opinions first. The stage is a session of drains (`Downloads`):
+  `download()` drains the queue; the crawl (c75) drains after each unit of discovery, every
+  document a drain fetched committed before it returns. A document the court withholds is never
+  in the queue.
+- One streamed GET an attempt, one request in flight. The pacing pause comes first, then the
+  attempt is committed before the request is sent (a kill never hides one; a stop during the
+  pause costs nothing). Every response is a `download_events` row, committed before its body is
+  read. The size cap (MAX_PDF_BYTES) is decided from Content-Length before reading and enforced
+  while streaming.
+- The body is hashed as it is read and checked against Content-Length (short: transient) and the
+  `%PDF-` magic anywhere in its first PDF_MAGIC_WINDOW bytes (else transient "not a PDF"); the
+  stored bytes are the bytes served. Fetched documents are finished in groups (_DOWNLOAD_GROUP, or
+  the oldest _DOWNLOAD_GROUP_SECONDS old): written to `tmp/<document_id>.part`, made durable with one
+  flush, promoted to `pdf_by_hash/<sha256>.pdf` (c05 `durable_rename`), mirrored to the store, and
+  only then marked `downloaded` in one commit. A kill leaves parts or promoted files no row claims,
+  never a row claiming a missing file.
+- Permanent answers (400, 401, 403, 404; 413 over the cap) fail the document at once; the queue
+  never hands it out again unless RETRY_HARD. Transient ones (5xx, 408, 429, resets, timeouts, a
+  torn body, a 200 that is not a PDF) are retried inline after `retry_delay` (a longer Retry-After
+  wins), each failure committed, until MAX_ATTEMPTS attempts are spent.
+- The court's download paths (c25): the one kept in kv `download_path` is asked first; a 404 is
+  asked of the other too, in the same attempt; the path that answers a PDF is kept; a 404 on both
+  is the document's verdict, never the path's.
+- A stop (budget, SIGINT/SIGTERM) is honoured between attempts, during pacing and backoff; the
+  document in flight is finished or rolled back. DOWNLOAD_LIMIT > 0 ends the run's downloads
+  (`stopped == "limit"`). A full disk removes the `.part` and raises DiskFullError.
+- `recover()` heals what a kill left: stale parts removed; a row claiming a PDF neither the
+  workspace nor the store holds goes back to `discovered`; one only in the store is left alone.
+- Logging: one INFO line a batch and one for the stage. DRY_RUN: no network; the queue reported.
 
-Knobs read: DOWNLOAD_BATCH, DOWNLOAD_LIMIT, MAX_ATTEMPTS, MAX_PDF_BYTES,
-BACKOFF_BASE, BACKOFF_CAP, HEARTBEAT_EVERY, DRY_RUN (and, through the client and the
-context, PACING, PACING_DL, HTTP_TIMEOUT, CHECKPOINT_SECONDS).
+Knobs read: DOWNLOAD_BATCH, DOWNLOAD_LIMIT, MAX_ATTEMPTS, MAX_PDF_BYTES, BACKOFF_BASE, BACKOFF_CAP,
+HEARTBEAT_EVERY, DRY_RUN, RETRY_HARD (and the client's: PACING, PACING_DL, HTTP_TIMEOUT).
 """
 from __future__ import annotations
 
@@ -88,7 +54,8 @@ from .c06_layout import pdf_store_name
 from .c10_database import KV_DOWNLOAD_PATH
 from .c12_queues import WorkQueues
 from .c13_records import DownloadRecords
-from .c30_client import DOWNLOAD_PATHS, ENDPOINTS, CourtClient, classify_http_status, retry_after_seconds
+from .c25_court import DOWNLOAD_PATHS, ENDPOINTS
+from .c30_client import CourtClient, classify_http_status, retry_after_seconds
 from .c34_mirror import progress
 from .c35_context import Context, write_status
 
@@ -173,28 +140,29 @@ class _DownloadedPart:
 
 
 class DownloadPaths:
-    """Which download path to ask first, kept like the discovery strategy (kv `download_path`)."""
+    """Which of the court's download paths to ask first, kept like the discovery strategy (kv
+    `download_path`)."""
 
-    def __init__(self, db):
-        self.db = db
+    def __init__(self, db, paths=DOWNLOAD_PATHS):
+        self.db, self.paths = db, paths
         kept = db.kv_get(KV_DOWNLOAD_PATH)
-        self.kept = kept if kept in DOWNLOAD_PATHS else None
+        self.kept = kept if kept in paths else None
 
-    def order(self) -> tuple[str, str]:
-        return download_path_order(self.kept)
+    def order(self) -> tuple[str, ...]:
+        return download_path_order(self.kept, self.paths)
 
     def answered_pdf(self, path: str) -> None:
         """The path that just answered a PDF: kept from now on."""
         if path != self.kept:
-            log_download.info("download path: %s (%s answered a PDF)", path, ENDPOINTS[DOWNLOAD_PATHS[path]])
+            log_download.info("download path: %s (%s answered a PDF)", path, ENDPOINTS[self.paths[path]])
             self.db.kv_set(KV_DOWNLOAD_PATH, path)
             self.kept = path
 
 
-def download_path_order(kept: str | None) -> tuple[str, str]:
-    """The paths to ask, in order: the kept one (or `api`), then the other (only after a 404)."""
-    first = kept if kept in DOWNLOAD_PATHS else "api"
-    return first, next(path for path in DOWNLOAD_PATHS if path != first)
+def download_path_order(kept: str | None, paths=DOWNLOAD_PATHS) -> tuple[str, ...]:
+    """The paths to ask, in order: the kept one (or the first), then the others (only after a 404)."""
+    first = kept if kept in paths else next(iter(paths))
+    return (first, *(path for path in paths if path != first))
 
 
 def recover(ctx: Context) -> RecoverResult:
@@ -336,7 +304,7 @@ class Downloads:
             ctx.client = self.client
             ctx.path("tmp").mkdir(parents=True, exist_ok=True)
             ctx.path("pdf_by_hash").mkdir(parents=True, exist_ok=True)
-            self.paths = DownloadPaths(self.db)
+            self.paths = DownloadPaths(self.db, self.client.court.download_paths)
             self.group = _DownloadGroup(ctx, self.result)
             self.bar = progress(self.cfg, 0, "download")
         # The queue grows while discovery runs: the bar's total is what was taken plus what waits.
@@ -459,13 +427,14 @@ def _download_fetch(ctx: Context, client: CourtClient, document_id: str, paths: 
                     result: DownloadResult) -> _DownloadedPart:
     """One GET (and, after a 404, one by the other path) → a checked body (in memory, or a
     `tmp/<document_id>.part` not yet fsynced), or a Permanent/TransientFetchError."""
-    first, other = paths.order()
+    first, *others = paths.order()
     try:
         fetched = _download_fetch_by(ctx, client, document_id, first)
         path = first
     except PermanentFetchError as exc:
-        if exc.http_status != 404:
+        if exc.http_status != 404 or not others:
             raise
+        other = others[0]
         result.requests += 1
         result.other_path_requests += 1
         try:

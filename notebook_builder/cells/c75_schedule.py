@@ -43,7 +43,8 @@ from .c12_queues import WorkQueues
 from .c15_discovery_state import DiscoveryState
 from .c30_client import CourtClient
 from .c35_context import Context, write_status
-from .c50_discover import DISCOVER_DETAILS_BATCH, DiscoverResult, Discovery, discover
+from .c44_discovery_rules import DISCOVER_DETAILS_BATCH, DiscoverResult
+from .c50_discover import Discovery, discover
 from .c70_download import DownloadResult, Downloads, RecoverResult, download
 
 log_schedule = logging.getLogger("kycourt.schedule")

@@ -1,45 +1,32 @@
 """Run: one session of work, restore → adopt → the phases in PHASES → sync/verify.
 
 Guarantees:
-- After restore and before anything opens the database, an older version's
-  archive (v1.2) is adopted (c38: its backups folded by c60 backfill, forced;
-  the summary's `adopt` line says what it brought, in that session only);
-  one that cannot be adopted stops the session at once with one line, exit
-  status 2, nothing written. After discover and after download the adopted
-  ids are checked against what discovery found (the `legacy` line, when
-  something changed).
-- The stages run in pipeline order and meet only in the database and the
-  store; each is skipped once the clock says stop (budget or signal).
-- SIGINT and SIGTERM (Colab's interrupt, a killed job) ask the stages to stop
-  between documents; sync/verify still runs, so a checkpoint and a resume
-  archive are pushed, and the exit status is 130. A second signal aborts at
-  once (nothing committed is lost; the next run resumes).
-- A full workspace disk (DiskFullError) stops the run with one message that
-  names the disk; nothing torn is promoted, and the run exits 1.
-- When the court cannot be reached (the client's circuit breaker:
-  COURT_DOWN_SECONDS without a usable answer and COURT_DOWN_FAILURES failed
-  requests in a row), the stage that met it stops, the other stages that
-  need the court are skipped, the local ones (backfill, extract) still
-  run, state is saved and verify runs; one line says the court could not
-  be reached and what remains, and the exit status is 3.
-- `run_pipeline()` returns a `RunReport` whose `exit_status` follows
-  CONTRACT.md: 0 PASS, 1 FAIL, 2 bad input, 3 court unreachable, 130 interrupted. The
-  summary says in words what each stage did and what remains, and (when the
-  court was asked) the requests this run, the latency observed and the
-  projected hours of the downloads left at the current pacing.
-- When PHASES has both discover and download, they run as one crawl (c75
-  `crawl`: discovery's units with the downloads of what each found in
-  between, the details pass last) in download's place, so the local phases
-  before it (backfill) credit what the workspace holds before anything is
-  asked of the court; each alone runs as its stage. The summary then says,
-  from the crawl's evidence, when every opinion, document and detail will be
-  archived (or that it is).
-- PROBE_FIRST: the probe (c55) runs before the stages; when the pipeline
-  cannot run against the court, no stage runs, verify still does, and the
-  run fails with one line naming the probe.
+- After restore and before anything opens the database, an older version's archive (v1.2) is
+  adopted (c38; its backups folded by c60 backfill, forced; the `adopt` line says what it brought,
+  in that session only); one that cannot be adopted stops the session at once: one line, exit
+  status 2, nothing written. After discover and download the adopted ids are checked against what
+  discovery found (the `legacy` line, when something changed).
+- The stages run in pipeline order and meet only in the database and the store; each is skipped
+  once the clock says stop (budget or signal). With both discover and download in PHASES they run
+  as one crawl (c75) in download's place, so backfill credits what the workspace holds first.
+- SIGINT and SIGTERM stop the stages between documents; sync/verify still runs (a checkpoint and a
+  resume archive are pushed) and the exit status is 130. A second signal aborts at once (nothing
+  committed is lost). A full workspace disk (DiskFullError) stops the run with one message naming
+  the disk, nothing torn promoted, exit 1.
+- The court unreachable (the client's circuit breaker: COURT_DOWN_SECONDS without a usable answer
+  and COURT_DOWN_FAILURES failures in a row): the stage that met it stops, the others that need the
+  court are skipped, the local ones still run, state is saved and verify runs; one line says so and
+  what remains; exit status 3.
+- PROBE_FIRST: the probe (c55) runs first; when the pipeline cannot run against the court no stage
+  runs, verify still does, and the run fails with one line naming the probe.
+- `run_pipeline()` returns a `RunReport` whose `exit_status` follows CONTRACT.md (0 PASS, 1 FAIL,
+  2 bad input, 3 court unreachable, 130 interrupted); its summary says in words (`count_noun`) what
+  each stage did and what remains, the requests this run and the hours left at the current pacing,
+  and, from the crawl's evidence, when every opinion, document and detail will be archived.
+  A verify-only session never makes a store (c35 open_context).
 
 In the notebook, this cell runs the whole job with the CFG of the first cell.
-Knobs read: PHASES, RETRY_HARD, DRY_RUN (the stages read their own).
+Knobs read: PHASES, RETRY_HARD, DRY_RUN, PROBE_FIRST (the stages read their own).
 """
 from __future__ import annotations
 
@@ -53,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, RunClock, load_config
+from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, RunClock, count_noun, load_config
 from .c10_database import LegacyDatabaseError
 from .c12_queues import WorkQueues
 from .c20_store import Store
@@ -71,7 +58,8 @@ from .c80_extract import extract
 from .c85_ocr import ocr
 from .c86_derive import derive
 from .c87_index import index
-from .c90_verify import format_verify_report, verify
+from .c89_feed import publish_changes
+from .c90_verify import EMPTY_ARCHIVE, format_verify_report, verify
 
 log_run = logging.getLogger("kycourt.run")
 
@@ -164,93 +152,103 @@ def describe_stage(name: str, result: Any) -> str:
 
 def _words_restore(get) -> str:
     replayed = get("replayed")
-    return get("message", "") + (f"; {replayed} downloads replayed from the journal" if replayed else "")
+    return get("message", "") + (f"; {count_noun(replayed, 'download')} replayed from the journal" if replayed else "")
 
 
 def _words_recover(get) -> str:
     if not get("parts_removed") and not get("reverted") and not get("spent"):
-        return f"nothing to heal ({get('checked')} documents' PDFs checked)"
-    return (f"healed after a kill: {get('parts_removed')} unfinished downloads removed, "
-            f"{get('reverted')} documents queued again (their PDF was nowhere), {get('spent')} out of attempts")
+        noun = "document's PDF" if get("checked") == 1 else "documents' PDFs"
+        return f"nothing to heal ({get('checked')} {noun} checked)"
+    return (f"healed after a kill: {count_noun(get('parts_removed'), 'unfinished download')} removed, "
+            f"{count_noun(get('reverted'), 'document')} queued again (their PDF was nowhere), "
+            f"{get('spent')} out of attempts")
 
 
 def _words_discover(get) -> str:
-    text = (f"{get('sweeps')} sweeps, {get('pages')} search pages, {get('rows_new')} new documents "
-            f"({get('documents')} known); {'converged' if get('converged', False) else 'not converged'}")
-    if get("complete_through", None):
+    text = (f"{count_noun(get('sweeps'), 'sweep')}, {count_noun(get('pages'), 'search page')}, "
+            f"{count_noun(get('rows_new'), 'new document')} ({get('documents')} known); "
+            f"{'converged' if get('converged', False) else 'not converged'}")
+    if get("complete_through", None) and not get("update", None):   # an update's words say it
         text += f", complete through {get('complete_through')}"
     if get("opinion_windows"):
-        text += (f"; opinion pass: {get('opinion_windows')} weeks swept"
+        text += (f"; opinion pass: {count_noun(get('opinion_windows'), 'week')} swept"
                  + (", complete" if get("opinion_pass_complete", False) else ""))
     if get("details_cases"):
-        text += f"; parties and lower courts of {get('details_cases')} cases"
+        text += f"; parties and lower courts of {count_noun(get('details_cases'), 'case')}"
     if get("unavailable"):
-        text += f"; {get('unavailable')} files withheld by the court"
+        text += f"; {count_noun(get('unavailable'), 'file')} withheld by the court"
     if get("fallback", None):
         text += f"; fell back from {get('fallback')}"
-    return text + (f"; {get('errors')} shards failed (retried next sweep)" if get("errors") else "")
+    if get("update", None):
+        text += f"; update: {get('update')}"
+    return text + (f"; {count_noun(get('errors'), 'shard')} failed (retried next sweep)" if get("errors") else "")
 
 
 def _words_backfill(get) -> str:
-    return (f"{get('files')} legacy files: {get('credited')} documents credited, {get('written')} new PDFs, "
-            f"{get('unmatched')} matching no document, {len(get('not_pdf', []))} not PDFs")
+    return (f"{count_noun(get('files'), 'legacy file')}: {count_noun(get('credited'), 'document')} credited, "
+            f"{count_noun(get('written'), 'new PDF')}, {get('unmatched')} matching no document, "
+            f"{count_noun(len(get('not_pdf', [])), 'file')} not a PDF")
 
 
 def _words_download(get) -> str:
     text = (f"{get('downloaded')} downloaded ({get('duplicates')} duplicate content), "
             f"{get('permanent_failures')} failed for good, {get('exhausted')} out of attempts, "
-            f"{get('requests')} requests ({get('retries')} retries); {get('left')} left to download")
-    return text + (f"; {get('refunded')} attempts given back (spent while the court was down)"
+            f"{count_noun(get('requests'), 'request')} ({count_noun(get('retries'), 'retry', 'retries')}); "
+            f"{get('left')} left to download")
+    return text + (f"; {count_noun(get('refunded'), 'attempt')} given back (spent while the court was down)"
                    if get("refunded") else "")
 
 
 def _words_extract(get) -> str:
-    text = (f"{get('extracted')} extracted ({get('reused')} reused a twin's text), {get('pages')} pages, "
-            f"{get('failed_attempts')} failed attempts ({get('exhausted')} out of attempts)")
+    text = (f"{get('extracted')} extracted ({get('reused')} reused a twin's text), {count_noun(get('pages'), 'page')}, "
+            f"{count_noun(get('failed_attempts'), 'failed attempt')} ({get('exhausted')} out of attempts)")
     if get("pages_poor_text"):
-        text += f"; {get('pages_poor_text')} pages poor text in every engine, sent to OCR"
+        text += f"; {count_noun(get('pages_poor_text'), 'page')} poor text in every engine, sent to OCR"
     if get("unreadable_pages"):
-        text += f"; {get('unreadable_pages')} pages unreadable (poor text and no OCR text)"
+        text += f"; {count_noun(get('unreadable_pages'), 'page')} unreadable (poor text and no OCR text)"
     return text + (f"; {get('court_text_checked')} compared with the court's own text"
                    if get("court_text_checked") else "")
 
 
 def _words_ocr(get) -> str:
-    text = (f"{get('pages')} scanned pages of {get('pdfs')} PDFs recognised ({get('engine')}; "
-            f"{get('rotated_pages')} turned upright, {get('blank_pages')} blank), {get('chars')} characters: "
-            f"{get('documents')} documents now carry OCR text")
+    text = (f"{count_noun(get('pages'), 'scanned page')} of {count_noun(get('pdfs'), 'PDF')} recognised "
+            f"({get('engine')}; {get('rotated_pages')} turned upright, {get('blank_pages')} blank), "
+            f"{count_noun(get('chars'), 'character')}: {count_noun(get('documents'), 'document')} now "
+            f"{'carries' if get('documents') == 1 else 'carry'} OCR text")
     if get("blank"):
-        text += f", {get('blank')} PDFs gave no text (blank or unreadable scans)"
-    text += f"; {get('failed_pages')} pages and {get('failed')} PDFs failed"
+        text += f", {count_noun(get('blank'), 'PDF')} gave no text (blank or unreadable scans)"
+    text += f"; {count_noun(get('failed_pages'), 'page')} and {count_noun(get('failed'), 'PDF')} failed"
     orientation = get("orientation", "")
     return text + (f"; orientation not detected: {orientation}" if orientation not in ("", "detected") else "")
 
 
 def _words_derive(get) -> str:
-    text = (f"{get('derived')} documents derived ({get('with_text')} with a text), "
-            f"{get('citations')} citations, {sum(get('warnings', {}).values())} warnings")
+    text = (f"{count_noun(get('derived'), 'document')} derived ({get('with_text')} with a text), "
+            f"{count_noun(get('citations'), 'citation')}, {count_noun(sum(get('warnings', {}).values()), 'warning')}")
     if get("texts_missing"):
-        text += f"; {get('texts_missing')} texts missing from workspace and store"
+        text += f"; {count_noun(get('texts_missing'), 'text')} missing from workspace and store"
     if not get("eyecite", None) and get("with_text"):
         text += "; case-law citations skipped (eyecite is not installed)"
     return text
 
 
 def _words_index(get) -> str:
-    text = (f"{get('indexed')} texts indexed, {get('refreshed')} refreshed, {get('removed')} removed; "
-            f"{get('total')} documents searchable")
+    text = (f"{count_noun(get('indexed'), 'text')} indexed, {get('refreshed')} refreshed, {get('removed')} removed; "
+            f"{count_noun(get('total'), 'document')} searchable")
     if get("missing_texts"):
-        text += f"; {get('missing_texts')} texts missing (indexed by a later run)"
+        text += f"; {count_noun(get('missing_texts'), 'text')} missing (indexed by a later run)"
     return text + ("; restored from the store" if get("restored_from_store", False) else "")
 
 
 def _words_probe(get) -> str:
     verdict = "the pipeline can run" if get("ok", False) else "the pipeline cannot run"
-    return f"{get('requests')} requests, strategy {get('strategy')}: {verdict}"
+    return f"{count_noun(get('requests'), 'request')}, strategy {get('strategy')}: {verdict}"
 
 
 def _words_verify(get) -> str:
-    return "PASS" if get("passed", False) else f"FAIL ({len(get('reasons', []))} problems)"
+    if get("passed", False):
+        return EMPTY_ARCHIVE if get("empty", False) else "PASS"
+    return f"FAIL ({count_noun(len(get('reasons', [])), 'problem')})"
 
 
 _STAGE_WORDS = {"restore": _words_restore, "recover": _words_recover, "discover": _words_discover,
@@ -305,7 +303,7 @@ def run_pipeline(cfg: Config, *, store: Store | None = None, clock: RunClock | N
                  handle_signals: bool = True, verify_only: bool = False) -> RunReport:
     """One session: restore, the configured phases, then sync/verify."""
     report = RunReport(cfg=cfg)
-    ctx = open_context(cfg, store=store, clock=clock)
+    ctx = open_context(cfg, store=store, clock=clock, create_store=False if verify_only else None)
     report.store = ctx.store
     guard = stop_on_signals(ctx.clock) if handle_signals else contextlib.nullcontext()
     try:
@@ -399,6 +397,8 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
         indexed = report.stages.get("index")
         index_built = indexed is not None and not isinstance(indexed, str) and not indexed.stopped
         report.verify = _run_timed(report, "verify", lambda: verify(ctx, index_built=index_built))
+        # After verify's checkpoint: what an update found joins the store (changes/, feed.atom), c89.
+        publish_changes(ctx, getattr(report.stages.get("discover"), "run", None))
     except DiskFullError as exc:
         report.stopped = report.error = str(exc)
         log_run.error("%s", exc)

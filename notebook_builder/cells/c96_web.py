@@ -21,6 +21,8 @@ Guarantees:
   found in its text), links to its PDF and text, and the text itself with
   the search's words marked and a link back to the results when it was
   reached from a search.
+- `/changes` and `/feed.atom` (`?q=&court=&type=`: a saved search's new
+  documents) are c89's; a withdrawn document's page says so (c89).
 - `/pdf_by_hash/<sha256>.pdf` and `/text/<sha256>.txt` (`.ocr.txt`) are
   the archive's files, read-only, from the workspace or else the store, and
   only names a document of the archive refers to. The route is decided from
@@ -59,6 +61,7 @@ from .c18_search_index import SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchI
 from .c33_best_text import best_text_sources
 from .c87_index import (INDEX_COURT_CODES, SearchResult, court_filter, open_search_index, query_marks, search_archive,
                         snippet_html, text_places)
+from .c89_feed import changes_page, feed_answer, withdrawn_note
 
 WEB_FACETS = (("court_code", "court"), ("year", "case year"), ("kinds", "kind"),
               ("publication_status", "publication status"))
@@ -79,6 +82,8 @@ _WEB_ROUTES = (
     ("pdf", re.compile(rf"/pdf_by_hash/{_WEB_SHA}\.pdf")),
     ("text", re.compile(rf"/text/{_WEB_SHA}\.txt")),
     ("ocr_text", re.compile(rf"/text/{_WEB_SHA}\.ocr\.txt")),
+    ("changes", re.compile(r"/changes")),          # c89: what changed, and its Atom feeds
+    ("feed", re.compile(r"/feed\.atom")),
 )
 
 
@@ -422,7 +427,8 @@ def document_page(site: ServedArchive, document_id: str, request: WebSearch = We
     summary = [row.get("court"), f"filed {(row.get('filed_date') or '')[:10]}" if row.get("filed_date") else None,
                row.get("description"), found.get("kind"), found.get("publication_status"),
                f"rendered {found['rendered_date']}" if found.get("rendered_date") else None,
-               f"{row['pages']} page{'s' if row['pages'] != 1 else ''}" if row.get("pages") else None]
+               f"{row['pages']} page{'s' if row['pages'] != 1 else ''}" if row.get("pages") else None,
+               withdrawn_note(row)]
     body = []
     if searched:
         body.append(f'<p><a href="{html.escape(request.link(page=request.page if request.page > 1 else None))}">'
@@ -585,6 +591,10 @@ class ArchiveWeb:
             return search_json(self.site, WebSearch.from_query_string(query_string))
         if page == "document":
             return document_page(self.site, parameters["document_id"], WebSearch.from_query_string(query_string))
+        if page == "changes":
+            return _web_html(_web_page(*changes_page(self.site.folder, query_string)))
+        if page == "feed":
+            return WebResponse(*feed_answer(self.site.folder, query_string))
         return archive_file(self.site, page, parameters["sha"])
 
 

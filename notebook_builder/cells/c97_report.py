@@ -10,7 +10,8 @@ Guarantees:
 - `draw_coverage_chart(rows, path)` draws one panel per court, one stacked
   bar per year: extracted, not extractable, downloaded and waiting for
   extraction, failed, and discovered only; the title carries the totals,
-  each named by the state it is in. It uses matplotlib's
+  each named by the state it is in; the legend, in as many columns as the
+  figure's width holds, shows every label whole. It uses matplotlib's
   object API (`Figure`), never pyplot, so it needs no backend switch and
   leaves Colab's inline display alone. The PNG is written to a temp name and
   renamed, so a reader (or the store mirror) never sees half a file.
@@ -19,7 +20,7 @@ Guarantees:
   folder must exist: `ReportError` says so and nothing is created), mirrors
   it to the store as `status.png` (a mutable name), and returns the table
   text and the PNG's path. A store it cannot reach is said in the text, not
-  raised.
+  raised; a workspace it cannot write (a read-only copy) gets nothing.
 - `show_report(ctx)` is the notebook's status cell: the same chart and
   table, displayed inline when IPython is there.
 - The table says when every opinion, document and detail will be archived
@@ -38,7 +39,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from .c00_config import Config, PipelineError, StoreError, load_config, utc_now
+from .c00_config import Config, PipelineError, StoreError, count_noun, load_config, utc_now
 from .c05_durable import atomic_write
 from .c06_layout import DB_FILENAME, REPORT_PNG_NAME
 from .c10_database import KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_DISCOVERY_CONVERGED_AT, Database, is_sqlite_file
@@ -46,7 +47,9 @@ from .c12_queues import WorkQueues
 from .c15_discovery_state import DiscoveryState, coverage_gaps
 from .c17_snapshots import StoreState
 from .c34_mirror import StoreMirror
-from .c35_context import Context, crawl_status, crawl_words, final_states_line, open_context, open_store
+from .c35_context import (Context, crawl_status, crawl_words, final_states_line, open_context, open_store,
+                          read_only_workspace)
+from .c48_update import last_update_lines
 
 log_report = logging.getLogger("kycourt.report")
 
@@ -136,11 +139,19 @@ def _report_year_axis(years: Iterable[str]) -> list[str]:
 
 def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
     """Stacked bars per year, one panel per court, written as a PNG at `path`."""
+    figure = coverage_figure(rows)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda handle: figure.savefig(handle, format="png"))
+    return path
+
+
+def coverage_figure(rows: list[dict[str, Any]]):
+    """The coverage chart as a matplotlib Figure (object API: no pyplot, no backend switch)."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
-    path = Path(path)
     courts = sorted({row["court"] for row in rows}, key=_report_court_rank)
     years = _report_year_axis(row["year"] for row in rows)
     totals = _report_totals(rows)
@@ -186,11 +197,20 @@ def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> 
         bottom.set_xticks(range(len(years)), [str(year) for year in years],
                           rotation=90 if len(years) > 16 else 0, fontsize=8 if len(years) > 16 else 9)
         bottom.set_xlabel("year of the case number")
-        figure.legend(handles=[Patch(color=colour, label=label) for _, label, colour in REPORT_SEGMENTS],
-                      loc="outside lower center", ncols=len(REPORT_SEGMENTS), frameon=False, fontsize=9)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda handle: figure.savefig(handle, format="png"))
-    return path
+        _report_legend(figure, [Patch(color=colour, label=label) for _, label, colour in REPORT_SEGMENTS])
+    return figure
+
+
+def _report_legend(figure, handles: list) -> None:
+    """The legend under the panels, in as many columns as the figure's width holds whole."""
+    for columns in range(len(handles), 0, -1):
+        legend = figure.legend(handles=handles, loc="outside lower center", ncols=columns, frameon=False,
+                               fontsize=9)
+        figure.draw_without_rendering()
+        extent, frame = legend.get_window_extent(), figure.bbox
+        if columns == 1 or (extent.x0 >= frame.x0 and extent.x1 <= frame.x1):
+            return
+        legend.remove()
 
 
 # -------------------------------------------------------------- the table
@@ -228,6 +248,7 @@ def report_table(db: Database, cfg: Config) -> str:
     crawl = crawl_status(db, cfg, queued=queues["download"])
     if crawl is not None:
         lines.append(f"archive: {crawl_words(crawl)}")
+    lines += last_update_lines(db)          # what the last update found, in words (c48)
     lines += coverage_audit_lines(db)
     lines += withheld_lines(db)
     return "\n".join(lines)
@@ -241,8 +262,8 @@ def withheld_lines(db: Database) -> list[str]:
     count = DiscoveryState(db).withheld_count()
     if not count:
         return []
-    lines = [f"withheld by the court: {count:,} documents listed with documentAvailable false (never "
-             "requested; a later sweep that sees one available queues it)"]
+    lines = [f"withheld by the court: {count:,} document{'' if count == 1 else 's'} listed with documentAvailable "
+             "false (never requested; a later sweep that sees one available queues it)"]
     for row in DiscoveryState(db).withheld_documents(REPORT_WITHHELD_SHOWN):
         lines.append(f"  withheld: {row['case_number'] or '?'}  {row['document_id']}  "
                      f"{row['description'] or row['document_name'] or ''}".rstrip())
@@ -264,8 +285,8 @@ def coverage_audit_lines(db: Database) -> list[str]:
     unit = "cases" if strategy == "cases" else "documents"
     announced = sum(row["announced"] or 0 for row in audit)
     held = sum(row[unit] for row in audit)
-    lines = [f"coverage audit ({strategy}): {len(audit)} shards, the court announced {announced:,} {unit}, "
-             f"the archive holds {held:,}; {len(gaps)} shards short"
+    lines = [f"coverage audit ({strategy}): {count_noun(len(audit), 'shard')}, the court announced "
+             f"{announced:,} {unit}, the archive holds {held:,}; {count_noun(len(gaps), 'shard')} short"
              + (f", last brought up to date {db.kv_get(KV_ARCHIVE_UPDATED_AT)}" if db.kv_get(KV_ARCHIVE_UPDATED_AT) else "")]
     for gap in gaps[:REPORT_GAPS_SHOWN]:
         lines.append(f"  gap: {gap['shard']}: {gap['held']:,} of {gap['announced']:,} {gap['unit']}")
@@ -289,28 +310,38 @@ def _report_mirror(mirror: StoreMirror, png: Path) -> str:
     return f"store: {REPORT_PNG_NAME} not written ({mirror.lagging})"
 
 
-def _report_build(db: Database | None, cfg: Config, png: Path) -> str:
+def _report_build(db: Database | None, cfg: Config, png: Path | None) -> str:
+    """The table; the chart drawn to `png` (None: not drawn)."""
     if db is None:
         table = f"no database in {cfg.WORKSPACE}: nothing discovered yet"
-        draw_coverage_chart([], png)
+        rows: list[dict[str, Any]] = []
     else:
         table = report_table(db, cfg)
-        draw_coverage_chart(coverage_rows(db, cfg), png)
+        rows = coverage_rows(db, cfg)
+    if png is not None:
+        draw_coverage_chart(rows, png)
     return table
 
 
 def write_report(cfg: Config, output: str | os.PathLike | None = None) -> str:
-    """The chart and table of the workspace in `cfg`; returns the table, the PNG path, the store's answer."""
+    """The chart and table of the workspace in `cfg`; returns the table, the PNG path, the store's
+    answer. A workspace this process cannot write (a read-only copy) gets nothing written: the
+    chart only to `output`, and nothing to the store."""
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
     png = Path(output) if output else Path(cfg.WORKSPACE) / REPORT_PNG_NAME
     if output and not png.parent.is_dir():
         raise ReportError(f"--output {output}: the folder {png.parent} does not exist")
+    copy = read_only_workspace(cfg.WORKSPACE)
     db = _report_open_readonly(db_path)
     try:
-        table = _report_build(db, cfg, png)
+        table = _report_build(db, cfg, None if copy and not output else png)
     finally:
         if db is not None:
             db.close()
+    if copy:
+        chart = f"chart: {png}" if output else (f"chart: not written (the workspace {cfg.WORKSPACE} is read-only; "
+                                                "--output PNG writes it elsewhere)")
+        return f"{table}\n{chart}\nstore: {REPORT_PNG_NAME} not written (a read-only copy writes nothing)"
     try:
         stored = _report_mirror(StoreMirror(open_store(cfg)), png)
     except StoreError as exc:

@@ -17,12 +17,13 @@ Guarantees:
   process (uvicorn, as `datasette serve` itself runs): c96_web's search
   page, /search.json, document pages and files in front of Datasette
   (installed on demand in Colab) over read-only copies of ky_court.sqlite
-  and of the search index (its catalog for Datasette's "index tables"), with
-  the project's metadata. There is no child process and no pipe: each
-  request is one line of workspace/serve/requests.log. `Served.stop()` ends
-  it: the CLI calls it on SIGINT, SIGTERM and SIGHUP, the form's box when
-  FORM_SERVE is unticked (and a kernel restart ends the thread with the
-  kernel).
+  and of the search index (its catalog for Datasette's "index tables"), in a
+  temp folder of their own, never under the workspace (a read-only copy of an
+  archive serves too), with the project's metadata. There is no child
+  process and no pipe: each request is one line of requests.log beside the
+  copies. `Served.stop()` ends it and removes that folder: the CLI calls it
+  on SIGINT, SIGTERM and SIGHUP, the form's box when FORM_SERVE is unticked
+  (and a kernel restart ends the thread with the kernel).
 - A port in use (checked by binding before anything is written), a
   workspace without an archive or without an index: one `ServeError`
   saying what to do. Port 0 lets the system choose.
@@ -37,9 +38,11 @@ import datetime
 import errno
 import html
 import logging
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -57,7 +60,6 @@ from .c96_web import ArchiveWeb, ServedArchive
 log_search = logging.getLogger("kycourt.search")
 
 SERVE_HOST = "127.0.0.1"
-SERVE_DIR = "serve"
 SERVE_LOG = "requests.log"
 SERVE_DEFAULT_PORT = 8001
 SERVE_STOP_SECONDS = 5.0      # a stop waits this long for responses in flight, then cuts them
@@ -214,16 +216,17 @@ def datasette_metadata() -> dict[str, Any]:
 
 
 def prepare_serve(cfg: Config) -> list[Path]:
-    """Read-only copies under workspace/serve/: ky_court.sqlite (one file, which Datasette opens
-    immutable) and the search index (c18 copy_search_index); returns the databases Datasette
-    serves. ServeError, with nothing written, without an archive or an index."""
+    """Read-only copies in a temp folder of their own, never under the workspace: ky_court.sqlite
+    (one file, which Datasette opens immutable) and the search index (c18 copy_search_index);
+    returns the databases Datasette serves. ServeError, with nothing written, without an archive or
+    an index."""
     workspace = Path(cfg.WORKSPACE)
     state = workspace / DB_FILENAME
     if not is_sqlite_file(state):
         raise ServeError(f"no archive database at {state}: run the pipeline first (or pass --workspace)")
     if not SearchIndex.exists(workspace):
         raise ServeError(f"no search index in {workspace}: {BUILD_HINT}")
-    folder = workspace / SERVE_DIR
+    folder = Path(tempfile.mkdtemp(prefix="kycourt-serve-"))
     copy_search_index(workspace, folder)
     return [backup_database(state, folder / DB_FILENAME), folder / SEARCH_DB_FILENAME]
 
@@ -280,12 +283,13 @@ class Served:
             self.server.force_exit = True
             self.thread.join(timeout)
         self.request_log.close()
+        shutil.rmtree(self.log.parent, ignore_errors=True)   # its copies and its log: nothing left behind
 
 
 def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = None,
                 wait_seconds: float = 30.0) -> Served:
     """Serves the archive (c96_web's pages in front of Datasette) in a thread of this process;
-    returns once it answers. Its requests are logged to workspace/serve/requests.log."""
+    returns once it answers. Its requests are logged to requests.log beside its copies."""
     _serve_require_datasette()
     import uvicorn
     from datasette.app import Datasette
@@ -293,7 +297,7 @@ def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = Non
     bound = listener.getsockname()[1]
     try:
         databases = prepare_serve(cfg)
-        folder = Path(cfg.WORKSPACE) / SERVE_DIR
+        folder = databases[0].parent
         datasette = Datasette([], immutables=[str(path) for path in databases], metadata=datasette_metadata(),
                               settings={"sql_time_limit_ms": 5000, "default_page_size": 50})
         site = ServedArchive(workspace=Path(cfg.WORKSPACE), folder=folder, store=store,
@@ -320,7 +324,7 @@ def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = Non
 
 class _ServeRequestLog:
     """ASGI middleware: one line per request (time, method, path, status, bytes, seconds) appended
-    to a file of the workspace, so nothing a server prints can fill a pipe nobody reads."""
+    to a file beside serve's copies, so nothing a server prints can fill a pipe nobody reads."""
 
     def __init__(self, app: Any, path: Path):
         self.app = app

@@ -1,41 +1,21 @@
-"""The simulated court's corpus: every case and document, planned from a seed.
+"""The simulated court's planned corpus: every case and document, from a seed.
 
 Guarantees:
-- `Corpus(docs, seed, ...)` plans exactly `docs` documents (late ones
-  included) over first_year..last_year and both courts, in the real yearly
-  proportions (SC 500-1,100 cases a year, CA 1,300-3,500), 1-4 documents a
-  case, case sequences dense with a few gaps. Same arguments, same corpus.
-- Documents are numbered 0..docs-1 in case-number order ("YYYY-CC-NNNN",
-  zero-padded, the form prefixes are matched against). Metadata is held in
-  compact arrays; `SimDocument`s, rows and ids are built on demand, so a
-  98,724-document corpus costs a few tens of MB.
-- The fault plan: with faults on, ~70% of documents are "ok" and the first
-  34 faulty slots cycle through every fault, so 300 documents hold each
-  fault at least twice; later slots favour the common (transient) faults.
-  A stalled body fails once (each costs the client a read timeout); the
-  other transient faults fail once or twice.
-- The captured shapes (ctrack-api.md, "What real captured responses show"):
-  `case_header`, `docket_entries`, `entry_files` and `opinion_row` build the
-  court's JSON field for field, with its value forms (`+0000` dates, `\r\n`
-  between the parties of a title). Every case also has docket entries with
-  `hasDocuments: false`, and a few entries carry one more file with
-  `documentAvailable: false` (not a planned document: its download is 404).
-- `late_opinions` plans that many opinions (entries of their own) filed
-  yesterday in cases that stay closed; `midnight_instants` writes captured
-  instants as an evening in Kentucky (00:00-03:59 UTC of the next day) and
-  date-only values as Kentucky's midnight in UTC.
-- `real_counts`: the shape of the real record (ctrack-api.md): each year
-  and court gets its yearly case count (SC 500-1,100, CA 1,300-3,500,
-  scaled by docs / FULL_CORPUS, so 98,724 documents give the real counts),
-  most cases with few or no public documents (SPARSE_DOCS_PER_CASE), the
-  files of one entry sharing its description, opinions about a fifth of the
-  documents (OPINION_SHARE_WEIGHTS, ADMIN opinions included), and nothing
-  filed after yesterday. Off, the corpus is planned as before (1-4
-  documents a case, half of them opinions).
-- `admin_share` > 0 files that share of each year's documents under ADMIN
-  numbers (`2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002`, one opinion a
-  case), whose real case numbers are only in the description; they sort
-  before the year's `YYYY-CA` cases, so no `YYYY-CA` prefix finds them.
+- `PlannedCorpus(docs, seed, ...)` plans exactly `docs` documents (late ones included) over
+  first_year..last_year and both courts, in the real yearly proportions, case sequences dense with
+  a few gaps; the same arguments give the same corpus. Documents are numbered in case-number order
+  ("YYYY-CC-NNNN"); metadata is held in compact arrays and `SimDocument`s are built on demand, so
+  98,724 documents cost a few tens of MB. shapes.py's `Corpus` adds the court's answers.
+- The fault plan (faults on): ~70% of documents "ok"; the first 34 faulty slots cycle through every
+  fault, so 300 documents hold each at least twice; later slots favour the common transient ones.
+- `real_counts`: the real record's shape (each year's case count scaled by docs / FULL_CORPUS, most
+  cases with few public documents, opinions about a fifth, nothing filed after yesterday).
+  `admin_share` files a share of each year's documents under ADMIN numbers (their real numbers only
+  in the description). `late_opinions` plans opinions filed yesterday in closed cases.
+- The court's day (`today`, the real date unless given) moves on with advance() (living.py): what
+  it adds comes after the plan (documents from `planned_size`, cases from `planned_cases`), and
+  retitlings, changed descriptions, opened and closed cases, withdrawn and restored documents are
+  held beside it; `prefix_cases` / `prefix_docs` answer in case-number order over both.
 """
 from __future__ import annotations
 
@@ -48,7 +28,6 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from . import pdfs
 
 COURTS = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
 COURT_CODES = ("CA", "SC")          # sorted, so shard order is case-number order
@@ -187,30 +166,50 @@ def _offset(month: int) -> str:
     return "-04:00" if 4 <= month <= 10 else "-05:00"   # Eastern time, DST roughly
 
 
-class Corpus:
-    """The planned corpus. Read-only after construction (thread-safe to share)."""
+class PlannedCorpus:
+    """The planned corpus: its cases, entries and documents, their texts and their lookups (shapes.py's
+    `Corpus` adds what the court answers). Read-only but for advance() (living.py)."""
 
     def __init__(self, docs: int, seed: int, *, faults: bool = True, late_docs: int = 0,
                  first_year: int = 1990, last_year: int = 2026, admin_share: float = 0.0,
-                 late_opinions: int = 0, midnight_instants: bool = False, real_counts: bool = False):
+                 late_opinions: int = 0, midnight_instants: bool = False, real_counts: bool = False,
+                 today: _dt.date | None = None, court_names: dict[str, str] | None = None):
         if docs < 0 or not 0 <= late_docs <= docs or first_year > last_year or not 0 <= admin_share < 0.5:
             raise ValueError("need docs >= 0, 0 <= late_docs <= docs, first_year <= last_year, "
                              "0 <= admin_share < 0.5")
         self.seed, self.size = seed, docs
+        self.court_names = dict(court_names or COURTS)   # code -> the name the court's answers give it
         self.real_counts = real_counts
-        self.horizon = _dt.date.today().toordinal() - 1     # real_counts: the last day anything is filed
+        # The court's day: nothing is filed on it yet (real_counts files up to the day before; late
+        # opinions are filed the day before). advance() moves it on.
+        self.today = (today or _dt.date.today()).toordinal()
+        self.horizon = self.today - 1     # real_counts: the last day anything is filed
         self.midnight_instants = midnight_instants
         self.admin_share = admin_share
         self.admin_description: dict[int, str] = {}      # ADMIN documents: their description
         self.first_year, self.last_year = first_year, last_year
-        self.case_keys: list[str] = []               # "2019-CA-0012", sorted
+        self.case_keys: list[str] = []               # "2019-CA-0012"; sorted but for the cases advance() adds
         self.case_first_doc = array("I")             # + a sentinel at the end
         self.case_filed = array("I")                 # date ordinal
         self.doc_case = array("I")
         self.doc_entry = array("I")                  # index of the entry's first document
         self.doc_description = array("B")
         self.doc_filed = array("I")
+        # What the planned corpus was; advance() adds after it (living.py plans the changes).
+        self.planned_size, self.planned_cases = docs, 0     # the cases: once planned (below)
+        self.advances = 0
+        self.case_extra: dict[int, list[int]] = {}       # case -> documents filed in it by advance()
+        self._extra_keys: list[str] = []                 # case numbers of the added documents, sorted ...
+        self._extra_docs: list[int] = []                 # ... and the documents, in that order
+        self._order: tuple[list[str], list[int]] | None = None   # case numbers sorted, their cases (new ones)
+        self.title_override: dict[int, str] = {}         # case -> its title since a retitling ("A VS. B")
+        self.description_override: dict[int, str] = {}   # entry -> its description since a change
+        self.closed_override: dict[int, bool] = {}       # case -> closed, once advance() opened or closed it
+        self.status_day: dict[int, int] = {}             # case -> the day its status last changed (advance)
+        self.withdrawn: dict[int, str] = {}              # document -> 'unavailable' or 'delisted'
+        self.restored_withheld: set[int] = set()         # entries whose withheld file the court now serves
         self._plan_cases(corpus_counts(docs, first_year, last_year))
+        self.planned_cases = len(self.case_keys)
         self.doc_fault = array("B", bytes(docs))
         self.doc_transient = array("I", [0]) * docs
         self.duplicate_of: dict[int, int] = {}
@@ -363,7 +362,7 @@ class Corpus:
                       and len(self.case_docs(self.doc_case[doc])) > 1]
         if len(candidates) < count:
             raise ValueError(f"only {len(candidates)} documents can be late opinions in closed cases")
-        yesterday = (_dt.date.today() - _dt.timedelta(days=1)).toordinal()
+        yesterday = self.today - 1
         for doc in rng.sample(candidates, count):
             self.late_opinions.add(doc)
             self.late.add(doc)
@@ -391,7 +390,7 @@ class Corpus:
     def find_withheld(self, document_id: str) -> int | None:
         """The entry whose withheld file (`unavailable_file`) has this id, or None."""
         entry = self._find(self._entry_by_key_of_withheld, "unavailable", document_id)
-        return entry if entry is not None and self.unavailable_file(entry) is not None else None
+        return entry if entry is not None and self.has_withheld_file(entry) else None
 
     def find_entry(self, entry_id: str) -> list[int]:
         """Documents of a docket entry, in order (their entry is contiguous)."""
@@ -403,23 +402,109 @@ class Corpus:
             docs.append(docs[-1] + 1)
         return docs
 
-    def case_range(self, prefix: str) -> tuple[int, int]:
-        """Cases [lo, hi) whose zero-padded case number starts with `prefix`."""
+    def planned_case_span(self, prefix: str) -> tuple[int, int]:
+        """Planned cases [lo, hi) whose zero-padded case number starts with `prefix` (the cases
+        advance() adds are not in it: `prefix_cases` has every case)."""
         prefix = prefix.upper()
-        lo = bisect.bisect_left(self.case_keys, prefix)
-        hi = bisect.bisect_left(self.case_keys, prefix + "\uffff")
+        lo = bisect.bisect_left(self.case_keys, prefix, 0, self.planned_cases)
+        hi = bisect.bisect_left(self.case_keys, prefix + "\uffff", 0, self.planned_cases)
         return lo, hi
 
-    def doc_range(self, prefix: str) -> tuple[int, int]:
-        lo, hi = self.case_range(prefix)
+    def planned_doc_span(self, prefix: str) -> tuple[int, int]:
+        """Planned documents [lo, hi) of the planned cases under `prefix` (`prefix_docs` has every one)."""
+        lo, hi = self.planned_case_span(prefix)
         return self.case_first_doc[lo], self.case_first_doc[hi]
+
+    def _sorted_cases(self) -> tuple[list[str], Sequence[int]]:
+        """Every case number sorted, and the case of each (the identity until advance() adds cases)."""
+        if self._order is None:
+            return self.case_keys, range(len(self.case_keys))
+        return self._order
+
+    def prefix_cases(self, prefix: str) -> Sequence[int]:
+        """Every case whose case number starts with `prefix`, in case-number order."""
+        keys, cases = self._sorted_cases()
+        prefix = prefix.upper()
+        return cases[bisect.bisect_left(keys, prefix):bisect.bisect_left(keys, prefix + "\uffff")]
+
+    def prefix_docs(self, prefix: str) -> Sequence[int]:
+        """Every document of the cases under `prefix`: the planned ones, then those advance() filed."""
+        planned = range(*self.planned_doc_span(prefix))
+        if not self._extra_docs:
+            return planned
+        prefix = prefix.upper()
+        lo = bisect.bisect_left(self._extra_keys, prefix)
+        hi = bisect.bisect_left(self._extra_keys, prefix + "\uffff")
+        return list(planned) + self._extra_docs[lo:hi]
+
+    def prefix_neighbours(self, prefix: str, kind: str) -> list[int]:
+        """The cases (kind "cases") or documents just outside `prefix` in case-number order: the
+        last before it and the first after it (what "Starts With" also answers)."""
+        keys, cases = self._sorted_cases()
+        prefix = prefix.upper()
+        lo, hi = bisect.bisect_left(keys, prefix), bisect.bisect_left(keys, prefix + "\uffff")
+        if kind == "cases":
+            return [cases[position] for position in (lo - 1, hi) if 0 <= position < len(keys)]
+        found = []
+        for positions, pick in ((range(lo - 1, -1, -1), -1), (range(hi, len(keys)), 0)):
+            for position in positions:
+                docs = self.case_docs(cases[position])
+                if len(docs):
+                    found.append(docs[pick])
+                    break
+        return found
 
     def fault(self, doc: int) -> str:
         return FAULTS[self.doc_fault[doc]]
 
+    # ------------------------------------------- the living court (living.py)
+
+    def add_case(self, key: str, filed: int) -> int:
+        """A new case numbered `key`, filed on day `filed`, with no document yet; `settle()` after."""
+        case = len(self.case_keys)
+        self.case_keys.append(key)
+        self.case_first_doc.append(self.planned_size)     # its planned documents: none
+        self.case_filed.append(filed)
+        self._case_by_key[_key(hex_id(self.seed, "case", case))] = case
+        return case
+
+    def add_entry(self, case: int, filed: int, description: int, relevance: Sequence[int]) -> list[int]:
+        """A new docket entry of `case` filed on day `filed`, with one document a `relevance` value,
+        served cleanly (fault "ok"); returns its documents (the first is the entry). `settle()` after."""
+        first = self.size
+        for value in relevance:
+            doc = self.size
+            self.doc_case.append(case)
+            self.doc_entry.append(first)
+            self.doc_description.append(description)
+            self.doc_filed.append(filed)
+            self.doc_fault.append(0)
+            self.doc_transient.append(0)
+            self.doc_relevance.append(value)
+            self._doc_by_key[_key(hex_id(self.seed, "document", doc))] = doc
+            self.case_extra.setdefault(case, []).append(doc)
+            self.size += 1
+        self._entry_by_key[_key(hex_id(self.seed, "entry", first))] = first
+        return list(range(first, self.size))
+
+    def settle(self) -> None:
+        """After add_case / add_entry: the case-number orders rebuilt, the opinion index dropped."""
+        if len(self.case_keys) > self.planned_cases:
+            order = sorted(range(len(self.case_keys)), key=self.case_keys.__getitem__)
+            self._order = ([self.case_keys[case] for case in order], order)
+        added = sorted(range(self.planned_size, self.size), key=lambda doc: (self.case_keys[self.doc_case[doc]], doc))
+        self._extra_keys = [self.case_keys[self.doc_case[doc]] for doc in added]
+        self._extra_docs = added
+        self._opinion_entries = None
+
     # ------------------------------------------------------- derived texts
 
     def case_title(self, case: int) -> str:
+        """"APPELLANT VS. RESPONDENT": as planned, or as a retitling (advance) made it."""
+        retitled = self.title_override.get(case)
+        return retitled if retitled is not None else self.planned_title(case)
+
+    def planned_title(self, case: int) -> str:
         h = int(hex_id(self.seed, "case", case)[16:32], 16)
         appellant = _SURNAMES[h % len(_SURNAMES)]
         if (h >> 20) % 3 == 0:
@@ -454,7 +539,7 @@ class Corpus:
         return SimDocument(
             index=doc, document_id=hex_id(self.seed, "document", doc),
             document_name=self.document_name(doc), case_number=key, shard=self.shard_of_case(case),
-            court=COURTS[key[5:7]], case_id=hex_id(self.seed, "case", case),
+            court=self.court_names[key[5:7]], case_id=hex_id(self.seed, "case", case),
             case_title=self.case_title(case),
             docket_entry_id=hex_id(self.seed, "entry", self.doc_entry[doc]),
             description=self.description(doc),
@@ -464,43 +549,12 @@ class Corpus:
             expected_status=status, expected_http_status=http_status,
             expected_text_chars_zero=zero)
 
-    def document_row(self, doc: int) -> dict:
-        """A resultItem of the document search."""
-        case = self.doc_case[doc]
-        key = self.case_keys[case]
-        document_id = hex_id(self.seed, "document", doc)
-        return {"id": document_id, "rowMap": {
-            "documentID": document_id, "documentName": self.document_name(doc),
-            "mimeType": "application/pdf", "caseHeader.caseNumber": key,
-            "caseHeader.caseID": hex_id(self.seed, "case", case),
-            "caseHeader.shortTitle": self.case_title(case),
-            "caseHeader.court": COURTS[key[5:7]],
-            "docketEntryID": hex_id(self.seed, "entry", self.doc_entry[doc]),
-            "docketEntryDescription": self.description(doc),
-            "filedDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": True}}
-
-    def case_row(self, case: int) -> dict:
-        """A resultItem of the case search."""
-        case_id = hex_id(self.seed, "case", case)
-        year = int(self.case_keys[case][:4])
-        closed = (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
-        return {"id": case_id, "rowMap": {
-            "caseNumber": self.case_keys[case], "caseID": case_id,
-            "shortTitle": self.case_title(case), "caseType": self.case_type(case),
-            "closed": closed, "filedDate": self.iso_date(self.case_filed[case])}}
-
-    def entry_document(self, doc: int) -> dict:
-        """An element of the docket-entry document list."""
-        return {"documentID": hex_id(self.seed, "document", doc),
-                "documentName": self.document_name(doc), "mimeType": "application/pdf",
-                "parentID": hex_id(self.seed, "entry", self.doc_entry[doc]),
-                "parentCategory": "docketentries",
-                "parentDate": self.iso_date(self.doc_filed[doc]), "documentAvailable": True}
-
-
-    # ------------------------------------------------- the captured shapes
-
     def description(self, doc: int) -> str:
+        """The docket entry's description, as planned or as a change (advance) made it."""
+        changed = self.description_override.get(self.doc_entry[doc])
+        return changed if changed is not None else self.planned_description(doc)
+
+    def planned_description(self, doc: int) -> str:
         admin = self.admin_description.get(doc)
         return admin if admin is not None else DESCRIPTIONS[self.doc_description[doc]][0]
 
@@ -512,12 +566,17 @@ class Corpus:
     def find_case(self, case_id: str) -> int | None:
         return self._find(self._case_by_key, "case", case_id)
 
-    def case_docs(self, case: int) -> range:
-        return range(self.case_first_doc[case], self.case_first_doc[case + 1])
+    def case_docs(self, case: int) -> Sequence[int]:
+        """The case's documents: the planned ones, then those advance() filed in it."""
+        planned = range(self.case_first_doc[case], self.case_first_doc[case + 1])
+        extra = self.case_extra.get(case)
+        return list(planned) + extra if extra else planned
 
     def case_closed(self, case: int) -> bool:
         """Mostly closed in older years; never while a document of the case is still to come (late),
-        but for a late opinion (it comes to a closed case)."""
+        but for a late opinion (it comes to a closed case); as advance() opened or closed it."""
+        if case in self.closed_override:
+            return self.closed_override[case]
         if any(doc in self.late and doc not in self.late_opinions for doc in self.case_docs(case)):
             return False
         return self._closed_by_hash(case)
@@ -526,68 +585,6 @@ class Corpus:
         case_id = hex_id(self.seed, "case", case)
         year = int(self.case_keys[case][:4])
         return (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
-
-    def utc_stamp(self, ordinal: int, salt: int = 0) -> str:
-        """A captured date: `2024-04-18T09:03:02.000+0000`. With `midnight_instants`, an evening in
-        Kentucky of day `ordinal`: 00:00-03:59 UTC of the next day (cut at ten characters, the wrong day)."""
-        if self.midnight_instants:
-            ordinal += 1
-            seconds = (salt * 7919) % (4 * 3600)
-        else:
-            seconds = (salt * 7919) % 86400
-        day = _dt.date.fromordinal(ordinal)
-        return f"{day.isoformat()}T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.000+0000"
-
-    def local_midnight(self, ordinal: int) -> str:
-        """A date-only value as the court writes it: Kentucky's midnight in UTC (`T04:00`/`T05:00`)."""
-        day = _dt.date.fromordinal(ordinal)
-        return f"{day.isoformat()}T{'04' if 4 <= day.month <= 10 else '05'}:00:00.000+0000"
-
-    def captured_title(self, case: int) -> str:
-        """The court's shortTitle: the parties on lines of their own (`A\r\nV.\r\nB`)."""
-        if is_admin_number(self.case_keys[case]):
-            return "PUBLIC OPINION IN A CONFIDENTIAL CASE"
-        appellant, respondent = self.case_title(case).split(" VS. ")
-        return f"{appellant}\r\nV.\r\n{respondent}"
-
-    def case_header(self, case: int) -> dict:
-        """`/cases/{caseID}`, and the `caseHeader` nested in a docket entry's files."""
-        key = self.case_keys[case]
-        court = key[5:7]
-        case_id = hex_id(self.seed, "case", case)
-        h = int(case_id[8:16], 16)
-        kind = CAPTURED_CASE_TYPES[h % len(CAPTURED_CASE_TYPES)]
-        closed = self.case_closed(case)
-        return {"components": None, "tags": None, "customFields": {}, "caseID": case_id, "caseNumber": key,
-                "caseStatus": "FINAL" if closed else CAPTURED_OPEN_STATUSES[h % len(CAPTURED_OPEN_STATUSES)],
-                "caseStatusDate": self.utc_stamp(self.case_filed[case] + 30 + h % 300, h),
-                "closed": closed, "shortTitle": self.captured_title(case), "fullTitle": None,
-                "caseType": kind,
-                "caseClassification": f"{'MATTER OF RIGHT' if court == 'CA' else 'DISCRETIONARY REVIEW'} - {kind} - REGULAR {kind}",
-                "department": None, "location": None, "assignments": None, "submittedDate": None,
-                "filedDate": (self.local_midnight(self.case_filed[case]) if self.midnight_instants
-                              else self.utc_stamp(self.case_filed[case], h >> 3)),
-                "court": COURTS[court], "courtLevel": COURT_LEVELS[court], "caseCategory": "Appellate",
-                "associatedCases": None, "caseLocation": None}
-
-    def captured_case_row(self, case: int) -> dict:
-        """A resultItem of the case search, with the captured value forms."""
-        case_id = hex_id(self.seed, "case", case)
-        header = self.case_header(case)
-        return {"id": case_id, "rowMap": {key: header[key] for key in
-                                          ("caseNumber", "caseID", "shortTitle", "caseType", "closed", "filedDate")}}
-
-    def entry_kind(self, doc: int) -> tuple[str, str]:
-        """(docketEntryType, docketEntrySubtype) of the entry a document hangs off."""
-        court = self.case_keys[self.doc_case[doc]][5:7]
-        if doc in self.admin_description:
-            return "CA - OPINION" if court == "CA" else "DISPOSITION - OPINION OF THE COURT", "NOT TO BE PUBLISHED - OPINION AFFIRMING"
-        description, word = DESCRIPTIONS[self.doc_description[doc]]
-        published = "TO BE PUBLISHED" if int(hex_id(self.seed, "entry", doc)[:2], 16) % 3 == 0 else "NOT TO BE PUBLISHED"
-        if word in ("opinion", "memorandum"):
-            kind = "CA - OPINION" if court == "CA" else "DISPOSITION - OPINION OF THE COURT BY A JUSTICE"
-            return kind, f"{published} - {description}"
-        return {"order": "ORDER", "notice": "NOTICE", "brief": "BRIEF"}[word], description
 
     def is_opinion(self, doc: int) -> bool:
         return doc in self.admin_description or DESCRIPTIONS[self.doc_description[doc]][1] in ("opinion", "memorandum")
@@ -603,86 +600,9 @@ class Corpus:
         """The docket entries (their first document) of a case, in filing order."""
         return sorted(set(self.doc_entry[doc] for doc in self.case_docs(case)), key=lambda e: (self.doc_filed[e], e))
 
-    def docket_entry(self, entry: int) -> dict:
-        kind, subtype = self.entry_kind(entry)
-        return {"docketEntryID": hex_id(self.seed, "entry", entry),
-                "filedDate": self.utc_stamp(self.doc_filed[entry], entry),
-                "docketEntryType": kind, "docketEntrySubtype": subtype,
-                "docketEntryDescription": self.description(entry), "submittedBy": None,
-                "customFields": {}, "opinion": self.is_opinion(entry), "hasDocuments": True}
-
-    def bare_entries(self, case: int) -> list[dict]:
-        """Docket entries without documents (`hasDocuments: false`): 0-2 a case."""
-        case_id = hex_id(self.seed, "case", case)
-        count = int(case_id[48:50], 16) % 3
-        return [{"docketEntryID": hex_id(self.seed, "bare-entry", case * 3 + k),
-                 "filedDate": self.utc_stamp(self.case_filed[case] + k, case + k),
-                 "docketEntryType": "NOTICE", "docketEntrySubtype": BARE_ENTRY_DESCRIPTIONS[k],
-                 "docketEntryDescription": BARE_ENTRY_DESCRIPTIONS[k], "submittedBy": None,
-                 "customFields": {}, "opinion": False, "hasDocuments": False} for k in range(count)]
-
-    def opinion_fields(self, source: int) -> dict:
-        """The arguments of `pdfs.opinion_pdf` / `opinion_pages` for the PDF the court serves for
-        document `source` (a duplicate's original): one place, so the court's text is its PDF's."""
-        document = self.document(source)
-        day = _dt.date.fromordinal(self.doc_filed[source])
-        return {"seed": f"{self.seed}:{source}", "case_number": document.case_number, "court": document.court,
-                "title": document.case_title, "description": document.description,
-                "filed": f"{day:%B} {day.day}, {day.year}".upper()}
-
-    def court_pages(self, doc: int) -> list[str]:
-        """The court's own text of a document, one string a page, as the real court keeps it: the text
-        of the PDF it serves, with `\r\n` line ends and a trailing space on each line."""
-        source = self.duplicate_of.get(doc, doc)
-        fault = self.fault(source)
-        if fault in ("image_only", "no_text", "unparseable") or fault in PERMANENT_STATUS \
-                or fault in ("always_503", "oversized", "lying_length"):
-            return [""]
-        return [" \r\n".join(lines) + " \r\n" for lines in pdfs.opinion_pages(**self.opinion_fields(source))]
-
-    def entry_file(self, doc: int) -> dict:
-        """An element of `/publicaccessdocuments?filter=...`, as captured."""
-        entry = self.doc_entry[doc]
-        kind, subtype = self.entry_kind(entry)
-        return {"components": None, "tags": None, "customFields": {}, "dmsDocumentID": str(100000 + doc),
-                "documentID": hex_id(self.seed, "document", doc), "documentName": subtype,
-                "documentDescription": None, "documentText": self.court_pages(doc),
-                "mimeType": "application/pdf", "parentSourceID": str(2000000 + entry),
-                "parentID": hex_id(self.seed, "entry", entry), "parentCategory": "docketentries",
-                "parentType": kind, "parentSubtype": subtype, "parentName": None,
-                "parentDate": self.utc_stamp(self.doc_filed[entry], entry), "documentAvailable": True,
-                "caseHeader": self.case_header(self.doc_case[doc])}
-
-    def unavailable_file(self, entry: int) -> dict | None:
-        """The extra file (`documentAvailable: false`) one entry in ~20 carries; None for the others."""
-        entry_id = hex_id(self.seed, "entry", entry)
-        if int(entry_id[60:64], 16) % 20:
-            return None
-        kind, subtype = self.entry_kind(entry)
-        return {**self.entry_file(entry), "documentID": hex_id(self.seed, "unavailable", entry),
-                "dmsDocumentID": None, "documentName": f"{subtype} (SEALED ATTACHMENT)", "documentText": None,
-                "documentAvailable": False}
-
-    def opinion_row(self, entry: int) -> dict:
-        """A resultItem of the opinion search: a docket entry, not a document (no documentID)."""
-        row = self.docket_entry(entry)
-        case = self.doc_case[entry]
-        return {"id": row["docketEntryID"], "indexID": "150003", "score": 3.0, "rowMap": {
-            "caseHeader.caseNumber": self.case_keys[case], "docketEntrySubtype": row["docketEntrySubtype"],
-            "docketEntryDescription": row["docketEntryDescription"], "docketEntryType": row["docketEntryType"],
-            "docketEntryID": row["docketEntryID"], "caseHeader.caseID": hex_id(self.seed, "case", case),
-            "filedDate": row["filedDate"], "hasDocuments": True}}
-
-    def captured_document_row(self, doc: int) -> dict:
-        """The inferred document search row with only what real rows are known to carry, captured forms."""
-        case = self.doc_case[doc]
-        document_id = hex_id(self.seed, "document", doc)
-        return {"id": document_id, "rowMap": {
-            "documentID": document_id, "caseHeader.caseNumber": self.case_keys[case],
-            "caseHeader.caseID": hex_id(self.seed, "case", case),
-            "docketEntryID": hex_id(self.seed, "entry", self.doc_entry[doc]),
-            "docketEntryDescription": self.description(doc),
-            "filedDate": self.utc_stamp(self.doc_filed[self.doc_entry[doc]], self.doc_entry[doc])}}
+    def has_withheld_file(self, entry: int) -> bool:
+        """Whether an entry lists an extra, withheld file: one planned entry in ~20 (none advance() files)."""
+        return entry < self.planned_size and int(hex_id(self.seed, "entry", entry)[60:64], 16) % 20 == 0
 
     def opinion_entries(self) -> list[tuple[int, int]]:
         """(filed ordinal, entry) of every opinion entry, by date (built once)."""
@@ -691,37 +611,11 @@ class Corpus:
                 (self.doc_filed[entry], entry) for entry in set(self.doc_entry) if self.is_opinion(entry))
         return self._opinion_entries
 
-    def parties(self, case: int) -> list[dict]:
-        title = self.case_title(case)
-        names = title.split(" VS. ") if " VS. " in title else [title, "COMMONWEALTH"]
-        parties = []
-        for position, (name, role) in enumerate(zip(names, ("APPELLANT", "APPELLEE"))):
-            bar = int(hex_id(self.seed, "case", case)[position * 4:position * 4 + 4], 16) % 90000 + 10000
-            parties.append({"partyName": {"displayName": name, "role": role}, "partyStatus": "ACTIVE",
-                            "proSe": position == 0 and bar % 7 == 0,
-                            "address": {"line1": f"{bar % 900 + 100} MAIN STREET", "line2": None, "line3": None,
-                                        "line4": None, "city": "FRANKFORT", "state": "KY", "postalCode": "40601"},
-                            "attorneys": [] if position == 0 and bar % 7 == 0 else [
-                                {"attorneyName": {"displayName": f"{_SURNAMES[bar % len(_SURNAMES)]}, ESQ.",
-                                                  "role": "COUNSEL"},
-                                 "address": {"line1": "1 COURT PLAZA", "city": "LEXINGTON", "state": "KY",
-                                             "postalCode": "40507"},
-                                 "barNumber": str(bar)}]})
-        return parties
-
-    def lower_courts(self, case: int) -> list[dict]:
-        h = int(hex_id(self.seed, "case", case)[20:28], 16)
-        county = LOWER_COUNTIES[h % len(LOWER_COUNTIES)]
-        year = int(self.case_keys[case][2:4]) - 1
-        return [{"lowerCourtName": f"{county} CIRCUIT COURT",
-                 "lowerCourtCaseNumber": f"{year % 100:02d}-CI-{h % 9999:05d}",
-                 "lowerCourtCaseTitle": self.case_title(case)}]
-
 
 class DocumentList(Sequence):
     """`SimCourt.documents`: a read-only sequence that builds SimDocuments on demand."""
 
-    def __init__(self, corpus: Corpus):
+    def __init__(self, corpus: PlannedCorpus):
         self._corpus = corpus
 
     def __len__(self) -> int:

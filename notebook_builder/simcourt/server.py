@@ -1,78 +1,32 @@
 """The simulated C-Track court: the API of ctrack-api.md over loopback, misbehaviours included.
 
 Guarantees:
-- `SimCourt(...).start()` serves the endpoints of ctrack-api.md under
-  `http://127.0.0.1:<port>/api/api/v1` with a ThreadingHTTPServer speaking
-  HTTP/1.1 keep-alive, TCP_NODELAY on every accepted socket (MEASURED.md:
-  ~28 ms lost per request otherwise), nothing logged per request.
-- Search (documents and cases) matches a prefix against the zero-padded
-  case number "YYYY-CC-NNNN" (case-insensitive), so "2019-CA-0" ... splits a
-  shard digit by digit. Without `x-ctrack-excludeselflinks: true` it
-  answers 200 with no rows (the trap). Paging: 1-based startindex, at most
-  `max_page` rows a page whatever maxresults asked, and a window
-  (startindex + maxresults - 1, maxresults as *requested*) past
-  `results_limit` is 400. `x-ctrack-paging-totalcount` is sent only when
-  `x-ctrack-paging-calculatetotalcount: true` was.
-- Unstable order (unstable=True): a shard's rows are in a seeded relevance
-  order, and every `EPOCH_REQUESTS` search requests the order is perturbed
-  afresh (one row moved up across a long stretch, plus a few adjacent
-  swaps), so a naive sweep can miss or repeat rows at page boundaries while
-  repeated sweeps see everything. Late documents are hidden (from search,
-  docket lists and download, 404) until the court has answered their
-  number of search requests, spread over the first ~2/3 of one full sweep.
-- Downloads misbehave per document as planned in `corpus` (FAULTS); the
-  bad answers come first, one per GET or HEAD, then good ones. Oversized
-  and lying bodies are generated lazily while the client reads, never held.
-  A stalled body sends its headers and half its bytes, then nothing for
-  `stall_seconds`, then closes: a client with a shorter read timeout sees a
-  timeout, a more patient one a torn body.
-- A 429 carries Retry-After as delta-seconds ("1") or, every other time, as
-  an HTTP-date; a request that comes back before that time is answered 429
-  again and counted in `early_requests` (a polite client keeps it at 0;
-  `enforce_retry_after=False` for tests whose clock only records sleeps).
-- Court shapes. `shape="inferred"` serves the rows of ctrack-api.md's
-  inferred section; `shape="captured"` serves what real captures show, field
-  for field (corpus.py builds them): case-search rows with `\r\n` titles and
-  `+0000` dates, ADMIN case numbers (`admin_share`, 3% by default), and
-  document-search rows without court, title or name. In both shapes the
-  confirmed endpoints are served as captured: `/cases/{id}` (the case
-  header), `/cases/{id}/docketentries` (entries, with `hasDocuments: false`
-  ones), `/cases/{id}/parties`, `/cases/{id}/lowercourts`, the file list of
-  an entry (nested `caseHeader`, per-page `documentText`, now and then a
-  file with `documentAvailable: false`), `/opinions/search` by filed date
-  and court (25 rows a page, top-level `headers` and `facets`), and the
-  download (also under `{API_PATH}/documents/{id}/download`).
-- `document_search`: "present" (the inferred search), "absent" (404, as it
-  may be on the real court) or "entries" (it answers docket entries, `id`
-  being the entry's id and no `documentID`: the mis-keying trap).
-  `renamed_fields` ({old: new}) renames keys in every JSON answer (shape
-  drift, for the probe). `endpoint_requests` counts requests per endpoint.
-- The JSON endpoints (both searches, a docket entry's documents) answer
-  406 to a request whose Accept does not name application/json, and at
-  `search_fault_rate` misbehave: 503, 429, a reset, or a 200 whose JSON
-  body is torn (fewer bytes than Content-Length).
-- The real court's behaviours (ctrack-api.md, "What other crawlers of this
-  API learned"), each behind its own switch: `unavailable_files` (on: one
-  entry in ~20 lists an extra file with documentAvailable false, its
-  download 404) and `release_withheld` (half of those are listed available,
-  and served, from their entry's second listing on); `paged_lists` (N > 0:
-  the per-case lists and file lists are paged like the searches, at most N
-  rows a page, LIST_DEFAULT_PAGE without paging headers); `empty_file_lists`
-  (an entry in ~6 answers `[]` the first time, and 1 case in 5 has an
-  entry saying hasDocuments that never lists a file); `null_texts` (1 file
-  in 4 has `documentText: null`); `late_opinions` (N opinions filed
-  yesterday in closed cases, hidden until their case's docket entries were
-  served once, or a full sweep of searches); `neighbours` ("Starts With"
-  also answers the case numbers just outside the prefix, counted in the
-  totals); `download_paths` ("api": `/api/api/v1/publicaccessdocuments/{id}/download`
-  only, "site": `/documents/{id}/download` at the site root only, "both");
-  `midnight_instants` (captured instants fall 00:00-03:59 UTC, the evening
-  before in Kentucky; date-only values are local midnight in UTC);
-  `case_walk` ("absent": every /cases/... path 404; "search-only": the case
-  search answers, a case's resources 404).
-- `GET /__sim__/stats` (outside the API root) answers the court's own
-  counters as JSON: requests per endpoint, faults served (by kind), early
-  requests and requests in flight; `sim` prints the totals on exit.
+- `SimCourt(...).start()` serves the endpoints under `http://127.0.0.1:<port>` + `api_path`
+  (`/api/api/v1`, Kentucky's) with HTTP/1.1 keep-alive and TCP_NODELAY (MEASURED.md), nothing
+  logged per request; court names are `court_names` (Kentucky's by default).
+- Searches match a prefix of the zero-padded case number (case-insensitive). Without
+  `x-ctrack-excludeselflinks: true` a search answers an empty 200 (the trap). Paging: 1-based
+  startindex, at most `max_page` rows a page, a window past `results_limit` is 400, the total only
+  when asked for. `unstable`: a seeded relevance order perturbed every EPOCH_REQUESTS searches.
+  Late documents stay hidden (search, lists, download) until their number of searches was answered.
+- `shape` "inferred" or "captured" (shapes.py); `document_search` "present", "absent" (404) or
+  "entries" (docket entries, the mis-keying trap); `case_walk` "present", "absent" or
+  "search-only"; `renamed_fields` renames keys in every JSON answer (shape drift). The JSON
+  endpoints answer 406 without Accept: application/json and, at `search_fault_rate`, 503, 429, a
+  reset or a torn body. Downloads misbehave as downloads.py says.
+- The real court's behaviours, each behind its switch: `unavailable_files` (an entry in ~20 lists a
+  withheld file) and `release_withheld`; `paged_lists`; `empty_file_lists`; `null_texts`;
+  `late_opinions`; `neighbours` ("Starts With" answers neighbouring numbers); `download_paths`
+  ("api", "site", "both"); `midnight_instants`.
+- `GET /__sim__/stats` (outside the API root): requests per endpoint, faults served, early
+  requests, the court's day and each counting period's requests; `sim` prints the totals on exit.
+- The court lives (living.py): `advance(days, seed, activity)` or `POST
+  /__sim__/advance?days=30&seed=0[&<activity kind>=N]` moves its day on and answers the plan of
+  what changed (`GET /__sim__/plans`: every plan); an advance begins a new counting period, as
+  `new_period()` / `POST /__sim__/period` do. An advance is refused (RuntimeError, 409) while
+  another request is answered and holds the court's lock, so no request sees half of it; then the
+  court serves what the plan says (new cases and entries, retitlings, withdrawn documents listed
+  unavailable or gone, their download 404, restored ones served again).
 """
 from __future__ import annotations
 
@@ -84,8 +38,6 @@ import email.utils
 import json
 import math
 import random
-import socket
-import struct
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -93,19 +45,18 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from ..loopback import LoopbackServer, LoopbackService
-from . import pdfs
-from .corpus import (COURTS, FAULTS, NEVER, PERMANENT_STATUS, TRANSIENT_FAULTS, Corpus, DocumentList, SimDocument,
-                     hex_id)
+from . import living, pdfs
+from .corpus import FAULTS, NEVER, PERMANENT_STATUS, DocumentList, SimDocument, hex_id
+from .downloads import DEFAULT_OVERSIZE, DownloadAnswers
+from .shapes import Corpus
 
 API_PATH = "/api/api/v1"
 STATS_PATH = "/__sim__/stats"   # the simulated court's own counters (JSON); no real court has it
-MIB = 1024 * 1024
-DEFAULT_OVERSIZE = 201 * MIB
+PLANS_PATH = "/__sim__/plans"   # GET: the plan of every advance so far (JSON list)
+ADVANCE_PATH = "/__sim__/advance"   # POST ?days=30&seed=0[&<activity kind>=N]: advance, answer the plan
+PERIOD_PATH = "/__sim__/period"     # POST: a new request-counting period; answers the one that ended
 EPOCH_REQUESTS = 2          # search requests per perturbation epoch
 PDF_CACHE_SIZE = 256
-_FILLER = bytes(range(32, 127)) * (65536 // 95 + 1)
-_FILLER = _FILLER[:65536]
-_OVERSIZE_SNDBUF = 64 * 1024
 OPINION_MAX_PAGE = 25       # rows a page of the opinion search (captures: about 25)
 SHAPES = ("inferred", "captured")
 DOCUMENT_SEARCH_MODES = ("present", "absent", "entries")
@@ -131,7 +82,8 @@ class SimCourt(LoopbackService):
                  case_walk: str = "present", unavailable_files: bool = True, release_withheld: bool = False,
                  paged_lists: int = 0, empty_file_lists: bool = False, null_texts: bool = False,
                  late_opinions: int = 0, neighbours: bool = False, download_paths: str = "api",
-                 midnight_instants: bool = False, real_counts: bool = False, record_requests: bool = False):
+                 midnight_instants: bool = False, real_counts: bool = False, record_requests: bool = False,
+                 today: _dt.date | None = None, api_path: str = API_PATH, court_names: dict[str, str] | None = None):
         if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1 or paged_lists < 0:
             raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1], "
                              "paged_lists >= 0")
@@ -159,7 +111,8 @@ class SimCourt(LoopbackService):
         self.corpus = Corpus(docs, seed, faults=faults, late_docs=late_docs,
                              first_year=first_year, last_year=last_year, admin_share=admin_share,
                              late_opinions=late_opinions, midnight_instants=midnight_instants,
-                             real_counts=real_counts)
+                             real_counts=real_counts, today=today, court_names=court_names)
+        self.api_path = "/" + api_path.strip("/")
         # record_requests: every request in order, as (endpoint, item): the bench's account of a crawl.
         self.request_log: RequestLog | None = RequestLog() if record_requests else None
         self.documents = DocumentList(self.corpus)
@@ -179,6 +132,9 @@ class SimCourt(LoopbackService):
         self._reveal_at: dict[int, int] = {}
         self._plan_reveals()
         self.base_url: str | None = None
+        self.plans: list[dict] = []      # what each advance changed (living.py), in order
+        self.periods: list[dict] = []    # request counts per period (a run's, between advances)
+        self._open_period("start")
 
     # --------------------------------------------------------- public API
 
@@ -186,7 +142,7 @@ class SimCourt(LoopbackService):
         return _Handler
 
     def url_for(self, host: str, port: int) -> str:
-        self.base_url = f"http://{host}:{port}{API_PATH}"
+        self.base_url = f"http://{host}:{port}{self.api_path}"
         return self.base_url
 
     def document(self, document_id: str) -> SimDocument:
@@ -196,13 +152,64 @@ class SimCourt(LoopbackService):
         return self.corpus.document(doc)
 
     def stats(self) -> dict:
-        """What the court has served (`/__sim__/stats`, and `sim`'s totals on exit)."""
+        """What the court has served (`/__sim__/stats`, and `sim`'s totals on exit): the totals, requests
+        per endpoint, the court's day, and the requests of each period (`period`: the current one)."""
         with self._lock:
+            periods = [self._period_figures(period) for period in self.periods]
             return {"requests": {"search": self.search_requests, "download": self.download_requests,
                                  "entry_documents": self.entry_requests},
                     "faults_served": sum(self.faults_served.values()),
                     "faults_by_kind": dict(sorted(self.faults_served.items())),
-                    "early_requests": self.early_requests, "in_flight": self.in_flight}
+                    "early_requests": self.early_requests, "in_flight": self.in_flight,
+                    "endpoints": dict(sorted(self.endpoint_requests.items())),
+                    "today": _dt.date.fromordinal(self.corpus.today).isoformat(), "advances": len(self.plans),
+                    "period": periods[-1], "periods": periods}
+
+    def advance(self, days: int = 30, seed: int = 0, activity: dict[str, int] | None = None) -> dict:
+        """Moves the court's day on by `days` with a span of the court's activity (living.py: new cases
+        and filings, opinions, a reopened case, withdrawals, a restoration, retitled cases, changed
+        descriptions), deterministically from `seed`; a new request-counting period begins. Returns the
+        plan of what changed (`POST /__sim__/advance` answers it). Refused (RuntimeError) while a
+        request is being answered: the court changes between requests, never under one."""
+        return self._advance(days, seed, activity, requests_allowed=0)
+
+    def _advance(self, days: int, seed: int, activity: dict[str, int] | None, requests_allowed: int) -> dict:
+        with self._lock:
+            if self.in_flight > requests_allowed:
+                raise RuntimeError(f"{self.in_flight - requests_allowed} requests in flight: advance between requests")
+            listed = {entry for entry in set(self.corpus.doc_entry)
+                      if self.unavailable_files and self.corpus.has_withheld_file(entry)}
+            plan = living.advance(self.corpus, days, seed, activity, listed_withheld=listed,
+                                  restorable={entry for entry in listed if not self._released(entry)})
+            self._orders.clear()
+            self.plans.append(plan)
+            self._open_period(f"advance {plan['advance']}")
+        return plan
+
+    def new_period(self) -> dict:
+        """Starts a new request-counting period (as an advance does); returns the figures of the one
+        that ended (`POST /__sim__/period`)."""
+        with self._lock:
+            ended = self._period_figures(self.periods[-1])
+            self._open_period("asked")
+        return ended
+
+    def _open_period(self, why: str) -> None:
+        """A new period of request counts (under the lock, or before the court serves)."""
+        self.periods.append({"number": len(self.periods) + 1, "began": why, "advances": len(self.plans),
+                             "today": _dt.date.fromordinal(self.corpus.today).isoformat(),
+                             "request_log_start": None if self.request_log is None else len(self.request_log),
+                             "endpoints": Counter()})
+
+    @staticmethod
+    def _period_figures(period: dict) -> dict:
+        return {**period, "requests": sum(period["endpoints"].values()),
+                "endpoints": dict(sorted(period["endpoints"].items()))}
+
+    def _count_endpoint(self, endpoint: str) -> None:
+        with self._lock:
+            self.endpoint_requests[endpoint] += 1
+            self.periods[-1]["endpoints"][endpoint] += 1
 
     def _fault(self, kind: str) -> None:
         with self._lock:
@@ -240,8 +247,8 @@ class SimCourt(LoopbackService):
         if not self.unavailable_files:
             return {}
         corpus = self.corpus
-        return {hex_id(self.seed, "unavailable", entry): self._released(entry)
-                for entry in sorted(set(corpus.doc_entry)) if corpus.unavailable_file(entry) is not None}
+        return {hex_id(self.seed, "unavailable", entry): self._released(entry) or entry in corpus.restored_withheld
+                for entry in sorted(set(corpus.doc_entry)) if corpus.has_withheld_file(entry)}
 
     def _released(self, entry: int) -> bool:
         return self.release_withheld and int(hex_id(self.seed, "entry", entry)[56:58], 16) % 2 == 0
@@ -251,12 +258,16 @@ class SimCourt(LoopbackService):
         return self.null_texts and int(document_id[50:52], 16) % 4 == 0
 
     def empty_once(self, entry: int) -> bool:
-        """An entry whose first file listing is `[]` although it has documents (empty_file_lists)."""
-        return self.empty_file_lists and int(hex_id(self.seed, "entry", entry)[58:60], 16) % 6 == 0
+        """A planned entry whose first file listing is `[]` although it has documents (empty_file_lists);
+        never one an advance filed (its plan is what the court serves)."""
+        return (self.empty_file_lists and entry < self.corpus.planned_size
+                and int(hex_id(self.seed, "entry", entry)[58:60], 16) % 6 == 0)
 
     def phantom_entries(self, case: int) -> list[dict]:
-        """Docket entries that say hasDocuments and always list no file (empty_file_lists): 1 case in 5."""
-        if not self.empty_file_lists or int(hex_id(self.seed, "case", case)[52:54], 16) % 5:
+        """Docket entries that say hasDocuments and always list no file (empty_file_lists): 1 planned case
+        in 5 (none an advance opened)."""
+        if (not self.empty_file_lists or case >= self.corpus.planned_cases
+                or int(hex_id(self.seed, "case", case)[52:54], 16) % 5):
             return []
         entry = self.corpus.bare_entries(case)[:1] or [{
             "filedDate": self.corpus.utc_stamp(self.corpus.case_filed[case], case), "submittedBy": None,
@@ -269,11 +280,34 @@ class SimCourt(LoopbackService):
         """Search requests one full discovery sweep makes, splitting over-limit shards."""
         total = 0
         for year in range(self.corpus.first_year, self.corpus.last_year + 1):
-            for court in COURTS:
+            for court in self.corpus.court_names:
                 total += self._requests_for_prefix(f"{year}-{court}-")
                 if self.corpus.admin_share:
                     total += self._requests_for_prefix(f"{year} {court} ADMIN")
         return total
+
+    # ------------------------------------------------------------ resuming
+
+    def progress(self) -> dict:
+        """What this court's next answers depend on, as JSON: per document the downloads asked
+        (a transient fault fails the first few), the searches, entry listings and case walks
+        served (late documents show after so many). `resume(progress)` on a court of the same
+        docs and seed carries on from there, so a demo interrupted and run again ends as one
+        that was never interrupted."""
+        with self._lock:
+            return {"downloads": {str(doc): count for doc, count in self._requests.items()},
+                    "search_requests": self.search_requests, "download_requests": self.download_requests,
+                    "entry_requests": self.entry_requests, "entry_asks": dict(self._entry_asks),
+                    "walked_cases": sorted(self._walked_cases)}
+
+    def resume(self, progress: dict) -> None:
+        """Carries on from `progress()` of an earlier court of the same docs and seed."""
+        with self._lock:
+            self._requests.update({int(doc): int(count) for doc, count in progress.get("downloads", {}).items()})
+            for counter in ("search_requests", "download_requests", "entry_requests"):
+                setattr(self, counter, int(progress.get(counter, 0)))
+            self._entry_asks.update({str(entry): int(count) for entry, count in progress.get("entry_asks", {}).items()})
+            self._walked_cases.update(int(case) for case in progress.get("walked_cases", ()))
 
     # ---------------------------------------------------------- internals
 
@@ -306,8 +340,7 @@ class SimCourt(LoopbackService):
         return doc
 
     def _requests_for_prefix(self, prefix: str) -> int:
-        lo, hi = self.corpus.doc_range(prefix)
-        count = hi - lo
+        count = len(self.corpus.prefix_docs(prefix))
         if count > self.results_limit and len(prefix) < 12:
             return 1 + sum(self._requests_for_prefix(prefix + digit) for digit in "0123456789")
         return max(1, math.ceil(min(count, self.results_limit) / self.max_page))
@@ -376,36 +409,39 @@ class SimCourt(LoopbackService):
         """Items (documents or cases) matching `prefix`, in this request's relevance order."""
         corpus = self.corpus
         if kind in ("documents", "entries"):
-            lo, hi = corpus.doc_range(prefix)
+            lo, hi = corpus.planned_doc_span(prefix)        # names the order's perturbations (below)
+            matching = corpus.prefix_docs(prefix)
         else:
-            lo, hi = corpus.case_range(prefix)
+            lo, hi = corpus.planned_case_span(prefix)
+            matching = corpus.prefix_cases(prefix)
         revealed = self._revealed(search_count) if kind in ("documents", "entries") else 0
-        cache_key = (kind, lo, hi, revealed)
+        cache_key = (kind, prefix.upper(), revealed)
         with self._lock:
             base = self._orders.get(cache_key)
             if base is not None:
                 self._orders.move_to_end(cache_key)
         if base is None:
             if kind == "documents":
-                items = [doc for doc in range(lo, hi) if self._visible(doc, search_count)]
+                items = [doc for doc in matching if self._visible(doc, search_count)
+                         and corpus.withdrawn.get(doc) != "delisted"]
                 relevance = corpus.doc_relevance
                 base = sorted(items, key=relevance.__getitem__)
             elif kind == "entries":
-                items = sorted({corpus.doc_entry[doc] for doc in range(lo, hi) if self._visible(doc, search_count)})
+                items = sorted({corpus.doc_entry[doc] for doc in matching if self._visible(doc, search_count)})
                 relevance = corpus.doc_relevance
                 base = sorted(items, key=relevance.__getitem__)
             else:
                 firsts, relevance, last = corpus.case_first_doc, corpus.doc_relevance, max(0, corpus.size - 1)
-                base = sorted(range(lo, hi), key=lambda case: relevance[min(firsts[case], last)] ^ 0x5A5A5A5A)
+                base = sorted(matching, key=lambda case: relevance[min(firsts[case], last)] ^ 0x5A5A5A5A)
             with self._lock:
                 self._orders[cache_key] = base
                 while len(self._orders) > 64:
                     self._orders.popitem(last=False)
         if self.neighbours and kind != "entries":
             # "Starts With" also answers the numbers just outside the prefix.
-            size = corpus.size if kind == "documents" else len(corpus.case_keys)
-            base = base + [item for item in (lo - 1, hi) if 0 <= item < size and item not in base
-                           and (kind == "cases" or self._visible(item, search_count))]
+            base = base + [item for item in corpus.prefix_neighbours(prefix, kind) if item not in base
+                           and (kind == "cases" or (self._visible(item, search_count)
+                                                    and corpus.withdrawn.get(item) != "delisted"))]
         if not self.unstable or len(base) < 2:
             return base
         epoch = search_count // EPOCH_REQUESTS
@@ -482,7 +518,7 @@ def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(DownloadAnswers, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "Microsoft-IIS/10.0"
     timeout = 60          # idle keep-alive connections close after this
@@ -502,6 +538,46 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._route(head=True)
 
+    def do_POST(self) -> None:
+        court = self.server.court
+        with court._lock:
+            court.in_flight += 1
+        try:
+            self._answer_post(court)
+        finally:
+            with court._lock:
+                court.in_flight -= 1
+
+    def _answer_post(self, court: SimCourt) -> None:
+        """The simulation's own controls (no real court has them); the API answers POST with 405."""
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/")
+        if path == ADVANCE_PATH:
+            query = parse_qs(url.query)
+            try:
+                days, seed = (int(query.pop(name, [default])[0]) for name, default in (("days", "30"), ("seed", "0")))
+                activity = {name: int(values[0]) for name, values in query.items()}
+                plan = court._advance(days, seed, activity, requests_allowed=1)
+            except ValueError as exc:
+                return self._sim_json(400, {"message": str(exc)})
+            except RuntimeError as exc:
+                return self._sim_json(409, {"message": str(exc)})
+            return self._sim_json(200, plan)
+        if path == PERIOD_PATH:
+            return self._sim_json(200, court.new_period())
+        if path.startswith(court.api_path):
+            return self._json(405, {"message": "The requested resource does not support http method 'POST'."},
+                              False)
+        return self._json(404, {"message": "Not found"}, False)
+
+    def _sim_json(self, status: int, payload, head: bool = False) -> None:
+        """A JSON answer of the simulation's own (never renamed: renamed_fields is the court's drift)."""
+        self._send(status, json.dumps(payload, separators=(",", ":")).encode(), "application/json; charset=utf-8",
+                   head)
+
     def _route(self, head: bool) -> None:
         court = self.server.court
         with court._lock:
@@ -517,24 +593,24 @@ class _Handler(BaseHTTPRequestHandler):
         path = url.path.rstrip("/")
         if path == STATS_PATH:
             return self._json(200, court.stats(), head)
+        if path == PLANS_PATH:
+            return self._sim_json(200, court.plans, head)
         query = parse_qs(url.query, keep_blank_values=True)
         site = path.split("/")
         if len(site) == 4 and site[1] == "documents" and site[3] == "download":
-            with court._lock:
-                court.endpoint_requests["download_site"] += 1
+            court._count_endpoint("download_site")
             if court.request_log is not None:
                 court.request_log.note(court, "download_site", site, {})
             if court.download_paths == "api":
                 return self._json(404, {"message": "Not found"}, head)
             return self._download(court, site[2], head)
-        if not path.startswith(API_PATH):
+        if not path.startswith(court.api_path):
             return self._json(404, {"message": "Not found"}, head)
-        path = path[len(API_PATH):]
+        path = path[len(court.api_path):]
         parts = path.split("/")
         is_download = len(parts) == 4 and parts[1] in ("publicaccessdocuments", "documents") and parts[3] == "download"
         endpoint = _endpoint_name(path, parts)
-        with court._lock:
-            court.endpoint_requests[endpoint] += 1
+        court._count_endpoint(endpoint)
         if court.request_log is not None:
             court.request_log.note(court, endpoint, parts, query)
         if not is_download:
@@ -641,14 +717,15 @@ class _Handler(BaseHTTPRequestHandler):
             asks = court._entry_asks[entry_id]
         listed = corpus.find_entry(entry_id)
         entry = listed[0] if listed else None
-        docs = [doc for doc in listed if court._visible(doc)]
-        if docs and asks == 1 and court.empty_once(entry):
+        shown = [doc for doc in listed if court._visible(doc)]
+        if shown and asks == 1 and court.empty_once(entry):
             return self._list(court, [], head)
-        files = [corpus.entry_file(doc) for doc in docs]
+        # A document withdrawn "delisted" is gone from the list; "unavailable", listed as not available.
+        files = [corpus.entry_file(doc) for doc in shown if corpus.withdrawn.get(doc) != "delisted"]
         for file in files:
             if court.null_text(file["documentID"]):
                 file["documentText"] = None
-        extra = corpus.unavailable_file(entry) if docs and court.unavailable_files else None
+        extra = corpus.unavailable_file(entry) if shown and court.unavailable_files else None
         if extra is not None:
             if asks >= 2 and court._released(entry):
                 extra = {**extra, "documentAvailable": True, "documentText": None}
@@ -720,9 +797,9 @@ class _Handler(BaseHTTPRequestHandler):
         hi = bisect.bisect_right(entries, (high, 1 << 62))
         in_window = [entry for _, entry in entries[lo:hi]
                      if any(court._visible(doc) for doc in corpus.entry_docs(entry))]
-        by_court = Counter(COURTS[corpus.case_keys[corpus.doc_case[entry]][5:7]] for entry in in_window)
+        by_court = Counter(corpus.court_names[corpus.case_keys[corpus.doc_case[entry]][5:7]] for entry in in_window)
         chosen = [entry for entry in in_window
-                  if not wanted or COURTS[corpus.case_keys[corpus.doc_case[entry]][5:7]] == wanted]
+                  if not wanted or corpus.court_names[corpus.case_keys[corpus.doc_case[entry]][5:7]] == wanted]
         try:
             start = int(self.headers.get("x-ctrack-paging-startindex", "1"))
             asked = int(self.headers.get("x-ctrack-paging-maxresults", "25"))
@@ -789,133 +866,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         return True
 
-    def _download(self, court: SimCourt, document_id: str, head: bool) -> None:
-        doc = court.corpus.find_document(document_id)
-        if doc is None:
-            entry = court.corpus.find_withheld(document_id)
-            if entry is not None and court._released(entry) \
-                    and court._entry_asks[hex_id(court.seed, "entry", entry)] >= 2:
-                return self._send(200, court.withheld_pdf(entry), "application/pdf", head)
-        if doc is None or not court._visible(doc):
-            return self._json(404, {"message": "Document not found"}, head)
-        with court._lock:
-            court.download_requests += 1
-        if court._too_early(doc):
-            court._fault("rate_limited (early)")
-            return self._json(429, {"message": "Too many requests"}, head, court._retry_after(doc))
-        with court._lock:
-            attempt = court._requests[doc] = court._requests.get(doc, 0) + 1
-        fault = court.corpus.fault(doc)
-        failing = attempt <= court.corpus.doc_transient[doc]
-        if fault != "ok" and (failing or fault not in TRANSIENT_FAULTS):
-            court._fault(fault)
-        if fault in PERMANENT_STATUS:
-            return self._json(PERMANENT_STATUS[fault], {"message": {
-                401: "Authorization has been denied for this request.",
-                403: "This document is restricted.", 404: "Document not found"}[
-                    PERMANENT_STATUS[fault]]}, head)
-        if fault == "always_503" or (failing and fault == "http_503"):
-            return self._send(503, b"<html><body><h1>503 Service Unavailable</h1></body></html>",
-                              "text/html", head)
-        if failing and fault == "http_500":
-            return self._json(500, {"message": "An error has occurred."}, head)
-        if failing and fault == "rate_limited":
-            return self._json(429, {"message": "Too many requests"}, head, court._retry_after(doc))
-        if failing and fault == "html":
-            page = (b"<!DOCTYPE html><html><head><title>Error</title></head><body>"
-                    b"<h2>Sorry, something went wrong.</h2><p>Please try again later.</p>"
-                    b"</body></html>")
-            return self._send(200, page, "text/html; charset=utf-8", head)
-        if failing and fault == "reset":
-            return self._reset()
-        if fault == "oversized":
-            return self._stream_oversized(court, doc, head)
-        if fault == "lying_length":
-            return self._stream_lying(court, doc, head)
-        data = court._pdf(doc)
-        name = court.corpus.document_name(doc)
-        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
-        if failing and fault in ("stalled", "truncated") and not head:
-            return self._half_body(court, doc, data, headers,
-                                   stall=court.stall_seconds if fault == "stalled" else 0.0)
-        self._send(200, data, "application/pdf", head, headers)
-        if not head:
-            self._count(court, doc, len(data))
-
-    # ------------------------------------------------------ misbehaviours
-
-    def _half_body(self, court: SimCourt, doc: int, data: bytes, headers: dict, stall: float) -> None:
-        """The full Content-Length, half the body, nothing more for `stall` seconds (a stalled body),
-        then a clean close (FIN, not RST): the client sees a read timeout or a torn body."""
-        self.send_response(200)
-        self.send_header("Content-Type", "application/pdf")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.close_connection = True
-        if self._write_body(court, doc, data[:len(data) // 2]) and stall > 0:
-            time.sleep(stall)
-
-    def _reset(self) -> None:
-        """Close the connection with a TCP RST and no (further) answer."""
-        self.close_connection = True
-        try:
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.connection.close()
-        except OSError:
-            pass
-
-    @staticmethod
-    def _count(court: SimCourt, doc: int, sent: int) -> None:
-        with court._lock:
-            court._body_bytes[doc] = court._body_bytes.get(doc, 0) + sent
-
-    def _write_body(self, court: SimCourt, doc: int, data: bytes) -> bool:
-        try:
-            self.wfile.write(data)
-        except OSError:
-            self.close_connection = True
-            return False
-        self._count(court, doc, len(data))
-        return True
-
-    def _stream(self, court: SimCourt, doc: int, total: int, chunked: bool) -> None:
-        # A small send buffer, so a client that hangs up after the headers
-        # costs the court (and proves it read) almost nothing.
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _OVERSIZE_SNDBUF)
-        sent, first = 0, b"%PDF-1.4\n%" + _FILLER[:65536 - 10]
-        while sent < total:
-            block = (first if sent == 0 else _FILLER)[:total - sent]
-            payload = b"%x\r\n%s\r\n" % (len(block), block) if chunked else block
-            if not self._write_body(court, doc, payload):
-                return
-            sent += len(block)
-        if chunked:
-            self._write_body(court, doc, b"0\r\n\r\n")
-
-    def _stream_oversized(self, court: SimCourt, doc: int, head: bool) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/pdf")
-        self.send_header("Content-Length", str(court.oversize_bytes))
-        self.end_headers()
-        if not head:
-            self._stream(court, doc, court.oversize_bytes, chunked=False)
-
-    def _stream_lying(self, court: SimCourt, doc: int, head: bool) -> None:
-        """No Content-Length, a body larger than oversize_bytes: chunked or close-delimited."""
-        chunked = doc % 2 == 0
-        self.send_response(200)
-        self.send_header("Content-Type", "application/pdf")
-        if chunked:
-            self.send_header("Transfer-Encoding", "chunked")
-        else:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        if not head:
-            self._stream(court, doc, court.oversize_bytes + MIB, chunked=chunked)
-
 
 def serve(port: int = 8765, docs: int = 300, seed: int = 1, **options) -> None:
     """Run a simulated court in the foreground until Ctrl-C (`kycourt-pipeline sim`)."""
@@ -923,7 +873,9 @@ def serve(port: int = 8765, docs: int = 300, seed: int = 1, **options) -> None:
     base_url = court.start(port=port)
     try:   # a Ctrl-C right after the URLs are printed still prints the totals
         print(base_url, flush=True)
-        print(f"stats: {base_url.rsplit(API_PATH, 1)[0]}{STATS_PATH}", flush=True)
+        root = base_url.rsplit(court.api_path, 1)[0]
+        print(f"stats: {root}{STATS_PATH}", flush=True)
+        print(f"advance: POST {root}{ADVANCE_PATH}?days=30&seed=0", flush=True)
         threading.Event().wait()
     except KeyboardInterrupt:
         pass

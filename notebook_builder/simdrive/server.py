@@ -1,58 +1,34 @@
 """The simulated Google Drive: the Drive API v2 subset DriveStore speaks, over loopback.
 
 Guarantees:
-- `SimDrive(...).start()` serves `http://127.0.0.1:<port>/` (`api_root`): the
-  paths of Drive v2 under it (`drive/v2/files`, `upload/drive/v2/files`,
-  `drive/v2/about`) and an OAuth token endpoint (`token`), with a
-  ThreadingHTTPServer speaking HTTP/1.1 keep-alive and TCP_NODELAY on every
-  accepted socket (MEASURED.md: ~28 ms lost per request otherwise).
-- files.list: `q` is a conjunction (`and`) of `title = '..'`, `'<id>' in
-  parents`, `trashed = false|true`, `mimeType = '..'` and `mimeType != '..'`;
-  titles compare case-insensitively, as Drive's do; anything else is 400
-  invalidQuery. Pages of `maxResults` (default 100, at most 1000) with
-  `nextPageToken`, in creation order; the query runs once per listing (its
-  result is the cursor the page tokens walk), as Drive's listings behave. files.get, `alt=media`, files.insert
-  (metadata only, multipart, resumable: a session then one or more PUT
-  chunks answered 308 until complete), files.update and files.patch (the
-  same three ways; `addParents`/`removeParents` move a file), files.trash,
-  files.generateIds, about.get. `'root'` is My Drive's id. Drive's habits
-  are kept: several files may share a title in one folder, trashed files
-  are invisible to queries that say `trashed = false`, md5Checksum and
-  fileSize describe what was stored, `version` grows with every change.
-- Ids chosen by the client: files.generateIds hands out ids
-  (`maxResults`, at most 1000); an insert whose body carries `id` creates
-  the file under it, answers `409 duplicate` when a file has that id
-  already (a repeat of an insert Drive committed), and `400
-  fileIdNotUsable` for an id it never generated.
-- Knobs (attributes, changeable while serving): `latency` seconds before
-  every answer; `write_rate` writes (inserts, updates, folder creations)
-  a second per user with a burst of `write_burst`: past it a write is
-  answered `403 userRateLimitExceeded` or, every third time, `429`;
-  `quota_bytes` (None: unlimited): a write past it is `403
-  storageQuotaExceeded`; `error_rate` / `drop_rate`: the share of requests
-  answered 503 backendError / whose connection is closed without an answer
-  (seeded by `seed`); `token_seconds` (None: never): an access token's life,
-  after which requests carrying it are 401 authError until the client gets
-  a new one from `token` (any refresh token is accepted); `list_delay`
-  seconds before a file the API created shows up in files.list (files.get
-  and downloads see it at once; files made by the test hooks show at
-  once); `phantom_rate`: the share of writes Drive commits and then answers
-  500 backendError or, every other time, not at all; `twin_rate`: the share
-  of inserts after which the folder holds the title twice (another
-  runtime's copy: the same bytes, its own id, created just after);
-  `page_limit`: the most a list page holds whatever `maxResults` asks.
-- `fail_next(kind, count, methods)` scripts the next faults exactly:
-  'error' (503), 'drop' (closed before acting), 'lost' (acted, then closed
-  before the answer), 'phantom' (acted, then answered 500), 'truncate' (a
-  media download sends half its body and closes), 'quota', 'rate'.
-  Counters: `requests` (by kind: list, get, media, insert, update, trash,
-  generate_ids, upload_chunk, about, token), `answers` (by kind and
-  status: 'insert 409', 'list 200', 'update dropped'), `rejected` (by
-  reason), `writes_accepted`.
-- Test hooks act as another client would: `add_file` (also with no bytes
-  held, a phantom, for scale), `add_folder`, `trash`, `file_by_name`,
-  `folder_id`, `files_in`, `folders_in`, `set_content` (another client's
-  change, or a file torn on Drive).
+- `SimDrive(...).start()` serves `http://127.0.0.1:<port>/` (`api_root`): Drive v2's
+  `drive/v2/files`, `upload/drive/v2/files`, `drive/v2/about` and an OAuth `token` endpoint, on a
+  keep-alive server with TCP_NODELAY (MEASURED.md: ~28 ms lost per request otherwise).
+- files.list: `q` is an `and` of `title = '..'` (case-insensitive, as Drive's), `'<id>' in
+  parents`, `trashed = true|false`, `mimeType =|!= '..'` (else 400 invalidQuery); pages of
+  `maxResults` (100 by default, at most 1000) in creation order, the query run once per listing.
+  files.get (`alt=media` too), files.insert and files.update (metadata, multipart, or resumable: a
+  session, then chunks answered 308 until complete; `addParents`/`removeParents` move a file),
+  files.patch, files.trash, files.generateIds, about.get; `'root'` is My Drive. As Drive: a title
+  may be held twice in a folder, `trashed = false` hides trashed files, md5Checksum and fileSize
+  describe what is stored, `version` grows with every change.
+- Ids chosen by the client: an insert whose body carries an id generateIds handed out creates the
+  file under it; `409 duplicate` when a file has it (a repeated insert Drive committed), `400
+  fileIdNotUsable` for an id never handed out.
+- Weather (attributes, changeable while serving): `latency` before every answer; `write_rate`
+  writes a second with a burst of `write_burst` (past it 403 userRateLimitExceeded, every third
+  429); `quota_bytes` (403 storageQuotaExceeded); `error_rate` (503) and `drop_rate` (closed
+  unanswered), seeded by `seed`; `token_seconds`, a token's life (401 until refreshed at
+  `token`); `list_delay` before an API-made file is listed; `phantom_rate`, writes committed then
+  answered 500 or not at all; `twin_rate`, inserts followed by another runtime's copy of the title;
+  `page_limit`, the most a list page holds.
+- `fail_next(kind, count, methods)` scripts the next faults: 'error', 'drop', 'lost' (acted, then
+  closed), 'phantom' (acted, then 500), 'truncate' (half a media body), 'quota', 'rate'. Counters:
+  `requests` by kind (list, get, media, insert, update, trash, generate_ids, upload_chunk, about,
+  token), `answers` by kind and status, `rejected` by reason, `writes_accepted`.
+- Test hooks act as another client: `add_file` (with no bytes, a phantom, for scale),
+  `add_folder`, `trash`, `set_content` (another client's change, or a file torn on Drive),
+  `file_by_name`, `folder_id`, `files_in`, `folders_in`, `content`.
 """
 from __future__ import annotations
 
@@ -515,7 +491,7 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET":
                 return "list", self._list
             if method == "POST":
-                return "insert", lambda p, b, **_: self._insert(p, b, "metadata")
+                return "insert", lambda p, b, **_: self._upload(None, p, b, "metadata")
         if match := re.fullmatch(r"/drive/v2/files/([^/]+)", path):
             file_id = match.group(1)
             if method == "GET":
@@ -523,16 +499,16 @@ class _Handler(BaseHTTPRequestHandler):
                     return "media", lambda p, b, truncate=False: self._media(file_id, truncate)
                 return "get", lambda p, b, **_: self._get(file_id)
             if method in ("PUT", "PATCH"):
-                return "update", lambda p, b, **_: self._update(file_id, p, b, "metadata")
+                return "update", lambda p, b, **_: self._upload(file_id, p, b, "metadata")
         if path == "/upload/drive/v2/files" and method in ("POST", "PUT"):
             if "upload_id" in params:
                 return "upload_chunk", lambda p, b, **_: self._chunk(p["upload_id"], b)
-            return "insert", lambda p, b, **_: self._insert(p, b, p.get("uploadType", "media"))
+            return "insert", lambda p, b, **_: self._upload(None, p, b, p.get("uploadType", "media"))
         if match := re.fullmatch(r"/upload/drive/v2/files/([^/]+)", path):
             if "upload_id" in params:
                 return "upload_chunk", lambda p, b, **_: self._chunk(p["upload_id"], b)
             file_id = match.group(1)
-            return "update", lambda p, b, **_: self._update(file_id, p, b, p.get("uploadType", "media"))
+            return "update", lambda p, b, **_: self._upload(file_id, p, b, p.get("uploadType", "media"))
         return "unknown", None
 
     # ---------------------------------------------------------- answers
@@ -690,53 +666,53 @@ class _Handler(BaseHTTPRequestHandler):
             return {}, body
         return (json.loads(body) if body else {}), None
 
-    def _insert(self, params, body, upload_type: str) -> None:
+    def _upload(self, file_id: str | None, params, body, upload_type: str) -> None:
+        """files.insert (`file_id` None) or files.update of `file_id`: metadata alone, bytes alone
+        (media), both (multipart), or a resumable session whose last chunk `_chunk` commits."""
         drive = self.server.drive
         try:
             metadata, data = self._split_upload(body, upload_type)
         except (ValueError, json.JSONDecodeError) as exc:
             return self._error(400, "badContent", str(exc), domain="global")
         with drive._lock:
-            if self._id_refused(metadata):
+            if file_id is None and self._id_refused(metadata):
                 return None
-            if upload_type == "resumable":
-                return self._open_session(None, metadata)
-            if data is not None and not drive._fits(len(data)):
-                return self._quota()
-            for parent in metadata.get("parents") or []:
-                if parent["id"] != "root" and parent["id"] not in drive._files:
-                    return self._error(404, "notFound", f"File not found: {parent['id']}", domain="global")
-            record = drive._new_record(metadata, api=True)
-            if record["mimeType"] != FOLDER_MIME:
-                drive._set_content(record, data if data is not None else b"")
-            drive.writes_accepted += 1
-            answer = dict(record)
-            drive._maybe_twin(record)
-        self._json(200, answer)
-
-    def _update(self, file_id: str, params, body, upload_type: str) -> None:
-        drive = self.server.drive
-        try:
-            metadata, data = self._split_upload(body, upload_type)
-        except (ValueError, json.JSONDecodeError) as exc:
-            return self._error(400, "badContent", str(exc), domain="global")
-        with drive._lock:
-            record = self._record(file_id)
-            if record is None:
+            if file_id is not None and self._record(file_id) is None:
                 return self._error(404, "notFound", f"File not found: {file_id}", domain="global")
             if upload_type == "resumable":
                 return self._open_session(file_id, metadata)
-            if data is not None and not drive._fits(len(data), int(record.get("fileSize", 0))):
-                return self._quota()
+            answer = self._commit(file_id, metadata, data, params)
+        if answer is not None:
+            self._json(200, answer)
+
+    def _commit(self, file_id: str | None, metadata: dict, data: bytes | None, params) -> dict | None:
+        """Under the lock: a new file (`file_id` None) or the file's new metadata and bytes, and the
+        answer's file; None when refused (quota, a parent that does not exist: answered here)."""
+        drive = self.server.drive
+        record = drive._files.get(file_id) if file_id is not None else None
+        if data is not None and not drive._fits(len(data), int(record.get("fileSize", 0)) if record else 0):
+            self._quota()
+            return None
+        if record is None:
+            for parent in metadata.get("parents") or []:
+                if parent["id"] != "root" and parent["id"] not in drive._files:
+                    self._error(404, "notFound", f"File not found: {parent['id']}", domain="global")
+                    return None
+            record = drive._new_record(metadata, api=True)
+            if record["mimeType"] != FOLDER_MIME:
+                drive._set_content(record, data if data is not None else b"")
+        else:
             self._apply_metadata(record, metadata)
             drive._move(record, _id_list(params.get("addParents")), _id_list(params.get("removeParents")))
             if data is not None:
                 drive._set_content(record, data)
             else:
                 drive._touch(record)
-            drive.writes_accepted += 1
-            answer = dict(record)
-        self._json(200, answer)
+        drive.writes_accepted += 1
+        answer = dict(record)
+        if file_id is None:
+            drive._maybe_twin(record)
+        return answer
 
     @staticmethod
     def _apply_metadata(record: dict, metadata: dict) -> None:
@@ -786,26 +762,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = bytes(session["data"])
         with drive._lock:
-            if session["file_id"] is None and self._id_refused(session["metadata"]):
-                drive._sessions.pop(upload_id, None)
-                return None
-            file_id = session["file_id"]
-            replacing = int(drive._files[file_id].get("fileSize", 0)) if file_id in drive._files else 0
-            if not drive._fits(len(data), replacing):
-                drive._sessions.pop(upload_id, None)
-                return self._quota()
-            if file_id is None:
-                record = drive._new_record(session["metadata"], api=True)
-            else:
-                record = drive._files[file_id]
-                self._apply_metadata(record, session["metadata"])
-            drive._set_content(record, data)
             drive._sessions.pop(upload_id, None)
-            drive.writes_accepted += 1
-            answer = dict(record)
-            if file_id is None:
-                drive._maybe_twin(record)
-        self._json(200, answer)
+            if session["file_id"] is None and self._id_refused(session["metadata"]):
+                return None
+            answer = self._commit(session["file_id"], session["metadata"], data, {})
+        if answer is not None:
+            self._json(200, answer)
 
 
 def _id_list(value: str | None) -> list[str]:
