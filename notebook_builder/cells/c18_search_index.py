@@ -59,6 +59,7 @@ import re
 import shutil
 import sqlite3
 import tarfile
+import tempfile
 import unicodedata
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -446,14 +447,26 @@ class _SearchCompiler:
 # ------------------------------------------------------------------ the index
 
 
+def _read_only_shadow(index_path: Path) -> Path:
+    """A private folder of links to the files of an index this process cannot write (a read-only
+    copy): tantivy takes a lock file beside meta.json even to read, which read-only media refuse."""
+    shadow = Path(tempfile.mkdtemp(prefix="kycourt-search-"))
+    for entry in index_path.iterdir():
+        if entry.is_file() and not entry.name.endswith(".lock"):
+            (shadow / entry.name).symlink_to(entry.resolve())
+    return shadow
+
+
 class SearchIndex:
     """The search index of one folder (the workspace, or serve's copy): tantivy's and the catalog."""
 
-    def __init__(self, folder: Path, catalog: sqlite3.Connection, index: tantivy.Index, readonly: bool):
+    def __init__(self, folder: Path, catalog: sqlite3.Connection, index: tantivy.Index, readonly: bool,
+                 shadow: Path | None = None):
         self.folder = folder
         self.catalog = catalog
         self.index = index
         self.readonly = readonly
+        self._shadow = shadow        # the private folder of links a read-only copy is read through
         self._writer: tantivy.IndexWriter | None = None
         self._pending: list[tuple[str, dict[str, Any] | None]] = []
 
@@ -485,11 +498,14 @@ class SearchIndex:
                 index_path.mkdir(exist_ok=True)
                 if not (index_path / "meta.json").is_file() and _catalog_rows(catalog):
                     raise IntegrityError(f"{index_path} is missing while its catalog lists documents")
+            shadow = _read_only_shadow(index_path) if readonly and not os.access(index_path, os.W_OK) else None
             try:
-                index = tantivy.Index(_search_schema(), path=str(index_path), reuse=True)
+                index = tantivy.Index(_search_schema(), path=str(shadow or index_path), reuse=True)
                 _register_analyzers(index)
                 searcher = index.searcher()
             except (OSError, ValueError, RuntimeError) as exc:
+                if shadow is not None:
+                    shutil.rmtree(shadow, ignore_errors=True)
                 raise IntegrityError(f"{index_path} cannot be opened: {exc}") from None
             recorded = int((_kv(catalog, "index_opstamp") or "0"))
             if recorded > _meta_opstamp(index_path):
@@ -498,13 +514,16 @@ class SearchIndex:
         except BaseException:
             catalog.close()
             raise
-        return cls(folder, catalog, index, readonly)
+        return cls(folder, catalog, index, readonly, shadow)
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.rollback()
             self._writer = None
         self.catalog.close()
+        if self._shadow is not None:
+            shutil.rmtree(self._shadow, ignore_errors=True)
+            self._shadow = None
 
     # ----- the catalog
 
