@@ -49,7 +49,7 @@ from notebook_builder.cells.c11_reads import (document_citations, documents_matc
                                               tables_with_column)
 from notebook_builder.cells.c18_search_index import SearchIndex
 from notebook_builder.cells.c20_store import sha256_file
-from notebook_builder.cells.c33_best_text import best_text_sources, fetch_from_store, read_text
+from notebook_builder.cells.c33_best_text import best_text_sources, empty_text_reason, fetch_from_store, read_text
 from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
 
 log_query = logging.getLogger("kycourt.query")
@@ -234,6 +234,7 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
             record["text_source"], name = best.get(row["document_id"], (None, None))
             data = read_text(workspace, name, fetch)
             record["text"] = None if data is None else data.decode("utf-8", "replace")
+            record["text_note"] = empty_text_reason(row, record["text"])
             if counts is not None:
                 counts["documents"] = counts.get("documents", 0) + 1
                 key = "with_text" if record["text"] is not None else "without_text"

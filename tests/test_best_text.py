@@ -14,7 +14,7 @@ from notebook_builder.cells.c14_derived import DerivedRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c21_fixity import FixityRecords, audit_fixity
 from notebook_builder.cells.c80_extract import court_text_agreements
-from notebook_builder.cells.c33_best_text import choose_text_source, record_text_sources
+from notebook_builder.cells.c33_best_text import choose_text_source, empty_text_reason, record_text_sources
 from notebook_builder.cells.c86_derive import derive
 from notebook_builder.cells.c90_verify import referenced_store_names
 
@@ -169,3 +169,18 @@ def test_the_audit_rehashes_the_ocr_text_derive_read(ctx):
         DerivedRecords(ctx.db).derived("scan")["text_sha256"]
     manifest = dict((name, digest) for digest, name in DerivedRecords(ctx.db).manifest_rows())
     assert manifest[f"text/{scan}.ocr.txt"] == DerivedRecords(ctx.db).derived("scan")["text_sha256"]
+
+
+def test_an_empty_text_says_why_in_words():
+    def row(**values):
+        base = {"status": "extracted", "pages": 3, "pages_needing_ocr": 0, "extracted_by_ocr": None, "ocr_pages": None}
+        return {**base, **values}
+    assert empty_text_reason(row(), "words") is None
+    assert empty_text_reason(row(status="downloaded"), None) is None
+    assert empty_text_reason(row(), None) == "its text file is in neither the workspace nor the store"
+    assert empty_text_reason(row(), "\f\f") == "no text layer on its 3 pages, and no page is a scan"
+    assert empty_text_reason(row(pages_needing_ocr=2, extracted_by_ocr=1, ocr_pages=2), " ") == (
+        "blank scan: OCR found no text on its 2 scanned pages")
+    assert empty_text_reason(row(pages_needing_ocr=1, extracted_by_ocr=0), "") == (
+        "scanned, and OCR could read none of its 1 scanned page")
+    assert empty_text_reason(row(pages_needing_ocr=2), "") == "2 scanned pages not recognised yet (the ocr phase reads them)"

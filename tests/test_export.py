@@ -98,6 +98,28 @@ def test_a_withheld_document_is_told_from_one_the_court_answered_404(capsys, tmp
         "fields"]}["document_available"]["description"]
 
 
+def test_a_failure_exports_its_last_error_and_an_empty_text_says_why(capsys, tmp_path, archive):
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        db.conn.execute("UPDATE documents SET status = 'failed', http_status = 403, last_error = 'permanent: HTTP 403' "
+                        "WHERE document_id = ?", (document_id(1),))
+        # A blank scan: its one page was recognised and gave nothing.
+        db.conn.execute("UPDATE documents SET extracted_chars = 0, pages = 1, pages_needing_ocr = 1, likely_scanned = 1, "
+                        "extracted_by_ocr = 1, ocr_pages = 1 WHERE document_id = ?", (document_id(2),))
+        sha = db.conn.execute("SELECT sha256 FROM documents WHERE document_id = ?", (document_id(2),)).fetchone()[0]
+    finally:
+        db.close()
+    for root in (archive.WORKSPACE, archive.STORE):      # its text layer, and OCR's merge of it: empty
+        for name in (f"{sha}.txt", f"{sha}.ocr.txt"):
+            (Path(root) / "text" / name).write_text("\f \n")
+    out = tmp_path / "export"
+    assert export(capsys, archive, out, "jsonl") == (0, "")
+    records = {record["document_id"]: record for record in map(json.loads, (out / "documents.jsonl").open())}
+    assert records[document_id(1)]["last_error"] == "permanent: HTTP 403"
+    assert records[document_id(2)]["text_note"] == "blank scan: OCR found no text on its 1 scanned page"
+    assert records[document_id(0)]["text_note"] is None and records[document_id(0)]["last_error"] is None
+
+
 def test_csv_tells_null_from_empty_and_writes_lists_as_json(capsys, tmp_path, archive):
     out = tmp_path / "csv"
     assert export(capsys, archive, out, "csv")[0] == 0

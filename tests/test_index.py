@@ -12,16 +12,17 @@ import pytest
 from archive_fixture import DOCUMENTS, add_text, build_archive, document_id, make_config
 
 from notebook_builder.cells.c00_config import IntegrityError
-from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, SEARCH_PACK_FILENAME
+from notebook_builder.cells.c06_layout import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME,
+                                               SEARCH_PACK_FILENAME)
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c17_snapshots import checkpoint
 from notebook_builder.cells.c18_query_syntax import parse_query
 from notebook_builder.cells.c18_search_index import SearchIndex, index_behind, index_coverage, search_kinds
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c87_index import (IndexMissingError, court_code_of, court_filter, index, make_snippet,
-                                              plan_index, query_marks, search_archive, snippet_html, text_places,
-                                              year_of)
+from notebook_builder.cells.c87_index import (IndexMissingError, UnmatchedFilter, court_code_of, court_filter, index,
+                                              make_snippet, plan_index, query_marks, search_archive, snippet_html,
+                                              text_places, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.cli import main
 
@@ -192,6 +193,21 @@ def test_filters_by_court_year_type_and_filed_day(archive):
         document_id(0), document_id(1), document_id(2)}
     assert set(found(archive, "vs", after="2021-01-01")) == {document_id(3), document_id(4)}
     assert found(archive, "vs", before="2019-05-01") == []
+
+
+def test_a_filter_no_document_answers_is_named_with_the_values_the_archive_holds(archive, capsys):
+    run_index(archive)
+    with pytest.raises(UnmatchedFilter, match=r"court 'XX' matches no document in the archive \(it holds CA \d+, SC \d+\)"):
+        search_archive(archive.WORKSPACE, "vs", court="XX")
+    with pytest.raises(UnmatchedFilter, match=r"type 'nonsense' matches no document .*opinion \d+.*order \d+"):
+        search_archive(archive.WORKSPACE, "vs", kind="nonsense")
+    with pytest.raises(UnmatchedFilter, match=r"year 1999 matches no document .*2019 \d+"):
+        search_archive(archive.WORKSPACE, "", year=1999)
+    # Filters that each match something, but not together, or a query no document holds: no hits, no error.
+    assert found(archive, "vs", court="SC", year=2019) == []
+    assert found(archive, "nosuchwordanywhere", court="SC") == []
+    assert main(["search", "vs", "--court", "XX", "--workspace", str(archive.WORKSPACE)]) == 2
+    assert "court 'XX' matches no document" in capsys.readouterr().err
 
 
 def test_sorts_pages_and_an_empty_query(archive):

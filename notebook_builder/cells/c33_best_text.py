@@ -76,6 +76,27 @@ def best_text_name(row: Mapping[str, Any], min_quality: float, *, with_court_tex
     return text_name(source, row["sha256"], row["court_sha256"])
 
 
+def empty_text_reason(row: Mapping[str, Any], text: str | None) -> str | None:
+    """Why an extracted document's best text (`text`: None when its file is nowhere) says nothing,
+    in words a reader of an export understands; None when it has text or is not extracted."""
+    if row["status"] != "extracted" or (text is not None and text.strip()):
+        return None
+    if text is None:
+        return "its text file is in neither the workspace nor the store"
+    pages = row["pages"] or 0
+    scanned = row["pages_needing_ocr"] or 0
+
+    def of(count: int, what: str = "page") -> str:
+        return f"{count} {what}{'' if count == 1 else 's'}"
+    if scanned and row["extracted_by_ocr"] == 1:
+        return f"blank scan: OCR found no text on its {of(row['ocr_pages'] or scanned, 'scanned page')}"
+    if scanned and row["extracted_by_ocr"] == 0:
+        return f"scanned, and OCR could read none of its {of(scanned, 'scanned page')}"
+    if scanned:
+        return f"{of(scanned, 'scanned page')} not recognised yet (the ocr phase reads them)"
+    return f"no text layer on its {of(pages)}, and no page is a scan"
+
+
 def record_text_sources(db: Database, min_quality: float, *, sha256: str | None = None) -> int:
     """Brings `documents.text_source` level with the choice, for every document (or those holding
     `sha256`); returns how many changed."""

@@ -111,6 +111,10 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("text_source", "string", "which text `text` is: text_layer (the PDF's), ocr (its scanned pages "
                               "recognised and merged in) or court_text (the court's own, where ours is empty or poor)"),
     ("text", "string", "the document's best text (null when not extracted, or its file is unavailable)"),
+    ("text_note", "string", "why an extracted document's text is empty (a blank scan, scanned pages not "
+                            "recognised yet, no text on any page); null when it has text"),
+    ("last_error", "string", "the pipeline's last word on the document: why it failed, or why extraction gave "
+                             "up; null when none"),
 )
 BUILD_HINT = "build it with `kycourt-pipeline index` (or a run whose phases include index)"
 
@@ -419,6 +423,8 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
     search = search or open_search_index(workspace)
     try:
         found = search.search(parsed, filters, sort=sort, page=page, limit=limit)
+        if not found.total:
+            _refuse_unmatched_filters(search, filters, court=court)
     finally:
         if own:
             search.close()
@@ -429,6 +435,32 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
         _add_snippets(Path(workspace), hits, parsed, fetch_from_store(workspace, store))
     return SearchResult(query=query or "", read_as=parsed.read_as, notes=list(notes) + list(parsed.notes),
                         total=found.total, page=page, limit=limit, sort=sort, filters=filters.active(), hits=hits)
+
+
+class UnmatchedFilter(SearchQueryError):
+    """A filter no document of the archive answers to (a typo in --court or --type): the message
+    names it and the values the archive holds."""
+
+
+# The filters a typo can make empty, by SearchFilters field: (how the user names it, its facet column).
+_CHECKED_FILTERS = {"court_code": ("court", "court_code"), "court_like": ("court", "court_code"),
+                    "kind": ("type", "kinds"), "year": ("year", "year"),
+                    "publication_status": ("publication status", "publication_status")}
+
+
+def _refuse_unmatched_filters(search: SearchIndex, filters: SearchFilters, *, court: str | None) -> None:
+    """Raises UnmatchedFilter for the first filter that alone matches no document of the index, so
+    "no hits" is never the answer to a misspelt filter. The index's own values are named."""
+    everything = parse_query("")
+    for name, (said, column) in _CHECKED_FILTERS.items():
+        value = getattr(filters, name)
+        if value is None or search.search(everything, SearchFilters(**{name: value}), limit=1).total:
+            continue
+        held = search.facets(everything, SearchFilters(), (column,))[column]
+        shown = ", ".join(f"{key} {count}" for key, count in sorted(held, key=lambda pair: str(pair[0]))[:12])
+        typed = court if name in ("court_code", "court_like") and court else value
+        raise UnmatchedFilter(f"{said} {typed!r} matches no document in the archive "
+                              f"({'it holds ' + shown if shown else 'the index is empty'})")
 
 
 def _add_snippets(workspace: Path, hits: list[dict[str, Any]], query: SearchQuery, fetch) -> None:
