@@ -1,52 +1,31 @@
 """The search index: tantivy's inverted index of each document's best text, and its catalog.
 
 Guarantees:
-- The index lives beside ky_court.sqlite in two parts, outside the state
-  snapshot: `ky_search/`, tantivy's segment files (title, description and
-  text word by word with their places; each hit's fields stored), and
-  `ky_search.sqlite`, the catalog (`docs`: one row per indexed document, with
-  the text it was indexed with and the digests the index stage compares;
-  `kv`). A search reads one tantivy commit, which a writer publishes whole
-  (tantivy replaces its meta.json atomically; a reader keeps the segment
-  files it opened): it never sees a half-written index. The catalog is
-  written after each commit, so it is never ahead of the index; one left
-  behind by a crash only makes the index stage index those documents again.
-- Words are runs of letters and digits (tantivy's simple tokenizer) of the
-  text with its accents composed, lowercased and folded to ASCII (Peña,
-  however a PDF spells it, is pena). The text is indexed as a
-  stream in which each of COMMON_WORDS is followed by a term joining it to
-  the next word ("of", then "of\u01c2discretion"), as Lucene's CommonGrams
-  does: a phrase with common words matches exactly through those terms
-  without reading every place of "of" or "the".
-- `search()` builds tantivy's query in code from a SearchQuery
-  (c18_query_syntax), never through tantivy's query parser: every required
-  node matches and no excluded one does; a word matches itself and the
-  index's words with its English stem (suppress: suppressed, suppression), a
-  quoted phrase only its own words in order, a case number its case (the
-  case_number field) or the text that writes it, a prefix every word it
-  begins. Every match is ranked: BM25 (title x4, description x2, text x1)
-  plus SCORE_EXACT for the typed words in their order (a pasted sentence
-  brings the documents holding it first), SCORE_NEAR for all of them within
-  a few words of each other, SCORE_TITLE_NEAR for a title holding them (a
-  caption), SCORE_CASE for the typed case number's own documents. `total` is
-  the exact number of matches under the filters; pages of `limit` hits are
-  disjoint and in order (ties in index order). Sort by relevance, or by
-  filed date (newest or oldest first; an unknown date last either way). An
-  empty query lists the documents under the filters, newest first.
-- Filters: court code, part of the court's name, kind (the derived kind;
-  not derived yet, the start of the docket entry type or description), the case number's
-  year, filed day range (inclusive), publication status. `facets()` counts
-  the values of court code, year, kind and publication status among the
-  matches, each under the other filters.
-- `pack_search_index()` writes the index and its catalog as one tar file
-  (the store's copy, SEARCH_PACK_FILENAME); `unpack_search_index()` puts one
-  in place in a folder that has none, after checking it opens and agrees
-  with its catalog.
-- An index of another SEARCH_SCHEMA_VERSION (the FTS5 index of earlier
-  versions included) raises SearchIndexOutdated; one that cannot be read
-  IntegrityError: it is derived data, built again by the index stage.
-- `index_coverage()` compares the catalog with the extracted documents of
-  the state database (verify, status); `index_behind()` is its cheap form.
+- The index lives beside ky_court.sqlite, outside the state snapshot: `ky_search/` (tantivy's
+  segments: title, description and text with their places; each hit's fields stored) and
+  `ky_search.sqlite`, the catalog (a row per indexed document: the text it was indexed with and
+  the digests the index stage compares). A search reads one tantivy commit, published whole: it
+  never sees a half-written index. The catalog is written after each commit, never ahead of it.
+- Words are runs of letters and digits, accents composed, lowercased, folded to ASCII. The text is
+  indexed with each of COMMON_WORDS followed by a term joining it to the next word (Lucene's
+  CommonGrams): a phrase with common words matches exactly without reading every "of" or "the".
+- `search()` builds tantivy's query in code from a SearchQuery (c18_query_syntax), never through
+  tantivy's parser: every required node matches and no excluded one does; a word matches itself and
+  the index's words with its English stem, a quoted phrase its words in order, a case number its
+  case or the text that writes it, a prefix every word it begins.
+- Every match is ranked: BM25 (title x4, description x2, text) plus fixed scores for the typed
+  words in their order (a pasted sentence brings its document first), all of them near each other,
+  a title holding them (a caption), and the typed case number's own documents. `total` is exact
+  under the filters; pages are disjoint and in order; sort by relevance or filed date; an empty
+  query lists the documents under the filters, newest first.
+- Filters: court code or part of its name, kind, the case number's year, filed day range
+  (inclusive), publication status; `facets()` counts each among the matches under the others.
+- `pack_search_index()` writes the index and its catalog as one tar file (the store's copy);
+  `unpack_search_index()` puts one in place after checking it opens and agrees with its catalog.
+  A read-only copy is read through a private folder of links (tantivy locks beside meta.json).
+- An index of another SEARCH_SCHEMA_VERSION (the FTS5 index of earlier versions included) raises
+  SearchIndexOutdated, one that cannot be read IntegrityError: derived data, built again.
+- `index_coverage()` compares the catalog with the extracted documents (verify, status).
 
 Knobs read: none.
 """
