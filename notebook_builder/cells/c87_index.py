@@ -108,13 +108,13 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("extract_failure", "string", "why no text will ever be extracted (unparseable, encrypted, empty, too "
                                   "large, ...); null otherwise"),
     ("pdf", "string", "the PDF's name in the store"),
-    ("text_source", "string", "which text `text` is: text_layer (the PDF's), ocr (its scanned pages "
-                              "recognised and merged in) or court_text (the court's own, where ours is empty or poor)"),
-    ("text", "string", "the document's best text (null when not extracted, or its file is unavailable)"),
     ("text_note", "string", "why an extracted document's text is empty (a blank scan, scanned pages not "
                             "recognised yet, no text on any page); null when it has text"),
     ("last_error", "string", "the pipeline's last word on the document: why it failed, or why extraction gave "
                              "up; null when none"),
+    ("text_source", "string", "which text `text` is: text_layer (the PDF's), ocr (its scanned pages "
+                              "recognised and merged in) or court_text (the court's own, where ours is empty or poor)"),
+    ("text", "string", "the document's best text (null when not extracted, or its file is unavailable)"),
 )
 BUILD_HINT = "build it with `kycourt-pipeline index` (or a run whose phases include index)"
 
