@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import urllib.parse
 
 import pytest
@@ -12,7 +13,8 @@ import requests
 from notebook_builder.cells.c25_court import ENDPOINTS
 from notebook_builder.simcourt import SimCourt
 from notebook_builder.simcourt.living import month_activity, update_floor
-from notebook_builder.simcourt.server import ADVANCE_PATH, PERIOD_PATH, PLANS_PATH, STATS_PATH
+from notebook_builder.simcourt.server import (ADVANCE_PATH, PERIOD_PATH,
+                                              PLANS_PATH, STATS_PATH)
 
 HEADERS = {"Accept": "application/json", "x-ctrack-excludeselflinks": "true",
            "x-ctrack-paging-calculatetotalcount": "true", "x-ctrack-paging-startindex": "1",
@@ -222,8 +224,9 @@ def test_advance_is_refused_under_a_request_and_for_unknown_activity(session):
     with living_court() as court:
         answer = session.post(root_of(court) + ADVANCE_PATH + "?days=30&floods=3", timeout=10)
         assert answer.status_code == 400 and "floods" in answer.json()["message"]
+        court.advance_wait_s = 0.2
         with court._lock:
-            court.in_flight += 1            # a request of another client being answered
+            court.in_flight += 1            # a request of another client being answered, and not ending
         try:
             assert session.post(root_of(court) + ADVANCE_PATH, timeout=10).status_code == 409
             with pytest.raises(RuntimeError):
@@ -233,6 +236,18 @@ def test_advance_is_refused_under_a_request_and_for_unknown_activity(session):
                 court.in_flight -= 1
         assert court.plans == [] and court.stats()["today"] == DAY.isoformat()
         assert session.post(court.base_url + "/cases/search", timeout=10).status_code == 405
+        # A request whose answer the client has read but whose thread has not yet counted it done:
+        # the advance waits for it instead of being refused.
+        court.advance_wait_s = 5.0
+        with court._lock:
+            court.in_flight += 1
+
+        def end_it():
+            with court._lock:
+                court.in_flight -= 1
+                court._quiet.notify_all()
+        threading.Timer(0.1, end_it).start()
+        assert court.advance(30)["advance"] == 1 and court.in_flight == 0
 
 
 def test_the_default_month_scales_with_the_court_and_its_floor_counts_what_changed():

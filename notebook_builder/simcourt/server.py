@@ -117,6 +117,8 @@ class SimCourt(LoopbackService):
         self.request_log: RequestLog | None = RequestLog() if record_requests else None
         self.documents = DocumentList(self.corpus)
         self._lock = threading.Lock()
+        self._quiet = threading.Condition(self._lock)   # notified as each request's answer ends
+        self.advance_wait_s = 5.0        # how long an advance waits for the requests being answered
         self._requests: dict[int, int] = {}
         self._body_bytes: dict[int, int] = {}
         self.download_requests = 0
@@ -169,13 +171,15 @@ class SimCourt(LoopbackService):
         """Moves the court's day on by `days` with a span of the court's activity (living.py: new cases
         and filings, opinions, a reopened case, withdrawals, a restoration, retitled cases, changed
         descriptions), deterministically from `seed`; a new request-counting period begins. Returns the
-        plan of what changed (`POST /__sim__/advance` answers it). Refused (RuntimeError) while a
-        request is being answered: the court changes between requests, never under one."""
+        plan of what changed (`POST /__sim__/advance` answers it). Waits for the requests being answered
+        to end, and is refused (RuntimeError) if they have not within `advance_wait_s`: the court changes between
+        requests, never under one."""
         return self._advance(days, seed, activity, requests_allowed=0)
 
     def _advance(self, days: int, seed: int, activity: dict[str, int] | None, requests_allowed: int) -> dict:
         with self._lock:
-            if self.in_flight > requests_allowed:
+            # A client reads its answer a moment before the answering thread counts it done.
+            if not self._quiet.wait_for(lambda: self.in_flight <= requests_allowed, self.advance_wait_s):
                 raise RuntimeError(f"{self.in_flight - requests_allowed} requests in flight: advance between requests")
             listed = {entry for entry in set(self.corpus.doc_entry)
                       if self.unavailable_files and self.corpus.has_withheld_file(entry)}
@@ -547,6 +551,7 @@ class _Handler(DownloadAnswers, BaseHTTPRequestHandler):
         finally:
             with court._lock:
                 court.in_flight -= 1
+                court._quiet.notify_all()
 
     def _answer_post(self, court: SimCourt) -> None:
         """The simulation's own controls (no real court has them); the API answers POST with 405."""
@@ -587,6 +592,7 @@ class _Handler(DownloadAnswers, BaseHTTPRequestHandler):
         finally:
             with court._lock:
                 court.in_flight -= 1
+                court._quiet.notify_all()
 
     def _answer(self, court: SimCourt, head: bool) -> None:
         url = urlsplit(self.path)
