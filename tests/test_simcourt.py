@@ -244,6 +244,20 @@ def test_same_seed_same_documents_and_bytes_other_seed_other_ids():
     assert one.documents[0].document_id != other.documents[0].document_id
 
 
+def test_a_court_given_its_day_has_filed_nothing_on_or_after_it_and_differs_only_in_dates():
+    from notebook_builder.simcourt.corpus import PlannedCorpus
+    day = dt.date(2026, 10, 1)
+    free, bounded = PlannedCorpus(400, seed=7, admin_share=0.05), PlannedCorpus(400, seed=7, admin_share=0.05,
+                                                                                  today=day)
+    assert max(free.doc_filed) >= day.toordinal()       # a plan left to the calendar runs past that day
+    assert max(bounded.doc_filed) < day.toordinal() and max(bounded.case_filed) < day.toordinal()
+    assert all(doc >= case for doc, case in zip(bounded.doc_filed, (bounded.case_filed[c] for c in bounded.doc_case)))
+    assert (bounded.case_keys, list(bounded.doc_description), list(bounded.doc_entry)) == (
+        free.case_keys, list(free.doc_description), list(free.doc_entry))
+    moved = sum(a != b for a, b in zip(free.doc_filed, bounded.doc_filed))
+    assert 0 < moved < len(free.doc_filed) // 4
+
+
 # ----------------------------------------------------------------- faults
 
 

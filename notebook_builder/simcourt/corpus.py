@@ -12,6 +12,8 @@ Guarantees:
   cases with few public documents, opinions about a fifth, nothing filed after yesterday).
   `admin_share` files a share of each year's documents under ADMIN numbers (their real numbers only
   in the description). `late_opinions` plans opinions filed yesterday in closed cases.
+- Nothing planned is filed on or after the court's day when it is given (`today`), as in the real
+  record; left to the real date, the plan ignores the calendar, so a test's corpus is the same any day.
 - The court's day (`today`, the real date unless given) moves on with advance() (living.py): what
   it adds comes after the plan (documents from `planned_size`, cases from `planned_cases`), and
   retitlings, changed descriptions, opened and closed cases, withdrawn and restored documents are
@@ -166,6 +168,14 @@ def _offset(month: int) -> str:
     return "-04:00" if 4 <= month <= 10 else "-05:00"   # Eastern time, DST roughly
 
 
+def _fold(days_after: int, case_filed: int, horizon: int | None) -> int:
+    """`days_after` folded into the days from `case_filed` to `horizon` (None: no bound), so that a
+    court given its day draws the same numbers as one left to the calendar and differs in dates alone."""
+    if horizon is not None and case_filed + days_after > horizon:
+        return days_after % max(1, horizon - case_filed + 1)
+    return days_after
+
+
 class PlannedCorpus:
     """The planned corpus: its cases, entries and documents, their texts and their lookups (shapes.py's
     `Corpus` adds what the court answers). Read-only but for advance() (living.py)."""
@@ -183,7 +193,8 @@ class PlannedCorpus:
         # The court's day: nothing is filed on it yet (real_counts files up to the day before; late
         # opinions are filed the day before). advance() moves it on.
         self.today = (today or _dt.date.today()).toordinal()
-        self.horizon = self.today - 1     # real_counts: the last day anything is filed
+        self.horizon = self.today - 1     # the last day anything planned is filed (real_counts, or a day given)
+        self.bounded = real_counts or today is not None
         self.midnight_instants = midnight_instants
         self.admin_share = admin_share
         self.admin_description: dict[int, str] = {}      # ADMIN documents: their description
@@ -251,7 +262,7 @@ class PlannedCorpus:
             self.case_keys.append(f"{year} {court} ADMIN - NON-CONFIDENTIAL OPINION - {number:03d}")
             self.case_first_doc.append(len(self.doc_case))
             filed = _dt.date(year, 1, 1).toordinal() + rng.randrange(365)
-            if self.real_counts:
+            if self.bounded:
                 filed = min(filed, self.horizon)
             self.case_filed.append(filed)
             doc = len(self.doc_case)
@@ -275,9 +286,11 @@ class PlannedCorpus:
             in_case = max(rng.choices(sizes, weights)[0], math.ceil(remaining / slots_left))
             in_case = min(in_case, remaining)
             remaining -= in_case
-            self._add_case(f"{shard}-{sequence:04d}", _dt.date(year, 1, 1).toordinal() + rng.randrange(365),
+            case_filed = _dt.date(year, 1, 1).toordinal() + rng.randrange(365)
+            self._add_case(f"{shard}-{sequence:04d}", min(case_filed, self.horizon) if self.bounded else case_filed,
                            in_case, rng, lambda shares_entry: rng.randrange(len(DESCRIPTIONS)),
-                           lambda case_filed: rng.randrange(0, 400))
+                           lambda case_filed: _fold(rng.randrange(0, 400), case_filed, self.horizon if self.bounded else None))
+
 
     def _add_case(self, key: str, case_filed: int, documents: int, rng: random.Random,
                   describe: Callable[[bool], int], filed_after: Callable[[int], int]) -> None:
