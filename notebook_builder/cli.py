@@ -91,18 +91,6 @@ def _bounded(convert: Callable[[str], Any], low: float, high: float | None = Non
 TCP_PORT = _bounded(int, 0, 65535, "a TCP port from 0 to 65535 (0: the system picks a free one)")
 
 
-def _iso_day(text: str) -> str:
-    """argparse type: a day written YYYY-MM-DD."""
-    import datetime
-    value = text.strip()
-    try:
-        if len(value) == 10:
-            return datetime.date.fromisoformat(value).isoformat()
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected a day like 2019-03-31")
-
-
 def _verbose_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
@@ -489,7 +477,7 @@ def _cmd_status(cfg) -> int:
 
 
 def _day(text: str) -> str:
-    """A --since day: YYYY-MM-DD."""
+    """argparse type: a day YYYY-MM-DD (--since, --today, --after, --before)."""
     try:
         return datetime.date.fromisoformat(text.strip()).isoformat()
     except ValueError:
@@ -832,8 +820,8 @@ def _add_query_commands(commands) -> None:
     search.add_argument("--type", dest="kind", metavar="TYPE",
                         help="the document's kind as derived (opinion, order, brief, other), or a docket "
                              "entry type or description prefix, e.g. OPINION or ORDER")
-    search.add_argument("--after", type=_iso_day, metavar="YYYY-MM-DD", help="filed on or after this day")
-    search.add_argument("--before", type=_iso_day, metavar="YYYY-MM-DD", help="filed on or before this day")
+    search.add_argument("--after", type=_day, metavar="YYYY-MM-DD", help="filed on or after this day")
+    search.add_argument("--before", type=_day, metavar="YYYY-MM-DD", help="filed on or before this day")
     search.add_argument("--sort", choices=("relevance", "newest", "oldest"), default="relevance",
                         help="relevance (default), or the filed date, newest or oldest first")
     search.add_argument("--page", type=_bounded(int, 1), default=1, help="the page of hits, from 1 (default 1)")
@@ -933,14 +921,10 @@ def _cmd_index(cfg) -> int:
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c18_search_index import index_behind
-    from notebook_builder.cells.c87_index import format_hits, open_search_index, search_archive
-    search = open_search_index(cfg.WORKSPACE)
-    try:
-        result = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
-                                after=args.after, before=args.before, sort=args.sort, page=args.page,
-                                limit=args.limit, search=search, store=query_store(cfg)[0])
-    finally:
-        search.close()
+    from notebook_builder.cells.c87_index import format_hits, search_archive
+    result = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
+                            after=args.after, before=args.before, sort=args.sort, page=args.page,
+                            limit=args.limit, store=query_store(cfg)[0])
     coverage = index_behind(cfg.WORKSPACE)
     if coverage is not None:
         print(f"kycourt-pipeline: the search index is behind the archive ({coverage.describe()}): "

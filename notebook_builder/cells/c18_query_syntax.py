@@ -99,11 +99,6 @@ class SearchQuery:
     def empty(self) -> bool:
         return not self.required
 
-    @property
-    def changed(self) -> bool:
-        """Whether the query was read differently from how it was typed."""
-        return bool(self.notes)
-
 
 # ------------------------------------------------------------------ words
 

@@ -429,8 +429,6 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
         if own:
             search.close()
     hits = found.hits
-    for hit in hits:
-        hit["ranked_among"], hit["rank_capped"] = found.total, False
     if hits:
         _add_snippets(Path(workspace), hits, parsed, fetch_from_store(workspace, store))
     return SearchResult(query=query or "", read_as=parsed.read_as, notes=list(notes) + list(parsed.notes),
@@ -454,7 +452,7 @@ def _refuse_unmatched_filters(search: SearchIndex, filters: SearchFilters, *, co
     everything = parse_query("")
     for name, (said, column) in _CHECKED_FILTERS.items():
         value = getattr(filters, name)
-        if value is None or search.search(everything, SearchFilters(**{name: value}), limit=1).total:
+        if value is None or search.count(everything, SearchFilters(**{name: value})):
             continue
         held = search.facets(everything, SearchFilters(), (column,))[column]
         shown = ", ".join(f"{key} {count}" for key, count in sorted(held, key=lambda pair: str(pair[0]))[:12])

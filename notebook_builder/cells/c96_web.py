@@ -59,7 +59,7 @@ from .c14_derived import DerivedRecords
 from .c18_query_syntax import parse_query
 from .c18_search_index import SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed
 from .c33_best_text import best_text_sources
-from .c87_index import (INDEX_COURT_CODES, SearchResult, court_filter, open_search_index, query_marks, search_archive,
+from .c87_index import (INDEX_COURT_CODES, SearchResult, open_search_index, query_marks, search_archive,
                         snippet_html, text_places)
 from .c89_feed import changes_page, feed_answer, withdrawn_note
 
@@ -285,7 +285,7 @@ def search_page(site: ServedArchive, request: WebSearch) -> WebResponse:
     try:
         result = request.run(site)
         filters = result.filters
-        facets = site.search_index().facets(parse_query(request.q), _web_filters(request))
+        facets = site.search_index().facets(parse_query(request.q), SearchFilters(**filters))
     except Exception as exc:     # an index that cannot be read: say so, keep the tables reachable
         return _web_html(_web_page("Search", f'<p class="problem">{html.escape(str(exc))}</p>'), 503)
     body = [_web_search_form(request, filters)]
@@ -299,12 +299,6 @@ def search_page(site: ServedArchive, request: WebSearch) -> WebResponse:
                 f'</summary>{_web_facets(request, facets)}</details></aside></div>')
     title = f"{request.q} - search" if request.q else "Search the archive"
     return _web_html(_web_page(title, "".join(body), header_box=False))
-
-
-def _web_filters(request: WebSearch) -> SearchFilters:
-    return SearchFilters(**court_filter(request.court), kind=request.kind or None, year=request.year,
-                         after=request.after or None, before=request.before or None,
-                         publication_status=request.publication_status or None)
 
 
 def _web_search_form(request: WebSearch, filters: dict[str, Any]) -> str:
