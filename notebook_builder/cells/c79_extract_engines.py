@@ -75,7 +75,8 @@ def _extract_pages_pypdf(pdf_path: str, pages: Iterable[int] | None = None) -> l
 
 def _pdfium_page_objects(page_handle, text_page_handle=None) -> tuple[float, int, bool, int]:
     """(the area its images cover, how many objects are text, some object is an image, how many text
-    objects draw something but give no text) of a page, form XObjects on it included (3 deep; an image
+    objects draw something but give no text, counted until it is known whether they are more than
+    half) of a page, form XObjects on it included (3 deep; an image
     in a form counts with the form's bounds). A text object gave no text when its font could not be
     decoded; an empty or blank string draws nothing (no extent: a vertical run has height). Raw C
     calls with their names bound once: pypdfium2's get_objects wraps every object in Python."""
@@ -91,7 +92,7 @@ def _pdfium_page_objects(page_handle, text_page_handle=None) -> tuple[float, int
             return 0.0
         return max(0.0, right.value - left.value) * max(0.0, top.value - bottom.value)
 
-    covered, texts, has_images, silent = 0.0, 0, False, 0
+    covered, texts, has_images, drawn = 0.0, 0, False, []
     # (count, get, container, depth, the top-level form it is in) of each object list to look through
     pending = [(pdfium_c.FPDFPage_CountObjects, pdfium_c.FPDFPage_GetObject, page_handle, 0, None)]
     counted_forms = set()
@@ -103,10 +104,9 @@ def _pdfium_page_objects(page_handle, text_page_handle=None) -> tuple[float, int
             if kind == text_kind:
                 texts += 1
                 if (text_page_handle is not None
-                        and pdfium_c.FPDFTextObj_GetText(handle, text_page_handle, None, 0) <= 2
                         and pdfium_c.FPDFPageObj_GetBounds(handle, left, bottom, right, top)
                         and max(right.value - left.value, top.value - bottom.value) > 0.5):
-                    silent += 1
+                    drawn.append(handle)
             elif kind == image_kind:
                 has_images = True
                 if outer is None:
@@ -117,6 +117,14 @@ def _pdfium_page_objects(page_handle, text_page_handle=None) -> tuple[float, int
             elif kind == form_kind and depth < 3:
                 pending.append((pdfium_c.FPDFFormObj_CountObjects, pdfium_c.FPDFFormObj_GetObject, handle,
                                 depth + 1, handle if outer is None else outer))
+    # FPDFTextObj_GetText scans the page's characters for each object: ask only until the count is
+    # decided either way (more than half the objects silent, or too few left to make them so).
+    silent = 0
+    for position, handle in enumerate(drawn):
+        if silent > texts / 2 or silent + len(drawn) - position <= texts / 2:
+            break
+        if pdfium_c.FPDFTextObj_GetText(handle, text_page_handle, None, 0) <= 2:
+            silent += 1
     return covered, texts, has_images, silent
 
 
