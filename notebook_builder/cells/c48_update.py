@@ -132,13 +132,16 @@ def export_changes(ctx: Context, db: Database, *, current: str | None = None) ->
     """Every run's changes/<run>.jsonl the store lacks, and the run `current` (this session's update,
     ending) even when it recorded nothing; returns the names written."""
     log = ChangeLog(db)
+    runs = [*log.runs(), *([current] if current else [])]
+    if not runs:       # nothing recorded yet (a first crawl): nothing to list the store for
+        return []
     try:
         held = set(ctx.store.list_dir(CHANGES_FOLDER))
     except StoreError as exc:
         log_update.warning("the store's %s/ cannot be listed (%s): changes not exported this run", CHANGES_FOLDER, exc)
         return []
     written = []
-    for run in dict.fromkeys([*log.runs(), *([current] if current else [])]):
+    for run in dict.fromkeys(runs):
         name = changes_store_name(run)
         if name in held:
             continue

@@ -115,13 +115,20 @@ def withdrawn_note(row: Any) -> str:
 
 def publish_changes(ctx: Context, run: str | None) -> dict[str, Any]:
     """Every run's changes/<run>.jsonl the store lacks (`run`: this session's update, even with no
-    change), then feed.atom; returns what was written."""
+    change), then feed.atom when it changed (an empty feed once); returns what was written."""
     db = ctx.open_database()
     written = export_changes(ctx, db, current=run)
     records = _with_documents(db.conn, ChangeLog(db).newest(FEED_ENTRIES))
     path = ctx.path(FEED_FILENAME)
-    atomic_write(path, atom_feed(records, title="Kentucky appellate courts: what changed"))
-    feed = ctx.mirror.put(FEED_FILENAME, path, mutable=True)
+    data = atom_feed(records, title="Kentucky appellate courts: what changed")
+    # The workspace's feed.atom is the one the store holds (removed when its upload failed, so the
+    # next session tries again); an empty feed's `updated` is the moment it was written: one is enough.
+    feed = False
+    if not (path.is_file() and (not records or path.read_bytes() == data)):
+        atomic_write(path, data)
+        feed = ctx.mirror.put(FEED_FILENAME, path, mutable=True)
+        if not feed:
+            path.unlink(missing_ok=True)
     if written:
         log_feed.info("changes: %s in the store; %s", ", ".join(written), FEED_FILENAME)
     return {"changes_files": written, "feed": feed, "entries": len(records)}
