@@ -691,6 +691,7 @@ def is_sqlite_file(path: str | os.PathLike) -> bool:
     live writer: lost commits, then "disk I/O error" or a malformed database (SQLite's "How To
     Corrupt", 2.2). SQLite's own connections share one descriptor table per file and never do that
     (open_reader copies a file by hand only where SQLite cannot read it in place: no live writer).
+    The connection is immutable (no lock, no sidecar, no copy): only the header is asked for.
     A missing or empty file is no database.
     """
     try:
@@ -698,10 +699,13 @@ def is_sqlite_file(path: str | os.PathLike) -> bool:
             return False
     except OSError:
         return False
+    conn = sqlite3.connect(database_uri(path, mode="ro", immutable="1"), uri=True)
     try:
-        open_reader(path).close()
+        conn.execute("PRAGMA schema_version").fetchone()
     except sqlite3.DatabaseError as exc:
         return "not a database" not in str(exc)   # locked or busy: a database all the same
+    finally:
+        conn.close()
     return True
 
 
