@@ -32,7 +32,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from .c00_config import IntegrityError
 
@@ -890,6 +890,15 @@ def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") ->
 
 def quote_name(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def rows_in(conn: sqlite3.Connection, sql: str, ids: Iterable[Any], chunk: int = 500) -> Iterator[sqlite3.Row]:
+    """The rows of `sql` for these ids, asked `chunk` at a time (SQLite's limit on variables): its
+    `{ids}` stands for one chunk's placeholders."""
+    wanted = list(dict.fromkeys(ids))
+    for start in range(0, len(wanted), chunk):
+        part = wanted[start:start + chunk]
+        yield from conn.execute(sql.format(ids=", ".join("?" * len(part))), part)
 
 
 class Tables:

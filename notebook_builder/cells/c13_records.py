@@ -16,7 +16,7 @@ import sqlite3
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from .c00_config import utc_now
-from .c10_database import KV_CHECKPOINT_SEQ, Tables
+from .c10_database import KV_CHECKPOINT_SEQ, Tables, rows_in
 
 # The response headers that identify a download's bytes (download_events), in its column order.
 IDENTIFYING_HEADERS = ("Content-Length", "ETag", "Last-Modified", "Content-Type")
@@ -100,21 +100,13 @@ class DownloadRecords(Tables):
 
     def existing_document_ids(self, candidates: Iterable[str]) -> list[str]:
         """Which of these strings are document ids of the table (one query per 500)."""
-        wanted, found = list(candidates), []
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            found.extend(row[0] for row in self.conn.execute(
-                f"SELECT document_id FROM documents WHERE document_id IN ({', '.join('?' * len(chunk))})", chunk))
-        return found
+        return [row[0] for row in rows_in(
+            self.conn, "SELECT document_id FROM documents WHERE document_id IN ({ids})", candidates)]
 
     def document_ids_with_sha256(self, sha256s: Iterable[str]) -> list[tuple[str, str]]:
         """(document_id, sha256) of the rows recording one of these hashes (one query per 500)."""
-        wanted, found = list(sha256s), []
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            found.extend((row[0], row[1]) for row in self.conn.execute(
-                f"SELECT document_id, sha256 FROM documents WHERE sha256 IN ({', '.join('?' * len(chunk))})", chunk))
-        return found
+        return [(row[0], row[1]) for row in rows_in(
+            self.conn, "SELECT document_id, sha256 FROM documents WHERE sha256 IN ({ids})", sha256s)]
 
     def credit_backup(self, document_id: str, *, sha256: str, size_bytes: int, local_pdf: str) -> bool:
         """Backfill: a verified backup PDF is this document's. Returns True if the row changed.
@@ -160,6 +152,18 @@ _TWIN_COLUMNS = ("document_id, pages, extracted_chars, likely_scanned, pages_nee
 
 class TextRecords(Tables):
     """What extraction and OCR record of a document's text and pages."""
+
+    def back_to_extract(self, figures: Sequence[tuple[str, int | None]], reason: str) -> int:
+        """(document_id, characters of the text the archive holds, or None) of `extracted` or
+        `downloaded` documents: back in the extract queue, attempts reset, `reason` their last word;
+        a known character count is kept (the held text's where none was recorded), so extraction
+        keeps that text (c80). Returns the rows changed."""
+        with self.transaction():
+            return self.conn.executemany(
+                "UPDATE documents SET status = 'downloaded', extract_attempts = 0, extract_failure = NULL, "
+                "extracted_chars = COALESCE(extracted_chars, ?), last_error = ?, updated_at = ? "
+                "WHERE document_id = ? AND status IN ('extracted', 'downloaded')",
+                [(chars, reason, utc_now(), document_id) for document_id, chars in figures]).rowcount
 
     def mark_extract_failed(self, document_id: str, error: str, *, reason: str | None = None,
                             spend_all: int | None = None) -> None:
@@ -226,15 +230,10 @@ class TextRecords(Tables):
     def extracted_twins(self, sha256s: Iterable[str]) -> dict[str, sqlite3.Row]:
         """`extracted_twin` of many sha256 at once (one query per 500): sha256 -> its row, for those
         an `extracted` document holds."""
-        wanted = list(dict.fromkeys(sha256s))
         twins: dict[str, sqlite3.Row] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            for row in self.conn.execute(
-                    f"SELECT sha256, {_TWIN_COLUMNS} FROM documents "
-                    f"WHERE sha256 IN ({', '.join('?' * len(chunk))}) AND status = 'extracted' "
-                    "AND pages IS NOT NULL", chunk):
-                twins.setdefault(row["sha256"], row)
+        for row in rows_in(self.conn, f"SELECT sha256, {_TWIN_COLUMNS} FROM documents WHERE sha256 IN ({{ids}}) "
+                           "AND status = 'extracted' AND pages IS NOT NULL", sha256s):
+            twins.setdefault(row["sha256"], row)
         return twins
 
     def ocr_queue(self) -> list[tuple[str, list[int]]]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .c00_config import utc_now
-from .c10_database import KV_DISCOVERY_STRATEGY, Tables
+from .c10_database import KV_DISCOVERY_STRATEGY, Tables, rows_in
 
 DOCUMENT_METADATA_COLUMNS = (
     "case_number", "court", "case_title", "docket_entry_id", "description",
@@ -113,15 +113,6 @@ _UPSERT_ENTRY_SQL = (
     f"VALUES ({', '.join('?' for _ in DOCKET_ENTRY_COLUMNS)}, ?) ON CONFLICT(docket_entry_id) DO UPDATE SET "
     + ", ".join(f"{c} = COALESCE(excluded.{c}, {c})" for c in DOCKET_ENTRY_COLUMNS[1:])
     + ", updated_at = excluded.updated_at")
-
-
-def rows_in(conn: sqlite3.Connection, sql: str, ids: Iterable[Any], chunk: int = 500) -> Iterator[sqlite3.Row]:
-    """The rows of `sql` for these ids, asked `chunk` at a time (SQLite's limit on variables): its
-    `{ids}` stands for one chunk's placeholders."""
-    wanted = list(dict.fromkeys(ids))
-    for start in range(0, len(wanted), chunk):
-        part = wanted[start:start + chunk]
-        yield from conn.execute(sql.format(ids=", ".join("?" * len(part))), part)
 
 
 @dataclass

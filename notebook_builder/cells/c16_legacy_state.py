@@ -45,15 +45,6 @@ class LegacyState(Tables):
                                   "WHERE document_id = ?", [(sha, size, local, utc_now(), document_id)
                                                             for sha, size, local, document_id in pointers])
 
-    def extract_again(self, document_ids: Sequence[str], reason: str) -> None:
-        """Extracted rows back in the extract queue, attempts reset (their text gone, or their pages
-        never measured; a text the archive holds is kept: c80)."""
-        with self.transaction():
-            self.conn.executemany(
-                "UPDATE documents SET status = 'downloaded', extract_attempts = 0, extract_failure = NULL, "
-                "last_error = ?, updated_at = ? WHERE document_id = ? AND status = 'extracted'",
-                [(reason, utc_now(), document_id) for document_id in document_ids])
-
     def note_legacy(self, document_ids: Sequence[str], note: str) -> None:
         with self.transaction():
             self.conn.executemany("UPDATE legacy_documents SET note = ? WHERE document_id = ?",

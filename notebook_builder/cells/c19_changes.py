@@ -31,8 +31,8 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .c00_config import utc_now
-from .c10_database import Database, Tables
-from .c15_discovery_state import Transitions, rows_in
+from .c10_database import Database, Tables, rows_in
+from .c15_discovery_state import Transitions
 
 CHANGE_KINDS = ("added", "withdrawn", "restored", "changed")
 # The contract's record of a change (`kycourt-pipeline changes --json`, the store's changes/<run>.jsonl).

@@ -22,8 +22,7 @@ Guarantees:
   too. Each damage is a `fixity_events` row saying how it was healed or why not; `unhealed` names
   what is still damaged. A missing name the store backlog holds is lag, not damage.
 - `FixityRecords.extracted_without_figures` lists `extracted` documents lacking extracted_chars or
-  pages; `send_back_to_extract` puts such documents back in the extract queue with the character
-  count of the text the archive holds, so extraction measures them and keeps that text (c80).
+  pages (verify puts them back in the extract queue with c13 `TextRecords.back_to_extract`).
 - `bagit_manifest(rows)`: BagIt's `manifest-sha256.txt` lines.
 
 Knobs read: none (verify passes `cycle` and `read_all`, from AUDIT and VERIFY_HASHES).
@@ -159,17 +158,6 @@ class FixityRecords(Tables):
         return self.conn.execute(
             "SELECT document_id, sha256, extracted_chars, pages FROM documents WHERE status = 'extracted' "
             "AND (extracted_chars IS NULL OR pages IS NULL) ORDER BY rowid").fetchall()
-
-    def send_back_to_extract(self, figures: Sequence[tuple[str, int | None]], reason: str) -> int:
-        """(document_id, characters of the text the archive holds, or None) of `extracted` or
-        `downloaded` documents: back in the extract queue, attempts reset; a known character count
-        is kept (the held text's where none was recorded), so extraction keeps that text."""
-        with self.transaction():
-            return self.conn.executemany(
-                "UPDATE documents SET status = 'downloaded', extract_attempts = 0, extract_failure = NULL, "
-                "extracted_chars = COALESCE(extracted_chars, ?), last_error = ?, updated_at = ? "
-                "WHERE document_id = ? AND status IN ('extracted', 'downloaded')",
-                [(chars, reason, utc_now(), document_id) for document_id, chars in figures]).rowcount
 
 
 # ------------------------------------------------------------------ the audit

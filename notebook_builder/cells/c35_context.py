@@ -77,6 +77,14 @@ class Context:
     def path(self, name: str) -> Path:
         return self.workspace / name
 
+    def held_characters(self, name: str) -> int | None:
+        """The characters of the text the archive holds under `name` (the workspace's, else fetched
+        from the store); None when neither has it."""
+        local = self.path(name)
+        if not local.is_file() and not self.mirror.fetch(name, local):
+            return None
+        return len(local.read_bytes().decode("utf-8", "replace"))
+
     @property
     def db_path(self) -> Path:
         return self.workspace / DB_FILENAME

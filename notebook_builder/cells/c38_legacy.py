@@ -55,10 +55,9 @@ from .c06_layout import DB_FILENAME, pdf_store_name, text_store_name
 from .c10_database import (KV_LEGACY_ADOPTION, KV_STORE_CHECKPOINT_SEQ, PERMANENT_HTTP_STATUSES, SCHEMA_VERSION,
                            STATUSES, ColumnSpec, Database, LegacyDatabaseError, SchemaSpec, database_uri,
                            is_sqlite_file, open_reader, read_schema, schema_state, target_schema)
-from .c13_records import DownloadRecords
+from .c13_records import DownloadRecords, TextRecords
 from .c16_legacy_state import LEGACY_METADATA_SQL, LegacyState
 from .c20_store import sha256_file
-from .c21_fixity import FixityRecords
 from .c35_context import Context
 
 log_legacy = logging.getLogger("kycourt.legacy")
@@ -643,17 +642,19 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
             reextract.append(row["document_id"])
     with db.transaction():
         LegacyState(db).set_pdf_pointers(pointers)
-        FixityRecords(db).send_back_to_extract(
-            [(document_id, chars if chars is not None else _held_characters(ctx, text))
+        TextRecords(db).back_to_extract(
+            [(document_id, chars if chars is not None else ctx.held_characters(text))
              for document_id, chars, text in measure],
             "adopted from an older version that recorded no figures of it (characters, pages): measured "
             "by extracting it again, its text kept")
-        LegacyState(db).extract_again(reextract, "adopted from an older version: its text is in neither the workspace "
-                                    "nor the store; extracted again")
-        LegacyState(db).extract_again(unread, "adopted from an older version that read no text from it and had no OCR: "
-                                 "extracted again, so its scanned pages are measured and recognised")
-        LegacyState(db).extract_again(rescan, "adopted from an older version that judged it likely scanned and had no OCR: "
-                                 "its pages are measured (its text kept), so its scanned pages are recognised")
+        for document_ids, reason in (
+                (reextract, "adopted from an older version: its text is in neither the workspace nor the store; "
+                            "extracted again"),
+                (unread, "adopted from an older version that read no text from it and had no OCR: extracted "
+                         "again, so its scanned pages are measured and recognised"),
+                (rescan, "adopted from an older version that judged it likely scanned and had no OCR: its pages "
+                         "are measured (its text kept), so its scanned pages are recognised")):
+            TextRecords(db).back_to_extract([(document_id, None) for document_id in document_ids], reason)
         if requeue:
             DownloadRecords(db).revert_to_discovered(requeue, "adopted from an older version: its PDF is in neither the "
                                              "workspace, the store, nor pdf_backup/; downloaded again")
@@ -674,14 +675,6 @@ def settle_adopted_rows(ctx: Context, db: Database, result: AdoptResult) -> None
         log_legacy.warning("%d adopted extracted rows have no text in the workspace or the store: extracted "
                            "again (%s%s)", len(reextract), ", ".join(reextract[:_LEGACY_SHOWN]),
                            ", ..." if len(reextract) > _LEGACY_SHOWN else "")
-
-
-def _held_characters(ctx: Context, text: str) -> int | None:
-    """The characters of the text the archive holds under `text` (the workspace's, else the store's)."""
-    local = ctx.path(text)
-    if not local.is_file() and not ctx.mirror.fetch(text, local):
-        return None
-    return len(local.read_bytes().decode("utf-8", "replace"))
 
 
 def _sha_named_by(local_pdf: Any) -> str | None:

@@ -33,8 +33,7 @@ from typing import Any, Iterable
 from .c00_config import utc_now
 from .c05_durable import atomic_write
 from .c06_layout import DB_FILENAME, FEED_FILENAME, pdf_store_name
-from .c10_database import Database
-from .c15_discovery_state import rows_in
+from .c10_database import Database, rows_in
 from .c18_query_syntax import parse_query
 from .c18_search_index import SearchFilters
 from .c19_changes import ChangeLog

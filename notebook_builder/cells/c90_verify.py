@@ -7,7 +7,7 @@ Guarantees:
   documents and downloaded ones out of extract attempts, with a `reason`) are written atomically
   to the workspace and mirrored to the store.
 - Every `extracted` document carries extracted_chars and pages: one that
-  does not is named, back in the extract queue (c21 `send_back_to_extract`).
+  does not is named, back in the extract queue (c13 `TextRecords.back_to_extract`).
 - Rows claiming a PDF carry sha256 and `local_pdf == pdf_by_hash/<sha256>.pdf`.
   Every `pdf_by_hash/` and `text/` name they refer to (`text/<sha256>.ocr.txt`
   too once OCR'd) is audited by c21_fixity: the listing every run, the bytes
@@ -55,7 +55,7 @@ from .c06_layout import (CONTENT_ADDRESSED_PREFIXES, DOCUMENT_INVENTORY, FAILED_
                          pdf_store_name, text_store_name)
 from .c10_database import KV_DOWNLOAD_PATH, PERMANENT_HTTP_STATUSES, Database
 from .c12_queues import WorkQueues
-from .c13_records import DownloadRecords
+from .c13_records import DownloadRecords, TextRecords
 from .c15_discovery_state import DiscoveryState, coverage_gaps
 from .c17_snapshots import StoreState
 from .c18_search_index import index_coverage
@@ -345,12 +345,10 @@ def _verify_figures(ctx: Context, db: Database) -> list[str]:
     for row in lacking:
         chars = row["extracted_chars"]
         if chars is None and row["sha256"]:
-            text = ctx.path(text_store_name(row["sha256"]))
-            if text.is_file() or ctx.mirror.fetch(text_store_name(row["sha256"]), text):
-                chars = len(text.read_bytes().decode("utf-8", "replace"))
+            chars = ctx.held_characters(text_store_name(row["sha256"]))
         figures.append((row["document_id"], chars))
     if figures:
-        FixityRecords(db).send_back_to_extract(figures, "extracted without its figures (characters, pages): "
+        TextRecords(db).back_to_extract(figures, "extracted without its figures (characters, pages): "
                                                "back in the extract queue to be measured")
         log_verify.warning("%d documents were extracted without their figures: back in the extract queue (%s)",
                            len(figures), ", ".join(document_id for document_id, _ in figures[:_VERIFY_SHOWN]))
