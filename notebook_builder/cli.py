@@ -442,16 +442,10 @@ def _cmd_status(cfg) -> int:
     is one line and exit status 1, never a document of zeros."""
     from notebook_builder.cells.c06_layout import DB_FILENAME
     from notebook_builder.cells.c10_database import Database, is_sqlite_file
-    from notebook_builder.cells.c35_context import status_document
+    from notebook_builder.cells.c35_context import saved_status, status_document
     from notebook_builder.cells.c38_legacy import judge_database
     db_path = Path(cfg.WORKSPACE) / DB_FILENAME
-    saved_path = Path(cfg.WORKSPACE) / "status.json"
-    saved = {}
-    if saved_path.is_file():
-        try:
-            saved = json.loads(saved_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            saved = {}
+    saved = saved_status(cfg.WORKSPACE)
     db = None
     extra = {"workspace": str(Path(cfg.WORKSPACE).resolve()), "database": False}
     extra.update({key: saved[key] for key in ("store", "store_relative", "drive_folder") if key in saved})
@@ -687,10 +681,8 @@ DEMO_COURT_STATE = ".simcourt-state.json"
 
 
 def _demo_complete_through(workspace: Path) -> str | None:
-    try:
-        return json.loads((workspace / "status.json").read_text(encoding="utf-8")).get("complete_through")
-    except (OSError, ValueError, AttributeError):
-        return None
+    from notebook_builder.cells.c35_context import saved_status
+    return saved_status(workspace).get("complete_through")
 
 
 def _demo_update(court, env: dict[str, str], seed: int, today: str, program: str = "kycourt-pipeline"):

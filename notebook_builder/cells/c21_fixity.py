@@ -175,7 +175,6 @@ class FixityResult:
     read: int = 0                # store files read
     bytes_read: int = 0
     workspace_read: int = 0      # workspace copies hashed
-    workspace_bytes: int = 0
     found: list[str] = field(default_factory=list)      # "place name: damage" of each damage found
     healed: list[str] = field(default_factory=list)     # "name (from source)"
     healed_names: set[str] = field(default_factory=set)  # the store names healed
@@ -395,7 +394,6 @@ class _FixityAudit:
             if path.is_file():
                 digests = file_digests(path)
                 self.result.workspace_read += 1
-                self.result.workspace_bytes += digests[2]
             elif (assembled := self.store.assemble(name, self.workspace)) is not None:
                 path = Path(self._temp.name) / f"assembled-{len(self.local_paths)}"
                 path.write_bytes(assembled)

@@ -33,7 +33,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .c00_config import StoreError
+from .c00_config import StoreError, count_noun
 from .c05_durable import atomic_write
 from .c06_layout import COURT_TEXT, OCR_MERGE, TEXT_LAYER, text_name
 from .c10_database import Database
@@ -85,16 +85,13 @@ def empty_text_reason(row: Mapping[str, Any], text: str | None) -> str | None:
         return "its text file is in neither the workspace nor the store"
     pages = row["pages"] or 0
     scanned = row["pages_needing_ocr"] or 0
-
-    def of(count: int, what: str = "page") -> str:
-        return f"{count} {what}{'' if count == 1 else 's'}"
     if scanned and row["extracted_by_ocr"] == 1:
-        return f"blank scan: OCR found no text on its {of(row['ocr_pages'] or scanned, 'scanned page')}"
+        return f"blank scan: OCR found no text on its {count_noun(row['ocr_pages'] or scanned, 'scanned page')}"
     if scanned and row["extracted_by_ocr"] == 0:
-        return f"scanned, and OCR could read none of its {of(scanned, 'scanned page')}"
+        return f"scanned, and OCR could read none of its {count_noun(scanned, 'scanned page')}"
     if scanned:
-        return f"{of(scanned, 'scanned page')} not recognised yet (the ocr phase reads them)"
-    return f"no text layer on its {of(pages)}, and no page is a scan"
+        return f"{count_noun(scanned, 'scanned page')} not recognised yet (the ocr phase reads them)"
+    return f"no text layer on its {count_noun(pages, 'page')}, and no page is a scan"
 
 
 def record_text_sources(db: Database, min_quality: float, *, sha256: str | None = None) -> int:

@@ -138,7 +138,7 @@ def missing_store_message(cfg: Config) -> str:
     named = (store_of_workspace(cfg.WORKSPACE) or {}).get("STORE")
     if named is None or named == "drive":
         return f"no store at {cfg.STORE}: give --store DIR (or KY_STORE) where the archive's store is"
-    recorded = _saved_status(cfg.WORKSPACE).get("store")
+    recorded = saved_status(cfg.WORKSPACE).get("store")
     last = f" (its last run mirrored to {recorded})" if recorded not in (None, named, cfg.STORE) else ""
     if Path(named) == Path(cfg.STORE):
         return (f"no store at {cfg.STORE}, the store the workspace {cfg.WORKSPACE} names{last} (moved or "
@@ -220,7 +220,7 @@ def store_of_workspace(workspace: str | Path) -> dict[str, str] | None:
     names it; None when it names none. A store that lay beside the workspace (`store_relative`)
     is named beside it, wherever the two are now: a folder copied whole reads and writes its own
     store, never the original's (a workspace moved alone is told where its store was)."""
-    saved = _saved_status(workspace)
+    saved = saved_status(workspace)
     if not isinstance(saved.get("store"), str) or not saved["store"].strip():
         return None
     named = {"STORE": saved["store"]}
@@ -232,7 +232,8 @@ def store_of_workspace(workspace: str | Path) -> dict[str, str] | None:
     return named
 
 
-def _saved_status(workspace: str | Path) -> dict[str, Any]:
+def saved_status(workspace: str | Path) -> dict[str, Any]:
+    """The workspace's status.json as the last run wrote it ({} when there is none or it is unreadable)."""
     try:
         saved = json.loads((Path(workspace) / STATUS_FILENAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):

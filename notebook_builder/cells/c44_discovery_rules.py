@@ -42,8 +42,8 @@ DISCOVER_MAX_REPAGES = 3        # extra passes over a shard whose distinct rows 
 # most are unusable (404, not a list), its endpoints are not this court's (`strategy_failing`).
 STRATEGY_EVIDENCE = 10
 OPINION_OVERLAP_DAYS = 7        # an update re-reads this many days before the last one's end
-COURT_TEXT_FOLDER = "court_text"
 KV_CRAWL_STARTED_ON = "crawl_started_on"    # the Kentucky day the first sweep began
+KV_DISCOVERY_SWEEP = "discovery_sweep"      # the number of the sweep under way or last ended
 # The opinion pass: its windows end on the day it began (KV_OPINION_PASS_TOP) and go back a week at
 # a time; KV_OPINION_PASS_FROM is the first day of the earliest window swept.
 KV_OPINION_PASS_TOP = "opinion_pass_top"
@@ -278,7 +278,7 @@ def kv_date(db: Database, key: str) -> _dt.date | None:
 
 def discover_current_sweep(db: Database) -> int:
     """The unfinished sweep kv 'discovery_sweep' names, or the next one."""
-    current = int(db.kv_get("discovery_sweep", "0") or 0)
+    current = int(db.kv_get(KV_DISCOVERY_SWEEP, "0") or 0)
     runs = {row["sweep"]: row for row in DiscoveryState(db).discovery_runs()}
     if current in runs and not runs[current]["complete"]:
         return current

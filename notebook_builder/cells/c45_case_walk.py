@@ -38,13 +38,14 @@ from typing import Any, Mapping
 
 from .c00_config import PermanentFetchError, ResultsLimitExceeded, StopRequested, TransientFetchError
 from .c05_durable import atomic_write
+from .c06_layout import court_text_store_name
 from .c10_database import Database
 from .c15_discovery_state import DiscoveryState
 from .c19_changes import RunChanges, watching
 from .c25_court import ShapeProblem, shard_holds
 from .c30_client import CourtClient
 from .c35_context import Context
-from .c44_discovery_rules import (COURT_TEXT_FOLDER, DiscoverResult, ShardPaging, StrategyUnusable,
+from .c44_discovery_rules import (DiscoverResult, ShardPaging, StrategyUnusable,
                                   case_row_fingerprint, court_text_of, days_since, files_missing, strategy_failing,
                                   walk_kind)
 
@@ -150,7 +151,7 @@ class CaseWalk:
 
     def _keep_court_text(self, document_id: str, pages: list[str]) -> dict:
         text, figures = court_text_of(pages)
-        name = f"{COURT_TEXT_FOLDER}/{figures['sha256']}.txt"
+        name = court_text_store_name(figures["sha256"])
         path = self.ctx.workspace / name
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -106,22 +106,22 @@ class DiscoveryWriter:
 
     def _write(self, held: list[DiscoveryBatch]) -> int:
         """One transaction: each batch's rows, then its progress or outcome."""
-        db, rows_new = self.db, 0
+        db, discovery, rows_new = self.db, self.state, 0
         with db.transaction(), watching(self.changes) as watch:
             for batch in held:
-                new = DiscoveryState(db).upsert_discovered(batch.rows, watch=watch) if batch.rows else 0
+                new = discovery.upsert_discovered(batch.rows, watch=watch) if batch.rows else 0
                 if watch is not None and batch.rows:
-                    _follow_titles(DiscoveryState(db), batch.rows, watch)
+                    _follow_titles(discovery, batch.rows, watch)
                 if batch.listed is not None and watch is not None:
-                    DiscoveryState(db).withdraw_unlisted("upper(case_number) LIKE ? || '%'", (batch.shard.upper(),),
-                                                         batch.listed, watch)
+                    discovery.withdraw_unlisted("upper(case_number) LIKE ? || '%'", (batch.shard.upper(),),
+                                                batch.listed, watch)
                 if batch.state is None:
-                    DiscoveryState(db).add_shard_progress(self.sweep, batch.shard, pages=batch.pages,
-                                          rows_seen=batch.rows_seen, rows_new=new)
+                    discovery.add_shard_progress(self.sweep, batch.shard, pages=batch.pages,
+                                                 rows_seen=batch.rows_seen, rows_new=new)
                 else:
-                    DiscoveryState(db).finish_shard(self.sweep, batch.shard, state=batch.state, total_count=batch.total_count,
-                                    pages=batch.pages, rows_seen=batch.rows_seen, rows_new=new,
-                                    error=batch.error, children=batch.children)
+                    discovery.finish_shard(self.sweep, batch.shard, state=batch.state, total_count=batch.total_count,
+                                           pages=batch.pages, rows_seen=batch.rows_seen, rows_new=new,
+                                           error=batch.error, children=batch.children)
                 rows_new += new
         return rows_new
 

@@ -55,8 +55,8 @@ from .c30_client import CourtClient, CourtTrapError, SearchPage, SearchRefused
 from .c34_mirror import progress
 from .c35_context import Context
 from .c44_discovery_rules import (DISCOVER_ASK_AGAIN_BATCH, DISCOVER_ASK_AGAIN_UPDATE_SHARE, DISCOVER_DETAILS_BATCH,
-                                  KV_CRAWL_STARTED_ON, DiscoverResult, StrategyUnusable, discover_current_sweep,
-                                  is_converged, metadata_fingerprint, opinion_pass_due)
+                                  KV_CRAWL_STARTED_ON, KV_DISCOVERY_SWEEP, DiscoverResult, StrategyUnusable,
+                                  discover_current_sweep, is_converged, metadata_fingerprint, opinion_pass_due)
 from .c45_case_walk import CaseWalk, ShardInFlight
 from .c46_opinions import OpinionSearch
 from .c47_document_search import DiscoveryWriter, discover_shard
@@ -269,7 +269,7 @@ class Discovery:
         self.sweep_started = time.monotonic()
         self.sweep_figures = (result.repages, result.cases_walked)
         DiscoveryState(db).start_sweep(sweep, self.plan)
-        db.kv_set("discovery_sweep", sweep)
+        db.kv_set(KV_DISCOVERY_SWEEP, sweep)
         states = DiscoveryState(db).shard_states(sweep)
         # The pending list lives here, not in a query per unit: split children join it in their sorted
         # place (right after their parent), so a resumed sweep starts where this one would have gone next.

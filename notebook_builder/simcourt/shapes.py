@@ -44,8 +44,7 @@ class Corpus(PlannedCorpus):
         case_id = hex_id(self.seed, "case", case)
         closed = self.closed_override.get(case)
         if closed is None:
-            year = int(self.case_keys[case][:4])
-            closed = (int(case_id[40:48], 16) % 100) < (95 if year < self.last_year - 1 else 40)
+            closed = self._closed_by_hash(case)
         return {"id": case_id, "rowMap": {
             "caseNumber": self.case_keys[case], "caseID": case_id,
             "shortTitle": self.case_title(case), "caseType": self.case_type(case),
