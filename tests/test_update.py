@@ -134,6 +134,16 @@ def test_every_new_document_is_archived_and_a_withdrawn_one_is_kept_searchable_n
     status = json.loads((workspace / "status.json").read_text())
     assert status["verify"] == "PASS" and status["final_states"]["withdrawn"] == 2
     assert "2 withdrawn by the court (kept)" in updated["report"].summary()
+    # The report's "withheld by the court" (listed, never held) does not count what it withdrew.
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c15_discovery_state import DiscoveryState
+    held = Database.open_readonly(workspace / "ky_court.sqlite")
+    try:
+        withheld = {row["document_id"] for row in DiscoveryState(held).withheld_documents()}
+        assert DiscoveryState(held).withheld_count() == len(withheld)
+    finally:
+        held.close()
+    assert not withheld & {item["document_id"] for item in plan["withdrawn"]}
     site = ServedArchive(workspace=workspace, folder=workspace)
     web = ArchiveWeb(site, datasette_app=None)
     page = web.respond(web_route(f"/document/{plan['withdrawn'][0]['document_id']}"), "")

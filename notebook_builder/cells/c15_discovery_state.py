@@ -144,6 +144,9 @@ def coverage_gaps(audit: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return gaps
 
 
+# Withheld: listed with documentAvailable false, never held (a withdrawn document is not withheld).
+_WITHHELD = "document_available = 0 AND withdrawn_on IS NULL"
+
 class DiscoveryState(Tables):
     """What discovery knows: documents, cases, docket entries, sweeps and shards."""
 
@@ -235,7 +238,7 @@ class DiscoveryState(Tables):
                     if old and entry.get("description") and old != entry["description"]:
                         self.follow(watch, "description", "docket_entry_id", entry["docket_entry_id"],
                                      entry["description"], listed)
-                self._withdraw_delisted(watch, listed_entries, listed, now)
+                self._withdraw_delisted(watch, listed_entries, listed)
             self.conn.executemany(
                 "INSERT INTO court_text(document_id, sha256, pages, chars, replacement_chars, fetched_at) "
                 "VALUES (:document_id, :sha256, :pages, :chars, :replacement_chars, :now) "
@@ -261,7 +264,7 @@ class DiscoveryState(Tables):
         for document_id in ids:
             watch.change(document_id, column)
 
-    def _withdraw_delisted(self, watch: Transitions, entry_ids: Sequence[str], listed: set[str], now: str) -> None:
+    def _withdraw_delisted(self, watch: Transitions, entry_ids: Sequence[str], listed: set[str]) -> None:
         """Documents the archive holds of an entry whose list answered other files and not them."""
         for entry_id in entry_ids:
             self.withdraw_unlisted("docket_entry_id = ?", (entry_id,), listed, watch)
@@ -332,14 +335,15 @@ class DiscoveryState(Tables):
             "GROUP BY files_missing").fetchall())
 
     def withheld_documents(self, limit: int | None = None) -> list[sqlite3.Row]:
-        """Documents the court lists but withholds (documentAvailable false), by case number."""
+        """Documents the court lists but withholds (documentAvailable false) and the archive never held,
+        by case number (one it held and the court withdrew since is kept: c19 counts those)."""
         return self.conn.execute(
             "SELECT document_id, case_number, description, document_name, filed_date, status FROM documents "
-            "WHERE document_available = 0 ORDER BY case_number, document_id LIMIT ?",
+            f"WHERE {_WITHHELD} ORDER BY case_number, document_id LIMIT ?",
             (-1 if limit is None else limit,)).fetchall()
 
     def withheld_count(self) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM documents WHERE document_available = 0").fetchone()[0]
+        return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {_WITHHELD}").fetchone()[0]
 
     def known_docket_entries_with_documents(self, entry_ids: Sequence[str]) -> set[str]:
         """Which of these docket entries already have a document in the table that the court listed:
