@@ -913,7 +913,7 @@ def _cmd_index(cfg) -> int:
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c18_search_index import index_behind
-    from notebook_builder.cells.c87_index import format_hits, search_archive
+    from notebook_builder.cells.c87_index import format_hits, result_heading, search_archive
     result = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
                             after=args.after, before=args.before, sort=args.sort, page=args.page,
                             limit=args.limit, store=query_store(cfg)[0])
@@ -924,16 +924,16 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_json(), indent=2, default=str))
         return 0
-    what = (f"documents match {args.query!r}" if args.query.strip()
-            else "documents match the filters" if result.filters else "documents in the index")
     order = {"relevance": "", "newest": ", newest first", "oldest": ", oldest first"}[result.sort]
     if result.hits:
         shown = f"{result.first}-{result.last}" if result.total > len(result.hits) else "all"
-        print(f"{result.total} {what}; {shown}{order}:")
+        print(f"{result_heading(result)}; {shown}{order}:")
     elif result.total:
-        print(f"{result.total} {what}; page {result.page} is past the last ({result.pages})")
+        print(f"{result_heading(result)}; page {result.page} is past the last ({result.pages})")
+    elif args.query.strip():
+        print(f"no hits for {args.query!r}")
     else:
-        print(f"no hits for {args.query!r}" if args.query.strip() else f"no {what}")
+        print("no documents match the filters" if result.filters else "no documents in the index")
     if result.notes:
         print(f"read as: {result.read_as} ({'; '.join(result.notes)})")
     if result.hits:

@@ -33,7 +33,7 @@ def test_search_cell_prints_the_count_or_one_line_of_what_to_do(tmp_path, capsys
     cfg = build_archive(tmp_path)
     assert search_cell(cfg, "suppression").startswith("search: no search index")
     run_index(cfg)
-    assert search_cell(cfg, "suppression", "SC", "2021") == "1 documents match 'suppression', court SC, year 2021"
+    assert search_cell(cfg, "suppression", "SC", "2021") == "1 document matches 'suppression', court SC, year 2021"
     assert search_cell(cfg, "", limit=2, sort="oldest", page=2, after="2019-06-01") == (
         "4 documents match the filters, filed from 2019-06-01, oldest first; 3-4 shown")
     assert search_cell(cfg, '"unbalanced') == (

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .c00_config import IntegrityError, PipelineError, kentucky_date
+from .c00_config import IntegrityError, PipelineError, count_noun, kentucky_date
 from .c06_layout import SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, SEARCH_PACK_FILENAME, TEXT_LAYER, text_name
 from .c10_database import Database
 from .c11_reads import extracted_fingerprint, iter_document_records
@@ -666,6 +666,16 @@ def _word_end(text: str, at: int) -> int:
     """Where the word going on at `at` (or the next one) ends."""
     found = _WORD_END.search(text, at)
     return found.end() if found else at
+
+
+def result_heading(result: SearchResult) -> str:
+    """'12 documents match 'restitution'' / '1 document matches the filters' / '40 documents in the
+    index' (an empty query without filters): how the CLI and the notebook's form open a result."""
+    if result.query.strip():
+        return f"{count_noun(result.total, 'document')} {'matches' if result.total == 1 else 'match'} {result.query!r}"
+    if result.filters:
+        return f"{count_noun(result.total, 'document')} {'matches' if result.total == 1 else 'match'} the filters"
+    return f"{count_noun(result.total, 'document')} in the index"
 
 
 def format_hits(result: SearchResult) -> str:

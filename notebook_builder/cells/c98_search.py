@@ -54,7 +54,7 @@ from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, pdf_store_name
 from .c10_database import is_sqlite_file
 from .c17_snapshots import backup_database
 from .c18_search_index import SearchIndex, SearchQueryError, copy_search_index
-from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, search_archive, snippet_html
+from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, result_heading, search_archive, snippet_html
 from .c96_web import ArchiveWeb, ServedArchive
 
 log_search = logging.getLogger("kycourt.search")
@@ -130,12 +130,10 @@ def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit:
         message = f"search: {exc}"
         print(message)
         return message
-    what = (f"documents match {query!r}" if query.strip()
-            else "documents match the filters" if result.filters else "documents in the index")
     shown = f"; {result.first}-{result.last} shown" if result.total > len(result.hits) else ""
     named = {"court_code": "court", "court_like": "court", "kind": "type", "after": "filed from", "before": "filed to",
              "publication_status": "publication status"}
-    lines = [f"{result.total} {what}" + "".join(f", {named.get(name, name)} {value}"
+    lines = [result_heading(result) + "".join(f", {named.get(name, name)} {value}"
                                                for name, value in result.filters.items())
              + ("" if result.sort == "relevance" else f", {result.sort} first") + shown]
     if result.notes:
