@@ -104,6 +104,13 @@ def test_a_snippet_is_the_densest_stretch_of_the_querys_words_with_their_stemmed
     assert make_snippet(" ".join(["word"] * 100), [])[0].endswith(" …")
 
 
+def test_a_name_with_an_apostrophe_is_marked_however_far_into_the_text_it_stands():
+    # "O'Brien" is the phrase "o brien": its first word is a letter the text holds hundreds of times.
+    text = "Of the record, on to the opinion. " * 60 + "Judge O’Brien and Mr. O'Brien agreed."
+    places = text_places(text, query_marks(parse_query("O'Brien")))
+    assert [text[start:end] for start, end, _ in places] == ["O’Brien", "O'Brien"]
+
+
 def test_a_phrase_is_marked_with_its_common_words_and_accents_folded():
     marks = query_marks(parse_query('"abuse of discretion" pena'))
     text = "No abuse the discretion here; an abuse of  discretion there, said Peña."

@@ -575,6 +575,14 @@ def text_places(text: str, marks: list[Mark], stems: dict[str, str] | None = Non
         pattern, wanted = _mark_pattern(mark), [term for term, mode in mark if mode == "stem"]
         first, mode = mark[0]
         key = first[:max(1, len(first) - 3)] if mode == "stem" else first
+        if len(key) < 3 and len(mark) > 1:
+            # A phrase opening with a letter or two ("o brien"): its places in a text are few, the
+            # letters' many (they would use up the candidate places); the expression finds them.
+            for found in re.compile(r"(?<![^\W_])" + pattern.pattern).finditer(folded):
+                whole = all(word == term or stem_of(word) == stem_of(term)
+                            for word, term in zip(found.groups(), wanted))
+                yield found.start(), -found.end(), number, whole
+            return
         at = folded.find(key)
         while at != -1:
             found = pattern.match(folded, at) if at == 0 or not folded[at - 1].isalnum() else None
