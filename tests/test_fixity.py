@@ -126,7 +126,7 @@ def test_a_damage_with_no_good_copy_fails_naming_it_and_heals_once_a_copy_is_fou
     result = verify(ctx)
     assert not result.passed
     [reason] = [reason for reason in result.reasons if "no good copy" in reason]
-    assert reason.startswith("1 stored files are damaged") and name in reason and "RUNBOOK" in reason
+    assert reason.startswith("1 stored file is damaged") and name in reason and "RUNBOOK" in reason
     assert json.loads(ctx.path("status.json").read_text())["verify"] == "FAIL"
     assert FixityRecords(ctx.db).load()[name]["damage"].startswith("hashes to ")
     backup = ctx.path("pdf_backup/old machine/a copy.pdf")

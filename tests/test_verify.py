@@ -121,12 +121,12 @@ def test_a_referenced_pdf_missing_from_the_store_and_the_workspace_fails_naming_
     result = verify(ctx)
     assert not result.passed
     assert result.missing_in_store == [name]
-    assert any(reason.startswith("1 stored files are damaged and no good copy was found") and
+    assert any(reason.startswith("1 stored file is damaged and no good copy was found") and
                f"{name}: missing from the store; no good copy" in reason for reason in result.reasons)
     assert json.loads(ctx.path("status.json").read_text())["verify"] == "FAIL"
     report = format_verify_report(result).splitlines()
     assert report[0] == "verify FAIL (not done: 1 to download, 0 to extract, discovery not converged)"
-    assert report[1].startswith("  - 1 stored files are damaged")
+    assert report[1].startswith("  - 1 stored file is damaged")
     ctx.close()
 
 

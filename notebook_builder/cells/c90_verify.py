@@ -49,7 +49,7 @@ from typing import Any
 
 import requests
 
-from .c00_config import Config, PipelineError, StoreError
+from .c00_config import Config, PipelineError, StoreError, count_noun
 from .c05_durable import durable_write
 from .c06_layout import (CONTENT_ADDRESSED_PREFIXES, DOCUMENT_INVENTORY, FAILED_INVENTORY, ocr_text_store_name,
                          pdf_store_name, text_store_name)
@@ -224,7 +224,8 @@ def verify(ctx: Context, *, index_built: bool = False) -> VerifyResult:
         result.missing_in_store = result.fixity.missing
         unhealed = result.fixity.unhealed
         if unhealed:
-            result.reasons.append(f"{len(unhealed)} stored files are damaged and no good copy was found "
+            result.reasons.append(f"{count_noun(len(unhealed), 'stored file is', 'stored files are')} damaged and no "
+                                  f"good copy was found "
                                   f"({'; '.join(unhealed[:_VERIFY_SHOWN])}): see RUNBOOK, \"A stored file does "
                                   "not hash to its name\"")
 
