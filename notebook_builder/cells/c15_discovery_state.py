@@ -144,8 +144,6 @@ def coverage_gaps(audit: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return gaps
 
 
-# Withheld: listed with documentAvailable false, never held (a withdrawn document is not withheld).
-_WITHHELD = "document_available = 0 AND withdrawn_on IS NULL"
 
 class DiscoveryState(Tables):
     """What discovery knows: documents, cases, docket entries, sweeps and shards."""
@@ -339,11 +337,18 @@ class DiscoveryState(Tables):
         by case number (one it held and the court withdrew since is kept: c19 counts those)."""
         return self.conn.execute(
             "SELECT document_id, case_number, description, document_name, filed_date, status FROM documents "
-            f"WHERE {_WITHHELD} ORDER BY case_number, document_id LIMIT ?",
+            f"WHERE {self._withheld()} ORDER BY case_number, document_id LIMIT ?",
             (-1 if limit is None else limit,)).fetchall()
 
     def withheld_count(self) -> int:
-        return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {_WITHHELD}").fetchone()[0]
+        return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {self._withheld()}").fetchone()[0]
+
+    def _withheld(self) -> str:
+        """Listed with documentAvailable false and never held: a document the court withdrew after the
+        archive held it is not withheld (a database from before the change log has no withdrawn_on)."""
+        if "withdrawn_on" in self.db.document_columns():
+            return "document_available = 0 AND withdrawn_on IS NULL"
+        return "document_available = 0"
 
     def known_docket_entries_with_documents(self, entry_ids: Sequence[str]) -> set[str]:
         """Which of these docket entries already have a document in the table that the court listed:
