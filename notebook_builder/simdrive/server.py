@@ -37,8 +37,8 @@ Guarantees:
 """
 from __future__ import annotations
 
+import base64
 import email.parser
-import email.policy
 import hashlib
 import io
 import itertools
@@ -109,6 +109,36 @@ def _parse_query(q: str):
         else:
             raise QueryError(f"Invalid query clause {clause!r}")
     return (lambda record: all(test(record) for test in tests)), parent_required
+
+
+def multipart_parts(content_type: str, body: bytes) -> list[bytes]:
+    """The contents of a multipart body's parts. The line break before a boundary belongs to the
+    boundary, and it is the one the body's first boundary line ends with (googleapiclient writes
+    LF, others CRLF), so a part ending in CR or LF keeps it."""
+    match = re.search(r'boundary="?([^";]+)"?', content_type)
+    if match is None:
+        raise ValueError(f"multipart upload without a boundary ({content_type!r})")
+    delimiter = b"--" + match.group(1).encode("latin-1")
+    start = body.find(delimiter)
+    if start < 0:
+        raise ValueError("multipart upload without its boundary")
+    newline = b"\r\n" if body[start + len(delimiter):].startswith(b"\r\n") else b"\n"
+    parts = []
+    for section in (newline + body[start:]).split(newline + delimiter)[1:]:
+        if section.startswith(b"--"):
+            break                                              # the closing boundary
+        rest = section[len(newline):]
+        if rest.startswith(newline):
+            head, content = b"", rest[len(newline):]          # a part without headers
+        else:
+            head, separator, content = rest.partition(newline + newline)
+            if not separator:
+                head, content = rest, b""                      # a part of headers alone
+        headers = email.parser.BytesHeaderParser().parsebytes(head + newline + newline)
+        if (headers.get("Content-Transfer-Encoding") or "").strip().lower() == "base64":
+            content = base64.b64decode(content)
+        parts.append(content)
+    return parts
 
 
 class _WriteBucket:
@@ -894,13 +924,10 @@ class _Handler(_StorageEndpoints, BaseHTTPRequestHandler):
     def _split_upload(self, body: bytes, upload_type: str) -> tuple[dict, bytes | None]:
         """(metadata, content or None) of an insert/update body."""
         if upload_type == "multipart":
-            content_type = self.headers.get("Content-Type", "")
-            message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-                b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body)
-            parts = list(message.iter_parts())
+            parts = multipart_parts(self.headers.get("Content-Type", ""), body)
             if len(parts) != 2:
                 raise ValueError(f"multipart upload with {len(parts)} parts, expected 2")
-            return json.loads(parts[0].get_content()), parts[1].get_payload(decode=True)
+            return json.loads(parts[0]), parts[1]
         if upload_type == "media":
             return {}, body
         return (json.loads(body) if body else {}), None
