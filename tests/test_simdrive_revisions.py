@@ -19,7 +19,8 @@ from notebook_builder.cells.c00_config import StoreError
 from notebook_builder.cells.c07_drive_api import connect_drive
 from notebook_builder.cells.drive_store import DriveStore
 from notebook_builder.simdrive import SimDrive
-from notebook_builder.simdrive.storage import MAX_UNPINNED, metadata_only_match
+from notebook_builder.simdrive.storage import (MAX_PINNED, MAX_UNPINNED, DriveClock, RevisionStore, TooManyPinned,
+                                               metadata_only_match)
 
 FOLDER = "ky_court"
 DAY = 86_400.0
@@ -146,6 +147,22 @@ def test_the_last_revision_cannot_be_deleted_and_deleting_the_head_makes_the_one
         service.revisions().get(fileId=made["id"], revisionId=new["id"]).execute()
     assert missing.value.resp.status == 404
     assert quota_used(service) == 3
+
+
+def test_a_file_holds_at_most_200_pinned_revisions_and_pinned_ones_do_not_count_toward_100():
+    store = RevisionStore(DriveClock(lambda: 0.0))
+    for number in range(MAX_PINNED):
+        store.upload("F", b"%d" % number, size=1, md5="m", mime_type="x/y", title="t", pinned=True)
+    with pytest.raises(TooManyPinned, match="at most 200 pinned"):
+        store.upload("F", b"more", size=1, md5="m", mime_type="x/y", title="t", pinned=True)
+    for number in range(MAX_UNPINNED):
+        store.upload("F", b"u%d" % number, size=1, md5="m", mime_type="x/y", title="t")
+    assert len(store.of("F")) == MAX_PINNED + MAX_UNPINNED and store.purged == {}
+    with pytest.raises(TooManyPinned):
+        store.set_pinned("F", store.of("F")[-2].id, True)
+    store.upload("F", b"one more", size=1, md5="m", mime_type="x/y", title="t")
+    assert store.of("F")[MAX_PINNED].data == b"u1" and store.purged == {"100 revisions": 1}
+    assert store.bytes_held == MAX_PINNED + MAX_UNPINNED
 
 
 # ------------------------------------------------------------------------ delete and trash

@@ -411,8 +411,8 @@ class SimDrive(LoopbackService):
             if self.metadata_only and metadata_only_match(self.path_of(record["id"]), self.metadata_only):
                 data = None
         self._revisions.upload(record["id"], data, size=size or 0, md5=md5 or hashlib.md5(b"").hexdigest(),
-                                      mime_type=record["mimeType"], title=record["title"],
-                                      new_revision=new_revision, pinned=pinned)
+                               mime_type=record["mimeType"], title=record["title"],
+                               new_revision=new_revision, pinned=pinned)
         self._describe_head(record)
 
     def _describe_head(self, record: dict) -> None:
@@ -536,10 +536,12 @@ class _StorageEndpoints:
                 return self._error(404, "notFound", f"File not found: {file_id}", domain="global")
             revision = (drive._revisions.get(file_id, revision_id) if revision_id
                         else drive._revisions.head(file_id))
-            data = revision.data if revision is not None else None
+            if revision is None:                  # a folder: no content
+                return self._error(404, "notFound", f"File not found: {file_id}", domain="global")
+            data = revision.data
             if data is None:
-                raise MetadataOnly(f"the simulated Drive kept only the size and checksum of {drive.path_of(file_id)} "
-                                   f"(metadata only): its bytes cannot be read")
+                raise MetadataOnly(f"the simulated Drive kept only the size and checksum of "
+                                   f"{drive.path_of(file_id)} (metadata only): its bytes cannot be read")
         self.send_response(200)
         self.send_header("Content-Type", record["mimeType"])
         self.send_header("Content-Length", str(len(data)))
@@ -615,7 +617,10 @@ class _StorageEndpoints:
                 return self._error(404, "notFound", f"File not found: {file_id}", domain="global")
             revision = drive._revisions.get(file_id, revision_id)
             if patch is not None:
-                pinned = json.loads(patch).get("pinned")
+                try:
+                    pinned = json.loads(patch).get("pinned")
+                except (ValueError, AttributeError):
+                    return self._error(400, "parseError", "the revision's body is not a JSON object", domain="global")
                 if pinned is not None:
                     revision = drive._revisions.set_pinned(file_id, revision_id, bool(pinned))
                 drive.writes_accepted += 1
