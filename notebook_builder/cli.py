@@ -776,7 +776,8 @@ def _typed_path(path: str) -> str:
 
 def _demo_case_number(workspace: str) -> str | None:
     """The case number of the demo search's best hit (the `show` example)."""
-    from notebook_builder.cells.c87_index import IndexMissingError, search_archive
+    from notebook_builder.cells.c18_search_index import IndexMissingError
+    from notebook_builder.cells.c87_index import search_archive
     try:
         hits = search_archive(workspace, DEMO_SEARCH[0], kind=DEMO_SEARCH[2], limit=1).hits
     except IndexMissingError:
@@ -836,8 +837,7 @@ def _add_query_commands(commands) -> None:
 
 def _run_query_command(cfg, args: argparse.Namespace) -> int:
     from notebook_builder import query
-    from notebook_builder.cells.c18_search_index import SearchQueryError
-    from notebook_builder.cells.c87_index import IndexMissingError
+    from notebook_builder.cells.c18_search_index import IndexMissingError, SearchQueryError
     from notebook_builder.cells.c98_search import ServeError
     _setup_logging(args.verbose)
     try:

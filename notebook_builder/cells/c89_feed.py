@@ -35,11 +35,10 @@ from .c05_durable import atomic_write
 from .c06_layout import DB_FILENAME, FEED_FILENAME, pdf_store_name
 from .c10_database import Database, rows_in
 from .c18_query_syntax import parse_query
-from .c18_search_index import SearchFilters
+from .c18_search_index import IndexMissingError, SearchFilters, court_filter, open_search_index
 from .c19_changes import ChangeLog
 from .c35_context import Context
 from .c48_update import export_changes
-from .c87_index import IndexMissingError, court_filter, open_search_index
 
 log_feed = logging.getLogger("kycourt.feed")
 

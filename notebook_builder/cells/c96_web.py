@@ -57,10 +57,10 @@ from .c10_database import Database, connect
 from .c11_reads import document_citations, documents_matching, rows_where
 from .c14_derived import DerivedRecords
 from .c18_query_syntax import parse_query
-from .c18_search_index import SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed
+from .c18_search_index import (INDEX_COURT_CODES, SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed,
+                               open_search_index)
 from .c33_best_text import best_text_sources
-from .c87_index import (INDEX_COURT_CODES, SearchResult, open_search_index, query_marks, search_archive,
-                        snippet_html, text_places)
+from .c87_index import SearchResult, query_marks, search_archive, snippet_html, text_places
 from .c89_feed import changes_page, feed_answer, withdrawn_note
 
 WEB_FACETS = (("court_code", "court"), ("year", "case year"), ("kinds", "kind"),

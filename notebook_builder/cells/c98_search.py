@@ -53,8 +53,8 @@ from .c00_config import Config, PipelineError, in_colab, load_config, utc_now
 from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, pdf_store_name
 from .c10_database import is_sqlite_file
 from .c17_snapshots import backup_database
-from .c18_search_index import SearchIndex, SearchQueryError, copy_search_index
-from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, result_heading, search_archive, snippet_html
+from .c18_search_index import BUILD_HINT, IndexMissingError, SearchIndex, SearchQueryError, copy_search_index
+from .c87_index import EXPORT_FIELDS, result_heading, search_archive, snippet_html
 from .c96_web import ArchiveWeb, ServedArchive
 
 log_search = logging.getLogger("kycourt.search")
