@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, Knob, in_colab, load_config
+from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, Knob, in_colab, load_config, parse_day
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "archive's first complete crawl, oldest first")
     _workspace_flag(changes)
     changes.add_argument("--since", metavar="YYYY-MM-DD", type=_day,
-                         help="only the changes seen on or after this day (UTC)")
+                         help="only the changes seen on or after this day (in Kentucky)")
     changes.add_argument("--json", action="store_true",
                          help="one JSON object a line: document_id, change, seen_at, run, case_number, "
                               "court_code, kind, filed_date, sha256, fields, how")
@@ -471,11 +471,11 @@ def _cmd_status(cfg) -> int:
 
 
 def _day(text: str) -> str:
-    """argparse type: a day YYYY-MM-DD (--since, --today, --after, --before)."""
+    """argparse type: a day YYYY-MM-DD, Kentucky's (--since, --today, --after, --before)."""
     try:
-        return datetime.date.fromisoformat(text.strip()).isoformat()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a day YYYY-MM-DD") from None
+        return parse_day(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _cmd_changes(cfg, *, since: str | None, as_json: bool) -> int:

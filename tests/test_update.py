@@ -296,3 +296,34 @@ def test_an_atom_feed_is_well_formed_with_stable_ids_and_links():
     links = {link.get("rel"): link.get("href") for link in entry.findall(f"{{{ATOM}}}link")}
     assert links == {"alternate": "/document/" + "d" * 64, "enclosure": "/pdf_by_hash/" + "a" * 64 + ".pdf"}
     assert root.find(f"{{{ATOM}}}updated").text == "2026-07-01T10:00:00Z"
+
+
+def test_a_day_the_changes_are_read_by_is_kentucky_s_and_filed_date_is_the_court_s_day(tmp_path, capsys):
+    """A change seen at 21:16 in Frankfort on June 5 (01:16 UTC on the 6th) is one of the 5th, for
+    `changes --since`, serve's /changes and the feed alike; its filed_date is the court's day."""
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c15_discovery_state import DiscoveryState
+    db = Database.open(tmp_path / "ky_court.sqlite")
+    try:           # filed at 21:30 on June 3 in Frankfort: the court writes the instant in UTC
+        DiscoveryState(db).upsert_discovered([{"document_id": "d1", "case_number": "2026-CA-0001", "case_title": "A",
+                                               "filed_date": "2026-06-04T01:30:00.000+0000"}])
+        with db.transaction():
+            ChangeLog(db).record("r1", Transitions(added=["d1"]), "2026-06-05", KENTUCKY.numbers.code_of)
+        db.conn.execute("UPDATE changes SET seen_at = '2026-06-06T01:16:00Z'")
+    finally:
+        db.close()
+    since = {day: cli.main(["changes", "--workspace", str(tmp_path), "--since", day, "--json"]) == 0
+             and [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+             for day in ("2026-06-05", "2026-06-06")}
+    assert [record["document_id"] for record in since["2026-06-05"]] == ["d1"] and since["2026-06-06"] == []
+    assert since["2026-06-05"][0]["filed_date"] == "2026-06-03"
+    assert cli.main(["changes", "--workspace", str(tmp_path)]) == 0
+    assert "  2026-06-03  d1" in capsys.readouterr().out
+    web = ArchiveWeb(ServedArchive(workspace=tmp_path, folder=tmp_path), datasette_app=None)
+    assert "<li>2026-06-05 · " in web.respond(web_route("/changes"), "since=2026-06-05").body.decode()
+    assert "No change seen on or after 2026-06-06" in web.respond(web_route("/changes"), "since=2026-06-06").body.decode()
+    assert "since &#x27;June&#x27; is not a day like 2019-03-31: left out" in web.respond(web_route("/changes"), "since=June").body.decode()
+    feeds = {day: web.respond(web_route("/feed.atom"), f"since={day}") for day in ("2026-06-05", "2026-06-06", "x")}
+    assert [len(ET.fromstring(feeds[day].body).findall(f"{{{ATOM}}}entry")) for day in ("2026-06-05", "2026-06-06")] \
+        == [1, 0]
+    assert feeds["x"].status == 400

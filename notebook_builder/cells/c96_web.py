@@ -40,7 +40,6 @@ Knobs read: none (the site carries the workspace and the store).
 from __future__ import annotations
 
 import asyncio
-import datetime
 import html
 import json
 import re
@@ -51,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .c00_config import StoreError
+from .c00_config import StoreError, parse_day
 from .c06_layout import DB_FILENAME, ocr_text_store_name, pdf_store_name, text_store_name
 from .c10_database import Database, connect
 from .c11_reads import document_citations, documents_matching, rows_where
@@ -164,9 +163,9 @@ class WebSearch:
         def day(name: str) -> str:
             text = values.get(name, "")
             try:
-                return datetime.date.fromisoformat(text).isoformat() if text else ""
-            except ValueError:
-                notes.append(f"{name} {text!r} is not a day like 2019-03-31: left out")
+                return parse_day(text) if text else ""
+            except ValueError as exc:
+                notes.append(f"{name} {exc}: left out")
                 return ""
         sort = values.get("sort", "") or "relevance"
         if sort not in SEARCH_SORTS:
