@@ -913,7 +913,7 @@ def _cmd_index(cfg) -> int:
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c18_search_index import index_behind
-    from notebook_builder.cells.c87_index import format_hits, result_heading, search_archive
+    from notebook_builder.cells.c87_index import format_hits, page_past_last, result_heading, search_archive
     result = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
                             after=args.after, before=args.before, sort=args.sort, page=args.page,
                             limit=args.limit, store=query_store(cfg)[0])
@@ -929,7 +929,7 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
         shown = f"{result.first}-{result.last}" if result.total > len(result.hits) else "all"
         print(f"{result_heading(result)}; {shown}{order}:")
     elif result.total:
-        print(f"{result_heading(result)}; page {result.page} is past the last ({result.pages})")
+        print(f"{result_heading(result)}; {page_past_last(result)}")
     elif args.query.strip():
         print(f"no hits for {args.query!r}")
     else:

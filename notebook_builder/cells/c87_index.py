@@ -32,8 +32,9 @@ Guarantees:
 - `search_archive()` is the one search of the CLI, `serve`, the notebook and
   the benchmark: the query read by c18_query_syntax (never an error), the
   filters, the sort and the page, each hit with a snippet of its text and its
-  title, the query's words [marked]. `text_places()` marks them in a whole
-  text (the document page). A missing or unusable index raises
+  title, the query's words [marked]; a page past the last says so
+  (`page_past_last`, in the JSON's `notes` too). `text_places()` marks them in
+  a whole text (the document page). A missing or unusable index raises
   `IndexMissingError` (c18_search_index `open_search_index`).
 
 Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context).
@@ -357,9 +358,11 @@ class SearchResult:
         return self.first + len(self.hits) - 1 if self.hits else 0
 
     def as_json(self) -> dict[str, Any]:
-        """The object `search --json` prints and /search.json answers."""
-        return {"query": self.query, "read_as": self.read_as, "notes": self.notes, "total": self.total,
-                "count": len(self.hits), "page": self.page, "pages": self.pages, "limit": self.limit,
+        """The object `search --json` prints and /search.json answers (a page past the last says so
+        in `notes`)."""
+        past = page_past_last(self)
+        return {"query": self.query, "read_as": self.read_as, "notes": self.notes + ([past] if past else []),
+                "total": self.total, "count": len(self.hits), "page": self.page, "pages": self.pages, "limit": self.limit,
                 "sort": self.sort, "filters": self.filters, "hits": self.hits}
 
 
@@ -652,6 +655,17 @@ def result_heading(result: SearchResult) -> str:
     if result.filters:
         return f"{count_noun(result.total, 'document')} {'matches' if result.total == 1 else 'match'} the filters"
     return f"{count_noun(result.total, 'document')} in the index"
+
+
+def page_past_last(result: SearchResult) -> str:
+    """'page 3 is past the last page, 2, of the results' / 'page 3 is past the last page: there are
+    no results' for a page past the last ('' for any other): how the CLI, serve, /search.json and
+    the notebook's form say it, never 'page 3 of 2'."""
+    if result.page <= result.pages:
+        return ""
+    if not result.total:
+        return f"page {result.page} is past the last page: there are no results"
+    return f"page {result.page} is past the last page, {result.pages}, of the results"
 
 
 def format_hits(result: SearchResult) -> str:

@@ -59,7 +59,7 @@ from .c18_query_syntax import parse_query
 from .c18_search_index import (INDEX_COURT_CODES, SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed,
                                open_search_index)
 from .c33_best_text import best_text_sources
-from .c87_index import SearchResult, query_marks, search_archive, snippet_html, text_places
+from .c87_index import SearchResult, page_past_last, query_marks, search_archive, snippet_html, text_places
 from .c89_feed import changes_page, feed_answer, withdrawn_note
 
 WEB_FACETS = (("court_code", "court"), ("year", "case year"), ("kinds", "kind"),
@@ -334,15 +334,18 @@ def _web_count(request: WebSearch, result: SearchResult) -> str:
     if result.hits:
         return (f"<p><strong>{result.first:,}–{result.last:,} of {result.total:,}</strong> {what}"
                 f"{'' if result.sort == 'relevance' else ', ' + _WEB_SORT_NAMES[result.sort]}.</p>")
-    return f"<p>{result.total:,} {what}; page {result.page} is past the last, {result.pages}.</p>"
+    return f"<p>{result.total:,} {what}; {html.escape(page_past_last(result))}.</p>"
 
 
 def _web_pager(request: WebSearch, result: SearchResult) -> str:
-    if result.pages <= 1 and result.page == 1:
+    if (result.pages <= 1 and result.page == 1) or not result.total:
         return ""
+    if result.page > result.pages:        # past the last: the way back to it (_web_count says where it is)
+        return (f'<nav class="pager"><a rel="prev" href="{html.escape(request.link(page=result.pages))}">'
+                f'← the last page, {result.pages}</a></nav>')
     parts = []
     if result.page > 1:
-        parts.append(f'<a rel="prev" href="{html.escape(request.link(page=min(result.page, result.pages + 1) - 1))}">'
+        parts.append(f'<a rel="prev" href="{html.escape(request.link(page=result.page - 1))}">'
                      '← previous</a>')
     parts.append(f"<span>page {result.page} of {result.pages}</span>")
     if result.page < result.pages:

@@ -53,7 +53,7 @@ from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, pdf_store_name
 from .c10_database import is_sqlite_file
 from .c17_snapshots import backup_database
 from .c18_search_index import BUILD_HINT, IndexMissingError, SearchIndex, SearchQueryError, copy_search_index
-from .c87_index import EXPORT_FIELDS, result_heading, search_archive, snippet_html
+from .c87_index import EXPORT_FIELDS, page_past_last, result_heading, search_archive, snippet_html
 from .c96_web import ArchiveWeb, ServedArchive
 
 log_search = logging.getLogger("kycourt.search")
@@ -128,12 +128,14 @@ def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit:
         message = f"search: {exc}"
         print(message)
         return message
-    shown = f"; {result.first}-{result.last} shown" if result.total > len(result.hits) else ""
+    shown = f"; {result.first}-{result.last} shown" if result.hits and result.total > len(result.hits) else ""
+    past = page_past_last(result)
     named = {"court_code": "court", "court_like": "court", "kind": "type", "after": "filed from", "before": "filed to",
              "publication_status": "publication status"}
     lines = [result_heading(result) + "".join(f", {named.get(name, name)} {value}"
                                                for name, value in result.filters.items())
-             + ("" if result.sort == "relevance" else f", {result.sort} first") + shown]
+             + ("" if result.sort == "relevance" else f", {result.sort} first") + shown
+             + (f"; {past}" if past else "")]
     if result.notes:
         lines.append(f"read as: {result.read_as} ({'; '.join(result.notes)})")
     message = "\n".join(lines)
