@@ -21,8 +21,8 @@ from notebook_builder.cells.c18_search_index import (IndexMissingError, SearchIn
                                                      index_coverage, search_kinds)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c87_index import (UnmatchedFilter, court_code_of, index, make_snippet, plan_index, query_marks,
-                                              search_archive, snippet_html, text_places, year_of)
+from notebook_builder.cells.c87_index import (UnmatchedFilter, court_code_of, index, make_snippet, plan_index,
+                                              query_marks, search_archive, snippet_html, text_places, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.cli import main
 

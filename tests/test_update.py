@@ -321,9 +321,11 @@ def test_a_day_the_changes_are_read_by_is_kentucky_s_and_filed_date_is_the_court
     assert cli.main(["changes", "--workspace", str(tmp_path)]) == 0
     assert "  2026-06-03  d1" in capsys.readouterr().out
     web = ArchiveWeb(ServedArchive(workspace=tmp_path, folder=tmp_path), datasette_app=None)
-    assert "<li>2026-06-05 · " in web.respond(web_route("/changes"), "since=2026-06-05").body.decode()
-    assert "No change seen on or after 2026-06-06" in web.respond(web_route("/changes"), "since=2026-06-06").body.decode()
-    assert "since &#x27;June&#x27; is not a day like 2019-03-31: left out" in web.respond(web_route("/changes"), "since=June").body.decode()
+    changes = {since: web.respond(web_route("/changes"), f"since={since}").body.decode()
+               for since in ("2026-06-05", "2026-06-06", "June")}
+    assert "<li>2026-06-05 · " in changes["2026-06-05"]
+    assert "No change seen on or after 2026-06-06" in changes["2026-06-06"]
+    assert "since &#x27;June&#x27; is not a day like 2019-03-31: left out" in changes["June"]
     feeds = {day: web.respond(web_route("/feed.atom"), f"since={day}") for day in ("2026-06-05", "2026-06-06", "x")}
     assert [len(ET.fromstring(feeds[day].body).findall(f"{{{ATOM}}}entry")) for day in ("2026-06-05", "2026-06-06")] \
         == [1, 0]

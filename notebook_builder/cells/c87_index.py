@@ -362,8 +362,8 @@ class SearchResult:
         in `notes`)."""
         past = page_past_last(self)
         return {"query": self.query, "read_as": self.read_as, "notes": self.notes + ([past] if past else []),
-                "total": self.total, "count": len(self.hits), "page": self.page, "pages": self.pages, "limit": self.limit,
-                "sort": self.sort, "filters": self.filters, "hits": self.hits}
+                "total": self.total, "count": len(self.hits), "page": self.page, "pages": self.pages,
+                "limit": self.limit, "sort": self.sort, "filters": self.filters, "hits": self.hits}
 
 
 def search_archive(workspace: str | os.PathLike, query: str | None, *, court: str | None = None,

@@ -183,7 +183,8 @@ def changes_page(folder: Path, query_string: str = "") -> tuple[str, str]:
         body.append("<p>No change recorded yet: changes are recorded from the first run after the archive's "
                     "first complete crawl.</p>")
     body.append("<ul>" + "".join(
-        f'<li>{html.escape(kentucky_date(record["seen_at"]) or "")} · <a href="/document/{urllib.parse.quote(record["document_id"])}">'
+        f'<li>{html.escape(kentucky_date(record["seen_at"]) or "")} · '
+        f'<a href="/document/{urllib.parse.quote(record["document_id"])}">'
         f'{html.escape(entry_title(record))}</a>'
         + (f' · {html.escape(withdrawn_note(record))}' if record["change"] == "withdrawn" else "") + "</li>"
         for record in records) + "</ul>")
