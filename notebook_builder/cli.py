@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, Knob, in_colab, load_config
+from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, Knob, in_colab, load_config, parse_day
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "archive's first complete crawl, oldest first")
     _workspace_flag(changes)
     changes.add_argument("--since", metavar="YYYY-MM-DD", type=_day,
-                         help="only the changes seen on or after this day (UTC)")
+                         help="only the changes seen on or after this day (in Kentucky)")
     changes.add_argument("--json", action="store_true",
                          help="one JSON object a line: document_id, change, seen_at, run, case_number, "
                               "court_code, kind, filed_date, sha256, fields, how")
@@ -471,11 +471,11 @@ def _cmd_status(cfg) -> int:
 
 
 def _day(text: str) -> str:
-    """argparse type: a day YYYY-MM-DD (--since, --today, --after, --before)."""
+    """argparse type: a day YYYY-MM-DD, Kentucky's (--since, --today, --after, --before)."""
     try:
-        return datetime.date.fromisoformat(text.strip()).isoformat()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a day YYYY-MM-DD") from None
+        return parse_day(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _cmd_changes(cfg, *, since: str | None, as_json: bool) -> int:
@@ -776,7 +776,8 @@ def _typed_path(path: str) -> str:
 
 def _demo_case_number(workspace: str) -> str | None:
     """The case number of the demo search's best hit (the `show` example)."""
-    from notebook_builder.cells.c87_index import IndexMissingError, search_archive
+    from notebook_builder.cells.c18_search_index import IndexMissingError
+    from notebook_builder.cells.c87_index import search_archive
     try:
         hits = search_archive(workspace, DEMO_SEARCH[0], kind=DEMO_SEARCH[2], limit=1).hits
     except IndexMissingError:
@@ -836,8 +837,7 @@ def _add_query_commands(commands) -> None:
 
 def _run_query_command(cfg, args: argparse.Namespace) -> int:
     from notebook_builder import query
-    from notebook_builder.cells.c18_search_index import SearchQueryError
-    from notebook_builder.cells.c87_index import IndexMissingError
+    from notebook_builder.cells.c18_search_index import IndexMissingError, SearchQueryError
     from notebook_builder.cells.c98_search import ServeError
     _setup_logging(args.verbose)
     try:
@@ -913,7 +913,7 @@ def _cmd_index(cfg) -> int:
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c18_search_index import index_behind
-    from notebook_builder.cells.c87_index import format_hits, result_heading, search_archive
+    from notebook_builder.cells.c87_index import format_hits, page_past_last, result_heading, search_archive
     result = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
                             after=args.after, before=args.before, sort=args.sort, page=args.page,
                             limit=args.limit, store=query_store(cfg)[0])
@@ -929,7 +929,7 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
         shown = f"{result.first}-{result.last}" if result.total > len(result.hits) else "all"
         print(f"{result_heading(result)}; {shown}{order}:")
     elif result.total:
-        print(f"{result_heading(result)}; page {result.page} is past the last ({result.pages})")
+        print(f"{result_heading(result)}; {page_past_last(result)}")
     elif args.query.strip():
         print(f"no hits for {args.query!r}")
     else:

@@ -363,15 +363,16 @@ def update_floor(corpus: Corpus, plans: Sequence[dict], shards: Iterable[str], *
                  opinions_from: _dt.date, max_page: int = 1000, results_limit: int = 10000) -> dict[str, int]:
     """The requests an update needs after `plans` (the advances since the last complete crawl) when it
     reads only what changed (issue 37's floor), against the court as it is now:
-    - "case search pages": one pass over `shards`' case search (`page_size` rows a page);
+    - "case search pages": one pass over `shards`' case search (`page_size` rows a page), a shard
+      holding more cases than `results_limit` paged as its next-digit children (the split learnt
+      once, by the crawl: its over-limit page is not asked again);
     - "opinion search pages": the 7-day windows from `opinions_from` through the court's day, both courts;
     - "docket-entry lists": one per case open now or whose search row changed (new cases included);
     - "file lists": one per new entry with documents, and per entry with documents of a case whose
       search row changed (the only way a withdrawal shows);
     - "downloads": one per added or restored document."""
     rows = min(page_size, max_page)
-    search_pages = sum(max(1, math.ceil(min(len(corpus.prefix_cases(shard)), results_limit) / rows))
-                       for shard in shards)
+    search_pages = sum(_case_search_pages(corpus, shard, rows, results_limit) for shard in shards)
     opinion_pages = 0
     by_court: dict[tuple[int, str], int] = {}
     for filed, entry in corpus.opinion_entries():
@@ -392,3 +393,21 @@ def update_floor(corpus: Corpus, plans: Sequence[dict], shards: Iterable[str], *
     return {"case search pages": search_pages, "opinion search pages": opinion_pages,
             "docket-entry lists": len(walked), "file lists": len(new_entries) + len(old_entries),
             "downloads": downloads}
+
+
+def _case_search_pages(corpus: Corpus, shard: str, rows: int, results_limit: int) -> int:
+    """The case search's pages of a shard, split as the pipeline splits one over the results limit."""
+    count = len(corpus.prefix_cases(shard))
+    children = _shard_children(shard)
+    if count > results_limit and children:
+        return sum(_case_search_pages(corpus, child, rows, results_limit) for child in children)
+    return max(1, math.ceil(min(count, results_limit) / rows))
+
+
+def _shard_children(shard: str) -> list[str]:
+    """A shard's next-digit children (`2019-CA` -> `2019-CA-0`...; `2019-CA-01` -> `2019-CA-010`...);
+    [] for an ADMIN shard or a whole case number."""
+    if "ADMIN" in shard or len(shard) >= 12:
+        return []
+    stem = shard + "-" if len(shard) == 7 else shard
+    return [stem + digit for digit in "0123456789"]
