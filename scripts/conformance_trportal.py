@@ -4,13 +4,15 @@
 
 The captures (BSD-licensed FLP test data; their NOTICE.md says where they come from): the Nevada
 document search, page 0 of each court (`nev_example.json`, `nevapp_example.json`), and a publication
-detail of each Alabama court (`ala_example.json`, `alacivapp_example.json`, `alacrimapp_example.json`).
-The same requests are asked of a simulated court of each system (served on loopback), and each answer
-is compared with its capture at every level: the keys (those in every item, those in some), and each
-value's type and format (an instant `YYYY-MM-DDTHH:MM:SS.mmm+00:00`, a lowercase or UPPERCASE UUID, an
-id written as digits in a string, a number, text, true/false, null). Printed: what differs, per
-capture, or that nothing does. Exit 0 when nothing differs, 1 otherwise. Only this script reads the
-captures; the test suite makes its own small ones.
+detail of each Alabama court (`ala_example.json`, `alacivapp_example.json`,
+`alacrimapp_example.json`). The same requests are asked of a simulated court of each system (served
+on loopback; an Alabama court's newest five release lists taken as one, so that an item key only
+some items have shows as such), and each answer is compared with its capture at every level: the
+keys (those in every item, those in some), and each value's type and format (an instant `YYYY-MM-
+DDTHH:MM:SS.mmm+00:00`, a lowercase or UPPERCASE UUID, an id written as digits in a string, a
+number, text, true/false, null). Printed: what differs, per capture, or that nothing does. Exit 0
+when nothing differs, 1 otherwise. Only this script reads the captures; the test suite makes its own
+small ones.
 """
 from __future__ import annotations
 
@@ -46,7 +48,9 @@ def value_form(value) -> str:
             return "instant " + ("+00:00" if value.endswith("+00:00") else "with an offset") + \
                 (" .000" if value[20:23] == "000" else " .mmm")
         if UUID.fullmatch(value):
-            return "UUID lowercase" if value == value.lower() else "UUID UPPERCASE" if value == value.upper() else "UUID mixed"
+            if value == value.lower():
+                return "UUID lowercase"
+            return "UUID UPPERCASE" if value == value.upper() else "UUID mixed"
         if value.isdigit():
             return "digits in a string"
         return "text"
@@ -97,7 +101,8 @@ def compare(captured, simulated) -> list[str]:
     captured_forms, simulated_forms = forms_of(captured), forms_of(simulated)
     for path in sorted(set(captured_forms) & set(simulated_forms)):
         if captured_forms[path] != simulated_forms[path]:
-            differences.append(f"{path}: captured {sorted(captured_forms[path])}, answered {sorted(simulated_forms[path])}")
+            differences.append(f"{path}: captured {sorted(captured_forms[path])}, "
+                               f"answered {sorted(simulated_forms[path])}")
     return differences
 
 
@@ -106,25 +111,32 @@ def nevada_pages(court) -> dict[str, dict]:
     pages = {}
     for name, index in (("nev", 0), ("nevapp", 1)):
         answer = requests.get(f"{court.base_url}/courts/cms/docketentrydocuments", headers=headers, timeout=30, params={
-            "docketEntryHeader.docketEntryTypeID": "1000014", "caseHeader.courtID": court.system.courts[index].resource_id,
+            "docketEntryHeader.docketEntryTypeID": "1000014",
+            "caseHeader.courtID": court.system.courts[index].resource_id,
             "page": 0, "size": 25, "sort": "docketEntryHeader.filedDate,desc"})
         answer.raise_for_status()
         pages[name] = answer.json()
     return pages
 
 
-def alabama_details(court) -> dict[str, dict]:
+def alabama_details(court, lists: int = 5) -> dict[str, dict]:
+    """Each court's newest `lists` release lists, as one: the first one's head, all their items (a key that
+    only some items have shows as such, however the items fall into lists)."""
     headers = {"Accept": "application/json"}
     details = {}
     for name, index in (("ala", 0), ("alacivapp", 1), ("alacrimapp", 2)):
         guid = court.system.courts[index].resource_id
         listed = requests.get(f"{court.base_url}/courts/cms/publications", headers=headers, timeout=30, params={
-            "courtID": guid, "page": 0, "size": 1, "sort": "publicationDate,desc"})
+            "courtID": guid, "page": 0, "size": lists, "sort": "publicationDate,desc"})
         listed.raise_for_status()
-        publication = listed.json()["_embedded"]["results"][0]["publicationUUID"]
-        answer = requests.get(f"{court.base_url}/courts/{guid}/cms/publication/{publication}", headers=headers, timeout=30)
-        answer.raise_for_status()
-        details[name] = answer.json()
+        answers = []
+        for row in listed.json()["_embedded"]["results"]:
+            answer = requests.get(f"{court.base_url}/courts/{guid}/cms/publication/{row['publicationUUID']}",
+                                  headers=headers, timeout=30)
+            answer.raise_for_status()
+            answers.append(answer.json())
+        details[name] = {**answers[0], "publicationItems": [item for answer in answers
+                                                           for item in answer["publicationItems"]]}
     return details
 
 

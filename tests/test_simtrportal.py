@@ -61,7 +61,8 @@ def walk_pages(portal, path, size=50, **params) -> list:
 def test_every_system_has_its_courts_and_case_number_forms():
     forms = {"nev": r"\d{5}", "nevapp": r"\d{5}-COA", "ala": r"SC-\d{4}-\d{4}", "alacivapp": r"CL-\d{4}-\d{4}",
              "alacrimapp": r"CR-\d{4}-\d{4}", "or": r"S\d{6}", "orctapp": r"A\d{6}", "nd": r"\d{8}",
-             "wyo": r"S-\d\d-\d{4}", "fla": r"SC\d{4}-\d{4}", **{f"fladistctapp{n}": rf"{n}D\d{{4}}-\d{{4}}" for n in range(1, 7)}}
+             "wyo": r"S-\d\d-\d{4}", "fla": r"SC\d{4}-\d{4}",
+             **{f"fladistctapp{n}": rf"{n}D\d{{4}}-\d{{4}}" for n in range(1, 7)}}
     assert set(SYSTEMS) == {"nevada", "alabama", "oregon", "north-dakota", "wyoming", "florida"}
     assert system_named("North_Dakota") is SYSTEMS["north-dakota"]
     assert SYSTEMS["nevada"].court("nev").resource_id == "dc01122c-a19d-4eb7-bfe9-5b96e93c26fd"
@@ -136,6 +137,7 @@ def test_size_is_capped_and_the_page_size_switch_answers_its_own():
 def test_past_the_results_window_the_answer_is_the_switchs(answer_past):
     with court(window=10, window_answer=answer_past) as portal:
         assert len(results(get(portal, "/courts/cms/cases", page=1, size=5))) == 5
+        assert len(results(get(portal, "/courts/cms/cases", page=2, size=4))) == 2      # cut at the window
         past = get(portal, "/courts/cms/cases", page=2, size=5)
         if answer_past == "empty":
             assert past.status_code == 200 and "_embedded" not in past.json()
@@ -156,7 +158,8 @@ def keys(value) -> object:
 def test_document_search_rows_have_the_captured_shape_and_filter_by_type_and_court():
     with court(docs=1500) as portal:
         nev = portal.system.court("nevapp").resource_id
-        rows = results(get(portal, "/courts/cms/docketentrydocuments", size=100, sort="docketEntryHeader.filedDate,desc",
+        rows = results(get(portal, "/courts/cms/docketentrydocuments", size=100,
+                           sort="docketEntryHeader.filedDate,desc",
                            **{"docketEntryHeader.docketEntryTypeID": "1000014", "caseHeader.courtID": nev}))
         assert rows and all(keys(row) == keys(CAPTURED_ROW) for row in rows)
         assert {row["docketEntryHeader"]["docketEntryTypeID"] for row in rows} == {"1000014"}
@@ -193,10 +196,11 @@ def test_publications_list_and_detail_in_alabama_and_none_in_nevada():
     with court("alabama", docs=500) as portal:
         guid = portal.system.court("alacivapp").resource_id
         listed = walk_pages(portal, "/courts/cms/publications", courtID=guid, sort="publicationDate,desc")
-        assert listed and [row["publicationDate"] for row in listed] == sorted((row["publicationDate"] for row in listed),
-                                                                               reverse=True)
+        dates = [row["publicationDate"] for row in listed]
+        assert listed and dates == sorted(dates, reverse=True)
         detail = get(portal, f"/courts/{guid}/cms/publication/{listed[0]['publicationUUID']}").json()
-        assert detail["publicationNumber"].startswith("CL-RELEASE-") and detail["publicationNote"].startswith("Decisions")
+        assert detail["publicationNumber"].startswith("CL-RELEASE-")
+        assert detail["publicationNote"].startswith("Decisions")
         item = detail["publicationItems"][0]
         assert item["caseInstanceUUID"] == item["caseInstanceUUID"].upper() and item["caseNumber"].startswith("CL-")
         assert set(item) >= {"publicationItemUUID", "groupName", "groupOrderBy", "title", "decision", "orderBy"}
@@ -220,8 +224,9 @@ def test_uppercase_uuids_are_answered_at_alabama_and_any_case_is_accepted():
         for court_text, case_text in ((guid, case), (guid.lower(), case.lower())):
             assert get(portal, f"/courts/{court_text}/cms/cases/{case_text}").json()["caseHeader"]["caseNumber"] == \
                 row["caseNumber"]
-        by_lower = get(portal, "/courts/cms/docketentrydocumentsaccess", **{"caseHeader.caseInstanceUUID": case.lower()})
-        by_upper = get(portal, "/courts/cms/docketentrydocumentsaccess", **{"caseHeader.caseInstanceUUID": case})
+        access = "/courts/cms/docketentrydocumentsaccess"
+        by_lower = get(portal, access, **{"caseHeader.caseInstanceUUID": case.lower()})
+        by_upper = get(portal, access, **{"caseHeader.caseInstanceUUID": case})
         assert by_lower.json() == by_upper.json()
     with court("nevada") as portal:
         case = results(get(portal, "/courts/cms/cases"))[0]["caseHeader"]["caseInstanceUUID"]
@@ -237,7 +242,8 @@ def test_cases_are_filed_at_local_midnight_so_a_window_opening_at_001_loses_them
         assert row["filedDate"] == f"{day}T00:00:00.000{offset}" and offset in ("-08:00", "-07:00")
 
         def found(low, high):
-            rows = walk_pages(portal, "/courts/cms/cases", **{"caseHeader.filedDateFrom": low, "caseHeader.filedDateTo": high})
+            rows = walk_pages(portal, "/courts/cms/cases",
+                              **{"caseHeader.filedDateFrom": low, "caseHeader.filedDateTo": high})
             return row["caseInstanceUUID"] in {r["caseHeader"]["caseInstanceUUID"] for r in rows}
 
         assert found(f"{day}T00:00:00.000{offset}", f"{day}T23:59:59.999{offset}")
@@ -259,6 +265,13 @@ def test_json_needs_accept_and_nevada_needs_a_referer():
         assert get(portal, "/courts", headers={"Accept": "application/json"}).status_code == 200
     with court(referer_required=False) as portal:
         assert get(portal, "/courts", headers={"Accept": "application/json"}).status_code == 200
+
+
+def test_the_api_root_may_have_a_path_of_its_own():
+    with court(api_path="/api/v2") as portal:
+        assert portal.base_url.endswith("/api/v2") and get(portal, "/courts").status_code == 200
+        assert requests.get(portal.root_url + "/courts", headers=JSON, timeout=10).status_code == 404
+        assert requests.get(portal.root_url + "/__sim__/stats", timeout=10).json()["requests"]["json"] == 1
 
 
 def test_anything_else_is_404_and_a_case_of_another_court_is_not_found():
@@ -390,7 +403,8 @@ def test_a_full_walk_of_every_cases_lists_holds_exactly_the_corpus_truth(system)
         states = dict(zip(("VIEWABLE", "PURCHASABLE", "IN_CART", "UNAVAILABLE"), STATE_GUIDS))
         assert archive == {doc.document_id: (states[doc.state], doc.sha256 if doc.viewable else None) for doc in truth}
         floor = portal.floor()
-        assert made == floor["case search pages"] + floor["docket entry lists"] + floor["access lists"] + floor["downloads"]
+        assert made == sum(floor[name] for name in ("case search pages", "docket entry lists", "access lists",
+                                                    "downloads"))
 
 
 # ------------------------------------------------------------------ living
@@ -399,7 +413,8 @@ def test_a_full_walk_of_every_cases_lists_holds_exactly_the_corpus_truth(system)
 def test_advance_files_cases_opinions_and_changes_access_and_its_plan_says_what_the_court_serves():
     with court(docs=300) as portal:
         before = {doc.document_id: doc for doc in portal.truth(hashes=False)}
-        titles = {portal.corpus.uuid("case", case): portal.corpus.case_title(case) for case in range(portal.corpus.case_count)}
+        titles = {portal.corpus.uuid("case", case): portal.corpus.case_title(case)
+                  for case in range(portal.corpus.case_count)}
         plan = portal.advance(days=30, seed=5)
         after = {doc.document_id: doc for doc in portal.truth(hashes=False)}
         assert plan["today"] == (DAY + dt.timedelta(days=30)).isoformat()
@@ -452,8 +467,9 @@ def test_stats_and_the_request_log_count_every_request_in_order():
 
 
 def test_sim_serves_a_court_system_in_the_foreground_and_prints_its_totals():
-    child = subprocess.Popen([sys.executable, "-m", "notebook_builder", "sim", "--court-system", "alabama", "--port", "0",
-                              "--docs", "20", "--today", "2026-10-01"], stdout=subprocess.PIPE, text=True)
+    command = [sys.executable, "-m", "notebook_builder", "sim", "--court-system", "alabama", "--port", "0",
+               "--docs", "20", "--today", "2026-10-01"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         base = child.stdout.readline().strip()
         answer = requests.get(base + "/courts", headers={"Accept": "application/json"}, timeout=10)

@@ -33,14 +33,13 @@ from collections.abc import Sequence
 
 from . import systems
 from .planning import plan
-from .systems import KIND_INDEX, KINDS, CourtSystem, EntryKind, TRCourt
+from .systems import CATEGORY_NAMES, KIND_INDEX, KINDS, CourtSystem, EntryKind, TRCourt
 
 SECURED_STATES = ("unavailable", "drawn")
 _MASK48 = (1 << 48) - 1
 _MULTIPLIER = 0x9E3779B97F4B           # odd: a permutation of 48-bit numbers
 _INVERSE = pow(_MULTIPLIER, -1, 1 << 48)
 UUID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-CATEGORIES = ("Civil Appeal", "Criminal Appeal", "Original Proceeding")
 GIVEN = ("Jane", "John", "Maria", "James", "Linda", "Robert", "Ana", "David", "Kasie", "Byron", "Tyler", "Julie")
 SURNAMES = ("ZHANG", "GARCIA", "SMITH", "ROBINSON", "CARTER", "POWERS", "SINGH", "ENGLE", "CHABOT", "LEWIS",
             "MOORE", "JOHNSON", "BENNETT", "MUNSON", "HAYES", "PALMER", "JUDD", "WALKER", "NGUYEN", "ROSENBROOK",
@@ -69,7 +68,6 @@ def find_uuid(seed: int, kind: str, text: str, limit: int) -> int | None:
     return index if index < limit and make_uuid(seed, kind, index) == text else None
 
 
-
 class TRCorpus:
     """The planned corpus (see the module docstring). Read-only but for living.py's changes."""
 
@@ -96,7 +94,7 @@ class TRCorpus:
         self.case_court = array("B")
         self.case_numbers: list[str] = []
         self.case_filed = array("I")
-        self.case_closed_on = array("I")      # the day a dispositional entry closed it; 0: open
+        self.case_closed_on = array("I")      # the day it was decided; 0: open
         self.case_category = array("B")
         self.case_first_entry = array("I")    # + a sentinel
         self.entry_case = array("I")
@@ -111,11 +109,11 @@ class TRCorpus:
         self.case_extra: dict[int, list[int]] = {}    # case -> entries living.py filed in it
         self.last_sequence: dict[object, int] = {}    # a case-number sequence -> its last number
         self.title_override: dict[int, str] = {}
-        self.planned_cases = self.planned_entries = self.planned_docs = 0
+        self.planned_cases = 0
         self.advances = 0
         self._derived: dict[str, object] = {}
         plan(self, cases, docs, first_day)
-        self.planned_cases, self.planned_entries, self.planned_docs = self.case_count, self.entry_count, self.doc_count
+        self.planned_cases = self.case_count     # living.py's cases come after these
 
     def _real_case_count(self, first_day: int) -> int:
         """Each court's yearly cases over the days it sat since `first_day`."""
@@ -167,7 +165,8 @@ class TRCorpus:
 
     def case_entries(self, case: int) -> list[int]:
         """The case's docket entries in filing order (the planned ones, then those living.py filed)."""
-        planned = range(self.case_first_entry[case], self.case_first_entry[case + 1]) if case < self.planned_cases else ()
+        planned = (range(self.case_first_entry[case], self.case_first_entry[case + 1])
+                   if case < self.planned_cases else ())
         return list(planned) + self.case_extra.get(case, [])
 
     def entry_docs(self, entry: int) -> range:
@@ -191,7 +190,7 @@ class TRCorpus:
         first = GIVEN[h % len(GIVEN)]
         surname = SURNAMES[(h >> 8) % len(SURNAMES)]
         other = SURNAMES[(h >> 16) % len(SURNAMES)]
-        category = CATEGORIES[self.case_category[case]]
+        category = CATEGORY_NAMES[self.case_category[case]]
         system = self.system
         if system.title_style == "nevada":
             suffix = " (CRIMINAL)" if category == "Criminal Appeal" else " (CIVIL)"
@@ -208,7 +207,10 @@ class TRCorpus:
             return f"{first} {surname.title()} v. {system.state_party}"
         if category == "Original Proceeding":
             return f"Ex parte {first} {surname.title()}"
-        respondent = BUSINESSES[(h >> 16) % len(BUSINESSES)] if (h >> 28) % 3 == 0 else f"{GIVEN[(h >> 20) % len(GIVEN)]} {other.title()}"
+        if (h >> 28) % 3 == 0:
+            respondent = BUSINESSES[(h >> 16) % len(BUSINESSES)]
+        else:
+            respondent = f"{GIVEN[(h >> 20) % len(GIVEN)]} {other.title()}"
         return f"{first} {surname.title()} v. {respondent}"
 
     def lower_court(self, case: int) -> tuple[str, str]:

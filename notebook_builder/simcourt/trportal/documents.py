@@ -50,7 +50,8 @@ def document_pdf(corpus, shapes, doc: int) -> bytes:
     day = _dt.date.fromordinal(corpus.entry_day[entry])
     name = shapes.document_name(doc)
     description = shapes.description(entry)
-    pages = pdfs.opinion_pages(seed=f"trportal:{corpus.seed}:{corpus.system.name}:{doc}", case_number=corpus.case_numbers[case],
+    pages = pdfs.opinion_pages(seed=f"trportal:{corpus.seed}:{corpus.system.name}:{doc}",
+                               case_number=corpus.case_numbers[case],
                                court=court.heading, title=corpus.planned_title(case), description=description,
                                filed=day.isoformat())
     lines = [line for page in pages for line in page]

@@ -20,8 +20,9 @@ Guarantees (paths under the API root; numbers as the README's table):
   entry or document that is not there, or not of the court in the path, is 404; so is any other path.
 - Lists are paged (§2.3): 0-based `page`, `size` (20 by default) cut to `max_size`, or answered at
   `page_size`; `{"_embedded": {"results": [...]}, "page": {size, totalElements, totalPages,
-  number}}`, with no `_embedded` on an empty page or one past the end; a page reaching past
-  `window` answers as `window_answer` says. Errors are Spring's `{timestamp, status, error,
+  number}}`, with no `_embedded` on an empty page or one past the end; only the first `window` rows
+  are reached (a page across it is cut there), and a page that begins past it answers as
+  `window_answer` says. Errors are Spring's `{timestamp, status, error,
   message, path}`.
 - UUIDs are matched in any letter case, in paths and filters. Checks, in order: `down`; `Referer`
   (403) when required; `Accept: application/json` (406) on JSON endpoints; then `fault_rate`.
@@ -123,7 +124,9 @@ class APIHandler(DownloadAnswers, BaseHTTPRequestHandler):
             return self._json(200, plan, False)
         if path == PERIOD_PATH:
             return self._json(200, portal.new_period(), False)
-        return self._error(405 if path.startswith(portal.api_path + "/courts") else 404, "Method not allowed", False)
+        if path.startswith(portal.api_path + "/courts"):
+            return self._error(405, "Request method 'POST' is not supported", False)
+        return self._error(404, "No static resource", False)
 
     # -------------------------------------------------------------- routing
 
@@ -378,13 +381,12 @@ class APIHandler(DownloadAnswers, BaseHTTPRequestHandler):
         size = portal.page_size or min(size, portal.max_size)
         total = len(items)
         info = {"size": size, "totalElements": total, "totalPages": -(-total // size), "number": page}
-        if (page + 1) * size > portal.window:
+        if page * size >= portal.window:
             if portal.window_answer == "empty":
                 return self._json(200, {"page": info}, head)
-            status = int(portal.window_answer)
-            return self._error(status, f"Result window is too large, from + size must be less than or equal to: "
-                                       f"[{portal.window}] but was [{(page + 1) * size}]", head)
-        rows = [row(item) for item in items[page * size:(page + 1) * size]]
+            return self._error(int(portal.window_answer), f"Result window is too large, from + size must be less "
+                                                          f"than or equal to: [{portal.window}]", head)
+        rows = [row(item) for item in items[page * size:min((page + 1) * size, portal.window)]]
         self._json(200, {"_embedded": {"results": rows}, "page": info} if rows else {"page": info}, head)
 
     def _send(self, status: int, body: bytes, content_type: str, head: bool, headers: dict | None = None) -> None:
@@ -420,7 +422,8 @@ class PortalHandler(BaseHTTPRequestHandler):
         kind = "purchase" if "/purchase" in path else "cart" if path.endswith("/cart") else \
             "login" if path.endswith("/login") else "home"
         self.server.portal.note_wall(kind)
-        title = {"purchase": "Purchase Document", "cart": "Your Cart", "login": "Sign In", "home": "Public Portal"}[kind]
+        title = {"purchase": "Purchase Document", "cart": "Your Cart", "login": "Sign In",
+                 "home": "Public Portal"}[kind]
         body = (f"<!DOCTYPE html><html><head><title>{title}</title></head><body><h1>{html.escape(title)}</h1>"
                 f"<p>{html.escape(self.server.portal.system.state)} appellate courts: public portal.</p>"
                 f"</body></html>").encode()

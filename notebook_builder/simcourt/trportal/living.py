@@ -27,8 +27,7 @@ import datetime as _dt
 import random
 
 from .planning import business_second, draw_state, sequence_key, weighted
-from .shapes import CATEGORY_NAMES
-from .systems import FILINGS, STATE_NAMES, PURCHASABLE, UNAVAILABLE, VIEWABLE
+from .systems import CATEGORY_NAMES, FILINGS, PURCHASABLE, STATE_NAMES, UNAVAILABLE, VIEWABLE
 
 ACTIVITY_KINDS = ("new_cases", "filings", "opinions", "made_public", "withdrawn", "retitled")
 SELLING_PROFILES = ("oregon", "north-dakota")      # a document that stops being public is then for sale
@@ -175,20 +174,24 @@ class _Advance:
                   "document_name": shapes.document_name(doc), "state": STATE_NAMES[corpus.doc_state[doc]],
                   "viewable": corpus.doc_state[doc] == VIEWABLE, "opinion": corpus.kind(corpus.doc_entry[doc]).opinion,
                   "why": why} for doc, why in self.added]
-        flips = {change: [{**about(doc), "state_before": STATE_NAMES[before], "state_after": STATE_NAMES[corpus.doc_state[doc]]}
-                          for doc, before in pairs] for change, pairs in self.flipped.items()}
+        flips = {change: [{**about(doc), "state_before": STATE_NAMES[before],
+                           "state_after": STATE_NAMES[corpus.doc_state[doc]]} for doc, before in pairs]
+                 for change, pairs in self.flipped.items()}
         cases = []
         for case, why in self.why.items():
             before, after = self.before[case], self._view(case)
             cases.append({"case_id": corpus.uuid("case", case), "case_number": corpus.case_numbers[case],
                           "court_id": corpus.court_guid(corpus.case_court[case]), "new": before is None, "why": why,
-                          "fields": sorted(after) if before is None else sorted(k for k in after if after[k] != before[k]),
+                          "fields": sorted(after) if before is None else
+                          sorted(key for key in after if after[key] != before[key]),
                           "closed_before": None if before is None else before["closedFlag"],
                           "closed_after": after["closedFlag"]})
         publications = [{"publication_id": corpus.publication_uuid(court, day), "court_id": corpus.court_guid(court),
                          "publication_number": shapes.publication_head(court, day, entries)["publicationNumber"],
-                         "documents": [corpus.uuid("document", doc) for entry in entries for doc in corpus.entry_docs(entry)]}
-                        for court, day, entries in corpus.publications() if (court, day) not in self.publications_before]
+                         "documents": [corpus.uuid("document", doc) for entry in entries
+                                       for doc in corpus.entry_docs(entry)]}
+                        for court, day, entries in corpus.publications()
+                        if (court, day) not in self.publications_before]
         counts = {"added": len(added), "opinions": sum(item["opinion"] for item in added),
                   "made_public": len(flips["made_public"]), "withdrawn": len(flips["withdrawn"]), "cases": len(cases),
                   "new_cases": sum(case["new"] for case in cases), "publications": len(publications)}

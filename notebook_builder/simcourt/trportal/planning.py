@@ -4,7 +4,8 @@ Guarantees (corpus.py's `TRCorpus` calls `plan` once):
 - Exactly `cases` cases, apportioned to the system's courts by their yearly cases over the days each
   sat (each court with a case when there are enough), filed on days before the court's day, in
   filing order; numbered in the system's form at the real record's pace (`_numbers`).
-- Most older cases are closed; a closed case ends with a dispositional entry of the system's kinds
+- A case is decided 45 to 700 days after it was filed (one in twenty never is); a closed case ends
+  with a dispositional entry of the system's kinds
   (with one document, or none for a kind without one) while the document budget lasts; in the
   publications mode a decision falls on the system's release weekday when it can. Then the rest of
   the `docs` documents as filings (a notice of appeal first; one entry in seven has two documents),
@@ -124,17 +125,15 @@ def plan(corpus, cases: int, docs: int, first_day: int) -> None:
 
 
 def _closing_day(system: CourtSystem, rng: random.Random, filed: int, last_day: int) -> int:
-    """The day a case was decided (0: still open): most older cases are closed."""
-    age = last_day - filed
-    closed_share = 0.95 if age > 730 else 0.7 if age > 365 else 0.3 if age > 60 else 0.05
-    if age < 2 or rng.random() >= closed_share:
+    """The day a case was decided, 45 to 700 days after it was filed (0: not yet, or never: one in twenty)."""
+    day = filed + rng.randint(45, 700)
+    if rng.random() < 0.05 or day > last_day:
         return 0
-    day = min(last_day, filed + rng.randint(45, 700))
     since = system.publications_since
     if system.opinion_mode == "publications" and (since is None or day >= since.toordinal()):
         release = day - (_dt.date.fromordinal(day).weekday() - system.release_weekday) % 7
         day = release if release > filed else release + 7 if release + 7 <= last_day else day
-    return day if day > filed else 0
+    return day
 
 
 def _write_case(corpus, rng: random.Random, case: int, planned: list[tuple[int, int, int, int]]) -> None:

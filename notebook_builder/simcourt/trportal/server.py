@@ -10,8 +10,8 @@ Guarantees:
   a purchase page, a cart), 200. Nothing is logged per request.
 - Switches (constructor arguments; defaults are the README's word or its best guess):
   `max_size` (500: a larger `size` is cut to it), `page_size` (None; a number: every page is that
-  size whatever was asked, `page` counted in it), `window` (10,000 results reachable) and
-  `window_answer` past it ("400", "500", or "empty": a 200 without `_embedded`, the true
+  size whatever was asked, `page` counted in it), `window` (10,000 results reachable: a page across it is
+  cut there) and `window_answer` for a page that begins past it ("400", "500", or "empty": a 200 without `_embedded`, the true
   `totalElements`), `date_filters` (False: the document search and the publications list ignore
   date filters, as FLP's nev.py says), `numeric_ids` (False: ids as strings), `case_instants`
   ("local"), `secured_state` ("unavailable"), `referer_required` (the system's: Nevada yes; 403

@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 
-from .systems import PUBLISHED_NEVADA, STATE_GUIDS, UNPUBLISHED_NEVADA
+from .systems import CATEGORY_NAMES, PUBLISHED_NEVADA, STATE_GUIDS, UNPUBLISHED_NEVADA
 
 CASE_INSTANTS = ("local", "utc")
 JUDGES = {
@@ -33,7 +33,6 @@ JUDGES = {
     "alacrimapp": ("Windom", "Kellum", "McCool", "Cole", "Minor", "Anderson"),
 }
 OTHER_JUDGES = ("Walters", "Duncan", "Garrett", "Flynn", "Baldwin", "Ortega", "Kessler")
-CATEGORY_NAMES = ("Civil Appeal", "Criminal Appeal", "Original Proceeding")
 CLASSIFICATIONS = ("Appeal - Civil", "Appeal - Criminal", "Petition for Writ")
 
 
@@ -91,7 +90,8 @@ class Shapes:
         lower_name, lower_number = corpus.lower_court(case)
         header = {**self.case_brief(case), "caseCaption": corpus.case_title(case).upper(),
                   "closedFlag": corpus.case_closed(case),
-                  "caseClassification": CLASSIFICATIONS[category], "caseClassificationID": self.ident(1000300 + category),
+                  "caseClassification": CLASSIFICATIONS[category],
+                  "caseClassificationID": self.ident(1000300 + category),
                   "caseClassGroupType": "Appellate", "caseClassGroupTypeID": self.ident(1000310),
                   "location": court.display_name, "locationID": self.ident(100 + corpus.case_court[case]),
                   "caseGroupFlag": False, "panelFlag": False, "filedDate": self.case_filed(case),
@@ -122,8 +122,8 @@ class Shapes:
                                 "partySubTypeID": self.ident(1000400 + number), "partyStatus": "Active",
                                 "partyStatusID": self.ident(1000410),
                                 "partyActorInstance": {"displayName": name, "sortName": name.upper()}},
-                "legalRepresentations": [{"attorneyPartyHeader": {"partyActorInstance": {
-                    "displayName": attorney, "sortName": attorney.upper()}}, "primaryFlag": True}] if represented else [],
+                "legalRepresentations": [] if not represented else [{"attorneyPartyHeader": {"partyActorInstance": {
+                    "displayName": attorney, "sortName": attorney.upper()}}, "primaryFlag": True}],
                 "proSeFlag": not represented, "orderBy": number, "partyNumber": number,
                 "involvementTypeID": self.ident(1000420 + number), "nonPublicFlag": False})
         return rows
@@ -144,7 +144,8 @@ class Shapes:
             court = "COA" if corpus.court_of_case(case).code == "nevapp" else "SC"
             year = _dt.date.fromordinal(corpus.entry_day[entry]).year
             if kind.type_id == UNPUBLISHED_NEVADA:
-                return (f'Filed {kind.subtype}. "ORDER the judgment of the district court {kind.decision.rstrip(".").upper()}." '
+                decided = kind.decision.rstrip(".").upper()
+                return (f'Filed {kind.subtype}. "ORDER the judgment of the district court {decided}." '
                         f'{"NNP" if court == "SC" else "COA"}{year % 100:02d}-{initials}')
             authored = kind.subtype_id == 1000230
             return (f'Filed {"authored" if authored else "per curiam"} opinion. "{kind.decision}" '
@@ -221,7 +222,8 @@ class Shapes:
         corpus = self.corpus
         entry = corpus.doc_entry[doc]
         return {"documentLinkUUID": corpus.uuid("document", doc), "documentName": self.document_name(doc),
-                "docketEntryHeader": self.entry_header_brief(entry), "caseHeader": self.case_brief(corpus.entry_case[entry])}
+                "docketEntryHeader": self.entry_header_brief(entry),
+                "caseHeader": self.case_brief(corpus.entry_case[entry])}
 
     # --------------------------------------------------------- publications
 
@@ -240,7 +242,8 @@ class Shapes:
         return head
 
     def publication_row(self, court: int, day: int, entries: list[int]) -> dict:
-        return {"publicationUUID": self.corpus.publication_uuid(court, day), **self.publication_head(court, day, entries)}
+        return {"publicationUUID": self.corpus.publication_uuid(court, day),
+                **self.publication_head(court, day, entries)}
 
     def publication_detail(self, court: int, day: int, entries: list[int]) -> dict:
         corpus = self.corpus
@@ -253,8 +256,9 @@ class Shapes:
                 case = corpus.entry_case[entry]
                 kind = corpus.kind(entry)
                 lower_name, lower_number = corpus.lower_court(case)
-                item = {"publicationItemUUID": corpus.uuid("item", entry), "caseInstanceUUID": corpus.uuid("case", case),
-                        "caseNumber": corpus.case_numbers[case], "groupName": group, "groupOrderBy": group_order,
+                item = {"publicationItemUUID": corpus.uuid("item", entry),
+                        "caseInstanceUUID": corpus.uuid("case", case), "caseNumber": corpus.case_numbers[case],
+                        "groupName": group, "groupOrderBy": group_order,
                         "title": f"{corpus.case_title(case)} (Appeal from {lower_name}: {lower_number}).",
                         "decision": kind.decision, "orderBy": order}
                 docs = corpus.entry_docs(entry)

@@ -34,6 +34,7 @@ STATE_NAMES = ("VIEWABLE", "PURCHASABLE", "IN_CART", "UNAVAILABLE")
 STATE_GUIDS = ("b64d1d1e-f926-4c87-ab6b-df5c96d3b186", "dc195201-c792-4883-ab2a-5730dc357ca2",
                "e069220c-7377-4b6a-8664-15f29da6808a", "ea5979e2-9949-4819-819b-72f9ef7f7106")
 OPINION_MODES = ("document-search", "publications", "dispositional")
+CATEGORY_NAMES = ("Civil Appeal", "Criminal Appeal", "Original Proceeding")   # a case's caseCategory
 
 
 @dataclass(frozen=True)
@@ -84,15 +85,16 @@ BARE_ENTRIES = (   # entries without documents
     EntryKind("Notice", 1000009, "Transcript Received", 1000114, ""),
 )
 NEVADA_DISPOSITIONS = (   # (kind, weight); 1000014 and 1000018 as the captures and FLP's nev.py
-    (EntryKind("Opinion/Dispositional", 1000014, "Authored Opinion", 1000230, "Opinion/Dispositional - Authored Opinion",
-               opinion=True, dispositional=True, decision="Affirmed."), 6),
+    (EntryKind("Opinion/Dispositional", 1000014, "Authored Opinion", 1000230,
+               "Opinion/Dispositional - Authored Opinion", opinion=True, dispositional=True, decision="Affirmed."), 6),
     (EntryKind("Opinion/Dispositional", 1000014, "Per Curiam Opinion", 1000234,
                "Opinion/Dispositional - Per Curiam Opinion", opinion=True, dispositional=True,
                decision="Vacated and remanded."), 2),
     (EntryKind("Order/Dispositional", 1000018, "Order of Affirmance", 1000240, "Order of Affirmance",
                opinion=True, dispositional=True, decision="Affirmed."), 50),
     (EntryKind("Order/Dispositional", 1000018, "Order of Reversal and Remand", 1000241,
-               "Order of Reversal and Remand", opinion=True, dispositional=True, decision="Reversed and remanded."), 20),
+               "Order of Reversal and Remand", opinion=True, dispositional=True,
+               decision="Reversed and remanded."), 20),
     (EntryKind("Order/Dispositional", 1000018, "Order Dismissing Appeal", 1000242, "Order Dismissing Appeal",
                opinion=True, dispositional=True, decision="Appeal dismissed."), 22),
 )
@@ -293,14 +295,15 @@ SYSTEMS: dict[str, CourtSystem] = {system.name: system for system in (
         counties=("Multnomah", "Washington", "Clackamas", "Lane", "Marion", "Jackson", "Deschutes")),
     CourtSystem(
         "north-dakota", "North Dakota",
-        (TRCourt("nd", _AL[0], "1", "North Dakota Supreme Court", "IN THE SUPREME COURT STATE OF NORTH DAKOTA", "", 350),),
+        (TRCourt("nd", _AL[0], "1", "North Dakota Supreme Court", "IN THE SUPREME COURT STATE OF NORTH DAKOTA", "",
+                 350),),
         "portal-api.ctrack.ndcourts.gov", "portal.ctrack.ndcourts.gov", "year-sequence", -6, "dispositional",
         "north-dakota", real_first_year=2010, state_party="State of North Dakota",
         counties=("Burleigh", "Cass", "Grand Forks", "Ward", "Stark", "Williams", "Morton")),
     CourtSystem(
         "wyoming", "Wyoming",
-        (TRCourt("wyo", "cd2875bd-3280-4b05-ac69-030ce5faac20", "1", "Wyoming", "IN THE SUPREME COURT, STATE OF WYOMING",
-                 "S", 250),),
+        (TRCourt("wyo", "cd2875bd-3280-4b05-ac69-030ce5faac20", "1", "Wyoming",
+                 "IN THE SUPREME COURT, STATE OF WYOMING", "S", 250),),
         "ctefiling-api.wyocourts.gov", "ctefiling.wyocourts.gov", "wyoming", -7, "dispositional", "public",
         real_first_year=2010, state_party="State of Wyoming",
         counties=("Laramie", "Natrona", "Campbell", "Sweetwater", "Fremont", "Albany", "Sheridan")),

@@ -58,7 +58,8 @@ def truth(portal, hashes: bool = True) -> list[TruthDocument]:
             opinion=corpus.kind(entry).opinion,
             publication_id=None if published is None else corpus.publication_uuid(*published),
             secured=bool(corpus.entry_secured[entry]),
-            sha256=None if data is None else hashlib.sha256(data).hexdigest(), size=None if data is None else len(data)))
+            sha256=None if data is None else hashlib.sha256(data).hexdigest(),
+            size=None if data is None else len(data)))
     return found
 
 
