@@ -17,6 +17,7 @@ import requests
 
 from notebook_builder.simcourt import SimTRPortal
 from notebook_builder.simcourt.trportal import STATE_GUIDS, SYSTEMS, system_named
+from notebook_builder.simcourt.trportal.systems import IN_CART
 
 DAY = dt.date(2026, 10, 1)
 JSON = {"Accept": "application/json", "Referer": "https://acis.nvcourts.gov/"}
@@ -294,7 +295,10 @@ def test_a_viewable_document_is_a_pdf_and_any_other_a_302_to_the_portals_wall():
         truth = portal.truth()
         viewable = next(doc for doc in truth if doc.viewable)
         walled = {doc.state: doc for doc in truth if not doc.viewable}
-        assert set(walled) >= {"PURCHASABLE", "UNAVAILABLE"}
+        assert set(walled) == {"PURCHASABLE", "UNAVAILABLE"}
+        carted = next(doc for doc in truth if doc.viewable and doc is not viewable)
+        portal.corpus.doc_state[portal.document_index(carted.document_id)] = IN_CART   # a session with a cart
+        walled["IN_CART"] = carted
         path = "/courts/{0.court_id}/cms/case/{0.case_id}/docketentrydocuments/{0.document_id}"
         pdf = get(portal, path.format(viewable), headers={})
         assert pdf.status_code == 200 and pdf.headers["Content-Type"] == "application/pdf"
@@ -304,6 +308,7 @@ def test_a_viewable_document_is_a_pdf_and_any_other_a_302_to_the_portals_wall():
             wall = get(portal, path.format(doc), headers={})
             assert wall.status_code == 302 and wall.headers["Location"].startswith(portal.portal_url)
             assert ("purchase" in wall.headers["Location"]) == (state == "PURCHASABLE")
+            assert wall.headers["Location"].endswith("/cart") == (state == "IN_CART")
             followed = requests.get(portal.base_url + path.format(doc), timeout=10)
             assert followed.status_code == 200 and followed.headers["Content-Type"].startswith("text/html")
             assert followed.content.startswith(b"<!DOCTYPE html>")
@@ -352,6 +357,8 @@ def test_faults_at_the_fault_rate_and_a_court_that_is_down():
         assert portal.stats()["faults_served"] == 60
     with court(down="503") as portal:
         assert get(portal, "/courts").status_code == 503
+        portal.down = "403"
+        assert get(portal, "/courts").status_code == 403
         portal.down = "reset"
         with pytest.raises(requests.exceptions.ConnectionError):
             get(portal, "/courts")

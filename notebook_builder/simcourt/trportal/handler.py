@@ -146,10 +146,12 @@ class APIHandler(DownloadAnswers, BaseHTTPRequestHandler):
         if portal.down == "reset":
             portal.note_fault("down reset")
             return self._reset()
-        if portal.down == "503":
-            portal.note_fault("down 503")
-            return self._send(503, b"<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>",
-                              "text/html", head)
+        if portal.down in ("503", "403"):
+            portal.note_fault(f"down {portal.down}")
+            page = {"503": b"<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>",
+                    "403": b"<html><body><h1>403 Forbidden</h1><p>Access from your location is denied.</p>"
+                           b"</body></html>"}
+            return self._send(int(portal.down), page[portal.down], "text/html", head)
         if portal.referer_required and not self.headers.get("Referer", "").strip():
             return self._error(403, "Access denied", head)
         if endpoint != "download" and portal.accept_required \

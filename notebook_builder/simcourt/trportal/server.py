@@ -6,28 +6,31 @@
 
 Guarantees:
 - Two loopback servers (loopback.py): the API host answers the endpoints of handler.py under
-  `api_path` ("" by default); the portal host answers every GET with an HTML page (a sign-in page,
-  a purchase page, a cart), 200. Nothing is logged per request.
-- Switches (constructor arguments; defaults are the README's word or its best guess):
-  `max_size` (500: a larger `size` is cut to it), `page_size` (None; a number: every page is that
-  size whatever was asked, `page` counted in it), `window` (10,000 results reachable: a page across it is
-  cut there) and `window_answer` for a page that begins past it ("400", "500", or "empty": a 200 without `_embedded`, the true
-  `totalElements`), `date_filters` (False: the document search and the publications list ignore
-  date filters, as FLP's nev.py says), `numeric_ids` (False: ids as strings), `case_instants`
-  ("local"), `secured_state` ("unavailable"), `referer_required` (the system's: Nevada yes; 403
-  without a Referer), `accept_required` (True: 406 without Accept: application/json on JSON
-  endpoints), `fault_rate` (0: the share of API requests that misbehave: 5xx, 429 with Retry-After,
-  a reset, a truncated body, on a download an HTML 200), `down` (None; "503": every API request
-  answers 503; "reset": every connection is reset), `record_requests` (False: `request_log`, every
-  request in order as (endpoint, item)).
+  `api_path` ("" by default); the portal host answers every GET with an HTML page (a sign-in page, a
+  purchase page, a cart), 200. Nothing is logged per request.
+- Switches (constructor arguments; defaults are the README's word or its best guess): `max_size`
+  (500: a larger `size` is cut to it), `page_size` (None; a number: every page is that size whatever
+  was asked, `page` counted in it), `window` (10,000 results reachable: a page across it is cut
+  there) and `window_answer` for a page that begins past it ("400", "500", or "empty": a 200 without
+  `_embedded`, the true `totalElements`), `date_filters` (False: the document search and the
+  publications list ignore date filters, as FLP's nev.py says), `numeric_ids` (False: ids as
+  strings), `case_instants` ("local"), `secured_state` ("unavailable"), `referer_required` (the
+  system's: Nevada yes; 403 without a Referer), `accept_required` (True: 406 without Accept:
+  application/json on JSON endpoints), `fault_rate` (0: the share of API requests that misbehave:
+  5xx, 429 with Retry-After, a reset, a truncated body, on a download an HTML 200), `down` (None;
+  "503": every API request answers 503; "403": every one is refused as a geo-block would; "reset":
+  every connection is reset), `record_requests` (False: `request_log`, every request in order as
+  (endpoint, item): the case of a case's resources and access list, the document of a download, -1
+  otherwise).
 - Sizes: `cases`, `docs`, `first_year`, `real_counts` and `today` plan the corpus (corpus.py).
 - `GET /__sim__/stats` (outside the API root): requests (JSON and downloads, and per endpoint),
   faults, early requests, walls, the court's day and each counting period's requests; `progress()`
-  and `resume()` carry the request count (which draws the faults) over to a new court. The court lives (living.py):
-  `advance(days, seed, activity)` or `POST /__sim__/advance?days=30&seed=0[&<kind>=N]` answers the
-  plan of what changed (`GET /__sim__/plans`: all of them) and begins a counting period, as
-  `new_period()` / `POST /__sim__/period` do. An advance waits for the requests being answered
-  and is refused (RuntimeError, 409) if they do not end within `advance_wait_s`.
+  and `resume()` carry the request count (which draws the faults) over to a new court. The court
+  lives (living.py): `advance(days, seed, activity)` or `POST
+  /__sim__/advance?days=30&seed=0[&<kind>=N]` answers the plan of what changed (`GET
+  /__sim__/plans`: all of them) and begins a counting period, as `new_period()` / `POST
+  /__sim__/period` do. An advance waits for the requests being answered and is refused
+  (RuntimeError, 409) if they do not end within `advance_wait_s`.
 - truth.py judges an archive: `truth()` (every document, its state, bytes and whether it is an
   opinion) and `floor()` (the fewest requests a full archive needs).
 """
@@ -51,7 +54,7 @@ PLANS_PATH = "/__sim__/plans"
 ADVANCE_PATH = "/__sim__/advance"
 PERIOD_PATH = "/__sim__/period"
 WINDOW_ANSWERS = ("400", "500", "empty")
-DOWN_ANSWERS = (None, "503", "reset")
+DOWN_ANSWERS = (None, "503", "403", "reset")
 PDF_CACHE_SIZE = 256
 
 

@@ -1,7 +1,8 @@
 """The simulated TR Portal's own truth, for judging an archive of it: every document, and the fewest requests.
 
 Guarantees:
-- `truth(portal)`: one `TruthDocument` a document the court holds now, in document order: its ids as
+- `truth(portal)`: one `TruthDocument` a document the court holds now, in document order (the
+  request log's item of a download is its index here): its ids as
   the court serves them, court, case number, filed instant, name, access state (and whether it is
   VIEWABLE: what an archive can hold), whether it is an opinion (the system's opinion kinds:
   Nevada's 1000014 and 1000018 documents, a release list's Opinion or Decision, a dispositional
