@@ -229,6 +229,11 @@ def test_uppercase_uuids_are_answered_at_alabama_and_any_case_is_accepted():
         by_lower = get(portal, access, **{"caseHeader.caseInstanceUUID": case.lower()})
         by_upper = get(portal, access, **{"caseHeader.caseInstanceUUID": case})
         assert by_lower.json() == by_upper.json()
+        item = results(by_upper)[0]
+        by_entry = get(portal, access, **{"docketEntryHeader.docketEntryUUID": item["docketEntryUUID"].lower()})
+        by_document = get(portal, access, **{"documentLinkUUID": item["documentLinkUUID"].lower(),
+                                             "caseHeader.caseInstanceUUID": case})
+        assert item in results(by_entry) and results(by_document) == [item]
     with court("nevada") as portal:
         case = results(get(portal, "/courts/cms/cases"))[0]["caseHeader"]["caseInstanceUUID"]
         assert case == case.lower()

@@ -247,25 +247,23 @@ class APIHandler(DownloadAnswers, BaseHTTPRequestHandler):
 
     def _documents_access(self, portal, query: dict) -> list[int]:
         corpus = portal.corpus
-        wanted = {name: _value(query, name) for name in
-                  ("caseHeader.caseInstanceUUID", "docketEntryHeader.docketEntryUUID", "documentLinkUUID")}
-        if not any(wanted.values()):
+        asked = {kind: _value(query, name) for kind, name in (("case", "caseHeader.caseInstanceUUID"),
+                                                              ("entry", "docketEntryHeader.docketEntryUUID"),
+                                                              ("document", "documentLinkUUID")) if _value(query, name)}
+        if not asked:
             raise BadRequest("caseHeader.caseInstanceUUID is required")
-        docs: list[int] | None = None
-        if wanted["caseHeader.caseInstanceUUID"]:
-            case = corpus.find("case", wanted["caseHeader.caseInstanceUUID"])
-            docs = [] if case is None else corpus.case_docs(case)
-        if wanted["docketEntryHeader.docketEntryUUID"]:
-            entry = corpus.find("entry", wanted["docketEntryHeader.docketEntryUUID"])
-            docs = [doc for doc in (docs if docs is not None else corpus.entry_docs(entry) if entry is not None else [])
-                    if entry is not None and corpus.doc_entry[doc] == entry]
-        if wanted["documentLinkUUID"]:
-            doc = corpus.find("document", wanted["documentLinkUUID"])
-            docs = [d for d in (docs if docs is not None else [doc] if doc is not None else []) if d == doc]
-        asked, court = self._court_filter(portal, query, "caseHeader.courtID")
-        if asked:
-            docs = [doc for doc in docs if court is not None
-                    and corpus.case_court[corpus.entry_case[corpus.doc_entry[doc]]] == court]
+        found = {kind: corpus.find(kind, text) for kind, text in asked.items()}
+        if None in found.values():
+            return []
+        if "case" in found:
+            docs = corpus.case_docs(found["case"])
+        else:
+            docs = list(corpus.entry_docs(found["entry"])) if "entry" in found else [found["document"]]
+        docs = [doc for doc in docs if found.get("entry", corpus.doc_entry[doc]) == corpus.doc_entry[doc]
+                and found.get("document", doc) == doc]
+        court_asked, court = self._court_filter(portal, query, "caseHeader.courtID")
+        if court_asked:
+            docs = [doc for doc in docs if corpus.case_court[corpus.entry_case[corpus.doc_entry[doc]]] == court]
         if "documentName,asc" in query.get("sort", []):
             docs = sorted(docs, key=lambda doc: (portal.shapes.document_name(doc), doc))
         return docs
