@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import random
 
+from ..living import activity_counts
 from .planning import business_second, draw_state, sequence_key, weighted
 from .systems import CATEGORY_NAMES, FILINGS, PURCHASABLE, STATE_NAMES, UNAVAILABLE, VIEWABLE
 
@@ -213,14 +214,7 @@ def advance(corpus, shapes, days: int = 30, seed: int = 0, activity: dict[str, i
     """Moves the court's day on by `days` with that span's activity; returns the plan (see the module docstring)."""
     if days < 1:
         raise ValueError("days must be at least 1")
-    counts = month_activity(corpus, days)
-    unknown = set(activity or {}) - set(counts)
-    if unknown:
-        raise ValueError(f"unknown activity {sorted(unknown)}; known: {', '.join(ACTIVITY_KINDS)}")
-    counts.update({kind: int(value) for kind, value in (activity or {}).items()})
-    if any(value < 0 for value in counts.values()):
-        raise ValueError("activity counts must be >= 0")
-    work = _Advance(corpus, shapes, days, seed, counts)
+    work = _Advance(corpus, shapes, days, seed, activity_counts(month_activity(corpus, days), activity))
     work.run()
     corpus.advances += 1
     corpus.today += days
