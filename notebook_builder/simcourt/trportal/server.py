@@ -46,6 +46,7 @@ from ..retry_after import RetryAfterClock
 from ..server import RequestLog
 from . import documents, living, truth
 from .corpus import TRCorpus
+from .handler import APIHandler, PortalHandler
 from .shapes import Shapes
 from .systems import VIEWABLE, CourtSystem, system_named
 
@@ -109,7 +110,6 @@ class SimTRPortal(RetryAfterClock, SimControls, LoopbackService):
     # -------------------------------------------------------------- serving
 
     def handler(self) -> type:
-        from .handler import APIHandler
         return APIHandler
 
     def url_for(self, host: str, port: int) -> str:
@@ -120,7 +120,6 @@ class SimTRPortal(RetryAfterClock, SimControls, LoopbackService):
         """Serves the API host (on `port`) and the portal host (on a free port); returns the API root."""
         url = super().start(port, host)
         if self._portal_server is None:
-            from .handler import PortalHandler
             self._portal_server = LoopbackServer((host, 0), PortalHandler)
             self._portal_server.portal = self
             self._portal_thread = threading.Thread(target=self._portal_server.serve_forever,
