@@ -476,6 +476,8 @@ def test_stats_and_the_request_log_count_every_request_in_order():
         stats = requests.get(portal.root_url + "/__sim__/stats", timeout=10).json()
         assert stats["endpoints"] == {"courts": 1, "docket_entries": 1, "documents_access": 1}
         assert list(portal.request_log) == [("courts", -1), ("docket_entries", case), ("documents_access", case)]
+        times = portal.request_log.times
+        assert len(times) == 3 and times[0] <= times[1] <= times[2] <= time.monotonic()
 
 
 def test_sim_serves_a_court_system_in_the_foreground_and_prints_its_totals():

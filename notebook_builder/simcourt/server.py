@@ -38,6 +38,7 @@ import json
 import math
 import random
 import threading
+import time
 from collections import Counter, OrderedDict
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
@@ -416,12 +417,14 @@ class SimCourt(RetryAfterClock, SimControls, LoopbackService):
 
 class RequestLog:
     """Every request a court answered, in order: its endpoint (`_endpoint_name`) and its item (a
-    download's document, a file list's entry: the index of its first document; -1 otherwise)."""
+    download's document, a file list's entry: the index of its first document; -1 otherwise), and
+    in `times` when it came (time.monotonic(): the pace a client kept)."""
 
     def __init__(self):
         self.names: list[str] = []
         self.endpoints = array("B")
         self.items = array("i")
+        self.times = array("d")
 
     def note(self, court: "SimCourt", endpoint: str, parts: list[str], query: dict) -> None:
         item = None
@@ -440,6 +443,7 @@ class RequestLog:
                 self.names.append(endpoint)
             self.endpoints.append(self.names.index(endpoint))
             self.items.append(-1 if item is None else item)
+            self.times.append(time.monotonic())
 
     def __len__(self) -> int:
         return len(self.endpoints)
