@@ -112,20 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="restore, the phases in PHASES, then sync/verify")
     _workspace_flag(run)
-    _knob_flags(run, "STORE", "API_BASE", "PHASES", "BUDGET_SECONDS", "DRY_RUN", "RETRY_HARD")
+    _knob_flags(run, "COURT_SYSTEM", "STORE", "API_BASE", "PHASES", "BUDGET_SECONDS", "DRY_RUN", "RETRY_HARD")
     verify = commands.add_parser("verify", help="sync/verify alone: integrity, queues, exports, checkpoint")
     _workspace_flag(verify)
-    _knob_flags(verify, "STORE", "AUDIT")
+    _knob_flags(verify, "COURT_SYSTEM", "STORE", "AUDIT")
     derive = commands.add_parser("derive", help="derived fields and citations of every document, from the "
                                                 "database and the texts alone (idempotent)")
     _workspace_flag(derive)
-    _knob_flags(derive, "STORE")
+    _knob_flags(derive, "COURT_SYSTEM", "STORE")
     derive.add_argument("--redo", action="store_true", help="derive every document again, not only new ones")
     status = commands.add_parser("status", help="print the workspace's status JSON; changes nothing")
     _workspace_flag(status)
     report = commands.add_parser("report", help="coverage chart (status.png) and a table of counts")
     _workspace_flag(report)
-    _knob_flags(report, "STORE")
+    _knob_flags(report, "COURT_SYSTEM", "STORE")
     report.add_argument("--output", metavar="PNG", help="where to write the chart (default: workspace/status.png)")
 
     changes = commands.add_parser("changes", help="what the court added, withdrew, restored and changed since the "
@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     changes.add_argument("--json", action="store_true",
                          help="one JSON object a line: document_id, change, seen_at, run, case_number, "
                               "court_code, kind, filed_date, sha256, fields, how")
+
+    courts = commands.add_parser("courts", help="the court systems the pipeline knows: courts, API, case numbers, "
+                                                "how opinions are found, what is public")
+    courts.add_argument("--json", action="store_true", help="one JSON array, an object a court system")
 
     probe = commands.add_parser("probe", help="at most 10 requests to API_BASE: can the pipeline run against it?")
     _knob_flags(probe, "API_BASE")
@@ -287,6 +291,8 @@ QUERY_COMMANDS = ("index", "show", "search", "export", "serve")
 # Commands that write to the store: a store they are given that is not there is refused (a typo
 # makes no second archive); all but report refuse the workspace's own store when it is gone too.
 STORE_WRITERS = ("verify", "report", "derive", "index")
+# Commands that write to an archive: one of another court system than theirs is refused (c35).
+SYSTEM_BOUND_COMMANDS = ("run", "verify", "report", "derive", "index")
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -298,13 +304,22 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "demo":
             _setup_logging(args.verbose)
             return _cmd_demo(args)
+        if args.command == "courts":
+            return _cmd_courts(as_json=args.json)
         cfg = config_from_args(args)
         if args.command in ("status", "show", "search", "export", "serve"):   # they write nothing
             cfg = _the_demos_workspace(args, cfg)
         if args.command in ARCHIVE_COMMANDS or args.command == "run":
             cfg = _with_the_workspaces_store(args, cfg)
+            cfg = _with_the_archives_court_system(args, cfg)
     except ConfigError as exc:
         return _config_error(args, exc)
+    if args.command in SYSTEM_BOUND_COMMANDS:
+        from notebook_builder.cells.c35_context import court_system_conflict
+        conflict = court_system_conflict(cfg)
+        if conflict:
+            print(f"kycourt-pipeline: {conflict}", file=sys.stderr)
+            return EXIT_USAGE
     if args.command in ARCHIVE_COMMANDS:
         # These look at an archive; in a folder that holds none they would print zeros or create an
         # empty workspace and store. They say so instead, and write nothing.
@@ -393,6 +408,46 @@ def _with_the_workspaces_store(args: argparse.Namespace, cfg, env=None):
     if environment.get("KY_DRIVE_FOLDER") is not None:
         named.pop("DRIVE_FOLDER", None)
     return config_from_args(args, env, WORKSPACE=cfg.WORKSPACE, **named)
+
+
+def _court_system_given(args: argparse.Namespace, env=None) -> bool:
+    return (getattr(args, "COURT_SYSTEM", None) is not None
+            or (os.environ if env is None else env).get("KY_COURT_SYSTEM") is not None)
+
+
+def _with_the_archives_court_system(args: argparse.Namespace, cfg, env=None):
+    """cfg of the court system the workspace's archive is of, when the user named none: a command
+    given an archive works on it as what it is (one named explicitly that differs is refused)."""
+    from notebook_builder.cells.c35_context import archive_court_system
+    if _court_system_given(args, env):
+        return cfg
+    found = archive_court_system(cfg.WORKSPACE)
+    if found is None or found == cfg.COURT_SYSTEM:
+        return cfg
+    return config_from_args(args, env, WORKSPACE=cfg.WORKSPACE, STORE=cfg.STORE, DRIVE_FOLDER=cfg.DRIVE_FOLDER,
+                            COURT_SYSTEM=found)
+
+
+def _cmd_courts(*, as_json: bool) -> int:
+    """The court systems of the registry (c27), as JSON or a few lines each."""
+    from notebook_builder.cells.c27_court_systems import describe_all
+    systems = describe_all()
+    if as_json:
+        print(json.dumps(systems, indent=2))
+        return 0
+    for system in systems:
+        print(f"{system['name']}{' (default)' if system['default'] else ''}: {system['title']}")
+        print(f"  API: {system['family_name']} at {system['api_base']}; portal {system['portal']}; "
+              f"days in {system['time_zone']}")
+        for court in system["courts"]:
+            ids = ", ".join(f"{key} {value}" for key, value in court["ids"].items() if value)
+            print(f"  court {court['code']}: {court['name']} ({ids})")
+        print(f"  case numbers: {'; '.join(system['case_number_forms'])}")
+        print(f"  opinions: {system['opinions']}")
+        print(f"  public: {system['public']}")
+        print(f"  verified against captured responses: {'; '.join(system['verified']) or 'nothing'}")
+        print(f"  read from code and notes: {'; '.join(system['inferred'])}")
+    return 0
 
 
 def _not_adopted_yet(cfg) -> str | None:
@@ -798,6 +853,7 @@ def _query_flags(parser: argparse.ArgumentParser) -> None:
 def _add_query_commands(commands) -> None:
     index = commands.add_parser("index", help="build or bring up to date the full-text index (ky_search.sqlite)")
     _query_flags(index)
+    _knob_flags(index, "COURT_SYSTEM")
     show = commands.add_parser("show", help="everything known about a document id, a sha256 or a case number")
     _query_flags(show)
     show.add_argument("id", metavar="ID", help="a document id, a PDF's sha256, or a case number")

@@ -345,10 +345,15 @@ class DiscoveryState(Tables):
 
     def _withheld(self) -> str:
         """Listed with documentAvailable false and never held: a document the court withdrew after the
-        archive held it is not withheld (a database from before the change log has no withdrawn_on)."""
-        if "withdrawn_on" in self.db.document_columns():
-            return "document_available = 0 AND withdrawn_on IS NULL"
-        return "document_available = 0"
+        archive held it is not withheld (a database from before the change log has no withdrawn_on),
+        nor one the court serves to some and not to the public (access_state, c12)."""
+        columns = self.db.document_columns()
+        where = "document_available = 0"
+        if "withdrawn_on" in columns:
+            where += " AND withdrawn_on IS NULL"
+        if "access_state" in columns:
+            where += " AND access_state IS NULL"
+        return where
 
     def known_docket_entries_with_documents(self, entry_ids: Sequence[str]) -> set[str]:
         """Which of these docket entries already have a document in the table that the court listed:

@@ -4,7 +4,8 @@ Guarantees:
 - One session carries the court's mandatory headers (c25 MANDATORY_HEADERS, also sent with every
   request, so a session handed in cannot drop them) and a User-Agent naming the project; proxy and
   CA-bundle variables are read once, for API_BASE, when the client is made. URLs, paging headers
-  and rows are the court's (`CourtClient.court`, Kentucky unless given): the client names none.
+  and rows are the court's (`CourtClient.court`: COURT_SYSTEM's, c27, unless given): the client
+  names none. This is the C-Track Public Access client; c31 makes the configured family's.
 - Pacing: before each request a random pause in PACING_SEARCH (JSON) or PACING_DL (downloads),
   times PACING (0: none), slept on the run clock, so a stop raises `StopRequested` before anything
   is sent.
@@ -32,7 +33,7 @@ Why a small loop and not urllib3's `Retry`: a 400 on search means "split the sha
 HTML 200 is known only after the body is read, and download attempts are counted in the database,
 one per request. The loop reuses `Retry.parse_retry_after` for the header's two forms.
 
-Knobs read: API_BASE, PACING, PACING_SEARCH, PACING_DL, BACKOFF_BASE, BACKOFF_CAP, SEARCH_ATTEMPTS,
+Knobs read: API_BASE, COURT_SYSTEM, PACING, PACING_SEARCH, PACING_DL, BACKOFF_BASE, BACKOFF_CAP, SEARCH_ATTEMPTS,
 HTTP_TIMEOUT, COURT_DOWN_SECONDS, COURT_DOWN_FAILURES.
 """
 from __future__ import annotations
@@ -52,6 +53,7 @@ from .c00_config import (Config, CourtUnreachable, IntegrityError, PermanentFetc
                          RunClock, StopRequested, TransientFetchError, retry_delay)
 from .c10_database import PERMANENT_HTTP_STATUSES
 from .c25_court import KENTUCKY, LIST_ENDPOINTS, MANDATORY_HEADERS, CTrackCourt
+from .c27_court_systems import court_of_config
 
 log_client = logging.getLogger("kycourt.client")
 
@@ -239,12 +241,12 @@ class CourtClient:
     """The pipeline's only door to the court (see the module docstring)."""
 
     def __init__(self, cfg: Config, clock: RunClock, session: requests.Session | None = None,
-                 *, rng: random.Random | None = None, court: CTrackCourt = KENTUCKY):
+                 *, rng: random.Random | None = None, court: CTrackCourt | None = None):
         self.cfg = cfg
         self.clock = clock
         self.base = cfg.API_BASE.rstrip("/")
         self.session = session if session is not None else requests.Session()
-        self.court = court
+        self.court = court if court is not None else court_of_config(cfg)
         self.session.headers.update(MANDATORY_HEADERS)
         self.session.headers["User-Agent"] = CLIENT_USER_AGENT
         if self.session.trust_env:

@@ -56,6 +56,7 @@ from .c12_queues import WorkQueues
 from .c13_records import DownloadRecords
 from .c25_court import DOWNLOAD_PATHS, ENDPOINTS
 from .c30_client import CourtClient, classify_http_status, retry_after_seconds
+from .c31_court_client import court_client
 from .c34_mirror import progress
 from .c35_context import Context, write_status
 
@@ -300,7 +301,7 @@ class Downloads:
     def _start(self) -> None:
         ctx = self.ctx
         if self.client is None:
-            self.client = ctx.client if ctx.client is not None else CourtClient(self.cfg, ctx.clock)
+            self.client = ctx.client if ctx.client is not None else court_client(self.cfg, ctx.clock)
             ctx.client = self.client
             ctx.path("tmp").mkdir(parents=True, exist_ok=True)
             ctx.path("pdf_by_hash").mkdir(parents=True, exist_ok=True)

@@ -41,10 +41,10 @@ from .c00_config import CourtUnreachable, utc_now
 from .c10_database import KV_CRAWL_FIGURES, KV_DISCOVERY_CONVERGED_AT, KV_OPINIONS_ARCHIVED_AT
 from .c12_queues import WorkQueues
 from .c15_discovery_state import DiscoveryState
-from .c30_client import CourtClient
+from .c31_court_client import court_client
 from .c35_context import Context, write_status
 from .c44_discovery_rules import DISCOVER_DETAILS_BATCH, DiscoverResult
-from .c50_discover import Discovery, discover
+from .c50_discover import Discovery, discover, discovery_for
 from .c70_download import DownloadResult, Downloads, RecoverResult, download
 
 log_schedule = logging.getLogger("kycourt.schedule")
@@ -117,8 +117,8 @@ def crawl(ctx: Context, recovered: RecoverResult | None = None, *,
         return Crawl(found, download(ctx, recovered))
     db = ctx.open_database()
     if ctx.client is None:
-        ctx.client = CourtClient(ctx.cfg, ctx.clock)      # one client: its counts are the crawl's figures
-    discovery = Discovery(ctx, opinion_pass=True)
+        ctx.client = court_client(ctx.cfg, ctx.clock)     # one client: its counts are the crawl's figures
+    discovery = discovery_for(ctx, opinion_pass=True)
     downloads = Downloads(ctx, recovered)
     result = Crawl(discovery.result, downloads.result)
     scheduler = _Scheduler(ctx, discovery, downloads, result, discovered)

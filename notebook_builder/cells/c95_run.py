@@ -44,7 +44,7 @@ from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, 
 from .c10_database import LegacyDatabaseError
 from .c12_queues import WorkQueues
 from .c20_store import Store
-from .c30_client import CourtClient
+from .c31_court_client import court_client
 from .c35_context import Context, crawl_status, crawl_words, open_context, write_status
 from .c39_checkpoint import Checkpointer
 from .c38_legacy import adopt, describe_adoption, describe_reconcile, reconcile_legacy_ids
@@ -344,7 +344,7 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
             if cfg.RETRY_HARD:
                 forgiven = WorkQueues(ctx.db).forgive_failures()
                 log_run.info("RETRY_HARD: %d failed documents back in the queue", forgiven)
-            ctx.client = None if cfg.DRY_RUN else CourtClient(cfg, ctx.clock)
+            ctx.client = None if cfg.DRY_RUN else court_client(cfg, ctx.clock)
             if cfg.PROBE_FIRST and not cfg.DRY_RUN:
                 probed = _run_timed(report, "probe", lambda: probe(cfg))
                 log_run.info("probe:\n%s", probed.table())
