@@ -399,6 +399,14 @@ class CTrackCourt:
     system: str = "kentucky"
     portal: str = "https://appellatepublic.kycourts.net"
     family: ClassVar[str] = "ctrack"
+    follows_redirects: ClassVar[bool] = True       # a download's redirect is followed to the file
+
+    @staticmethod
+    def headers() -> Mapping[str, str]:
+        """The headers every request carries (MANDATORY_HEADERS)."""
+        return MANDATORY_HEADERS
+
+    download_headers = headers
 
     @property
     def time_zone(self) -> str:
