@@ -181,6 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--today", metavar="YYYY-MM-DD", type=_day,
                      help="the court's day (default: today); POST /__sim__/advance?days=30 moves it on with a "
                           "month of the court's activity (run the pipeline with KY_TODAY at the court's day)")
+    sim.add_argument("--court-system", metavar="NAME", type=_court_system, default="kentucky",
+                     help="kentucky (the default: the C-Track Public Access court) or a TR Portal system: nevada, "
+                          "alabama, oregon, north-dakota, wyoming, florida (its API root is printed; --docs, --seed, "
+                          "--today, --results-limit and --search-fault-rate apply, the other flags are Kentucky's)")
     _add_query_commands(commands)
     for command in commands.choices.values():   # for errors found after parsing (a knob's value)
         command.set_defaults(command_parser=command)
@@ -618,20 +622,55 @@ def _cmd_derive(cfg, *, redo: bool) -> int:
     return 0
 
 
+def _court_system(text: str) -> str:
+    """A --court-system: kentucky, or the name of a simulated TR Portal system."""
+    if text.strip().lower() == "kentucky":
+        return "kentucky"
+    from notebook_builder.simcourt.trportal import system_named
+    try:
+        return system_named(text).name
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# sim's flags that only the Kentucky court takes, and their defaults
+KENTUCKY_SIM_FLAGS = {"late_docs": 0, "no_faults": False, "stall_seconds": 1.0, "shape": "inferred",
+                      "document_search": "present"}
+
+
 def _cmd_sim(args: argparse.Namespace) -> int:
+    if args.court_system != "kentucky":
+        return _cmd_sim_trportal(args)
     from notebook_builder.simcourt import serve
     if args.late_docs > args.docs:
         args.command_parser.error(f"argument --late-docs: {args.late_docs} is more than --docs {args.docs}")
+    return _serve_sim(args.port, lambda: serve(
+        args.port, args.docs, args.seed, results_limit=args.results_limit,
+        late_docs=args.late_docs, faults=not args.no_faults,
+        search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds,
+        shape=args.shape, document_search=args.document_search,
+        today=datetime.date.fromisoformat(args.today) if args.today else None))
+
+
+def _cmd_sim_trportal(args: argparse.Namespace) -> int:
+    """`sim --court-system NAME`: the simulated TR Portal court of that system, in the foreground."""
+    from notebook_builder.simcourt.trportal import serve
+    for name, default in KENTUCKY_SIM_FLAGS.items():
+        if getattr(args, name) != default:
+            args.command_parser.error(f"argument --{name.replace('_', '-')}: only for --court-system kentucky")
+    return _serve_sim(args.port, lambda: serve(
+        args.port, args.court_system, args.docs, args.seed, window=args.results_limit,
+        fault_rate=args.search_fault_rate, today=datetime.date.fromisoformat(args.today) if args.today else None))
+
+
+def _serve_sim(port: int, serve: Callable[[], None]) -> int:
+    """Runs a simulated court's `serve` in the foreground; exit 2 with one line when its port is taken."""
     try:
-        serve(args.port, args.docs, args.seed, results_limit=args.results_limit,
-              late_docs=args.late_docs, faults=not args.no_faults,
-              search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds,
-              shape=args.shape, document_search=args.document_search,
-              today=datetime.date.fromisoformat(args.today) if args.today else None)
+        serve()
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise
-        print(f"kycourt-pipeline: port {args.port} on 127.0.0.1 is in use: choose another with --port "
+        print(f"kycourt-pipeline: port {port} on 127.0.0.1 is in use: choose another with --port "
               "(0 picks a free one)", file=sys.stderr)
         return EXIT_USAGE
     return 0

@@ -40,7 +40,7 @@ def test_every_module_is_on_the_map():
         elif path.parent == PACKAGE:
             if path.stem != "__main__" and f"notebook_builder/{path.name}" not in text:
                 missing.append(str(path.relative_to(REPO)))
-        elif f"notebook_builder/{path.parent.name}/" not in text:
+        elif f"notebook_builder/{path.parent.relative_to(PACKAGE).as_posix()}/" not in text:
             missing.append(str(path.relative_to(REPO)))
     assert missing == [], f"ARCHITECTURE.md does not name {missing}"
 

@@ -34,12 +34,10 @@ import bisect
 import collections
 from array import array
 import datetime as _dt
-import email.utils
 import json
 import math
 import random
 import threading
-import time
 from collections import Counter, OrderedDict
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
@@ -48,6 +46,7 @@ from ..loopback import LoopbackServer, LoopbackService
 from . import living, pdfs
 from .corpus import FAULTS, NEVER, PERMANENT_STATUS, DocumentList, SimDocument, hex_id
 from .downloads import DEFAULT_OVERSIZE, DownloadAnswers
+from .retry_after import RetryAfterClock
 from .shapes import Corpus
 
 API_PATH = "/api/api/v1"
@@ -66,7 +65,7 @@ DOWNLOAD_PATH_MODES = ("api", "both", "site")    # which download paths serve PD
 LIST_DEFAULT_PAGE = 20      # rows of a paged list (or a search) asked without paging headers
 
 
-class SimCourt(LoopbackService):
+class SimCourt(RetryAfterClock, LoopbackService):
     """A simulated court on a free loopback port; see the module docstring."""
 
     server_attribute = "court"
@@ -315,28 +314,6 @@ class SimCourt(LoopbackService):
 
     # ---------------------------------------------------------- internals
 
-    def _too_early(self, key: object) -> bool:
-        """True (and counted) when `key` asked again before its Retry-After time."""
-        with self._lock:
-            if self.enforce_retry_after and time.time() < self._retry_at.get(key, 0.0):
-                self.early_requests += 1
-                return True
-            return False
-
-    def _retry_after(self, key: object) -> dict[str, str]:
-        """A Retry-After of up to a second, alternately delta-seconds ("1") and an HTTP-date (the
-        next whole second)."""
-        with self._lock:
-            self._retry_after_forms += 1
-            dated = self._retry_after_forms % 2 == 0
-            now = time.time()
-            retry_at = math.floor(now) + 1 if dated else now + 1
-            self._retry_at[key] = retry_at - 0.05
-        if dated:
-            return {"Retry-After": email.utils.formatdate(retry_at, usegmt=True)}
-        return {"Retry-After": "1"}
-
-
     def _index(self, document_id: str) -> int:
         doc = self.corpus.find_document(document_id)
         if doc is None:
@@ -477,7 +454,11 @@ class RequestLog:
             filters = dict(part.split("=", 1) for part in query.get("filter", [""])[0].split(",") if "=" in part)
             found = court.corpus.find_entry(filters.get("parentID", "").lower())
             item = found[0] if found else None
-        with court._lock:
+        self.add(court._lock, endpoint, item)
+
+    def add(self, lock, endpoint: str, item: int | None) -> None:
+        """Logs one request (under `lock`, the court's): its endpoint and its item (None: -1)."""
+        with lock:
             if endpoint not in self.names:
                 self.names.append(endpoint)
             self.endpoints.append(self.names.index(endpoint))
