@@ -132,7 +132,7 @@ def test_the_case_search_goes_on_from_the_last_instant_read_and_windows_meet_exa
     low = dt.datetime(2024, 1, 1, 8, tzinfo=UTC)
     high = dt.datetime(2024, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone(dt.timedelta(hours=-8)))
     found, windows = {}, []
-    for window, page in make_client().case_search(low, high, size=2):
+    for window, page, _ in make_client().case_search(low, high, size=2):
         windows.append(instant_text(window))
         for row in page.results:
             found.setdefault(row["caseHeader"]["caseNumber"], row)

@@ -83,12 +83,14 @@ class WorkQueues(Tables):
         return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {where}",
                                  self._queue_params(cfg)).fetchone()[0]
 
-    def download_queue(self, cfg: Config, limit: int, after: int = -1) -> list[sqlite3.Row]:
+    def download_queue(self, cfg: Config, limit: int, after: int = -1, *, opinions_only: bool = False
+                       ) -> list[sqlite3.Row]:
         """The next `limit` documents to fetch after the row whose `queue_key` is `after`: opinions
-        first, then in rowid order."""
+        first, then in rowid order (`opinions_only`: the opinions alone)."""
+        only = f"AND {OPINION_SQL} " if opinions_only else ""
         return self.conn.execute(
             f"SELECT rowid, {_QUEUE_KEY_SQL} AS queue_key, * FROM documents WHERE ({DOWNLOAD_QUEUE_SQL}) "
-            f"AND {_QUEUE_KEY_SQL} > :after ORDER BY queue_key LIMIT :limit",
+            f"{only}AND {_QUEUE_KEY_SQL} > :after ORDER BY queue_key LIMIT :limit",
             {**self._queue_params(cfg), "after": after, "limit": limit}).fetchall()
 
     def download_queue_size(self, cfg: Config) -> int:

@@ -175,16 +175,16 @@ class TRPortalClient(CourtClient):
 
     # -------------------------------------------------------- the case search
 
-    def case_search(self, low: _dt.datetime, high: _dt.datetime, *, start_page: int = 0,
-                    size: int | None = None) -> Iterator[tuple[_dt.datetime, TRPage]]:
-        """(the window's first instant, a page) of the case search over [low, high] (see the module
-        docstring); the window moves on past the results window. `start_page` (of `size` rows)
-        resumes a window at its page."""
+    def case_search(self, low: _dt.datetime, high: _dt.datetime, *, start_page: int = 0, size: int | None = None,
+                    latest: _dt.datetime | None = None
+                    ) -> Iterator[tuple[_dt.datetime, TRPage, _dt.datetime | None]]:
+        """(the window's first instant, a page, the last filed instant read in the window) of the case
+        search over [low, high] (see the module docstring); the window moves on past the results
+        window. `start_page` (of `size` rows, `latest` read before it) resumes a window at its page."""
         first = low
         while True:
             params = {"caseHeader.filedDateFrom": instant_text(first), "caseHeader.filedDateTo": instant_text(high),
                       "sort": CASE_SEARCH_SORT}
-            latest: _dt.datetime | None = None
             try:
                 for page in self.pages(PATHS["case_search"], params, f"case search from {instant_text(first)}",
                                        start=start_page, size=size):
@@ -193,14 +193,14 @@ class TRPortalClient(CourtClient):
                         moment = instant_of(header.get("filedDate")) if isinstance(header, Mapping) else None
                         if moment is not None and (latest is None or moment > latest):
                             latest = moment
-                    yield first, page
+                    yield first, page, latest
                 return
             except PastWindow as exc:
                 if latest is None or latest <= first:
                     raise PastWindow(f"case search from {instant_text(first)}: more than {self.window} cases filed "
                                      "at one instant; the rest cannot be reached", exc.offset) from None
                 log_trportal.debug("case search: %s; going on from %s", exc, instant_text(latest))
-                first, start_page, size = latest, 0, None
+                first, start_page, size, latest = latest, 0, None, None
 
 
 def _tr_pairs(params: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

@@ -63,6 +63,7 @@ from .c45_case_walk import CaseWalk, ShardInFlight
 from .c46_opinions import OpinionSearch
 from .c47_document_search import DiscoveryWriter, discover_shard
 from .c48_update import Update
+from .c49_trportal_walk import TRPortalDiscovery
 
 log_discover = logging.getLogger("kycourt.discover")
 
@@ -137,6 +138,10 @@ class Discovery:
     def unit(self) -> str | None:
         """What `step()` does next: 'opinions' (the opinion pass), 'walk' (the rest), None: done this run."""
         return None if self.stage == "done" else "opinions" if self.stage == "opinions" else "walk"
+
+    def opinions_only(self) -> bool:
+        """Whether only opinions may be downloaded now: never here (the opinion pass lists them first)."""
+        return False
 
     def work_left(self) -> dict[str, int]:
         """What is left of discovery: the opinion pass's windows, and the shards of the sweep in hand
@@ -457,7 +462,7 @@ class Discovery:
 
 
 # The court's API family -> its discovery (the same units, `step`, `unit`, `details`, `finish`).
-DISCOVERIES: dict[str, type] = {"ctrack": Discovery}
+DISCOVERIES: dict[str, type] = {"ctrack": Discovery, "trportal": TRPortalDiscovery}
 
 
 def discovery_for(ctx: Context, *, opinion_pass: bool = False):

@@ -171,7 +171,7 @@ def _words_discover(get) -> str:
     if get("complete_through", None) and not get("update", None):   # an update's words say it
         text += f", complete through {get('complete_through')}"
     if get("opinion_windows"):
-        text += (f"; opinion pass: {count_noun(get('opinion_windows'), 'week')} swept"
+        text += (f"; opinion pass: {count_noun(get('opinion_windows'), get('opinion_unit', 'week'))} swept"
                  + (", complete" if get("opinion_pass_complete", False) else ""))
     if get("details_cases"):
         text += f"; parties and lower courts of {count_noun(get('details_cases'), 'case')}"
@@ -195,6 +195,8 @@ def _words_download(get) -> str:
             f"{get('permanent_failures')} failed for good, {get('exhausted')} out of attempts, "
             f"{count_noun(get('requests'), 'request')} ({count_noun(get('retries'), 'retry', 'retries')}); "
             f"{get('left')} left to download")
+    if get("not_public"):
+        text += f"; {count_noun(get('not_public'), 'download')} answered by the court's wall (not public, recorded so)"
     return text + (f"; {count_noun(get('refunded'), 'attempt')} given back (spent while the court was down)"
                    if get("refunded") else "")
 
