@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--store", choices=("dir", "simdrive"), default="dir",
                       help="dir: store/ inside the demo directory (default); simdrive: the simulated "
                            "Google Drive on 127.0.0.1, through the real pydrive2 stack")
+    demo.add_argument("--court-system", metavar="NAME", type=_court_system, default="kentucky",
+                      help="the court system of the simulated court: kentucky (default), or a TR Portal one "
+                           "(nevada, alabama, oregon, north-dakota, wyoming, florida)")
     demo.add_argument("--no-update", action="store_true",
                       help="stop after the first crawl (by default the court then moves a month on and a second "
                            "run shows what an update finds, and the feed it writes)")
@@ -686,24 +689,23 @@ DEMO_UPDATE_DAYS = 30                       # then the court moves this many day
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The simulated court (full fault catalogue), the whole pipeline, a summary and PASS; then (unless
     --no-update) the court a month on and the update that finds what it did."""
+    from notebook_builder.cells.c35_context import archive_court_system
     from notebook_builder.cells.c95_run import run_pipeline
-    from notebook_builder.simcourt import SimCourt
     root = Path(args.workspace)
     if args.fresh and root.exists():
         shutil.rmtree(root)
+    held = archive_court_system(root / "workspace")
+    if held not in (None, args.court_system):
+        print(f"kycourt-pipeline: the demo folder {root} holds a demo archive of court system {held}: give --fresh "
+              f"to start it again as {args.court_system}, or --workspace DIR for another folder", file=sys.stderr)
+        return EXIT_USAGE
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         print(f"kycourt-pipeline: cannot create the demo folder {root}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
     started = time.monotonic()
-    # A small announced limit forces the shard splitting a real crawl meets;
-    # oversized files are a few MiB over a cap of 4 MiB so the demo stays fast.
-    # The document search lists no withheld file, so the court keeps none (a month on it restores none).
-    court = SimCourt(args.docs, args.seed, results_limit=60, max_page=50, late_docs=max(1, args.docs // 40),
-                     first_year=2016, last_year=2026, search_fault_rate=0.02,
-                     oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024, stall_seconds=2.0, today=DEMO_TODAY,
-                     unavailable_files=False)
+    court = _demo_court(args)
     updated_on = (DEMO_TODAY + datetime.timedelta(days=DEMO_UPDATE_DAYS)).isoformat()
     # A demo folder whose archive had its update already: the court is moved on first, as it was then.
     resumed = _demo_complete_through(root / "workspace") == updated_on
@@ -713,6 +715,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     with court:
         env = {name: value for name, value in os.environ.items() if not name.startswith("KY_")}
         env.update({
+            "KY_COURT_SYSTEM": args.court_system,
             "KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"),
             "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.05",
             "KY_BACKOFF_CAP": "1", "KY_MAX_PDF_BYTES": str(DEMO_MAX_PDF_BYTES),
@@ -737,13 +740,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             if ignored:
                 print(f"demo: ignoring {', '.join(ignored)} (the demo sets its own configuration)")
-            print(f"demo: simulated court with {args.docs} documents at {court.base_url}")
+            print(f"demo: simulated court ({args.court_system}) with {args.docs} documents at {court.base_url}")
             store = f"simulated Drive at {drive.api_root}, folder {cfg.DRIVE_FOLDER}" if drive else cfg.STORE
             print(f"demo: workspace {cfg.WORKSPACE}, store {store}")
-            print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, stalled and torn bodies, "
-                  "HTML pages, 401/403/404, oversized and unreadable PDFs): the WARNING lines below are "
-                  "those simulated faults being handled")
-            with demo_court_carried_on(court, root, args.docs, args.seed):
+            print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, torn bodies, HTML pages"
+                  + (", stalled bodies, 401/403/404, oversized and unreadable PDFs" if args.court_system == "kentucky"
+                     else "; documents behind its registration or purchase wall") +
+                  "): the WARNING lines below are those simulated faults being handled")
+            with demo_court_carried_on(court, root, args.docs, args.seed, args.court_system):
                 if resumed:
                     court.advance(DEMO_UPDATE_DAYS, seed=args.seed)
                 report = run_pipeline(cfg)
@@ -770,6 +774,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return report.exit_status
 
 
+def _demo_court(args: argparse.Namespace):
+    """The demo's simulated court: Kentucky's, or a TR Portal court system's (its results window small,
+    so the case search moves its date window as a real crawl's does; a few faults)."""
+    if args.court_system != "kentucky":
+        from notebook_builder.simcourt import SimTRPortal
+        return SimTRPortal(args.court_system, docs=args.docs, seed=args.seed, today=DEMO_TODAY, first_year=2016,
+                           window=60, fault_rate=0.02)
+    from notebook_builder.simcourt import SimCourt
+    # A small announced limit forces the shard splitting a real crawl meets;
+    # oversized files are a few MiB over a cap of 4 MiB so the demo stays fast.
+    # The document search lists no withheld file, so the court keeps none (a month on it restores none).
+    return SimCourt(args.docs, args.seed, results_limit=60, max_page=50, late_docs=max(1, args.docs // 40),
+                    first_year=2016, last_year=2026, search_fault_rate=0.02,
+                    oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024, stall_seconds=2.0, today=DEMO_TODAY,
+                    unavailable_files=False)
+
+
 DEMO_SEARCH = ("restitution", "--type", "order")
 DEMO_COURT_STATE = ".simcourt-state.json"
 
@@ -788,9 +809,10 @@ def _demo_update(court, env: dict[str, str], seed: int, today: str, program: str
     from notebook_builder.cells.c95_run import run_pipeline
     plan = court.advance(DEMO_UPDATE_DAYS, seed=seed)
     counts = plan["counts"]
+    changed = (f"changed the metadata of {counts['changed']} (retitled cases, corrected descriptions)"
+               if "changed" in counts else f"made {counts.get('made_public', 0)} public (they were behind its wall)")
     print(f"demo: {DEMO_UPDATE_DAYS} days later ({plan['today']}) the court has filed {counts['added']} documents, "
-          f"withdrawn {counts['withdrawn']} and changed the metadata of {counts['changed']} (retitled cases, "
-          "corrected descriptions); the update asks it what changed:")
+          f"withdrawn {counts['withdrawn']} and {changed}; the update asks it what changed:")
     report = run_pipeline(load_config({**env, "KY_TODAY": today}))
     db = Database.open_readonly(Path(env["KY_WORKSPACE"]) / DB_FILENAME)
     try:
@@ -811,7 +833,7 @@ DEMO_CHANGES_SHOWN = 8
 
 
 @contextlib.contextmanager
-def demo_court_carried_on(court, root: Path, docs: int, seed: int):
+def demo_court_carried_on(court, root: Path, docs: int, seed: int, system: str = "kentucky"):
     """The simulated court carries on from where the demo's last one stopped (its per-document
     fault counters, searches served: root/.simcourt-state.json, for the same docs and seed), and
     leaves its own for the next demo, however this one ends: a demo interrupted and run again
@@ -821,13 +843,15 @@ def demo_court_carried_on(court, root: Path, docs: int, seed: int):
         saved = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         saved = None
-    if isinstance(saved, dict) and saved.get("docs") == docs and saved.get("seed") == seed:
+    if isinstance(saved, dict) and saved.get("docs") == docs and saved.get("seed") == seed \
+            and saved.get("court_system", "kentucky") == system:
         court.resume(saved.get("court") or {})
     try:
         yield
     finally:
         from notebook_builder.cells.c05_durable import durable_write
-        durable_write(path, json.dumps({"docs": docs, "seed": seed, "court": court.progress()}).encode("utf-8"))
+        durable_write(path, json.dumps({"docs": docs, "seed": seed, "court_system": system,
+                                        "court": court.progress()}).encode("utf-8"))
 
 
 def demo_next_steps(workspace: Path, case_number: str | None, program: str = "kycourt-pipeline") -> str:
