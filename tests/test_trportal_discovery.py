@@ -182,3 +182,59 @@ def test_an_update_after_the_court_moved_on_records_what_it_did(tmp_path, monkey
     status = json.loads((tmp_path / "ws" / "status.json").read_text())
     assert status["queues"]["download"] == 0 and status["complete_through"] == plan["today"]
     assert (tmp_path / "store" / "feed.atom").is_file()
+
+
+def test_the_probe_asks_a_tr_portal_court_at_most_ten_requests_and_says_it_can_run(capsys, monkeypatch):
+    from notebook_builder import cli
+    for name, value in (("KY_PACING", "0"), ("KY_BACKOFF_BASE", "0.01"), ("KY_BACKOFF_CAP", "0.02")):
+        monkeypatch.setenv(name, value)
+    with SimTRPortal("nevada", docs=40, seed=1, today=TODAY) as court:
+        code = cli.main(["probe", "--court-system", "nevada", "--api-base", court.base_url])
+        asked = court.stats()["requests"]
+    table = capsys.readouterr().out
+    assert code == 0 and sum(asked.values()) <= 10, table
+    assert all(f"\n{endpoint} " in table for endpoint in ("courts", "case_search", "docket_entries", "access",
+                                                          "document_search", "download"))
+    with SimTRPortal("nevada", docs=40, seed=1, today=TODAY, down="503") as court:
+        assert cli.main(["probe", "--court-system", "nevada", "--api-base", court.base_url]) == 1
+
+
+def test_a_crawl_that_ends_days_after_it_began_reads_again_what_the_court_filed_meanwhile(tmp_path, monkeypatch):
+    from notebook_builder.cells.c31_court_client import TRPortalClient
+    with SimTRPortal("wyoming", docs=60, seed=8, today=TODAY, record_requests=True) as court:
+        env = environment(court, tmp_path, "wyoming", KY_CASE_DETAILS="0")
+        original = TRPortalClient._get
+
+        def stopping(self, url, headers, **kwargs):
+            if self.requests_sent == 30:
+                self.clock.request_stop("SIGTERM")
+            return original(self, url, headers, **kwargs)
+        monkeypatch.setattr(TRPortalClient, "_get", stopping)
+        assert run_pipeline(load_config(env), handle_signals=False).exit_status == 130
+        monkeypatch.setattr(TRPortalClient, "_get", original)
+        plan = court.advance(5, seed=2, activity={"new_cases": 2, "filings": 2, "opinions": 1, "made_public": 0,
+                                                  "withdrawn": 0, "retitled": 0})
+        report = run_pipeline(load_config({**env, "KY_TODAY": plan["today"]}), handle_signals=False)
+        judged = judge(court, tmp_path)
+    assert report.exit_status == 0, report.summary()
+    assert not judged["missing"] and not judged["wrong bytes"] and not judged["not viewable fetched"], judged
+    status = json.loads((tmp_path / "ws" / "status.json").read_text())
+    assert status["discovery_converged"] and status["complete_through"] == plan["today"]
+    assert plan["counts"]["added"] and not status["last_update"]          # still the first crawl: no changes
+
+
+def test_first_and_last_year_bound_the_case_search_and_the_feed_by_filed_date(tmp_path):
+    with SimTRPortal("nevada", docs=80, seed=9, today=TODAY) as court:
+        env = environment(court, tmp_path, "nevada", KY_FIRST_YEAR="2023", KY_LAST_YEAR="2024", KY_CASE_DETAILS="0")
+        assert run_pipeline(load_config(env)).exit_status == 0
+        filed = {case: dt.date.fromordinal(court.corpus.case_filed[case]) for case in range(court.corpus.case_count)}
+    conn = sqlite3.connect(tmp_path / "ws" / "ky_court.sqlite")
+    walked = [row[0][:10] for row in conn.execute("SELECT filed_date FROM cases WHERE walked_sweep IS NOT NULL")]
+    dates = [row[0][:10] for row in conn.execute("SELECT filed_date FROM documents")]
+    fed = [row[0][:10] for row in conn.execute(        # found by the feed alone: their cases not walked
+        "SELECT d.filed_date FROM documents d JOIN cases c USING (case_id) WHERE c.walked_sweep IS NULL")]
+    conn.close()
+    assert walked and all("2023-01-01" <= day <= "2024-12-31" for day in walked)
+    assert len(walked) == sum(2023 <= day.year <= 2024 for day in filed.values())
+    assert dates and min(dates) >= "2023-01-01"
+    assert all(day <= "2025-01-01" for day in fed)     # instants in UTC: the last evening is the next day

@@ -10,7 +10,9 @@ Guarantees:
   the `write` the discovery gives (c49: committed, watched in an update) before it returns;
   None on a stop, True once the feed has no unit left. A page that fails is counted (`errors`)
   and its task given up for this run; `complete` says every opinion the feed shows was listed.
-- `since` (an update's: a day): the feed stops at the first row filed, or released, before it.
+- `since` (FIRST_YEAR's first day, or an update's later one): newest first, the feed stops at the
+  first row filed, or released, before it; `until` (LAST_YEAR's last day): rows after it, and
+  rows before `since` read oldest first, are not written.
 - The cursor (the task, its order and page, the publications waiting) is kv `opinion_feed`,
   written after each unit: a killed feed resumes at its page.
 
@@ -40,9 +42,9 @@ class OpinionFeed:
     """A court system's opinion feed (see the module docstring); this one shows none."""
 
     def __init__(self, db: Database, client: TRPortalClient, directory: CourtDirectory,
-                 write: Callable[[list[dict]], int], since: _dt.date | None, clock):
+                 write: Callable[[list[dict]], int], since: _dt.date | None, clock, until: _dt.date | None = None):
         self.db, self.client, self.court, self.directory = db, client, client.court, directory
-        self.write, self.since, self.clock = write, since, clock
+        self.write, self.since, self.until, self.clock = write, since, until, clock
         self.errors = 0
         self.rows = 0
         try:
@@ -91,6 +93,12 @@ class OpinionFeed:
         moment = instant_of(stamp)
         return self.since is not None and moment is not None and moment.date() < self.since
 
+    def _within(self, stamp: Any) -> bool:
+        """Whether a row filed (or released) then is written: between `since` and `until`."""
+        moment = instant_of(stamp)
+        return moment is None or not (self._before_since(stamp) or (self.until is not None
+                                                                     and moment.date() > self.until))
+
     def restart(self) -> None:
         """The feed from its first task (a new pass: an update, the window's closing)."""
         self.cursor = {"task": 0}
@@ -116,7 +124,8 @@ class DocumentSearchFeed(OpinionFeed):
             page = self.client.page(PATHS["document_search"], params, number, size, f"opinions {code} {type_id} {order}")
         except PastWindow:
             return self._past_window(cursor)
-        documents = [feed_document(self.court, self.directory, row) for row in page.results]
+        documents = [feed_document(self.court, self.directory, row) for row in page.results
+                     if self._within(row.get("docketEntryHeader", {}).get("filedDate"))]
         self.rows += len(documents)
         self.write(documents)
         read = cursor.get("read", 0) + len(documents)
@@ -134,7 +143,7 @@ class DocumentSearchFeed(OpinionFeed):
 
     def _past_window(self, cursor: dict) -> bool:
         """Newest first reached the window: the rest oldest first (while it is not read from the other end)."""
-        if cursor.get("order", "desc") == "desc" and self.since is None:
+        if cursor.get("order", "desc") == "desc":
             rest = cursor.get("total", 0) - cursor.get("read", 0)
             cursor.update(order="asc", page=0, size=cursor.get("size"), read=cursor.get("read", 0), rest=rest)
             return rest <= 0
@@ -159,7 +168,8 @@ class PublicationsFeed(OpinionFeed):
             publication = waiting.pop(0)
             detail = self.client.get_object(PATHS["publication"].format(court=court.guid, publication=publication),
                                             f"publication {publication[:8]}")
-            documents = publication_documents(self.court, court, detail)
+            documents = publication_documents(self.court, court, detail) if self._within(
+                detail.get("publicationDate") if isinstance(detail, dict) else None) else []
             self.rows += len(documents)
             self.write(documents)
             return not waiting and cursor.get("listed", False)

@@ -80,7 +80,7 @@ class DiscoverResult:
     entries_resolved: int = 0     # docket entries whose file list was asked for
     unresolved: int = 0           # search rows with neither documentID nor docketEntryID
     unavailable: int = 0          # files listed with documentAvailable: false (kept as withheld rows)
-    not_public: int = 0           # documents the court does not serve to the public (kept, never asked for)
+    not_public: int = 0           # documents held that the court does not serve to the public (kept, never asked for)
     empty_entries: int = 0        # entries saying hasDocuments whose file list was [] (asked again later)
     entries_asked_again: int = 0  # file lists asked again (empty or withheld before)
     foreign_rows: int = 0         # search rows outside their shard's prefix (neighbouring numbers), dropped

@@ -177,6 +177,8 @@ def _words_discover(get) -> str:
         text += f"; parties and lower courts of {count_noun(get('details_cases'), 'case')}"
     if get("unavailable"):
         text += f"; {count_noun(get('unavailable'), 'file')} withheld by the court"
+    if get("not_public"):
+        text += f"; {count_noun(get('not_public'), 'document')} not public at the court (kept, never asked for)"
     if get("fallback", None):
         text += f"; fell back from {get('fallback')}"
     if get("update", None):
