@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     courts.add_argument("--json", action="store_true", help="one JSON array, an object a court system")
 
     probe = commands.add_parser("probe", help="at most 10 requests to API_BASE: can the pipeline run against it?")
-    _knob_flags(probe, "API_BASE")
+    _knob_flags(probe, "COURT_SYSTEM", "API_BASE")
     _verbose_flag(probe)
     _knob_flags(probe, "DISCOVERY")
 
