@@ -227,13 +227,15 @@ class _Prober:
         return row
 
 
-def probe(cfg: Config, *, session: requests.Session | None = None, court: CTrackCourt | None = None) -> ProbeReport:
-    """Probes the court at cfg.API_BASE (see the module docstring); never raises for the court's answers.
-    A court of another API family is probed by its family's probe (PROBES)."""
-    configured = court_of_config(cfg)
-    if court is None and configured.family != "ctrack":
-        return PROBES[configured.family](cfg, session=session, report=ProbeReport(), row_type=ProbeRow)
-    court = court or configured
+def probe(cfg: Config, *, session: requests.Session | None = None, court=None) -> ProbeReport:
+    """Probes the court at cfg.API_BASE (COURT_SYSTEM's, unless `court` is given) by its API family's
+    probe (PROBES); never raises for the court's answers."""
+    court = court if court is not None else court_of_config(cfg)
+    return PROBES[court.family](cfg, session, court)
+
+
+def _probe_ctrack(cfg: Config, session: requests.Session | None, court: CTrackCourt) -> ProbeReport:
+    """The probe of a C-Track Public Access court (see the module docstring)."""
     prober = _Prober(cfg, session, court)
     report = prober.report
     prefix = court.numbers.shards(cfg.last_year, cfg.last_year)[0]
@@ -326,8 +328,10 @@ def probe(cfg: Config, *, session: requests.Session | None = None, court: CTrack
     return report
 
 
-# The court's API family -> its probe (Kentucky's family is this module's own, above).
-PROBES = {"trportal": probe_trportal}
+# The court's API family -> its probe.
+PROBES = {"ctrack": _probe_ctrack,
+          "trportal": lambda cfg, session, court: probe_trportal(cfg, session=session, report=ProbeReport(),
+                                                                 row_type=ProbeRow)}
 
 
 def _probe_downloads(prober: _Prober, candidates: list[str]) -> None:
