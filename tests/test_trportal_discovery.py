@@ -70,7 +70,7 @@ def clean(judged: dict) -> bool:
 
 @pytest.mark.parametrize("system, switches", [("nevada", {"numeric_ids": True}), ("alabama", {}), ("oregon", {})])
 def test_a_crawl_to_done_archives_every_viewable_document_once_and_keeps_the_rest(tmp_path, system, switches):
-    with SimTRPortal(system, docs=90, seed=2, today=TODAY, record_requests=True, **switches) as court:
+    with SimTRPortal(system, docs=60, seed=2, today=TODAY, record_requests=True, **switches) as court:
         report = run_pipeline(load_config(environment(court, tmp_path, system)))
         judged = judge(court, tmp_path)
         walls = court.stats()["walls"]
@@ -86,9 +86,9 @@ def test_a_crawl_to_done_archives_every_viewable_document_once_and_keeps_the_res
         assert judged["first opinion at"] <= 5
 
 
-@pytest.mark.parametrize("window_answer", ["400", "500", "empty"])
+@pytest.mark.parametrize("window_answer", ["500"])      # 400 and an empty 200: tests/test_trportal_client.py
 def test_the_case_search_past_a_small_window_loses_no_case(tmp_path, window_answer):
-    with SimTRPortal("nevada", docs=70, seed=4, today=TODAY, record_requests=True, window=12,
+    with SimTRPortal("nevada", docs=60, seed=4, today=TODAY, record_requests=True, window=12,
                      window_answer=window_answer, page_size=5) as court:
         report = run_pipeline(load_config(environment(court, tmp_path, "nevada", KY_CASE_DETAILS="0")))
         judged = judge(court, tmp_path)
@@ -121,7 +121,7 @@ def test_a_download_answered_by_the_wall_is_recorded_not_followed_and_no_failure
 
 def test_a_stopped_crawl_resumes_at_its_page_and_ends_as_one_never_stopped(tmp_path, monkeypatch):
     from notebook_builder.cells.c31_court_client import TRPortalClient
-    with SimTRPortal("oregon", docs=90, seed=6, today=TODAY, record_requests=True, page_size=10) as court:
+    with SimTRPortal("oregon", docs=60, seed=6, today=TODAY, record_requests=True, page_size=10) as court:
         env = environment(court, tmp_path, "oregon", KY_CASE_DETAILS="0")
         original = TRPortalClient._get
 
@@ -141,6 +141,7 @@ def test_a_stopped_crawl_resumes_at_its_page_and_ends_as_one_never_stopped(tmp_p
     assert asked <= floor["total"] - floor["publication details"] + 20       # resumed, not begun again
 
 
+@pytest.mark.slow
 def test_faults_are_retried_and_a_run_again_finishes(tmp_path):
     with SimTRPortal("alabama", docs=60, seed=7, today=TODAY, record_requests=True, fault_rate=0.05) as court:
         env = environment(court, tmp_path, "alabama", KY_CASE_DETAILS="0", KY_SEARCH_ATTEMPTS="8")
