@@ -229,6 +229,11 @@ def test_uppercase_uuids_are_answered_at_alabama_and_any_case_is_accepted():
         by_lower = get(portal, access, **{"caseHeader.caseInstanceUUID": case.lower()})
         by_upper = get(portal, access, **{"caseHeader.caseInstanceUUID": case})
         assert by_lower.json() == by_upper.json()
+        item = results(by_upper)[0]
+        by_entry = get(portal, access, **{"docketEntryHeader.docketEntryUUID": item["docketEntryUUID"].lower()})
+        by_document = get(portal, access, **{"documentLinkUUID": item["documentLinkUUID"].lower(),
+                                             "caseHeader.caseInstanceUUID": case})
+        assert item in results(by_entry) and results(by_document) == [item]
     with court("nevada") as portal:
         case = results(get(portal, "/courts/cms/cases"))[0]["caseHeader"]["caseInstanceUUID"]
         assert case == case.lower()
@@ -471,6 +476,8 @@ def test_stats_and_the_request_log_count_every_request_in_order():
         stats = requests.get(portal.root_url + "/__sim__/stats", timeout=10).json()
         assert stats["endpoints"] == {"courts": 1, "docket_entries": 1, "documents_access": 1}
         assert list(portal.request_log) == [("courts", -1), ("docket_entries", case), ("documents_access", case)]
+        times = portal.request_log.times
+        assert len(times) == 3 and times[0] <= times[1] <= times[2] <= time.monotonic()
 
 
 def test_sim_serves_a_court_system_in_the_foreground_and_prints_its_totals():

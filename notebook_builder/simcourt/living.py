@@ -30,6 +30,7 @@ import datetime as _dt
 import math
 import random
 from collections.abc import Iterable, Sequence
+from urllib.parse import parse_qs
 
 from .corpus import _RESPONDENTS, _SURNAMES, COURT_CODES, DESCRIPTIONS, FULL_CORPUS, hex_id, is_admin_number, yearly_cases
 from .shapes import Corpus
@@ -339,19 +340,33 @@ def advance(corpus: Corpus, days: int = 30, seed: int = 0, activity: dict[str, i
     whose withheld file a restoration may serve."""
     if days < 1:
         raise ValueError("days must be at least 1")
-    counts = month_activity(corpus, days)
-    unknown = set(activity or {}) - set(counts)
-    if unknown:
-        raise ValueError(f"unknown activity {sorted(unknown)}; known: {', '.join(ACTIVITY_KINDS)}")
-    counts.update({kind: int(value) for kind, value in (activity or {}).items()})
-    if any(value < 0 for value in counts.values()):
-        raise ValueError("activity counts must be >= 0")
+    counts = activity_counts(month_activity(corpus, days), activity)
     work = _Advance(corpus, days, seed, counts, set(listed_withheld), set(restorable))
     work.run()
     corpus.advances += 1
     corpus.today += days
     corpus.horizon = corpus.today - 1
     return work.plan()
+
+
+def activity_counts(defaults: dict[str, int], activity: dict[str, int] | None) -> dict[str, int]:
+    """`defaults` (an advance's activity by kind) with the counts `activity` gives instead; ValueError
+    naming an unknown kind, or for a count below 0."""
+    unknown = set(activity or {}) - set(defaults)
+    if unknown:
+        raise ValueError(f"unknown activity {sorted(unknown)}; known: {', '.join(defaults)}")
+    counts = {**defaults, **{kind: int(value) for kind, value in (activity or {}).items()}}
+    if any(value < 0 for value in counts.values()):
+        raise ValueError("activity counts must be >= 0")
+    return counts
+
+
+def advance_query(query: str) -> tuple[int, int, dict[str, int]]:
+    """(days, seed, activity) of `POST /__sim__/advance?days=30&seed=0[&<activity kind>=N]` (30 days and
+    seed 0 unless given); ValueError for a value that is not a whole number."""
+    values = parse_qs(query)
+    days, seed = (int(values.pop(name, [default])[0]) for name, default in (("days", "30"), ("seed", "0")))
+    return days, seed, {name: int(given[0]) for name, given in values.items()}
 
 
 def changed_cases(corpus: Corpus, plans: Iterable[dict]) -> set[int]:

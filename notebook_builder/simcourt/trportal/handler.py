@@ -38,7 +38,7 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, quote, urlsplit
 
 from ..downloads import DownloadAnswers
-from .server import ADVANCE_PATH, PERIOD_PATH, PLANS_PATH, STATS_PATH
+from ..controls import PLANS_PATH, STATS_PATH
 from .systems import IN_CART, PURCHASABLE, VIEWABLE, instant_seconds
 
 DEFAULT_SIZE = 20
@@ -111,19 +111,9 @@ class APIHandler(DownloadAnswers, BaseHTTPRequestHandler):
             self.rfile.read(length)
         url = urlsplit(self.path)
         path = url.path.rstrip("/")
-        if path == ADVANCE_PATH:
-            query = parse_qs(url.query)
-            try:
-                days, seed = (int(query.pop(name, [default])[0]) for name, default in (("days", "30"), ("seed", "0")))
-                plan = portal._advance(days, seed, {name: int(values[0]) for name, values in query.items()},
-                                       requests_allowed=1)
-            except ValueError as exc:
-                return self._error(400, str(exc), False)
-            except RuntimeError as exc:
-                return self._error(409, str(exc), False)
-            return self._json(200, plan, False)
-        if path == PERIOD_PATH:
-            return self._json(200, portal.new_period(), False)
+        answer = portal.control_answer(path, url.query)
+        if answer is not None:
+            return self._json(*answer, False)
         if path.startswith(portal.api_path + "/courts"):
             return self._error(405, "Request method 'POST' is not supported", False)
         return self._error(404, "No static resource", False)
@@ -247,25 +237,23 @@ class APIHandler(DownloadAnswers, BaseHTTPRequestHandler):
 
     def _documents_access(self, portal, query: dict) -> list[int]:
         corpus = portal.corpus
-        wanted = {name: _value(query, name) for name in
-                  ("caseHeader.caseInstanceUUID", "docketEntryHeader.docketEntryUUID", "documentLinkUUID")}
-        if not any(wanted.values()):
+        asked = {kind: _value(query, name) for kind, name in (("case", "caseHeader.caseInstanceUUID"),
+                                                              ("entry", "docketEntryHeader.docketEntryUUID"),
+                                                              ("document", "documentLinkUUID")) if _value(query, name)}
+        if not asked:
             raise BadRequest("caseHeader.caseInstanceUUID is required")
-        docs: list[int] | None = None
-        if wanted["caseHeader.caseInstanceUUID"]:
-            case = corpus.find("case", wanted["caseHeader.caseInstanceUUID"])
-            docs = [] if case is None else corpus.case_docs(case)
-        if wanted["docketEntryHeader.docketEntryUUID"]:
-            entry = corpus.find("entry", wanted["docketEntryHeader.docketEntryUUID"])
-            docs = [doc for doc in (docs if docs is not None else corpus.entry_docs(entry) if entry is not None else [])
-                    if entry is not None and corpus.doc_entry[doc] == entry]
-        if wanted["documentLinkUUID"]:
-            doc = corpus.find("document", wanted["documentLinkUUID"])
-            docs = [d for d in (docs if docs is not None else [doc] if doc is not None else []) if d == doc]
-        asked, court = self._court_filter(portal, query, "caseHeader.courtID")
-        if asked:
-            docs = [doc for doc in docs if court is not None
-                    and corpus.case_court[corpus.entry_case[corpus.doc_entry[doc]]] == court]
+        found = {kind: corpus.find(kind, text) for kind, text in asked.items()}
+        if None in found.values():
+            return []
+        if "case" in found:
+            docs = corpus.case_docs(found["case"])
+        else:
+            docs = list(corpus.entry_docs(found["entry"])) if "entry" in found else [found["document"]]
+        docs = [doc for doc in docs if found.get("entry", corpus.doc_entry[doc]) == corpus.doc_entry[doc]
+                and found.get("document", doc) == doc]
+        court_asked, court = self._court_filter(portal, query, "caseHeader.courtID")
+        if court_asked:
+            docs = [doc for doc in docs if corpus.case_court[corpus.entry_case[corpus.doc_entry[doc]]] == court]
         if "documentName,asc" in query.get("sort", []):
             docs = sorted(docs, key=lambda doc: (portal.shapes.document_name(doc), doc))
         return docs
@@ -391,16 +379,6 @@ class APIHandler(DownloadAnswers, BaseHTTPRequestHandler):
         rows = [row(item) for item in items[page * size:min((page + 1) * size, portal.window)]]
         self._json(200, {"_embedded": {"results": rows}, "page": info} if rows else {"page": info}, head)
 
-    def _send(self, status: int, body: bytes, content_type: str, head: bool, headers: dict | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
-
     def _json(self, status: int, payload, head: bool, headers: dict | None = None) -> None:
         self._send(status, json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode(),
                    "application/json", head, headers)
@@ -411,7 +389,7 @@ class APIHandler(DownloadAnswers, BaseHTTPRequestHandler):
                             "message": message, "path": urlsplit(self.path).path}, head, headers)
 
 
-class PortalHandler(BaseHTTPRequestHandler):
+class PortalHandler(DownloadAnswers, BaseHTTPRequestHandler):
     """The portal host: every GET is a 200 HTML page (sign-in, purchase, cart, or the portal's home)."""
     protocol_version = "HTTP/1.1"
     server_version = "nginx"
@@ -429,11 +407,7 @@ class PortalHandler(BaseHTTPRequestHandler):
         body = (f"<!DOCTYPE html><html><head><title>{title}</title></head><body><h1>{html.escape(title)}</h1>"
                 f"<p>{html.escape(self.server.portal.system.state)} appellate courts: public portal.</p>"
                 f"</body></html>").encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self._send(200, body, "text/html; charset=utf-8", False)
 
 
 def _value(query: dict, name: str) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import random
 
+from ..living import activity_counts
 from .planning import business_second, draw_state, sequence_key, weighted
 from .systems import CATEGORY_NAMES, FILINGS, PURCHASABLE, STATE_NAMES, UNAVAILABLE, VIEWABLE
 
@@ -92,14 +93,15 @@ class _Advance:
             self._touch(case, "opinion" if kind.opinion else "decision")
             self._file(case, day, kind, "opinion" if kind.opinion else "decision")
             corpus.case_closed_on[case] = day
-        added = {doc for doc, _ in self.added}
+        settled = {doc for doc, _ in self.added}       # new documents, secured ones and those flipped already
+        settled |= {doc for doc in range(corpus.doc_count) if corpus.entry_secured[corpus.doc_entry[doc]]}
         for _ in range(activity["made_public"]):
-            self._flip("made_public", lambda doc: corpus.doc_state[doc] != VIEWABLE and not corpus.entry_secured[
-                corpus.doc_entry[doc]] and doc not in added, VIEWABLE)
+            self._flip("made_public", lambda doc: corpus.doc_state[doc] != VIEWABLE and doc not in settled,
+                       VIEWABLE, settled)
         gone = PURCHASABLE if corpus.system.access in SELLING_PROFILES else UNAVAILABLE
         for _ in range(activity["withdrawn"]):
-            self._flip("withdrawn", lambda doc: corpus.doc_state[doc] == VIEWABLE and doc not in added
-                       and all(doc != flipped for flipped, _ in self.flipped["made_public"]), gone)
+            self._flip("withdrawn", lambda doc: corpus.doc_state[doc] == VIEWABLE and doc not in settled, gone,
+                       settled)
         closed = [case for case in range(corpus.case_count) if corpus.case_closed(case) and case not in self.why]
         for case in rng.sample(closed, min(len(closed), activity["retitled"])):
             self._touch(case, "retitled")
@@ -137,12 +139,14 @@ class _Advance:
             self._touch(case, "new case", new=True)
             self._file(case, day, FILINGS[0], "new case")
 
-    def _flip(self, change: str, eligible, state: int) -> None:
+    def _flip(self, change: str, eligible, state: int, settled: set[int]) -> None:
+        """One document `eligible` takes to `state` (none when none is); it is then `settled`."""
         corpus = self.corpus
         candidates = [doc for doc in range(corpus.doc_count) if eligible(doc)]
         if not candidates:
             return
         doc = self.rng.choice(candidates)
+        settled.add(doc)
         self.flipped[change].append((doc, corpus.doc_state[doc]))
         corpus.doc_state[doc] = state
         self._touch(corpus.entry_case[corpus.doc_entry[doc]], change.replace("_", " "))
@@ -210,14 +214,7 @@ def advance(corpus, shapes, days: int = 30, seed: int = 0, activity: dict[str, i
     """Moves the court's day on by `days` with that span's activity; returns the plan (see the module docstring)."""
     if days < 1:
         raise ValueError("days must be at least 1")
-    counts = month_activity(corpus, days)
-    unknown = set(activity or {}) - set(counts)
-    if unknown:
-        raise ValueError(f"unknown activity {sorted(unknown)}; known: {', '.join(ACTIVITY_KINDS)}")
-    counts.update({kind: int(value) for kind, value in (activity or {}).items()})
-    if any(value < 0 for value in counts.values()):
-        raise ValueError("activity counts must be >= 0")
-    work = _Advance(corpus, shapes, days, seed, counts)
+    work = _Advance(corpus, shapes, days, seed, activity_counts(month_activity(corpus, days), activity))
     work.run()
     corpus.advances += 1
     corpus.today += days

@@ -37,28 +37,25 @@ Guarantees:
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import threading
 from collections import Counter, OrderedDict
 
 from ...loopback import LoopbackServer, LoopbackService
+from ..controls import ADVANCE_PATH, STATS_PATH, SimControls
 from ..retry_after import RetryAfterClock
 from ..server import RequestLog
 from . import documents, living, truth
 from .corpus import TRCorpus
+from .handler import APIHandler, PortalHandler
 from .shapes import Shapes
 from .systems import VIEWABLE, CourtSystem, system_named
 
-STATS_PATH = "/__sim__/stats"
-PLANS_PATH = "/__sim__/plans"
-ADVANCE_PATH = "/__sim__/advance"
-PERIOD_PATH = "/__sim__/period"
 WINDOW_ANSWERS = ("400", "500", "empty")
 DOWN_ANSWERS = (None, "503", "403", "reset")
 PDF_CACHE_SIZE = 256
 
 
-class SimTRPortal(RetryAfterClock, LoopbackService):
+class SimTRPortal(RetryAfterClock, SimControls, LoopbackService):
     """A simulated TR Portal court system on two free loopback ports; see the module docstring."""
 
     server_attribute = "portal"
@@ -113,7 +110,6 @@ class SimTRPortal(RetryAfterClock, LoopbackService):
     # -------------------------------------------------------------- serving
 
     def handler(self) -> type:
-        from .handler import APIHandler
         return APIHandler
 
     def url_for(self, host: str, port: int) -> str:
@@ -124,7 +120,6 @@ class SimTRPortal(RetryAfterClock, LoopbackService):
         """Serves the API host (on `port`) and the portal host (on a free port); returns the API root."""
         url = super().start(port, host)
         if self._portal_server is None:
-            from .handler import PortalHandler
             self._portal_server = LoopbackServer((host, 0), PortalHandler)
             self._portal_server.portal = self
             self._portal_thread = threading.Thread(target=self._portal_server.serve_forever,
@@ -234,23 +229,6 @@ class SimTRPortal(RetryAfterClock, LoopbackService):
         with self._lock:
             self.walls_served[kind] += 1
 
-    def new_period(self) -> dict:
-        with self._lock:
-            ended = self._period_figures(self.periods[-1])
-            self._open_period("asked")
-        return ended
-
-    def _open_period(self, why: str) -> None:
-        self.periods.append({"number": len(self.periods) + 1, "began": why, "advances": len(self.plans),
-                             "today": _dt.date.fromordinal(self.corpus.today).isoformat(),
-                             "request_log_start": None if self.request_log is None else len(self.request_log),
-                             "endpoints": Counter()})
-
-    @staticmethod
-    def _period_figures(period: dict) -> dict:
-        return {**period, "requests": sum(period["endpoints"].values()),
-                "endpoints": dict(sorted(period["endpoints"].items()))}
-
     # --------------------------------------------------------------- living
 
     def advance(self, days: int = 30, seed: int = 0, activity: dict[str, int] | None = None) -> dict:
@@ -279,15 +257,6 @@ class SimTRPortal(RetryAfterClock, LoopbackService):
 def serve(port: int = 8765, system: str = "nevada", docs: int = 120, seed: int = 1, **options) -> None:
     """Runs a simulated TR Portal court in the foreground until Ctrl-C (`kycourt-pipeline sim --court-system`)."""
     court = SimTRPortal(system, docs=docs, seed=seed, **options)
-    base_url = court.start(port=port)
-    try:
-        print(base_url, flush=True)
-        print(f"portal: {court.portal_url}", flush=True)
-        print(f"stats: {court.root_url}{STATS_PATH}", flush=True)
-        print(f"advance: POST {court.root_url}{ADVANCE_PATH}?days=30&seed=0", flush=True)
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        court.stop()
-        print("totals: " + json.dumps(court.stats(), sort_keys=True), flush=True)
+    court.serve_in_foreground(port, lambda base_url: [
+        base_url, f"portal: {court.portal_url}", f"stats: {court.root_url}{STATS_PATH}",
+        f"advance: POST {court.root_url}{ADVANCE_PATH}?days=30&seed=0"])
