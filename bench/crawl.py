@@ -1,6 +1,7 @@
 """Benchmark: time to a useful archive. The whole `run`'s requests, in order, old order against new.
 
     .venv/bin/python bench/crawl.py [--docs 98724] [--seed 1] [--only new|old]
+    .venv/bin/python bench/crawl.py --court-system nevada [--seed 1] [--scale 1.0] [--no-details]
 
 The court: a simulated court of the captured shape at full scale (`real_counts`: 98,724 documents,
 the real court's case counts per year, most cases with few or no public documents, opinions about
@@ -21,10 +22,25 @@ document, to every detail (parties, lower courts). Then where the details fall a
 and the share of the rest of the crawl (every request that is not the opinions' own: their search,
 their entries' file lists, their downloads) made before the last opinion. The issue's goals are
 checked on the new order.
+
+With `--court-system NAME` (a TR Portal system, nevada by default for this mode): the simulated TR
+Portal court of that system at the real record's order (`real_counts`; `--scale` below 1 plans that
+share of its cases and documents), no faults, recording every request in order, crawled to done
+(PHASES=discover,download) by this tree at the default pacing on a virtual clock: every pause the
+client decides is recorded, not slept, and each request starts at the pauses so far plus the real
+answer times before it. Printed: requests against the court's floor (truth.py `floor`: case-search
+pages at the largest page, one docket list and one access list a case, one GET a viewable document,
+the opinion feed's pages; the details, a case's detail and parties, apart), the request at which the
+first opinion arrives, whether every opinion came before any other document, the most requests begun
+in any one second and the most in flight at once (politeness, from the client's pacing decisions),
+the hours at the default pacing (the pauses as drawn + 0.25 s latency a request), and the archive
+against the court's truth. The goals: <= 1.1 x the floor, the first opinion within 50 requests, every
+opinion before any other document, never more than 4 requests a second, one at a time.
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime as dt
 import json
 import math
@@ -224,15 +240,152 @@ def goals(new: dict) -> list[str]:
     return [f"goal: {name}: {'met' if held else 'NOT MET'}" for name, held in checks]
 
 
+# ------------------------------------------------------------ a TR Portal court
+
+TR_FLOOR_GOAL = 1.1
+TR_FIRST_OPINION_GOAL = 50
+TR_RATE_GOAL = 4
+TR_TODAY = dt.date(2026, 10, 1)
+TR_DETAILS = ("case", "parties")
+
+
+def trportal_crawl(system: str, seed: int, scale: float, details: bool) -> dict:
+    """Crawls the simulated court to done at the default pacing on a virtual clock (see the docstring)."""
+    from notebook_builder.cells import c31_court_client
+    from notebook_builder.cells.c00_config import RunClock, load_config
+    from notebook_builder.cells.c95_run import run_pipeline
+    from notebook_builder.simcourt import SimTRPortal
+    from notebook_builder.simcourt.trportal.corpus import TRCorpus
+    from notebook_builder.simcourt.trportal.systems import system_named
+
+    class VirtualClock(RunClock):
+        """Pauses recorded and added to a virtual time, not slept."""
+        def __init__(self):
+            super().__init__(10 ** 9, 0.0)
+            self.virtual = 0.0
+
+        def sleep(self, seconds: float) -> bool:
+            self.virtual += max(0.0, seconds)
+            return not self.stop_event.is_set()
+
+    starts: list[float] = []
+    in_flight = [0, 0]                   # now, most
+
+    class TimedClient(c31_court_client.TRPortalClient):
+        def _get(self, url, headers, **kwargs):
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+            starts.append(self.clock.virtual)
+            began = time.perf_counter()
+            try:
+                return super()._get(url, headers, **kwargs)
+            finally:
+                self.clock.virtual += time.perf_counter() - began
+                in_flight[0] -= 1
+
+    sizes = {}
+    if scale < 1:
+        planned = TRCorpus(system_named(system), seed=seed, today=TR_TODAY, real_counts=True)
+        sizes = {"cases": max(1, round(planned.case_count * scale)), "docs": max(1, round(planned.doc_count * scale)),
+                 "first_year": planned.first_year}
+    c31_court_client.CLIENTS["trportal"] = TimedClient
+    with SimTRPortal(system, seed=seed, today=TR_TODAY, real_counts=not sizes, record_requests=True, **sizes) as court, \
+            tempfile.TemporaryDirectory(prefix="kycourt-trcrawl-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as folder:
+        cfg = load_config(env={"KY_PROGRESS": "0"}, COURT_SYSTEM=system, WORKSPACE=f"{folder}/w", STORE=f"{folder}/s",
+                          API_BASE=court.base_url, FIRST_YEAR=court.corpus.first_year, TODAY=TR_TODAY.isoformat(),
+                          PHASES=("discover", "download"), CASE_DETAILS=details)
+        clock = VirtualClock()
+        started = time.perf_counter()
+        report = run_pipeline(cfg, clock=clock, handle_signals=False)
+        seconds = time.perf_counter() - started
+        truth = court.truth(hashes=False)
+        log = list(court.request_log)
+        floor = court.floor(page_size=cfg.PAGE_SIZE)
+        import sqlite3
+        conn = sqlite3.connect(f"{folder}/w/ky_court.sqlite")
+        held = {row[0]: row[1:] for row in conn.execute("SELECT document_id, sha256, access_state FROM documents")}
+        conn.close()
+    return {"system": system, "seconds": seconds, "exit_status": report.exit_status, "truth": truth, "log": log,
+            "floor": floor, "starts": starts, "in_flight": in_flight[1], "virtual_hours": clock.virtual / 3600,
+            "held": held, "cases": court.corpus.case_count, "first_year": court.corpus.first_year}
+
+
+def trportal_report(run: dict) -> list[str]:
+    truth, log, floor = run["truth"], run["log"], run["floor"]
+    details = sum(endpoint in TR_DETAILS for endpoint, _ in log)
+    archive = len(log) - details
+    floor_total = floor["total"]
+    downloads = [(number, item) for number, (endpoint, item) in enumerate(log, start=1) if endpoint == "download"]
+    opinion_numbers = [number for number, item in downloads if truth[item].opinion]
+    other_numbers = [number for number, item in downloads if not truth[item].opinion]
+    first_opinion = opinion_numbers[0] if opinion_numbers else math.inf
+    opinions_first = not opinion_numbers or not other_numbers or opinion_numbers[-1] < other_numbers[0]
+    starts, busiest, low = sorted(run["starts"]), 0, 0
+    for high, moment in enumerate(starts):
+        while moment - starts[low] >= 1.0:
+            low += 1
+        busiest = max(busiest, high - low + 1)
+    json_requests = len(log) - len(downloads)
+    hours = run["virtual_hours"] + len(log) * LATENCY_SECONDS / 3600
+
+    def hours_at(number: int) -> float:
+        """Hours to the start of request `number` (1-based): the pauses drawn before it, its latency."""
+        return (starts[number - 1] + number * LATENCY_SECONDS) / 3600 if number <= len(starts) else math.nan
+    last_document = downloads[-1][0] if downloads else 0
+    viewable = [t for t in truth if t.viewable]
+    fetched = {item for _, item in downloads}
+    missing = sum(t.document_id.lower() not in run["held"] for t in truth)
+    unheld = sum(run["held"].get(t.document_id.lower(), (None,))[0] is None for t in viewable)
+    asked_hidden = sum(not truth[item].viewable for item in fetched)
+    endpoints = collections.Counter(endpoint for endpoint, _ in log)
+    lines = [
+        f"court: {run['system']} at the real record's order: {run['cases']:,} cases since {run['first_year']}, "
+        f"{len(truth):,} documents ({len(viewable):,} viewable, {sum(t.opinion for t in truth):,} opinions); "
+        f"run {run['seconds']:.0f} s, exit {run['exit_status']}",
+        f"  requests: {len(log):,} ({details:,} details: " + ", ".join(f"{e} {endpoints[e]:,}" for e in TR_DETAILS)
+        + f"); by endpoint: " + ", ".join(f"{name} {count:,}" for name, count in sorted(endpoints.items())),
+        f"  to a complete archive (details apart): {archive:,} requests against the floor {floor_total:,} ("
+        + ", ".join(f"{k} {v:,}" for k, v in floor.items() if k != "total") + f"): {archive / floor_total:.3f} x",
+        f"  first opinion: request {first_opinion}; every opinion before any other document: "
+        f"{'yes' if opinions_first else 'NO'} (last opinion at request {opinion_numbers[-1] if opinion_numbers else '-'}, "
+        f"first other document at request {other_numbers[0] if other_numbers else '-'})",
+        f"  politeness (the client's pacing decisions at the default pacing): at most {busiest} requests begun in any "
+        f"one second, at most {run['in_flight']} in flight",
+        f"  hours at the default pacing: {hours:.1f} in all ({json_requests:,} JSON requests, {len(downloads):,} "
+        f"downloads; the pauses as drawn, {run['virtual_hours']:.1f} h, + {LATENCY_SECONDS} s latency a request): "
+        f"the first opinion at {hours_at(first_opinion) if opinion_numbers else math.nan:.2f} h, every opinion at "
+        f"{hours_at(opinion_numbers[-1]) if opinion_numbers else math.nan:.1f} h, every document (request "
+        f"{last_document:,}) at {hours_at(last_document) if last_document else math.nan:.1f} h",
+        f"  the archive against the court's truth: {missing} documents missing, {unheld} viewable ones without bytes, "
+        f"{asked_hidden} not-public ones asked for, {len(downloads) - len(fetched)} fetched twice",
+    ]
+    checks = [(f"requests <= {TR_FLOOR_GOAL} x the floor, details apart", archive <= TR_FLOOR_GOAL * floor_total),
+              (f"the first opinion within {TR_FIRST_OPINION_GOAL} requests", first_opinion <= TR_FIRST_OPINION_GOAL),
+              ("every opinion before any other document", opinions_first),
+              (f"never more than {TR_RATE_GOAL} requests a second, one at a time",
+               busiest <= TR_RATE_GOAL and run["in_flight"] == 1),
+              ("every viewable document archived once, no other asked for",
+               not missing and not unheld and not asked_hidden and len(downloads) == len(fetched))]
+    return lines + [f"goal: {name}: {'met' if held else 'NOT MET'}" for name, held in checks]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=FULL_CORPUS)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", choices=("old", "new"))
+    parser.add_argument("--court-system", default="kentucky",
+                        help="kentucky (the old order against the new), or a TR Portal system such as nevada")
+    parser.add_argument("--scale", type=float, default=1.0, help="TR Portal: this share of the real record's order")
+    parser.add_argument("--no-details", action="store_true", help="TR Portal: crawl without the details pass")
     parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(*args.worker)))
+        return
+    if args.court_system != "kentucky":
+        print("\n".join(trportal_report(trportal_crawl(args.court_system, args.seed, args.scale,
+                                                       not args.no_details))))
         return
     measured = []
     with tempfile.TemporaryDirectory(prefix="kycourt-old-") as folder:

@@ -112,20 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="restore, the phases in PHASES, then sync/verify")
     _workspace_flag(run)
-    _knob_flags(run, "STORE", "API_BASE", "PHASES", "BUDGET_SECONDS", "DRY_RUN", "RETRY_HARD")
+    _knob_flags(run, "COURT_SYSTEM", "STORE", "API_BASE", "PHASES", "BUDGET_SECONDS", "DRY_RUN", "RETRY_HARD")
     verify = commands.add_parser("verify", help="sync/verify alone: integrity, queues, exports, checkpoint")
     _workspace_flag(verify)
-    _knob_flags(verify, "STORE", "AUDIT")
+    _knob_flags(verify, "COURT_SYSTEM", "STORE", "AUDIT")
     derive = commands.add_parser("derive", help="derived fields and citations of every document, from the "
                                                 "database and the texts alone (idempotent)")
     _workspace_flag(derive)
-    _knob_flags(derive, "STORE")
+    _knob_flags(derive, "COURT_SYSTEM", "STORE")
     derive.add_argument("--redo", action="store_true", help="derive every document again, not only new ones")
     status = commands.add_parser("status", help="print the workspace's status JSON; changes nothing")
     _workspace_flag(status)
     report = commands.add_parser("report", help="coverage chart (status.png) and a table of counts")
     _workspace_flag(report)
-    _knob_flags(report, "STORE")
+    _knob_flags(report, "COURT_SYSTEM", "STORE")
     report.add_argument("--output", metavar="PNG", help="where to write the chart (default: workspace/status.png)")
 
     changes = commands.add_parser("changes", help="what the court added, withdrew, restored and changed since the "
@@ -137,8 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="one JSON object a line: document_id, change, seen_at, run, case_number, "
                               "court_code, kind, filed_date, sha256, fields, how")
 
+    courts = commands.add_parser("courts", help="the court systems the pipeline knows: courts, API, case numbers, "
+                                                "how opinions are found, what is public")
+    courts.add_argument("--json", action="store_true", help="one JSON array, an object a court system")
+
     probe = commands.add_parser("probe", help="at most 10 requests to API_BASE: can the pipeline run against it?")
-    _knob_flags(probe, "API_BASE")
+    _knob_flags(probe, "COURT_SYSTEM", "API_BASE")
     _verbose_flag(probe)
     _knob_flags(probe, "DISCOVERY")
 
@@ -152,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--store", choices=("dir", "simdrive"), default="dir",
                       help="dir: store/ inside the demo directory (default); simdrive: the simulated "
                            "Google Drive on 127.0.0.1, through the real pydrive2 stack")
+    demo.add_argument("--court-system", metavar="NAME", type=_court_system, default="kentucky",
+                      help="the court system of the simulated court: kentucky (default), or a TR Portal one "
+                           "(nevada, alabama, oregon, north-dakota, wyoming, florida)")
     demo.add_argument("--no-update", action="store_true",
                       help="stop after the first crawl (by default the court then moves a month on and a second "
                            "run shows what an update finds, and the feed it writes)")
@@ -291,6 +298,8 @@ QUERY_COMMANDS = ("index", "show", "search", "export", "serve")
 # Commands that write to the store: a store they are given that is not there is refused (a typo
 # makes no second archive); all but report refuse the workspace's own store when it is gone too.
 STORE_WRITERS = ("verify", "report", "derive", "index")
+# Commands that write to an archive: one of another court system than theirs is refused (c35).
+SYSTEM_BOUND_COMMANDS = ("run", "verify", "report", "derive", "index")
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -302,13 +311,22 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "demo":
             _setup_logging(args.verbose)
             return _cmd_demo(args)
+        if args.command == "courts":
+            return _cmd_courts(as_json=args.json)
         cfg = config_from_args(args)
         if args.command in ("status", "show", "search", "export", "serve"):   # they write nothing
             cfg = _the_demos_workspace(args, cfg)
         if args.command in ARCHIVE_COMMANDS or args.command == "run":
             cfg = _with_the_workspaces_store(args, cfg)
+            cfg = _with_the_archives_court_system(args, cfg)
     except ConfigError as exc:
         return _config_error(args, exc)
+    if args.command in SYSTEM_BOUND_COMMANDS:
+        from notebook_builder.cells.c35_context import court_system_conflict
+        conflict = court_system_conflict(cfg)
+        if conflict:
+            print(f"kycourt-pipeline: {conflict}", file=sys.stderr)
+            return EXIT_USAGE
     if args.command in ARCHIVE_COMMANDS:
         # These look at an archive; in a folder that holds none they would print zeros or create an
         # empty workspace and store. They say so instead, and write nothing.
@@ -397,6 +415,46 @@ def _with_the_workspaces_store(args: argparse.Namespace, cfg, env=None):
     if environment.get("KY_DRIVE_FOLDER") is not None:
         named.pop("DRIVE_FOLDER", None)
     return config_from_args(args, env, WORKSPACE=cfg.WORKSPACE, **named)
+
+
+def _court_system_given(args: argparse.Namespace, env=None) -> bool:
+    return (getattr(args, "COURT_SYSTEM", None) is not None
+            or (os.environ if env is None else env).get("KY_COURT_SYSTEM") is not None)
+
+
+def _with_the_archives_court_system(args: argparse.Namespace, cfg, env=None):
+    """cfg of the court system the workspace's archive is of, when the user named none: a command
+    given an archive works on it as what it is (one named explicitly that differs is refused)."""
+    from notebook_builder.cells.c35_context import archive_court_system
+    if _court_system_given(args, env):
+        return cfg
+    found = archive_court_system(cfg.WORKSPACE)
+    if found is None or found == cfg.COURT_SYSTEM:
+        return cfg
+    return config_from_args(args, env, WORKSPACE=cfg.WORKSPACE, STORE=cfg.STORE, DRIVE_FOLDER=cfg.DRIVE_FOLDER,
+                            COURT_SYSTEM=found)
+
+
+def _cmd_courts(*, as_json: bool) -> int:
+    """The court systems of the registry (c27), as JSON or a few lines each."""
+    from notebook_builder.cells.c27_court_systems import describe_all
+    systems = describe_all()
+    if as_json:
+        print(json.dumps(systems, indent=2))
+        return 0
+    for system in systems:
+        print(f"{system['name']}{' (default)' if system['default'] else ''}: {system['title']}")
+        print(f"  API: {system['family_name']} at {system['api_base']}; portal {system['portal']}; "
+              f"days in {system['time_zone']}")
+        for court in system["courts"]:
+            ids = ", ".join(f"{key} {value}" for key, value in court["ids"].items() if value)
+            print(f"  court {court['code']}: {court['name']} ({ids})")
+        print(f"  case numbers: {'; '.join(system['case_number_forms'])}")
+        print(f"  opinions: {system['opinions']}")
+        print(f"  public: {system['public']}")
+        print(f"  verified against captured responses: {'; '.join(system['verified']) or 'nothing'}")
+        print(f"  read from code and notes: {'; '.join(system['inferred'])}")
+    return 0
 
 
 def _not_adopted_yet(cfg) -> str | None:
@@ -631,24 +689,23 @@ DEMO_UPDATE_DAYS = 30                       # then the court moves this many day
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The simulated court (full fault catalogue), the whole pipeline, a summary and PASS; then (unless
     --no-update) the court a month on and the update that finds what it did."""
+    from notebook_builder.cells.c35_context import archive_court_system
     from notebook_builder.cells.c95_run import run_pipeline
-    from notebook_builder.simcourt import SimCourt
     root = Path(args.workspace)
     if args.fresh and root.exists():
         shutil.rmtree(root)
+    held = archive_court_system(root / "workspace")
+    if held not in (None, args.court_system):
+        print(f"kycourt-pipeline: the demo folder {root} holds a demo archive of court system {held}: give --fresh "
+              f"to start it again as {args.court_system}, or --workspace DIR for another folder", file=sys.stderr)
+        return EXIT_USAGE
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         print(f"kycourt-pipeline: cannot create the demo folder {root}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
     started = time.monotonic()
-    # A small announced limit forces the shard splitting a real crawl meets;
-    # oversized files are a few MiB over a cap of 4 MiB so the demo stays fast.
-    # The document search lists no withheld file, so the court keeps none (a month on it restores none).
-    court = SimCourt(args.docs, args.seed, results_limit=60, max_page=50, late_docs=max(1, args.docs // 40),
-                     first_year=2016, last_year=2026, search_fault_rate=0.02,
-                     oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024, stall_seconds=2.0, today=DEMO_TODAY,
-                     unavailable_files=False)
+    court = _demo_court(args)
     updated_on = (DEMO_TODAY + datetime.timedelta(days=DEMO_UPDATE_DAYS)).isoformat()
     # A demo folder whose archive had its update already: the court is moved on first, as it was then.
     resumed = _demo_complete_through(root / "workspace") == updated_on
@@ -658,6 +715,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     with court:
         env = {name: value for name, value in os.environ.items() if not name.startswith("KY_")}
         env.update({
+            "KY_COURT_SYSTEM": args.court_system,
             "KY_WORKSPACE": str(root / "workspace"), "KY_STORE": str(root / "store"),
             "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.05",
             "KY_BACKOFF_CAP": "1", "KY_MAX_PDF_BYTES": str(DEMO_MAX_PDF_BYTES),
@@ -682,13 +740,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             if ignored:
                 print(f"demo: ignoring {', '.join(ignored)} (the demo sets its own configuration)")
-            print(f"demo: simulated court with {args.docs} documents at {court.base_url}")
+            print(f"demo: simulated court ({args.court_system}) with {args.docs} documents at {court.base_url}")
             store = f"simulated Drive at {drive.api_root}, folder {cfg.DRIVE_FOLDER}" if drive else cfg.STORE
             print(f"demo: workspace {cfg.WORKSPACE}, store {store}")
-            print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, stalled and torn bodies, "
-                  "HTML pages, 401/403/404, oversized and unreadable PDFs): the WARNING lines below are "
-                  "those simulated faults being handled")
-            with demo_court_carried_on(court, root, args.docs, args.seed):
+            print("demo: the simulated court misbehaves on purpose (5xx, 429, resets, torn bodies, HTML pages"
+                  + (", stalled bodies, 401/403/404, oversized and unreadable PDFs" if args.court_system == "kentucky"
+                     else "; documents behind its registration or purchase wall") +
+                  "): the WARNING lines below are those simulated faults being handled")
+            with demo_court_carried_on(court, root, args.docs, args.seed, args.court_system):
                 if resumed:
                     court.advance(DEMO_UPDATE_DAYS, seed=args.seed)
                 report = run_pipeline(cfg)
@@ -715,6 +774,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return report.exit_status
 
 
+def _demo_court(args: argparse.Namespace):
+    """The demo's simulated court: Kentucky's, or a TR Portal court system's (its results window small,
+    so the case search moves its date window as a real crawl's does; a few faults)."""
+    if args.court_system != "kentucky":
+        from notebook_builder.simcourt import SimTRPortal
+        return SimTRPortal(args.court_system, docs=args.docs, seed=args.seed, today=DEMO_TODAY, first_year=2016,
+                           window=60, fault_rate=0.02)
+    from notebook_builder.simcourt import SimCourt
+    # A small announced limit forces the shard splitting a real crawl meets;
+    # oversized files are a few MiB over a cap of 4 MiB so the demo stays fast.
+    # The document search lists no withheld file, so the court keeps none (a month on it restores none).
+    return SimCourt(args.docs, args.seed, results_limit=60, max_page=50, late_docs=max(1, args.docs // 40),
+                    first_year=2016, last_year=2026, search_fault_rate=0.02,
+                    oversize_bytes=DEMO_MAX_PDF_BYTES + 1024 * 1024, stall_seconds=2.0, today=DEMO_TODAY,
+                    unavailable_files=False)
+
+
 DEMO_SEARCH = ("restitution", "--type", "order")
 DEMO_COURT_STATE = ".simcourt-state.json"
 
@@ -733,9 +809,10 @@ def _demo_update(court, env: dict[str, str], seed: int, today: str, program: str
     from notebook_builder.cells.c95_run import run_pipeline
     plan = court.advance(DEMO_UPDATE_DAYS, seed=seed)
     counts = plan["counts"]
+    changed = (f"changed the metadata of {counts['changed']} (retitled cases, corrected descriptions)"
+               if "changed" in counts else f"made {counts.get('made_public', 0)} public (they were behind its wall)")
     print(f"demo: {DEMO_UPDATE_DAYS} days later ({plan['today']}) the court has filed {counts['added']} documents, "
-          f"withdrawn {counts['withdrawn']} and changed the metadata of {counts['changed']} (retitled cases, "
-          "corrected descriptions); the update asks it what changed:")
+          f"withdrawn {counts['withdrawn']} and {changed}; the update asks it what changed:")
     report = run_pipeline(load_config({**env, "KY_TODAY": today}))
     db = Database.open_readonly(Path(env["KY_WORKSPACE"]) / DB_FILENAME)
     try:
@@ -756,7 +833,7 @@ DEMO_CHANGES_SHOWN = 8
 
 
 @contextlib.contextmanager
-def demo_court_carried_on(court, root: Path, docs: int, seed: int):
+def demo_court_carried_on(court, root: Path, docs: int, seed: int, system: str = "kentucky"):
     """The simulated court carries on from where the demo's last one stopped (its per-document
     fault counters, searches served: root/.simcourt-state.json, for the same docs and seed), and
     leaves its own for the next demo, however this one ends: a demo interrupted and run again
@@ -766,13 +843,15 @@ def demo_court_carried_on(court, root: Path, docs: int, seed: int):
         saved = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         saved = None
-    if isinstance(saved, dict) and saved.get("docs") == docs and saved.get("seed") == seed:
+    if isinstance(saved, dict) and saved.get("docs") == docs and saved.get("seed") == seed \
+            and saved.get("court_system", "kentucky") == system:
         court.resume(saved.get("court") or {})
     try:
         yield
     finally:
         from notebook_builder.cells.c05_durable import durable_write
-        durable_write(path, json.dumps({"docs": docs, "seed": seed, "court": court.progress()}).encode("utf-8"))
+        durable_write(path, json.dumps({"docs": docs, "seed": seed, "court_system": system,
+                                        "court": court.progress()}).encode("utf-8"))
 
 
 def demo_next_steps(workspace: Path, case_number: str | None, program: str = "kycourt-pipeline") -> str:
@@ -838,6 +917,7 @@ def _query_flags(parser: argparse.ArgumentParser) -> None:
 def _add_query_commands(commands) -> None:
     index = commands.add_parser("index", help="build or bring up to date the full-text index (ky_search.sqlite)")
     _query_flags(index)
+    _knob_flags(index, "COURT_SYSTEM")
     show = commands.add_parser("show", help="everything known about a document id, a sha256 or a case number")
     _query_flags(show)
     show.add_argument("id", metavar="ID", help="a document id, a PDF's sha256, or a case number")

@@ -120,3 +120,17 @@ def test_a_court_carried_on_from_its_progress_does_not_fail_a_document_from_the_
     with SimCourt(60, 4, enforce_retry_after=False) as other_seed:    # another court's progress is not taken
         with demo_court_carried_on(other_seed, tmp_path, 60, 4):
             assert other_seed.progress()["downloads"] == {}
+
+
+@pytest.mark.slow
+def test_the_demo_of_a_tr_portal_court_system_archives_it_and_its_update(tmp_path, capsys):
+    from notebook_builder.cli import main
+    assert main(["demo", "--court-system", "alabama", "--docs", "40", "--workspace", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "simulated court (alabama)" in out and "the update found" in out and "verify PASS" in out
+    status = json.loads((tmp_path / "demo" / "workspace" / "status.json").read_text())
+    assert status["court_system"] == "alabama" and status["done"] and status["last_update"]["complete"]
+    assert status["final_states"]["not_public"] > 0
+    # The folder is Alabama's now: a Kentucky demo there is refused in one line, nothing written.
+    assert main(["demo", "--workspace", str(tmp_path / "demo")]) == 2
+    assert "holds a demo archive of court system alabama" in capsys.readouterr().err

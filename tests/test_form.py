@@ -16,7 +16,7 @@ from notebook_builder import build
 from notebook_builder.cells.c00_config import ConfigError
 from notebook_builder.cells.c01_form import FORM_DEFAULTS, form_overrides
 
-FIELDS = ("phases", "budget_hours", "store", "drive_folder", "download_limit", "first_year", "last_year",
+FIELDS = ("court_system", "phases", "budget_hours", "store", "drive_folder", "download_limit", "first_year", "last_year",
           "retry_hard", "dry_run", "probe_first")
 
 
@@ -145,7 +145,7 @@ def test_form_overrides_in_colab_applies_every_field():
     assert form_overrides(colab=True, **FORM_DEFAULTS) == {
         "PHASES": ("discover", "backfill", "download", "extract", "ocr", "derive", "index"), "BUDGET_SECONDS": 36000.0,
         "STORE": "drive", "DRIVE_FOLDER": "ky_court", "DOWNLOAD_LIMIT": 0, "FIRST_YEAR": 1990,
-        "RETRY_HARD": False, "DRY_RUN": False, "PROBE_FIRST": False}
+        "RETRY_HARD": False, "DRY_RUN": False, "PROBE_FIRST": False, "COURT_SYSTEM": "kentucky"}
 
 
 def test_form_overrides_outside_colab_keeps_only_changed_fields():

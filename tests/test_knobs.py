@@ -47,7 +47,8 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 def test_every_knob_flag_of_a_command_sets_its_knob():
     """A flag's value reaches its knob through config_from_args, for every command that takes it."""
     values = {"WORKSPACE": "/tmp/ws", "STORE": "/tmp/st", "API_BASE": "http://127.0.0.1:9/api",
-              "PHASES": "download", "BUDGET_SECONDS": "120", "DISCOVERY": "cases", "AUDIT": "0.5"}
+              "PHASES": "download", "BUDGET_SECONDS": "120", "DISCOVERY": "cases", "AUDIT": "0.5",
+              "COURT_SYSTEM": "nevada"}
     expected = {"PHASES": ("download",), "BUDGET_SECONDS": 120.0, "AUDIT": 0.5,
                 "DRY_RUN": True, "RETRY_HARD": True}
     seen = set()

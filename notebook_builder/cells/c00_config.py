@@ -19,6 +19,10 @@ and, by its return annotation, types it), accepted form, help, environment
 variable, CLI flag and form field. `Config`'s fields, cli.py's flags, the
 notebook's form (build.py writes cells/form.py) and docs/knobs.md's table are
 all made from it; adding a knob is one `Knob(...)` entry.
+
+Court systems: COURT_SYSTEM names the one this configuration archives (`COURT_SYSTEMS`: its API
+root and time zone; c27_court_systems holds the rest). API_BASE not given is that system's root;
+`Config.today()` and `Config.court_day()` are days in the system's time zone (`court_day`).
 """
 from __future__ import annotations
 
@@ -89,6 +93,11 @@ class StoreQuotaExceeded(StoreError):
 class StoreMissing(StoreError):
     """No store where one was named, and none is to be made there (a typo, a moved store): the
     command says so and writes nothing (exit status 2)."""
+
+
+class CourtSystemMismatch(StoreError):
+    """The workspace or the store belongs to another court system than the one configured: the
+    command says so in one line and writes nothing (exit status 2)."""
 
 
 class DiskFullError(PipelineError):
@@ -234,6 +243,10 @@ def _parse_text(text: str) -> str:
     return _valid(text, text.strip(), bool(text.strip()))
 
 
+def _parse_optional_text(text: str) -> str | None:
+    return text.strip() or None
+
+
 def _parse_optional_url(text: str) -> str | None:
     url = text.strip()
     return _valid(text, url, url.startswith(("http://", "https://"))) if url else None
@@ -268,7 +281,43 @@ MIB = 1024 * 1024
 SHORT_BUDGET_MARGIN_SHARE = 0.1
 REAL_API_BASE = "https://appellatepublic.kycourts.net/api/api/v1"
 
+
+@dataclass(frozen=True)
+class SystemSettings:
+    """What configuration needs of a court system: its API root and the time zone its days are in."""
+    api_base: str
+    time_zone: str
+
+
+# Every court system the pipeline knows, by the name COURT_SYSTEM takes (c27_court_systems: its
+# courts, case numbers, how its opinions are found). The first is the default.
+COURT_SYSTEMS: dict[str, SystemSettings] = {
+    "kentucky": SystemSettings(REAL_API_BASE, "America/New_York"),
+    "delaware-county-pa": SystemSettings("https://delcopublicaccessapi.co.delaware.pa.us/api/v1", "America/New_York"),
+    "nevada": SystemSettings("https://acis-api.nvcourts.gov", "America/Los_Angeles"),
+    "alabama": SystemSettings("https://publicportal-api.alappeals.gov", "America/Chicago"),
+    "oregon": SystemSettings("https://trportal-api.courts.oregon.gov", "America/Los_Angeles"),
+    "north-dakota": SystemSettings("https://portal-api.ctrack.ndcourts.gov", "America/Chicago"),
+    "wyoming": SystemSettings("https://ctefiling-api.wyocourts.gov", "America/Denver"),
+    "florida": SystemSettings("https://acis-api.flcourts.gov", "America/New_York"),
+}
+DEFAULT_COURT_SYSTEM = "kentucky"
+
+
+def _parse_court_system(text: str) -> str:
+    return _valid(text, text.strip().lower(), text.strip().lower() in COURT_SYSTEMS)
+
+
 KNOBS: tuple[Knob, ...] = (
+    Knob("COURT_SYSTEM", "KY_COURT_SYSTEM", DEFAULT_COURT_SYSTEM, _parse_court_system,
+         "one of " + ", ".join(COURT_SYSTEMS),
+         "the court system archived (`kycourt-pipeline courts` lists them); a workspace and its store "
+         "belong to one, and a command of another exits 2",
+         flag=Flag("--court-system", "NAME", "the court system archived (`courts` lists them)"),
+         form=FormField("court_system", param="[" + ", ".join(f'"{name}"' for name in COURT_SYSTEMS) + "]",
+                        intro="**Which court system.** Kentucky's appellate courts, or another court system of "
+                              "the same vendor's APIs (`kycourt-pipeline courts` describes each). One archive "
+                              "holds one court system.")),
     Knob("WORKSPACE", "KY_WORKSPACE", "ky_court_workspace", _parse_text, "a directory path",
          "local, throwaway working directory (database, PDFs, text)",
          flag=Flag("--workspace", "DIR", "local working directory"),
@@ -291,9 +340,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("DRIVE_WRITES_PER_SECOND", "KY_DRIVE_WRITES", 2.0, _parse_pos_float, "a positive number",
          "Drive writes a second at most (Drive allows about 2); halved on each rate-limit answer, "
          "then raised again"),
-    Knob("API_BASE", "KY_API_BASE", REAL_API_BASE, _parse_text, "an http(s) URL",
-         "root of the C-Track Public Access API",
-         flag=Flag("--api-base", "URL", "C-Track API root")),
+    Knob("API_BASE", "KY_API_BASE", None, _parse_optional_text, "an http(s) URL, or empty for the court system's",
+         "root of the court system's API (C-Track Public Access: its /api/v1; TR Portal: the root that "
+         "serves /courts); empty: the court system's own",
+         flag=Flag("--api-base", "URL", "the court API's root (default: the court system's)")),
     Knob("PHASES", "KY_PHASES", PHASE_NAMES, _parse_phases,
          f"a comma list of {','.join(PHASE_NAMES)}", "stages this run performs",
          flag=Flag("--phases", "a,b", f"stages this run performs, of {','.join(PHASE_NAMES)}"),
@@ -422,8 +472,9 @@ KNOBS: tuple[Knob, ...] = (
          "once discovery has converged, sweep as the first crawl does instead of an update (which "
          "lists only the files of an open case's new entries): walk every open case again with every "
          "entry's file list"),
-    Knob("TODAY", "KY_TODAY", None, _parse_optional_day, "a day YYYY-MM-DD, or empty for today in Kentucky",
-         "for tests and the demo: the Kentucky day the pipeline takes as today (a simulated court's day); "
+    Knob("TODAY", "KY_TODAY", None, _parse_optional_day,
+         "a day YYYY-MM-DD, or empty for today in the court system's time zone",
+         "for tests and the demo: the court's day the pipeline takes as today (a simulated court's day); "
          "an update is complete through the day it began"),
     Knob("PROBE_FIRST", "KY_PROBE_FIRST", False, _parse_bool, "0 or 1",
          "probe the court (at most 10 requests) before the stages; a failed probe stops the run",
@@ -444,8 +495,18 @@ def _config_last_year(self) -> int:
 
 
 def _config_today(self) -> _dt.date:
-    """The Kentucky day the pipeline takes as today: TODAY when set, else today in Frankfort."""
-    return _dt.date.fromisoformat(self.TODAY) if self.TODAY else kentucky_today()
+    """The court's day the pipeline takes as today: TODAY when set, else today in the court system's
+    time zone."""
+    return _dt.date.fromisoformat(self.TODAY) if self.TODAY else today_in(self.time_zone)
+
+
+def _config_time_zone(self) -> str:
+    return COURT_SYSTEMS[self.COURT_SYSTEM].time_zone
+
+
+def _config_court_day(self, value: Any) -> str | None:
+    """The court system's day of a court timestamp (`court_day` in its time zone)."""
+    return court_day(value, self.time_zone)
 
 
 def _config_store_is_drive(self) -> bool:
@@ -465,7 +526,8 @@ Config = dataclasses.make_dataclass(
     namespace={"__module__": __name__,
                "__doc__": "Every knob, validated. Build with `load_config`, change with `.replace()`.",
                "replace": _config_replace, "last_year": property(_config_last_year), "today": _config_today,
-               "store_is_drive": property(_config_store_is_drive)},
+               "store_is_drive": property(_config_store_is_drive), "time_zone": property(_config_time_zone),
+               "court_day": _config_court_day},
 )
 
 
@@ -545,6 +607,8 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: Any) -> Confi
         if isinstance(value, str):  # flags and form fields arrive as text: validate like env
             value = _parse_knob(knob, value, knob.env or name)
         values[name] = value
+    if values["API_BASE"] is None:      # not given: the court system's own
+        values["API_BASE"] = COURT_SYSTEMS[values["COURT_SYSTEM"]].api_base
     warnings = _validate(values)
     values["WORKSPACE"] = _absolute_path(values["WORKSPACE"])
     if values["STORE"].strip().lower() != "drive":
@@ -621,23 +685,24 @@ def count_noun(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
-# The courts sit in Frankfort: a day the court or a user means is a day in this zone (tzdata
-# supplies it where the system has no zone database).
-KENTUCKY_TIME_ZONE = "America/New_York"
+# Kentucky's courts sit in Frankfort; every court system has its zone (COURT_SYSTEMS). tzdata supplies
+# the zones where the system has no zone database.
+KENTUCKY_TIME_ZONE = COURT_SYSTEMS["kentucky"].time_zone
 
 
-def _kentucky_zone():
+def _zone(name: str):
     import zoneinfo
-    return zoneinfo.ZoneInfo(KENTUCKY_TIME_ZONE)
+    return zoneinfo.ZoneInfo(name)
 
 
-def kentucky_date(value: Any) -> str | None:
-    """The America/New_York day (`YYYY-MM-DD`) of a court timestamp; None when there is none.
+def court_day(value: Any, time_zone: str) -> str | None:
+    """The day (`YYYY-MM-DD`) in `time_zone` of a court timestamp; None when there is none.
 
-    The court writes instants in UTC (`2024-04-19T00:49:35.000+0000` is April 18 in Frankfort)
-    and date-only values as local midnight in UTC (`T04:00`/`T05:00`): both are converted, never
-    cut at ten characters. A value with no offset is taken as local already; a bare day, or text
-    that is no timestamp, keeps its first ten characters when they are a day, else None."""
+    Courts write instants in UTC (`2024-04-19T00:49:35.000+0000` is April 18 in Frankfort) or with
+    their offset (`+00:00`), and date-only values as local midnight in UTC (`T04:00`/`T05:00`): all
+    are converted, never cut at ten characters. A value with no offset is taken as local already; a
+    bare day, or text that is no timestamp, keeps its first ten characters when they are a day,
+    else None."""
     if not isinstance(value, str) or not value.strip():
         return None
     text = value.strip()
@@ -653,13 +718,23 @@ def kentucky_date(value: Any) -> str | None:
         except ValueError:
             return None
     if moment.tzinfo is not None:
-        moment = moment.astimezone(_kentucky_zone())
+        moment = moment.astimezone(_zone(time_zone))
     return moment.date().isoformat()
 
 
+def today_in(time_zone: str) -> _dt.date:
+    """Today in `time_zone` (a machine in UTC, like Colab's, is a day ahead every American evening)."""
+    return _dt.datetime.now(_zone(time_zone)).date()
+
+
+def kentucky_date(value: Any) -> str | None:
+    """`court_day` in Kentucky's time zone."""
+    return court_day(value, KENTUCKY_TIME_ZONE)
+
+
 def kentucky_today() -> _dt.date:
-    """Today in Frankfort (a machine in UTC, like Colab's, is a day ahead every evening)."""
-    return _dt.datetime.now(_kentucky_zone()).date()
+    """`today_in` Kentucky's time zone."""
+    return today_in(KENTUCKY_TIME_ZONE)
 
 
 def parse_day(text: str) -> str:

@@ -22,8 +22,8 @@ Guarantees:
   the court at most 10 requests and prints its table, and the run stops
   before any stage when the pipeline cannot run against the court.
 
-Knobs set: every knob with a `form=` field in c00_config.KNOBS (today PHASES,
-BUDGET_SECONDS, STORE, DRIVE_FOLDER, DOWNLOAD_LIMIT, FIRST_YEAR, LAST_YEAR,
+Knobs set: every knob with a `form=` field in c00_config.KNOBS (today COURT_SYSTEM,
+PHASES, BUDGET_SECONDS, STORE, DRIVE_FOLDER, DOWNLOAD_LIMIT, FIRST_YEAR, LAST_YEAR,
 RETRY_HARD, DRY_RUN, PROBE_FIRST); build.py writes the `form` cell from the
 same fields, so a field is declared once, with its knob.
 """

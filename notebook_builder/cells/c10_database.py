@@ -51,6 +51,7 @@ KV_DOWNLOAD_PATH = "download_path"                 # the download path that answ
 KV_LEGACY_ADOPTION = "legacy_adoption"             # JSON: what adopting an older version's database brought
 KV_CRAWL_FIGURES = "crawl_figures"                 # what each kind of the crawl's work cost (c75), JSON
 KV_OPINIONS_ARCHIVED_AT = "opinions_archived_at"   # when every opinion the court lists was first archived
+KV_COURT_SYSTEM = "court_system"                   # the court system the archive is of (c27; none: kentucky)
 
 
 _SCHEMA_V1 = """
@@ -457,11 +458,25 @@ CREATE TABLE IF NOT EXISTS fixity_events (
 );
 """
 
+# v14: court systems other than Kentucky (c26_trportal, c27_court_systems). `documents.access_state`:
+# why the court does not serve a listed document to the public (c12 ACCESS_STATE_REASONS; NULL: public,
+# as every Kentucky document is); such a document has document_available 0 and stays `discovered`, out
+# of the download queue and never a failure. `documents.opinion`: 1 an opinion, 0 not, as the court's
+# own listing says (NULL: judged by its entry's words, c12 OPINION_SQL). `documents.court_path` and
+# `cases.court_path`: the document's download path and the case's path under the API root, their ids
+# written as the court writes them (TR Portal; NULL where the court's paths are made from the ids).
+_SCHEMA_V14 = """
+ALTER TABLE documents ADD COLUMN access_state TEXT;
+ALTER TABLE documents ADD COLUMN opinion INTEGER;
+ALTER TABLE documents ADD COLUMN court_path TEXT;
+ALTER TABLE cases ADD COLUMN court_path TEXT;
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8,
                               9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11, 12: _SCHEMA_V12,
-                              13: _SCHEMA_V13}
+                              13: _SCHEMA_V13, 14: _SCHEMA_V14}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

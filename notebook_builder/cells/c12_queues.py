@@ -3,12 +3,15 @@
 Guarantees:
 - The download queue (`DOWNLOAD_QUEUE_SQL`) and the extract queue (`EXTRACT_QUEUE_SQL`) are
   CONTRACT.md's: the stages take work from them and verify counts them with the same text, so
-  `done` is true by construction. A permanent failure, a withheld document (document_available 0)
-  and an adopted row whose id discovery has not confirmed (LEGACY_HELD_KINDS) are never queued.
+  `done` is true by construction. A permanent failure, a withheld document (document_available 0),
+  a document the court does not serve to the public (document_available 0 with its
+  `access_state`: `done` means every public document archived) and an adopted row whose id
+  discovery has not confirmed (LEGACY_HELD_KINDS) are never queued.
 - The download queue hands opinions (`OPINION_SQL`) out first, then in rowid order; paging is a
   keyset over one integer (`queue_key`).
 - `final_states` splits the documents no normal run changes so that they add up to the status
   counts: not extractable (with reasons), withheld, failed for good, out of attempts, retrying.
+  `not_public_counts` counts apart those not public at the court (by ACCESS_STATE_REASONS' reason).
 
 Knobs read (passed by the caller): MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS.
 """
@@ -39,10 +42,21 @@ DOWNLOAD_QUEUE_SQL = f"""
 """
 
 
-# An opinion: a document whose docket entry's type or description names one, as every entry the
-# opinion search lists does ("DISPOSITION - OPINION OF THE COURT BY A JUSTICE", "CA - OPINION",
-# "MEMORANDUM OPINION AND ORDER"). The download queue hands opinions out first.
-OPINION_SQL = "(entry_type LIKE '%OPINION%' OR description LIKE '%OPINION%')"
+# An opinion: a document the court's own listing marks as one (`opinion` 1: a TR Portal court's
+# opinion feed or dispositional entry), else one whose docket entry's type or description names one,
+# as every entry Kentucky's opinion search lists does ("DISPOSITION - OPINION OF THE COURT BY A
+# JUSTICE", "CA - OPINION", "MEMORANDUM OPINION AND ORDER"). The download queue hands opinions out first.
+OPINION_SQL = ("(opinion = 1 OR (opinion IS NULL AND (entry_type LIKE '%OPINION%' "
+               "OR description LIKE '%OPINION%')))")
+
+# documents.access_state (c10 v14; NULL: public) -> why the document is not public at the court.
+ACCESS_STATE_REASONS = {"purchasable": "purchase", "in_cart": "purchase", "unavailable": "registration",
+                        "secured": "registration", "wall": "registration or purchase"}
+
+
+def not_public_reason(state: str | None) -> str | None:
+    """Why a document in `state` is not public at the court ("registration", "purchase"); None: public."""
+    return None if state is None else ACCESS_STATE_REASONS.get(state, "registration or purchase")
 
 # The download queue's order: opinions first, then rowid; one integer, so paging stays a keyset
 # (`after` is the last row's queue_key).
@@ -69,12 +83,14 @@ class WorkQueues(Tables):
         return self.conn.execute(f"SELECT COUNT(*) FROM documents WHERE {where}",
                                  self._queue_params(cfg)).fetchone()[0]
 
-    def download_queue(self, cfg: Config, limit: int, after: int = -1) -> list[sqlite3.Row]:
+    def download_queue(self, cfg: Config, limit: int, after: int = -1, *, opinions_only: bool = False
+                       ) -> list[sqlite3.Row]:
         """The next `limit` documents to fetch after the row whose `queue_key` is `after`: opinions
-        first, then in rowid order."""
+        first, then in rowid order (`opinions_only`: the opinions alone)."""
+        only = f"AND {OPINION_SQL} " if opinions_only else ""
         return self.conn.execute(
             f"SELECT rowid, {_QUEUE_KEY_SQL} AS queue_key, * FROM documents WHERE ({DOWNLOAD_QUEUE_SQL}) "
-            f"AND {_QUEUE_KEY_SQL} > :after ORDER BY queue_key LIMIT :limit",
+            f"{only}AND {_QUEUE_KEY_SQL} > :after ORDER BY queue_key LIMIT :limit",
             {**self._queue_params(cfg), "after": after, "limit": limit}).fetchall()
 
     def download_queue_size(self, cfg: Config) -> int:
@@ -152,6 +168,19 @@ class WorkQueues(Tables):
         return {"not_extractable": sum(not_extractable.values()), "not_extractable_reasons": not_extractable,
                 "withheld": failed[0], "failed_for_good": failed[1], "out_of_attempts": failed[2],
                 "retrying": failed[3]}
+
+    def not_public_counts(self) -> dict[str, Any]:
+        """Documents the court lists and does not serve to the public (access_state set): how many, and
+        by reason (`not_public_reason`). They are kept as records, never requested, never failures (a
+        database from before access states has none)."""
+        reasons: dict[str, int] = {}
+        if "access_state" not in table_columns(self.conn, "documents"):
+            return {"not_public": 0, "not_public_reasons": reasons}
+        for state, count in self.conn.execute(
+                "SELECT access_state, COUNT(*) FROM documents WHERE access_state IS NOT NULL GROUP BY access_state"):
+            reason = not_public_reason(state)
+            reasons[reason] = reasons.get(reason, 0) + count
+        return {"not_public": sum(reasons.values()), "not_public_reasons": reasons}
 
     def coverage_by_year_court(self, cfg: Config) -> list[sqlite3.Row]:
         """Per case-number year and court: documents in each status (for reports), and the

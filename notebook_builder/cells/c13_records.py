@@ -9,6 +9,8 @@ Guarantees:
 - `record_extracted` writes the log rows, the pages' facts and the documents in one transaction;
   a document reusing an extracted twin's text (same sha256) takes its figures from it.
 - OCR's outcome is recorded for every document holding the PDF.
+- A download the court answered with its wall (`mark_not_public`) is no failure: the document
+  keeps its status, is not public (its access state, document_available 0) and leaves the queue.
 """
 from __future__ import annotations
 
@@ -72,6 +74,13 @@ class DownloadRecords(Tables):
                 "UPDATE documents SET status = 'failed', http_status = ?, last_error = ?, updated_at = ? "
                 "WHERE document_id = ? AND status IN ('discovered', 'failed')",
                 (http_status, error[:500], utc_now(), document_id))
+
+    def mark_not_public(self, document_id: str, *, state: str, http_status: int, error: str) -> None:
+        """The court answered the document's download with its wall: not public (see the docstring)."""
+        with self.transaction():
+            self.conn.execute(
+                "UPDATE documents SET access_state = ?, document_available = 0, http_status = ?, last_error = ?, "
+                "updated_at = ? WHERE document_id = ?", (state, http_status, error, utc_now(), document_id))
 
     def documents_claiming_files(self) -> Iterator[sqlite3.Row]:
         """Rows whose status says a PDF is on disk (for recover() and verify)."""

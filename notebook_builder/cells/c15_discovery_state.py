@@ -12,6 +12,10 @@ Guarantees:
 - A sweep's shards are rows (`start_sweep`, `finish_shard`): a resumed sweep continues with the
   shards still pending; a split adds its children atomically, so the shards a complete sweep did
   not split (`last_sweep_leaves`) cover every shard it began with.
+- `record_access` writes what a court of access states (TR Portal) says of its documents: the
+  state (NULL: public, document_available 1; else not public, document_available 0, never a
+  failure), the court's opinion mark (once an opinion, always one) and the download path; a
+  document that becomes public has its attempts back.
 - Under watch (`watch=Transitions()`, an update's writes) the writes say what they changed of the
   documents the archive held: ids new to it, documents the court withdrew (listed unavailable, or
   gone from a list of their entry that answered other files: `listed_entries`), restored (available
@@ -46,7 +50,8 @@ DOCUMENT_DETAIL_COLUMNS = (
 
 
 CASE_COLUMNS = ("case_id", "case_number", "court", "court_level", "title", "case_type", "classification",
-                "status", "status_date", "filed_date", "closed", "category", "shard", "related_case_numbers")
+                "status", "status_date", "filed_date", "closed", "category", "shard", "related_case_numbers",
+                "court_path")
 
 
 DOCKET_ENTRY_COLUMNS = ("docket_entry_id", "case_id", "entry_type", "subtype", "description", "filed_date",
@@ -84,6 +89,7 @@ WITHHELD_ERROR = "withheld: the court lists this file with documentAvailable fal
 
 
 RELEASED_ERROR = "released: the court lists this file as available again; queued"
+PUBLIC_AGAIN_ERROR = "public at the court again; queued"
 
 
 # The court's word on availability, as it changes: a document not yet downloaded that the court
@@ -185,6 +191,35 @@ class DiscoveryState(Tables):
             if watch is not None:
                 _note_transitions(held, rows, watch)
             return new
+
+    def record_access(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Each row's `access_state`, `opinion` and `court_path` (see the module docstring)."""
+        now = utc_now()
+        with self.transaction():
+            self.conn.executemany(
+                "UPDATE documents SET "
+                "attempts = CASE WHEN :state IS NULL AND access_state IS NOT NULL THEN 0 ELSE attempts END, "
+                "last_error = CASE WHEN :state IS NOT NULL THEN :why "
+                "  WHEN access_state IS NOT NULL THEN :public ELSE last_error END, "
+                "access_state = :state, document_available = (:state IS NULL), "
+                "opinion = MAX(COALESCE(opinion, 0), :opinion), court_path = COALESCE(:path, court_path), "
+                "updated_at = :now WHERE document_id = :id",
+                ({"id": row["document_id"], "state": row.get("access_state"), "opinion": row.get("opinion") or 0,
+                  "path": row.get("court_path"), "now": now, "public": PUBLIC_AGAIN_ERROR,
+                  "why": f"not public at the court: {row.get('access_state')}; not requested"} for row in rows))
+
+    def access_of(self, document_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+        """id -> (access_state, document_available, withdrawn_on) of the given documents the table holds."""
+        return {row["document_id"]: row for row in rows_in(
+            self.conn, "SELECT document_id, access_state, document_available, withdrawn_on FROM documents "
+                       "WHERE document_id IN ({ids})", document_ids)}
+
+    def upsert_cases(self, cases: Sequence[Mapping[str, Any]]) -> None:
+        """Cases as a search lists them (not walked), in one transaction: what a row carries refreshes
+        what the table holds."""
+        now = utc_now()
+        with self.transaction():
+            self.conn.executemany(_UPSERT_CASE_SQL, ([case.get(c) for c in CASE_COLUMNS] + [now] for case in cases))
 
     def _watched(self, document_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
         """id -> (WATCHED_COLUMNS, document_available) of the given documents the table holds."""
@@ -295,7 +330,7 @@ class DiscoveryState(Tables):
     def cases_needing_details(self, limit: int, after: str = "") -> list[sqlite3.Row]:
         """The next `limit` walked cases whose details are due, in case-number order after `after`."""
         return self.conn.execute(
-            f"SELECT case_id, case_number, walked_sweep FROM cases WHERE {self._DETAILS_DUE_SQL} "
+            f"SELECT case_id, case_number, walked_sweep, court_path FROM cases WHERE {self._DETAILS_DUE_SQL} "
             "AND case_number > ? ORDER BY case_number LIMIT ?", (after, limit)).fetchall()
 
     def details_due_count(self) -> int:
@@ -318,6 +353,33 @@ class DiscoveryState(Tables):
                     "INSERT INTO lower_courts(case_id, position, name, case_number, case_title) "
                     "VALUES (:case_id, :position, :name, :case_number, :case_title)", lower_courts)
             self.conn.execute("UPDATE cases SET details_sweep = ? WHERE case_id = ?", (walked_sweep, case_id))
+
+    _NOT_PUBLIC_CASES_SQL = ("FROM cases c WHERE EXISTS (SELECT 1 FROM documents d WHERE d.case_id = c.case_id "
+                             "AND d.access_state IS NOT NULL) AND COALESCE(c.walked_sweep, 0) < ?")
+
+    def cases_not_public(self, sweep: int, limit: int) -> list[sqlite3.Row]:
+        """The next `limit` cases holding documents not public at the court that the sweep `sweep` has not
+        walked, those asked longest ago first (a court of access states: their lists are asked again)."""
+        return self.conn.execute(
+            f"SELECT c.* {self._NOT_PUBLIC_CASES_SQL} ORDER BY COALESCE(c.walked_at, ''), c.case_number LIMIT ?",
+            (sweep, limit)).fetchall()
+
+    def cases_not_public_count(self, sweep: int) -> int:
+        return self.conn.execute(f"SELECT COUNT(*) {self._NOT_PUBLIC_CASES_SQL}", (sweep,)).fetchone()[0]
+
+    def note_case_asked(self, case_id: str) -> None:
+        """A case whose list was asked again now (its walk is not renewed)."""
+        with self.transaction():
+            self.conn.execute("UPDATE cases SET walked_at = ? WHERE case_id = ?", (utc_now(), case_id))
+
+    def entries_of_case(self, case_id: str) -> list[sqlite3.Row]:
+        return self.conn.execute("SELECT * FROM docket_entries WHERE case_id = ?", (case_id,)).fetchall()
+
+    def entry_opinion(self, entry_id: str) -> int:
+        """1 when a document of the entry is marked an opinion (the court's mark, c12), else 0."""
+        row = self.conn.execute("SELECT MAX(COALESCE(opinion, 0)) FROM documents WHERE docket_entry_id = ?",
+                                (entry_id,)).fetchone()
+        return int(row[0] or 0)
 
     def entries_to_ask_again(self, sweep: int, limit: int = -1, after: str = "", *,
                              oldest_first: bool = False) -> list[sqlite3.Row]:
@@ -350,10 +412,15 @@ class DiscoveryState(Tables):
 
     def _withheld(self) -> str:
         """Listed with documentAvailable false and never held: a document the court withdrew after the
-        archive held it is not withheld (a database from before the change log has no withdrawn_on)."""
-        if "withdrawn_on" in self.db.document_columns():
-            return "document_available = 0 AND withdrawn_on IS NULL"
-        return "document_available = 0"
+        archive held it is not withheld (a database from before the change log has no withdrawn_on),
+        nor one the court serves to some and not to the public (access_state, c12)."""
+        columns = self.db.document_columns()
+        where = "document_available = 0"
+        if "withdrawn_on" in columns:
+            where += " AND withdrawn_on IS NULL"
+        if "access_state" in columns:
+            where += " AND access_state IS NULL"
+        return where
 
     def known_docket_entries_with_documents(self, entry_ids: Sequence[str]) -> set[str]:
         """Which of these docket entries already have a document in the table that the court listed:

@@ -42,9 +42,9 @@ import re
 import string
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
-from .c00_config import REAL_API_BASE
+from .c00_config import COURT_SYSTEMS, REAL_API_BASE
 from .c15_discovery_state import DOCUMENT_METADATA_COLUMNS
 
 MANDATORY_HEADERS = {"Accept": "application/json", "x-ctrack-excludeselflinks": "true"}
@@ -388,13 +388,34 @@ class Paging:
 class CTrackCourt:
     """A court of C-Track Public Access (see the module docstring): `courts` maps the code its case
     numbers carry to the name its API gives the court (the opinion search's filter, a row's court),
-    in case-number order; `numbers` is their form."""
+    in case-number order; `numbers` is their form. `system` is its court system's name (c00
+    COURT_SYSTEMS, c27), `family` its API's."""
     name: str
     api_base: str
     courts: Mapping[str, str]
     numbers: CaseNumbers = field(default=None)      # type: ignore[assignment]
     opinion_search: bool = True
     download_paths: Mapping[str, str] = field(default_factory=lambda: dict(DOWNLOAD_PATHS))
+    system: str = "kentucky"
+    portal: str = "https://appellatepublic.kycourts.net"
+    family: ClassVar[str] = "ctrack"
+    follows_redirects: ClassVar[bool] = True       # a download's redirect is followed to the file
+
+    @staticmethod
+    def headers() -> Mapping[str, str]:
+        """The headers every request carries (MANDATORY_HEADERS)."""
+        return MANDATORY_HEADERS
+
+    download_headers = headers
+
+    @property
+    def time_zone(self) -> str:
+        """The time zone the court's days are in (c00 COURT_SYSTEMS)."""
+        return COURT_SYSTEMS[self.system].time_zone
+
+    def api_ids(self, code: str) -> dict[str, str]:
+        """The ids the API knows a court by: its name (the opinion search's filter, a row's court)."""
+        return {"court": self.courts[code]}
 
     def __post_init__(self):
         if self.numbers is None:
@@ -427,6 +448,10 @@ class CTrackCourt:
         return list(self.courts.values()) if self.opinion_search else []
 
     # ---------------------------------------------------------- numbers
+
+    def code_of(self, case_number: Any) -> str | None:
+        """The code of the court a case number names (`CaseNumbers.code_of`), upper-case; None if none."""
+        return self.numbers.code_of(case_number)
 
     def court_of(self, case_number: Any) -> str | None:
         """The court a case number names: `2019-CA-0012` and `2024 CA ADMIN - ...` alike."""

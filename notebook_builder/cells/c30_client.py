@@ -1,10 +1,12 @@
 """The court's HTTP client: one polite requests.Session, and the pure decisions about its answers.
 
 Guarantees:
-- One session carries the court's mandatory headers (c25 MANDATORY_HEADERS, also sent with every
-  request, so a session handed in cannot drop them) and a User-Agent naming the project; proxy and
+- One session carries the court's headers (`court.headers()`: c25 MANDATORY_HEADERS, also sent
+  with every request, so a session handed in cannot drop them; a download sends
+  `court.download_headers()` and follows a redirect only where the court's do lead to the file) and a User-Agent naming the project; proxy and
   CA-bundle variables are read once, for API_BASE, when the client is made. URLs, paging headers
-  and rows are the court's (`CourtClient.court`, Kentucky unless given): the client names none.
+  and rows are the court's (`CourtClient.court`: COURT_SYSTEM's, c27, unless given): the client
+  names none. This is the C-Track Public Access client; c31 makes the configured family's.
 - Pacing: before each request a random pause in PACING_SEARCH (JSON) or PACING_DL (downloads),
   times PACING (0: none), slept on the run clock, so a stop raises `StopRequested` before anything
   is sent.
@@ -32,7 +34,7 @@ Why a small loop and not urllib3's `Retry`: a 400 on search means "split the sha
 HTML 200 is known only after the body is read, and download attempts are counted in the database,
 one per request. The loop reuses `Retry.parse_retry_after` for the header's two forms.
 
-Knobs read: API_BASE, PACING, PACING_SEARCH, PACING_DL, BACKOFF_BASE, BACKOFF_CAP, SEARCH_ATTEMPTS,
+Knobs read: API_BASE, COURT_SYSTEM, PACING, PACING_SEARCH, PACING_DL, BACKOFF_BASE, BACKOFF_CAP, SEARCH_ATTEMPTS,
 HTTP_TIMEOUT, COURT_DOWN_SECONDS, COURT_DOWN_FAILURES.
 """
 from __future__ import annotations
@@ -51,7 +53,8 @@ from urllib3.util.retry import Retry
 from .c00_config import (Config, CourtUnreachable, IntegrityError, PermanentFetchError, ResultsLimitExceeded,
                          RunClock, StopRequested, TransientFetchError, retry_delay)
 from .c10_database import PERMANENT_HTTP_STATUSES
-from .c25_court import KENTUCKY, LIST_ENDPOINTS, MANDATORY_HEADERS, CTrackCourt
+from .c25_court import KENTUCKY, LIST_ENDPOINTS, CTrackCourt
+from .c27_court_systems import court_of_config
 
 log_client = logging.getLogger("kycourt.client")
 
@@ -239,13 +242,14 @@ class CourtClient:
     """The pipeline's only door to the court (see the module docstring)."""
 
     def __init__(self, cfg: Config, clock: RunClock, session: requests.Session | None = None,
-                 *, rng: random.Random | None = None, court: CTrackCourt = KENTUCKY):
+                 *, rng: random.Random | None = None, court: CTrackCourt | None = None):
         self.cfg = cfg
         self.clock = clock
         self.base = cfg.API_BASE.rstrip("/")
         self.session = session if session is not None else requests.Session()
-        self.court = court
-        self.session.headers.update(MANDATORY_HEADERS)
+        self.court = court if court is not None else court_of_config(cfg)
+        self._headers = dict(self.court.headers())
+        self.session.headers.update(self._headers)
         self.session.headers["User-Agent"] = CLIENT_USER_AGENT
         if self.session.trust_env:
             # requests reads the proxy and CA-bundle variables of os.environ again on every request
@@ -330,7 +334,7 @@ class CourtClient:
     def _get(self, url: str, headers: Mapping[str, str], **kwargs: Any) -> requests.Response:
         self.requests_sent += 1
         started = time.monotonic()
-        response = self.session.get(url, headers={**MANDATORY_HEADERS, **headers},
+        response = self.session.get(url, headers={**self._headers, **headers},
                                     timeout=(self.cfg.HTTP_TIMEOUT, self.cfg.HTTP_TIMEOUT), **kwargs)
         self.answers += 1
         self.answer_seconds += time.monotonic() - started
@@ -523,9 +527,14 @@ class CourtClient:
         """The pause before a download (PACING_DL); raises StopRequested, before anything is sent, on a stop."""
         self._pace(self.cfg.PACING_DL)
 
-    def download_response(self, document_id: str, *, pace: bool = True, path: str = "api") -> requests.Response:
-        """One streamed GET of a document's PDF by one of the court's download paths; no retries (the download
-        stage owns attempts).
+    def document_url(self, row: Mapping[str, Any], path: str = "api") -> str:
+        """The URL of a document (a `documents` row) by one of the court's download paths."""
+        return self.url(self.court.download_paths[path], document_id=row["document_id"])
+
+    def download_response(self, document_id: str, *, pace: bool = True, path: str = "api",
+                          url: str | None = None) -> requests.Response:
+        """One streamed GET of a document's PDF by one of the court's download paths (or at `url`, the
+        court's `document_url`); no retries (the download stage owns attempts).
 
         Paced unless `pace=False` (a caller that records the attempt calls `pace_download()` first,
         so a stop during the pause records nothing). Connection errors and timeouts raise
@@ -535,8 +544,10 @@ class CourtClient:
         if pace:
             self.pace_download()
         self.downloads_sent += 1
+        url = url or self.url(self.court.download_paths[path], document_id=document_id)
         try:
-            return self._get(self.url(self.court.download_paths[path], document_id=document_id), {}, stream=True)
+            return self._get(url, self.court.download_headers(), stream=True,
+                             allow_redirects=self.court.follows_redirects)
         except _TRANSIENT_EXCEPTIONS as exc:
             raise TransientFetchError(f"{document_id}: {describe_failure(exc)}") from exc
 

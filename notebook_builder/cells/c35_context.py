@@ -26,8 +26,13 @@ Guarantees:
   it is archived. `crawl_words` says it in one line (the run summary, the status cell).
 - `read_only_workspace()`: a workspace this process cannot write (read-only media, a copy): the
   commands that read then write nothing at all.
+- A workspace and its store belong to one court system: status.json's `court_system`, kv
+  `court_system` (set when a run first opens the database); an archive that records none is
+  Kentucky's. `open_context` refuses (CourtSystemMismatch, before anything is written) a workspace
+  or store of another system than COURT_SYSTEM (`court_system_conflict`); `archive_court_system`
+  says which one an archive is of.
 
-Knobs read: WORKSPACE, STORE, DRIVE_FOLDER, QUOTA_WARN_FRACTION, PROGRESS,
+Knobs read: COURT_SYSTEM, WORKSPACE, STORE, DRIVE_FOLDER, QUOTA_WARN_FRACTION, PROGRESS,
 BUDGET_SECONDS, SHUTDOWN_SECONDS, PACING, PACING_SEARCH, PACING_DL, CASE_DETAILS.
 """
 from __future__ import annotations
@@ -41,10 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .c00_config import Config, RunClock, StoreError, StoreMissing, count_noun, utc_now
+from .c00_config import (DEFAULT_COURT_SYSTEM, Config, CourtSystemMismatch, RunClock, StoreError, StoreMissing,
+                         count_noun, utc_now)
 from .c05_durable import durable_write, raise_if_disk_full
 from .c06_layout import DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS
-from .c10_database import (KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH, KV_CRAWL_FIGURES,
+from .c10_database import (KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH, KV_COURT_SYSTEM, KV_CRAWL_FIGURES,
                            KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, KV_LEGACY_ADOPTION,
                            KV_OPINIONS_ARCHIVED_AT, SCHEMA_VERSION, Database, is_sqlite_file)
 from .c12_queues import WorkQueues
@@ -93,6 +99,9 @@ class Context:
         if self.db is None:
             self.db = Database.open(self.db_path)
             self.mirror.attach(self.db)
+            if self.db.kv_get(KV_COURT_SYSTEM) is None:
+                # open_context checked the archive is of this system (one that records none is Kentucky's).
+                self.db.kv_set(KV_COURT_SYSTEM, self.cfg.COURT_SYSTEM)
         return self.db
 
     def close(self) -> None:
@@ -188,6 +197,11 @@ def open_context(cfg: Config, *, clock: RunClock | None = None, store: Store | N
             store = open_store(cfg, sleep=store_sleep(clock), create=create)
         except StoreMissing:
             raise StoreMissing(missing_store_message(cfg)) from None
+    # A directory store's status.json is read where it lies; Drive's state is checked by restore, which
+    # reads the store's snapshot anyway (no request more).
+    conflict = court_system_conflict(cfg)
+    if conflict:
+        raise CourtSystemMismatch(conflict)
     try:
         for folder in WORKSPACE_FOLDERS:
             (workspace / folder).mkdir(parents=True, exist_ok=True)
@@ -210,6 +224,72 @@ def _check_workspace(workspace: Path) -> None:
     if not os.access(existing, os.W_OK | os.X_OK) or read_only_workspace(workspace):
         raise StoreError(f"cannot write the workspace {workspace} ({existing} is read-only): status, show, "
                          "search, export, report and verify read it as it is")
+
+
+# ---------------------------------------------------------- court system
+
+
+def _database_court_system(path: Path) -> str | None:
+    """kv court_system of a database (None: it records none, or it cannot be read as this version's)."""
+    if not is_sqlite_file(path):
+        return None
+    try:
+        db = Database.open_readonly(path)
+    except Exception:   # noqa: BLE001 - an unreadable database records no system; the command says the rest
+        return None
+    try:
+        return db.kv_get(KV_COURT_SYSTEM)
+    except Exception:   # noqa: BLE001 - an older version's database has no kv table
+        return None
+    finally:
+        db.close()
+
+
+def _store_status(cfg: Config, store: Store | None) -> dict[str, Any] | None:
+    """The store's status.json (None: it has none, or it cannot be read); a directory store is read
+    where it is when no store object is given."""
+    try:
+        if store is not None:
+            data = store.read_file(STATUS_FILENAME) if store.exists(STATUS_FILENAME) else None
+        elif cfg.store_is_drive:
+            return None
+        else:
+            path = Path(cfg.STORE) / STATUS_FILENAME
+            data = path.read_bytes() if path.is_file() else None
+        saved = json.loads(data) if data is not None else None
+    except (OSError, ValueError, StoreError):
+        return None
+    return saved if isinstance(saved, dict) else None
+
+
+def archive_court_system(workspace: str | Path) -> str | None:
+    """The court system the archive in `workspace` is of: its status.json's, else its database's, else
+    Kentucky's when it holds an archive (every archive before court systems); None for no archive."""
+    workspace = Path(workspace)
+    saved = saved_status(workspace)
+    if isinstance(saved.get("court_system"), str):
+        return saved["court_system"]
+    recorded = _database_court_system(workspace / DB_FILENAME)
+    if recorded:
+        return recorded
+    return DEFAULT_COURT_SYSTEM if saved or is_sqlite_file(workspace / DB_FILENAME) else None
+
+
+def court_system_conflict(cfg: Config, store: Store | None = None) -> str | None:
+    """Why CFG's court system may not write to this workspace or store, in one line (None: it may):
+    they belong to another court system (see the module docstring)."""
+    found = archive_court_system(cfg.WORKSPACE)
+    if found is not None and found != cfg.COURT_SYSTEM:
+        return (f"the workspace {cfg.WORKSPACE} belongs to court system {found}; --court-system "
+                f"{cfg.COURT_SYSTEM} would mix two archives: use another workspace")
+    saved = _store_status(cfg, store)
+    if saved is not None:
+        found = saved.get("court_system") if isinstance(saved.get("court_system"), str) else DEFAULT_COURT_SYSTEM
+        if found != cfg.COURT_SYSTEM:
+            where = f"Drive folder {cfg.DRIVE_FOLDER}" if cfg.store_is_drive else cfg.STORE
+            return (f"the store {where} belongs to court system {found}; --court-system {cfg.COURT_SYSTEM} "
+                    "would mix two archives: use another store")
+    return None
 
 
 # ---------------------------------------------------------------- status
@@ -277,7 +357,15 @@ def explain_counts(counts: dict[str, int], final: dict[str, Any]) -> str:
             f"failed {counts.get('failed', 0)} = {final['failed_for_good']} failed for good (a permanent "
             f"answer: never asked again; permanent_failures counts them, and withheld ones the court "
             f"answered so) + {final['withheld']} withheld by the court + {final['out_of_attempts']} out of "
-            f"attempts (run --retry-hard asks again) + {final['retrying']} still retrying")
+            f"attempts (run --retry-hard asks again) + {final['retrying']} still retrying"
+            + (f"; discovered {counts.get('discovered', 0)} = {not_public_words(final)} + "
+               f"{counts.get('discovered', 0) - final['not_public']} to download" if final.get("not_public") else ""))
+
+
+def not_public_words(final: dict[str, Any]) -> str:
+    """'3 not public at the court (registration 2, purchase 1)': documents kept as records, never asked for."""
+    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted((final.get("not_public_reasons") or {}).items()))
+    return f"{final.get('not_public', 0)} not public at the court" + (f" ({reasons})" if reasons else "")
 
 
 def final_states_line(final: dict[str, Any]) -> str:
@@ -285,7 +373,8 @@ def final_states_line(final: dict[str, Any]) -> str:
     return (f"{count_noun(final['not_extractable'], 'PDF')} not extractable{_final_reasons(final)}, "
             f"{final['failed_for_good']} failed for good, {final['withheld']} withheld, "
             f"{final['out_of_attempts']} out of attempts, {final['retrying']} still retrying"
-            + (f"; {final['withdrawn']} withdrawn by the court (kept)" if final.get("withdrawn") else ""))
+            + (f"; {final['withdrawn']} withdrawn by the court (kept)" if final.get("withdrawn") else "")
+            + (f"; {not_public_words(final)} (kept, never asked for)" if final.get("not_public") else ""))
 
 
 def crawl_projection(figures: Mapping[str, Any], *, opinions_queued: int, queued: int, details_due: int,
@@ -391,6 +480,8 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
     done = bool(converged and queues["download"] == 0 and queues["extract"] == 0)
     document = {
         "updated_at": utc_now(),
+        "court_system": (db.kv_get(KV_COURT_SYSTEM) if db is not None else None) or (
+            DEFAULT_COURT_SYSTEM if db is not None else cfg.COURT_SYSTEM),
         "phase": phase,
         "counts": counts,
         "queues": queues,
@@ -405,6 +496,7 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         document["permanent_failures"] = WorkQueues(db).permanent_failure_count()
         final = WorkQueues(db).final_states(cfg)
         final["withdrawn"] = ChangeLog(db).withdrawn_count()     # kept with their PDFs, never failures
+        final.update(WorkQueues(db).not_public_counts())         # kept as records, never requested
         document["final_states"] = final
         document["counts_explained"] = explain_counts(counts, final)
         document["store_pending"] = StoreState(db).store_pending_count()

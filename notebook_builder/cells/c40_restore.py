@@ -21,8 +21,10 @@ Guarantees:
   list whose PDF the store holds is marked `downloaded`, so nothing the store holds is asked of the
   court again; a bad line or journal is a warning and those documents are downloaded again.
 - PDFs and texts are fetched from the store on demand, not copied back.
+- A state of another court system than COURT_SYSTEM (its kv `court_system`; none: Kentucky) is
+  never restored: CourtSystemMismatch, with nothing installed (the store is another archive's).
 
-Knobs read: WORKSPACE, STORE (through the context).
+Knobs read: WORKSPACE, STORE, COURT_SYSTEM (through the context).
 """
 from __future__ import annotations
 
@@ -42,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from .c00_config import DiskFullError, IntegrityError, StoreError
+from .c00_config import DEFAULT_COURT_SYSTEM, CourtSystemMismatch, DiskFullError, IntegrityError, StoreError
 from .c05_durable import durable_rename, raise_if_disk_full
 from .c06_layout import DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS, pdf_store_name
-from .c10_database import Database, is_sqlite_file
+from .c10_database import Database, database_uri, is_sqlite_file
 from .c13_records import DownloadRecords
 from .c17_snapshots import StoreState, snapshot_problems, snapshot_sequence
 from .c35_context import Context
@@ -171,6 +173,8 @@ def restore(ctx: Context) -> RestoreResult:
     temp_root = Path(tempfile.mkdtemp(prefix=".restore-", dir=workspace))
     try:
         best, others = _restore_choose(ctx, candidates, temp_root, result)
+        if best is not None:
+            _restore_check_court_system(ctx, best)
         damaged = workspace / DB_FILENAME
         if best is None and damaged.is_file() and damaged.stat().st_size > 0:
             # With nothing to restore instead, moving it aside would silently start a new archive.
@@ -223,6 +227,23 @@ def restore(ctx: Context) -> RestoreResult:
         result.message += f"; {result.files} workspace files from the archive"
     log_restore.info("%s", result.message)
     return result
+
+
+def _restore_check_court_system(ctx: Context, best: "_RestoreCandidate") -> None:
+    """CourtSystemMismatch when the chosen state is another court system's archive than COURT_SYSTEM's."""
+    system = DEFAULT_COURT_SYSTEM
+    if best.legacy is None:
+        conn = sqlite3.connect(database_uri(best.database, mode="ro"), uri=True)
+        try:
+            row = conn.execute("SELECT value FROM kv WHERE key = 'court_system'").fetchone()
+        except sqlite3.DatabaseError:
+            row = None
+        finally:
+            conn.close()
+        system = row[0] if row and row[0] else DEFAULT_COURT_SYSTEM
+    if system != ctx.cfg.COURT_SYSTEM:
+        raise CourtSystemMismatch(f"the store {ctx.store.description} belongs to court system {system}; "
+                                  f"--court-system {ctx.cfg.COURT_SYSTEM} would mix two archives: use another store")
 
 
 def _restore_older_legacy(best: _RestoreCandidate, others: list[_RestoreCandidate]) -> list[_RestoreCandidate]:

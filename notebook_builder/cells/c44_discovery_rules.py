@@ -81,6 +81,7 @@ class DiscoverResult:
     entries_resolved: int = 0     # docket entries whose file list was asked for
     unresolved: int = 0           # search rows with neither documentID nor docketEntryID
     unavailable: int = 0          # files listed with documentAvailable: false (kept as withheld rows)
+    not_public: int = 0           # documents held that the court does not serve to the public (kept, never asked for)
     empty_entries: int = 0        # entries saying hasDocuments whose file list was [] (asked again later)
     entries_asked_again: int = 0  # file lists asked again (empty or withheld before)
     foreign_rows: int = 0         # search rows outside their shard's prefix (neighbouring numbers), dropped
@@ -90,7 +91,8 @@ class DiscoverResult:
     list_warnings: dict = field(default_factory=dict)     # doubtful lists (client.list_warnings), this run
     requests: int = 0             # requests this stage sent
     shape_problems: dict = field(default_factory=dict)   # field -> count of answers lacking it
-    opinion_windows: int = 0      # windows of the opinion pass swept this run
+    opinion_windows: int = 0      # windows of the opinion pass swept this run (its units: `opinion_unit`)
+    opinion_unit: str = "week"    # what a unit of the opinion pass is (a week; a TR Portal feed's page)
     opinion_pass_complete: bool = False   # the crawl's opinion pass has swept every window
     entries_known: int = 0        # file lists the walk did not ask: their entry's documents are held
     cases_unchanged: int = 0      # walked before, search row unchanged: not walked again

@@ -30,7 +30,6 @@ from .c05_durable import atomic_write
 from .c06_layout import CHANGES_FOLDER, changes_store_name
 from .c10_database import KV_ARCHIVE_UPDATED_AT, KV_COMPLETE_THROUGH, Database
 from .c19_changes import CHANGE_EXPORT_FIELDS, ChangeLog, RunChanges, new_run_id
-from .c25_court import CTrackCourt
 from .c30_client import projected_hours
 from .c35_context import Context
 
@@ -72,12 +71,12 @@ def last_update_lines(db: Database) -> list[str]:
 class Update:
     """One update (see the module docstring)."""
 
-    def __init__(self, ctx: Context, db: Database, court: CTrackCourt):
+    def __init__(self, ctx: Context, db: Database, court):
         self.ctx, self.db = ctx, db
         self.since = db.kv_get(KV_COMPLETE_THROUGH)
         self.started_on = db.kv_get(KV_UPDATE_STARTED_ON) or ctx.cfg.today().isoformat()
         db.kv_set(KV_UPDATE_STARTED_ON, self.started_on)
-        self.changes = RunChanges(db, new_run_id(), ctx.cfg.today().isoformat(), court.numbers.code_of)
+        self.changes = RunChanges(db, new_run_id(), ctx.cfg.today().isoformat(), court.code_of)
         self.replayed = replay(ctx, db)
 
     @property

@@ -53,7 +53,9 @@ from .c10_database import (KV_ARCHIVE_UPDATED_AT, KV_COMPLETE_THROUGH, KV_DISCOV
 from .c12_queues import WorkQueues
 from .c15_discovery_state import DiscoveryState
 from .c25_court import STRATEGIES, choose_strategy, document_id_of
+from .c27_court_systems import court_of_config
 from .c30_client import CourtClient, CourtTrapError, SearchPage, SearchRefused
+from .c31_court_client import court_client
 from .c34_mirror import progress
 from .c35_context import Context
 from .c44_discovery_rules import (DISCOVER_ASK_AGAIN_BATCH, DISCOVER_ASK_AGAIN_UPDATE_SHARE, DISCOVER_DETAILS_BATCH,
@@ -64,6 +66,7 @@ from .c45_case_walk import CaseWalk, ShardInFlight
 from .c46_opinions import OpinionSearch
 from .c47_document_search import DiscoveryWriter, discover_shard
 from .c48_update import Update
+from .c49_trportal_walk import TRPortalDiscovery
 
 log_discover = logging.getLogger("kycourt.discover")
 
@@ -77,7 +80,7 @@ def discover(ctx: Context) -> DiscoverResult:
     if ctx.cfg.DRY_RUN:
         log_discover.info("dry run: discovery makes no requests")
         return DiscoverResult()
-    discovery = Discovery(ctx)
+    discovery = discovery_for(ctx)
     try:
         while discovery.step():
             pass
@@ -104,7 +107,7 @@ class Discovery:
         self.state = DiscoveryState(self.db)
         self.result = DiscoverResult()
         self.own_client = ctx.client is None
-        self.client = CourtClient(ctx.cfg, ctx.clock) if self.own_client else ctx.client
+        self.client = court_client(ctx.cfg, ctx.clock) if self.own_client else ctx.client
         self.started = time.monotonic()
         self.requests_before = self.client.requests_sent
         self.downloads_before = self.client.downloads_sent
@@ -138,6 +141,10 @@ class Discovery:
     def unit(self) -> str | None:
         """What `step()` does next: 'opinions' (the opinion pass), 'walk' (the rest), None: done this run."""
         return None if self.stage == "done" else "opinions" if self.stage == "opinions" else "walk"
+
+    def opinions_only(self) -> bool:
+        """Whether only opinions may be downloaded now: never here (the opinion pass lists them first)."""
+        return False
 
     def work_left(self) -> dict[str, int]:
         """What is left of discovery: the opinion pass's windows, and the shards of the sweep in hand
@@ -458,6 +465,16 @@ class Discovery:
         if result.foreign_rows:
             log_discover.info("discovery: %d search rows outside their shard's prefix dropped", result.foreign_rows)
         return result
+
+
+# The court's API family -> its discovery (the same units, `step`, `unit`, `details`, `finish`).
+DISCOVERIES: dict[str, type] = {"ctrack": Discovery, "trportal": TRPortalDiscovery}
+
+
+def discovery_for(ctx: Context, *, opinion_pass: bool = False):
+    """The discovery of the court the run's client holds (the configured court system's): its family's."""
+    family = ctx.client.court.family if ctx.client is not None else court_of_config(ctx.cfg).family
+    return DISCOVERIES[family](ctx, opinion_pass=opinion_pass)
 
 
 def _discover_fall_back(ctx: Context, db: Database, result: DiscoverResult, unusable: dict[str, str]) -> str:

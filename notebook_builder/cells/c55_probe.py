@@ -14,6 +14,7 @@ Guarantees:
   required fields (c25 FIELDS_REQUIRED; a missing metadata field is listed, not fatal); parties,
   lower courts, the opinion search and the ADMIN prefix only warn. The download can run when
   either path answers a PDF, and the report names the one it will use.
+- A TR Portal court system is probed by c52 (PROBES: one table by family) into the same report.
 - Politeness by evidence: the table ends with the requests sent, the latency observed and the
   projected hours of a whole first crawl (FULL_CRAWL_DOCUMENTS documents at the strategy's
   requests a document) at the current pacing. It writes nothing.
@@ -32,9 +33,10 @@ from typing import Any
 import requests
 
 from .c00_config import Config, RunClock
-from .c25_court import (FIELDS_READ, FIELDS_REQUIRED, KENTUCKY, CTrackCourt, choose_strategy, document_id_of,
-                        opinion_windows)
+from .c25_court import FIELDS_READ, FIELDS_REQUIRED, CTrackCourt, choose_strategy, document_id_of, opinion_windows
+from .c27_court_systems import court_of_config
 from .c30_client import LIST_MAX_RESULTS, SUSPICIOUS_LIST_SIZE, CourtClient, classify_http_status, projected_hours
+from .c52_trportal_probe import probe_trportal
 
 log_probe = logging.getLogger("kycourt.probe")
 
@@ -225,8 +227,15 @@ class _Prober:
         return row
 
 
-def probe(cfg: Config, *, session: requests.Session | None = None, court: CTrackCourt = KENTUCKY) -> ProbeReport:
-    """Probes the court at cfg.API_BASE (see the module docstring); never raises for the court's answers."""
+def probe(cfg: Config, *, session: requests.Session | None = None, court=None) -> ProbeReport:
+    """Probes the court at cfg.API_BASE (COURT_SYSTEM's, unless `court` is given) by its API family's
+    probe (PROBES); never raises for the court's answers."""
+    court = court if court is not None else court_of_config(cfg)
+    return PROBES[court.family](cfg, session, court)
+
+
+def _probe_ctrack(cfg: Config, session: requests.Session | None, court: CTrackCourt) -> ProbeReport:
+    """The probe of a C-Track Public Access court (see the module docstring)."""
     prober = _Prober(cfg, session, court)
     report = prober.report
     prefix = court.numbers.shards(cfg.last_year, cfg.last_year)[0]
@@ -317,6 +326,12 @@ def probe(cfg: Config, *, session: requests.Session | None = None, court: CTrack
     log_probe.info("probe of %s: strategy %s, %s", cfg.API_BASE, report.strategy or "none",
                    "ok" if report.ok else "cannot run")
     return report
+
+
+# The court's API family -> its probe.
+PROBES = {"ctrack": _probe_ctrack,
+          "trportal": lambda cfg, session, court: probe_trportal(cfg, session=session, report=ProbeReport(),
+                                                                 row_type=ProbeRow)}
 
 
 def _probe_downloads(prober: _Prober, candidates: list[str]) -> None:

@@ -24,7 +24,11 @@ Guarantees:
   wins), each failure committed, until MAX_ATTEMPTS attempts are spent.
 - The court's download paths (c25): the one kept in kv `download_path` is asked first; a 404 is
   asked of the other too, in the same attempt; the path that answers a PDF is kept; a 404 on both
-  is the document's verdict, never the path's.
+  is the document's verdict, never the path's. The URL is the court's (`client.document_url`: a
+  TR Portal document's path with its ids as the court wrote them).
+- A court whose redirects lead to its wall (TR Portal, c26 `follows_redirects`): a download
+  answered by a redirect is not followed; the document is recorded not public (`wall_state`,
+  c13 `mark_not_public`), never a failure, and leaves the queue.
 - A stop (budget, SIGINT/SIGTERM) is honoured between attempts, during pacing and backoff; the
   document in flight is finished or rolled back. DOWNLOAD_LIMIT > 0 ends the run's downloads
   (`stopped == "limit"`). A full disk removes the `.part` and raises DiskFullError.
@@ -48,7 +52,8 @@ from pathlib import Path
 import requests
 import urllib3
 
-from .c00_config import CourtUnreachable, PermanentFetchError, StopRequested, StoreError, TransientFetchError, utc_now
+from .c00_config import (CourtUnreachable, PermanentFetchError, PipelineError, StopRequested, StoreError,
+                         TransientFetchError, utc_now)
 from .c05_durable import durable_rename, raise_if_disk_full, write_temp_file
 from .c06_layout import pdf_store_name
 from .c10_database import KV_DOWNLOAD_PATH
@@ -56,6 +61,7 @@ from .c12_queues import WorkQueues
 from .c13_records import DownloadRecords
 from .c25_court import DOWNLOAD_PATHS, ENDPOINTS
 from .c30_client import CourtClient, classify_http_status, retry_after_seconds
+from .c31_court_client import court_client
 from .c34_mirror import progress
 from .c35_context import Context, write_status
 
@@ -118,12 +124,21 @@ class DownloadResult:
     retries: int = 0           # transient failures followed by another attempt
     deferred: int = 0          # stopped with attempts left; still queued
     refunded: int = 0          # attempts given back when the court turned out unreachable
+    not_public: int = 0        # downloads the court answered with its wall (not public: recorded so)
     court_unreachable: str | None = None   # the breaker's message, when it stopped the stage
     left: int = 0              # download queue when the stage ended
     stopped: str | None = None
     dry_run: bool = False
     seconds: float = 0.0
     recovered: RecoverResult = field(default_factory=RecoverResult)
+
+
+class NotPublicAnswer(PipelineError):
+    """The court answered a download with a redirect to its wall: the document is not public."""
+
+    def __init__(self, message: str, state: str, http_status: int):
+        super().__init__(message)
+        self.state, self.http_status = state, http_status
 
 
 @dataclass
@@ -300,7 +315,7 @@ class Downloads:
     def _start(self) -> None:
         ctx = self.ctx
         if self.client is None:
-            self.client = ctx.client if ctx.client is not None else CourtClient(self.cfg, ctx.clock)
+            self.client = ctx.client if ctx.client is not None else court_client(self.cfg, ctx.clock)
             ctx.client = self.client
             ctx.path("tmp").mkdir(parents=True, exist_ok=True)
             ctx.path("pdf_by_hash").mkdir(parents=True, exist_ok=True)
@@ -311,10 +326,11 @@ class Downloads:
         self.bar.total = self.result.documents + WorkQueues(self.db).download_queue_size(self.cfg)
         self.bar.refresh()
 
-    def drain(self, limit: int | None = None) -> int:
-        """Takes up to `limit` documents of the queue in its order (None: to its end); returns how many
-        were taken (fetched, failed, or out of attempts). A stop, DOWNLOAD_LIMIT or the breaker
-        ends it (`result.stopped`); the group in hand is finished before it returns."""
+    def drain(self, limit: int | None = None, *, opinions_only: bool = False) -> int:
+        """Takes up to `limit` documents of the queue in its order (None: to its end; `opinions_only`:
+        its opinions alone); returns how many were taken (fetched, failed, or out of attempts). A stop,
+        DOWNLOAD_LIMIT or the breaker ends it (`result.stopped`); the group in hand is finished before
+        it returns."""
         if not self.open:
             return 0
         self._start()
@@ -324,7 +340,7 @@ class Downloads:
         try:
             while result.stopped is None and (limit is None or taken < limit):
                 size = cfg.DOWNLOAD_BATCH if limit is None else min(cfg.DOWNLOAD_BATCH, limit - taken)
-                batch = WorkQueues(db).download_queue(cfg, size, after)
+                batch = WorkQueues(db).download_queue(cfg, size, after, opinions_only=opinions_only)
                 if not batch:
                     break
                 batch_counts, outcomes = _download_counts(result), collections.Counter()
@@ -393,7 +409,14 @@ def _download_document(ctx: Context, client: CourtClient, group: "_DownloadGroup
         attempts = DownloadRecords(db).record_download_attempt(document_id)
         result.requests += 1
         try:
-            fetched = _download_fetch(ctx, client, document_id, paths, result)
+            fetched = _download_fetch(ctx, client, row, paths, result)
+        except NotPublicAnswer as exc:
+            client.health.usable()   # the court answered: this document is behind its wall
+            DownloadRecords(db).mark_not_public(document_id, state=exc.state, http_status=exc.http_status,
+                                                error=f"not public at the court: {exc}; not followed")
+            result.not_public += 1
+            log_download.debug("%s: not public: %s", document_id, exc)
+            return "not public"
         except PermanentFetchError as exc:
             client.health.usable()   # the court answered: it is there, this document is not
             DownloadRecords(db).mark_download_failed(document_id, http_status=exc.http_status, error=f"permanent: {exc}")
@@ -423,13 +446,13 @@ def _download_document(ctx: Context, client: CourtClient, group: "_DownloadGroup
         return "fetched"
 
 
-def _download_fetch(ctx: Context, client: CourtClient, document_id: str, paths: DownloadPaths,
+def _download_fetch(ctx: Context, client: CourtClient, row, paths: DownloadPaths,
                     result: DownloadResult) -> _DownloadedPart:
     """One GET (and, after a 404, one by the other path) → a checked body (in memory, or a
     `tmp/<document_id>.part` not yet fsynced), or a Permanent/TransientFetchError."""
     first, *others = paths.order()
     try:
-        fetched = _download_fetch_by(ctx, client, document_id, first)
+        fetched = _download_fetch_by(ctx, client, row, first)
         path = first
     except PermanentFetchError as exc:
         if exc.http_status != 404 or not others:
@@ -438,7 +461,7 @@ def _download_fetch(ctx: Context, client: CourtClient, document_id: str, paths: 
         result.requests += 1
         result.other_path_requests += 1
         try:
-            fetched = _download_fetch_by(ctx, client, document_id, other)   # a 404 here too: the document's
+            fetched = _download_fetch_by(ctx, client, row, other)   # a 404 here too: the document's
         except TransientFetchError:
             if paths.kept is None:
                 raise            # no path has answered a PDF yet: retried, both paths again
@@ -448,15 +471,22 @@ def _download_fetch(ctx: Context, client: CourtClient, document_id: str, paths: 
     return fetched
 
 
-def _download_fetch_by(ctx: Context, client: CourtClient, document_id: str, path: str) -> _DownloadedPart:
+def _download_fetch_by(ctx: Context, client: CourtClient, row, path: str) -> _DownloadedPart:
     """One GET by one download path; see _download_fetch."""
     cap = ctx.cfg.MAX_PDF_BYTES
+    document_id = row["document_id"]
     requested_at = utc_now()
-    response = client.download_response(document_id, pace=False, path=path)
+    # A document the court gave a path of its own (TR Portal's ids as written) is fetched there.
+    at = {"url": client.document_url(row, path)} if row["court_path"] else {}
+    response = client.download_response(document_id, pace=False, path=path, **at)
     try:
         code = response.status_code
         DownloadRecords(ctx.db).record_download_event(document_id, requested_at=requested_at, http_status=code,
                                      headers=response.headers)
+        if 300 <= code < 400 and not client.court.follows_redirects:
+            _download_drain(response)
+            raise NotPublicAnswer(f"HTTP {code} to {response.headers.get('Location', 'the court’s wall')}",
+                                  client.court.wall_state(response), code)
         verdict = classify_http_status(code)
         if verdict != "ok":
             _download_drain(response)

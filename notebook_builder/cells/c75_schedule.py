@@ -13,6 +13,9 @@ Guarantees:
 - Every unit commits what it did before it returns (a window, a case, a shard's rows, a group of
   downloads, a case's details), so a kill (SIGKILL included) loses at most the unit in flight, and
   the next run resumes from the database: the same units, in the same order.
+- Where the court's opinions are found among everything else (a TR Portal court whose walk finds
+  them, c49), discovery says so (`opinions_only()`): until every opinion is listed only opinions
+  are downloaded, so every opinion comes before any other document.
 - A stop (budget, signal) ends the crawl between units, and inside one as each stage honours it;
   DOWNLOAD_LIMIT ends the downloads while discovery goes on (the details pass waits); the
   breaker's CourtUnreachable ends the crawl and is reported (`Crawl.court_unreachable`).
@@ -41,10 +44,10 @@ from .c00_config import CourtUnreachable, utc_now
 from .c10_database import KV_CRAWL_FIGURES, KV_DISCOVERY_CONVERGED_AT, KV_OPINIONS_ARCHIVED_AT
 from .c12_queues import WorkQueues
 from .c15_discovery_state import DiscoveryState
-from .c30_client import CourtClient
+from .c31_court_client import court_client
 from .c35_context import Context, write_status
 from .c44_discovery_rules import DISCOVER_DETAILS_BATCH, DiscoverResult
-from .c50_discover import Discovery, discover
+from .c50_discover import Discovery, discover, discovery_for
 from .c70_download import DownloadResult, Downloads, RecoverResult, download
 
 log_schedule = logging.getLogger("kycourt.schedule")
@@ -62,6 +65,7 @@ class CrawlState:
     downloads_open: bool           # Downloads.open: no stop, no DOWNLOAD_LIMIT reached
     drained_nothing: bool = False  # the last drain took nothing although documents were waiting
     details_due: bool = False      # CASE_DETAILS, discovery has no unit left, and cases wait for details
+    opinions_only: bool = False    # discovery may still find opinions: only opinions are downloaded (`queue` counts them)
 
 
 def next_work(state: CrawlState) -> str | None:
@@ -117,8 +121,8 @@ def crawl(ctx: Context, recovered: RecoverResult | None = None, *,
         return Crawl(found, download(ctx, recovered))
     db = ctx.open_database()
     if ctx.client is None:
-        ctx.client = CourtClient(ctx.cfg, ctx.clock)      # one client: its counts are the crawl's figures
-    discovery = Discovery(ctx, opinion_pass=True)
+        ctx.client = court_client(ctx.cfg, ctx.clock)     # one client: its counts are the crawl's figures
+    discovery = discovery_for(ctx, opinion_pass=True)
     downloads = Downloads(ctx, recovered)
     result = Crawl(discovery.result, downloads.result)
     scheduler = _Scheduler(ctx, discovery, downloads, result, discovered)
@@ -166,9 +170,11 @@ class _Scheduler:
         # never answers must not hold every case's details back): the details cannot come before.
         details_due = (unit is None and not self.details_exhausted and cfg.CASE_DETAILS
                        and bool(DiscoveryState(db).cases_needing_details(1)))
+        only = self.discovery.opinions_only()
+        queue = WorkQueues(db).opinions_to_download(cfg) if only else WorkQueues(db).download_queue_size(cfg)
         return CrawlState(stopping=ctx.clock.should_stop() or bool(self.result.court_unreachable),
-                          discovery=unit, queue=WorkQueues(db).download_queue_size(cfg), downloads_open=self.downloads.open,
-                          drained_nothing=self.drained_nothing, details_due=details_due)
+                          discovery=unit, queue=queue, downloads_open=self.downloads.open,
+                          drained_nothing=self.drained_nothing, details_due=details_due, opinions_only=only)
 
     def run(self) -> None:
         while True:
@@ -180,12 +186,12 @@ class _Scheduler:
             work = next_work(state)
             if work is None:
                 return
-            self.unit(work)
+            self.unit(work, state.opinions_only)
             if self.downloads.result.court_unreachable:
                 self.result.court_unreachable = self.downloads.result.court_unreachable
                 return
 
-    def unit(self, work: str) -> None:
+    def unit(self, work: str, opinions_only: bool = False) -> None:
         ctx, discovery, result = self.ctx, self.discovery, self.discovery.result
         phase = self.PHASES[work]
         if ctx.phase != phase:
@@ -199,7 +205,7 @@ class _Scheduler:
         started = time.monotonic()
         try:
             if work == "download":
-                taken = self.downloads.drain(ctx.cfg.DOWNLOAD_BATCH)
+                taken = self.downloads.drain(ctx.cfg.DOWNLOAD_BATCH, opinions_only=opinions_only)
                 self.drained_nothing = taken == 0
             elif work == "details":
                 done = discovery.details(DISCOVER_DETAILS_BATCH)

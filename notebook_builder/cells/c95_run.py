@@ -44,7 +44,7 @@ from .c00_config import Config, CourtUnreachable, DiskFullError, PipelineError, 
 from .c10_database import LegacyDatabaseError
 from .c12_queues import WorkQueues
 from .c20_store import Store
-from .c30_client import CourtClient
+from .c31_court_client import court_client
 from .c35_context import Context, crawl_status, crawl_words, open_context, write_status
 from .c39_checkpoint import Checkpointer
 from .c38_legacy import adopt, describe_adoption, describe_reconcile, reconcile_legacy_ids
@@ -171,12 +171,14 @@ def _words_discover(get) -> str:
     if get("complete_through", None) and not get("update", None):   # an update's words say it
         text += f", complete through {get('complete_through')}"
     if get("opinion_windows"):
-        text += (f"; opinion pass: {count_noun(get('opinion_windows'), 'week')} swept"
+        text += (f"; opinion pass: {count_noun(get('opinion_windows'), get('opinion_unit', 'week'))} swept"
                  + (", complete" if get("opinion_pass_complete", False) else ""))
     if get("details_cases"):
         text += f"; parties and lower courts of {count_noun(get('details_cases'), 'case')}"
     if get("unavailable"):
         text += f"; {count_noun(get('unavailable'), 'file')} withheld by the court"
+    if get("not_public"):
+        text += f"; {count_noun(get('not_public'), 'document')} not public at the court (kept, never asked for)"
     if get("fallback", None):
         text += f"; fell back from {get('fallback')}"
     if get("update", None):
@@ -195,6 +197,8 @@ def _words_download(get) -> str:
             f"{get('permanent_failures')} failed for good, {get('exhausted')} out of attempts, "
             f"{count_noun(get('requests'), 'request')} ({count_noun(get('retries'), 'retry', 'retries')}); "
             f"{get('left')} left to download")
+    if get("not_public"):
+        text += f"; {count_noun(get('not_public'), 'download')} answered by the court's wall (not public, recorded so)"
     return text + (f"; {count_noun(get('refunded'), 'attempt')} given back (spent while the court was down)"
                    if get("refunded") else "")
 
@@ -344,7 +348,7 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
             if cfg.RETRY_HARD:
                 forgiven = WorkQueues(ctx.db).forgive_failures()
                 log_run.info("RETRY_HARD: %d failed documents back in the queue", forgiven)
-            ctx.client = None if cfg.DRY_RUN else CourtClient(cfg, ctx.clock)
+            ctx.client = None if cfg.DRY_RUN else court_client(cfg, ctx.clock)
             if cfg.PROBE_FIRST and not cfg.DRY_RUN:
                 probed = _run_timed(report, "probe", lambda: probe(cfg))
                 log_run.info("probe:\n%s", probed.table())

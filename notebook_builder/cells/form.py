@@ -4,6 +4,9 @@ Colab shows the `#@param` lines as a form; c01_form makes CFG of them. Outside C
 its shipped value defers to the KY_* environment.
 """
 #@title Settings { display-mode: "form" }
+#@markdown **Which court system.** Kentucky's appellate courts, or another court system of the same
+#@markdown vendor's APIs (`kycourt-pipeline courts` describes each). One archive holds one court system.
+FORM_COURT_SYSTEM = "kentucky"  #@param ["kentucky", "delaware-county-pa", "nevada", "alabama", "oregon", "north-dakota", "wyoming", "florida"]
 #@markdown **Where the archive goes.** `drive` keeps everything in your Google Drive folder below, so a
 #@markdown new session resumes where the last one stopped. A `/content/...` folder is this runtime's own
 #@markdown disk: Colab deletes it when the runtime ends.

@@ -1,0 +1,241 @@
+"""A TR Portal court system archived against the simulated TR Portal (notebook_builder/simcourt/trportal):
+crawled to done and judged against the court's own truth (every viewable document once with its bytes,
+every other kept with its state and never asked for, opinions before any other document), the results
+window split without losing a case, a download answered by the wall, a stopped crawl resumed, faults,
+and an update after the court moved on."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from notebook_builder.cells import c49_trportal_walk
+from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c95_run import run_pipeline
+from notebook_builder.simcourt import SimTRPortal
+
+TODAY = dt.date(2026, 10, 1)
+
+
+def environment(court, root: Path, system: str, **extra) -> dict[str, str]:
+    return {"KY_WORKSPACE": str(root / "ws"), "KY_STORE": str(root / "store"), "KY_COURT_SYSTEM": system,
+            "KY_API_BASE": court.base_url, "KY_PACING": "0", "KY_BACKOFF_BASE": "0.01", "KY_BACKOFF_CAP": "0.05",
+            "KY_FIRST_YEAR": "2019", "KY_TODAY": TODAY.isoformat(), "KY_PROGRESS": "0",
+            "KY_PHASES": "discover,download", **extra}
+
+
+def documents(root: Path) -> dict[str, sqlite3.Row]:
+    conn = sqlite3.connect(root / "ws" / "ky_court.sqlite")
+    conn.row_factory = sqlite3.Row
+    try:
+        return {row["document_id"]: row for row in conn.execute("SELECT * FROM documents")}
+    finally:
+        conn.close()
+
+
+def judge(court, root: Path) -> dict:
+    """The archive against the court's truth: what differs, and where the downloads fell."""
+    truth, rows = court.truth(), documents(root)
+    log = [(endpoint, item) for endpoint, item in court.request_log]
+    fetched = [item for endpoint, item in log if endpoint == "download"]
+    opinions = [index for index, item in enumerate(fetched) if truth[item].opinion]
+    others = [index for index, item in enumerate(fetched) if not truth[item].opinion]
+    return {
+        "missing": [t.document_id for t in truth if t.document_id.lower() not in rows],
+        "extra": sorted(set(rows) - {t.document_id.lower() for t in truth}),
+        "wrong bytes": [t.document_id for t in truth if t.viewable and rows[t.document_id.lower()]["sha256"] != t.sha256],
+        "public not archived as such": [t.document_id for t in truth
+                                        if (rows[t.document_id.lower()]["access_state"] is None) != t.viewable],
+        "opinion marks": [t.document_id for t in truth if bool(rows[t.document_id.lower()]["opinion"]) != t.opinion],
+        "fetched twice": len(fetched) - len(set(fetched)),
+        "not viewable fetched": [item for item in fetched if not truth[item].viewable],
+        "an opinion after another document": bool(opinions and others and opinions[-1] > others[0]),
+        "first opinion at": next((index + 1 for index, (endpoint, item) in enumerate(log)
+                                  if endpoint == "download" and truth[item].opinion), None),
+        "viewable": sum(t.viewable for t in truth), "fetched": len(set(fetched)),
+    }
+
+
+def clean(judged: dict) -> bool:
+    return not any(judged[key] for key in ("missing", "extra", "wrong bytes", "public not archived as such",
+                                           "opinion marks", "fetched twice", "not viewable fetched",
+                                           "an opinion after another document"))
+
+
+# ------------------------------------------------------------ a first crawl
+
+
+@pytest.mark.parametrize("system, switches", [("nevada", {"numeric_ids": True}), ("alabama", {}), ("oregon", {})])
+def test_a_crawl_to_done_archives_every_viewable_document_once_and_keeps_the_rest(tmp_path, system, switches):
+    with SimTRPortal(system, docs=60, seed=2, today=TODAY, record_requests=True, **switches) as court:
+        report = run_pipeline(load_config(environment(court, tmp_path, system)))
+        judged = judge(court, tmp_path)
+        walls = court.stats()["walls"]
+    assert report.exit_status == 0, report.summary()
+    assert clean(judged), judged
+    assert judged["fetched"] == judged["viewable"] and not walls
+    status = json.loads((tmp_path / "ws" / "status.json").read_text())
+    assert status["queues"]["download"] == 0 and status["court_system"] == system and status["discovery_converged"]
+    not_viewable = sum(not t.viewable for t in court.truth(hashes=False))
+    assert status["final_states"]["not_public"] == not_viewable == status["counts"]["discovered"]
+    assert status["counts"]["failed"] == 0
+    if system != "oregon":                   # a feed: an opinion within the first few requests
+        assert judged["first opinion at"] <= 5
+
+
+@pytest.mark.parametrize("window_answer", ["500"])      # 400 and an empty 200: tests/test_trportal_client.py
+def test_the_case_search_past_a_small_window_loses_no_case(tmp_path, window_answer):
+    with SimTRPortal("nevada", docs=60, seed=4, today=TODAY, record_requests=True, window=12,
+                     window_answer=window_answer, page_size=5) as court:
+        report = run_pipeline(load_config(environment(court, tmp_path, "nevada", KY_CASE_DETAILS="0")))
+        judged = judge(court, tmp_path)
+        cases = court.corpus.case_count
+    assert report.exit_status == 0, report.summary()
+    assert clean(judged), judged
+    conn = sqlite3.connect(tmp_path / "ws" / "ky_court.sqlite")
+    assert conn.execute("SELECT COUNT(*) FROM cases WHERE walked_sweep IS NOT NULL").fetchone()[0] == cases
+    conn.close()
+
+
+def test_a_download_answered_by_the_wall_is_recorded_not_followed_and_no_failure(tmp_path):
+    with SimTRPortal("wyoming", docs=40, seed=5, today=TODAY, record_requests=True) as court:
+        env = environment(court, tmp_path, "wyoming", KY_PHASES="discover", KY_CASE_DETAILS="0")
+        run_pipeline(load_config(env))
+        doc = next(index for index, t in enumerate(court.truth(hashes=False)) if t.viewable)
+        court.corpus.doc_state[doc] = 1          # PURCHASABLE since it was listed
+        document_id = court.truth(hashes=False)[doc].document_id.lower()
+        report = run_pipeline(load_config({**env, "KY_PHASES": "download"}))
+        walls = court.stats()["walls"]
+    row = documents(tmp_path)[document_id]
+    assert report.stages["download"].not_public == 1 and report.exit_status == 0
+    assert (row["status"], row["access_state"], row["document_available"], row["http_status"]) == \
+        ("discovered", "wall", 0, 302)
+    assert not walls                              # the wall's page was never asked for
+    status = json.loads((tmp_path / "ws" / "status.json").read_text())
+    assert status["queues"]["download"] == 0 and status["discovery_converged"]
+    assert status["final_states"]["not_public"] >= 1 and status["counts"]["failed"] == 0
+
+
+def test_a_stopped_crawl_resumes_at_its_page_and_ends_as_one_never_stopped(tmp_path, monkeypatch):
+    from notebook_builder.cells.c31_court_client import TRPortalClient
+    with SimTRPortal("oregon", docs=60, seed=6, today=TODAY, record_requests=True, page_size=10) as court:
+        env = environment(court, tmp_path, "oregon", KY_CASE_DETAILS="0")
+        original = TRPortalClient._get
+
+        def stopping(self, url, headers, **kwargs):
+            if self.requests_sent == 45:
+                self.clock.request_stop("SIGTERM")
+            return original(self, url, headers, **kwargs)
+        monkeypatch.setattr(TRPortalClient, "_get", stopping)
+        first = run_pipeline(load_config(env), handle_signals=False)
+        monkeypatch.setattr(TRPortalClient, "_get", original)
+        second = run_pipeline(load_config(env), handle_signals=False)
+        judged = judge(court, tmp_path)
+        floor = court.floor(page_size=500)
+    assert first.exit_status == 130 and second.exit_status == 0, second.summary()
+    assert clean(judged), judged
+    asked = len(court.request_log)
+    assert asked <= floor["total"] - floor["publication details"] + 20       # resumed, not begun again
+
+
+@pytest.mark.slow
+def test_faults_are_retried_and_a_run_again_finishes(tmp_path):
+    with SimTRPortal("alabama", docs=60, seed=7, today=TODAY, record_requests=True, fault_rate=0.05) as court:
+        env = environment(court, tmp_path, "alabama", KY_CASE_DETAILS="0", KY_SEARCH_ATTEMPTS="8")
+        for _ in range(3):
+            report = run_pipeline(load_config(env))
+            if json.loads((tmp_path / "ws" / "status.json").read_text())["done"]:
+                break
+        judged = judge(court, tmp_path)
+        faults = court.stats()["faults_served"]
+    assert faults and report.exit_status == 0, report.summary()
+    assert not judged["missing"] and not judged["wrong bytes"] and not judged["not viewable fetched"], judged
+
+
+# ------------------------------------------------------------------ updates
+
+
+def test_an_update_after_the_court_moved_on_records_what_it_did(tmp_path, monkeypatch):
+    monkeypatch.setattr(c49_trportal_walk, "DISCOVER_ASK_AGAIN_UPDATE_SHARE", 1.0)   # every list not public asked again
+    with SimTRPortal("nevada", docs=100, seed=3, today=TODAY, record_requests=True) as court:
+        env = environment(court, tmp_path, "nevada")
+        run_pipeline(load_config(env))
+        plan = court.advance(30, seed=5)
+        report = run_pipeline(load_config({**env, "KY_TODAY": plan["today"]}))
+        judged = judge(court, tmp_path)
+    assert report.exit_status == 0, report.summary()
+    withdrawn = {item["document_id"] for item in plan["withdrawn"]}     # seen only when its case is walked again
+    assert not judged["missing"] and not judged["wrong bytes"], judged
+    assert set(judged["public not archived as such"]) <= withdrawn, judged
+    conn = sqlite3.connect(tmp_path / "ws" / "ky_court.sqlite")
+    added = {row[0] for row in conn.execute("SELECT document_id FROM changes WHERE change = 'added'")}
+    made_public = {item["document_id"].lower() for item in plan["made_public"]}
+    new_public = {item["document_id"].lower() for item in plan["added"] if item["viewable"]}
+    new_hidden = {item["document_id"].lower() for item in plan["added"] if not item["viewable"]}
+    assert made_public and made_public <= added            # a document that became public is added
+    assert new_public <= added and not (new_hidden & added)
+    last = json.loads(conn.execute("SELECT value FROM kv WHERE key = 'last_update'").fetchone()[0])
+    conn.close()
+    assert last["complete"] and last["through"] == plan["today"] and last["counts"]["added"] == len(added)
+    status = json.loads((tmp_path / "ws" / "status.json").read_text())
+    assert status["queues"]["download"] == 0 and status["complete_through"] == plan["today"]
+    assert (tmp_path / "store" / "feed.atom").is_file()
+
+
+def test_the_probe_asks_a_tr_portal_court_at_most_ten_requests_and_says_it_can_run(capsys, monkeypatch):
+    from notebook_builder import cli
+    for name, value in (("KY_PACING", "0"), ("KY_BACKOFF_BASE", "0.01"), ("KY_BACKOFF_CAP", "0.02")):
+        monkeypatch.setenv(name, value)
+    with SimTRPortal("nevada", docs=40, seed=1, today=TODAY) as court:
+        code = cli.main(["probe", "--court-system", "nevada", "--api-base", court.base_url])
+        asked = court.stats()["requests"]
+    table = capsys.readouterr().out
+    assert code == 0 and sum(asked.values()) <= 10, table
+    assert all(f"\n{endpoint} " in table for endpoint in ("courts", "case_search", "docket_entries", "access",
+                                                          "document_search", "download"))
+    with SimTRPortal("nevada", docs=40, seed=1, today=TODAY, down="503") as court:
+        assert cli.main(["probe", "--court-system", "nevada", "--api-base", court.base_url]) == 1
+
+
+def test_a_crawl_that_ends_days_after_it_began_reads_again_what_the_court_filed_meanwhile(tmp_path, monkeypatch):
+    from notebook_builder.cells.c31_court_client import TRPortalClient
+    with SimTRPortal("wyoming", docs=60, seed=8, today=TODAY, record_requests=True) as court:
+        env = environment(court, tmp_path, "wyoming", KY_CASE_DETAILS="0")
+        original = TRPortalClient._get
+
+        def stopping(self, url, headers, **kwargs):
+            if self.requests_sent == 30:
+                self.clock.request_stop("SIGTERM")
+            return original(self, url, headers, **kwargs)
+        monkeypatch.setattr(TRPortalClient, "_get", stopping)
+        assert run_pipeline(load_config(env), handle_signals=False).exit_status == 130
+        monkeypatch.setattr(TRPortalClient, "_get", original)
+        plan = court.advance(5, seed=2, activity={"new_cases": 2, "filings": 2, "opinions": 1, "made_public": 0,
+                                                  "withdrawn": 0, "retitled": 0})
+        report = run_pipeline(load_config({**env, "KY_TODAY": plan["today"]}), handle_signals=False)
+        judged = judge(court, tmp_path)
+    assert report.exit_status == 0, report.summary()
+    assert not judged["missing"] and not judged["wrong bytes"] and not judged["not viewable fetched"], judged
+    status = json.loads((tmp_path / "ws" / "status.json").read_text())
+    assert status["discovery_converged"] and status["complete_through"] == plan["today"]
+    assert plan["counts"]["added"] and not status["last_update"]          # still the first crawl: no changes
+
+
+def test_first_and_last_year_bound_the_case_search_and_the_feed_by_filed_date(tmp_path):
+    with SimTRPortal("nevada", docs=80, seed=9, today=TODAY) as court:
+        env = environment(court, tmp_path, "nevada", KY_FIRST_YEAR="2023", KY_LAST_YEAR="2024", KY_CASE_DETAILS="0")
+        assert run_pipeline(load_config(env)).exit_status == 0
+        filed = {case: dt.date.fromordinal(court.corpus.case_filed[case]) for case in range(court.corpus.case_count)}
+    conn = sqlite3.connect(tmp_path / "ws" / "ky_court.sqlite")
+    walked = [row[0][:10] for row in conn.execute("SELECT filed_date FROM cases WHERE walked_sweep IS NOT NULL")]
+    dates = [row[0][:10] for row in conn.execute("SELECT filed_date FROM documents")]
+    fed = [row[0][:10] for row in conn.execute(        # found by the feed alone: their cases not walked
+        "SELECT d.filed_date FROM documents d JOIN cases c USING (case_id) WHERE c.walked_sweep IS NULL")]
+    conn.close()
+    assert walked and all("2023-01-01" <= day <= "2024-12-31" for day in walked)
+    assert len(walked) == sum(2023 <= day.year <= 2024 for day in filed.values())
+    assert dates and min(dates) >= "2023-01-01"
+    assert all(day <= "2025-01-01" for day in fed)     # instants in UTC: the last evening is the next day
