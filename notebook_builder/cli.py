@@ -429,24 +429,13 @@ def _with_the_archives_court_system(args: argparse.Namespace, cfg, env=None):
 
 
 def _cmd_courts(*, as_json: bool) -> int:
-    """The court systems of the registry (c27), as JSON or a few lines each."""
-    from notebook_builder.cells.c27_court_systems import describe_all
+    """The court systems of the registry (c27), as JSON or a block each."""
+    from notebook_builder.cells.c27_court_systems import describe_all, describe_text
     systems = describe_all()
     if as_json:
         print(json.dumps(systems, indent=2))
         return 0
-    for system in systems:
-        print(f"{system['name']}{' (default)' if system['default'] else ''}: {system['title']}")
-        print(f"  API: {system['family_name']} at {system['api_base']}; portal {system['portal']}; "
-              f"days in {system['time_zone']}")
-        for court in system["courts"]:
-            ids = ", ".join(f"{key} {value}" for key, value in court["ids"].items() if value)
-            print(f"  court {court['code']}: {court['name']} ({ids})")
-        print(f"  case numbers: {'; '.join(system['case_number_forms'])}")
-        print(f"  opinions: {system['opinions']}")
-        print(f"  public: {system['public']}")
-        print(f"  verified against captured responses: {'; '.join(system['verified']) or 'nothing'}")
-        print(f"  read from code and notes: {'; '.join(system['inferred'])}")
+    print("\n\n".join(describe_text(system) for system in systems))
     return 0
 
 
