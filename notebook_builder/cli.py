@@ -852,7 +852,8 @@ def _add_query_commands(commands) -> None:
     search.add_argument("query", metavar="QUERY", nargs="?", default="",
                         help='words (all must match), "an exact phrase", -word to leave out, OR, prefix*, a case '
                              "number; empty: every document under the filters, newest first")
-    search.add_argument("--court", help="CA or SC (or part of the court's name)")
+    search.add_argument("--court", help="a court code of the archive's court system (Kentucky: CA or SC; `courts` "
+                                        "lists each system's), or part of the court's name")
     search.add_argument("--year", type=_bounded(int, 1900, 2100, "a year like 2019"), help="the case number's year")
     search.add_argument("--type", dest="kind", metavar="TYPE",
                         help="the document's kind as derived (opinion, order, brief, other), or a docket "
@@ -961,7 +962,7 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c87_index import format_hits, result_heading, search_archive
     result = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
                             after=args.after, before=args.before, sort=args.sort, page=args.page,
-                            limit=args.limit, store=query_store(cfg)[0])
+                            limit=args.limit, store=query_store(cfg)[0], system=cfg.COURT_SYSTEM)
     coverage = index_behind(cfg.WORKSPACE)
     if coverage is not None:
         print(f"kycourt-pipeline: the search index is behind the archive ({coverage.describe()}): "
@@ -981,6 +982,8 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
         print("no documents match the filters" if result.filters else "no documents in the index")
     if result.notes:
         print(f"read as: {result.read_as} ({'; '.join(result.notes)})")
+    for line in result.not_public_lines():
+        print(line)
     if result.hits:
         print(format_hits(result))
     return 0

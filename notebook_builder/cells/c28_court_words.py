@@ -130,8 +130,8 @@ def _text_pattern(numbers: tuple[CourtNumbers, ...]) -> re.Pattern:
     options = []
     if lettered:
         options.append(_NUMBER_START + f"(?P<number>{lettered})" + _NUMBER_END)
-    if bare:
-        options.append(r"\b(?:Docket\s+|Case\s+)?Nos?\.\s*(?P<bare>" + bare + ")" + _NUMBER_END)
+    if bare:     # four digits at least: "Adv. Op. No. 45" is no case number
+        options.append(r"\b(?:Docket\s+|Case\s+)?Nos?\.\s*(?P<bare>(?=\d{4})(?:" + bare + "))" + _NUMBER_END)
     return re.compile("|".join(options))
 
 
@@ -150,6 +150,12 @@ class SystemWords:
     @property
     def kentucky(self) -> bool:
         return self.system == "kentucky"
+
+    @property
+    def access_states(self) -> bool:
+        """Whether the court's API says a listed document is not public (TR Portal's access states);
+        an archive of a C-Track Public Access court holds no such document."""
+        return isinstance(self.court, TRPortalCourt)
 
     def court_title(self, code: str) -> str:
         return f"{self.courts[code]} ({code})" if code in self.courts else code

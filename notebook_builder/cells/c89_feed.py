@@ -15,10 +15,13 @@ Guarantees:
   query_string)` is serve's /feed.atom: the newest changes, or with `q` (and `court`, `type`) the
   new documents ("added") whose text matches that search (read as the search box reads it: any
   query is a query), so a feed reader follows a topic; a missing index is a 503.
+- The feeds and /changes are titled with the archive's court system (c28 `title`: "Kentucky
+  appellate courts: what changed"); a saved search reads its case numbers and `court` in that
+  system's forms and codes.
 - `withdrawn_note(row)`: the line a withdrawn document's page shows ("withdrawn by the court on or
   before DAY").
 
-Knobs read: none.
+Knobs read: COURT_SYSTEM (publish_changes; serve's feeds take the archive's).
 """
 from __future__ import annotations
 
@@ -39,7 +42,8 @@ from .c18_search_index import SearchFilters
 from .c19_changes import ChangeLog
 from .c35_context import Context
 from .c48_update import export_changes
-from .c87_index import IndexMissingError, court_filter, open_search_index
+from .c28_court_words import SystemWords, words_of_config
+from .c87_index import IndexMissingError, archive_words, open_search_index
 
 log_feed = logging.getLogger("kycourt.feed")
 
@@ -112,6 +116,11 @@ def withdrawn_note(row: Any) -> str:
     return f"withdrawn by the court on or before {day}" if day else ""
 
 
+def changes_title(words: SystemWords) -> str:
+    """A changes feed's title: "Kentucky appellate courts: what changed"."""
+    return f"{words.title}: what changed"
+
+
 def publish_changes(ctx: Context, run: str | None) -> dict[str, Any]:
     """Every run's changes/<run>.jsonl the store lacks (`run`: this session's update, even with no
     change), then feed.atom when it changed (an empty feed once); returns what was written."""
@@ -119,7 +128,7 @@ def publish_changes(ctx: Context, run: str | None) -> dict[str, Any]:
     written = export_changes(ctx, db, current=run)
     records = _with_documents(db.conn, ChangeLog(db).newest(FEED_ENTRIES))
     path = ctx.path(FEED_FILENAME)
-    data = atom_feed(records, title="Kentucky appellate courts: what changed")
+    data = atom_feed(records, title=changes_title(words_of_config(ctx.cfg)))
     # The workspace's feed.atom is the one the store holds (removed when its upload failed, so the
     # next session tries again); an empty feed's `updated` is the moment it was written: one is enough.
     feed = False
@@ -153,9 +162,12 @@ def changes_page(folder: Path, query_string: str = "") -> tuple[str, str]:
         records, update = [], None
     finally:
         db.close()
+    words = archive_words(folder)
+    example = "CA" if "CA" in words.courts else next(iter(words.courts))
     body = ["<h1>What changed</h1>",
             '<p><a href="/feed.atom">Atom feed</a> of these changes; '
-            '<code>/feed.atom?q=words&amp;court=CA&amp;type=opinion</code> follows a search\'s new documents.</p>']
+            f'<code>/feed.atom?q=words&amp;court={html.escape(example)}&amp;type=opinion</code> follows a search\'s '
+            'new documents.</p>']
     if update:
         body.append(f"<p>Last update ({html.escape(update.get('at') or '')}): {html.escape(update.get('words') or '')}</p>")
     if not records:
@@ -173,13 +185,14 @@ def feed_answer(folder: Path, query_string: str = "") -> tuple[int, str, bytes]:
     """(status, content type, body) of serve's /feed.atom (see the module docstring)."""
     values = _query(query_string)
     query = values.get("q") or ""
+    words = archive_words(folder)
     db = Database.open_readonly(Path(folder) / DB_FILENAME)
     try:
         log = ChangeLog(db)
         if not query:
             records = _with_documents(db.conn, log.newest(FEED_ENTRIES))
             return 200, "application/atom+xml; charset=utf-8", atom_feed(
-                records, title="Kentucky appellate courts: what changed", self_link="/feed.atom", root="/")
+                records, title=changes_title(words), self_link="/feed.atom", root="/")
         added = log.newest(FEED_SEARCHED, change="added")
     finally:
         db.close()
@@ -188,8 +201,8 @@ def feed_answer(folder: Path, query_string: str = "") -> tuple[int, str, bytes]:
     except IndexMissingError as exc:
         return 503, "text/plain; charset=utf-8", f"{exc}\n".encode()
     try:
-        matching = search.matching(parse_query(query), SearchFilters(**court_filter(values.get("court")),
-                                                                     kind=values.get("type") or None),
+        matching = search.matching(parse_query(query, words.typed_numbers),
+                                   SearchFilters(**words.court_filter(values.get("court")), kind=values.get("type") or None),
                                    [record["document_id"] for record in added])
     finally:
         search.close()
