@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     courts.add_argument("--json", action="store_true", help="one JSON array, an object a court system")
 
     probe = commands.add_parser("probe", help="at most 10 requests to API_BASE: can the pipeline run against it?")
-    _knob_flags(probe, "API_BASE")
+    _knob_flags(probe, "COURT_SYSTEM", "API_BASE")
     _verbose_flag(probe)
     _knob_flags(probe, "DISCOVERY")
 
@@ -583,8 +583,12 @@ def _cmd_report(cfg, output: str | None) -> int:
 def _cmd_probe(cfg) -> int:
     """The probe's table; 0 when the pipeline can run against API_BASE, 1 otherwise."""
     from notebook_builder.cells.c55_probe import probe
-    report = probe(cfg)
-    print(f"probe of {cfg.API_BASE}")
+    try:
+        report = probe(cfg)
+    except ConfigError as exc:       # a court system of another API family than the probe's
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"probe of {cfg.API_BASE} ({cfg.COURT_SYSTEM})")
     print(report.table())
     return 0 if report.ok else 1
 def _cmd_derive(cfg, *, redo: bool) -> int:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .c00_config import COURT_SYSTEMS, Config, ConfigError
-from .c25_court import KENTUCKY, CaseNumbers, CTrackCourt
+from .c25_court import KENTUCKY, PROBE_UNKNOWNS, CaseNumbers, CTrackCourt
 from .c26_trportal import TRCourt, TRPortalCourt
 
 FAMILY_NAMES = {"ctrack": "C-Track Public Access (JSON)", "trportal": "TR Portal (C-Track Public Portal, REST)"}
@@ -44,7 +44,7 @@ DELAWARE_COUNTY = CTrackCourt(
     courts={"CV": "Delaware County Court of Common Pleas"},
     numbers=CaseNumbers(("CV",), form="{code}-{year}-{sequence}", digits=6, admin=None),
     opinion_search=False, download_paths={"api": "download"}, system="delaware-county-pa",
-    portal="https://delcopublicaccess.co.delaware.pa.us")
+    portal="https://delcopublicaccess.co.delaware.pa.us", unknowns=PROBE_UNKNOWNS)
 
 NEVADA = _trportal("nevada", "Nevada Supreme Court and Court of Appeals", "https://acis.nvcourts.gov", [
     ("SC", "Nevada Supreme Court", "dc01122c-a19d-4eb7-bfe9-5b96e93c26fd", "1", "Supreme Court", r"\d+", "90509"),
