@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kycourt-pipeline",
         description="Archive the Kentucky Supreme Court and Court of Appeals public record from "
-                    "C-Track: restore, discover, backfill, download, extract, verify. Resumable; "
+                    "C-Track, or another court system of the same vendor's APIs (`courts` lists them; "
+                    "--court-system): restore, discover, backfill, download, extract, verify. Resumable; "
                     "every setting also has a KY_* environment variable (see docs/knobs.md).",
         epilog="exit status: 0 verify PASS, 1 verify FAIL, 2 bad usage or configuration, "
                "3 the court could not be reached (state saved), 130 interrupted")
