@@ -135,3 +135,24 @@ def test_nevadas_words_head_its_feed_and_pages(nevada):
     assert "not public at the court: registration (unavailable)" in page
     assert "no PDF: not public at the court (registration)" in page
     assert system_words("nevada").title == "Nevada appellate courts"
+
+
+@pytest.mark.parametrize("system, numbers", [
+    ("alabama", ("SC-2024-0492", "CL-2025-0191")), ("oregon", ("S072851", "A190411")),
+    ("florida", ("1D2024-1234", "SC2026-0899"))])
+def test_a_tr_portal_courts_case_number_finds_its_case_first(tmp_path, system, numbers):
+    ctx = open_test_context(tmp_path, COURT_SYSTEM=system)
+    try:
+        first, other = numbers
+        add_extracted_document(ctx, "OWN", b"%PDF-1.4 own", f"No. {first}\nAppeal decided on the record.",
+                               case_number=first)
+        add_extracted_document(ctx, "CITING", b"%PDF-1.4 citing",
+                               f"No. {other}\nThe record of {first} and {first} again, decided on the record.",
+                               case_number=other)
+        index(ctx)
+    finally:
+        ctx.close()
+    hits = search_archive(str(tmp_path / "workspace"), first).hits
+    assert [hit["document_id"] for hit in hits] == ["OWN", "CITING"]      # its own case first, then the one citing it
+    assert {hit["court_code"] for hit in hits} == {system_words(system).code_of(number, None) for number in numbers}
+
