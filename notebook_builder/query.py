@@ -6,8 +6,8 @@ Guarantees:
   under its own name, as the stages keep theirs).
 - `show_document()` gathers everything known about a document id, a sha256
   or a case number: its `documents` row (and, for a document the court does
-  not serve to the public, why: `not_public`, registration or purchase), the rows of every table that names
-  it (extraction_log today; cases, docket entries, derived fields and
+  not serve to the public, why: `not_public`, registration or purchase),
+  the rows of every table that names it (extraction_log today; cases, docket entries, derived fields and
   whatever else when those tables exist), the download outcome, the files
   in the workspace and in the store, its entry in the search index, which
   of its texts is the best (c33_best_text, decided now from the archive) and
@@ -17,7 +17,8 @@ Guarantees:
   disposition, publication status, judge, lower court, citations), whether
   the court withholds its file (`document_available` false: withheld, never
   requested), whether the court serves it to the public (`access_state`, and
-  `not_public_reason`: registration or purchase), why no text was extracted (`extract_failure`), which text it
+  `not_public_reason`: registration or purchase), why no text was extracted
+  (`extract_failure`), which text it
   is (`text_source`:
   the text layer, the OCR merge or the court's own text) and that best
   text, as JSON Lines, CSV (every value quoted, so texts with newlines

@@ -44,9 +44,11 @@ def nevada(tmp_path_factory):
         DiscoveryState(ctx.db).upsert_discovered([
             {"document_id": document_id, "case_number": number, "description": description}
             for document_id, (number, _, description) in NOT_PUBLIC.items()])
-        for document_id, (_, state, _) in NOT_PUBLIC.items():
-            ctx.db.conn.execute("UPDATE documents SET document_available = 0, access_state = ? WHERE document_id = ?",
-                                (state, document_id))
+        for document_id, (number, state, _) in NOT_PUBLIC.items():
+            ctx.db.conn.execute("UPDATE documents SET document_available = 0, access_state = ?, court = ?, "
+                                "filed_date = ? WHERE document_id = ?",
+                                (state, TEXTS["APPEALS" if number.endswith("COA") else "SUPREME"][1],
+                                 "2025-01-07T10:00:00.000+00:00", document_id))
         index(ctx)
         write_status(ctx)
     finally:
@@ -156,3 +158,22 @@ def test_a_tr_portal_courts_case_number_finds_its_case_first(tmp_path, system, n
     assert [hit["document_id"] for hit in hits] == ["OWN", "CITING"]      # its own case first, then the one citing it
     assert {hit["court_code"] for hit in hits} == {system_words(system).code_of(number, None) for number in numbers}
 
+
+
+def test_the_coverage_chart_is_titled_with_the_systems_archive_and_courts(nevada):
+    from notebook_builder.cells.c00_config import load_config
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c97_report import coverage_figure, coverage_rows
+    cfg = load_config({"KY_WORKSPACE": str(nevada / "workspace"), "KY_COURT_SYSTEM": "nevada"})
+    db = Database.open_readonly(nevada / "workspace" / "ky_court.sqlite")
+    try:
+        rows = coverage_rows(db, cfg)
+    finally:
+        db.close()
+    # No year in 90509 or 90082-COA: the filed day's.
+    assert {(row["year"], row["court"], row["discovered"]) for row in rows} == {
+        ("2025", "SC", 1), ("2025", "COA", 1), ("2026", "SC", 2), ("2026", "COA", 1)}
+    figure = coverage_figure(rows, system_words("nevada"))
+    assert figure._suptitle.get_text().startswith("Nevada appellate court documents: 5 discovered")
+    assert [axes.get_title(loc="left") for axes in figure.axes] == [
+        "Nevada Supreme Court (SC): 3 documents", "Nevada Court of Appeals (COA): 2 documents"]

@@ -195,14 +195,16 @@ class WorkQueues(Tables):
             f"FROM documents WHERE access_state IS NOT NULL{where} "
             "ORDER BY case_number, filed_date, document_id LIMIT ?", (*params, limit)).fetchall()
 
-    def coverage_by_year_court(self, cfg: Config, case_year: Callable[[Any], Any] | None = None) -> list[sqlite3.Row]:
+    def coverage_by_year_court(self, cfg: Config, case_year: Callable[[Any, Any], Any] | None = None
+                               ) -> list[sqlite3.Row]:
         """Per case-number year and court: documents in each status (for reports), and the
         downloaded ones out of extract attempts (`not_extractable`: never extracted by a run).
-        `case_year` reads a case number's year (None: its first four characters, Kentucky's form)."""
+        `case_year(case_number, filed_date)` reads a document's year (None: the case number's first
+        four characters, Kentucky's form)."""
         year = "substr(case_number, 1, 4)"
         if case_year is not None:
-            self.conn.create_function("case_year", 1, case_year, deterministic=True)
-            year = "case_year(case_number)"
+            self.conn.create_function("case_year", 2, case_year, deterministic=True)
+            year = "case_year(case_number, filed_date)"
         return self.conn.execute(
             f"SELECT {year} AS year, court, "
             "COUNT(*) AS discovered, "

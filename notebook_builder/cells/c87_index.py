@@ -33,14 +33,15 @@ Guarantees:
 - `search_archive()` is the one search of the CLI, `serve`, the notebook and
   the benchmark: the query read by c18_query_syntax (never an error; case
   numbers in the archive's court system's forms), the filters (--court by
-  that system's codes), the sort and the page, each hit with a snippet of its text and its
-  title, the query's words [marked]. `text_places()` marks them in a whole
+  that system's codes), the sort and the page, each hit with a snippet of
+  its text and its title, the query's words [marked]. `text_places()` marks them in a whole
   text (the document page). A missing or unusable index raises
   `IndexMissingError`. Where the archive holds documents the court does not
   serve to the public (they have no text to search), the result says how
   many and why (`not_public`), and lists those of the case numbers searched.
 
-Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context).
+Knobs read: COURT_SYSTEM (index: its codes, years, days), WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store
+through the context).
 """
 from __future__ import annotations
 
@@ -63,10 +64,10 @@ from .c11_reads import extracted_fingerprint, iter_document_records
 from .c12_queues import WorkQueues, not_public_reason
 from .c17_snapshots import backup_database
 from .c18_query_syntax import COMMON_WORDS, AllOf, AnyOf, CaseNumber, Near, Phrase, SearchQuery, Word, parse_query
-from .c28_court_words import SystemWords, system_words, words_of_config
 from .c18_search_index import (SEARCH_SORTS, SearchFilters, SearchIndex, SearchIndexOutdated, SearchQueryError,
                                composed, index_words, pack_search_index, remove_search_index, unpack_search_index,
                                word_stems)
+from .c28_court_words import SystemWords, system_words, words_of_config
 from .c34_mirror import progress
 from .c35_context import Context, archive_court_system, not_public_words
 from .c33_best_text import fetch_from_store, fetch_into_workspace, read_text, record_text_sources

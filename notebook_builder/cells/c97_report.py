@@ -5,8 +5,8 @@ Guarantees:
   (one query, the database's own definition) and merged by court code: per
   case-number year and court (the court system's codes, c28_court_words:
   Kentucky's SC, CA; a court name the code cannot be told from keeps its
-  name; the year a form without one is 'unknown'), `discovered` (every document found), `downloaded`
-  (downloaded or extracted), `extracted`, `failed` and `not_extractable`
+  name; where the number's form has no year, the filed day's), `discovered`
+  (every document found), `downloaded` (downloaded or extracted), `extracted`, `failed` and `not_extractable`
   (downloaded, out of extract attempts: no run extracts them).
 - `draw_coverage_chart(rows, path)` draws one panel per court, one stacked
   bar per year: extracted, not extractable, downloaded and waiting for
@@ -54,6 +54,7 @@ from .c34_mirror import StoreMirror
 from .c35_context import (Context, crawl_status, crawl_words, final_states_line, not_public_words, open_context,
                           open_store, read_only_workspace)
 from .c48_update import last_update_lines
+from .c87_index import year_of
 
 log_report = logging.getLogger("kycourt.report")
 
@@ -96,7 +97,9 @@ def coverage_rows(db: Database, cfg: Config) -> list[dict[str, Any]]:
     extractable; sorted."""
     words = words_of_config(cfg)
     merged: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in WorkQueues(db).coverage_by_year_court(cfg, None if words.kentucky else words.year_of):
+    # Another system's year: its case number's where the form has one, else the filed day's (c87 year_of).
+    case_year = None if words.kentucky else (lambda number, filed: year_of(number, filed, words))
+    for row in WorkQueues(db).coverage_by_year_court(cfg, case_year):
         year = str(row["year"]) if row["year"] and str(row["year"]).isdigit() else _REPORT_UNKNOWN
         court = _report_court_code(row["court"], words)
         entry = merged.setdefault((year, court), {"year": year, "court": court,
@@ -198,7 +201,7 @@ def coverage_figure(rows: list[dict[str, Any]], words: SystemWords | None = None
         bottom = panels[-1]
         bottom.set_xticks(range(len(years)), [str(year) for year in years],
                           rotation=90 if len(years) > 16 else 0, fontsize=8 if len(years) > 16 else 9)
-        bottom.set_xlabel("year of the case number")
+        bottom.set_xlabel("year of the case number" if words.kentucky else "year of the case number, else of the filing")
         _report_legend(figure, [Patch(color=colour, label=label) for _, label, colour in REPORT_SEGMENTS])
     return figure
 
