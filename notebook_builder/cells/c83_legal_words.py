@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-_LEGAL_MONTH = r"(?P<month>JAN(?:UARY)?|FEB(?:RUARY)?|MAR(?:CH)?|APR(?:IL)?|MAY|JUNE?|JULY?|AUG(?:UST)?|SEPT?(?:EMBER)?|OCT(?:OBER)?|NOV(?:EMBER)?|DEC(?:EMBER)?)"
+_LEGAL_MONTH = (r"(?P<month>JAN(?:UARY)?|FEB(?:RUARY)?|MAR(?:CH)?|APR(?:IL)?|MAY|JUNE?|JULY?|AUG(?:UST)?"
+                r"|SEPT?(?:EMBER)?|OCT(?:OBER)?|NOV(?:EMBER)?|DEC(?:EMBER)?)")
 _LEGAL_SUB = r"(?P<sub>(?:\([0-9A-Za-z.]{1,4}\))*)"
 
 
@@ -49,7 +50,7 @@ class LegalWords:
     unpublished: re.Pattern | None = None
 
 
-def _citation_form(kind: str, pattern: str, normal: Callable[[re.Match], str], flags: int = 0) -> CitationForm:
+def _cite(kind: str, pattern: str, normal: Callable[[re.Match], str], flags: int = 0) -> CitationForm:
     return CitationForm(kind, re.compile(pattern, flags), normal)
 
 
@@ -66,17 +67,17 @@ KENTUCKY_WORDS = LegalWords(
     headings=re.compile(r"^(SUPREME COURT OF KENTUCKY|COURT OF APPEALS|KENTUCKY COURT OF APPEALS|KENTUCKY SUPREME COURT|"
                         r"COMMONWEALTH OF KENTUCKY)$"),
     citations=(
-        _citation_form("statute", r"(?<![\w])KRS(?:\d{1,2})?\)?\s+(?:CHAPTER\s+)?(?P<section>\d{1,3}[A-Z]?(?:\.\d{3,4}[A-Z]?)?)"
+        _cite("statute", r"(?<![\w])KRS(?:\d{1,2})?\)?\s+(?:CHAPTER\s+)?(?P<section>\d{1,3}[A-Z]?(?:\.\d{3,4}[A-Z]?)?)"
                          r"(?P<sub>(?:\([0-9A-Za-z.]{1,4}\))*)", _by_section("KRS "), re.IGNORECASE),
-        _citation_form("statute", r"Ky\.\s*Rev\.\s*Stat\.(?:\s*Ann\.)?\s*(?:[§\ufffd]\s*)?(?P<section>\d{1,3}[A-Z]?\.\d{3,4})"
+        _cite("statute", r"Ky\.\s*Rev\.\s*Stat\.(?:\s*Ann\.)?\s*(?:[§\ufffd]\s*)?(?P<section>\d{1,3}[A-Z]?\.\d{3,4})"
                          r"(?P<sub>(?:\([0-9A-Za-z]{1,4}\))*)", _by_section("KRS ")),
-        _citation_form("regulation", r"(?<![\w.])(?P<title>\d{1,3})\s+KAR(?:\d{1,2})?\s+(?P<section>\d{1,2}:\d{3})",
+        _cite("regulation", r"(?<![\w.])(?P<title>\d{1,3})\s+KAR(?:\d{1,2})?\s+(?P<section>\d{1,2}:\d{3})",
               lambda m: f"{m.group('title')} KAR {m.group('section')}"),
-        _citation_form("rule", r"(?<![\w\-.])(?P<rule>CR|RCr|RCR|SCR|RAP|KRE|FCRPP|JRAP)(?:\d{1,2})?\s+"
+        _cite("rule", r"(?<![\w\-.])(?P<rule>CR|RCr|RCR|SCR|RAP|KRE|FCRPP|JRAP)(?:\d{1,2})?\s+"
                       r"(?P<number>\d{1,3}(?:\.\d{1,3})?)(?P<sub>(?:\([0-9A-Za-z.]{1,4}\))*)(?![\w])",
               lambda m: f"{_KENTUCKY_RULE.get(m.group('rule').upper(), m.group('rule'))} {m.group('number')}"
                         f"{m.group('sub')}"),
-        _citation_form("constitution", r"(?:KY\.|Ky\.|Kentucky)\s+CONST(?:\.|itution)?,?\s*(?:[§\ufffd]+|Sections?|Sec\.)\s*"
+        _cite("constitution", r"(?:KY\.|Ky\.|Kentucky)\s+CONST(?:\.|itution)?,?\s*(?:[§\ufffd]+|Sections?|Sec\.)\s*"
                               r"(?P<section>\d{1,3})(?P<sub>(?:\([0-9A-Za-z]{1,4}\))*)",
               lambda m: f"Ky. Const. § {m.group('section')}{m.group('sub')}", re.IGNORECASE),
     ))
@@ -84,24 +85,28 @@ KENTUCKY_WORDS = LegalWords(
 # ------------------------------------------------------- the other states
 
 _LEGAL_FILED = re.compile(rf"\bFILED:?\s+{_LEGAL_MONTH}\.?\s+(?P<day>\d{{1,2}}),?\s+(?P<year>\d{{4}})", re.IGNORECASE)
-_LEGAL_DATE_LINE = re.compile(rf"^\[?{_LEGAL_MONTH}\.?\s+(?P<day>\d{{1,2}}),\s+(?P<year>\d{{4}})\]?$", re.IGNORECASE | re.MULTILINE)
+_LEGAL_DATE_LINE = re.compile(rf"^\[?{_LEGAL_MONTH}\.?\s+(?P<day>\d{{1,2}}),\s+(?P<year>\d{{4}})\]?$",
+                              re.IGNORECASE | re.MULTILINE)
 
 
 def _by_article(state: str) -> Callable[[re.Match], str]:
-    return lambda m: f"{state} Const. art. {m.group('article').upper()}, § {m.group('section')}{m.groupdict().get('sub') or ''}"
+    return lambda m: (f"{state} Const. art. {m.group('article').upper()}, § {m.group('section')}"
+                      f"{m.groupdict().get('sub') or ''}")
 
 
 NEVADA_WORDS = LegalWords(
     system="nevada", state="Nevada", method="nevada-rules",
     headings=re.compile(r"^IN THE (?:SUPREME COURT|COURT OF APPEALS) OF THE STATE OF NEVADA$"),
     citations=(
-        _citation_form("statute", rf"(?<![\w])NRS\s+(?:Chapter\s+)?(?P<section>\d{{1,3}}[A-Z]?\.\d{{3,4}}){_LEGAL_SUB}", _by_section("NRS ")),
-        _citation_form("statute", rf"Nev\.\s*Rev\.\s*Stat\.\s*(?:§+\s*)?(?P<section>\d{{1,3}}[A-Z]?\.\d{{3,4}}){_LEGAL_SUB}", _by_section("NRS ")),
-        _citation_form("rule", rf"(?<![\w])(?P<rule>NRAP|NRCP|NRE|SCR|DCR|EDCR)\s+(?P<section>\d{{1,3}}[A-Z]?){_LEGAL_SUB}(?![\w])",
+        _cite("statute", rf"(?<![\w])NRS\s+(?:Chapter\s+)?(?P<section>\d{{1,3}}[A-Z]?\.\d{{3,4}}){_LEGAL_SUB}",
+              _by_section("NRS ")),
+        _cite("statute", rf"Nev\.\s*Rev\.\s*Stat\.\s*(?:§+\s*)?(?P<section>\d{{1,3}}[A-Z]?\.\d{{3,4}}){_LEGAL_SUB}",
+              _by_section("NRS ")),
+        _cite("rule", rf"(?<![\w])(?P<rule>NRAP|NRCP|NRE|SCR|DCR|EDCR)\s+(?P<section>\d{{1,3}}[A-Z]?){_LEGAL_SUB}(?![\w])",
               lambda m: f"{m.group('rule')} {m.group('section')}{m.group('sub')}"),
-        _citation_form("constitution", rf"Nev\.\s*Const\.\s*art\.\s*(?P<article>\d{{1,2}}|[IVX]{{1,5}}),\s*§+\s*(?P<section>\d{{1,3}}){_LEGAL_SUB}",
+        _cite("constitution", rf"Nev\.\s*Const\.\s*art\.\s*(?P<article>\d{{1,2}}|[IVX]{{1,5}}),\s*§+\s*(?P<section>\d{{1,3}}){_LEGAL_SUB}",
               _by_article("Nev.")),
-        _citation_form("case", r"(?P<volume>\d{2,3})\s+Nev\.,?\s+Adv(?:ance|\.)\s+Op(?:inion|\.)\s+(?:No\.\s*)?(?P<number>\d{1,3})\b",
+        _cite("case", r"(?P<volume>\d{2,3})\s+Nev\.,?\s+Adv(?:ance|\.)\s+Op(?:inion|\.)\s+(?:No\.\s*)?(?P<number>\d{1,3})\b",
               lambda m: f"{m.group('volume')} Nev. Adv. Op. {m.group('number')}"),
     ),
     rendered=_LEGAL_FILED,
@@ -114,15 +119,15 @@ ALABAMA_WORDS = LegalWords(
     headings=re.compile(r"^(?:SUPREME COURT OF ALABAMA|ALABAMA COURT OF (?:CIVIL|CRIMINAL) APPEALS|"
                         r"COURT OF (?:CIVIL|CRIMINAL) APPEALS(?: OF ALABAMA)?)$"),
     citations=(
-        _citation_form("statute", rf"Ala\.\s*Code\s*(?:1975\s*)?,?\s*§+\s*(?P<section>\d{{1,3}}[A-Z]?-\d{{1,3}}[A-Z]?-\d{{1,4}}(?:\.\d+)?){_LEGAL_SUB}",
+        _cite("statute", rf"Ala\.\s*Code\s*(?:1975\s*)?,?\s*§+\s*(?P<section>\d{{1,3}}[A-Z]?-\d{{1,3}}[A-Z]?-\d{{1,4}}(?:\.\d+)?){_LEGAL_SUB}",
               _by_section("Ala. Code § ")),
-        _citation_form("statute", rf"§+\s*(?P<section>\d{{1,3}}[A-Z]?-\d{{1,3}}[A-Z]?-\d{{1,4}}(?:\.\d+)?){_LEGAL_SUB},\s*Ala\.\s*Code",
+        _cite("statute", rf"§+\s*(?P<section>\d{{1,3}}[A-Z]?-\d{{1,3}}[A-Z]?-\d{{1,4}}(?:\.\d+)?){_LEGAL_SUB},\s*Ala\.\s*Code",
               _by_section("Ala. Code § ")),
-        _citation_form("rule", rf"Rule\s+(?P<number>\d{{1,3}}(?:\.\d+)?){_LEGAL_SUB},\s*Ala\.\s*R\.\s*(?P<set>App|Civ|Crim|Evid)\.\s*P\.",
+        _cite("rule", rf"Rule\s+(?P<number>\d{{1,3}}(?:\.\d+)?){_LEGAL_SUB},\s*Ala\.\s*R\.\s*(?P<set>App|Civ|Crim|Evid)\.\s*P\.",
               lambda m: f"Ala. R. {m.group('set')}. P. {m.group('number')}{m.group('sub')}"),
-        _citation_form("rule", rf"Ala\.\s*R\.\s*(?P<set>App|Civ|Crim|Evid)\.\s*P\.\s*(?P<number>\d{{1,3}}(?:\.\d+)?){_LEGAL_SUB}",
+        _cite("rule", rf"Ala\.\s*R\.\s*(?P<set>App|Civ|Crim|Evid)\.\s*P\.\s*(?P<number>\d{{1,3}}(?:\.\d+)?){_LEGAL_SUB}",
               lambda m: f"Ala. R. {m.group('set')}. P. {m.group('number')}{m.group('sub')}"),
-        _citation_form("constitution", r"Ala\.\s*Const\.\s*(?:of\s+)?(?:1901|2022)?,?\s*(?:art\.\s*[IVX]+,\s*)?§+\s*(?P<section>\d{1,3}(?:\.\d{2})?)",
+        _cite("constitution", r"Ala\.\s*Const\.\s*(?:of\s+)?(?:1901|2022)?,?\s*(?:art\.\s*[IVX]+,\s*)?§+\s*(?P<section>\d{1,3}(?:\.\d{2})?)",
               lambda m: f"Ala. Const. § {m.group('section')}"),
     ),
     rendered=re.compile(rf"\bREL(?:EASED)?:\s*{_LEGAL_MONTH}\.?\s+(?P<day>\d{{1,2}}),?\s+(?P<year>\d{{4}})", re.IGNORECASE),
@@ -133,16 +138,17 @@ OREGON_WORDS = LegalWords(
     system="oregon", state="Oregon", method="oregon-rules",
     headings=re.compile(r"^IN THE (?:SUPREME COURT|COURT OF APPEALS) OF THE STATE OF OREGON$"),
     citations=(
-        _citation_form("statute", rf"(?<![\w])ORS\s+(?:chapter\s+)?(?P<section>\d{{1,3}}[A-Z]?\.\d{{3,4}}){_LEGAL_SUB}", _by_section("ORS ")),
-        _citation_form("rule", rf"(?<![\w])(?P<rule>ORCP|ORAP|OEC|UTCR)\s+(?P<section>\d{{1,3}}(?:\.\d{{2,3}})?)"
+        _cite("statute", rf"(?<![\w])ORS\s+(?:chapter\s+)?(?P<section>\d{{1,3}}[A-Z]?\.\d{{3,4}}){_LEGAL_SUB}",
+              _by_section("ORS ")),
+        _cite("rule", rf"(?<![\w])(?P<rule>ORCP|ORAP|OEC|UTCR)\s+(?P<section>\d{{1,3}}(?:\.\d{{2,3}})?)"
                       rf"(?:\s+(?P<letter>[A-H])(?![\w]))?{_LEGAL_SUB}",
               lambda m: f"{m.group('rule')} {m.group('section')}{' ' + m.group('letter') if m.group('letter') else ''}"
                         f"{m.group('sub')}"),
-        _citation_form("constitution", r"Article\s+(?P<article>[IVX]+),\s+section\s+(?P<section>\d{1,3}[a-z]?)(?:\(\d+\))?,?\s+of\s+"
+        _cite("constitution", r"Article\s+(?P<article>[IVX]+),\s+section\s+(?P<section>\d{1,3}[a-z]?)(?:\(\d+\))?,?\s+of\s+"
                               r"the\s+Oregon\s+Constitution", _by_article("Or."), re.IGNORECASE),
-        _citation_form("case", r"(?<![\w])(?P<volume>\d{2,3})\s+Or\s+App\s+(?P<page>\d{1,4})\b",
+        _cite("case", r"(?<![\w])(?P<volume>\d{2,3})\s+Or\s+App\s+(?P<page>\d{1,4})\b",
               lambda m: f"{m.group('volume')} Or App {m.group('page')}"),
-        _citation_form("case", r"(?<![\w])(?P<volume>\d{2,3})\s+Or\s+(?!App)(?P<page>\d{1,4})\b",
+        _cite("case", r"(?<![\w])(?P<volume>\d{2,3})\s+Or\s+(?!App)(?P<page>\d{1,4})\b",
               lambda m: f"{m.group('volume')} Or {m.group('page')}"),
     ),
     rendered=_LEGAL_FILED,
@@ -152,13 +158,13 @@ NORTH_DAKOTA_WORDS = LegalWords(
     system="north-dakota", state="North Dakota", method="north-dakota-rules",
     headings=re.compile(r"^IN THE SUPREME COURT,?\s+STATE OF NORTH DAKOTA$"),
     citations=(
-        _citation_form("statute", rf"N\.\s?D\.\s?C\.\s?C\.\s*§+\s*(?P<section>\d{{1,2}}(?:\.\d)?-\d{{2}}(?:\.\d)?-\d{{2}}(?:\.\d+)?){_LEGAL_SUB}",
+        _cite("statute", rf"N\.\s?D\.\s?C\.\s?C\.\s*§+\s*(?P<section>\d{{1,2}}(?:\.\d)?-\d{{2}}(?:\.\d)?-\d{{2}}(?:\.\d+)?){_LEGAL_SUB}",
               _by_section("N.D.C.C. § ")),
-        _citation_form("rule", rf"N\.\s?D\.\s?R\.\s?(?P<set>App|Civ|Crim|Ev)\.\s?P\.\s*(?P<section>\d{{1,3}}(?:\.\d)?){_LEGAL_SUB}",
+        _cite("rule", rf"N\.\s?D\.\s?R\.\s?(?P<set>App|Civ|Crim|Ev)\.\s?P\.\s*(?P<section>\d{{1,3}}(?:\.\d)?){_LEGAL_SUB}",
               lambda m: f"N.D.R.{m.group('set')}.P. {m.group('section')}{m.group('sub')}"),
-        _citation_form("constitution", r"N\.\s?D\.\s?Const\.\s*art\.\s*(?P<article>[IVX]+),\s*§+\s*(?P<section>\d{1,3})",
+        _cite("constitution", r"N\.\s?D\.\s?Const\.\s*art\.\s*(?P<article>[IVX]+),\s*§+\s*(?P<section>\d{1,3})",
               _by_article("N.D.")),
-        _citation_form("case", r"(?<![\w])(?P<year>(?:19|20)\d{2})\s+ND\s+(?P<number>\d{1,3})\b",
+        _cite("case", r"(?<![\w])(?P<year>(?:19|20)\d{2})\s+ND\s+(?P<number>\d{1,3})\b",
               lambda m: f"{m.group('year')} ND {m.group('number')}"),
     ),
     rendered=re.compile(r"\bFiled\s+(?P<month>\d{1,2})/(?P<day>\d{1,2})/(?P<year>\d{2,4})\s+by\s+Clerk", re.IGNORECASE),
@@ -168,13 +174,13 @@ WYOMING_WORDS = LegalWords(
     system="wyoming", state="Wyoming", method="wyoming-rules",
     headings=re.compile(r"^IN THE SUPREME COURT,?\s+STATE OF WYOMING$"),
     citations=(
-        _citation_form("statute", rf"Wyo\.\s*Stat\.\s*(?:Ann\.\s*)?§+\s*(?P<section>\d{{1,2}}-\d{{1,2}}-\d{{3,4}}){_LEGAL_SUB}",
+        _cite("statute", rf"Wyo\.\s*Stat\.\s*(?:Ann\.\s*)?§+\s*(?P<section>\d{{1,2}}-\d{{1,2}}-\d{{3,4}}){_LEGAL_SUB}",
               _by_section("Wyo. Stat. Ann. § ")),
-        _citation_form("rule", r"(?<![\w])W\.\s?R\.\s?(?P<set>A|Cr|C|E)\.\s?P\.\s*(?P<section>\d{1,3}(?:\.\d{1,2})?)",
+        _cite("rule", r"(?<![\w])W\.\s?R\.\s?(?P<set>A|Cr|C|E)\.\s?P\.\s*(?P<section>\d{1,3}(?:\.\d{1,2})?)",
               lambda m: f"W.R.{m.group('set')}.P. {m.group('section')}"),
-        _citation_form("constitution", r"Wyo\.\s*Const\.\s*art\.\s*(?P<article>\d{1,2}),\s*§+\s*(?P<section>\d{1,3})",
+        _cite("constitution", r"Wyo\.\s*Const\.\s*art\.\s*(?P<article>\d{1,2}),\s*§+\s*(?P<section>\d{1,3})",
               _by_article("Wyo.")),
-        _citation_form("case", r"(?<![\w])(?P<year>(?:19|20)\d{2})\s+WY\s+(?P<number>\d{1,3})\b",
+        _cite("case", r"(?<![\w])(?P<year>(?:19|20)\d{2})\s+WY\s+(?P<number>\d{1,3})\b",
               lambda m: f"{m.group('year')} WY {m.group('number')}"),
     ),
     rendered=_LEGAL_DATE_LINE,
@@ -185,13 +191,13 @@ FLORIDA_WORDS = LegalWords(
     headings=re.compile(r"^(?:SUPREME COURT OF FLORIDA|DISTRICT COURT OF APPEAL OF FLORIDA,?\s+\w+ DISTRICT|"
                         r"FLORIDA \w+ DISTRICT COURT OF APPEAL)$"),
     citations=(
-        _citation_form("statute", r"§+\s*(?P<section>\d{1,3}\.\d{2,4})(?P<sub>(?:\(\d+\)|\([a-z]\))*),\s*Fla\.\s*Stat\.(?:\s*\(\d{4}\))?",
+        _cite("statute", r"§+\s*(?P<section>\d{1,3}\.\d{2,4})(?P<sub>(?:\(\d+\)|\([a-z]\))*),\s*Fla\.\s*Stat\.(?:\s*\(\d{4}\))?",
               _by_section("Fla. Stat. § ")),
-        _citation_form("statute", r"Fla\.\s*Stat\.\s*§+\s*(?P<section>\d{1,3}\.\d{2,4})(?P<sub>(?:\(\d+\)|\([a-z]\))*)",
+        _cite("statute", r"Fla\.\s*Stat\.\s*§+\s*(?P<section>\d{1,3}\.\d{2,4})(?P<sub>(?:\(\d+\)|\([a-z]\))*)",
               _by_section("Fla. Stat. § ")),
-        _citation_form("rule", rf"Fla\.\s*R\.\s*(?P<set>App|Civ|Crim|Juv)\.\s*P\.\s*(?P<section>\d{{1,2}}\.\d{{3}}){_LEGAL_SUB}",
+        _cite("rule", rf"Fla\.\s*R\.\s*(?P<set>App|Civ|Crim|Juv)\.\s*P\.\s*(?P<section>\d{{1,2}}\.\d{{3}}){_LEGAL_SUB}",
               lambda m: f"Fla. R. {m.group('set')}. P. {m.group('section')}{m.group('sub')}"),
-        _citation_form("constitution", r"[Aa]rt\.\s*(?P<article>[IVX]+),\s*§+\s*(?P<section>\d{1,2})(?P<sub>(?:\([a-z0-9]+\))*),\s*"
+        _cite("constitution", r"[Aa]rt\.\s*(?P<article>[IVX]+),\s*§+\s*(?P<section>\d{1,2})(?P<sub>(?:\([a-z0-9]+\))*),\s*"
                               r"Fla\.\s*Const\.", _by_article("Fla.")),
     ),
     rendered=_LEGAL_DATE_LINE,
@@ -201,13 +207,13 @@ DELAWARE_COUNTY_WORDS = LegalWords(
     system="delaware-county-pa", state="Pennsylvania", method="pennsylvania-rules",
     headings=re.compile(r"^IN THE COURT OF COMMON PLEAS (?:OF|FOR) DELAWARE COUNTY,?\s+PENNSYLVANIA$"),
     citations=(
-        _citation_form("statute", rf"(?P<title>\d{{1,2}})\s+Pa\.\s?C\.\s?S\.(?:A\.)?\s*§+\s*(?P<section>\d{{1,5}}(?:\.\d+)?){_LEGAL_SUB}",
+        _cite("statute", rf"(?P<title>\d{{1,2}})\s+Pa\.\s?C\.\s?S\.(?:A\.)?\s*§+\s*(?P<section>\d{{1,5}}(?:\.\d+)?){_LEGAL_SUB}",
               lambda m: f"{m.group('title')} Pa.C.S. § {m.group('section')}{m.group('sub')}"),
-        _citation_form("statute", r"(?P<title>\d{1,2})\s+P\.\s?S\.\s*§+\s*(?P<section>\d{1,5}(?:[.-]\d+)*)",
+        _cite("statute", r"(?P<title>\d{1,2})\s+P\.\s?S\.\s*§+\s*(?P<section>\d{1,5}(?:[.-]\d+)*)",
               lambda m: f"{m.group('title')} P.S. § {m.group('section')}"),
-        _citation_form("rule", rf"Pa\.\s?R\.\s?(?P<set>C|Crim|E|A)\.\s?P\.\s*(?:No\.\s*)?(?P<section>\d{{1,4}}(?:\.\d+)?){_LEGAL_SUB}",
+        _cite("rule", rf"Pa\.\s?R\.\s?(?P<set>C|Crim|E|A)\.\s?P\.\s*(?:No\.\s*)?(?P<section>\d{{1,4}}(?:\.\d+)?){_LEGAL_SUB}",
               lambda m: f"Pa.R.{m.group('set')}.P. {m.group('section')}{m.group('sub')}"),
-        _citation_form("constitution", r"Pa\.\s*Const\.\s*art\.\s*(?P<article>[IVX]+),\s*§+\s*(?P<section>\d{1,3})", _by_article("Pa.")),
+        _cite("constitution", r"Pa\.\s*Const\.\s*art\.\s*(?P<article>[IVX]+),\s*§+\s*(?P<section>\d{1,3})", _by_article("Pa.")),
     ),
     rendered=_LEGAL_FILED)
 
