@@ -302,7 +302,8 @@ for line in sys.stdin:
     alone = time.perf_counter()
     try:
         if NEW:
-            from notebook_builder.cells.c18_search_index import court_filter
+            from notebook_builder.cells.c28_court_words import system_words
+            court_filter = system_words("kentucky").court_filter
             court = filters.pop("court", None)
             opened.search(parse_query(query), SearchFilters(**court_filter(court), **filters), limit=20)
         elif "error" not in answer:

@@ -59,13 +59,16 @@ NOTEBOOK_METADATA = {
 }
 
 TITLE_MARKDOWN = """\
-# Kentucky appellate courts: an archive of the public record
+# Kentucky appellate courts, or another court system: an archive of the public record
 
 This notebook builds a complete, verified copy of the public documents of the
 **Kentucky Supreme Court** and the **Kentucky Court of Appeals** (about 99,000
-PDFs from the courts' C-Track Public Access site): it finds every document,
-downloads each one once, politely, keeps each distinct PDF once under its
-SHA-256, turns it into text, and checks the whole archive.
+PDFs from the courts' C-Track Public Access site), or of the court system the
+setting **Which court system** names (Delaware County, Pennsylvania; the
+appellate courts of Nevada, Alabama, Oregon, North Dakota, Wyoming, Florida:
+`docs/courts.md` says what each holds and what is public there): it finds
+every document, downloads each one once, politely, keeps each distinct PDF
+once under its SHA-256, turns it into text, and checks the whole archive.
 
 **How to use it**
 

@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kycourt-pipeline",
         description="Archive the Kentucky Supreme Court and Court of Appeals public record from "
-                    "C-Track: restore, discover, backfill, download, extract, verify. Resumable; "
+                    "C-Track, or another court system of the same vendor's APIs (`courts` lists them; "
+                    "--court-system): restore, discover, backfill, download, extract, verify. Resumable; "
                     "every setting also has a KY_* environment variable (see docs/knobs.md).",
         epilog="exit status: 0 verify PASS, 1 verify FAIL, 2 bad usage or configuration, "
                "3 the court could not be reached (state saved), 130 interrupted")
@@ -436,24 +437,13 @@ def _with_the_archives_court_system(args: argparse.Namespace, cfg, env=None):
 
 
 def _cmd_courts(*, as_json: bool) -> int:
-    """The court systems of the registry (c27), as JSON or a few lines each."""
-    from notebook_builder.cells.c27_court_systems import describe_all
+    """The court systems of the registry (c27), as JSON or a block each."""
+    from notebook_builder.cells.c27_court_systems import describe_all, describe_text
     systems = describe_all()
     if as_json:
         print(json.dumps(systems, indent=2))
         return 0
-    for system in systems:
-        print(f"{system['name']}{' (default)' if system['default'] else ''}: {system['title']}")
-        print(f"  API: {system['family_name']} at {system['api_base']}; portal {system['portal']}; "
-              f"days in {system['time_zone']}")
-        for court in system["courts"]:
-            ids = ", ".join(f"{key} {value}" for key, value in court["ids"].items() if value)
-            print(f"  court {court['code']}: {court['name']} ({ids})")
-        print(f"  case numbers: {'; '.join(system['case_number_forms'])}")
-        print(f"  opinions: {system['opinions']}")
-        print(f"  public: {system['public']}")
-        print(f"  verified against captured responses: {'; '.join(system['verified']) or 'nothing'}")
-        print(f"  read from code and notes: {'; '.join(system['inferred'])}")
+    print("\n\n".join(describe_text(system) for system in systems))
     return 0
 
 
@@ -601,8 +591,12 @@ def _cmd_report(cfg, output: str | None) -> int:
 def _cmd_probe(cfg) -> int:
     """The probe's table; 0 when the pipeline can run against API_BASE, 1 otherwise."""
     from notebook_builder.cells.c55_probe import probe
-    report = probe(cfg)
-    print(f"probe of {cfg.API_BASE}")
+    try:
+        report = probe(cfg)
+    except ConfigError as exc:       # a court system of another API family than the probe's
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"probe of {cfg.API_BASE} ({cfg.COURT_SYSTEM})")
     print(report.table())
     return 0 if report.ok else 1
 def _cmd_derive(cfg, *, redo: bool) -> int:
@@ -927,7 +921,8 @@ def _add_query_commands(commands) -> None:
     search.add_argument("query", metavar="QUERY", nargs="?", default="",
                         help='words (all must match), "an exact phrase", -word to leave out, OR, prefix*, a case '
                              "number; empty: every document under the filters, newest first")
-    search.add_argument("--court", help="CA or SC (or part of the court's name)")
+    search.add_argument("--court", help="a court code of the archive's court system (Kentucky: CA or SC; `courts` "
+                                        "lists each system's), or part of the court's name")
     search.add_argument("--year", type=_bounded(int, 1900, 2100, "a year like 2019"), help="the case number's year")
     search.add_argument("--type", dest="kind", metavar="TYPE",
                         help="the document's kind as derived (opinion, order, brief, other), or a docket "
@@ -1035,7 +1030,7 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c87_index import format_hits, page_past_last, result_heading, search_archive
     result = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
                             after=args.after, before=args.before, sort=args.sort, page=args.page,
-                            limit=args.limit, store=query_store(cfg)[0])
+                            limit=args.limit, store=query_store(cfg)[0], system=cfg.COURT_SYSTEM)
     coverage = index_behind(cfg.WORKSPACE)
     if coverage is not None:
         print(f"kycourt-pipeline: the search index is behind the archive ({coverage.describe()}): "
@@ -1055,6 +1050,8 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
         print("no documents match the filters" if result.filters else "no documents in the index")
     if result.notes:
         print(f"read as: {result.read_as} ({'; '.join(result.notes)})")
+    for line in result.not_public_lines():
+        print(line)
     if result.hits:
         print(format_hits(result))
     return 0

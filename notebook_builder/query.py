@@ -5,8 +5,9 @@ Guarantees:
   opened read-only (a text read from the store is kept in the workspace,
   under its own name, as the stages keep theirs).
 - `show_document()` gathers everything known about a document id, a sha256
-  or a case number: its `documents` row, the rows of every table that names
-  it (extraction_log today; cases, docket entries, derived fields and
+  or a case number: its `documents` row (and, for a document the court does
+  not serve to the public, why: `not_public`, registration or purchase),
+  the rows of every table that names it (extraction_log today; cases, docket entries, derived fields and
   whatever else when those tables exist), the download outcome, the files
   in the workspace and in the store, its entry in the search index, which
   of its texts is the best (c33_best_text, decided now from the archive) and
@@ -15,7 +16,9 @@ Guarantees:
   document_id) with its metadata, what derive found (rendered date,
   disposition, publication status, judge, lower court, citations), whether
   the court withholds its file (`document_available` false: withheld, never
-  requested), why no text was extracted (`extract_failure`), which text it
+  requested), whether the court serves it to the public (`access_state`, and
+  `not_public_reason`: registration or purchase), why no text was extracted
+  (`extract_failure`), which text it
   is (`text_source`:
   the text layer, the OCR merge or the court's own text) and that best
   text, as JSON Lines, CSV (every value quoted, so texts with newlines
@@ -31,7 +34,10 @@ Guarantees:
 - `serve` lives in the notebook's search cell (c98_search.py), which Colab
   needs too.
 
-Knobs read: WORKSPACE, STORE (through load_config in the CLI), MIN_TEXT_QUALITY (the best text).
+Court codes, years and days are the archive's court system's (c28_court_words).
+
+Knobs read: COURT_SYSTEM (the archive's, through the CLI), WORKSPACE, STORE (through load_config in the CLI),
+MIN_TEXT_QUALITY (the best text).
 """
 from __future__ import annotations
 
@@ -42,13 +48,15 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from notebook_builder.cells.c00_config import Config, PipelineError, StoreError, kentucky_date
+from notebook_builder.cells.c00_config import Config, PipelineError, StoreError, court_day
 from notebook_builder.cells.c06_layout import DB_FILENAME, pdf_store_name, text_store_name
 from notebook_builder.cells.c10_database import connect, is_sqlite_file
 from notebook_builder.cells.c11_reads import (document_citations, documents_matching, iter_document_records, rows_where,
                                               tables_with_column)
 from notebook_builder.cells.c18_search_index import SearchIndex
+from notebook_builder.cells.c12_queues import not_public_reason
 from notebook_builder.cells.c20_store import sha256_file
+from notebook_builder.cells.c28_court_words import words_of_config
 from notebook_builder.cells.c33_best_text import best_text_sources, empty_text_reason, fetch_from_store, read_text
 from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
 
@@ -93,6 +101,9 @@ def show_document(cfg: Config, identifier: str, *, store: Any = None) -> dict[st
         documents = []
         for row in rows:
             entry: dict[str, Any] = {"document": row}
+            if row.get("access_state"):
+                entry["not_public"] = {"access_state": row["access_state"],
+                                       "reason": not_public_reason(row["access_state"])}
             entry["download"] = {"status": row["status"], "attempts": row["attempts"],
                                  "http_status": row["http_status"], "last_error": row["last_error"],
                                  "downloaded_at": row.get("downloaded_at")}
@@ -171,6 +182,9 @@ def format_show(report: dict[str, Any]) -> str:
         for key, value in document.items():
             if value is not None:
                 lines.append(f"  {key:<20} {value}")
+        if entry.get("not_public"):
+            lines.append(f"  not public at the court: {entry['not_public']['reason']} "
+                         f"({entry['not_public']['access_state']}): kept as a record, never requested")
         for label in ("case", "docket_entry", "related"):
             for table, rows in (entry.get(label) or {}).items():
                 lines.append(f"  -- {table} ({len(rows)} row{'s' if len(rows) != 1 else ''})")
@@ -213,6 +227,7 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
                    ) -> Iterator[dict[str, Any]]:
     """One record per document, by document_id, with EXPORT_FIELDS."""
     workspace = Path(cfg.WORKSPACE)
+    words = words_of_config(cfg)
     conn = open_state(workspace)
     fetch = fetch_from_store(workspace, store)
     try:
@@ -223,9 +238,10 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
                 if name in row.keys():
                     record[name] = row[name]
             record["case_title"] = None if row["case_title"] is None else " ".join(row["case_title"].split())
-            record["court_code"] = court_code_of(row["case_number"], row["court"])
-            record["year"] = year_of(row["case_number"], row["filed_date"])
-            record["filed_date"] = kentucky_date(row["filed_date"])
+            record["court_code"] = court_code_of(row["case_number"], row["court"], words)
+            record["year"] = year_of(row["case_number"], row["filed_date"], words)
+            record["filed_date"] = court_day(row["filed_date"], words.time_zone)
+            record["not_public_reason"] = not_public_reason(record["access_state"])
             for flag in ("likely_scanned", "document_available"):
                 record[flag] = None if record[flag] is None else bool(record[flag])
             record["citations"] = document_citations(conn, row["document_id"])

@@ -17,9 +17,10 @@ from notebook_builder.cells.c06_layout import (DB_FILENAME, SEARCH_DB_FILENAME, 
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c17_snapshots import checkpoint
 from notebook_builder.cells.c18_query_syntax import parse_query
-from notebook_builder.cells.c18_search_index import (IndexMissingError, SearchIndex, court_filter, index_behind,
+from notebook_builder.cells.c18_search_index import (IndexMissingError, SearchIndex, index_behind,
                                                      index_coverage, search_kinds)
 from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c28_court_words import system_words
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c87_index import (UnmatchedFilter, court_code_of, index, make_snippet, plan_index,
                                               query_marks, search_archive, snippet_html, text_places, year_of)
@@ -58,6 +59,7 @@ def test_court_and_year_come_from_the_case_number_then_the_court_name_and_date()
 
 
 def test_court_filter_accepts_codes_and_names():
+    court_filter = system_words("kentucky").court_filter
     assert court_filter("ca") == {"court_code": "CA"}
     assert court_filter("Supreme") == {"court_code": "SC"}
     assert court_filter("Family") == {"court_like": "Family"}

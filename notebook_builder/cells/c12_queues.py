@@ -11,14 +11,15 @@ Guarantees:
   keyset over one integer (`queue_key`).
 - `final_states` splits the documents no normal run changes so that they add up to the status
   counts: not extractable (with reasons), withheld, failed for good, out of attempts, retrying.
-  `not_public_counts` counts apart those not public at the court (by ACCESS_STATE_REASONS' reason).
+  `not_public_counts` counts apart those not public at the court (by ACCESS_STATE_REASONS' reason);
+  `not_public_documents` lists them (those of some case numbers).
 
 Knobs read (passed by the caller): MAX_ATTEMPTS, MAX_EXTRACT_ATTEMPTS.
 """
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from .c00_config import Config, utc_now
 from .c10_database import PERMANENT_HTTP_STATUSES, STATUSES, Tables, table_columns
@@ -182,11 +183,32 @@ class WorkQueues(Tables):
             reasons[reason] = reasons.get(reason, 0) + count
         return {"not_public": sum(reasons.values()), "not_public_reasons": reasons}
 
-    def coverage_by_year_court(self, cfg: Config) -> list[sqlite3.Row]:
-        """Per case-number year and court: documents in each status (for reports), and the
-        downloaded ones out of extract attempts (`not_extractable`: never extracted by a run)."""
+    def not_public_documents(self, case_numbers: Sequence[str] | None = None, limit: int = 200) -> list[sqlite3.Row]:
+        """The documents the court does not serve to the public (of these case numbers; None: any),
+        the first `limit` by case number and filed date: document_id, case_number, description,
+        access_state."""
+        if case_numbers == [] or "access_state" not in table_columns(self.conn, "documents"):
+            return []
+        where, params = "", ()
+        if case_numbers is not None:
+            where, params = f" AND case_number IN ({', '.join('?' * len(case_numbers))})", tuple(case_numbers)
         return self.conn.execute(
-            "SELECT substr(case_number, 1, 4) AS year, court, "
+            "SELECT document_id, case_number, COALESCE(description, document_name) AS description, access_state "
+            f"FROM documents WHERE access_state IS NOT NULL{where} "
+            "ORDER BY case_number, filed_date, document_id LIMIT ?", (*params, limit)).fetchall()
+
+    def coverage_by_year_court(self, cfg: Config, case_year: Callable[[Any, Any], Any] | None = None
+                               ) -> list[sqlite3.Row]:
+        """Per case-number year and court: documents in each status (for reports), and the
+        downloaded ones out of extract attempts (`not_extractable`: never extracted by a run).
+        `case_year(case_number, filed_date)` reads a document's year (None: the case number's first
+        four characters, Kentucky's form)."""
+        year = "substr(case_number, 1, 4)"
+        if case_year is not None:
+            self.conn.create_function("case_year", 2, case_year, deterministic=True)
+            year = "case_year(case_number, filed_date)"
+        return self.conn.execute(
+            f"SELECT {year} AS year, court, "
             "COUNT(*) AS discovered, "
             "SUM(status IN ('downloaded', 'extracted')) AS downloaded, "
             "SUM(status = 'extracted') AS extracted, "

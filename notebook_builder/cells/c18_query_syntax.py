@@ -5,8 +5,10 @@ Guarantees:
   (all must match), "an exact phrase", a leading minus or NOT to exclude a
   word or phrase, OR (or |) between alternatives, parentheses to group,
   prefix* (at least PREFIX_MIN letters), NEAR(a b, N) for words within N
-  words of each other, and case numbers in the forms people type them
-  (2017-CA-0003, 2017-CA-000003-MR, 2017 CA 3, 17-CA-3, 2017CA0003).
+  words of each other, and case numbers in the forms people type them:
+  Kentucky's (2017-CA-0003, 2017-CA-000003-MR, 2017 CA 3, 17-CA-3,
+  2017CA0003) by default, another court system's when its `CaseNumberForms`
+  is given (c28_court_words makes them from its courts).
 - A word typed with punctuation inside it (O'Brien, 532.032, and/or,
   Ky.R.App.) is read as the phrase of its parts, as the index splits the
   text; punctuation around words (commas, periods, "v.") is read as a
@@ -28,6 +30,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import Callable
 
 # The words so frequent in a filing that requiring them adds nothing (they are in nearly every
 # document); the index pairs each with the word after it, so phrases with them stay exact and cheap.
@@ -44,6 +47,14 @@ CASE_NUMBER = re.compile(
     r"(?<![\w-])(?P<year>\d{4}|\d{2})[ \t-]*(?P<court>CA|SC)[ \t-]*(?P<sequence>\d{1,6})"
     r"(?:-(?P<suffix>[A-Za-z]{1,4}))?(?![\w-])", re.IGNORECASE)
 _QUERY_WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class CaseNumberForms:
+    """How a search box reads a court system's case numbers: `pattern` finds one as typed and
+    `canonical(match)` is the archive's form of it."""
+    pattern: re.Pattern
+    canonical: Callable[[re.Match], str]
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,10 @@ def canonical_case_number(year: str, court: str, sequence: str) -> str:
     return f"{year}-{court.upper()}-{int(sequence):04d}"
 
 
+KENTUCKY_CASE_NUMBERS = CaseNumberForms(
+    CASE_NUMBER, lambda match: canonical_case_number(match["year"], match["court"], match["sequence"]))
+
+
 # ------------------------------------------------------------------ lexer
 
 
@@ -138,18 +153,18 @@ class _QueryReading:
 _QUERY_CASE_MARK = "\x00"
 
 
-def _query_tokens(text: str, reading: _QueryReading) -> list[_QueryToken]:
+def _query_tokens(text: str, reading: _QueryReading, forms: CaseNumberForms) -> list[_QueryToken]:
     text = text.replace(_QUERY_CASE_MARK, " ")
     cases: list[tuple[str, str]] = []
 
     def mark_case(match: re.Match) -> str:
-        cases.append((match.group(0), canonical_case_number(match["year"], match["court"], match["sequence"])))
+        cases.append((match.group(0), forms.canonical(match)))
         return f" {_QUERY_CASE_MARK}{len(cases) - 1}{_QUERY_CASE_MARK} "
 
     # Case numbers outside quotes (a quoted one is recognised when it is the whole phrase).
     pieces = text.split('"')
     for at in range(0, len(pieces), 2):
-        pieces[at] = CASE_NUMBER.sub(mark_case, pieces[at])
+        pieces[at] = forms.pattern.sub(mark_case, pieces[at])
     text = '"'.join(pieces)
     tokens: list[_QueryToken] = []
     at, size = 0, len(text)
@@ -201,8 +216,9 @@ class _QueryParser:
     """Recursive descent over the tokens: query := clause*; clause := [NOT|-] item (OR item)*;
     item := word | phrase | case | near | ( query )."""
 
-    def __init__(self, tokens: list[_QueryToken], reading: _QueryReading):
+    def __init__(self, tokens: list[_QueryToken], reading: _QueryReading, forms: CaseNumberForms):
         self.tokens = tokens
+        self.forms = forms
         self.at = 0
         self.reading = reading
         self.depth = 0
@@ -290,9 +306,9 @@ class _QueryParser:
             return self.near(token)
         if token.kind == "phrase":
             words = tuple(query_words(token.text))
-            match = CASE_NUMBER.fullmatch(token.text.strip())
+            match = self.forms.pattern.fullmatch(token.text.strip())
             if match:
-                canonical = canonical_case_number(match["year"], match["court"], match["sequence"])
+                canonical = self.forms.canonical(match)
                 return CaseNumber(canonical, words), f'"{token.text.strip()}"'
             if not words:
                 self.reading.note(f'"{token.text}" has no words and was left out')
@@ -333,11 +349,12 @@ class _QueryParser:
         return Near(words, distance), f"NEAR({' '.join(words)}, {distance})"
 
 
-def parse_query(text: str | None) -> SearchQuery:
-    """`text` read as a query (module docstring); an empty or blank text is the empty query."""
+def parse_query(text: str | None, case_numbers: CaseNumberForms = KENTUCKY_CASE_NUMBERS) -> SearchQuery:
+    """`text` read as a query (module docstring), its case numbers in `case_numbers`' forms; an
+    empty or blank text is the empty query."""
     text = text or ""
     reading = _QueryReading()
-    parser = _QueryParser(_query_tokens(text, reading), reading)
+    parser = _QueryParser(_query_tokens(text, reading, case_numbers), reading, case_numbers)
     clauses = parser.sequence()
     required: list[object] = []
     excluded: list[object] = []

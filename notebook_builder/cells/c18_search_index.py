@@ -19,8 +19,8 @@ Guarantees:
   under the filters; pages are disjoint and in order; sort by relevance or filed date; an empty
   query lists the documents under the filters, newest first.
 - Filters: court code or part of its name, kind, the case number's year, filed day range
-  (inclusive), publication status; `facets()` counts each among the matches under the others.
-  `court_filter()` reads a court as typed (CA/SC, 'appeals', 'supreme', else part of the name).
+  (inclusive), publication status; `facets()` counts each among the matches under the others (a
+  court as typed is read by the court system's words, c28 `court_filter`).
 - `open_search_index()` opens a workspace's index read-only (the search, serve, the feeds); a
   missing or unusable one raises IndexMissingError, saying how to build it.
 - `pack_search_index()` writes the index and its catalog as one tar file (the store's copy);
@@ -60,7 +60,6 @@ from .c18_query_syntax import (CAPTION_CONNECTORS, COMMON_WORDS, AllOf, AnyOf, C
 SEARCH_SCHEMA_VERSION = 7          # 7: tantivy with common-word grams (6 and older: SQLite FTS5)
 SEARCH_KINDS = ("opinion", "order", "brief", "other")
 SEARCH_SORTS = ("relevance", "newest", "oldest")
-INDEX_COURT_CODES = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
 GRAM_JOINER = "\u01c2"             # a letter no text writes: joins a common word to the next in one term
 SEARCH_WORD_MAX = 64               # a longer run of letters is no word (tantivy's remove_long)
 BOOST_TITLE, BOOST_DESCRIPTION = 4.0, 2.0
@@ -255,21 +254,6 @@ class SearchFilters:
 
     def active(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self) if getattr(self, item.name) is not None}
-
-
-def court_filter(value: str | None) -> dict[str, str]:
-    """SearchFilters of a --court value: CA/SC (or 'appeals'/'supreme'), else part of the name."""
-    if not value or not value.strip():
-        return {}
-    text = value.strip()
-    if text.upper() in INDEX_COURT_CODES:
-        return {"court_code": text.upper()}
-    lowered = text.lower()
-    if lowered in ("appeals", "court of appeals", "coa"):
-        return {"court_code": "CA"}
-    if lowered in ("supreme", "supreme court"):
-        return {"court_code": "SC"}
-    return {"court_like": text}
 
 
 @dataclass

@@ -32,8 +32,8 @@ import sqlite3
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from .c00_config import kentucky_date, kentucky_day_start, utc_now
-from .c10_database import Database, Tables, rows_in
+from .c00_config import COURT_SYSTEMS, DEFAULT_COURT_SYSTEM, court_day, day_start, utc_now
+from .c10_database import KV_COURT_SYSTEM, Database, Tables, rows_in
 from .c15_discovery_state import Transitions
 
 CHANGE_KINDS = ("added", "withdrawn", "restored", "changed")
@@ -65,8 +65,15 @@ _ROWS_SQL = (
 class ChangeLog(Tables):
     """The `changes` table and what a run writes of it (see the module docstring)."""
 
+    @property
+    def time_zone(self) -> str:
+        """The zone of the archive's court system (kv court_system; none: Kentucky's): a day a change
+        is read by, and a filed date written as a day, are that court's."""
+        system = self.kv_get(KV_COURT_SYSTEM) or DEFAULT_COURT_SYSTEM
+        return COURT_SYSTEMS[system if system in COURT_SYSTEMS else DEFAULT_COURT_SYSTEM].time_zone
+
     def record(self, run: str, transitions: Transitions, today: str, court_code=lambda number: None) -> int:
-        """The changes `transitions` found, as rows of `run`; `today`: the Kentucky day a withdrawal
+        """The changes `transitions` found, as rows of `run`; `today`: the court's day a withdrawal
         is first seen; `court_code(case_number)`: the court's code of a number. Returns the rows
         written (a change already the latest of its kind is not written again)."""
         if not transitions:
@@ -153,12 +160,12 @@ class ChangeLog(Tables):
         where, params = [], []
         if since:
             where.append("c.seen_at >= ?")
-            params.append(seen_since(since))
+            params.append(seen_since(since, self.time_zone))
         if run:
             where.append("c.run = ?")
             params.append(run)
         sql = _ROWS_SQL + (f"WHERE {' AND '.join(where)} " if where else "") + "ORDER BY c.change_id"
-        return [change_record(row, names) for row in self.conn.execute(sql, params)]
+        return [change_record(row, names, time_zone=self.time_zone) for row in self.conn.execute(sql, params)]
 
     def newest(self, limit: int, *, change: str | None = None, since: str | None = None) -> list[dict[str, Any]]:
         """The `limit` newest records, newest first (of one kind of change, seen on or after a
@@ -169,9 +176,9 @@ class ChangeLog(Tables):
             params.append(change)
         if since:
             where.append("c.seen_at >= ?")
-            params.append(seen_since(since))
+            params.append(seen_since(since, self.time_zone))
         sql = _ROWS_SQL + (f"WHERE {' AND '.join(where)} " if where else "") + "ORDER BY c.change_id DESC LIMIT ?"
-        return [change_record(row) for row in self.conn.execute(sql, (*params, limit))]
+        return [change_record(row, time_zone=self.time_zone) for row in self.conn.execute(sql, (*params, limit))]
 
     def runs(self) -> list[str]:
         """The runs that recorded a change, oldest first."""
@@ -222,12 +229,13 @@ class ChangeLog(Tables):
         return value if isinstance(value, dict) else None
 
 
-def change_record(row: sqlite3.Row | Mapping[str, Any], names: tuple[str, ...] = CHANGE_FIELDS) -> dict[str, Any]:
+def change_record(row: sqlite3.Row | Mapping[str, Any], names: tuple[str, ...] = CHANGE_FIELDS, *,
+                  time_zone: str) -> dict[str, Any]:
     """A `changes` row (joined as `rows` joins it) as the contract's record (`names`: CHANGE_EXPORT_FIELDS
-    for the store's copy)."""
+    for the store's copy), its filed date the court's day (in `time_zone`)."""
     record = {name: row[name] for name in names}
     if "filed_date" in record:
-        record["filed_date"] = kentucky_date(record["filed_date"])
+        record["filed_date"] = court_day(record["filed_date"], time_zone)
     record["fields"] = json.loads(record["fields"]) if record["fields"] else ([] if record["change"] == "changed"
                                                                             else None)
     if "after" in record:
@@ -235,10 +243,10 @@ def change_record(row: sqlite3.Row | Mapping[str, Any], names: tuple[str, ...] =
     return record
 
 
-def seen_since(since: str) -> str:
-    """The first `seen_at` on or after `since`: the instant a Kentucky day (YYYY-MM-DD) begins, or
-    an instant as it is."""
-    return kentucky_day_start(since) if len(since.strip()) == 10 else since
+def seen_since(since: str, time_zone: str) -> str:
+    """The first `seen_at` on or after `since`: the instant a day (YYYY-MM-DD) of `time_zone` begins,
+    or an instant as it is."""
+    return day_start(since, time_zone) if len(since.strip()) == 10 else since
 
 
 def new_run_id() -> str:

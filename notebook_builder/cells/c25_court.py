@@ -25,9 +25,14 @@ Guarantees:
   (`2022-CA-1454, 1456` -> two).
 - Rows: C-Track's field names become the tables' rows here, pure: `document_row` (a search
   resultItem), `case_header`, `case_search_row`, `docket_entry`, `entry_file`, `party`,
-  `lower_court`. A value of the wrong type or a missing required key raises `ShapeProblem`
+  `lower_court`; `list_elements` flattens a list whose elements are lists of elements too
+  (Delaware County's parties), and an address given only as `formattedAddress` is kept. A value
+  of the wrong type or a missing required key raises `ShapeProblem`
   naming the field. A document id comes only from a `documentID` field, never from `id`: a real
   search row's `id` is its docket entry's, 64 hex digits like a document's.
+- `unknowns` names what is not known of a court and the probe (c55) answers: PROBE_UNKNOWNS
+  (whether it needs x-ctrack-excludeselflinks, sent either way; whether its documents download
+  anonymously; whether its case numbers take the configured form). Kentucky's are all known.
 - `choose_strategy` picks discovery's search (the document search or the case walk) from what the
   court's two searches answered; `opinion_windows` cuts days into the opinion search's 7-day
   windows (MM/DD/YYYY).
@@ -107,6 +112,8 @@ FIELDS_REQUIRED: dict[str, tuple[str, ...]] = {
     "download_site": ("application/pdf",),
 }
 STRATEGIES = ("documents", "cases")
+# What may not be known of a court (`CTrackCourt.unknowns`), which the probe answers.
+PROBE_UNKNOWNS = ("selflinks_header", "public_documents", "case_numbers")
 OPINION_WINDOW_DAYS = 7         # crawlers ask the opinion search for 7-day windows (longer ones went stale)
 
 # A `documents` column -> the key of a search resultItem's rowMap it is taken from, as is.
@@ -361,7 +368,21 @@ def _address(raw: Any) -> str | None:
     if raw.get("postalCode"):
         locality = f"{locality} {raw['postalCode']}".strip()
     parts = [str(raw[key]).strip() for key in ("line1", "line2", "line3", "line4") if raw.get(key)]
-    return ", ".join(part for part in [*parts, locality] if part) or None
+    formatted = raw.get("formattedAddress")
+    return (", ".join(part for part in [*parts, locality] if part)
+            or (one_line(formatted) if isinstance(formatted, str) else None))
+
+
+def list_elements(raw: list) -> list:
+    """The elements of a court's list, a nested list's elements in its place (Delaware County's parties
+    come as party objects or lists of them), in order."""
+    elements: list = []
+    for item in raw:
+        if isinstance(item, list):
+            elements.extend(list_elements(item))
+        else:
+            elements.append(item)
+    return elements
 
 
 def _header_int(headers: Mapping[str, str], name: str) -> int | None:
@@ -398,6 +419,7 @@ class CTrackCourt:
     download_paths: Mapping[str, str] = field(default_factory=lambda: dict(DOWNLOAD_PATHS))
     system: str = "kentucky"
     portal: str = "https://appellatepublic.kycourts.net"
+    unknowns: tuple[str, ...] = ()          # of PROBE_UNKNOWNS: what the probe answers
     family: ClassVar[str] = "ctrack"
     follows_redirects: ClassVar[bool] = True       # a download's redirect is followed to the file
 

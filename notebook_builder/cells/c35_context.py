@@ -15,7 +15,8 @@ Guarantees:
   archive is complete (`complete_through`), once the court was asked this run `court` (requests,
   latency, projected hours of the downloads left), what adopting an older version's archive
   brought (`legacy_adoption`), `final_states` and `counts_explained` (what `downloaded` and
-  `failed` hold, in words). It names the store (`store`, `drive_folder` on Drive, and
+  `failed` hold, in words), and the first documents the court does not serve to the public, with
+  why (`not_public_documents`, when there are any). It names the store (`store`, `drive_folder` on Drive, and
   `store_relative` when the store lies beside the workspace): `store_of_workspace()` reads it
   back, beside the workspace first, so the commands find a workspace's store without being told
   and a folder copied whole uses its own store.
@@ -53,12 +54,13 @@ from .c06_layout import DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS
 from .c10_database import (KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_COMPLETE_THROUGH, KV_COURT_SYSTEM, KV_CRAWL_FIGURES,
                            KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY, KV_LEGACY_ADOPTION,
                            KV_OPINIONS_ARCHIVED_AT, SCHEMA_VERSION, Database, is_sqlite_file)
-from .c12_queues import WorkQueues
+from .c12_queues import WorkQueues, not_public_reason
 from .c15_discovery_state import DiscoveryState
 from .c16_legacy_state import LegacyState
 from .c17_snapshots import StoreState
 from .c19_changes import ChangeLog
 from .c20_store import LocalStore, Store
+from .c28_court_words import SystemWords, system_words
 from .c34_mirror import StoreMirror
 
 log_context = logging.getLogger("kycourt.context")
@@ -260,6 +262,12 @@ def _store_status(cfg: Config, store: Store | None) -> dict[str, Any] | None:
     except (OSError, ValueError, StoreError):
         return None
     return saved if isinstance(saved, dict) else None
+
+
+def archive_words(workspace: str | os.PathLike, system: str | None = None) -> SystemWords:
+    """The words (c28) of `system`, else of the court system the archive in `workspace` is of
+    (Kentucky's when it holds none)."""
+    return system_words(system or archive_court_system(workspace) or DEFAULT_COURT_SYSTEM)
 
 
 def archive_court_system(workspace: str | Path) -> str | None:
@@ -466,6 +474,9 @@ def crawl_words(projection: Mapping[str, Any]) -> str:
     return "; ".join(said)
 
 
+STATUS_NOT_PUBLIC_SHOWN = 20     # documents not public at the court that status.json names
+
+
 def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str | None = None,
                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The status.json of CONTRACT.md, from the database (empty workspace: zeros)."""
@@ -499,6 +510,10 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         final.update(WorkQueues(db).not_public_counts())         # kept as records, never requested
         document["final_states"] = final
         document["counts_explained"] = explain_counts(counts, final)
+        if final["not_public"]:     # which, and why (the first STATUS_NOT_PUBLIC_SHOWN)
+            document["not_public_documents"] = [
+                {**dict(row), "reason": not_public_reason(row["access_state"])}
+                for row in WorkQueues(db).not_public_documents(limit=STATUS_NOT_PUBLIC_SHOWN)]
         document["store_pending"] = StoreState(db).store_pending_count()
         document["checkpoint_seq"] = int(db.kv_get(KV_CHECKPOINT_SEQ, "0"))
         # When the archive was last brought up to date (a converged sweep, or a complete update).

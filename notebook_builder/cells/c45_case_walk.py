@@ -42,7 +42,7 @@ from .c06_layout import court_text_store_name
 from .c10_database import Database
 from .c15_discovery_state import DiscoveryState
 from .c19_changes import RunChanges, watching
-from .c25_court import ShapeProblem, shard_holds
+from .c25_court import ShapeProblem, list_elements, shard_holds
 from .c30_client import CourtClient
 from .c35_context import Context
 from .c44_discovery_rules import (DiscoverResult, ShardPaging, StrategyUnusable,
@@ -353,7 +353,7 @@ class CaseWalk:
             self.problems[what] += 1
             return None
         rows = []
-        for position, item in enumerate(raw):
+        for position, item in enumerate(list_elements(raw)):     # a nested list's elements in its place
             try:
                 rows.append(normalize(item, case_id, position))
             except ShapeProblem as problem:

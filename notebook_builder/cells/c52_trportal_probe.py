@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import requests
 
-from .c00_config import Config, PermanentFetchError, RunClock, TransientFetchError
+from .c00_config import Config, CourtUnreachable, PermanentFetchError, RunClock, TransientFetchError
 from .c25_court import ShapeProblem
 from .c26_trportal import PATHS, CourtDirectory, access_state, instant_text
 from .c30_client import SearchRefused
@@ -56,7 +56,8 @@ def _tr_has(row: Any, dotted: str) -> bool:
 def probe_trportal(cfg: Config, *, session: requests.Session | None = None, report=None, row_type=None):
     """The probe of the configured TR Portal court (see the module docstring); `report` and `row_type`
     are c55's ProbeReport and ProbeRow."""
-    client: TRPortalClient = court_client(cfg, RunClock(3600.0), session)
+    # One try a request: the probe's budget counts what the court is asked, and a retry is a request.
+    client: TRPortalClient = court_client(cfg.replace(SEARCH_ATTEMPTS=1), RunClock(3600.0), session)
     court = client.court
 
     def ask(endpoint: str, call: Callable[[], Any]) -> Any:
@@ -73,6 +74,9 @@ def probe_trportal(cfg: Config, *, session: requests.Session | None = None, repo
             return None
         except (TransientFetchError, PastWindow, ShapeProblem) as exc:
             row.verdict, row.note = "FAIL", str(exc)[:80]
+            return None
+        except CourtUnreachable as exc:       # the breaker opened: every later row says so too
+            row.verdict, row.note = "FAIL", f"court unreachable: {exc}"[:80]
             return None
         finally:
             row.seconds = client.answer_seconds - started

@@ -14,12 +14,18 @@ Guarantees:
   required fields (c25 FIELDS_REQUIRED; a missing metadata field is listed, not fatal); parties,
   lower courts, the opinion search and the ADMIN prefix only warn. The download can run when
   either path answers a PDF, and the report names the one it will use.
-- A TR Portal court system is probed by c52 (PROBES: one table by family) into the same report.
+- The court is COURT_SYSTEM's (c27), probed by its API family's probe (PROBES: a TR Portal court
+  system's is c52's, into the same report). What is not known of a C-Track Public Access court
+  (its `unknowns`, c25 PROBE_UNKNOWNS) the probe answers
+  under the table (`answers`): whether it needs x-ctrack-excludeselflinks (the case search asked
+  once without it: one request more), whether its documents download anonymously (the download
+  rows), whether its case numbers take the configured form (the case search's rows). A list of
+  lists (Delaware County's parties) is checked by its elements.
 - Politeness by evidence: the table ends with the requests sent, the latency observed and the
   projected hours of a whole first crawl (FULL_CRAWL_DOCUMENTS documents at the strategy's
   requests a document) at the current pacing. It writes nothing.
 
-Knobs read: API_BASE, DISCOVERY, CASE_DETAILS, FIRST_YEAR, LAST_YEAR, HTTP_TIMEOUT, PACING, PACING_SEARCH,
+Knobs read: COURT_SYSTEM, API_BASE, DISCOVERY, CASE_DETAILS, FIRST_YEAR, LAST_YEAR, HTTP_TIMEOUT, PACING, PACING_SEARCH,
 PACING_DL.
 """
 from __future__ import annotations
@@ -33,7 +39,8 @@ from typing import Any
 import requests
 
 from .c00_config import Config, RunClock
-from .c25_court import FIELDS_READ, FIELDS_REQUIRED, CTrackCourt, choose_strategy, document_id_of, opinion_windows
+from .c25_court import (FIELDS_READ, FIELDS_REQUIRED, CTrackCourt, choose_strategy, document_id_of,
+                        list_elements, opinion_windows)
 from .c27_court_systems import court_of_config
 from .c30_client import LIST_MAX_RESULTS, SUSPICIOUS_LIST_SIZE, CourtClient, classify_http_status, projected_hours
 from .c52_trportal_probe import probe_trportal
@@ -76,6 +83,7 @@ class ProbeReport:
     download_path: str | None = None     # the court's download path that answered a PDF, if one did
     latency_seconds: float = 0.0         # mean time to an answer's headers
     projected_hours: float | None = None # a whole first crawl at the current pacing
+    answers: list[str] = field(default_factory=list)   # what was unknown of the court, as the probe found it
 
     def table(self) -> str:
         head = ("endpoint", "HTTP", "ms", "expected", "present", "missing", "verdict")
@@ -94,6 +102,9 @@ class ProbeReport:
             text.append(f"politeness: observed latency {self.latency_seconds:.2f} s a request; a whole first crawl "
                         f"(~{FULL_CRAWL_DOCUMENTS:,} documents) projects to {self.projected_hours:.1f} h at the "
                         "current pacing (KY_PACING scales it)")
+        if self.answers:
+            text.append("unknown at this court, as the probe found it:")
+            text += [f"  {answer}" for answer in self.answers]
         return "\n".join(text)
 
 
@@ -206,7 +217,10 @@ class _Prober:
         if not isinstance(body, list):
             row.verdict, row.note = "FAIL", f"not a JSON array but {type(body).__name__}"
             return row, []
-        self.check(row, body)
+        nested = any(isinstance(element, list) for element in body)
+        self.check(row, list_elements(body) if nested else body)
+        if nested:
+            row.note = "nested lists, read element by element" + (f"; {row.note}" if row.note else "")
         warning = list_warning(len(body), self.paging)
         if warning:
             row.note = (row.note + "; " if row.note else "") + warning
@@ -248,6 +262,10 @@ def _probe_ctrack(cfg: Config, session: requests.Session | None, court: CTrackCo
         case_row, cases = prober.search("case_search", prefix=prefix)
         case_search = ("absent" if case_row.verdict == "absent" else "rows" if cases
                        else "empty" if case_row.status == 200 else "unknown")
+        if "selflinks_header" in court.unknowns:
+            report.answers.append(_selflinks_answer(prober, prefix, len(cases) if case_row.status == 200 else None))
+        if "case_numbers" in court.unknowns:
+            report.answers.append(_numbers_answer(court, prefix, cases))
         strategy, why = choose_strategy(cfg.DISCOVERY, search_items if search_row.status == 200 else None,
                                         case_search)
         report.strategy, report.why = strategy, why
@@ -299,6 +317,8 @@ def _probe_ctrack(cfg: Config, session: requests.Session | None, court: CTrackCo
         report.latency_seconds = prober.client.observed_latency()
         prober.client.close()
     verdicts = {row.endpoint: row.verdict for row in report.rows}
+    if "public_documents" in court.unknowns:
+        report.answers.append(_public_answer(court, report.rows))
     answered = [path for path, endpoint in court.download_paths.items()
                 if verdicts.get(endpoint) in DOWNLOAD_ANSWERS]
     report.download_path = next((path for path in answered if verdicts.get(court.download_paths[path]) == "ok"),
@@ -326,6 +346,62 @@ def _probe_ctrack(cfg: Config, session: requests.Session | None, court: CTrackCo
     log_probe.info("probe of %s: strategy %s, %s", cfg.API_BASE, report.strategy or "none",
                    "ok" if report.ok else "cannot run")
     return report
+
+
+SELFLINKS_HEADER = "x-ctrack-excludeselflinks"
+
+
+def _selflinks_answer(prober: _Prober, prefix: str, with_header: int | None) -> str:
+    """Whether the court needs x-ctrack-excludeselflinks: its case search asked once more without it."""
+    if with_header is None:
+        return f"{SELFLINKS_HEADER}: unknown (the case search did not answer with it)"
+    if prober.client.requests_sent >= PROBE_MAX_REQUESTS:
+        return f"{SELFLINKS_HEADER}: unknown (the request budget is spent; it is sent anyway)"
+    prober.client._pace(prober.cfg.PACING_SEARCH)
+    try:
+        answer = prober.client._get(prober.client.url("case_search", prefix=prefix),
+                                    {SELFLINKS_HEADER: None, **prober.court.paging_headers(1, PROBE_ROWS)})
+        items = prober.court.search_items(answer.json()) if answer.status_code == 200 else None
+    except (requests.RequestException, ValueError) as exc:
+        return f"{SELFLINKS_HEADER}: unknown (asked without it: {type(exc).__name__}); it is sent anyway"
+    if items is None:
+        return f"{SELFLINKS_HEADER}: unknown (without it the case search answered HTTP {answer.status_code}); " \
+               "it is sent anyway"
+    if with_header and not items:
+        return (f"{SELFLINKS_HEADER}: required (the case search answered {with_header} rows with it, none "
+                "without it); it is sent")
+    if items:
+        return f"{SELFLINKS_HEADER}: not required (the case search answered rows without it); it is sent anyway"
+    return f"{SELFLINKS_HEADER}: unknown (the case search answered no rows with it or without it); it is sent anyway"
+
+
+def _numbers_answer(court: CTrackCourt, prefix: str, cases: list) -> str:
+    """Whether the numbers the case search lists take the configured form."""
+    numbers = [item.get("rowMap", {}).get("caseNumber") for item in cases if isinstance(item, dict)]
+    numbers = [number for number in numbers if isinstance(number, str)]
+    if not numbers:
+        return (f"case numbers: unknown (the case search for the configured prefix {prefix} listed none; "
+                "the form may be another)")
+    strange = [number for number in numbers if court.code_of(number) is None]
+    if strange:
+        return f"case numbers: not the configured form (the case search for {prefix} listed {strange[0]})"
+    return f"case numbers: the configured form (the case search for {prefix} listed {numbers[0]})"
+
+
+def _public_answer(court: CTrackCourt, rows: list[ProbeRow]) -> str:
+    """Whether a document downloads anonymously, from the download rows."""
+    downloads = [row for row in rows if row.endpoint in court.download_paths.values() and row.status is not None]
+    if any(row.verdict == "ok" for row in downloads):
+        path = next(name for name, endpoint in court.download_paths.items()
+                    if any(row.endpoint == endpoint and row.verdict == "ok" for row in downloads))
+        return f"documents public: yes (a PDF downloaded anonymously by the {path} path)"
+    refused = [row for row in downloads if row.verdict == "restricted"]
+    if refused:
+        return (f"documents public: no (HTTP {refused[0].status} for a document asked anonymously: it needs "
+                "registration or purchase)")
+    if downloads:
+        return f"documents public: unknown (the download answered HTTP {downloads[0].status})"
+    return "documents public: unknown (no document to ask for)"
 
 
 # The court's API family -> its probe.

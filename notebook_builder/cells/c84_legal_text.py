@@ -1,7 +1,9 @@
 """Legal text: what a researcher asks of one document, read from its text and its docket entry.
 
-Pure functions, no I/O: the derive stage (c86) feeds them the database's fields and the text; the
-benchmark feeds them the court's own captured texts.
+Pure functions, no I/O: the derive stage (c86) feeds them the database's fields, the text and the
+court system's words (c83 `LegalWords`: its state's headings and citation forms, Kentucky's by
+default; with another system's, its case numbers as c28 `text_numbers` finds them); the benchmark
+feeds them the court's own captured texts.
 
 Guarantees:
 - `derive_fields()` returns a `DerivedFields` for any input, however bad: a field it cannot read
@@ -14,11 +16,16 @@ Guarantees:
   its judge and numbers, and the trial court (`APPEAL FROM ...`); the document's own case numbers
   and the related ones, normalized to `YYYY-CC-NNNN`. A caption joined into one line (a web copy,
   OCR) is split at its heading and read the same way.
+- Another state's document is read by the same questions in its own words (`_derive_other`): the
+  court's heading, the opinion or order heading or the author's line ("By the Court, PICKERING,
+  J.:", "MENDHEIM, Justice."), the decision's date and publication marks, the disposition
+  ("Vacated and remanded."), the court appealed from and its judge, the system's case numbers.
 - `extract_citations()` lists every citation with its span, normalized form and kind: case law
-  through eyecite (optional: without it none are found, and the result says so), Kentucky statutes
-  (KRS), regulations (KAR), court rules (CR, RCr, SCR, RAP, KRE, FCRPP), the constitution, and the
-  appellate case numbers named in the body, by which a citation resolves to a document of the
-  archive. An eyecite failure on a text is a warning, never an exception.
+  through eyecite (optional: without it none are found, and the result says so), the state's
+  statutes, regulations, court rules and constitution (Kentucky's KRS, KAR, CR, RCr, SCR, RAP, KRE,
+  FCRPP; another state's c83 forms), its reporter's or neutral citations in the body, and the case
+  numbers named in the body, by which a citation resolves to a document of the archive. An
+  eyecite failure on a text is a warning, never an exception.
 
 Knobs read: none.
 """
@@ -29,7 +36,9 @@ import functools
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
+
+from .c83_legal_words import KENTUCKY_WORDS, LegalWords
 
 log_legal_text = logging.getLogger("kycourt.legal_text")
 # eyecite logs every overlap it cannot classify at WARNING; the counts say enough.
@@ -57,9 +66,7 @@ _APPELLATE_NUMBER = re.compile(
 _APPELLATE_SERIES = re.compile(
     r"(?<![\w-])((?:19|20)\d{2})-(CA|SC)-(\d{1,6})((?:\s*(?:,|&|AND)\s*\d{3,6}(?![\w-]))+)")
 _TRIAL_NUMBER = re.compile(r"(?<![\w-])(\d{2,4}-[A-Z]{1,3}-\d{2,6})(?:-\d{3})?(?![\w])")
-_COURT_HEADING = re.compile(
-    r"^(SUPREME COURT OF KENTUCKY|COURT OF APPEALS|KENTUCKY COURT OF APPEALS|KENTUCKY SUPREME COURT|"
-    r"COMMONWEALTH OF KENTUCKY)$")
+_COURT_HEADING = KENTUCKY_WORDS.headings
 _RENDERED = re.compile(
     r"\bRENDERED\s?:\s*([A-Z]{3,9})\.?\s+(\d{1,2})\s*,?\s*(\d{4})|\bRENDERED\s?:\s*(\d{4})-(\d{2})-(\d{2})",
     re.IGNORECASE)
@@ -172,11 +179,18 @@ def _trial_numbers(text: str) -> list[str]:
 
 def derive_fields(text: str | None, *, description: str | None = None, entry_type: str | None = None,
                   entry_subtype: str | None = None, document_name: str | None = None,
-                  case_number: str | None = None) -> DerivedFields:
-    """Every field of one document; see the module docstring. Never raises on bad input."""
+                  case_number: str | None = None, words: LegalWords = KENTUCKY_WORDS,
+                  numbers: Callable[[str], list[tuple[int, int, str]]] | None = None) -> DerivedFields:
+    """Every field of one document, read in the state's words (`words`; `numbers`: the court system's
+    case numbers in a text, for another system than Kentucky); see the module docstring. Never raises
+    on bad input."""
     fields = DerivedFields()
     try:
-        _derive_into(fields, text, description, entry_type, entry_subtype, document_name, case_number)
+        if words.system == KENTUCKY_WORDS.system:
+            _derive_into(fields, text, description, entry_type, entry_subtype, document_name, case_number)
+        else:
+            _derive_other(fields, text, description, entry_type, entry_subtype, document_name, case_number,
+                          words, numbers or (lambda text: []))
     except Exception as exc:  # a rule that trips on input nobody foresaw costs that document its fields
         log_legal_text.debug("derive failed: %s", exc, exc_info=True)
         return DerivedFields(warnings=[f"derive failed: {type(exc).__name__}: {exc}"[:200]])
@@ -249,6 +263,184 @@ def _derive_into(fields: DerivedFields, text: str | None, description: str | Non
     # With a caption read, none named is an answer ([]); from a description alone it is not; and without
     # the document's own numbers the others cannot be told from them.
     fields.related_case_numbers = (related if (lines or related) else None) if own else None
+
+
+# ------------------------------------------------------------ another state
+
+_OTHER_HEADING = re.compile(r"^(?:(?:MEMORANDUM|PER CURIAM|NONPRECEDENTIAL MEMORANDUM)\s+)?OPINION\b|^ORDER\b"
+                            r"|^(?:MEMORANDUM\s+)?DECISION\b|^PER CURIAM\.?$", re.IGNORECASE)
+_OTHER_PARTIES = re.compile(r"\b(?:APPELLANTS?|APPELLEES?|RESPONDENTS?|PETITIONERS?|PLAINTIFFS?|DEFENDANTS?|EX PARTE|"
+                            r"IN RE|VS?\.)(?![\w])", re.IGNORECASE)
+_OTHER_AUTHOR = re.compile(
+    r"^(?:By the Court,\s+)?(?P<name>(?:[A-Z]\.\s*){0,2}[A-Z][A-Za-z'\u2019\-]+(?:\s+[A-Z][A-Za-z'\u2019\-]+)?),\s+"
+    r"(?P<title>Chief\s+Justice|Justice|Presiding\s+Judge|Chief\s+Judge|Judge|C\.\s?J\.|P\.\s?J\.|J\.)\s*[.:]{0,2}\s*$",
+    re.IGNORECASE)
+_OTHER_DECISION_WORDS = r"(?:AFFIRMED|REVERSED|VACATED|REMANDED|DISMISSED|DENIED|GRANTED|QUASHED|MODIFIED|RENDERED)"
+_OTHER_DISPOSITION = re.compile(
+    rf"^(?:(?:APPEAL|PETITION|WRIT|JUDGMENT|ORDER)\s+)?(?P<disposition>{_OTHER_DECISION_WORDS}"
+    rf"(?:\s+IN\s+PART)?(?:\s*(?:,|AND|&)?\s*(?:{_OTHER_DECISION_WORDS}|IN\s+PART|WITH\s+INSTRUCTIONS))*)\.?$",
+    re.IGNORECASE)
+# "we ORDER the judgment of the district court AFFIRMED" (an order's last words).
+_OTHER_ORDERED = re.compile(rf"\bORDERS?\s+the\s+(?:judgment|order|petition|appeal)[^.]{{0,120}}?\s"
+                            rf"(?P<disposition>{_OTHER_DECISION_WORDS}(?:\s+(?:AND|IN PART)\s+{_OTHER_DECISION_WORDS})*)")
+_OTHER_COURT_WORDS = "|".join(word for name in ("District", "Circuit", "Superior", "Juvenile", "Probate", "Family",
+                                                "Municipal", "Justice", "County", "Tax", "Common Pleas")
+                              for word in (name, name.upper()))
+_OTHER_LOWER_COURT = re.compile(
+    r"(?P<court>(?:(?:[A-Z][\w.'\-]*|of)\s+){0,4}?(?:(?:Judicial|JUDICIAL)\s+)?"
+    rf"(?:{_OTHER_COURT_WORDS})\s+(?:Court|COURT)"
+    r"(?:\s+(?:of|for|OF|FOR)\s+(?:the\s+|THE\s+)?(?:[A-Z][\w.'\-]*\s+){0,3}?(?:County|COUNTY|Parish|District))?"
+    r"(?:,\s+(?:[A-Z][\w.'\-]*\s+){1,2}(?:County|COUNTY))?"
+    r"|(?:Court|COURT) (?:of|OF) (?:(?:Civil|Criminal|CIVIL|CRIMINAL) )?(?:Appeals|APPEALS))")
+_OTHER_FROM = re.compile(r"\b(?:appeals?|review|petition|certified\s+questions?|transfer)\b[^.]{0,240}?\bfrom\b|"
+                         r"\bon\s+(?:appeal|review)\s+from\b", re.IGNORECASE)
+_OTHER_LOWER_JUDGE = re.compile(
+    r"^[\s.;,:]*(?:(?:the\s+)?Honorable\s+)?(?P<judge>[A-Z][\w.'\u2019\-]*(?:\s+[A-Z][\w.'\u2019\-]*){0,3}),\s+"
+    r"(?:(?:District|Circuit|Senior|Chief|Presiding|Special)\s+)?Judge\b", re.IGNORECASE)
+_OTHER_TRIAL_NUMBER = re.compile(r"(?<![\w-])([A-Z]{1,4}-\d{2,4}-\d{2,7}|\d{2,4}-?[A-Z]{1,4}-?\d{2,7})(?![\w-])")
+
+
+def _derive_other(fields: DerivedFields, text: str | None, description: str | None, entry_type: str | None,
+                  entry_subtype: str | None, document_name: str | None, case_number: str | None,
+                  words: LegalWords, numbers: Callable[[str], list[tuple[int, int, str]]]) -> None:
+    """`_derive_into` for another state's document, in its words (see the module docstring)."""
+    warn = fields.warnings.append
+    lines, offsets = _caption_lines(text)
+    if text is not None and any(mark in text for mark in MOJIBAKE_MARKS):
+        warn("mojibake: replacement or double-encoded characters in the text")
+    if text is not None and not text.strip():
+        warn("no text")
+    heading, author = _other_heading(lines, words)
+    end = heading if heading is not None else author
+    if text and text.strip() and end is None:
+        warn("no caption: no opinion or order heading, nor an author's line, in the first lines")
+    if end is not None:
+        fields.caption_end = offsets[end] + len(lines[end])
+    caption = lines[:end] if end is not None else lines[:_UNHEADED_CAPTION_LINES]
+    docket = " \n".join(part for part in (entry_type, entry_subtype, description, document_name) if part)
+
+    fields.kind = _agree(warn, "kind", [_kind_of_type(entry_type), _other_kind(description), _other_kind(document_name)])
+    if fields.kind is None and heading is not None:
+        fields.kind = _kind_of_heading(lines[heading]) or ("opinion" if author is not None else None)
+    elif fields.kind is None and author is not None:
+        fields.kind = "opinion"
+
+    head = "\n".join(lines[:(end if end is not None else _HEADER_LINES) + 1])
+    fields.publication_status = _agree(warn, "publication status", [_other_status(words, head, warn),
+                                                                    _other_status(words, docket, warn)])
+    fields.rendered_date = _other_rendered(words, head, warn)
+    if author is not None:
+        match = _OTHER_AUTHOR.match(lines[author])
+        fields.judge_title = re.sub(r"\s+", " ", match.group("title").upper()).replace(". ", ".")
+        fields.judge = re.sub(r"\s+", " ", match.group("name").upper())
+    fields.disposition = _other_disposition(description, lines, end)
+    # An order names the court below in its first lines, after its heading.
+    _other_lower_court(fields, "\n".join(lines[:(end if end is not None else _UNHEADED_CAPTION_LINES) + 6]))
+
+    caption_text = "\n".join(caption)
+    lower_at = _OTHER_FROM.search(caption_text)
+    named = numbers(caption_text)
+    own = [case_number.strip().upper()] if case_number and case_number.strip() else []
+    own += [number for start, _, number in named if lower_at is None or start < lower_at.start()]
+    own = list(dict.fromkeys(own))
+    fields.case_numbers = own or None
+    related = [number for _, _, number in named + numbers(description or "") if number not in own]
+    fields.related_case_numbers = (list(dict.fromkeys(related)) if (lines or related) else None) if own else None
+
+
+def _other_heading(lines: list[str], words: LegalWords) -> tuple[int | None, int | None]:
+    """(the opinion or order heading's line, the author's line), after the court's heading or the
+    parties. With a heading, the author's line follows it within 3 lines; without one, it is the first. An
+    author's line never ends a sentence begun above it (a lower court's judge: "... Rhonda K." /
+    "Forsberg, Judge.")."""
+    seen, heading, candidate = False, None, None
+    for index, line in enumerate(lines[:_CAPTION_LINES]):
+        if heading is not None and index - heading > 3:
+            break
+        if words.headings.match(line.upper()) or _OTHER_PARTIES.search(line):
+            seen = True
+            if not _OTHER_HEADING.match(line):
+                continue
+        if heading is None and seen and _OTHER_HEADING.match(line):
+            heading = index
+        elif _OTHER_AUTHOR.match(line) and not re.search(r"(?:[,;a-z]|\b[A-Z]\.)$", lines[index - 1]):
+            if heading is not None:
+                return heading, index
+            if candidate is None and seen:
+                candidate = index
+    return (heading, None) if heading is not None else (None, candidate)
+
+
+def _other_kind(text: str | None) -> str | None:
+    """What the first of OPINION, ORDER, BRIEF a docket's words name makes a document; None: none."""
+    if not text:
+        return None
+    found = re.search(r"\b(OPINION|DECISION|ORDER|BRIEF)\b", text.upper())
+    if found is None:
+        return None
+    return {"OPINION": "opinion", "DECISION": "opinion", "ORDER": "order", "BRIEF": "brief"}[found.group(1)]
+
+
+def _other_status(words: LegalWords, text: str, warn) -> str | None:
+    published = bool(words.published and words.published.search(text))
+    unpublished = bool(words.unpublished and words.unpublished.search(text))
+    if published and unpublished:
+        warn("publication status: the text says both")
+        return None
+    return "published" if published else "unpublished" if unpublished else None
+
+
+def _other_rendered(words: LegalWords, text: str, warn) -> str | None:
+    match = words.rendered.search(text) if words.rendered else None
+    if match is None:
+        return None
+    month_text, year = match.group("month"), int(match.group("year"))
+    month = int(month_text) if month_text.isdigit() else _MONTHS.get(month_text.upper().rstrip("."))
+    try:
+        return _dt.date(year + 2000 if year < 100 else year, month or 0, int(match.group("day"))).isoformat()
+    except ValueError:
+        warn(f"rendered date: {match.group(0)!r} is not a date")
+        return None
+
+
+def _other_disposition(description: str | None, lines: list[str], end: int | None) -> str | None:
+    """What the court did: the docket's quoted words ("Vacated and remanded."), else a line of the caption
+    or of the text's last lines that says only that, else an order's "ORDER the judgment ... AFFIRMED"."""
+    def normal(words: str) -> str:
+        return re.sub(r"\s+", " ", words.upper().replace("&", "AND")).strip(" .,")
+    for quoted in re.findall(r"\"([^\"]{3,80})\"", description or ""):
+        match = _OTHER_DISPOSITION.match(quoted.strip())
+        if match:
+            return normal(match.group("disposition"))
+    around = lines[:(end if end is not None else _UNHEADED_CAPTION_LINES) + 3] + lines[-60:]
+    for line in around:
+        match = _OTHER_DISPOSITION.match(line.strip())
+        if match:
+            return normal(match.group("disposition"))
+    ordered = _OTHER_ORDERED.search(" ".join(lines[-60:]))
+    return normal(ordered.group("disposition")) if ordered else None
+
+
+def _other_lower_court(fields: DerivedFields, caption: str) -> None:
+    """The court appealed from (its judge and numbers): the first court named after "Appeal from"."""
+    opener = _OTHER_FROM.search(caption)
+    if opener is None:
+        return
+    court = _OTHER_LOWER_COURT.search(caption, opener.end(), opener.end() + 400)
+    if court is None:
+        return
+    name = re.sub(r"\s+", " ", court.group("court")).strip().upper()
+    fields.lower_court = re.sub(r"^THE ", "", name)
+    rest = caption[court.end():court.end() + 240]
+    # To the sentence's end (not an initial's period: "Rhonda K." / "Forsberg, Judge."), or the parenthesis'.
+    rest = rest[:re.search(r"(?<!\s[A-Z])\.[ \t]*(?:\n|$)|\)|$", rest).start()]
+    rest = " ".join(rest.split())
+    judge = _OTHER_LOWER_JUDGE.match(rest)
+    fields.lower_court_judge = re.sub(r"\s+", " ", judge.group("judge")).upper() if judge else None
+    found = list(dict.fromkeys(_OTHER_TRIAL_NUMBER.findall(rest.upper())))
+    fields.lower_court_numbers = found or None
+    if "APPEALS" not in fields.lower_court:
+        fields.trial_court, fields.trial_court_numbers = fields.lower_court, found or None
 
 
 def _agree(warn, what: str, values: Iterable[Any]) -> Any:
@@ -691,17 +883,6 @@ def eyecite_version() -> str | None:
         return None
 
 
-_KRS = re.compile(r"(?<![\w])KRS(?:\d{1,2})?\)?\s+(?:CHAPTER\s+)?(?P<section>\d{1,3}[A-Z]?(?:\.\d{3,4}[A-Z]?)?)"
-                  r"(?P<sub>(?:\([0-9A-Za-z.]{1,4}\))*)", re.IGNORECASE)
-_KY_REV_STAT = re.compile(r"Ky\.\s*Rev\.\s*Stat\.(?:\s*Ann\.)?\s*(?:[§\ufffd]\s*)?(?P<section>\d{1,3}[A-Z]?\.\d{3,4})"
-                          r"(?P<sub>(?:\([0-9A-Za-z]{1,4}\))*)")
-_KAR = re.compile(r"(?<![\w.])(?P<title>\d{1,3})\s+KAR(?:\d{1,2})?\s+(?P<section>\d{1,2}:\d{3})")
-_RULE = re.compile(r"(?<![\w\-.])(?P<rule>CR|RCr|RCR|SCR|RAP|KRE|FCRPP|JRAP)(?:\d{1,2})?\s+"
-                   r"(?P<number>\d{1,3}(?:\.\d{1,3})?)(?P<sub>(?:\([0-9A-Za-z.]{1,4}\))*)(?![\w])")
-_KY_CONST = re.compile(r"(?:KY\.|Ky\.|Kentucky)\s+CONST(?:\.|itution)?,?\s*(?:[§\ufffd]+|Sections?|Sec\.)\s*"
-                       r"(?P<section>\d{1,3})(?P<sub>(?:\([0-9A-Za-z]{1,4}\))*)", re.IGNORECASE)
-
-
 # eyecite costs ~2 us a character even where there is nothing to find (measured: 17 ms for an
 # 8,000-character text with no citation); it is run only on texts holding something citation-shaped:
 # a number, a reporter-like capitalized group, a number or a blank page (`545 S.W.3d 284`,
@@ -712,40 +893,40 @@ _EYECITE_CANDIDATE = re.compile(r"\d\s+[A-Z][\w.&'\s]{0,30}?\s+(?:\d|_{2,})|\b(?
 
 
 def extract_citations(text: str | None, *, own_case_numbers: Iterable[str] = (), body_start: int = 0,
-                      use_eyecite: bool = True) -> CitationResult:
-    """Every citation of `text` (see the module docstring), sorted by start; never raises."""
+                      use_eyecite: bool = True, words: LegalWords = KENTUCKY_WORDS,
+                      numbers: Callable[[str], list[tuple[int, int, str]]] | None = None) -> CitationResult:
+    """Every citation of `text` (see the module docstring), in the state's words (`words`; `numbers`:
+    the court system's case numbers in a text, for another system than Kentucky), sorted by start;
+    never raises."""
     result = CitationResult()
     if not text:
         return result
     version = eyecite_version() if use_eyecite else None
-    result.extractor = f"ky-rules-{LEGAL_TEXT_VERSION}" + (f"+eyecite-{version}" if version else "")
+    prefix = words.method.removesuffix("-rules") if words.method.endswith("-rules") else words.method
+    result.extractor = f"{prefix}-rules-{LEGAL_TEXT_VERSION}" + (f"+eyecite-{version}" if version else "")
     if use_eyecite and version is None:
         result.warnings.append("eyecite not installed: case law citations not extracted")
     if version and _EYECITE_CANDIDATE.search(text):
         _eyecite_citations(text, result)
     own = set(own_case_numbers)
-    for pattern, kind in ((_KRS, "statute"), (_KY_REV_STAT, "statute")):
-        for match in pattern.finditer(text):
-            result.citations.append(Citation(match.start(), match.end(), kind, "full", match.group(0),
-                                             f"KRS {match.group('section').upper()}{match.group('sub')}"))
-    for match in _KAR.finditer(text):
-        result.citations.append(Citation(match.start(), match.end(), "regulation", "full", match.group(0),
-                                         f"{match.group('title')} KAR {match.group('section')}"))
-    for match in _RULE.finditer(text):
-        rule = "RCr" if match.group("rule").upper() == "RCR" else match.group("rule")
-        result.citations.append(Citation(match.start(), match.end(), "rule", "full", match.group(0),
-                                         f"{rule} {match.group('number')}{match.group('sub')}"))
-    for match in _KY_CONST.finditer(text):
-        result.citations.append(Citation(match.start(), match.end(), "constitution", "full", match.group(0),
-                                         f"Ky. Const. § {match.group('section')}{match.group('sub')}"))
-    for match in _APPELLATE_NUMBER.finditer(text):
-        if match.start() < body_start:
+    case_law = [(citation.start, citation.end) for citation in result.citations if citation.kind == "case"]
+    for form in words.citations:
+        for match in form.pattern.finditer(text):
+            if form.kind == "case" and (match.start() < body_start or any(
+                    start < match.end() and match.start() < end for start, end in case_law)):
+                continue      # the document's own citation in its header, or one eyecite read
+            result.citations.append(Citation(match.start(), match.end(), form.kind, "full", match.group(0),
+                                             form.normal(match)))
+    if numbers is None:
+        found = ((match.start(), match.end(), _appellate(match.group(1), match.group(2), match.group(3)))
+                 for match in _APPELLATE_NUMBER.finditer(text))
+    else:
+        found = numbers(text)
+    for start, end, number in found:
+        if start < body_start or number in own:
             continue
-        number = _appellate(match.group(1), match.group(2), match.group(3))
-        if number in own:
-            continue
-        result.citations.append(Citation(match.start(), match.end(), "case_number", "reference",
-                                         match.group(0), number, case_number=number))
+        result.citations.append(Citation(start, end, "case_number", "reference", text[start:end], number,
+                                         case_number=number))
     result.citations.sort(key=lambda citation: (citation.start, citation.end, citation.kind))
     return result
 

@@ -7,14 +7,17 @@ Guarantees:
   order; each batch is one transaction. Running it again with nothing new
   changes nothing (idempotent); `redo=True` (`kycourt-pipeline derive --redo`)
   derives every document again.
-- A document's fields come from `c84_legal_text.derive_fields` over its
+- A document's fields come from `c84_legal_text.derive_fields`, in the words
+  of the court system's state (c83 `legal_words`: its headings, citation
+  forms, dates and publication marks; c28: its case numbers), over its
   docket description (and, when issue 13's `docket_entries` table exists, its
   entry type and subtype) and, when it is extracted, its best text
   (c33_best_text: the OCR merge of a scan, the text layer, or the court's
   own text; recorded first, so the queue sees a new one); a text missing
   locally is fetched from the store; one found nowhere leaves the text-borne
   fields NULL with a warning. Nothing is guessed: unknown is NULL.
-- Each derived row records the method and version, the PDF hash and the
+- Each derived row records the method (the system's rules: `ky-rules` for
+  Kentucky, `nevada-rules` ...) and version, the PDF hash and the
   description it was derived from, which text it read (`text_source`) and
   that text's sha256 and length (`text_sha256`: verify's audit re-hashes the
   store's text against it). A document whose best text changes (OCR gave
@@ -29,7 +32,8 @@ Guarantees:
   and a count in the result, never an exception. The stage stops between
   batches when the clock says so.
 
-Knobs read: DERIVE_BATCH, MIN_TEXT_QUALITY (the best text), DRY_RUN (a dry run derives nothing).
+Knobs read: COURT_SYSTEM (its words), DERIVE_BATCH, MIN_TEXT_QUALITY (the best text), DRY_RUN (a dry
+run derives nothing).
 """
 from __future__ import annotations
 
@@ -43,14 +47,16 @@ from dataclasses import dataclass, field
 from .c00_config import utc_now
 from .c06_layout import TEXT_LAYER, text_name
 from .c14_derived import DerivedRecords
+from .c28_court_words import words_of_config
 from .c34_mirror import progress
 from .c35_context import Context
 from .c33_best_text import decode_text, fetch_into_workspace, read_text, record_text_sources
+from .c83_legal_words import KENTUCKY_WORDS, LegalWords, legal_words
 from .c84_legal_text import FIELD_NAMES, LEGAL_TEXT_VERSION, derive_fields, extract_citations, eyecite_version
 
 log_derive = logging.getLogger("kycourt.derive")
 
-DERIVE_METHOD = "ky-rules"
+DERIVE_METHOD = KENTUCKY_WORDS.method       # Kentucky's; another system's is its words' (c83)
 DERIVE_VERSION = LEGAL_TEXT_VERSION
 _DERIVE_LIST_FIELDS = ("lower_court_numbers", "trial_court_numbers", "case_numbers", "related_case_numbers")
 
@@ -76,9 +82,11 @@ def derive(ctx: Context, *, redo: bool = False) -> DeriveResult:
     started = time.monotonic()
     cfg, db = ctx.cfg, ctx.open_database()
     result = DeriveResult(eyecite=eyecite_version())
+    words = legal_words(cfg.COURT_SYSTEM)
+    numbers = None if words is KENTUCKY_WORDS else words_of_config(cfg).text_numbers
     if not cfg.DRY_RUN:
         record_text_sources(db, cfg.MIN_TEXT_QUALITY)
-    result.queued = DerivedRecords(db).derive_queue_size(DERIVE_METHOD, DERIVE_VERSION, redo=redo)
+    result.queued = DerivedRecords(db).derive_queue_size(words.method, DERIVE_VERSION, redo=redo)
     if cfg.DRY_RUN or result.queued == 0:
         result.dry_run = cfg.DRY_RUN
         return result
@@ -90,12 +98,12 @@ def derive(ctx: Context, *, redo: bool = False) -> DeriveResult:
             if ctx.clock.should_stop():
                 result.stopped = True
                 break
-            batch = DerivedRecords(db).derive_queue(DERIVE_METHOD, DERIVE_VERSION, cfg.DERIVE_BATCH, after, redo=redo)
+            batch = DerivedRecords(db).derive_queue(words.method, DERIVE_VERSION, cfg.DERIVE_BATCH, after, redo=redo)
             if not batch:
                 break
             entries = []
             for row in batch:
-                entry = _derive_document(ctx, row, result)
+                entry = _derive_document(ctx, row, result, words, numbers)
                 for name in FIELD_NAMES:
                     if entry["row"][name] is not None:
                         fields_seen[name] += 1
@@ -115,13 +123,14 @@ def derive(ctx: Context, *, redo: bool = False) -> DeriveResult:
     return result
 
 
-def _derive_document(ctx: Context, row, result: DeriveResult) -> dict:
+def _derive_document(ctx: Context, row, result: DeriveResult, words: LegalWords, numbers) -> dict:
     text, text_sha256, warnings = _derive_read_text(ctx, row, result)
     fields = derive_fields(text, description=row["description"], entry_type=row["entry_type"],
                            entry_subtype=row["entry_subtype"], document_name=row["document_name"],
-                           case_number=row["case_number"])
+                           case_number=row["case_number"], words=words, numbers=numbers)
     warnings += fields.warnings
-    citations = extract_citations(text, own_case_numbers=fields.case_numbers or (), body_start=fields.caption_end)
+    citations = extract_citations(text, own_case_numbers=fields.case_numbers or (), body_start=fields.caption_end,
+                                  words=words, numbers=numbers)
     warnings += citations.warnings
     if citations.unparsed:
         warnings.append(f"unparsed citations: {citations.unparsed}")
@@ -133,7 +142,7 @@ def _derive_document(ctx: Context, row, result: DeriveResult) -> dict:
             values[name] = json.dumps(values[name])
     document_id = row["document_id"]
     return {
-        "row": {"document_id": document_id, "method": DERIVE_METHOD, "version": DERIVE_VERSION,
+        "row": {"document_id": document_id, "method": words.method, "version": DERIVE_VERSION,
                 "source_sha256": row["sha256"] if text is not None else None,
                 "source_description": row["description"], "text_sha256": text_sha256,
                 "text_source": (row["text_source"] or TEXT_LAYER) if text is not None else None,

@@ -14,7 +14,8 @@ Guarantees:
 - The index holds no copy of the texts: snippets are read from the
   workspace's texts. A document whose text neither the workspace nor the
   store holds is counted and left as it was for a later run, never a crash.
-- Fields: court (and its code CA/SC), year, case number, case type, docket
+- Fields: court (and its code: CA/SC in Kentucky, the court system's codes
+  elsewhere, c28_court_words), year, case number, case type, docket
   entry type, description, publication status, judge, filed date, kind, which
   text was indexed (`text_source`), from `documents` and, when other parts of
   the project have added them, the `cases`, `docket_entries` and `derived`
@@ -30,14 +31,19 @@ Guarantees:
   catalog alone as `ky_search.sqlite`); never at checkpoints: the state
   snapshot that every checkpoint pushes does not grow.
 - `search_archive()` is the one search of the CLI, `serve`, the notebook and
-  the benchmark: the query read by c18_query_syntax (never an error), the
-  filters, the sort and the page, each hit with a snippet of its text and its
-  title, the query's words [marked]; a page past the last says so
-  (`page_past_last`, in the JSON's `notes` too). `text_places()` marks them in
-  a whole text (the document page). A missing or unusable index raises
-  `IndexMissingError` (c18_search_index `open_search_index`).
+  the benchmark: the query read by c18_query_syntax (never an error; case
+  numbers in the archive's court system's forms), the filters (--court by
+  that system's codes), the sort and the page, each hit with a snippet of
+  its text and its title, the query's words [marked]; a page past the last
+  says so (`page_past_last`, in the JSON's `notes` too). `text_places()`
+  marks them in a whole text (the document page). A missing or unusable
+  index raises `IndexMissingError` (c18_search_index `open_search_index`).
+  Where the archive holds documents the court does not serve to the public
+  (they have no text to search), the result says how many and why
+  (`not_public`), and lists those of the case numbers searched.
 
-Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context).
+Knobs read: COURT_SYSTEM (index: its codes, years, days), WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store
+through the context).
 """
 from __future__ import annotations
 
@@ -53,17 +59,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .c00_config import IntegrityError, count_noun, kentucky_date
-from .c06_layout import SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, SEARCH_PACK_FILENAME, TEXT_LAYER, text_name
-from .c10_database import Database
+from .c00_config import DEFAULT_COURT_SYSTEM, IntegrityError, count_noun, court_day
+from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, SEARCH_PACK_FILENAME, TEXT_LAYER, text_name
+from .c10_database import Database, is_sqlite_file
 from .c11_reads import extracted_fingerprint, iter_document_records
+from .c12_queues import WorkQueues, not_public_reason
 from .c17_snapshots import backup_database
 from .c18_query_syntax import COMMON_WORDS, AllOf, AnyOf, CaseNumber, Near, Phrase, SearchQuery, Word, parse_query
-from .c18_search_index import (INDEX_COURT_CODES, SEARCH_SORTS, SearchFilters, SearchIndex, SearchIndexOutdated,
-                               SearchQueryError, composed, court_filter, index_words, open_search_index,
-                               pack_search_index, remove_search_index, unpack_search_index, word_stems)
+from .c18_search_index import (SEARCH_SORTS, SearchFilters, SearchIndex, SearchIndexOutdated, SearchQueryError,
+                               composed, index_words, open_search_index, pack_search_index, remove_search_index,
+                               unpack_search_index, word_stems)
+from .c28_court_words import SystemWords, system_words, words_of_config
 from .c34_mirror import progress
-from .c35_context import Context
+from .c35_context import Context, archive_words, not_public_words
 from .c33_best_text import fetch_from_store, fetch_into_workspace, read_text, record_text_sources
 
 log_index = logging.getLogger("kycourt.index")
@@ -78,7 +86,8 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("document_id", "string", "the court's document id (64 hex digits)"),
     ("case_number", "string", "the case number, e.g. 2019-CA-0012"),
     ("court", "string", "the court's name"),
-    ("court_code", "string", "CA (Court of Appeals) or SC (Supreme Court)"),
+    ("court_code", "string", "the court's code: CA (Court of Appeals) or SC (Supreme Court) in Kentucky; "
+                             "`kycourt-pipeline courts` lists each court system's"),
     ("year", "int64", "the case number's year (else the filed date's)"),
     ("case_title", "string", "the case's short title, on one line"),
     ("case_type", "string", "the case type, when known"),
@@ -100,6 +109,10 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("http_status", "int64", "the court's last HTTP status for the download"),
     ("document_available", "bool", "false: the court lists the document but withholds its file (a failed one "
                                    "is withheld: never requested, its 404 not the court's answer); null when unknown"),
+    ("access_state", "string", "why the court does not serve the document to the public, as its API says: "
+                               "purchasable, in_cart, unavailable, secured or wall; null: public"),
+    ("not_public_reason", "string", "what the public would need for the document: registration or purchase "
+                                    "(never requested); null: public"),
     ("sha256", "string", "SHA-256 of the PDF; the store holds it as pdf_by_hash/<sha256>.pdf"),
     ("size_bytes", "int64", "size of the PDF in bytes"),
     ("pages", "int64", "pages of the PDF"),
@@ -135,29 +148,23 @@ class IndexResult:
 # ------------------------------------------------------------- decisions
 
 
-def court_code_of(case_number: str | None, court: str | None) -> str | None:
-    """CA or SC, from the case number ("2019-CA-0012", "2024 CA ADMIN - ...") or the court's name."""
-    code = (case_number or "")[5:7].upper()
-    if code in INDEX_COURT_CODES:
-        return code
-    name = (court or "").lower()
-    if "appeals" in name:
-        return "CA"
-    if "supreme" in name:
-        return "SC"
-    return None
+def court_code_of(case_number: str | None, court: str | None, words: SystemWords | None = None) -> str | None:
+    """The court's code (Kentucky's CA or SC by default), from the case number ("2019-CA-0012",
+    "2024 CA ADMIN - ...") or the court's name."""
+    return (words or system_words(DEFAULT_COURT_SYSTEM)).code_of(case_number, court)
 
 
-def year_of(case_number: str | None, filed_date: str | None) -> int | None:
-    """The case number's year, else the filed date's."""
-    for text in (case_number, kentucky_date(filed_date)):
-        head = (text or "")[:4]
-        if head.isdigit() and 1900 <= int(head) <= 2100:
-            return int(head)
-    return None
+def year_of(case_number: str | None, filed_date: str | None, words: SystemWords | None = None) -> int | None:
+    """The case number's year (c28 `year_of`), else the filed date's (a day in the system's zone)."""
+    words = words or system_words(DEFAULT_COURT_SYSTEM)
+    year = words.year_of(case_number)
+    if year is not None:
+        return year
+    head = (court_day(filed_date, words.time_zone) or "")[:4]
+    return int(head) if head.isdigit() and 1900 <= int(head) <= 2100 else None
 
 
-def search_fields(record: Any) -> dict[str, Any]:
+def search_fields(record: Any, words: SystemWords) -> dict[str, Any]:
     """The catalog row of one state-database record (documents + optional fields), its text named
     by the recorded best text (the text layer where none is recorded yet); `text_key` digests
     which text it is, `source_key` every field."""
@@ -165,12 +172,12 @@ def search_fields(record: Any) -> dict[str, Any]:
         "document_id": record["document_id"], "sha256": record["sha256"],
         "text_source": record["text_source"] or TEXT_LAYER,
         "case_number": record["case_number"], "court": record["court"],
-        "court_code": court_code_of(record["case_number"], record["court"]),
-        "year": year_of(record["case_number"], record["filed_date"]),
+        "court_code": words.code_of(record["case_number"], record["court"]),
+        "year": year_of(record["case_number"], record["filed_date"], words),
         "case_title": _one_line(record["case_title"]), "case_type": record["case_type"],
         "docket_entry_type": record["docket_entry_type"], "description": record["description"],
         "publication_status": record["publication_status"], "judge": record["judge"],
-        "filed_date": kentucky_date(record["filed_date"]), "document_name": record["document_name"],
+        "filed_date": court_day(record["filed_date"], words.time_zone), "document_name": record["document_name"],
         "pages": record["pages"], "kind": record["kind"],
     }
     fields["text_name"] = text_name(fields["text_source"], record["sha256"], record["court_text_sha256"])
@@ -275,7 +282,8 @@ def _index_restore(ctx: Context) -> bool:
 def _index_catch_up(ctx: Context, db: Database, search: SearchIndex, result: IndexResult) -> bool:
     record_text_sources(db, ctx.cfg.MIN_TEXT_QUALITY)
     fingerprint = extracted_fingerprint(db.conn)
-    wanted = {record["document_id"]: search_fields(record)
+    words = words_of_config(ctx.cfg)
+    wanted = {record["document_id"]: search_fields(record, words)
               for record in iter_document_records(db.conn, "d.status = 'extracted'")}
     texts, fields_only, removed = plan_index(wanted, search.indexed())
     for document_id in removed:
@@ -343,6 +351,7 @@ class SearchResult:
     sort: str
     filters: dict[str, Any]
     hits: list[dict[str, Any]] = field(default_factory=list)
+    not_public: dict[str, Any] | None = None     # the archive's documents not public at the court, when any
 
     @property
     def pages(self) -> int:
@@ -361,16 +370,27 @@ class SearchResult:
         """The object `search --json` prints and /search.json answers (a page past the last says so
         in `notes`)."""
         past = page_past_last(self)
-        return {"query": self.query, "read_as": self.read_as, "notes": self.notes + ([past] if past else []),
-                "total": self.total, "count": len(self.hits), "page": self.page, "pages": self.pages,
-                "limit": self.limit, "sort": self.sort, "filters": self.filters, "hits": self.hits}
+        found = {"query": self.query, "read_as": self.read_as, "notes": self.notes + ([past] if past else []),
+                 "total": self.total, "count": len(self.hits), "page": self.page, "pages": self.pages,
+                 "limit": self.limit, "sort": self.sort, "filters": self.filters, "hits": self.hits}
+        return {**found, "not_public": self.not_public} if self.not_public else found
+
+    def not_public_lines(self) -> list[str]:
+        """What the search cannot find, in words: the archive's documents the court does not serve to the
+        public, and those of the case numbers searched."""
+        if not self.not_public:
+            return []
+        lines = [f"not public at the court: {not_public_words(self.not_public)}; they have no text to search"]
+        lines += [f"  {row['case_number'] or '?'}  {row['document_id']}  {row['description'] or ''}  "
+                  f"(not public: {row['reason']})" for row in self.not_public["documents"]]
+        return lines
 
 
 def search_archive(workspace: str | os.PathLike, query: str | None, *, court: str | None = None,
                    year: int | None = None, kind: str | None = None, publication_status: str | None = None,
                    after: str | None = None, before: str | None = None, sort: str = "relevance", page: int = 1,
                    limit: int = 20, notes: Iterable[str] = (), search: SearchIndex | None = None,
-                   store: Any = None) -> SearchResult:
+                   store: Any = None, system: str | None = None) -> SearchResult:
     """Page `page` of `limit` hits of `query` (whatever was typed; empty: every document under the
     filters, newest first) filtered by court (code or part of the name), the case number's year,
     kind (type), publication status and filed day (`after`/`before`, inclusive), sorted by
@@ -378,15 +398,17 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
     the query's words [marked] (`snippet_marks`: where), and `title_highlighted`. Snippets come
     from the workspace's texts; with a `store`, a hit's text the workspace lacks (a fresh runtime)
     is fetched from it first (a text found nowhere: no snippet). `notes` are added to the
-    result's own (what was read differently from how it was typed)."""
+    result's own (what was read differently from how it was typed). Case numbers and --court are
+    read in the forms of `system` (None: the archive's court system)."""
     if limit < 1 or limit > SEARCH_LIMIT_MAX:
         raise SearchQueryError(f"limit is 1 to {SEARCH_LIMIT_MAX}, not {limit}")
     if page < 1:
         raise SearchQueryError(f"pages count from 1, not {page}")
     if sort not in SEARCH_SORTS:
         raise SearchQueryError(f"sort is one of {', '.join(SEARCH_SORTS)}, not {sort!r}")
-    parsed = parse_query(query)
-    filters = SearchFilters(**court_filter(court), kind=kind or None, year=year, after=after or None,
+    words = archive_words(workspace, system)
+    parsed = parse_query(query, words.typed_numbers)
+    filters = SearchFilters(**words.court_filter(court), kind=kind or None, year=year, after=after or None,
                             before=before or None, publication_status=publication_status or None)
     if parsed.empty and sort == "relevance":
         sort = "newest"
@@ -403,7 +425,27 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
     if hits:
         _add_snippets(Path(workspace), hits, parsed, fetch_from_store(workspace, store))
     return SearchResult(query=query or "", read_as=parsed.read_as, notes=list(notes) + list(parsed.notes),
-                        total=found.total, page=page, limit=limit, sort=sort, filters=filters.active(), hits=hits)
+                        total=found.total, page=page, limit=limit, sort=sort, filters=filters.active(), hits=hits,
+                        not_public=_not_public(Path(workspace), parsed, words))
+
+
+def _not_public(workspace: Path, query: SearchQuery, words: SystemWords) -> dict[str, Any] | None:
+    """The archive's documents not public at the court (count, reasons, and those of the query's case
+    numbers); None when it holds none, or no database to ask."""
+    path = workspace / DB_FILENAME
+    if not words.access_states or not is_sqlite_file(path):
+        return None
+    db = Database.open_readonly(path)
+    try:
+        counts = WorkQueues(db).not_public_counts()
+        if not counts["not_public"]:
+            return None
+        numbers = [node.case_number for node in query.required if isinstance(node, CaseNumber)]
+        documents = [{**row, "reason": not_public_reason(row["access_state"])}
+                     for row in WorkQueues(db).not_public_documents(numbers)] if numbers else []
+    finally:
+        db.close()
+    return {**counts, "documents": documents}
 
 
 class UnmatchedFilter(SearchQueryError):

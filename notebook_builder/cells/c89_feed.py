@@ -11,17 +11,20 @@ Guarantees:
   lacks (c48 `export_changes`, this run's too), then `feed.atom` (the FEED_ENTRIES newest changes),
   written to the workspace and mirrored to the store (replaced each run: it is a view of the log).
 - `changes_page(folder, query_string)` is serve's /changes: the newest changes first
-  (CHANGES_PAGE_ROWS, `?run=` one run's), each with its document's link and the Kentucky day it
+  (CHANGES_PAGE_ROWS, `?run=` one run's), each with its document's link and the court's day it
   was seen; `feed_answer(folder, query_string)` is serve's /feed.atom: the newest changes, or with
   `q` (and `court`, `type`) the new documents ("added") whose text matches that search (read as
   the search box reads it: any query is a query), so a feed reader follows a topic; a missing
-  index is a 503. Both take `since=YYYY-MM-DD`, a Kentucky day read as the CLI's `changes --since`
-  reads it (c00 `parse_day`, c19): the page notes a day it cannot read and leaves it out, the feed
-  answers 400.
+  index is a 503. Both take `since=YYYY-MM-DD`, a day of the court read as the CLI's `changes
+  --since` reads it (c00 `parse_day`, c19): the page notes a day it cannot read and leaves it out,
+  the feed answers 400.
+- The feeds and /changes are titled with the archive's court system (c28 `title`: "Kentucky
+  appellate courts: what changed"); a saved search reads its case numbers and `court` in that
+  system's forms and codes.
 - `withdrawn_note(row)`: the line a withdrawn document's page shows ("withdrawn by the court on or
   before DAY").
 
-Knobs read: none.
+Knobs read: COURT_SYSTEM (publish_changes; serve's feeds take the archive's).
 """
 from __future__ import annotations
 
@@ -33,14 +36,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterable
 
-from .c00_config import kentucky_date, parse_day, utc_now
+from .c00_config import court_day, parse_day, utc_now
 from .c05_durable import atomic_write
 from .c06_layout import DB_FILENAME, FEED_FILENAME, pdf_store_name
 from .c10_database import Database, rows_in
 from .c18_query_syntax import parse_query
-from .c18_search_index import IndexMissingError, SearchFilters, court_filter, open_search_index
+from .c18_search_index import IndexMissingError, SearchFilters, open_search_index
 from .c19_changes import ChangeLog
-from .c35_context import Context
+from .c28_court_words import SystemWords, words_of_config
+from .c35_context import Context, archive_words
 from .c48_update import export_changes
 
 log_feed = logging.getLogger("kycourt.feed")
@@ -114,6 +118,11 @@ def withdrawn_note(row: Any) -> str:
     return f"withdrawn by the court on or before {day}" if day else ""
 
 
+def changes_title(words: SystemWords) -> str:
+    """A changes feed's title: "Kentucky appellate courts: what changed"."""
+    return f"{words.title}: what changed"
+
+
 def publish_changes(ctx: Context, run: str | None) -> dict[str, Any]:
     """Every run's changes/<run>.jsonl the store lacks (`run`: this session's update, even with no
     change), then feed.atom when it changed (an empty feed once); returns what was written."""
@@ -121,7 +130,7 @@ def publish_changes(ctx: Context, run: str | None) -> dict[str, Any]:
     written = export_changes(ctx, db, current=run)
     records = _with_documents(db.conn, ChangeLog(db).newest(FEED_ENTRIES))
     path = ctx.path(FEED_FILENAME)
-    data = atom_feed(records, title="Kentucky appellate courts: what changed")
+    data = atom_feed(records, title=changes_title(words_of_config(ctx.cfg)))
     # The workspace's feed.atom is the one the store holds (removed when its upload failed, so the
     # next session tries again); an empty feed's `updated` is the moment it was written: one is enough.
     feed = False
@@ -169,12 +178,15 @@ def changes_page(folder: Path, query_string: str = "") -> tuple[str, str]:
         records, update = [], None
     finally:
         db.close()
+    words = archive_words(folder)
+    example = "CA" if "CA" in words.courts else next(iter(words.courts))
     body = ["<h1>What changed</h1>",
             '<p><a href="/feed.atom">Atom feed</a> of these changes; '
-            '<code>/feed.atom?q=words&amp;court=CA&amp;type=opinion</code> follows a search\'s new documents.</p>']
+            f'<code>/feed.atom?q=words&amp;court={html.escape(example)}&amp;type=opinion</code> follows a search\'s '
+            'new documents.</p>']
     body += [f'<p class="read-as">{html.escape(note)}.</p>' for note in notes]
     if since:
-        body.append(f"<p>Seen on or after {html.escape(since)} (in Kentucky).</p>")
+        body.append(f"<p>Seen on or after {html.escape(since)} (the court's day).</p>")
     if update:
         body.append(f"<p>Last update ({html.escape(update.get('at') or '')}): {html.escape(update.get('words') or '')}</p>")
     if not records and since:
@@ -183,7 +195,7 @@ def changes_page(folder: Path, query_string: str = "") -> tuple[str, str]:
         body.append("<p>No change recorded yet: changes are recorded from the first run after the archive's "
                     "first complete crawl.</p>")
     body.append("<ul>" + "".join(
-        f'<li>{html.escape(kentucky_date(record["seen_at"]) or "")} · '
+        f'<li>{html.escape(court_day(record["seen_at"], words.time_zone) or "")} · '
         f'<a href="/document/{urllib.parse.quote(record["document_id"])}">'
         f'{html.escape(entry_title(record))}</a>'
         + (f' · {html.escape(withdrawn_note(record))}' if record["change"] == "withdrawn" else "") + "</li>"
@@ -199,13 +211,14 @@ def feed_answer(folder: Path, query_string: str = "") -> tuple[int, str, bytes]:
         since = _since(values)
     except ValueError as exc:
         return 400, "text/plain; charset=utf-8", f"since {exc}\n".encode()
+    words = archive_words(folder)
     db = Database.open_readonly(Path(folder) / DB_FILENAME)
     try:
         log = ChangeLog(db)
         if not query:
             records = _with_documents(db.conn, log.newest(FEED_ENTRIES, since=since))
             return 200, "application/atom+xml; charset=utf-8", atom_feed(
-                records, title="Kentucky appellate courts: what changed",
+                records, title=changes_title(words),
                 self_link="/feed.atom" + (f"?{query_string}" if query_string else ""), root="/")
         added = log.newest(FEED_SEARCHED, change="added", since=since)
     finally:
@@ -215,8 +228,8 @@ def feed_answer(folder: Path, query_string: str = "") -> tuple[int, str, bytes]:
     except IndexMissingError as exc:
         return 503, "text/plain; charset=utf-8", f"{exc}\n".encode()
     try:
-        matching = search.matching(parse_query(query), SearchFilters(**court_filter(values.get("court")),
-                                                                     kind=values.get("type") or None),
+        matching = search.matching(parse_query(query, words.typed_numbers),
+                                   SearchFilters(**words.court_filter(values.get("court")), kind=values.get("type") or None),
                                    [record["document_id"] for record in added])
     finally:
         search.close()

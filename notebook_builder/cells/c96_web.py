@@ -15,7 +15,12 @@ Guarantees:
   number, title, court, filed date, kind, description, a snippet with the
   matched words marked, a link to its PDF and one to its document page that
   keeps the search. A parameter that cannot be read is left out and said.
-- `/document/<document_id>` shows the document's metadata, what derive
+- Pages are headed with the archive's court system (c28 `title`); the court
+  facet names its courts; a search whose archive holds documents the court
+  does not serve to the public says how many and why, and lists those of
+  the case numbers searched.
+- `/document/<document_id>` shows the document's metadata (and, for one the
+  court does not serve to the public, why: registration or purchase), what derive
   found, its case (every document of it, in filed order), its citations
   (the archive's opinions it cites, the documents citing it, every citation
   found in its text), links to its PDF and text, and the text itself with
@@ -50,15 +55,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .c00_config import StoreError, parse_day
+from .c00_config import DEFAULT_COURT_SYSTEM, StoreError, parse_day
 from .c06_layout import DB_FILENAME, ocr_text_store_name, pdf_store_name, text_store_name
 from .c10_database import Database, connect
 from .c11_reads import document_citations, documents_matching, rows_where
+from .c12_queues import not_public_reason
 from .c14_derived import DerivedRecords
 from .c18_query_syntax import parse_query
-from .c18_search_index import (INDEX_COURT_CODES, SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed,
+from .c18_search_index import (SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed,
                                open_search_index)
 from .c33_best_text import best_text_sources
+from .c28_court_words import ARCHIVE_TITLES, SystemWords, system_words
 from .c87_index import SearchResult, page_past_last, query_marks, search_archive, snippet_html, text_places
 from .c89_feed import changes_page, feed_answer, withdrawn_note
 
@@ -71,6 +78,8 @@ WEB_FILE_CHUNK = 256 * 1024
 _WEB_TEXT_SOURCES = {"text_layer": "the PDF's text layer", "ocr": "the text layer with OCR of its scanned pages",
                      "court_text": "the court's own text of the document"}
 _WEB_SORT_NAMES = {"relevance": "relevance", "newest": "newest first", "oldest": "oldest first"}
+# Every court system's court codes: a ?court= value that is one is read in capitals.
+_WEB_COURT_CODES = frozenset(code for name in ARCHIVE_TITLES for code in system_words(name).courts)
 _WEB_FILTER_NAMES = {"court_code": "court", "court_like": "court", "kind": "type", "year": "case year",
                      "after": "filed from", "before": "filed to", "publication_status": "publication status"}
 _WEB_SHA = r"(?P<sha>[0-9a-f]{64})"
@@ -89,13 +98,19 @@ _WEB_ROUTES = (
 @dataclass
 class ServedArchive:
     """What the pages read: `folder` holds the read-only copies of ky_court.sqlite and of the
-    search index; files come from `workspace`, else from `store` (None: the workspace only)."""
+    search index; files come from `workspace`, else from `store` (None: the workspace only);
+    `system` is the archive's court system (its words head the pages, read its case numbers)."""
     workspace: Path
     folder: Path
     store: Any = None
-    min_quality: float = 0.5      # MIN_TEXT_QUALITY: which of a document's texts is its best (c83)
+    min_quality: float = 0.5      # MIN_TEXT_QUALITY: which of a document's texts is its best (c33)
+    system: str = DEFAULT_COURT_SYSTEM
     _search: SearchIndex | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def words(self) -> SystemWords:
+        return system_words(self.system)
 
     def search_index(self) -> SearchIndex:
         """The served copy of the index, opened once (a snapshot: it never changes under serve)."""
@@ -172,7 +187,7 @@ class WebSearch:
             notes.append(f"sort {sort!r} is not one of {', '.join(SEARCH_SORTS)}: by relevance")
             sort = "relevance"
         court = values.get("court", "")
-        return cls(q=values.get("q", ""), court=court.upper() if court.upper() in INDEX_COURT_CODES else court,
+        return cls(q=values.get("q", ""), court=court.upper() if court.upper() in _WEB_COURT_CODES else court,
                    kind=values.get("type", values.get("kind", "")), year=number("year", 1900, 2100),
                    after=day("after"), before=day("before"), sort=sort, page=number("page", 1, 10**6) or 1,
                    publication_status=values.get("publication_status", ""),
@@ -204,7 +219,7 @@ class WebSearch:
                               kind=self.kind or None, publication_status=self.publication_status or None,
                               after=self.after or None, before=self.before or None, sort=self.sort,
                               page=self.page, limit=self.limit, notes=self.notes, search=site.search_index(),
-                              store=site.store)
+                              store=site.store, system=site.system)
 
 
 # ----------------------------------------------------------------- pages
@@ -241,9 +256,10 @@ _WEB_UNFOLD = ("<script>if (window.matchMedia('(min-width: 701px)').matches) "
                "document.querySelectorAll('details.unfold').forEach(function (d) { d.open = true; });</script>")
 
 
-def _web_page(title: str, body: str, *, query: str = "", header_box: bool = True) -> bytes:
-    """A whole page: Datasette's stylesheet, the header (a search box where the page has none of
-    its own, the tables one click away)."""
+def _web_page(title: str, body: str, *, query: str = "", header_box: bool = True,
+              archive: str = ARCHIVE_TITLES[DEFAULT_COURT_SYSTEM]) -> bytes:
+    """A whole page: Datasette's stylesheet, the header (the archive's name, a search box where the
+    page has none of its own, the tables one click away)."""
     box = (f'<form action="/" method="get"><input type="search" name="q" value="{html.escape(query)}" '
            'placeholder="search the archive" aria-label="search the archive"><button type="submit">Search</button>'
            '</form>') if header_box else ""
@@ -252,7 +268,7 @@ def _web_page(title: str, body: str, *, query: str = "", header_box: bool = True
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="/-/static/app.css">
 <style>{_WEB_STYLE}</style></head><body>
-<header class="top"><strong><a href="/">Kentucky appellate courts</a></strong>{box}
+<header class="top"><strong><a href="/">{html.escape(archive)}</a></strong>{box}
 <nav><a href="/ky_court">archive tables</a> · <a href="/ky_search">index tables</a> ·
 <a href="/ky_court?sql=select+*+from+documents+limit+10">SQL</a></nav></header>
 <main>{body}</main>{_WEB_UNFOLD}</body></html>""".encode("utf-8")
@@ -267,8 +283,9 @@ def _web_json(value: Any, status: int = 200) -> WebResponse:
                        json.dumps(value, indent=2, default=str).encode("utf-8"))
 
 
-def _web_not_found(what: str) -> WebResponse:
-    return _web_html(_web_page("Not found", f'<p class="problem">{html.escape(what)}</p>'), 404)
+def _web_not_found(what: str, site: "ServedArchive | None" = None) -> WebResponse:
+    archive = site.words.title if site is not None else ARCHIVE_TITLES[DEFAULT_COURT_SYSTEM]
+    return _web_html(_web_page("Not found", f'<p class="problem">{html.escape(what)}</p>', archive=archive), 404)
 
 
 def search_json(site: ServedArchive, request: WebSearch) -> WebResponse:
@@ -286,18 +303,20 @@ def search_page(site: ServedArchive, request: WebSearch) -> WebResponse:
         filters = result.filters
         facets = site.search_index().facets(parse_query(request.q), SearchFilters(**filters))
     except Exception as exc:     # an index that cannot be read: say so, keep the tables reachable
-        return _web_html(_web_page("Search", f'<p class="problem">{html.escape(str(exc))}</p>'), 503)
+        return _web_html(_web_page("Search", f'<p class="problem">{html.escape(str(exc))}</p>',
+                                   archive=site.words.title), 503)
     body = [_web_search_form(request, filters)]
     if result.notes:
         body.append(f'<p class="read-as">Read as: <code>{html.escape(result.read_as or "(nothing to match)")}</code>'
                     f' — {html.escape("; ".join(result.notes))}.</p>')
+    body += [f'<p class="read-as">{html.escape(line.strip())}</p>' for line in result.not_public_lines()]
     body.append(f'<div class="layout"><section class="hits">{_web_count(request, result)}')
     body += [_web_hit(hit, request) for hit in result.hits]
     body.append(_web_pager(request, result))
     body.append(f'</section><aside class="facets"><details class="unfold"><summary>Narrow by court, year, kind'
-                f'</summary>{_web_facets(request, facets)}</details></aside></div>')
+                f'</summary>{_web_facets(request, facets, site.words.courts)}</details></aside></div>')
     title = f"{request.q} - search" if request.q else "Search the archive"
-    return _web_html(_web_page(title, "".join(body), header_box=False))
+    return _web_html(_web_page(title, "".join(body), header_box=False, archive=site.words.title))
 
 
 def _web_search_form(request: WebSearch, filters: dict[str, Any]) -> str:
@@ -353,7 +372,7 @@ def _web_pager(request: WebSearch, result: SearchResult) -> str:
     return f'<nav class="pager">{"".join(parts)}</nav>'
 
 
-def _web_facets(request: WebSearch, facets: dict[str, list[tuple[Any, int]]]) -> str:
+def _web_facets(request: WebSearch, facets: dict[str, list[tuple[Any, int]]], courts: dict[str, str]) -> str:
     chosen = {"court_code": request.court, "year": request.year, "kinds": request.kind,
               "publication_status": request.publication_status}
     parameter = {"court_code": "court", "kinds": "type"}
@@ -364,7 +383,7 @@ def _web_facets(request: WebSearch, facets: dict[str, list[tuple[Any, int]]]) ->
         if column == "year":     # years in order, newest first; the others by how many match
             values = sorted(values, key=lambda item: -int(item[0]))
         for value, count in values[:40]:
-            name = INDEX_COURT_CODES.get(value, value) if column == "court_code" else value
+            name = courts.get(value, value) if column == "court_code" else value
             if chosen[column] not in (None, "") and str(chosen[column]).lower() == str(value).lower():
                 link = request.link(**{parameter.get(column, column): None})
                 items.append(f'<li class="chosen">{html.escape(str(name))} ({count:,}) '
@@ -396,7 +415,7 @@ def document_page(site: ServedArchive, document_id: str, request: WebSearch = We
         conn = db.conn
         rows = rows_where(conn, "documents", "document_id", document_id, limit=1)
         if not rows:
-            return _web_not_found(f"no document {document_id} in this archive")
+            return _web_not_found(f"no document {document_id} in this archive", site)
         row = rows[0]
         derived = _web_optional(lambda: rows_where(conn, "derived", "document_id", document_id, limit=1))
         case_documents = documents_matching(conn, row["case_number"])[1] if row.get("case_number") else []
@@ -415,7 +434,9 @@ def document_page(site: ServedArchive, document_id: str, request: WebSearch = We
     # The court's own text is shown on the page, not served as a file of its own.
     text_link = text_name if text_name and web_route(f"/{text_name}") is not None else None
     title = f"{row.get('case_number') or '?'} · {row.get('case_title') or 'untitled'}"
-    links = [f'<a href="/{pdf_store_name(sha)}">PDF</a>' if has_pdf else "no PDF in the archive"]
+    reason = not_public_reason(row.get("access_state"))
+    links = [f'<a href="/{pdf_store_name(sha)}">PDF</a>' if has_pdf else
+             f"no PDF: not public at the court ({reason})" if reason else "no PDF in the archive"]
     if text_link:
         links.append(f'<a href="/{text_link}">text</a>')
     links.append(f'<a href="/ky_court/documents/{urllib.parse.quote(document_id)}">row in Datasette</a>')
@@ -424,7 +445,7 @@ def document_page(site: ServedArchive, document_id: str, request: WebSearch = We
                row.get("description"), found.get("kind"), found.get("publication_status"),
                f"rendered {found['rendered_date']}" if found.get("rendered_date") else None,
                f"{row['pages']} page{'s' if row['pages'] != 1 else ''}" if row.get("pages") else None,
-               withdrawn_note(row)]
+               withdrawn_note(row), not_public_note(row)]
     body = []
     if searched:
         body.append(f'<p><a href="{html.escape(request.link(page=request.page if request.page > 1 else None))}">'
@@ -465,7 +486,14 @@ def document_page(site: ServedArchive, document_id: str, request: WebSearch = We
                 f"{_web_fields(row)}</details>")
     if found:
         body.append(f"<details><summary>what derive found</summary>{_web_fields(found)}</details>")
-    return _web_html(_web_page(title, "".join(body), query=request.q))
+    return _web_html(_web_page(title, "".join(body), query=request.q, archive=site.words.title))
+
+
+def not_public_note(row: dict[str, Any]) -> str:
+    """"not public at the court: registration (unavailable)" for a document the court does not serve to the
+    public ('' otherwise)."""
+    state = row.get("access_state")
+    return f"not public at the court: {not_public_reason(state)} ({state})" if state else ""
 
 
 def _web_marked(text: str, places: list[tuple[int, int, int]]) -> str:
@@ -525,7 +553,7 @@ def archive_file(site: ServedArchive, kind: str, sha: str) -> WebResponse:
         content_type = "text/plain; charset=utf-8"
         known = any(row["status"] == "extracted" and (kind == "text" or row.get("extracted_by_ocr")) for row in rows)
     if not known:
-        return _web_not_found(f"{name} is no file of this archive")
+        return _web_not_found(f"{name} is no file of this archive", site)
     headers = [("content-disposition", f'inline; filename="{Path(name).name}"'),
                ("x-content-type-options", "nosniff")]
     local = site.workspace / name
@@ -533,7 +561,7 @@ def archive_file(site: ServedArchive, kind: str, sha: str) -> WebResponse:
         return WebResponse(200, content_type, file=local, headers=headers)
     data = _web_store_read(site, name)
     if data is None:
-        return _web_not_found(f"{name} is in neither the workspace nor the store")
+        return _web_not_found(f"{name} is in neither the workspace nor the store", site)
     return WebResponse(200, content_type, data, headers=headers)
 
 
@@ -588,7 +616,7 @@ class ArchiveWeb:
         if page == "document":
             return document_page(self.site, parameters["document_id"], WebSearch.from_query_string(query_string))
         if page == "changes":
-            return _web_html(_web_page(*changes_page(self.site.folder, query_string)))
+            return _web_html(_web_page(*changes_page(self.site.folder, query_string), archive=self.site.words.title))
         if page == "feed":
             return WebResponse(*feed_answer(self.site.folder, query_string))
         return archive_file(self.site, page, parameters["sha"])

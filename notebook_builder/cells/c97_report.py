@@ -3,13 +3,15 @@
 Guarantees:
 - `coverage_rows(db, cfg)` is read from `WorkQueues.coverage_by_year_court()`
   (one query, the database's own definition) and merged by court code: per
-  case-number year and court (SC, CA; a court name the code cannot be told
-  from keeps its name), `discovered` (every document found), `downloaded`
-  (downloaded or extracted), `extracted`, `failed` and `not_extractable`
+  case-number year and court (the court system's codes, c28_court_words:
+  Kentucky's SC, CA; a court name the code cannot be told from keeps its
+  name; where the number's form has no year, the filed day's), `discovered`
+  (every document found), `downloaded` (downloaded or extracted), `extracted`, `failed` and `not_extractable`
   (downloaded, out of extract attempts: no run extracts them).
 - `draw_coverage_chart(rows, path)` draws one panel per court, one stacked
   bar per year: extracted, not extractable, downloaded and waiting for
-  extraction, failed, and discovered only; the title carries the totals,
+  extraction, failed, and discovered only; the title names the court system's
+  archive and carries the totals,
   each named by the state it is in; the legend, in as many columns as the
   figure's width holds, shows every label whole. It uses matplotlib's
   object API (`Figure`), never pyplot, so it needs no backend switch and
@@ -26,9 +28,10 @@ Guarantees:
 - The table says when every opinion, document and detail will be archived
   at the current pacing (c35 `crawl_status`, in `crawl_words`' words), and
   ends with the documents the court lists but withholds (`withheld_lines`:
-  their count and the first REPORT_WITHHELD_SHOWN).
+  their count and the first REPORT_WITHHELD_SHOWN) and those it does not serve
+  to the public (`not_public_lines`: their count, why, the first shown).
 
-Knobs read: WORKSPACE, STORE (write_report), MAX_ATTEMPTS and
+Knobs read: COURT_SYSTEM (its words), WORKSPACE, STORE (write_report), MAX_ATTEMPTS and
 MAX_EXTRACT_ATTEMPTS (through the queue sizes), PACING, PACING_SEARCH, PACING_DL
 and CASE_DETAILS (through the projection).
 """
@@ -39,23 +42,23 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from .c00_config import Config, PipelineError, StoreError, count_noun, load_config, utc_now
+from .c00_config import DEFAULT_COURT_SYSTEM, Config, PipelineError, StoreError, count_noun, load_config, utc_now
 from .c05_durable import atomic_write
 from .c06_layout import DB_FILENAME, REPORT_PNG_NAME
 from .c10_database import KV_ARCHIVE_UPDATED_AT, KV_CHECKPOINT_SEQ, KV_DISCOVERY_CONVERGED_AT, Database, is_sqlite_file
-from .c12_queues import WorkQueues
+from .c12_queues import WorkQueues, not_public_reason
 from .c15_discovery_state import DiscoveryState, coverage_gaps
+from .c28_court_words import SystemWords, system_words, words_of_config
 from .c17_snapshots import StoreState
 from .c34_mirror import StoreMirror
-from .c35_context import (Context, crawl_status, crawl_words, final_states_line, open_context, open_store,
-                          read_only_workspace)
+from .c35_context import (Context, crawl_status, crawl_words, final_states_line, not_public_words, open_context,
+                          open_store, read_only_workspace)
 from .c48_update import last_update_lines
+from .c87_index import year_of
 
 log_report = logging.getLogger("kycourt.report")
 
 REPORT_COUNT_FIELDS = ("discovered", "downloaded", "extracted", "failed", "not_extractable")
-REPORT_COURT_ORDER = ("SC", "CA")
-REPORT_COURT_TITLES = {"SC": "Kentucky Supreme Court (SC)", "CA": "Kentucky Court of Appeals (CA)"}
 # The chart's stack, bottom to top: (segment, legend label, colour).
 REPORT_SEGMENTS = (
     ("extracted", "extracted", "#2e7d32"),
@@ -74,37 +77,37 @@ class ReportError(PipelineError):
 # ------------------------------------------------------------- the counts
 
 
-def _report_court_code(court: str | None) -> str:
-    """SC or CA from the court's name as C-Track gives it ("Kentucky Court of Appeals")."""
+def _report_court_code(court: str | None, words: SystemWords) -> str:
+    """The court's code from its name as the court's API gives it ("Kentucky Court of Appeals")."""
     if not court:
         return _REPORT_UNKNOWN
     text = court.strip()
-    if text.upper() in REPORT_COURT_ORDER:
+    if text.upper() in words.courts:
         return text.upper()
-    if "supreme" in text.lower():
-        return "SC"
-    if "appeal" in text.lower():
-        return "CA"
-    return text
+    return words.code_of_court(text) or text
 
 
-def _report_court_rank(court: str) -> tuple[int, str]:
-    return (REPORT_COURT_ORDER.index(court) if court in REPORT_COURT_ORDER else len(REPORT_COURT_ORDER), court)
+def _report_court_rank(court: str, words: SystemWords) -> tuple[int, str]:
+    order = list(words.courts)
+    return (order.index(court) if court in order else len(order), court)
 
 
 def coverage_rows(db: Database, cfg: Config) -> list[dict[str, Any]]:
     """Per year and court: discovered, downloaded (incl. extracted), extracted, failed and not
     extractable; sorted."""
+    words = words_of_config(cfg)
     merged: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in WorkQueues(db).coverage_by_year_court(cfg):
-        year = row["year"] if row["year"] and str(row["year"]).isdigit() else _REPORT_UNKNOWN
-        court = _report_court_code(row["court"])
+    # Another system's year: its case number's where the form has one, else the filed day's (c87 year_of).
+    case_year = None if words.kentucky else (lambda number, filed: year_of(number, filed, words))
+    for row in WorkQueues(db).coverage_by_year_court(cfg, case_year):
+        year = str(row["year"]) if row["year"] and str(row["year"]).isdigit() else _REPORT_UNKNOWN
+        court = _report_court_code(row["court"], words)
         entry = merged.setdefault((year, court), {"year": year, "court": court,
                                                   **dict.fromkeys(REPORT_COUNT_FIELDS, 0)})
         for name in REPORT_COUNT_FIELDS:
             entry[name] += int(row[name] or 0)
     return sorted(merged.values(), key=lambda entry: (entry["year"] == _REPORT_UNKNOWN, entry["year"],
-                                                      _report_court_rank(entry["court"])))
+                                                      _report_court_rank(entry["court"], words)))
 
 
 def _report_segments(row: dict[str, Any]) -> dict[str, int]:
@@ -137,22 +140,24 @@ def _report_year_axis(years: Iterable[str]) -> list[str]:
     return axis + ([_REPORT_UNKNOWN] if _REPORT_UNKNOWN in seen else [])
 
 
-def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
+def draw_coverage_chart(rows: list[dict[str, Any]], path: str | os.PathLike, words: SystemWords | None = None) -> Path:
     """Stacked bars per year, one panel per court, written as a PNG at `path`."""
-    figure = coverage_figure(rows)
+    figure = coverage_figure(rows, words)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda handle: figure.savefig(handle, format="png"))
     return path
 
 
-def coverage_figure(rows: list[dict[str, Any]]):
-    """The coverage chart as a matplotlib Figure (object API: no pyplot, no backend switch)."""
+def coverage_figure(rows: list[dict[str, Any]], words: SystemWords | None = None):
+    """The coverage chart as a matplotlib Figure (object API: no pyplot, no backend switch), titled with
+    the words of the court system (None: Kentucky's)."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
-    courts = sorted({row["court"] for row in rows}, key=_report_court_rank)
+    words = words or system_words(DEFAULT_COURT_SYSTEM)
+    courts = sorted({row["court"] for row in rows}, key=lambda court: _report_court_rank(court, words))
     years = _report_year_axis(row["year"] for row in rows)
     totals = _report_totals(rows)
     segments_total = _report_segments(totals) if rows else dict.fromkeys(
@@ -161,7 +166,7 @@ def coverage_figure(rows: list[dict[str, Any]]):
     width = max(8.0, 2.5 + 0.3 * len(years))
     figure = Figure(figsize=(width, 1.4 + 2.6 * max(1, len(courts))), dpi=110, layout="constrained")
     figure.suptitle(
-        f"Kentucky appellate court documents: {totals['discovered']:,} discovered (as of {utc_now()})\n"
+        f"{_report_documents_title(words)}: {totals['discovered']:,} discovered (as of {utc_now()})\n"
         f"{segments_total['extracted']:,} extracted · {segments_total['not_extractable']:,} not extractable · "
         f"{segments_total['downloaded_only']:,} waiting for extraction · {totals['failed']:,} failed · "
         f"{segments_total['discovered_only']:,} not yet downloaded",
@@ -183,7 +188,7 @@ def coverage_figure(rows: list[dict[str, Any]]):
                          edgecolor="white", linewidth=0.3)
                 bottoms = [low + height for low, height in zip(bottoms, heights)]
             court_total = sum(row["discovered"] for row in court_rows if row)
-            axes.set_title(f"{REPORT_COURT_TITLES.get(court, court)}: {court_total:,} documents",
+            axes.set_title(f"{words.court_title(court)}: {court_total:,} documents",
                            fontsize=10, loc="left")
             axes.set_ylabel("documents")
             axes.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -196,9 +201,15 @@ def coverage_figure(rows: list[dict[str, Any]]):
         bottom = panels[-1]
         bottom.set_xticks(range(len(years)), [str(year) for year in years],
                           rotation=90 if len(years) > 16 else 0, fontsize=8 if len(years) > 16 else 9)
-        bottom.set_xlabel("year of the case number")
+        bottom.set_xlabel("year of the case number" if words.kentucky else "year of the case number, else of the filing")
         _report_legend(figure, [Patch(color=colour, label=label) for _, label, colour in REPORT_SEGMENTS])
     return figure
+
+
+def _report_documents_title(words: SystemWords) -> str:
+    """'Kentucky appellate court documents' (the chart's title names the archive)."""
+    title = words.title
+    return (title[:-1] if title.endswith("courts") else title) + " documents"
 
 
 def _report_legend(figure, handles: list) -> None:
@@ -219,6 +230,7 @@ def _report_legend(figure, handles: list) -> None:
 def report_table(db: Database, cfg: Config) -> str:
     """Documents per court by status, the queues, permanent failures and the store backlog."""
     rows = coverage_rows(db, cfg)
+    words = words_of_config(cfg)
     columns = ("documents",) + tuple(name for name, _, _ in REPORT_SEGMENTS)
     headers = ("documents", "extracted", "unreadable", "downloaded", "failed", "discovered")
     by_court: dict[str, dict[str, int]] = {}
@@ -233,7 +245,7 @@ def report_table(db: Database, cfg: Config) -> str:
             all_courts[name] += entry[name]
     label_width = max([5] + [len(court) for court in by_court])
     lines = [f"{'court':<{label_width}}  " + "  ".join(f"{header:>10}" for header in headers)]
-    for court in sorted(by_court, key=_report_court_rank) + ["all"]:
+    for court in sorted(by_court, key=lambda court: _report_court_rank(court, words)) + ["all"]:
         entry = all_courts if court == "all" else by_court[court]
         lines.append(f"{court:<{label_width}}  " + "  ".join(f"{entry[name]:>10,}" for name in columns))
     queues = WorkQueues(db).queue_sizes(cfg)
@@ -251,6 +263,7 @@ def report_table(db: Database, cfg: Config) -> str:
     lines += last_update_lines(db)          # what the last update found, in words (c48)
     lines += coverage_audit_lines(db)
     lines += withheld_lines(db)
+    lines += not_public_lines(db)
     return "\n".join(lines)
 
 
@@ -269,6 +282,21 @@ def withheld_lines(db: Database) -> list[str]:
                      f"{row['description'] or row['document_name'] or ''}".rstrip())
     if count > REPORT_WITHHELD_SHOWN:
         lines.append(f"  ... and {count - REPORT_WITHHELD_SHOWN:,} more")
+    return lines
+
+
+def not_public_lines(db: Database) -> list[str]:
+    """The documents the court lists and does not serve to the public: their count, why, the first
+    REPORT_WITHHELD_SHOWN (records, never requested)."""
+    counts = WorkQueues(db).not_public_counts()
+    if not counts["not_public"]:
+        return []
+    lines = [f"not public at the court: {not_public_words(counts)}: kept as records, never requested"]
+    for row in WorkQueues(db).not_public_documents(limit=REPORT_WITHHELD_SHOWN):
+        lines.append(f"  not public ({not_public_reason(row['access_state'])}): {row['case_number'] or '?'}  "
+                     f"{row['document_id']}  {row['description'] or ''}".rstrip())
+    if counts["not_public"] > REPORT_WITHHELD_SHOWN:
+        lines.append(f"  ... and {counts['not_public'] - REPORT_WITHHELD_SHOWN:,} more")
     return lines
 
 
@@ -319,7 +347,7 @@ def _report_build(db: Database | None, cfg: Config, png: Path | None) -> str:
         table = report_table(db, cfg)
         rows = coverage_rows(db, cfg)
     if png is not None:
-        draw_coverage_chart(rows, png)
+        draw_coverage_chart(rows, png, words_of_config(cfg))
     return table
 
 

@@ -2,8 +2,9 @@
 
 Guarantees:
 - The form's query (what a search box takes: words, "an exact phrase",
-  -word to leave out, OR, prefix*, a case number), court (CA, SC, or part of
-  the court's name), type, the case number's year, filed from/to
+  -word to leave out, OR, prefix*, a case number in the court system's
+  forms), court (a code of the court system's, CA or SC in Kentucky, or part
+  of the court's name), type, the case number's year, filed from/to
   (YYYY-MM-DD), sort and page run `search_archive()` over the workspace's
   index (built by the index stage: each document's best text, OCR'd scans
   included), exactly as `kycourt-pipeline search` does; it prints how many
@@ -11,15 +12,17 @@ Guarantees:
   when that differs from what was typed, and shows the hits as a table, with
   the case number, date, title, description, a highlighted snippet of that
   text (fetched from the store when the workspace lacks it) and a link to
-  the PDF in the store (a Drive file link when the store is Drive). A value
-  that is no year or day, or a missing index, is one line saying what to do.
+  the PDF in the store (a Drive file link when the store is Drive), and the
+  documents the court does not serve to the public (c87). A value that is no
+  year or day, or a missing index, is one line saying what to do.
 - `start_serve()` serves the archive on 127.0.0.1 in a thread of this
   process (uvicorn, as `datasette serve` itself runs): c96_web's search
   page, /search.json, document pages and files in front of Datasette
   (installed on demand in Colab) over read-only copies of ky_court.sqlite
   and of the search index (its catalog for Datasette's "index tables"), in a
   temp folder of their own, never under the workspace (a read-only copy of an
-  archive serves too), with the project's metadata. There is no child
+  archive serves too), with the project's metadata titled for the archive's
+  court system. There is no child
   process and no pipe: each request is one line of requests.log beside the
   copies. `Served.stop()` ends it and removes that folder: the CLI calls it
   on SIGINT, SIGTERM and SIGHUP, the form's box when FORM_SERVE is unticked
@@ -30,7 +33,8 @@ Guarantees:
 - `FORM_SERVE` shows the served archive in an output frame through Colab's
   port proxy (elsewhere its URL); `kycourt-pipeline serve` runs the same code.
 
-Knobs read: WORKSPACE, STORE (through the run's context or CFG).
+Knobs read: COURT_SYSTEM (the archive's words: titles, case numbers, court codes), WORKSPACE, STORE
+(through the run's context or CFG).
 """
 from __future__ import annotations
 
@@ -48,11 +52,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .c00_config import Config, PipelineError, in_colab, load_config, parse_day, utc_now
+from .c00_config import DEFAULT_COURT_SYSTEM, Config, PipelineError, in_colab, load_config, parse_day, utc_now
 from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, pdf_store_name
 from .c10_database import is_sqlite_file
 from .c17_snapshots import backup_database
 from .c18_search_index import BUILD_HINT, IndexMissingError, SearchIndex, SearchQueryError, copy_search_index
+from .c27_court_systems import FAMILY_NAMES
+from .c28_court_words import SystemWords, system_words, words_of_config
 from .c87_index import EXPORT_FIELDS, page_past_last, result_heading, search_archive, snippet_html
 from .c96_web import ArchiveWeb, ServedArchive
 
@@ -138,6 +144,7 @@ def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit:
              + (f"; {past}" if past else "")]
     if result.notes:
         lines.append(f"read as: {result.read_as} ({'; '.join(result.notes)})")
+    lines += result.not_public_lines()
     message = "\n".join(lines)
     print(message)
     try:
@@ -151,8 +158,18 @@ def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit:
 # ----------------------------------------------------------------- serve
 
 
-def datasette_metadata() -> dict[str, Any]:
-    """Datasette's metadata for the two databases: titles, descriptions, facets, canned queries."""
+def archive_description(words: SystemWords) -> str:
+    """Whose documents the archive holds, from where (Datasette's description, the notebook's words)."""
+    if words.kentucky:
+        return "The Kentucky Supreme Court's and Court of Appeals' documents from C-Track Public Access"
+    owner = words.title + ("'" if words.title.endswith("s") else "'s")
+    return f"The {owner} documents from {FAMILY_NAMES[words.court.family]}"
+
+
+def datasette_metadata(words: SystemWords | None = None) -> dict[str, Any]:
+    """Datasette's metadata for the two databases (of the court system `words` says; None: Kentucky's):
+    titles, descriptions, facets, canned queries."""
+    words = words or system_words(DEFAULT_COURT_SYSTEM)
     described = {name: text for name, _, text in EXPORT_FIELDS}
     columns = {name: text for name, text in described.items()
                if name not in ("pdf", "text", "year", "court_code", "citations")}
@@ -172,10 +189,9 @@ def datasette_metadata() -> dict[str, Any]:
                            "source_key": "digest of its fields (incremental builds)",
                            "indexed_at": "when the index last took the document in"})
     return {
-        "title": "Kentucky appellate courts: public record archive",
-        "description_html": 'The Kentucky Supreme Court\'s and Court of Appeals\' documents from C-Track '
-                            'Public Access, read-only. <a href="/">Search them</a>; a document\'s page is '
-                            '/document/&lt;document_id&gt;.',
+        "title": f"{words.title}: public record archive",
+        "description_html": f'{html.escape(archive_description(words))}, read-only. <a href="/">Search them</a>; '
+                            'a document\'s page is /document/&lt;document_id&gt;.',
         "databases": {
             "ky_court": {
                 "title": "Archive state (ky_court.sqlite)",
@@ -296,10 +312,10 @@ def start_serve(cfg: Config, port: int = SERVE_DEFAULT_PORT, *, store: Any = Non
     try:
         databases = prepare_serve(cfg)
         folder = databases[0].parent
-        datasette = Datasette([], immutables=[str(path) for path in databases], metadata=datasette_metadata(),
+        datasette = Datasette([], immutables=[str(path) for path in databases], metadata=datasette_metadata(words_of_config(cfg)),
                               settings={"sql_time_limit_ms": 5000, "default_page_size": 50})
         site = ServedArchive(workspace=Path(cfg.WORKSPACE), folder=folder, store=store,
-                             min_quality=cfg.MIN_TEXT_QUALITY)
+                             min_quality=cfg.MIN_TEXT_QUALITY, system=cfg.COURT_SYSTEM)
         log = folder / SERVE_LOG
         app = _ServeRequestLog(ArchiveWeb(site, datasette.app()), log)
         server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", ws="none",
