@@ -15,6 +15,8 @@ Guarantees:
   followed by one that knows it): a retried insert Drive had committed is answered 409 and the
   file is taken as it is, never created twice. The inserts of the last DRIVE_LIST_LAG_SECONDS
   are asked for by id (`sent_file`) where a listing, which lags behind inserts, does not show them.
+- A rewritten file's new bytes replace its head revision (`newRevision=false`): Drive keeps no
+  earlier revision of it. `delete` removes a file for good (never through the trash).
 - A file up to `multipart_limit` bytes (5 MiB) is sent in one request, a larger one with the
   resumable protocol (100 MiB chunks). A download goes to a temporary file, is checked against
   Drive's md5 (a torn one is retried like a dropped connection; torn every time: IntegrityError)
@@ -358,14 +360,26 @@ class DriveRequests:
         return stored, earlier
 
     def update(self, name: str, existing: dict, mime_type: str, open_source: Callable[[], Any], size: int) -> dict:
-        """files.update of `existing` with new bytes: a new revision of the same file."""
+        """files.update of `existing` with new bytes replacing its head revision (newRevision=false):
+        Drive keeps no earlier revision to count against the quota."""
         def attempt():
             with open_source() as stream:
                 media = MediaIoBaseUpload(stream, mime_type, resumable=size > self.multipart_limit,
                                           chunksize=_DRIVE_RESUMABLE_CHUNK)
                 return self.execute(self.service().files().update(
-                    fileId=existing["id"], body={"mimeType": mime_type}, media_body=media))
+                    fileId=existing["id"], body={"mimeType": mime_type}, media_body=media, newRevision=False))
         return drive_entry(self.write(f"upload {name}", attempt))
+
+    def delete(self, file_id: str, what: str) -> None:
+        """files.delete: the file is gone for good (not to the trash, which counts in the quota);
+        one already gone is no error."""
+        def attempt() -> None:
+            try:
+                self.execute(self.service().files().delete(fileId=file_id))
+            except Exception as exc:   # noqa: BLE001 - a 404 is an answer; the rest is retrying's
+                if _drive_status(exc) != 404:
+                    raise
+        self.write(f"remove {what}", attempt)
 
     def download(self, name: str, entry: dict, target: Path) -> None:
         """The bytes of one Drive file to `target`, checked against Drive's md5 (torn: retried)."""

@@ -13,8 +13,9 @@ Guarantees, on top of the Store interface (c20_store):
   content-addressed name are an integrity failure (the oldest is read, none is changed). Folders
   held twice are merged into the oldest. `sweep_duplicates()` reports what this session healed.
 - A content-addressed name is never updated (the same bytes again are a no-op, other bytes raise
-  `IntegrityError`) except by `replace_damaged`; mutable names are updated in place, a new
-  revision of the same file. Writes of one store are serialized: it may be called from threads.
+  `IntegrityError`) except by `replace_damaged`; mutable names are updated in place, their head
+  revision replaced (Drive keeps no earlier one); `remove` deletes state the pipeline replaces for
+  good (files.delete, never the trash). Writes of one store are serialized: it may be called from threads.
 - Texts are packed: `upload_files` stores two or more `text/<sha256>.txt` as
   `text/pack-<sha256 of the zip>.zip` (up to TEXT_PACK_MEMBERS, deterministic), its description
   the index (`title:size:md5`), so a folder listing knows every packed name and every read answers
@@ -49,7 +50,7 @@ from .c10_database import is_sqlite_file
 from .c17_snapshots import snapshot_problems
 from .c07_drive_api import (DRIVE_FOLDER_MIME, DRIVE_MULTIPART_LIMIT, DRIVE_PAGE_SIZE, DriveRequests, RefreshingAuth,
                             connect_drive, drive_entry, drive_md5_of_file, drive_mime_type, drive_query_literal)
-from .c20_store import Store, StoredFile, file_digests
+from .c20_store import Store, StoredFile, check_removable, file_digests
 
 log_drive = logging.getLogger("kycourt.drive")
 
@@ -441,6 +442,19 @@ class DriveStore(Store):
         md5, size = drive_md5_of_file(local_path)
         self._store(name, lambda: open(local_path, "rb"), md5, size)
 
+    def remove(self, name: str) -> None:
+        """files.delete of the file behind `name` (state the pipeline replaces only)."""
+        folder, title = self._split(check_removable(name))
+        with self._lock:
+            folder_id = self._folder_id(folder, create=False)
+            if folder_id is None:
+                return
+            entry = self._listing(folder_id).get(title) or self.requests.sent_file(name, folder_id, folder=False)
+            if entry is None or "pack" in entry:
+                return
+            self.requests.delete(entry["id"], name)
+            self._remember(folder_id, title, None)
+
     def upload_files(self, items: list[tuple[str, str | os.PathLike]]) -> None:
         """As `upload_file` each, except that two or more texts (`text/<sha256>.txt`) go into packs
         of up to TEXT_PACK_MEMBERS: one Drive file `text/pack-<sha256 of the zip>.zip` each, whose
@@ -526,9 +540,9 @@ class DriveStore(Store):
             return self.packs.assemble(name, workspace)
 
     def replace_damaged(self, name: str, local_path: str | os.PathLike) -> None:
-        """A new revision of the file behind `name` (files.update; Drive keeps the old one in the
-        file's revisions), or a file of its own for a packed text (a loose file wins over its pack)
-        or a missing name."""
+        """The good bytes over the file behind `name` (files.update: the damaged head is replaced, not
+        kept as a revision), or a file of its own for a packed text (a loose file wins over its
+        pack) or a missing name."""
         md5, size = drive_md5_of_file(local_path)
         folder, title = self._split(name)
         with self._lock:
