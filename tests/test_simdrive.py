@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import io
 import threading
 import time
 
 import pytest
+from googleapiclient.http import MediaIoBaseUpload
 from support import put_bytes
 
 from notebook_builder.cells.c00_config import IntegrityError, RunClock, StoreError, StoreQuotaExceeded, load_config
@@ -23,6 +25,7 @@ from notebook_builder.cells.c35_context import open_context, store_sleep
 from notebook_builder.cells.c07_drive_api import DriveWritePacer, connect_drive
 from notebook_builder.cells.drive_store import DriveStore
 from notebook_builder.simdrive import SimDrive, parse_query
+from notebook_builder.simdrive.server import multipart_parts
 
 FOLDER = "ky_court"
 
@@ -87,6 +90,18 @@ def test_pacer_halves_on_rate_limits_and_climbs_back_additively_below_the_rate_r
     pacer.limited()
     pacer.limited()                                                 # refused again at half: a burst
     assert pacer.rate == 0.5 and pacer.ceiling == pytest.approx(1.8) and pacer.limited_count == 3
+
+
+def test_a_multipart_upload_keeps_every_byte_of_its_content_whatever_the_line_breaks(sim):
+    lf = b'--B\nContent-Type: application/json\n\n{"title": "a"}\n--B\nContent-Type: x/y\n\ndata\r\n--B--'
+    assert multipart_parts('multipart/related; boundary="B"', lf) == [b'{"title": "a"}', b"data\r"]
+    crlf = b'--B\r\n\r\n{}\r\n--B\r\nContent-Transfer-Encoding: base64\r\n\r\nZGF0YQ0=\r\n--B--\r\n'
+    assert multipart_parts("multipart/related; boundary=B", crlf) == [b"{}", b"data\r"]
+    service = connect_drive(sim.api_root).auth.service
+    for data in (b"ends in CR\r", b"ends in LF\n", b"\r\n--B"):
+        made = service.files().insert(body={"title": "x"}, media_body=MediaIoBaseUpload(
+            io.BytesIO(data), "application/octet-stream")).execute()
+        assert sim.content(made["id"]) == data and made["md5Checksum"] == hashlib.md5(data).hexdigest()
 
 
 def test_generated_ids_make_an_insert_409_on_a_repeat_and_400_when_never_generated(sim):
