@@ -386,25 +386,30 @@ class PagePacks:
         """The held packs that may be manifests, newest first (whether one is shows in its header)."""
         return list(reversed(self.held()))
 
-    def restore(self, target: str | os.PathLike, *, manifest: str | None = None) -> RestoredDatabase:
+    def restore(self, target: str | os.PathLike, *, manifest: str | None = None,
+                downloads: str | os.PathLike | None = None) -> RestoredDatabase:
         """Writes the store's newest whole state (or the state of `manifest`) to `target` and the
         page table that goes with it. IntegrityError when no state can be made whole; StoreError
-        when the store cannot be read."""
+        when the store cannot be read. `downloads`: a folder whose packs (downloaded and checked
+        there before) are not downloaded again, and where this restore leaves its own."""
         target = Path(target)
         listed = self.held()
         candidates = [manifest] if manifest is not None else list(reversed(listed))
         rejected: list[tuple[str, str]] = []
         with tempfile.TemporaryDirectory(prefix=".restore-packs-", dir=target.parent) as temp:
+            folder = Path(downloads) if downloads is not None else Path(temp)
+            folder.mkdir(parents=True, exist_ok=True)
             cache: dict[str, Path] = {}
 
             def fetch(name: str) -> Path:
                 if name not in cache:
-                    local = Path(temp) / Path(name).name
-                    self.store.download_file(name, local)
-                    found = _PACK_NAME.fullmatch(Path(name).name)
-                    if found is None or hashlib.sha256(local.read_bytes()).hexdigest() != found.group(2):
-                        local.unlink(missing_ok=True)
-                        raise IntegrityError(f"{name} does not hash to its name")
+                    local = folder / Path(name).name
+                    if not local.is_file():
+                        self.store.download_file(name, local)
+                        found = _PACK_NAME.fullmatch(Path(name).name)
+                        if found is None or hashlib.sha256(local.read_bytes()).hexdigest() != found.group(2):
+                            local.unlink(missing_ok=True)
+                            raise IntegrityError(f"{name} does not hash to its name")
                     cache[name] = local
                 return cache[name]
 

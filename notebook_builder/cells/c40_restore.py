@@ -290,7 +290,8 @@ def _restore_packs(ctx: Context, folder: Path):
     def assemble(manifest: str | None) -> tuple[Path, Path]:
         database, table = folder / DB_FILENAME, folder / "page-table"
         try:
-            PagePacks(ctx.store, DB_FILENAME, folder, table_path=table).restore(database, manifest=manifest)
+            PagePacks(ctx.store, DB_FILENAME, folder, table_path=table).restore(
+                database, manifest=manifest, downloads=folder.parent / "packs")
         except StoreError as exc:
             raise StoreError(f"restore cannot read the store's page packs: {exc}; "
                              "not starting from an older state than the store holds") from None
