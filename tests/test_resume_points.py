@@ -89,6 +89,8 @@ def test_a_checkpoint_removes_the_journals_and_the_whole_snapshot_it_supersedes(
     put_bytes(ctx.store, f"journal/downloads-after-{first['checkpoint_seq']}.jsonl", b"{}\n")
     put_bytes(ctx.store, "journal/downloads-after-1.jsonl", b"{}\n")
     assert not (tmp_path / "store" / DB_FILENAME).exists()
+    ctx.close()
+    ctx = open_test_context(tmp_path, name="ws")            # a restarted run sweeps what a killed one left
     second = push_checkpoint(ctx)
     journals = sorted(path.name for path in (tmp_path / "store" / "journal").iterdir())
     assert journals == []                                            # both follow older snapshots now
