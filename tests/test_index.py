@@ -27,6 +27,7 @@ from notebook_builder.cells.c87_index import (IndexMissingError, UnmatchedFilter
                                               restore_search_index, search_archive, snippet_html, text_places, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.cli import main
+from notebook_builder.simdrive import SimDrive
 
 
 def run_index(cfg):
@@ -506,6 +507,41 @@ def test_a_damaged_or_missing_file_in_the_store_means_a_rebuild_never_a_wrong_an
     # The store now holds the rebuilt commit, whole; what it held before is gone.
     assert built.pushed and store_index_files(fresh) == commit_files(fresh) and not victim.exists()
     assert run_index(fresh_runtime(tmp_path, fresh, "again")).restored_from_store
+
+
+def test_on_drive_meta_json_is_updated_in_place_and_superseded_files_are_deleted_not_trashed(tmp_path):
+    with SimDrive() as sim:
+        local = build_archive(tmp_path)
+        drive = {"KY_STORE": "drive", "KY_DRIVE_API": sim.api_root, "KY_DRIVE_WRITES": "400"}
+        cfg = make_config(tmp_path, **drive)
+        assert run_index(cfg).pushed
+        folder = f"ky_court/{SEARCH_INDEX_DIRNAME}"
+        first = {item["title"] for item in sim.files_in(folder)}
+        meta = sim.file_by_name(f"{folder}/meta.json")
+        assert first == commit_files(cfg)
+        search = SearchIndex.open(cfg.WORKSPACE)
+        try:
+            for number in range(8):        # a merge, as in the test above
+                search.add({"document_id": f"extra-{number}", "text_name": "text/none.txt", "text_key": "t",
+                            "source_key": "s"}, f"extra text {number}")
+                search.commit()
+            search.finish()
+        finally:
+            search.close()
+        again = run_index(cfg)             # takes the extras out again: one more commit
+        assert again.removed == 8 and again.pushed
+        titles = [item["title"] for item in sim.files_in(folder)]
+        assert sorted(titles) == sorted(commit_files(cfg))                  # each held once
+        assert sim.file_by_name(f"{folder}/meta.json")["id"] == meta["id"]  # the same file, updated
+        gone = first - set(titles)
+        assert gone and not any(sim.file_by_name(f"{folder}/{title}", include_trashed=True) for title in gone)
+        fresh = make_config(tmp_path / "fresh", **drive)
+        Path(fresh.WORKSPACE).mkdir(parents=True)
+        shutil.copy(Path(local.WORKSPACE) / DB_FILENAME, Path(fresh.WORKSPACE) / DB_FILENAME)
+        restored = run_index(fresh)
+        assert restored.restored_from_store and restored.indexed == 0 and not restored.pushed
+        for query in QUERIES:
+            assert found(fresh, query) == found(local, query), query
 
 
 class RefusesTheCommitPoint(LocalStore):
