@@ -448,12 +448,14 @@ def test_a_merge_removes_the_merged_away_segments_files_from_the_store(archive):
     finally:
         search.close()
     assert not first - {"meta.json"} <= commit_files(archive)                    # merged away locally
+    stray = Path(archive.STORE) / "db" / "ky_search" / f"00000099-{'0' * 64}.pack"   # a killed push's
+    stray.write_bytes(b"KYPAGES1")
     ctx = open_context(archive)
     try:
         pushed = push_search_index(ctx)
     finally:
         ctx.close()
-    assert pushed.removed >= 6 and store_index_files(archive) == commit_files(archive)
+    assert pushed.removed >= 7 and store_index_files(archive) == commit_files(archive) and not stray.exists()
 
 
 def test_a_fresh_runtime_restores_the_index_from_the_store_and_finds_the_same(tmp_path, archive):

@@ -419,8 +419,9 @@ def push_search_index(ctx: Context) -> IndexPush | None:
     """Sends the store what it lacks of the index's latest commit: its files the store does not list
     (a segment's files never change, so a name held is not sent again), then meta.json (the commit
     point), then the catalog's changed pages (c22); then removes the `ky_search/` files the commit
-    no longer names and an earlier version's whole copies. None when the store refused a write: the
-    store keeps the commit it held, and the next session sends the rest."""
+    no longer names, the catalog's packs its state does not name and an earlier version's whole
+    copies. None when the store refused a write: the store keeps the commit it held, and the next
+    session sends the rest."""
     staging = ctx.path("checkpoint") / "search-push"
     shutil.rmtree(staging, ignore_errors=True)
     try:
@@ -448,6 +449,7 @@ def push_search_index(ctx: Context) -> IndexPush | None:
         kept = {SEARCH_STORE_META} | {f"{SEARCH_INDEX_DIRNAME}/{name}" for name in names}
         superseded = sorted(set(listed) - kept) + [name for name in _SEARCH_WHOLE_FILES if ctx.mirror.has(name)]
         pushed.removed = sum(ctx.mirror.remove(name) for name in superseded)
+        pushed.removed += ctx.mirror.prune_pages(catalog_packs(ctx), set(catalog.packs))   # a killed push's
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log_index.info("index: %d files (%.1f MB with the catalog's changed pages) sent to the store, %d it "
