@@ -190,7 +190,8 @@ def push_segment_tars(ctx) -> None:
         if f"{SEARCH_INDEX_DIRNAME}/{name}" not in listed:
             ctx.store.upload_file(f"{SEARCH_INDEX_DIRNAME}/{name}", index_path / name)
     ctx.store.upload_file(f"{SEARCH_INDEX_DIRNAME}/meta.json", index_path / "meta.json")
-    catalog_packs(ctx).push(staging / SEARCH_DB_FILENAME)
+    catalog = catalog_packs(ctx).push(staging / SEARCH_DB_FILENAME)
+    catalog_packs(ctx).remove_unneeded(set(catalog.packs))
     for name in sorted(set(listed) - kept):
         ctx.store.remove(name)
     shutil.rmtree(staging)
