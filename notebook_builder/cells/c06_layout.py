@@ -24,9 +24,9 @@ import re
 from .c00_config import StoreError
 
 DB_FILENAME = "ky_court.sqlite"           # the state database (workspace; its snapshot in the store)
-SEARCH_DB_FILENAME = "ky_search.sqlite"   # the search index's catalog (workspace; a copy in the store)
-SEARCH_INDEX_DIRNAME = "ky_search"       # the search index's tantivy files (workspace)
-SEARCH_PACK_FILENAME = "ky_search.tar"   # the search index and its catalog in one file (store)
+SEARCH_DB_FILENAME = "ky_search.sqlite"   # the search index's catalog (workspace; page packs in the store)
+SEARCH_INDEX_DIRNAME = "ky_search"       # the search index's tantivy files (workspace and store)
+SEARCH_PACK_FILENAME = "ky_search.tar"   # the search index and its catalog in one file (earlier versions' store)
 STATUS_FILENAME = "status.json"
 DOCUMENT_INVENTORY = "document_inventory.csv"
 FAILED_INVENTORY = "failed_inventory.csv"
