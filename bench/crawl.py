@@ -343,7 +343,7 @@ def trportal_report(run: dict) -> list[str]:
         f"{len(truth):,} documents ({len(viewable):,} viewable, {sum(t.opinion for t in truth):,} opinions); "
         f"run {run['seconds']:.0f} s, exit {run['exit_status']}",
         f"  requests: {len(log):,} ({details:,} details: " + ", ".join(f"{e} {endpoints[e]:,}" for e in TR_DETAILS)
-        + f"); by endpoint: " + ", ".join(f"{name} {count:,}" for name, count in sorted(endpoints.items())),
+        + "); by endpoint: " + ", ".join(f"{name} {count:,}" for name, count in sorted(endpoints.items())),
         f"  to a complete archive (details apart): {archive:,} requests against the floor {floor_total:,} ("
         + ", ".join(f"{k} {v:,}" for k, v in floor.items() if k != "total") + f"): {archive / floor_total:.3f} x",
         f"  first opinion: request {first_opinion}; every opinion before any other document: "

@@ -6,7 +6,8 @@ import hashlib
 from pathlib import Path
 
 from notebook_builder.cells.c00_config import load_config
-from notebook_builder.cells.c06_layout import DB_FILENAME, pdf_store_name, text_store_name
+from notebook_builder.cells.c06_layout import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, pdf_store_name,
+                                               text_store_name)
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
@@ -88,3 +89,19 @@ def add_text(cfg, db: Database, store, number: int, text: str, *, revision: int 
         TextRecords(db).record_extracted([{"document_id": doc, "sha256": sha, "attempt": 1, "engine": "pypdf", "pages": 1,
                               "chars": len(text), "seconds": 0.01, "likely_scanned": False}])
     return sha
+
+
+def write_earlier_search_tar(folder: Path, target: Path) -> Path:
+    """The one-file copy of `folder`'s search index that earlier versions kept in the store
+    (`ky_search.tar`): a consistent copy of the catalog, the commit's files and meta.json."""
+    import tarfile
+    import tempfile
+
+    from notebook_builder.cells.c18_search_index import copy_search_index
+    with tempfile.TemporaryDirectory() as temp:
+        copy_search_index(folder, temp)
+        with tarfile.open(target, "w") as tar:
+            tar.add(Path(temp) / SEARCH_DB_FILENAME, arcname=SEARCH_DB_FILENAME)
+            for path in sorted((Path(temp) / SEARCH_INDEX_DIRNAME).iterdir()):
+                tar.add(path, arcname=f"{SEARCH_INDEX_DIRNAME}/{path.name}")
+    return target

@@ -25,6 +25,8 @@ from notebook_builder.cells.c10_database import Database, is_sqlite_file
 from notebook_builder.cells.c12_queues import WorkQueues
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c17_snapshots import StoreState
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c22_page_packs import PagePacks
 from notebook_builder.cells.c40_restore import workspace_has_database
 from notebook_builder.cells.c97_report import _report_open_readonly
 from notebook_builder.simcourt import SimCourt
@@ -217,7 +219,8 @@ def test_checkpoints_of_two_processes_in_one_workspace_never_collide(make_contex
         assert push_checkpoint(ctx)["uploaded"]
         pushed += 1
     assert other.wait(60) == 0, other.stderr.read()[-2000:]
-    snapshot = Path(ctx.cfg.STORE) / DB_FILENAME
+    snapshot = ctx.workspace.parent / "assembled.sqlite"
+    PagePacks(LocalStore(ctx.cfg.STORE), DB_FILENAME, ctx.workspace.parent / "assembled").restore(snapshot)
     conn = sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True)
     try:
         assert conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"

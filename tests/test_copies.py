@@ -4,7 +4,8 @@ a path that holds no archive is never made into one.
 A copy is what a user gets by copying an archive off Drive, a USB stick, or with `cp` without the
 -wal/-shm files: here a run's workspace and store copied with `cp -r`, then `chmod -R a-w`, read
 by a user who cannot write it (root writes anything, so CI, which runs as root, reads it as
-`nobody` through setpriv), and a writable copy, and the store's own snapshot as a workspace.
+`nobody` through setpriv), and a writable copy, and the database the store's page packs make as a
+workspace.
 The paths: a store path with a typo, a workspace that is a file, a moved store, a copied folder.
 """
 from __future__ import annotations
@@ -25,6 +26,8 @@ import pytest
 from support import REPO_ROOT, pipeline_env, quick_court
 
 from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c22_page_packs import PagePacks
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.cli import main
 
@@ -183,11 +186,12 @@ def test_a_writable_copy_gets_no_sidecar_from_the_commands_that_only_read(archiv
     assert _tree(copy) == before
 
 
-def test_the_stores_snapshot_copied_alone_is_read_as_a_workspace(archive):
+def test_the_database_the_stores_packs_make_is_read_alone_as_a_workspace(archive):
     root, case_number = archive
     workspace = root / "snapshot" / "workspace"
     workspace.mkdir(parents=True)
-    shutil.copyfile(root / "archive" / "store" / "ky_court.sqlite", workspace / "ky_court.sqlite")
+    PagePacks(LocalStore(root / "archive" / "store", create=False), "ky_court.sqlite",
+              root / "snapshot" / "checkpoint").restore(workspace / "ky_court.sqlite")
     os.chmod(workspace / "ky_court.sqlite", 0o444)
     os.chmod(workspace, 0o555)
     before = _tree(workspace)

@@ -9,23 +9,26 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from archive_fixture import DOCUMENTS, add_text, build_archive, document_id, make_config
+from archive_fixture import DOCUMENTS, add_text, build_archive, document_id, make_config, write_earlier_search_tar
+from support import CountingStore
 
-from notebook_builder.cells.c00_config import IntegrityError
+from notebook_builder.cells.c00_config import IntegrityError, StoreError
 from notebook_builder.cells.c06_layout import (DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME,
                                                SEARCH_PACK_FILENAME)
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c17_snapshots import checkpoint
 from notebook_builder.cells.c18_query_syntax import parse_query
-from notebook_builder.cells.c18_search_index import (IndexMissingError, SearchIndex, index_behind,
+from notebook_builder.cells.c18_search_index import (IndexMissingError, SearchIndex, commit_file_names, index_behind,
                                                      index_coverage, search_kinds)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c28_court_words import system_words
 from notebook_builder.cells.c35_context import open_context
 from notebook_builder.cells.c87_index import (UnmatchedFilter, court_code_of, index, make_snippet, plan_index,
-                                              query_marks, search_archive, snippet_html, text_places, year_of)
+                                              push_search_index, query_marks, restore_search_index, search_archive,
+                                              snippet_html, text_places, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.cli import main
+from notebook_builder.simdrive import SimDrive
 
 
 def run_index(cfg):
@@ -282,9 +285,11 @@ def test_the_index_keeps_no_copy_of_the_texts_and_reads_snippets_from_them(tmp_p
     # A fresh runtime restored the index but not the texts: the hits come, their snippets with a store.
     fresh = make_config(tmp_path / "fresh", KY_STORE=archive.STORE)
     Path(fresh.WORKSPACE).mkdir(parents=True)
-    shutil.copy(Path(archive.STORE) / SEARCH_PACK_FILENAME, tmp_path / "pack.tar")
-    from notebook_builder.cells.c18_search_index import unpack_search_index
-    unpack_search_index(tmp_path / "pack.tar", fresh.WORKSPACE)
+    ctx = open_context(fresh)
+    try:
+        assert restore_search_index(ctx)
+    finally:
+        ctx.close()
     bare = search_archive(fresh.WORKSPACE, "suppression").hits
     assert [hit["document_id"] for hit in bare] == [document_id(3), document_id(0)]
     assert not any(hit["snippet"] for hit in bare)
@@ -375,27 +380,208 @@ def search_filters():
 # ---------------------------------------------------- restore, bad input
 
 
-def test_a_fresh_runtime_restores_the_index_from_the_store(tmp_path, archive):
-    run_index(archive)
-    assert (Path(archive.STORE) / SEARCH_PACK_FILENAME).is_file()
-    fresh = make_config(tmp_path / "fresh", KY_STORE=archive.STORE)
+def index_counting(cfg, store_class=CountingStore):
+    """The index stage over a store that records its uploads: (result, store)."""
+    store = store_class(cfg.STORE)
+    ctx = open_context(cfg, store=store)
+    try:
+        return index(ctx), store
+    finally:
+        ctx.close()
+
+
+def store_index_files(cfg) -> set[str]:
+    return {path.name for path in (Path(cfg.STORE) / SEARCH_INDEX_DIRNAME).iterdir()}
+
+
+def commit_files(cfg) -> set[str]:
+    """The files of the workspace index's latest commit, meta.json included."""
+    return set(commit_file_names((Path(cfg.WORKSPACE) / SEARCH_INDEX_DIRNAME / "meta.json").read_text())) | {"meta.json"}
+
+
+def fresh_runtime(tmp_path, cfg, name: str = "fresh"):
+    """A new runtime's workspace over `cfg`'s store: the state database (as restore makes it), no
+    index, no texts."""
+    fresh = make_config(tmp_path / name, KY_STORE=cfg.STORE)
     Path(fresh.WORKSPACE).mkdir(parents=True)
-    shutil.copy(Path(archive.WORKSPACE) / DB_FILENAME, Path(fresh.WORKSPACE) / DB_FILENAME)
-    restored = run_index(fresh)
+    shutil.copy(Path(cfg.WORKSPACE) / DB_FILENAME, Path(fresh.WORKSPACE) / DB_FILENAME)
+    return fresh
+
+
+QUERIES = ("suppression", '"search warrant"', "commonwealth", "suspended OR rehearing", "2019-CA-0012")
+
+
+def test_an_update_sends_the_new_segments_files_meta_json_and_the_catalogs_changed_pages(tmp_path):
+    cfg = build_archive(tmp_path, extracted=3)
+    first, _ = index_counting(cfg)
+    assert first.pushed and store_index_files(cfg) == commit_files(cfg)
+    held = store_index_files(cfg)
+    db = Database.open(Path(cfg.WORKSPACE) / DB_FILENAME)
+    try:
+        for number in (3, 4):
+            add_text(cfg, db, None, number, DOCUMENTS[number][4])
+    finally:
+        db.close()
+    update, store = index_counting(cfg)
+    assert update.indexed == 2 and update.pushed and store_index_files(cfg) == commit_files(cfg)
+    new = store_index_files(cfg) - held
+    assert len(new) == 6 and len({name.split(".")[0] for name in new}) == 1      # one new segment
+    index_sent = {name.split("/", 1)[1] for name in store.uploads if name.startswith(f"{SEARCH_INDEX_DIRNAME}/")}
+    assert index_sent == new | {"meta.json"}                                    # nothing held is sent again
+    packs = [name for name in store.uploads if not name.startswith(f"{SEARCH_INDEX_DIRNAME}/")]
+    assert packs and all(name.startswith("db/ky_search/") and name.endswith(".pack") for name in packs)
+    assert max(store.uploads.values()) == 1 and update.push_files == len(index_sent)
+    assert update.push_bytes == sum(len(data) for sent in store.uploaded_bytes.values() for data in sent)
+    # Nothing new: nothing sent.
+    again, store = index_counting(cfg)
+    assert not again.pushed and not store.uploads
+
+
+def test_a_merge_removes_the_merged_away_segments_files_from_the_store(archive):
+    run_index(archive)
+    first = store_index_files(archive)
+    search = SearchIndex.open(archive.WORKSPACE)
+    try:
+        for number in range(8):        # eight more segments of a size: tantivy merges them with the first
+            search.add({"document_id": f"extra-{number}", "text_name": "text/none.txt", "text_key": "t",
+                        "source_key": "s"}, f"extra text {number}")
+            search.commit()
+        search.finish()
+    finally:
+        search.close()
+    assert not first - {"meta.json"} <= commit_files(archive)                    # merged away locally
+    stray = Path(archive.STORE) / "db" / "ky_search" / f"00000099-{'0' * 64}.pack"   # a killed push's
+    stray.write_bytes(b"KYPAGES1")
+    ctx = open_context(archive)
+    try:
+        pushed = push_search_index(ctx)
+    finally:
+        ctx.close()
+    assert pushed.removed >= 7 and store_index_files(archive) == commit_files(archive) and not stray.exists()
+
+
+def test_a_fresh_runtime_restores_the_index_from_the_store_and_finds_the_same(tmp_path, archive):
+    run_index(archive)
+    assert (Path(archive.STORE) / SEARCH_INDEX_DIRNAME / "meta.json").is_file()
+    fresh = fresh_runtime(tmp_path, archive)
+    restored, store = index_counting(fresh)
     assert restored.restored_from_store and restored.indexed == 0 and restored.total == len(DOCUMENTS)
-    assert not restored.pushed                       # nothing changed, and the store has it
-    assert len(found(fresh, "suppression")) == 2
+    assert not restored.pushed and not store.uploads     # nothing changed, and the store has it
+    for query in QUERIES:
+        assert found(fresh, query) == found(archive, query), query
+    assert index_coverage(fresh.WORKSPACE).behind == 0
 
 
-def test_a_damaged_store_copy_is_passed_over_and_the_index_built_from_the_texts(tmp_path, archive):
+def test_an_earlier_versions_whole_copy_restores_then_is_replaced_and_removed(tmp_path, archive):
     run_index(archive)
-    (Path(archive.STORE) / SEARCH_PACK_FILENAME).write_bytes(b"half a tar")
-    fresh = make_config(tmp_path / "fresh", KY_STORE=archive.STORE)
-    Path(fresh.WORKSPACE).mkdir(parents=True)
-    shutil.copy(Path(archive.WORKSPACE) / DB_FILENAME, Path(fresh.WORKSPACE) / DB_FILENAME)
+    store = Path(archive.STORE)
+    shutil.rmtree(store / SEARCH_INDEX_DIRNAME)         # the store as an earlier version left it
+    shutil.rmtree(store / "db" / "ky_search")
+    write_earlier_search_tar(Path(archive.WORKSPACE), store / SEARCH_PACK_FILENAME)
+    shutil.copy(Path(archive.WORKSPACE) / SEARCH_DB_FILENAME, store / SEARCH_DB_FILENAME)
+    fresh = fresh_runtime(tmp_path, archive)
+    restored = run_index(fresh)
+    assert restored.restored_from_store and restored.indexed == 0 and restored.pushed
+    assert not (store / SEARCH_PACK_FILENAME).exists() and not (store / SEARCH_DB_FILENAME).exists()
+    assert store_index_files(fresh) == commit_files(fresh) and list((store / "db" / "ky_search").iterdir())
+    again = fresh_runtime(tmp_path, archive, "again")
+    assert run_index(again).restored_from_store
+    for query in QUERIES:
+        assert found(again, query) == found(fresh, query) == found(archive, query), query
+
+
+@pytest.mark.parametrize("harm", ["damaged segment file", "missing segment file", "missing catalog"])
+def test_a_damaged_or_missing_file_in_the_store_means_a_rebuild_never_a_wrong_answer(tmp_path, archive, harm):
+    run_index(archive)
+    store = Path(archive.STORE)
+    victim = next((store / SEARCH_INDEX_DIRNAME).glob("*.pos"))     # tantivy would open without it
+    if harm == "damaged segment file":
+        data = bytearray(victim.read_bytes())
+        data[len(data) // 2] ^= 0x20
+        victim.write_bytes(bytes(data))
+    elif harm == "missing segment file":
+        victim.unlink()
+    else:
+        shutil.rmtree(store / "db" / "ky_search")
+    fresh = fresh_runtime(tmp_path, archive)
     built = run_index(fresh)        # the workspace has no texts: each is fetched from the store
     assert not built.restored_from_store and built.indexed == len(DOCUMENTS) and built.missing_texts == 0
-    assert built.pushed and (Path(archive.STORE) / SEARCH_PACK_FILENAME).stat().st_size > 100
+    for query in QUERIES:
+        assert found(fresh, query) == found(archive, query), query
+    # The store now holds the rebuilt commit, whole; what it held before is gone.
+    assert built.pushed and store_index_files(fresh) == commit_files(fresh) and not victim.exists()
+    assert run_index(fresh_runtime(tmp_path, fresh, "again")).restored_from_store
+
+
+def test_on_drive_meta_json_is_updated_in_place_and_superseded_files_are_deleted_not_trashed(tmp_path):
+    with SimDrive() as sim:
+        local = build_archive(tmp_path)
+        drive = {"KY_STORE": "drive", "KY_DRIVE_API": sim.api_root, "KY_DRIVE_WRITES": "400"}
+        cfg = make_config(tmp_path, **drive)
+        assert run_index(cfg).pushed
+        folder = f"ky_court/{SEARCH_INDEX_DIRNAME}"
+        first = {item["title"] for item in sim.files_in(folder)}
+        meta = sim.file_by_name(f"{folder}/meta.json")
+        assert first == commit_files(cfg)
+        search = SearchIndex.open(cfg.WORKSPACE)
+        try:
+            for number in range(8):        # a merge, as in the test above
+                search.add({"document_id": f"extra-{number}", "text_name": "text/none.txt", "text_key": "t",
+                            "source_key": "s"}, f"extra text {number}")
+                search.commit()
+            search.finish()
+        finally:
+            search.close()
+        again = run_index(cfg)             # takes the extras out again: one more commit
+        assert again.removed == 8 and again.pushed
+        titles = [item["title"] for item in sim.files_in(folder)]
+        assert sorted(titles) == sorted(commit_files(cfg))                  # each held once
+        assert sim.file_by_name(f"{folder}/meta.json")["id"] == meta["id"]  # the same file, updated
+        gone = first - set(titles)
+        assert gone and not any(sim.file_by_name(f"{folder}/{title}", include_trashed=True) for title in gone)
+        fresh = make_config(tmp_path / "fresh", **drive)
+        Path(fresh.WORKSPACE).mkdir(parents=True)
+        shutil.copy(Path(local.WORKSPACE) / DB_FILENAME, Path(fresh.WORKSPACE) / DB_FILENAME)
+        restored = run_index(fresh)
+        assert restored.restored_from_store and restored.indexed == 0 and not restored.pushed
+        for query in QUERIES:
+            assert found(fresh, query) == found(local, query), query
+
+
+class RefusesTheCommitPoint(LocalStore):
+    """A store that refuses, once, to take the index's meta.json."""
+
+    refused = False
+
+    def upload_file(self, name, local_path):
+        if name == f"{SEARCH_INDEX_DIRNAME}/meta.json" and not RefusesTheCommitPoint.refused:
+            RefusesTheCommitPoint.refused = True
+            raise StoreError("refused for the test")
+        super().upload_file(name, local_path)
+
+
+def test_a_refused_push_leaves_the_stores_commit_and_the_next_session_sends_it(tmp_path, archive):
+    run_index(archive)
+    meta = (Path(archive.STORE) / SEARCH_INDEX_DIRNAME / "meta.json").read_bytes()
+    db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
+    try:
+        add_text(archive, db, LocalStore(archive.STORE), 1, "A later text about reconsideration.", revision=1)
+    finally:
+        db.close()
+    refused, _ = index_counting(archive, RefusesTheCommitPoint)
+    assert refused.indexed == 1 and not refused.pushed
+    assert (Path(archive.STORE) / SEARCH_INDEX_DIRNAME / "meta.json").read_bytes() == meta
+    earlier = fresh_runtime(tmp_path, archive)
+    ctx = open_context(earlier)
+    try:
+        assert restore_search_index(ctx)                 # the earlier commit, whole
+    finally:
+        ctx.close()
+    assert found(earlier, "reconsideration") == []
+    later = run_index(archive)                          # nothing changed since, but the store is behind
+    assert later.indexed == 0 and later.pushed and store_index_files(archive) == commit_files(archive)
+    again = fresh_runtime(tmp_path, archive, "again")
+    assert run_index(again).restored_from_store and found(again, "reconsideration") == [document_id(1)]
 
 
 def test_a_text_nobody_holds_is_counted_and_left_for_later(tmp_path):
@@ -493,7 +679,8 @@ def test_the_index_does_not_grow_the_state_snapshot(tmp_path, archive):
     run_index(archive)
     after = checkpoint(Path(archive.WORKSPACE) / DB_FILENAME, tmp_path / "after.sqlite")
     assert os.path.getsize(after["path"]) == os.path.getsize(before["path"])
-    assert (Path(archive.STORE) / SEARCH_DB_FILENAME).is_file() and (Path(archive.STORE) / SEARCH_PACK_FILENAME).is_file()
+    assert (Path(archive.STORE) / SEARCH_INDEX_DIRNAME / "meta.json").is_file()
+    assert list((Path(archive.STORE) / "db" / "ky_search").glob("*.pack"))
 
 
 def test_readonly_open_of_a_missing_index_is_an_integrity_error(tmp_path):

@@ -21,8 +21,10 @@ from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c17_snapshots import StoreState, checkpoint, record_store_checkpoint, snapshot_sequence
 from notebook_builder.cells.c20_store import LocalStore
+from notebook_builder.cells.c22_page_packs import pack_folder, read_pack
 from notebook_builder.cells.c35_context import open_context, write_status
-from notebook_builder.cells.c39_checkpoint import (Checkpointer, is_resume_archive_name, push_checkpoint, push_journal,
+from notebook_builder.cells.c06_layout import is_resume_archive_name
+from notebook_builder.cells.c39_checkpoint import (Checkpointer, push_checkpoint, push_journal, resume_archive_name,
                                                    write_resume_archive)
 from notebook_builder.cells.c40_restore import restore, resume_member_problem, stale_workspace_entries
 
@@ -61,13 +63,43 @@ def archive_state(ctx, count: int) -> str:
     return write_resume_archive(ctx)
 
 
+def stored_sequence(tmp_path: Path) -> int:
+    """The checkpoint sequence of the state the store's page packs hold (its newest manifest)."""
+    packs = sorted(store_path(tmp_path, pack_folder(DB_FILENAME)).iterdir())
+    return read_pack(packs[-1])[0]["checkpoint_seq"]
+
+
+def earlier_version_snapshot(ctx, tmp_path: Path) -> None:
+    """The whole ky_court.sqlite an earlier version kept in the store (its checkpoint)."""
+    checkpoint(ctx.db_path, store_path(tmp_path, DB_FILENAME))
+
+
+def earlier_version_archive(ctx, tmp_path: Path, count: int) -> str:
+    """Adds `count` documents, then writes a resume archive as an earlier version did: the whole
+    database and status.json inside."""
+    add_documents(ctx, count)
+    write_status(ctx)
+    snapshot = tmp_path / "earlier.sqlite"
+    info = checkpoint(ctx.db_path, snapshot)
+    name = resume_archive_name(__import__("datetime").datetime.now(__import__("datetime").timezone.utc),
+                               info["checkpoint_seq"])
+    store_path(tmp_path).mkdir(exist_ok=True)
+    with tarfile.open(store_path(tmp_path, name), "w:gz") as tar:
+        tar.add(str(snapshot), arcname=DB_FILENAME)
+        tar.add(str(ctx.path("status.json")), arcname="status.json")
+    snapshot.unlink()
+    time.sleep(1.01)       # the next archive's name (its stamp) differs
+    return name
+
+
 def archive_then_newer_snapshot(tmp_path: Path, more: int) -> str:
-    """A resume archive of 2 documents, then `more` documents pushed as the store's newer snapshot;
-    returns the archive's name (what restore falls back to when the snapshot is bad)."""
+    """An earlier version's store: a resume archive of 2 documents, then `more` documents as its
+    newer whole ky_court.sqlite; returns the archive's name (what restore falls back to when the
+    snapshot is bad)."""
     source = make_context(tmp_path)
-    name = archive_state(source, 2)
+    name = earlier_version_archive(source, tmp_path, 2)
     add_documents(source, more)     # 3000: enough pages that half a file is missing real data
-    push_checkpoint(source)
+    earlier_version_snapshot(source, tmp_path)
     source.close()
     return name
 
@@ -82,7 +114,6 @@ def fresh_runtime(tmp_path: Path, workspace: str = "fresh"):
 def test_newest_recorded_checkpoint_wins_whatever_names_and_mtimes_say(tmp_path):
     source = make_context(tmp_path)
     older = archive_state(source, 2)
-    shutil.copy(store_path(tmp_path, DB_FILENAME), tmp_path / "old-snapshot")
     newer = archive_state(source, 3)
     source.close()
     # Names and file times lie: the older state gets the later stamp, the bigger seq, the newer mtime.
@@ -90,7 +121,6 @@ def test_newest_recorded_checkpoint_wins_whatever_names_and_mtimes_say(tmp_path)
     disguised_newer = "ky_court-WIP-resume-19700101T000000Z-0.tar.gz"
     os.rename(store_path(tmp_path, older), store_path(tmp_path, disguised_older))
     os.rename(store_path(tmp_path, newer), store_path(tmp_path, disguised_newer))
-    shutil.copy(tmp_path / "old-snapshot", store_path(tmp_path, DB_FILENAME))
     os.utime(store_path(tmp_path, disguised_newer), (1, 1))
     os.utime(store_path(tmp_path, disguised_older), (4_000_000_000, 4_000_000_000))
 
@@ -99,10 +129,10 @@ def test_newest_recorded_checkpoint_wins_whatever_names_and_mtimes_say(tmp_path)
     assert result.restored and result.source == disguised_newer
     assert result.checkpoint_seq == 2 and restored_count(ctx) == 5
     assert result.rejected == []
-    assert sorted(result.candidates) == sorted([DB_FILENAME, disguised_older, disguised_newer])
+    assert sorted(result.candidates) == sorted([pack_folder(DB_FILENAME), disguised_older, disguised_newer])
 
 
-def test_store_snapshot_newer_than_every_archive_wins(tmp_path):
+def test_the_page_packs_state_newer_than_every_archive_wins(tmp_path):
     source = make_context(tmp_path)
     archive_state(source, 2)
     add_documents(source, 4)
@@ -110,33 +140,56 @@ def test_store_snapshot_newer_than_every_archive_wins(tmp_path):
     source.close()
     ctx = fresh_runtime(tmp_path)
     result = restore(ctx)
-    assert result.source == DB_FILENAME and result.checkpoint_seq == info["checkpoint_seq"]
+    assert result.source == pack_folder(DB_FILENAME) and result.checkpoint_seq == info["checkpoint_seq"]
     assert restored_count(ctx) == 6
+    assert ctx.path("checkpoint/ky_court.pages").is_file()       # the next checkpoint sends what changed
+
+
+def test_an_earlier_versions_whole_snapshot_newer_than_every_archive_wins(tmp_path):
+    source = make_context(tmp_path)
+    earlier_version_archive(source, tmp_path, 2)
+    add_documents(source, 4)
+    earlier_version_snapshot(source, tmp_path)
+    source.close()
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source == DB_FILENAME and restored_count(ctx) == 6
+    assert not ctx.path("checkpoint/ky_court.pages").exists()    # the first checkpoint sends every page
 
 
 def test_archive_newer_than_the_store_snapshot_wins_and_brings_status(tmp_path):
     source = make_context(tmp_path)
     add_documents(source, 1)
-    push_checkpoint(source)
-    shutil.copy(store_path(tmp_path, DB_FILENAME), tmp_path / "old-snapshot")
+    earlier_version_snapshot(source, tmp_path)
     name = archive_state(source, 2)
     source.close()
-    shutil.copy(tmp_path / "old-snapshot", store_path(tmp_path, DB_FILENAME))
     ctx = fresh_runtime(tmp_path)
     result = restore(ctx)
     assert result.source == name and restored_count(ctx) == 3
     assert json.loads(ctx.path("status.json").read_text())["counts"]["discovered"] == 3
 
 
+def test_a_damaged_newest_pack_falls_back_to_the_newest_whole_state(tmp_path):
+    source = make_context(tmp_path)
+    older = archive_state(source, 2)
+    add_documents(source, 3)
+    newest = push_checkpoint(source)["pushed"].manifest
+    source.close()
+    flip_middle_bytes(store_path(tmp_path, newest))
+    ctx = fresh_runtime(tmp_path)
+    result = restore(ctx)
+    assert result.source in (older, pack_folder(DB_FILENAME)) and restored_count(ctx) == 2
+    assert store_path(tmp_path, newest).is_file()        # reported, never deleted by restore
+
+
 # ------------------------------------------------------ bad candidates
 
 
 def two_archives_then_damage(tmp_path: Path, damage) -> tuple[str, str]:
-    source = make_context(tmp_path)
-    good = archive_state(source, 2)
-    bad = archive_state(source, 3)
+    source = make_context(tmp_path)                 # an earlier version's archives: only they compete
+    good = earlier_version_archive(source, tmp_path, 2)
+    bad = earlier_version_archive(source, tmp_path, 3)
     source.close()
-    store_path(tmp_path, DB_FILENAME).unlink()   # only the archives compete
     damage(store_path(tmp_path, bad))
     return good, bad
 
@@ -165,7 +218,7 @@ def test_a_damaged_newest_archive_is_reported_and_the_next_one_used(tmp_path, da
 
 def test_a_store_snapshot_that_is_not_sqlite_is_rejected(tmp_path):
     source = make_context(tmp_path)
-    name = archive_state(source, 2)
+    name = earlier_version_archive(source, tmp_path, 2)
     source.close()
     store_path(tmp_path, DB_FILENAME).write_bytes(b"this is not a database\n" * 200)
     ctx = fresh_runtime(tmp_path)
@@ -381,7 +434,6 @@ def test_resume_archive_round_trip_gives_the_same_rows(tmp_path):
     rows = document_rows(source.db_path)
     source.close()
     shutil.rmtree(tmp_path / "ws")
-    store_path(tmp_path, DB_FILENAME).unlink()       # the archive alone must carry the state
 
     ctx = make_context(tmp_path)
     result = restore(ctx)
@@ -391,7 +443,7 @@ def test_resume_archive_round_trip_gives_the_same_rows(tmp_path):
     assert snapshot_sequence(ctx.db_path)[0] == result.checkpoint_seq
 
 
-def test_each_resume_archive_is_a_new_name_and_older_ones_are_kept(tmp_path):
+def test_each_resume_archive_is_a_new_name_naming_its_state_in_page_packs(tmp_path):
     source = make_context(tmp_path)
     first = archive_state(source, 1)
     first_bytes = store_path(tmp_path, first).read_bytes()
@@ -400,7 +452,10 @@ def test_each_resume_archive_is_a_new_name_and_older_ones_are_kept(tmp_path):
     assert first != second and is_resume_archive_name(first) and is_resume_archive_name(second)
     assert store_path(tmp_path, first).read_bytes() == first_bytes
     with tarfile.open(store_path(tmp_path, second)) as tar:
-        assert sorted(tar.getnames()) == [DB_FILENAME, "status.json"]
+        assert sorted(tar.getnames()) == ["resume.json", "status.json"]
+        manifest = json.loads(tar.extractfile("resume.json").read())
+    assert manifest["checkpoint_seq"] == 2 and manifest["packs"]
+    assert all(store_path(tmp_path, pack).is_file() for pack in manifest["packs"])
 
 
 def test_equal_recorded_states_prefer_the_archive_which_also_brings_status(tmp_path):
@@ -429,8 +484,7 @@ def test_a_fresh_runtime_replays_the_downloads_the_journal_lists_after_its_snaps
     source = make_context(tmp_path)
     add_documents(source, 4)                                   # D0000 .. D0003
     download_into_store(source, "D0000")
-    push_checkpoint(source)                                   # the snapshot: D0000 downloaded
-    sequence = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
+    sequence = push_checkpoint(source)["checkpoint_seq"]      # the snapshot: D0000 downloaded
     sha = download_into_store(source, "D0001")                 # after the snapshot, PDF in the store
     download_into_store(source, "D0002", in_store=False)       # its upload never happened
     assert push_journal(source) == 2
@@ -455,8 +509,7 @@ def test_a_journal_older_than_the_snapshot_or_with_bad_lines_replays_nothing_fal
     push_checkpoint(source)
     download_into_store(source, "D0000")
     push_journal(source)                                      # follows checkpoint n
-    push_checkpoint(source)                                   # n + 1 holds D0000 itself
-    sequence = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
+    sequence = push_checkpoint(source)["checkpoint_seq"]      # n + 1 holds D0000 itself
     source.close()
     good = {"document_id": "D0001", "sha256": "b" * 64, "size_bytes": 3, "local_pdf": "../../etc/x", "attempts": 1}
     store = LocalStore(tmp_path / "store")
@@ -483,17 +536,16 @@ def test_after_a_snapshot_fails_to_upload_the_journal_still_covers_every_later_d
         snapshots = 0
 
         def upload_file(self, name, local_path):
-            if name == DB_FILENAME:
+            if name.startswith("db/"):
                 self.snapshots += 1
                 if self.snapshots > 1:
-                    raise StoreError("HTTP 503 uploading ky_court.sqlite")
+                    raise StoreError(f"HTTP 503 uploading {name}")
             super().upload_file(name, local_path)
 
     cfg = load_config(env={"KY_WORKSPACE": str(tmp_path / "ws"), "KY_STORE": str(tmp_path / "store")})
     source = open_context(cfg, store=RefusesLaterSnapshots(tmp_path / "store"))
     add_documents(source, 3)
-    push_checkpoint(source)                                   # in the store
-    stored = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
+    stored = push_checkpoint(source)["checkpoint_seq"]        # in the store
     download_into_store(source, "D0000")
     assert not push_checkpoint(source)["uploaded"]            # this one never reaches the store
     download_into_store(source, "D0001")
@@ -557,8 +609,7 @@ def test_between_snapshots_the_checkpointer_keeps_the_journal_current(tmp_path):
                            "KY_CHECKPOINT_SECONDS": "3600", "KY_JOURNAL_SECONDS": "0.05"})
     ctx = open_context(cfg)
     add_documents(ctx, 2)
-    push_checkpoint(ctx)
-    sequence = snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0]
+    sequence = push_checkpoint(ctx)["checkpoint_seq"]
     journal = store_path(tmp_path, f"journal/downloads-after-{sequence}.jsonl")
     with Checkpointer(ctx):
         sha = download_into_store(ctx, "D0001")
@@ -566,7 +617,7 @@ def test_between_snapshots_the_checkpointer_keeps_the_journal_current(tmp_path):
         while not journal.is_file() and time.monotonic() < deadline:
             time.sleep(0.02)
     assert [json.loads(line)["sha256"] for line in journal.read_text().splitlines()] == [sha]
-    assert snapshot_sequence(store_path(tmp_path, DB_FILENAME))[0] == sequence   # no snapshot meanwhile
+    assert stored_sequence(tmp_path) == sequence   # no snapshot meanwhile
     ctx.close()
 
 

@@ -2,20 +2,24 @@
 by order and nearness, filters, sorts, pages, a reader beside a writer, the store's copy."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import random
+import shutil
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
+from archive_fixture import write_earlier_search_tar
 
 from notebook_builder.cells.c00_config import IntegrityError
 from notebook_builder.cells.c06_layout import SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME
 from notebook_builder.cells.c18_query_syntax import parse_query
 from notebook_builder.cells.c18_search_index import (GRAM_JOINER, SearchFilters, SearchIndex, SearchIndexOutdated,
-                                                     SearchQueryError, body_stream, copy_search_index, filed_day,
-                                                     index_words, pack_search_index, unpack_search_index, word_stems)
+                                                     SearchQueryError, body_stream, commit_file_names,
+                                                     copy_search_index, filed_day, index_file_sound, index_words,
+                                                     install_search_index, unpack_search_index, word_stems)
 
 VOCABULARY = ("appellant appellee court circuit judgment statute review record trial motion evidence jury "
               "instruction error harmless abuse discretion standard findings fact law remand").split()
@@ -284,13 +288,54 @@ def test_a_reader_never_sees_a_half_written_commit_of_a_writer_in_another_proces
 # ------------------------------------------------------- the store's copy
 
 
-def test_the_pack_restores_the_same_index_elsewhere(tmp_path):
+def test_a_commit_is_its_segments_files_and_the_delete_file_of_its_opstamp(tmp_path):
+    search = build(tmp_path, random_texts(12))
+    search.remove("doc-003")
+    search.commit()
+    search.finish()
+    search.close()
+    index_path = tmp_path / SEARCH_INDEX_DIRNAME
+    meta = (index_path / "meta.json").read_text()
+    names = commit_file_names(meta)
+    segments = json.loads(meta)["segments"]
+    deleted = [segment for segment in segments if segment["deletes"]]
+    assert len(names) == 6 * len(segments) + len(deleted) == 7
+    assert f"{deleted[0]['segment_id'].replace('-', '')}.{deleted[0]['deletes']['opstamp']}.del" in names
+    assert all((index_path / name).is_file() and index_file_sound(index_path / name) for name in names)
+    with pytest.raises(IntegrityError):
+        commit_file_names('{"segments": [{"segment_id": "../x"}]}')
+    with pytest.raises(IntegrityError):
+        commit_file_names("not json")
+
+
+def test_a_damaged_file_of_a_commit_fails_its_checksum(tmp_path):
+    build(tmp_path, random_texts(5)).close()
+    path = next((tmp_path / SEARCH_INDEX_DIRNAME).glob("*.store"))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    path.write_bytes(bytes(data))
+    assert not index_file_sound(path)
+    path.write_bytes(b"")
+    assert not index_file_sound(path) and not index_file_sound(tmp_path / "nowhere.idx")
+
+
+def staged_copy(source: Path, staging: Path) -> Path:
+    """`source`'s index as a restore stages it: the commit's files, meta.json and the catalog."""
+    copy_search_index(source, staging)
+    return staging
+
+
+@pytest.mark.parametrize("form", ["its commit's files", "an earlier version's tar"])
+def test_the_stores_copy_restores_the_same_index_elsewhere(tmp_path, form):
     source, target = tmp_path / "source", tmp_path / "target"
     source.mkdir()
     target.mkdir()
     build(source, random_texts(20)).close()
-    pack = pack_search_index(source, tmp_path / "ky_search.tar")
-    unpack_search_index(pack, target)
+    if form == "its commit's files":
+        install_search_index(staged_copy(source, tmp_path / "staging"), target)
+    else:
+        unpack_search_index(write_earlier_search_tar(source, tmp_path / "ky_search.tar"), target)
+        assert not (target / "tmp" / "search-restore").exists()
     copy, original = SearchIndex.open(target, readonly=True), SearchIndex.open(source, readonly=True)
     try:
         query = parse_query("abuse discretion")
@@ -298,7 +343,33 @@ def test_the_pack_restores_the_same_index_elsewhere(tmp_path):
     finally:
         copy.close()
         original.close()
-    assert not (target / "tmp" / "search-restore").exists()
+
+
+@pytest.mark.parametrize("harm", ["missing", "damaged", "other commit"])
+def test_a_copy_missing_a_file_damaged_or_of_another_commit_is_refused_and_nothing_put_in_place(tmp_path, harm):
+    source, target = tmp_path / "source", tmp_path / "target"
+    source.mkdir()
+    target.mkdir()
+    search = build(source, random_texts(8))
+    staging = staged_copy(source, tmp_path / "staging")
+    victim = next((staging / SEARCH_INDEX_DIRNAME).glob("*.pos"))   # tantivy opens without it
+    if harm == "missing":
+        victim.unlink()
+    elif harm == "damaged":
+        data = bytearray(victim.read_bytes())
+        data[0] ^= 0x01
+        victim.write_bytes(bytes(data))
+    else:        # the commit after, as many documents, beside the catalog of the one before
+        search.add(fields(3), "another text for the third")
+        search.commit()
+        later = staged_copy(source, tmp_path / "later")
+        shutil.copy(staging / SEARCH_DB_FILENAME, later / SEARCH_DB_FILENAME)
+        staging = later
+    search.close()
+    with pytest.raises(IntegrityError, match={"missing": "lacks", "damaged": "damaged",
+                                              "other commit": "records commit"}[harm]):
+        install_search_index(staging, target)
+    assert not (target / SEARCH_DB_FILENAME).exists() and not (target / SEARCH_INDEX_DIRNAME).exists()
 
 
 def test_a_pack_that_is_not_an_index_is_refused_and_nothing_put_in_place(tmp_path):

@@ -14,7 +14,7 @@ from notebook_builder.cells.c10_database import connect
 from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c20_store import LocalStore
-from notebook_builder.cells.c39_checkpoint import is_resume_archive_name
+from notebook_builder.cells.c06_layout import is_resume_archive_name
 from notebook_builder.cells.c90_verify import VerifyResult, failure_reason, format_verify_report, verify
 
 
@@ -81,7 +81,8 @@ def test_consistent_workspace_passes_and_leaves_checkpoint_status_and_archive(tm
     status = json.loads((store / "status.json").read_text())
     assert status["verify"] == "PASS" and status["done"] is False
     assert status["checkpoint_seq"] == result.checkpoint["checkpoint_seq"]
-    assert (store / DB_FILENAME).read_bytes()[:16] == b"SQLite format 3\x00"
+    assert result.checkpoint["pushed"].packs and all((store / pack).is_file() for pack in result.checkpoint["pushed"].packs)
+    assert not (store / DB_FILENAME).exists()          # the store keeps the database as page packs
     assert is_resume_archive_name(result.archive) and (store / result.archive).is_file()
     assert result.archive.endswith(f"-{result.checkpoint['checkpoint_seq']}.tar.gz")
     report = format_verify_report(result)
@@ -186,7 +187,8 @@ def test_a_corrupt_database_fails_and_does_not_replace_the_stores_snapshot(tmp_p
     ctx = make_context(tmp_path)
     populate(ctx)
     assert verify(ctx).passed
-    good_snapshot = (tmp_path / "store" / DB_FILENAME).read_bytes()
+    packs = tmp_path / "store" / "db" / "ky_court"
+    good_state = {path.name: path.read_bytes() for path in packs.iterdir()}
     ctx.close()
     corrupt_index_entry(ctx.db_path)
 
@@ -195,7 +197,7 @@ def test_a_corrupt_database_fails_and_does_not_replace_the_stores_snapshot(tmp_p
     assert not result.passed and result.integrity
     assert result.reasons[0].startswith("database integrity_check failed")
     assert result.archive is None and result.checkpoint is None
-    assert (tmp_path / "store" / DB_FILENAME).read_bytes() == good_snapshot
+    assert {path.name: path.read_bytes() for path in packs.iterdir()} == good_state
     ctx.close()
 
 
@@ -211,7 +213,7 @@ def test_a_lagging_store_fails_verify_and_a_later_run_catches_up(tmp_path):
     populate(ctx)
     result = verify(ctx)
     assert not result.passed
-    assert result.store_pending == 6   # three PDFs, two texts and the resume archive
+    assert result.store_pending == 5   # three PDFs and two texts (no resume point names a state the store lacks)
     lag = [reason for reason in result.reasons if reason.startswith("store lags:")]
     assert len(lag) == 1 and "names pending (quota exceeded" in lag[0] and "nothing is lost" in lag[0]
     assert json.loads(ctx.path("status.json").read_text())["verify"] == "FAIL"
@@ -221,9 +223,9 @@ def test_a_lagging_store_fails_verify_and_a_later_run_catches_up(tmp_path):
     ctx.open_database()
     result = verify(ctx)
     assert result.passed, result.reasons
-    assert result.backlog_uploaded == 6 and result.store_pending == 0
+    assert result.backlog_uploaded == 5 and result.store_pending == 0
     archives = [name for name in LocalStore(tmp_path / "store").list_dir("") if is_resume_archive_name(name)]
-    assert len(archives) == 2   # the queued one arrived, the new one too
+    assert archives == [result.archive]
     ctx.close()
 
 

@@ -23,8 +23,12 @@ Guarantees:
   court as typed is read by the court system's words, c28 `court_filter`).
 - `open_search_index()` opens a workspace's index read-only (the search, serve, the feeds); a
   missing or unusable one raises IndexMissingError, saying how to build it.
-- `pack_search_index()` writes the index and its catalog as one tar file (the store's copy);
-  `unpack_search_index()` puts one in place after checking it opens and agrees with its catalog.
+- The store's copy is the commit's own files (c87 sends them): `commit_file_names()` names them
+  from meta.json (a segment's files are never rewritten, only deleted once unused);
+  `index_file_sound()` checks one against the CRC-32 tantivy wrote in its footer;
+  `install_search_index()` puts a fetched index in place only once every file of its commit is
+  there and sound, it opens, and its catalog records that commit and as many documents.
+  `unpack_search_index()` does so for an earlier version's one-file copy (`ky_search.tar`).
   A read-only copy is read through a private folder of links (tantivy locks beside meta.json).
 - An index of another SEARCH_SCHEMA_VERSION (the FTS5 index of earlier versions included) raises
   SearchIndexOutdated, one that cannot be read IntegrityError: derived data, built again.
@@ -34,15 +38,16 @@ Knobs read: none.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
 import shutil
 import sqlite3
+import struct
 import tarfile
 import tempfile
 import unicodedata
+import zlib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -731,14 +736,69 @@ def _meta_opstamp(index_path: Path) -> int:
 # ------------------------------------------------------------------ the store's copy
 
 _SEARCH_PACK_MEMBER = re.compile(rf"{re.escape(SEARCH_DB_FILENAME)}|{re.escape(SEARCH_INDEX_DIRNAME)}/[\w.-]+")
+# The files of a tantivy segment of this schema, by suffix (its delete file apart): a commit needs each.
+SEGMENT_FILE_SUFFIXES = ("fast", "fieldnorm", "idx", "pos", "store", "term")
+_FOOTER_MAGIC = 1337               # tantivy's footer: its JSON (with the CRC-32), its length, this number
+
+
+def commit_file_names(meta: str) -> list[str]:
+    """The file names of the tantivy commit whose meta.json is `meta` (meta.json apart): each of its
+    segments' files and, for a segment with deletes, the delete file of the opstamp it records.
+    IntegrityError when `meta` is not a commit's meta.json."""
+    try:
+        segments = json.loads(meta)["segments"]
+        names = []
+        for segment in segments:
+            segment_id = segment["segment_id"].replace("-", "")
+            if not re.fullmatch(r"[0-9a-f]{32}", segment_id):
+                raise ValueError(f"segment id {segment_id!r}")
+            names += [f"{segment_id}.{suffix}" for suffix in SEGMENT_FILE_SUFFIXES]
+            if segment.get("deletes"):
+                names.append(f"{segment_id}.{int(segment['deletes']['opstamp'])}.del")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise IntegrityError(f"not a search index commit (meta.json): {exc}") from None
+    return sorted(names)
+
+
+def index_file_sound(path: str | os.PathLike) -> bool:
+    """Whether a file of a tantivy segment holds the bytes it was written with: the CRC-32 its footer
+    records (tantivy's own, over the bytes before the footer) is theirs."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size < 8:
+                return False
+            handle.seek(size - 8)
+            length, magic = struct.unpack("<II", handle.read(8))
+            if magic != _FOOTER_MAGIC or length + 8 > size:
+                return False
+            body = size - 8 - length
+            handle.seek(body)
+            recorded = json.loads(handle.read(length))["crc"]
+            handle.seek(0)
+            crc, left = 0, body
+            while left:
+                chunk = handle.read(min(left, 1 << 20))
+                if not chunk:
+                    return False
+                crc, left = zlib.crc32(chunk, crc), left - len(chunk)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return crc == recorded
 
 
 def _search_commit_files(index_path: Path) -> tuple[str, list[Path]]:
     """(meta.json's text, the files of the commit it names): a consistent set even while a writer
-    commits or merges, or FileNotFoundError when one of them was deleted meanwhile (ask again)."""
+    commits or merges, or FileNotFoundError when one of them was deleted meanwhile (ask again).
+    IntegrityError when a segment has a file SEGMENT_FILE_SUFFIXES does not name (another format)."""
     meta = (index_path / "meta.json").read_text(encoding="utf-8")
-    segments = {segment["segment_id"].replace("-", "") for segment in json.loads(meta)["segments"]}
-    files = sorted(path for path in index_path.iterdir() if path.name.split(".", 1)[0] in segments)
+    files = [index_path / name for name in commit_file_names(meta)]
+    segments = {path.name.split(".", 1)[0] for path in files}
+    named = {path.name for path in files}
+    unknown = [path.name for path in index_path.iterdir() if path.name.split(".", 1)[0] in segments
+               and path.name not in named and not path.name.endswith(".del")]
+    if unknown:
+        raise IntegrityError(f"{index_path} has segment files this code does not know ({unknown[0]})")
     for path in files:
         path.stat()
     return meta, files
@@ -757,38 +817,6 @@ def _search_commit(index_path: Path, place: Any) -> None:
         except FileNotFoundError:
             if attempt == 2:
                 raise
-
-
-def pack_search_index(folder: str | os.PathLike, target: str | os.PathLike) -> Path:
-    """One tar file of `folder`'s index (the files of its latest commit, meta.json) and a
-    consistent copy of its catalog, written under a temp name and renamed."""
-    folder, target = Path(folder), Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    catalog_copy = backup_database(folder / SEARCH_DB_FILENAME, target.with_name(target.name + ".catalog"))
-    temp = target.with_name(target.name + ".tmp")
-    try:
-        def place(path: Path | None, name: str) -> None:
-            if path is not None:
-                tar.add(path, arcname=f"{SEARCH_INDEX_DIRNAME}/{name}")
-                return
-            data = name.encode("utf-8")
-            member = tarfile.TarInfo(f"{SEARCH_INDEX_DIRNAME}/meta.json")
-            member.size = len(data)
-            tar.addfile(member, io.BytesIO(data))
-        for attempt in range(3):
-            with tarfile.open(temp, "w") as tar:
-                tar.add(catalog_copy, arcname=SEARCH_DB_FILENAME)
-                try:
-                    _search_commit(folder / SEARCH_INDEX_DIRNAME, place)
-                    break
-                except FileNotFoundError:
-                    if attempt == 2:
-                        raise
-        os.replace(temp, target)
-    finally:
-        temp.unlink(missing_ok=True)
-        catalog_copy.unlink(missing_ok=True)
-    return target
 
 
 def copy_search_index(folder: str | os.PathLike, target: str | os.PathLike) -> None:
@@ -814,10 +842,46 @@ def copy_search_index(folder: str | os.PathLike, target: str | os.PathLike) -> N
     os.replace(staging, target / SEARCH_INDEX_DIRNAME)
 
 
+def install_search_index(staging: str | os.PathLike, folder: str | os.PathLike, *, same_commit: bool = True) -> None:
+    """Moves the index in `staging` (`ky_search/`: meta.json and the files of its commit;
+    `ky_search.sqlite`) into `folder` (which has none), once every file of the commit is there and
+    sound (index_file_sound), it opens, is this version's, and its catalog lists as many documents as
+    tantivy holds and (`same_commit`) records the commit meta.json names. IntegrityError
+    (SearchIndexOutdated) otherwise, with nothing put in place."""
+    staging, folder = Path(staging), Path(folder)
+    index_path = staging / SEARCH_INDEX_DIRNAME
+    try:
+        meta = (index_path / "meta.json").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IntegrityError(f"{index_path} has no readable meta.json: {exc}") from None
+    for name in commit_file_names(meta):
+        if not (index_path / name).is_file():
+            raise IntegrityError(f"{index_path} lacks {name}, a file of its commit")
+        if not index_file_sound(index_path / name):
+            raise IntegrityError(f"{index_path}/{name} is damaged: its bytes do not agree with its checksum")
+    restored = SearchIndex.open(staging, readonly=True)
+    try:
+        documents, listed = restored.index.searcher().num_docs, restored.indexed_count()
+        recorded = int(_kv(restored.catalog, "index_opstamp") or 0)
+    finally:
+        restored.close()
+    if documents != listed:
+        raise IntegrityError(f"{staging}: the index holds {documents} documents, its catalog lists {listed}")
+    if same_commit and recorded != _meta_opstamp(index_path):
+        raise IntegrityError(f"{staging}: the catalog records commit {recorded}, the index is commit "
+                             f"{_meta_opstamp(index_path)}")
+    os.replace(staging / SEARCH_DB_FILENAME, folder / SEARCH_DB_FILENAME)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{folder / SEARCH_DB_FILENAME}{suffix}").unlink(missing_ok=True)
+    shutil.rmtree(folder / SEARCH_INDEX_DIRNAME, ignore_errors=True)
+    os.replace(index_path, folder / SEARCH_INDEX_DIRNAME)
+
+
 def unpack_search_index(pack: str | os.PathLike, folder: str | os.PathLike) -> None:
-    """Puts the index of a pack_search_index() file in `folder` (which has none), once it opens,
-    is this version's and its catalog and tantivy agree on how many documents it holds;
-    IntegrityError (SearchIndexOutdated) otherwise, with nothing put in place."""
+    """Puts the index of an earlier version's one-file copy (a tar of `ky_search/` and
+    `ky_search.sqlite`) in `folder` (which has none), checked by install_search_index (its catalog
+    may be of an earlier commit: the index stage catches up); IntegrityError otherwise, with nothing
+    put in place."""
     folder = Path(folder)
     staging = folder / "tmp" / "search-restore"
     shutil.rmtree(staging, ignore_errors=True)
@@ -833,18 +897,7 @@ def unpack_search_index(pack: str | os.PathLike, folder: str | os.PathLike) -> N
                     tar.extract(member, staging, set_attrs=False)
         except (tarfile.TarError, OSError) as exc:
             raise IntegrityError(f"{pack} cannot be read: {exc}") from None
-        restored = SearchIndex.open(staging, readonly=True)
-        try:
-            documents, listed = restored.index.searcher().num_docs, restored.indexed_count()
-        finally:
-            restored.close()
-        if documents != listed:
-            raise IntegrityError(f"{pack}: the index holds {documents} documents, its catalog lists {listed}")
-        os.replace(staging / SEARCH_DB_FILENAME, folder / SEARCH_DB_FILENAME)
-        for suffix in ("-wal", "-shm"):
-            Path(f"{folder / SEARCH_DB_FILENAME}{suffix}").unlink(missing_ok=True)
-        shutil.rmtree(folder / SEARCH_INDEX_DIRNAME, ignore_errors=True)
-        os.replace(staging / SEARCH_INDEX_DIRNAME, folder / SEARCH_INDEX_DIRNAME)
+        install_search_index(staging, folder, same_commit=False)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

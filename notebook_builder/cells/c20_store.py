@@ -5,8 +5,11 @@ Guarantees:
 - Writes are atomic: a reader sees the old bytes or the new, never a torn file.
 - A name under `pdf_by_hash/` or `text/` is content-addressed: writing other
   bytes to an existing one raises `IntegrityError`; writing the same bytes
-  again is a no-op. No name is ever deleted (only the temp files of writes
-  a kill interrupted, by `remove_stale_temps`).
+  again is a no-op. A rewritten name (status.json) is replaced whole: no earlier
+  version is kept. Only state the pipeline replaces is ever removed (`remove`,
+  c06 `is_replaceable_state`: page packs, index files, journals, resume
+  archives beyond their retention), and the temp files of writes a kill
+  interrupted (`remove_stale_temps`); a file of record never is.
 - `StoreQuotaExceeded` (a `StoreError`) tells callers the store is full, so
   they can keep working on local state and catch the store up later.
 - Fixity (c21_fixity) asks a store what its listing knows of each file
@@ -36,8 +39,8 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from .c00_config import IntegrityError, StoreError, StoreMissing, StoreQuotaExceeded
-from .c05_durable import atomic_write, durable_rename, make_folders, write_temp_file
-from .c06_layout import check_store_name, is_content_addressed
+from .c05_durable import atomic_write, durable_rename, make_folders, sync_folders, write_temp_file
+from .c06_layout import check_store_name, is_content_addressed, is_replaceable_state
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -47,6 +50,15 @@ def sha256_file(path: str | os.PathLike) -> str:
         while chunk := handle.read(1024 * 1024):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def check_removable(name: str) -> str:
+    """`name` when the pipeline may remove it from the store (state it replaces, c06
+    `is_replaceable_state`); IntegrityError for anything else: a file of record is never removed."""
+    check_store_name(name)
+    if not is_replaceable_state(name):
+        raise IntegrityError(f"the store never removes {name}: only state the pipeline replaces is removed")
+    return name
 
 
 def file_digests(path: str | os.PathLike) -> tuple[str, str, int]:
@@ -105,6 +117,12 @@ class Store:
         raise NotImplementedError
 
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
+        raise NotImplementedError
+
+    def remove(self, name: str) -> None:
+        """Removes `name` for good (no trash, no earlier revision left): only state the pipeline
+        replaces (`check_removable`; anything else raises IntegrityError). A name the store does
+        not hold is no error."""
         raise NotImplementedError
 
     def upload_files(self, items: list[tuple[str, str | os.PathLike]]) -> None:
@@ -247,6 +265,17 @@ class LocalStore(Store):
             group.append(staged)
             return
         self._promote(*staged)
+
+    def remove(self, name: str) -> None:
+        """Unlinks the file and syncs its folder."""
+        target = self._target(check_removable(name))
+        try:
+            os.unlink(target)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._error(target, exc) from None
+        sync_folders([os.path.dirname(target)])
 
     def upload_files(self, items: list[tuple[str, str | os.PathLike]]) -> None:
         """`upload_file` of each, but durable together: each is written to its temp name, then

@@ -34,7 +34,7 @@ from typing import Any, Iterator, Mapping
 
 import requests
 
-from .c00_config import Config, PermanentFetchError, PipelineError, RunClock, TransientFetchError
+from .c00_config import Config, PipelineError, RunClock, TransientFetchError
 from .c25_court import ShapeProblem
 from .c26_trportal import MAX_PAGE_SIZE, PATHS, RESULTS_WINDOW, TRPortalCourt, envelope, instant_of, instant_text
 from .c27_court_systems import court_of_config

@@ -37,6 +37,7 @@ from .c06_layout import CONTENT_ADDRESSED_PREFIXES, is_content_addressed
 from .c10_database import Database
 from .c17_snapshots import StoreState
 from .c20_store import Store
+from .c22_page_packs import PagePacks, PushResult
 
 log_mirror = logging.getLogger("kycourt.mirror")
 
@@ -215,6 +216,32 @@ class StoreMirror:
             self._queue(name, local_path, str(exc))
             return False
         return None
+
+    def push_pages(self, packs: PagePacks, snapshot: str | os.PathLike, **options) -> PushResult | None:
+        """`packs.push(snapshot, **options)` (a database's changed pages, c22) under the mirror's lock;
+        a store fault is noted as lag and gives None (the next checkpoint sends those pages)."""
+        with self._lock:
+            try:
+                return packs.push(snapshot, **options)
+            except StoreError as exc:
+                self._note_lag(exc)
+                return None
+
+    def prune_pages(self, packs: PagePacks, needed: set[str]) -> int:
+        """`packs.remove_unneeded(needed)` under the mirror's lock: the packs no kept state names."""
+        with self._lock:
+            return packs.remove_unneeded(needed)
+
+    def remove(self, name: str) -> bool:
+        """Removes state the pipeline replaces (`Store.remove`); a store fault is logged, not lag (the
+        name is removed at a later try). True when the store no longer holds it."""
+        with self._lock:
+            try:
+                self.store.remove(name)
+                return True
+            except StoreError as exc:
+                log_mirror.warning("cannot remove %s from the store: %s", name, exc)
+                return False
 
     def fetch(self, name: str, local_path: str | os.PathLike) -> bool:
         """Downloads `name` from the store (under the lock); False if it cannot."""

@@ -2,9 +2,12 @@
 
 Guarantees:
 - `restore()` acts only when the workspace has no database; a workspace with one is left alone.
-- The candidates are the store's `ky_court.sqlite` snapshot and its resume archives, each judged by
-  what its database records (`checkpoint_seq`, then `checkpoint_at`), never by file times or names:
-  a new runtime never resumes from an older state than the store holds. An older version's (v1.2)
+- The candidates are the database the store's page packs make (c22, `db/ky_court/`), its resume
+  archives (a whole database inside, or the page packs of a state named in resume.json) and an
+  earlier version's `ky_court.sqlite`, each judged by what its database records (`checkpoint_seq`,
+  then `checkpoint_at`), never by file times or names: a new runtime never resumes from an older
+  state than the store holds. The page table of the state chosen goes with it (c22), so the next
+  checkpoint sends only what changes. An older version's (v1.2)
   state is judged by its content (newest `updated_at`, then rows); the rows only other v1.2 states
   hold are merged into the one chosen (c38), each kept byte for byte under legacy/ first.
 - A candidate that is not SQLite, fails `quick_check`, or is a corrupt, truncated or hostile
@@ -46,12 +49,14 @@ from typing import Any
 
 from .c00_config import DEFAULT_COURT_SYSTEM, CourtSystemMismatch, DiskFullError, IntegrityError, StoreError
 from .c05_durable import durable_rename, raise_if_disk_full
-from .c06_layout import DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS, pdf_store_name
+from .c06_layout import (DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS, is_resume_archive_name, journal_sequence,
+                         pdf_store_name)
 from .c10_database import Database, database_uri, is_sqlite_file
 from .c13_records import DownloadRecords
 from .c17_snapshots import StoreState, snapshot_problems, snapshot_sequence
 from .c35_context import Context
-from .c39_checkpoint import is_resume_archive_name, journal_sequence
+from .c22_page_packs import PagePacks, pack_folder
+from .c39_checkpoint import RESUME_MANIFEST, database_packs
 from .c38_legacy import LegacyJudgement, judge_database, keep_original_locally, merge_legacy_rows
 
 log_restore = logging.getLogger("kycourt.restore")
@@ -90,6 +95,7 @@ class _RestoreCandidate:
     checkpoint_at: str
     legacy: LegacyJudgement | None = None     # an older version's state: judged by its content
     files: list[tuple[str, str, int]] = field(default_factory=list)   # (member, workspace name, size)
+    table: Path | None = None                 # the page table of a state made from the store's page packs
 
     @property
     def rank(self) -> tuple[int, str, tuple[str, int], int]:
@@ -158,8 +164,9 @@ def workspace_has_database(workspace: Path) -> bool:
 # ----------------------------------------------------------------- stage
 
 
-def restore(ctx: Context) -> RestoreResult:
-    """Puts the newest state the store holds into a workspace that has no database."""
+def restore(ctx: Context, *, point: str | None = None) -> RestoreResult:
+    """Puts the newest state the store holds into a workspace that has no database (`point`: the
+    state of that resume archive, or of the store's page packs when it names `db/ky_court`)."""
     workspace = ctx.workspace
     if workspace_has_database(workspace):
         return RestoreResult(False, "workspace has a database: nothing to restore")
@@ -169,6 +176,17 @@ def restore(ctx: Context) -> RestoreResult:
         raise StoreError(f"restore cannot list the store ({ctx.store.description}): {exc}; "
                          "not starting from less than the store may hold") from None
     candidates = [name for name in names if name == DB_FILENAME or is_resume_archive_name(name)]
+    try:
+        if database_packs(ctx).held():
+            candidates.insert(0, pack_folder(DB_FILENAME))
+    except StoreError as exc:
+        raise StoreError(f"restore cannot list the store's page packs: {exc}; "
+                         "not starting from less than the store may hold") from None
+    if point is not None:
+        if point not in candidates:
+            raise IntegrityError(f"the store holds no resume point {point!r} (it holds: "
+                                 f"{', '.join(candidates) or 'none'})")
+        candidates = [point]
     result = RestoreResult(False, "", candidates=candidates)
     temp_root = Path(tempfile.mkdtemp(prefix=".restore-", dir=workspace))
     try:
@@ -263,7 +281,8 @@ def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
         folder.mkdir()
         download = folder / "download"
         try:
-            ctx.store.download_file(name, download)
+            if name != pack_folder(DB_FILENAME):
+                ctx.store.download_file(name, download)
         except StoreError as exc:
             raise StoreError(f"restore cannot read {name} from the store: {exc}; "
                              "not starting from an older state than the store holds") from None
@@ -271,7 +290,7 @@ def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
             raise_if_disk_full(exc, download)
             raise
         try:
-            candidate = _restore_judge(name, download, folder)
+            candidate = _restore_judge(name, download, folder, _restore_packs(ctx, folder))
         except IntegrityError as exc:
             result.rejected.append((name, str(exc)))
             log_restore.warning("restore rejects %s: %s", name, exc)
@@ -292,12 +311,32 @@ def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
     return best, kept
 
 
-def _restore_judge(name: str, download: Path, folder: Path) -> _RestoreCandidate:
+def _restore_packs(ctx: Context, folder: Path):
+    """Makes a database from the store's page packs in `folder` (the newest whole state, or the
+    state a resume archive's manifest names): (database, page table)."""
+    def assemble(manifest: str | None) -> tuple[Path, Path]:
+        database, table = folder / DB_FILENAME, folder / "page-table"
+        try:
+            PagePacks(ctx.store, DB_FILENAME, folder, table_path=table).restore(
+                database, manifest=manifest, downloads=folder.parent / "packs")
+        except StoreError as exc:
+            raise StoreError(f"restore cannot read the store's page packs: {exc}; "
+                             "not starting from an older state than the store holds") from None
+        return database, table
+    return assemble
+
+
+def _restore_judge(name: str, download: Path, folder: Path, assemble) -> _RestoreCandidate:
     files: list[tuple[str, str, int]] = []
+    table = None
     if name == DB_FILENAME:
         database, status = download, None
+    elif name == pack_folder(DB_FILENAME):
+        (database, table), status = assemble(None), None
     else:
-        database, status, files = _restore_unpack(download, folder)
+        database, status, files = _restore_unpack(download, folder, assemble)
+        if database.with_name("page-table").is_file():
+            table = database.with_name("page-table")
     judgement = judge_database(database)
     if judgement.legacy:
         # An older version's state records no checkpoint: judged by its content, adopted after restore.
@@ -311,9 +350,9 @@ def _restore_judge(name: str, download: Path, folder: Path) -> _RestoreCandidate
         problems = snapshot_problems(database)
         if problems:
             raise IntegrityError(f"database fails quick_check: {problems[:3]}")
-        candidate = _RestoreCandidate(name, database, status, sequence, taken_at, files=files)
+        candidate = _RestoreCandidate(name, database, status, sequence, taken_at, files=files, table=table)
     if download != database:
-        download.unlink()      # read again from the store for its files, if this state is chosen
+        download.unlink(missing_ok=True)      # read again from the store for its files, if this state is chosen
     return candidate
 
 
@@ -337,9 +376,10 @@ def archive_workspace_name(name: str, root: str) -> str | None:
     return relative if folder in RESTORE_FILE_FOLDERS and "/" in relative and not relative.startswith("../") else None
 
 
-def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None, list[tuple[str, str, int]]]:
+def _restore_unpack(archive: Path, folder: Path, assemble) -> tuple[Path, Path | None, list[tuple[str, str, int]]]:
     """Checks every member of a resume archive, then copies out its database (with its -wal, folded
-    in) and status; returns them and the (member, workspace name) of its workspace files."""
+    in; or, for an archive naming page packs, the database those make: `assemble(manifest)`) and
+    status; returns them and the (member, workspace name) of its workspace files."""
     data_filter = getattr(tarfile, "data_filter", None)   # Python >= 3.12 and recent patch releases
     try:
         with tarfile.open(archive, mode="r:gz") as tar:
@@ -361,6 +401,8 @@ def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None, lis
                     regular[key] = member
                 elif posixpath.basename(key) in (DB_FILENAME, STATUS_FILENAME) and not member.isdir():
                     raise IntegrityError(f"archive member {key} is not a regular file")
+            if RESUME_MANIFEST in regular and not any(posixpath.basename(key) == DB_FILENAME for key in regular):
+                return _restore_named_state(tar, regular, folder, assemble)
             database_key, root = archive_layout(sorted(regular))
             wanted = {DB_FILENAME: regular[database_key]}
             for name in (STATUS_FILENAME, DB_FILENAME + "-wal"):
@@ -391,6 +433,26 @@ def _restore_unpack(archive: Path, folder: Path) -> tuple[Path, Path | None, lis
         log_restore.warning("resume archive %s has an unreadable status.json; ignoring it", archive.name)
         status = None
     return paths[DB_FILENAME], status, files
+
+
+def _restore_named_state(tar: tarfile.TarFile, regular: dict[str, tarfile.TarInfo], folder: Path,
+                         assemble) -> tuple[Path, Path | None, list]:
+    """A resume archive that names its state in page packs (resume.json): that state made from the
+    store's packs, and the archive's status.json."""
+    try:
+        manifest = json.loads(tar.extractfile(regular[RESUME_MANIFEST]).read())
+        name = manifest["manifest"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise IntegrityError(f"its {RESUME_MANIFEST} names no state: {exc}") from None
+    status = None
+    if STATUS_FILENAME in regular:
+        status = folder / STATUS_FILENAME
+        with tar.extractfile(regular[STATUS_FILENAME]) as source, open(status, "xb") as target:
+            shutil.copyfileobj(source, target, _RESTORE_COPY_CHUNK)
+        if not _restore_is_json_object(status):
+            status = None
+    database, _table = assemble(name)
+    return database, status, []
 
 
 def _restore_fold_wal(database: Path) -> None:
@@ -513,6 +575,12 @@ def _restore_install(workspace: Path, best: _RestoreCandidate) -> None:
         (workspace / folder).mkdir(parents=True, exist_ok=True)
     if best.status is not None:
         os.replace(best.status, workspace / STATUS_FILENAME)
+    # What the store holds of the database goes with it (without one, the first checkpoint sends every page).
+    table = PagePacks(None, DB_FILENAME, workspace / "checkpoint").table_path
+    if best.table is not None:
+        os.replace(best.table, table)
+    else:
+        table.unlink(missing_ok=True)
     os.replace(best.database, workspace / DB_FILENAME)   # last: its presence means "restored"
 
 

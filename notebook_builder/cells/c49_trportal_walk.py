@@ -40,7 +40,7 @@ import time
 import zoneinfo
 from typing import Any, Mapping
 
-from .c00_config import CourtUnreachable, PermanentFetchError, StopRequested, TransientFetchError, utc_now
+from .c00_config import PermanentFetchError, StopRequested, TransientFetchError, utc_now
 from .c10_database import KV_ARCHIVE_UPDATED_AT, KV_COMPLETE_THROUGH, KV_DISCOVERY_CONVERGED_AT, KV_DISCOVERY_STRATEGY
 from .c12_queues import WorkQueues
 from .c15_discovery_state import DiscoveryState, Transitions

@@ -20,16 +20,17 @@ Guarantees:
   text was indexed (`text_source`), from `documents` and, when other parts of
   the project have added them, the `cases`, `docket_entries` and `derived`
   tables (found by name and column at run time; null when absent).
-- A fresh runtime (no index in the workspace) takes the store's copy
-  (`ky_search.tar`: the index and its catalog in one file), checked, and
-  catches up from there; with none, the index is built from the texts (the
-  workspace's, else fetched from the store). A damaged index is moved aside
-  and rebuilt; one of another version (the FTS5 index of earlier versions)
-  is deleted and rebuilt: it is derived data.
-- The stage runs last, so the index is mirrored to the store once per
-  session, when it changed or the store lacks it (`ky_search.tar`, and the
-  catalog alone as `ky_search.sqlite`); never at checkpoints: the state
-  snapshot that every checkpoint pushes does not grow.
+- The store holds the commit's own files (`ky_search/`: a name never holds
+  other bytes; meta.json, the commit point) and the catalog as page packs
+  (`db/ky_search/`, c22). When the index changed or the store is not level
+  with it, `push_search_index` sends the files the store lacks, meta.json,
+  the catalog's changed pages, then removes what the commit no longer names
+  and an earlier version's `ky_search.tar`/`.sqlite`. A fresh runtime takes
+  that commit, checked (c18 `install_search_index`), else an earlier
+  `ky_search.tar`, and catches up; with neither (or a file missing or
+  damaged) the index is built from the texts (the workspace's, else the
+  store's). A damaged index is moved aside and rebuilt; one of another
+  version (FTS5 included) is deleted and rebuilt: it is derived data.
 - `search_archive()` is the one search of the CLI, `serve`, the notebook and
   the benchmark: the query read by c18_query_syntax (never an error; case
   numbers in the archive's court system's forms), the filters (--court by
@@ -54,21 +55,23 @@ import html
 import logging
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .c00_config import DEFAULT_COURT_SYSTEM, IntegrityError, count_noun, court_day
+from .c00_config import DEFAULT_COURT_SYSTEM, IntegrityError, StoreError, count_noun, court_day
+from .c05_durable import durable_write
 from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, SEARCH_PACK_FILENAME, TEXT_LAYER, text_name
 from .c10_database import Database, is_sqlite_file
 from .c11_reads import extracted_fingerprint, iter_document_records
 from .c12_queues import WorkQueues, not_public_reason
-from .c17_snapshots import backup_database
 from .c18_query_syntax import COMMON_WORDS, AllOf, AnyOf, CaseNumber, Near, Phrase, SearchQuery, Word, parse_query
 from .c18_search_index import (SEARCH_SORTS, SearchFilters, SearchIndex, SearchIndexOutdated, SearchQueryError,
-                               composed, index_words, open_search_index, pack_search_index, remove_search_index,
-                               unpack_search_index, word_stems)
+                               commit_file_names, composed, copy_search_index, index_words, install_search_index,
+                               open_search_index, remove_search_index, unpack_search_index, word_stems)
+from .c22_page_packs import PagePacks
 from .c28_court_words import SystemWords, system_words, words_of_config
 from .c34_mirror import progress
 from .c35_context import Context, archive_words, not_public_words
@@ -129,6 +132,10 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
                               "recognised and merged in) or court_text (the court's own, where ours is empty or poor)"),
     ("text", "string", "the document's best text (null when not extracted, or its file is unavailable)"),
 )
+SEARCH_STORE_META = f"{SEARCH_INDEX_DIRNAME}/meta.json"       # the store's commit point of the index
+SEARCH_STORE_HELD = "checkpoint/ky_search.held.json"          # the meta.json the store holds, as last sent or read
+_SEARCH_WHOLE_FILES = (SEARCH_PACK_FILENAME, SEARCH_DB_FILENAME)   # an earlier version's copies in the store
+
 
 @dataclass
 class IndexResult:
@@ -141,7 +148,9 @@ class IndexResult:
     restored_from_store: bool = False
     rebuilt: bool = False     # a damaged or outdated index was set aside
     pushed: bool = False      # mirrored to the store
-    push_seconds: float = 0.0  # of the run, those spent packing and mirroring the index to the store
+    push_seconds: float = 0.0  # of the run, those spent mirroring the index to the store
+    push_files: int = 0       # index files sent to the store (meta.json included)
+    push_bytes: int = 0       # their bytes and those of the catalog's changed pages
     stopped: bool = False
 
 
@@ -217,15 +226,17 @@ def index(ctx: Context) -> IndexResult:
     result = IndexResult()
     db = ctx.open_database()
     if not SearchIndex.exists(ctx.workspace):
-        result.restored_from_store = _index_restore(ctx)
+        result.restored_from_store = restore_search_index(ctx)
     search = _index_open(ctx, result)
     try:
         changed = _index_catch_up(ctx, db, search, result)
         result.total = search.indexed_count()
-        if changed or not ctx.mirror.has(SEARCH_PACK_FILENAME):
+        if changed or not _index_store_level(ctx):
             started = time.monotonic()
-            result.pushed = _index_push(ctx)
+            pushed = push_search_index(ctx)
             result.push_seconds = time.monotonic() - started
+            if pushed is not None:
+                result.pushed, result.push_files, result.push_bytes = True, pushed.files, pushed.bytes
     finally:
         search.close()
     log_index.info("index: %d texts indexed (%.1f MB), %d refreshed, %d removed, %d texts missing; "
@@ -260,8 +271,12 @@ def _index_move_aside(workspace: Path) -> str:
     return f"{SEARCH_DB_FILENAME}.damaged-{number}"
 
 
-def _index_restore(ctx: Context) -> bool:
-    """The store's copy of the index into the workspace, if it has a sound one."""
+def restore_search_index(ctx: Context) -> bool:
+    """The store's copy of the index into the workspace (which has none), if it holds a sound one:
+    the files its `ky_search/meta.json` names and the catalog its packs make, else an earlier
+    version's `ky_search.tar`. False: the index is built from the texts."""
+    if ctx.mirror.has(SEARCH_STORE_META) and _restore_commit(ctx):
+        return True
     if not ctx.mirror.has(SEARCH_PACK_FILENAME):
         return False
     pack = ctx.path("tmp") / f"{SEARCH_PACK_FILENAME}.restore"
@@ -275,6 +290,31 @@ def _index_restore(ctx: Context) -> bool:
         return False
     finally:
         pack.unlink(missing_ok=True)
+    log_index.info("search index restored from the store's %s; catching up", SEARCH_PACK_FILENAME)
+    return True
+
+
+def _restore_commit(ctx: Context) -> bool:
+    """The commit the store's meta.json names, its files and its catalog, checked and put in place."""
+    staging = ctx.path("tmp") / "search-restore"
+    shutil.rmtree(staging, ignore_errors=True)
+    index_path = staging / SEARCH_INDEX_DIRNAME
+    index_path.mkdir(parents=True)
+    try:
+        if not ctx.mirror.fetch(SEARCH_STORE_META, index_path / "meta.json"):
+            raise IntegrityError(f"{SEARCH_STORE_META} cannot be read")
+        meta = (index_path / "meta.json").read_text(encoding="utf-8")
+        for name in commit_file_names(meta):
+            if not ctx.mirror.fetch(f"{SEARCH_INDEX_DIRNAME}/{name}", index_path / name):
+                raise IntegrityError(f"the store lacks {SEARCH_INDEX_DIRNAME}/{name}, a file of its commit")
+        catalog_packs(ctx).restore(staging / SEARCH_DB_FILENAME)
+        install_search_index(staging, ctx.workspace)
+    except (IntegrityError, StoreError, UnicodeDecodeError) as exc:
+        log_index.warning("the store's search index is not usable (%s)", exc)
+        return False
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    durable_write(ctx.path(SEARCH_STORE_HELD), meta.encode("utf-8"))
     log_index.info("search index restored from the store; catching up")
     return True
 
@@ -328,12 +368,81 @@ def _index_catch_up(ctx: Context, db: Database, search: SearchIndex, result: Ind
     return bool(result.indexed or result.refreshed or result.removed)
 
 
-def _index_push(ctx: Context) -> bool:
-    """The index as one file (and its catalog alone) to the store, replacing the session's last."""
-    pack = pack_search_index(ctx.workspace, ctx.path("checkpoint") / SEARCH_PACK_FILENAME)
-    catalog = backup_database(ctx.path(SEARCH_DB_FILENAME), ctx.path("checkpoint") / SEARCH_DB_FILENAME)
-    pushed = ctx.mirror.put(SEARCH_PACK_FILENAME, pack, mutable=True)
-    return ctx.mirror.put(SEARCH_DB_FILENAME, catalog, mutable=True) and pushed
+@dataclass
+class IndexPush:
+    files: int = 0         # index files sent (meta.json included)
+    bytes: int = 0         # their bytes and those of the catalog's packs
+    removed: int = 0       # store files removed: superseded segment files, an earlier version's copies
+
+
+def catalog_packs(ctx: Context) -> PagePacks:
+    """The store's page packs of the index's catalog (c22, `db/ky_search/`)."""
+    return PagePacks(ctx.store, SEARCH_DB_FILENAME, ctx.path("checkpoint"))
+
+
+def _index_store_level(ctx: Context) -> bool:
+    """Whether the store holds the workspace's index as it is: the last push or restore recorded
+    this meta.json, the store lists every file of its commit, and no earlier version's copy is left."""
+    index_path = ctx.workspace / SEARCH_INDEX_DIRNAME
+    try:
+        held = ctx.path(SEARCH_STORE_HELD).read_text(encoding="utf-8")
+        meta = (index_path / "meta.json").read_text(encoding="utf-8")
+        if held != meta:
+            return False
+        listed = ctx.store.list_files(SEARCH_INDEX_DIRNAME)
+        unsent = _index_files_to_send(index_path, commit_file_names(meta), listed)
+    except (OSError, UnicodeDecodeError, StoreError, IntegrityError):
+        return False
+    return not unsent and SEARCH_STORE_META in listed and not any(ctx.mirror.has(name) for name in _SEARCH_WHOLE_FILES)
+
+
+def _index_files_to_send(index_path: Path, names: list[str], listed: dict[str, Any]) -> list[str]:
+    """The files of a commit the store does not hold: not listed, or listed with another size (a
+    torn upload). A name held whole is never sent again: a segment's files never change."""
+    return [name for name in names if (found := listed.get(f"{SEARCH_INDEX_DIRNAME}/{name}")) is None
+            or found.size != (index_path / name).stat().st_size]
+
+
+def push_search_index(ctx: Context) -> IndexPush | None:
+    """Sends the store what it lacks of the index's latest commit: its files the store does not list
+    (a segment's files never change, so a name held is not sent again), then meta.json (the commit
+    point), then the catalog's changed pages (c22); then removes the `ky_search/` files the commit
+    no longer names, the catalog's packs its state does not name and an earlier version's whole
+    copies. None when the store refused a write: the store keeps the commit it held, and the next
+    session sends the rest."""
+    staging = ctx.path("checkpoint") / "search-push"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        copy_search_index(ctx.workspace, staging)   # links to the commit's files: a merge deletes none
+        index_path = staging / SEARCH_INDEX_DIRNAME
+        meta = (index_path / "meta.json").read_text(encoding="utf-8")
+        names = commit_file_names(meta)
+        try:
+            listed = ctx.store.list_files(SEARCH_INDEX_DIRNAME)
+        except StoreError as exc:
+            log_index.warning("cannot list the store's %s/ to send the index: %s", SEARCH_INDEX_DIRNAME, exc)
+            return None
+        pushed = IndexPush()
+        # Not queued for later (mutable=True): meta.json must follow every file of its commit.
+        for name in _index_files_to_send(index_path, names, listed) + ["meta.json"]:
+            if not ctx.mirror.put(f"{SEARCH_INDEX_DIRNAME}/{name}", index_path / name, mutable=True):
+                return None
+            pushed.files += 1
+            pushed.bytes += (index_path / name).stat().st_size
+        catalog = ctx.mirror.push_pages(catalog_packs(ctx), staging / SEARCH_DB_FILENAME)
+        if catalog is None:
+            return None
+        pushed.bytes += catalog.bytes_sent
+        durable_write(ctx.path(SEARCH_STORE_HELD), meta.encode("utf-8"))
+        kept = {SEARCH_STORE_META} | {f"{SEARCH_INDEX_DIRNAME}/{name}" for name in names}
+        superseded = sorted(set(listed) - kept) + [name for name in _SEARCH_WHOLE_FILES if ctx.mirror.has(name)]
+        pushed.removed = sum(ctx.mirror.remove(name) for name in superseded)
+        pushed.removed += ctx.mirror.prune_pages(catalog_packs(ctx), set(catalog.packs))   # a killed push's
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log_index.info("index: %d files (%.1f MB with the catalog's changed pages) sent to the store, %d it "
+                   "no longer needs removed", pushed.files, pushed.bytes / 1e6, pushed.removed)
+    return pushed
 
 
 # ------------------------------------------------------------------ search

@@ -5,7 +5,7 @@ Guarantees:
   then `PRAGMA integrity_check`, counts per status, and the queue sizes the stages take work from.
 - `document_inventory.csv` (every document, every column) and `failed_inventory.csv` (failed
   documents and downloaded ones out of extract attempts, with a `reason`) are written atomically
-  to the workspace and mirrored to the store.
+  to the workspace and mirrored to the store when their bytes changed.
 - Every `extracted` document carries extracted_chars and pages: one that
   does not is named, back in the extract queue (c13 `TextRecords.back_to_extract`).
 - Rows claiming a PDF carry sha256 and `local_pdf == pdf_by_hash/<sha256>.pdf`.
@@ -23,8 +23,9 @@ Guarantees:
   hold a title twice; `Store.sweep_duplicates` heals them) and the report
   says what was found and healed; a content-addressed name held with
   different bytes is a reason to FAIL.
-- The checkpoint is pushed as the store's `ky_court.sqlite`, status.json is
-  written with the verdict, and a resume archive is written and uploaded.
+- The checkpoint is pushed (the pages that changed, c39), status.json is
+  written with the verdict, and a resume point naming that state is written
+  and uploaded (the retention then removes the points it does not keep).
 - PASS requires a sound database, consistent rows, every referenced store
   name present and sound (or healed) and no store lag. It does not require
   `done`: a budgeted run that stops mid-way is still a consistent archive.
@@ -51,7 +52,7 @@ import requests
 
 from .c00_config import Config, PipelineError, StoreError, count_noun
 from .c05_durable import durable_write
-from .c06_layout import (CONTENT_ADDRESSED_PREFIXES, DOCUMENT_INVENTORY, FAILED_INVENTORY, ocr_text_store_name,
+from .c06_layout import (CONTENT_ADDRESSED_PREFIXES, DOCUMENT_INVENTORY, FAILED_INVENTORY, JOURNAL_PREFIX, ocr_text_store_name,
                          pdf_store_name, text_store_name)
 from .c10_database import KV_DOWNLOAD_PATH, PERMANENT_HTTP_STATUSES, Database
 from .c12_queues import WorkQueues
@@ -61,7 +62,7 @@ from .c17_snapshots import StoreState
 from .c18_search_index import index_coverage
 from .c21_fixity import FixityRecords, FixityResult, audit_fixity, fixity_cycle
 from .c35_context import Context, final_states_line, write_status
-from .c39_checkpoint import JOURNAL_PREFIX, push_checkpoint, write_resume_archive
+from .c39_checkpoint import push_checkpoint, write_resume_archive
 
 log_verify = logging.getLogger("kycourt.verify")
 
@@ -234,16 +235,18 @@ def verify(ctx: Context, *, index_built: bool = False) -> VerifyResult:
 
     result.checkpoint = push_checkpoint(ctx)
     if not result.checkpoint["uploaded"]:
-        result.reasons.append(f"checkpoint not uploaded as the store's ky_court.sqlite ({ctx.mirror.lagging})")
+        result.reasons.append(f"checkpoint not in the store ({ctx.mirror.lagging or 'the store refused it'}): "
+                              "no resume point was written")
     _verify_note_lag(ctx, result)
     status = _verify_write_status(ctx, result)
     result.done = bool(status.get("done"))
     result.final_states = status.get("final_states")
     result.remaining = status.get("remaining")
 
-    result.archive = write_resume_archive(ctx, Path(result.checkpoint["path"]))
-    if not ctx.mirror.has(result.archive):
-        result.reasons.append(f"resume archive {result.archive} not in the store")
+    if result.checkpoint["uploaded"]:
+        result.archive = write_resume_archive(ctx, result.checkpoint)
+        if not ctx.mirror.has(result.archive):
+            result.reasons.append(f"resume archive {result.archive} not in the store")
     _verify_note_lag(ctx, result)
     if result.passed and result.reasons:
         _verify_write_status(ctx, result)   # the archive upload itself lagged: status says FAIL
@@ -306,10 +309,16 @@ def _verify_export_inventories(ctx: Context, db: Database) -> list[str]:
                          ((failure_reason(row, ctx.cfg),) + tuple(row) for row in failed_rows))
     exported = []
     for name, text in ((DOCUMENT_INVENTORY, documents), (FAILED_INVENTORY, failed)):
-        path = ctx.path(name)
-        durable_write(path, text.encode("utf-8"))
-        ctx.mirror.put(name, path, mutable=True)
-        exported.append(name)
+        path, data = ctx.path(name), text.encode("utf-8")
+        # The workspace's copy is the one the store holds (removed when its upload failed): the same
+        # bytes again are not sent again.
+        if path.is_file() and path.read_bytes() == data and ctx.mirror.has(name):
+            continue
+        durable_write(path, data)
+        if ctx.mirror.put(name, path, mutable=True):
+            exported.append(name)
+        else:
+            path.unlink(missing_ok=True)
     return exported
 
 

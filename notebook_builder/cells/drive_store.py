@@ -13,8 +13,9 @@ Guarantees, on top of the Store interface (c20_store):
   content-addressed name are an integrity failure (the oldest is read, none is changed). Folders
   held twice are merged into the oldest. `sweep_duplicates()` reports what this session healed.
 - A content-addressed name is never updated (the same bytes again are a no-op, other bytes raise
-  `IntegrityError`) except by `replace_damaged`; mutable names are updated in place, a new
-  revision of the same file. Writes of one store are serialized: it may be called from threads.
+  `IntegrityError`) except by `replace_damaged`; mutable names are updated in place, their head
+  revision replaced (Drive keeps no earlier one); `remove` deletes state the pipeline replaces for
+  good (files.delete, never the trash). Writes of one store are serialized: it may be called from threads.
 - Texts are packed: `upload_files` stores two or more `text/<sha256>.txt` as
   `text/pack-<sha256 of the zip>.zip` (up to TEXT_PACK_MEMBERS, deterministic), its description
   the index (`title:size:md5`), so a folder listing knows every packed name and every read answers
@@ -27,7 +28,8 @@ Guarantees, on top of the Store interface (c20_store):
   proven file from the listing alone.
 
 Knobs read (by `open_drive_store` only): DRIVE_FOLDER, DRIVE_API, DRIVE_WRITES_PER_SECOND,
-BACKOFF_BASE, BACKOFF_CAP, HTTP_TIMEOUT, WORKSPACE (the insert journal is in its checkpoint/).
+BACKOFF_BASE, BACKOFF_CAP, HTTP_TIMEOUT, WORKSPACE (the insert journal and the write pacer's bucket
+are in its checkpoint/).
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ from .c10_database import is_sqlite_file
 from .c17_snapshots import snapshot_problems
 from .c07_drive_api import (DRIVE_FOLDER_MIME, DRIVE_MULTIPART_LIMIT, DRIVE_PAGE_SIZE, DriveRequests, RefreshingAuth,
                             connect_drive, drive_entry, drive_md5_of_file, drive_mime_type, drive_query_literal)
-from .c20_store import Store, StoredFile, file_digests
+from .c20_store import Store, StoredFile, check_removable, file_digests
 
 log_drive = logging.getLogger("kycourt.drive")
 
@@ -57,6 +59,7 @@ _DRIVE_SWEEP_FRESH_SECONDS = 600.0   # sweep_duplicates re-lists a folder listed
 CONFLICT_MARK = ".conflict-"
 _DRIVE_CHECKED_SUFFIX = ".sqlite"    # differing copies of these are opened and checked before one is kept
 INSERT_JOURNAL = "checkpoint/drive-inserts.json"   # in the workspace (open_drive_store)
+PACER_STATE = "checkpoint/drive-pacer.json"        # the workspace's write bucket (open_drive_store)
 
 TEXT_PACK_PREFIX = "pack-"
 TEXT_PACK_SUFFIX = ".zip"
@@ -374,7 +377,7 @@ class DriveStore(Store):
                  backoff_cap: float = 32.0, max_tries: int = 6,
                  sleep: Callable[[float], Any] = time.sleep, writes_per_second: float | None = None,
                  multipart_limit: int = DRIVE_MULTIPART_LIMIT, deferred_uploads: bool = True,
-                 insert_journal: str | os.PathLike | None = None):
+                 insert_journal: str | os.PathLike | None = None, pacer_state: str | os.PathLike | None = None):
         folder_path = folder_path.strip("/")
         try:
             check_store_name(folder_path)
@@ -382,7 +385,8 @@ class DriveStore(Store):
             raise StoreError(f"invalid Drive folder {folder_path!r}: expected a path like ky_court") from None
         self.requests = DriveRequests(drive, backoff_base=backoff_base, backoff_cap=backoff_cap, max_tries=max_tries,
                                       sleep=sleep, writes_per_second=writes_per_second,
-                                      multipart_limit=multipart_limit, insert_journal=insert_journal)
+                                      multipart_limit=multipart_limit, insert_journal=insert_journal,
+                                      pacer_state=pacer_state)
         self.drive = drive
         self.folder_path = folder_path
         self.description = f"Google Drive folder {folder_path}"
@@ -440,6 +444,19 @@ class DriveStore(Store):
     def upload_file(self, name: str, local_path: str | os.PathLike) -> None:
         md5, size = drive_md5_of_file(local_path)
         self._store(name, lambda: open(local_path, "rb"), md5, size)
+
+    def remove(self, name: str) -> None:
+        """files.delete of the file behind `name` (state the pipeline replaces only)."""
+        folder, title = self._split(check_removable(name))
+        with self._lock:
+            folder_id = self._folder_id(folder, create=False)
+            if folder_id is None:
+                return
+            entry = self._listing(folder_id).get(title) or self.requests.sent_file(name, folder_id, folder=False)
+            if entry is None or "pack" in entry:
+                return
+            self.requests.delete(entry["id"], name)
+            self._remember(folder_id, title, None)
 
     def upload_files(self, items: list[tuple[str, str | os.PathLike]]) -> None:
         """As `upload_file` each, except that two or more texts (`text/<sha256>.txt`) go into packs
@@ -526,9 +543,9 @@ class DriveStore(Store):
             return self.packs.assemble(name, workspace)
 
     def replace_damaged(self, name: str, local_path: str | os.PathLike) -> None:
-        """A new revision of the file behind `name` (files.update; Drive keeps the old one in the
-        file's revisions), or a file of its own for a packed text (a loose file wins over its pack)
-        or a missing name."""
+        """The good bytes over the file behind `name` (files.update: the damaged head is replaced, not
+        kept as a revision), or a file of its own for a packed text (a loose file wins over its
+        pack) or a missing name."""
         md5, size = drive_md5_of_file(local_path)
         folder, title = self._split(name)
         with self._lock:
@@ -782,7 +799,7 @@ def open_drive_store(cfg, *, sleep: Callable[[float], Any] = time.sleep) -> Driv
     """
     options = dict(backoff_base=cfg.BACKOFF_BASE, backoff_cap=cfg.BACKOFF_CAP, sleep=sleep,
                    writes_per_second=cfg.DRIVE_WRITES_PER_SECOND,
-                   insert_journal=Path(cfg.WORKSPACE) / INSERT_JOURNAL)
+                   insert_journal=Path(cfg.WORKSPACE) / INSERT_JOURNAL, pacer_state=Path(cfg.WORKSPACE) / PACER_STATE)
     api_root = cfg.DRIVE_API
     if api_root:
         return DriveStore(connect_drive(api_root, http_timeout=cfg.HTTP_TIMEOUT), cfg.DRIVE_FOLDER, **options)
