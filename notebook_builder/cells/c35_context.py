@@ -83,6 +83,7 @@ class Context:
     legacy_kept: bool = False                       # c38 keep_legacy_originals has run for this database
     resume_points_read: bool = False                # c39: the store's resume points listed, once a context
     journals_swept: bool = False                    # c39: the store's older journals listed and removed, once
+    quota_asked_at: float | None = None             # time.monotonic() of the last quota asked (refresh_quota)
 
     def path(self, name: str) -> Path:
         return self.workspace / name
@@ -116,7 +117,12 @@ class Context:
         if self.db is not None:
             self.db.close()
             self.db = None
-    def refresh_quota(self) -> dict | None:
+    def refresh_quota(self, max_age: float = 0.0) -> dict | None:
+        """The store's quota, asked now unless it was asked less than `max_age` seconds ago (a
+        checkpoint's: Drive's about.get is a request, not worth one every few minutes)."""
+        if max_age and self.quota_asked_at is not None and time.monotonic() - self.quota_asked_at < max_age:
+            return self.quota
+        self.quota_asked_at = time.monotonic()
         quota = self.mirror.get_quota()
         if quota and quota.get("total"):
             quota = dict(quota)

@@ -63,6 +63,7 @@ RESUME_MANIFEST = "resume.json"                   # the member of a resume archi
 RESUME_FORMAT = "kycourt-resume/2"
 RESUME_KEEP_LAST = 3
 RESUME_KEEP_MONTHS = 3
+QUOTA_MAX_AGE = 600.0            # seconds a checkpoint takes the store's quota as known (verify asks afresh)
 _RESUME_NAME = re.compile(re.escape(RESUME_ARCHIVE_PREFIX) + r"(\d{8}T\d{6}Z)-(\d+)" + re.escape(RESUME_ARCHIVE_SUFFIX))
 
 
@@ -114,7 +115,7 @@ def push_checkpoint(ctx: Context) -> dict[str, Any] | None:
             # upload it keeps following the one before, so no download falls between the two.
             record_store_checkpoint(ctx.db_path, info["checkpoint_seq"])
             _remove_superseded(ctx, previous, info["checkpoint_seq"])
-    ctx.refresh_quota()
+    ctx.refresh_quota(max_age=QUOTA_MAX_AGE)
     return info
 
 

@@ -234,6 +234,7 @@ def verify(ctx: Context, *, index_built: bool = False) -> VerifyResult:
     _verify_index(ctx, db, result, index_built)
 
     result.checkpoint = push_checkpoint(ctx)
+    ctx.refresh_quota()                       # the session's last word on the quota: asked now
     if not result.checkpoint["uploaded"]:
         result.reasons.append(f"checkpoint not in the store ({ctx.mirror.lagging or 'the store refused it'}): "
                               "no resume point was written")
