@@ -67,6 +67,16 @@ def test_quota_below_the_warning_line_is_recorded_quietly(make_context, caplog):
     assert drive.all_answers_used()
 
 
+def test_a_checkpoint_takes_a_quota_asked_within_ten_minutes_as_known(make_context):
+    drive = ScriptedDrive([about(5 * GIB, 15 * GIB), about(6 * GIB, 15 * GIB)])
+    ctx = make_context(drive)
+    assert ctx.refresh_quota()["used"] == 5 * GIB
+    assert ctx.refresh_quota(max_age=600)["used"] == 5 * GIB     # no request: one answer left unused
+    assert not drive.all_answers_used()
+    assert ctx.refresh_quota()["used"] == 6 * GIB                # asked afresh (verify's)
+    assert drive.all_answers_used()
+
+
 def test_quota_near_full_and_full_is_recorded_and_warned(make_context, caplog):
     drive = ScriptedDrive([about(int(14.25 * GIB), 15 * GIB), about(15 * GIB, 15 * GIB)])
     ctx = make_context(drive)
