@@ -575,6 +575,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("before", "after"))
     parser.add_argument("--parallel", action="store_true", help="before and after at once")
     parser.add_argument("--keep", metavar="DIR", help="keep the workspaces in DIR")
+    parser.add_argument("--before-tree", metavar="DIR", help=f"{BEFORE_COMMIT}'s tree already taken from git")
     parser.add_argument("--report", metavar="DIR", help="print the lines and summary of a run kept in DIR")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--variant", help=argparse.SUPPRESS)
@@ -602,7 +603,7 @@ def main() -> None:
     labels = [label for label in ("before", "after") if args.only in (None, label)]
     trees = {"after": REPO}
     if "before" in labels:
-        trees["before"] = before_tree(root)
+        trees["before"] = Path(args.before_tree) if args.before_tree else before_tree(root)
     finals: dict[str, dict] = {}
     lock = threading.Lock()
 
