@@ -121,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     _workspace_flag(derive)
     _knob_flags(derive, "STORE")
     derive.add_argument("--redo", action="store_true", help="derive every document again, not only new ones")
+    restore = commands.add_parser("restore", help="make a workspace with no database from the store (its newest "
+                                                  "state, or --point's); asks no court, writes nothing to the store")
+    _workspace_flag(restore)
+    _knob_flags(restore, "STORE")
+    restore.add_argument("--point", metavar="NAME", help="a resume archive of the store (ky_court-WIP-resume-...), "
+                                                         "or db/ky_court for the newest state of its page packs")
     status = commands.add_parser("status", help="print the workspace's status JSON; changes nothing")
     _workspace_flag(status)
     report = commands.add_parser("report", help="coverage chart (status.png) and a table of counts")
@@ -330,6 +336,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _cmd_probe(cfg)
     if args.command == "derive":
         return _cmd_derive(cfg, redo=args.redo)
+    if args.command == "restore":
+        return _cmd_restore(cfg, args.point)
     if args.command == "verify" and _read_only(cfg):
         return _cmd_verify_copy(cfg)
     return _cmd_run(cfg, verify_only=args.command == "verify")
@@ -543,6 +551,35 @@ def _cmd_probe(cfg) -> int:
     print(f"probe of {cfg.API_BASE}")
     print(report.table())
     return 0 if report.ok else 1
+def _cmd_restore(cfg, point: str | None) -> int:
+    """restore: the store's state into a workspace without a database; exit 2 when it has one or the
+    store is not there, 1 when the store holds nothing to restore."""
+    from notebook_builder.cells.c00_config import PipelineError, StoreError
+    from notebook_builder.cells.c35_context import open_context
+    from notebook_builder.cells.c40_restore import restore, workspace_has_database
+    workspace = Path(cfg.WORKSPACE)
+    if workspace_has_database(workspace):
+        print(f"kycourt-pipeline: {workspace} has a database already: restore fills only a workspace "
+              "without one (use a new --workspace)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        ctx = open_context(cfg, create_store=False)
+    except StoreError as exc:
+        print(f"kycourt-pipeline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        result = restore(ctx, point=point)
+    except PipelineError as exc:
+        print(f"kycourt-pipeline: restore: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        ctx.close()
+    for name, reason in result.rejected:
+        print(f"rejected {name}: {reason}")
+    print(result.message)
+    return 0 if result.restored else 1
+
+
 def _cmd_derive(cfg, *, redo: bool) -> int:
     """Restores nothing and asks the court nothing: the workspace's database and texts (a text
     missing locally comes from the store), then a checkpoint to the store."""

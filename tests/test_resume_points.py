@@ -89,9 +89,37 @@ def test_a_checkpoint_removes_the_journals_and_the_whole_snapshot_it_supersedes(
     put_bytes(ctx.store, f"journal/downloads-after-{first['checkpoint_seq']}.jsonl", b"{}\n")
     put_bytes(ctx.store, "journal/downloads-after-1.jsonl", b"{}\n")
     assert not (tmp_path / "store" / DB_FILENAME).exists()
+    ctx.close()
+    ctx = open_test_context(tmp_path, name="ws")            # a restarted run sweeps what a killed one left
     second = push_checkpoint(ctx)
     journals = sorted(path.name for path in (tmp_path / "store" / "journal").iterdir())
     assert journals == []                                            # both follow older snapshots now
     assert second["pushed"].manifest.startswith(pack_folder(DB_FILENAME))
     assert push_journal(ctx) == 0
     ctx.close()
+
+
+def test_restore_makes_a_workspace_from_the_store_and_a_chosen_point_without_writing_to_it(tmp_path, capsys):
+    from notebook_builder.cli import main
+    ctx = open_test_context(tmp_path, name="ws", database=False)
+    add_documents(ctx, 3)
+    write_status(ctx, verify="PASS")
+    first = write_resume_archive(ctx)
+    add_documents(ctx, 4)
+    write_status(ctx, verify="PASS")
+    write_resume_archive(ctx)
+    ctx.close()
+    before = store_names(tmp_path)
+    store = str(tmp_path / "store")
+    assert main(["restore", "--workspace", str(tmp_path / "newest"), "--store", store]) == 0
+    assert sqlite3.connect(tmp_path / "newest" / DB_FILENAME).execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 7
+    assert main(["restore", "--workspace", str(tmp_path / "older"), "--store", store, "--point", first]) == 0
+    assert sqlite3.connect(tmp_path / "older" / DB_FILENAME).execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 3
+    assert store_names(tmp_path) == before                                  # nothing written to the store
+    capsys.readouterr()
+    assert main(["restore", "--workspace", str(tmp_path / "older"), "--store", store]) == 2      # has a database
+    assert "has a database already" in capsys.readouterr().err
+    assert main(["restore", "--workspace", str(tmp_path / "x"), "--store", store, "--point", "nope.tar.gz"]) == 1
+    assert "no resume point 'nope.tar.gz'" in capsys.readouterr().err
+    assert main(["restore", "--workspace", str(tmp_path / "y"), "--store", str(tmp_path / "typo")]) == 2
+    assert not (tmp_path / "typo").exists()

@@ -22,7 +22,7 @@ from support import put_bytes
 from notebook_builder.cells.c00_config import IntegrityError, RunClock, StoreError, StoreQuotaExceeded, load_config
 from notebook_builder.cells.c17_snapshots import StoreState
 from notebook_builder.cells.c35_context import open_context, store_sleep
-from notebook_builder.cells.c07_drive_api import DriveWritePacer, connect_drive
+from notebook_builder.cells.c07_drive_api import DriveWritePacer, connect_drive, shared_pacer
 from notebook_builder.cells.drive_store import DriveStore
 from notebook_builder.simdrive import SimDrive, parse_query
 from notebook_builder.simdrive.server import multipart_parts
@@ -90,6 +90,26 @@ def test_pacer_halves_on_rate_limits_and_climbs_back_additively_below_the_rate_r
     pacer.limited()
     pacer.limited()                                                 # refused again at half: a burst
     assert pacer.rate == 0.5 and pacer.ceiling == pytest.approx(1.8) and pacer.limited_count == 3
+
+
+def test_processes_of_one_workspace_take_their_turns_from_one_bucket_that_outlives_them(tmp_path):
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+    state = tmp_path / "checkpoint" / "drive-pacer.json"
+    run, beside = (DriveWritePacer(2.0, now=lambda: now[0], sleep=sleep, state=state) for _ in range(2))
+    waits = [pacer.wait() for pacer in (run, beside, run, beside)]
+    assert waits == [0.0, 0.5, 0.5, 0.5]                 # 2 a second between them, not 2 each
+    beside.limited()
+    assert run.wait() == pytest.approx(1.0) and run.rate == 1.0     # what one learns the other obeys
+    restarted = DriveWritePacer(2.0, now=lambda: now[0], sleep=sleep, state=state)
+    assert restarted.wait() == pytest.approx(1.0) and restarted.rate == 1.0   # not a fresh burst at 2
+    state.write_text("{torn")
+    assert DriveWritePacer(2.0, now=lambda: now[0], sleep=sleep, state=state).wait() >= 0   # unreadable: starts afresh
+    assert shared_pacer(2.0, state) is shared_pacer(2.0, state)
 
 
 def test_a_multipart_upload_keeps_every_byte_of_its_content_whatever_the_line_breaks(sim):

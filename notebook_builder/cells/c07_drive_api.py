@@ -9,7 +9,10 @@ Guarantees:
   `sleep` is the run clock's: a stop during the wait ends it, and the act fails as a StoreError.
 - Writes are paced (`DriveWritePacer`): at most `writes_per_second` a second, halved on every
   rate-limit answer and raised a little after each write that passes (AIMD, with a ceiling learnt
-  below Drive's own limit).
+  below Drive's own limit). With `pacer_state` (the workspace's checkpoint/drive-pacer.json) the
+  bucket is that file's: every store and process of the workspace writes through one pacer
+  (`shared_pacer`), and a restarted run starts at the rate Drive last granted. httplib2's own
+  resend of a dropped request is turned off: every try of a write is paced.
 - Every file and folder is inserted under an id chosen before the request (files.generateIds,
   DRIVE_ID_BATCH at a time) and journaled first (`insert_journal`: a run killed mid-insert is
   followed by one that knows it): a retried insert Drive had committed is answered 409 and the
@@ -32,7 +35,9 @@ Knobs read: none (drive_store's `open_drive_store` passes them).
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as _dt
+import fcntl
 import hashlib
 import http.client
 import json
@@ -110,35 +115,68 @@ class DriveWritePacer:
     `max_rate / 1000` to the ceiling, up to `max_rate`: additive increase,
     multiplicative decrease, as TCP does, and a ceiling learnt below Drive's
     own limit, so the rate does not climb straight back into it (a refusal
-    costs a request). A refusal far below the ceiling is a burst (httplib2
-    sends a request whose connection dropped again at once), not a lower
+    costs a request). A refusal far below the ceiling is a burst, not a lower
     limit. Thread-safe. `now` and `sleep` are injectable for tests.
+
+    With `state`, a file (the workspace's checkpoint/drive-pacer.json), the
+    bucket lives there, read and written under a POSIX lock at every write:
+    every process of the workspace takes its turn from the same bucket, and a
+    restarted run goes on at the rate and from the next turn Drive last
+    granted (wall-clock time: `now` defaults to time.time then).
     """
 
-    def __init__(self, max_rate: float, *, min_rate: float = 0.05, now: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Any] = time.sleep):
+    def __init__(self, max_rate: float, *, min_rate: float = 0.05, now: Callable[[], float] | None = None,
+                 sleep: Callable[[float], Any] = time.sleep, state: str | os.PathLike | None = None):
         if max_rate <= 0:
             raise ValueError(f"writes per second must be positive, not {max_rate}")
         self.max_rate, self.min_rate = max_rate, min(min_rate, max_rate)
+        self.state = Path(state) if state is not None else None
+        self._now = now or (time.time if self.state is not None else time.monotonic)
+        self._sleep = sleep
         self.rate = self.ceiling = max_rate
-        self._now, self._sleep = now, sleep
-        self._next = now()
+        self._next = self._now()
         self._lock = threading.Lock()
         self.limited_count = 0
 
-    def wait(self) -> float:
-        """Blocks until a write may start; returns the seconds waited. (An interrupted sleep
-        lets the write go: a stopping run still mirrors its checkpoint.)"""
+    @contextlib.contextmanager
+    def _bucket(self):
+        """The bucket, current, for one change: this process's lock, and the state file's under a
+        POSIX lock (read before, written after)."""
         with self._lock:
+            if self.state is None:
+                yield
+                return
+            self.state.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.state, "a+") as handle:
+                fcntl.lockf(handle, fcntl.LOCK_EX)
+                handle.seek(0)
+                try:
+                    saved = json.loads(handle.read() or "{}")
+                    self.rate = min(self.max_rate, max(self.min_rate, float(saved.get("rate", self.rate))))
+                    self.ceiling = min(self.max_rate, max(self.min_rate, float(saved.get("ceiling", self.ceiling))))
+                    self._next = float(saved.get("next_at", self._next))
+                except (ValueError, TypeError, AttributeError):
+                    pass                  # an unreadable bucket: this process's own values stand
+                yield
+                handle.seek(0)
+                handle.truncate()
+                handle.write(json.dumps({"rate": self.rate, "ceiling": self.ceiling, "next_at": self._next}))
+                handle.flush()
+
+    def wait(self, sleep: Callable[[float], Any] | None = None) -> float:
+        """Blocks until a write may start; returns the seconds waited. (An interrupted sleep
+        lets the write go: a stopping run still mirrors its checkpoint.) `sleep`: the caller's
+        (a run clock's interruptible one), else the pacer's."""
+        with self._bucket():
             start = max(self._now(), self._next)
             self._next = start + 1.0 / self.rate
             delay = start - self._now()
         if delay > 0:
-            self._sleep(delay)
+            (sleep or self._sleep)(delay)
         return max(0.0, delay)
 
     def limited(self) -> None:
-        with self._lock:
+        with self._bucket():
             if self.rate > 0.9 * self.ceiling:
                 self.ceiling = max(self.min_rate, 0.9 * min(self.ceiling, self.rate))
             self.rate = max(self.min_rate, self.rate / 2)
@@ -146,9 +184,23 @@ class DriveWritePacer:
             self.limited_count += 1
 
     def passed(self) -> None:
-        with self._lock:
+        with self._bucket():
             self.ceiling = min(self.max_rate, self.ceiling + self.max_rate / 1000)
             self.rate = min(self.ceiling, self.rate + self.max_rate / 20)
+
+
+_PACERS: dict[tuple[str, float], DriveWritePacer] = {}
+_PACERS_LOCK = threading.Lock()
+
+
+def shared_pacer(max_rate: float, state: str | os.PathLike) -> DriveWritePacer:
+    """The one pacer of this process for a workspace's bucket (its state file): every Drive store
+    the process opens for that workspace writes through it."""
+    key = (str(Path(state).absolute()), float(max_rate))
+    with _PACERS_LOCK:
+        if key not in _PACERS:
+            _PACERS[key] = DriveWritePacer(max_rate, state=state)
+        return _PACERS[key]
 
 
 def drive_query_literal(text: str) -> str:
@@ -228,14 +280,21 @@ class DriveRequests:
 
     def __init__(self, drive, *, backoff_base: float = 1.0, backoff_cap: float = 32.0, max_tries: int = 6,
                  sleep: Callable[[float], Any] = time.sleep, writes_per_second: float | None = None,
-                 multipart_limit: int = DRIVE_MULTIPART_LIMIT, insert_journal: str | os.PathLike | None = None):
+                 multipart_limit: int = DRIVE_MULTIPART_LIMIT, insert_journal: str | os.PathLike | None = None,
+                 pacer_state: str | os.PathLike | None = None):
         if max_tries < 1:
             raise StoreError(f"max_tries must be at least 1, not {max_tries}")
         self.drive = drive
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         self.max_tries, self.sleep = max_tries, sleep
         self.multipart_limit = multipart_limit
-        self.pacer = DriveWritePacer(writes_per_second, sleep=sleep) if writes_per_second else None
+        self.pacer = None
+        if writes_per_second:
+            self.pacer = (shared_pacer(writes_per_second, pacer_state) if pacer_state is not None
+                          else DriveWritePacer(writes_per_second, sleep=sleep))
+        # httplib2 sends a request again at once when its connection drops (RETRIES 2): a write no
+        # pacer saw. One try each: every try of a write is ours, paced and counted.
+        httplib2.RETRIES = 1
         self._id_pool: list[str] = []                        # ids from files.generateIds, not used yet
         self._journal = Path(insert_journal) if insert_journal else None
         # The inserts sent in the last DRIVE_LIST_LAG_SECONDS, by this store or (read from the insert
@@ -305,7 +364,7 @@ class DriveRequests:
 
     def pace(self) -> None:
         if self.pacer is not None:
-            self.pacer.wait()
+            self.pacer.wait(self.sleep)
 
     def get(self, file_id: str) -> dict | None:
         """The Drive file resource of `file_id` (retried); None when Drive has no such file."""

@@ -11,8 +11,10 @@ Guarantees:
   manifest last; with them go the live pages of packs being folded: packs under FOLD_BELOW live
   (least live first), paid from a credit that each push raises by the pages it changed (at least
   FOLD_MIN_PAGES), so folding at most doubles what a push sends; and, past MAX_PACKS, the smallest.
-  The page table changes only once the manifest is held (durably); then the packs no kept state
-  names are removed. A snapshot whose pages the store holds already sends nothing.
+  The page table changes only once the manifest is held (durably); then the packs the state dropped
+  that no kept resume point names are removed, by name (no listing); `remove_unneeded` lists the
+  folder and removes any other pack no kept state names. A snapshot whose pages the store holds
+  already sends nothing.
 - A pack named by a kept resume point (`pinned`) is never removed, nor folded.
 - `PagePacks.restore(target)` writes the store's database to `target` (checked against the
   manifest's sha256, then quick_check by the caller) and the page table that goes with it; a
@@ -292,10 +294,11 @@ class PagePacks:
         digests = page_digests(data, page_size)
         count = len(data) // page_size
         table = PageTable.load(self.table_path)
+        strays: list[str] = []          # without a table: every pack the store lists is another state's
         if table is None or table.page_size != page_size:
-            listed = self.held()
+            strays = self.held()
             table = PageTable(page_size=page_size,
-                              next_seq=max([pack_sequence(name) or 0 for name in listed], default=0) + 1)
+                              next_seq=max([pack_sequence(name) or 0 for name in strays], default=0) + 1)
         changed = [page for page in range(1, count + 1)
                    if page > table.page_count
                    or digests[(page - 1) * _DIGEST_BYTES:page * _DIGEST_BYTES]
@@ -358,27 +361,30 @@ class PagePacks:
         result.manifest = new_packs[-1].name
         result.packs = [pack.name for pack in state]
         if pinned is not None:
-            result.removed = self.remove_unneeded(set(result.packs) | set(pinned))
+            dropped = [pack.name for pack in table.packs] + strays
+            result.removed = self._remove([name for name in dropped if name not in set(result.packs) | set(pinned)])
         return result
 
-    def remove_unneeded(self, needed: set[str]) -> int:
-        """Removes the packs the store lists that no kept state names; returns how many. A removal
-        the store refuses is logged (the next push tries again)."""
+    def _remove(self, names: list[str]) -> int:
         removed = 0
-        try:
-            listed = self.held()
-        except StoreError as exc:
-            log_pages.warning("cannot list %s to remove packs no state needs: %s", self.folder, exc)
-            return 0
-        for name in listed:
-            if name in needed:
-                continue
+        for name in names:
             try:
                 self.store.remove(name)
                 removed += 1
             except StoreError as exc:
                 log_pages.warning("cannot remove %s, which no state needs: %s", name, exc)
         return removed
+
+    def remove_unneeded(self, needed: set[str]) -> int:
+        """Removes the packs the store lists that no kept state names (a push removes the packs its
+        own state drops; this catches the rest: a killed push's, an unpinned point's); returns how
+        many. A removal the store refuses is logged (a later sweep tries again)."""
+        try:
+            listed = self.held()
+        except StoreError as exc:
+            log_pages.warning("cannot list %s to remove packs no state needs: %s", self.folder, exc)
+            return 0
+        return self._remove([name for name in listed if name not in needed])
 
     # ---------------------------------------------------------------- restore
 

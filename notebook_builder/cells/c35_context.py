@@ -73,6 +73,8 @@ class Context:
     journal_pushed: tuple[int, int] | None = None   # (checkpoint_seq, hash of the rows) last uploaded
     court_unreachable: str | None = None            # the circuit breaker's message, once it opened
     legacy_kept: bool = False                       # c38 keep_legacy_originals has run for this database
+    resume_points_read: bool = False                # c39: the store's resume points listed, once a context
+    journals_swept: bool = False                    # c39: the store's older journals listed and removed, once
 
     def path(self, name: str) -> Path:
         return self.workspace / name

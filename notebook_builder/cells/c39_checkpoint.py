@@ -49,6 +49,7 @@ from .c00_config import IntegrityError, StoreError
 from .c05_durable import durable_write
 from .c06_layout import (DB_FILENAME, RESUME_ARCHIVE_PREFIX, RESUME_ARCHIVE_SUFFIX, STATUS_FILENAME,
                          is_resume_archive_name, journal_sequence, journal_store_name)
+from .c10_database import KV_STORE_CHECKPOINT_SEQ
 from .c17_snapshots import checkpoint, journal_rows, record_store_checkpoint, snapshot_sequence
 from .c22_page_packs import PagePacks, PushResult
 from .c35_context import Context, write_status
@@ -99,6 +100,7 @@ def push_checkpoint(ctx: Context) -> dict[str, Any] | None:
     with snapshot_lock(ctx):
         info = checkpoint(ctx.db_path, snapshot)
         pushed = None
+        previous = int(ctx.db.kv_get(KV_STORE_CHECKPOINT_SEQ, "0") or 0)
         # An older version's database in the store is kept under legacy/ before anything replaces it.
         if keep_legacy_originals(ctx):
             # Pins unknown (the store's resume points cannot be read now): nothing is removed.
@@ -111,22 +113,24 @@ def push_checkpoint(ctx: Context) -> dict[str, Any] | None:
             # The download journal follows the newest snapshot the store holds: after a failed
             # upload it keeps following the one before, so no download falls between the two.
             record_store_checkpoint(ctx.db_path, info["checkpoint_seq"])
-            _remove_superseded(ctx, info["checkpoint_seq"])
+            _remove_superseded(ctx, previous, info["checkpoint_seq"])
     ctx.refresh_quota()
     return info
 
 
-def _remove_superseded(ctx: Context, sequence: int) -> None:
-    """The journals of snapshots before `sequence` and an earlier version's whole database: the
-    store's state supersedes them."""
-    try:
-        journals = [name for name in ctx.store.list_dir("journal")
-                    if (journal_sequence(name) or sequence) < sequence]
-        whole = ctx.store.exists(DB_FILENAME)
-    except StoreError as exc:
-        log_checkpoint.warning("cannot list the journals the store's state supersedes: %s", exc)
-        return
-    for name in journals + ([DB_FILENAME] if whole else []):
+def _remove_superseded(ctx: Context, previous: int, sequence: int) -> None:
+    """The journal of the snapshot before (`previous`); once a context, every older journal the store
+    lists and an earlier version's whole database: the store's state supersedes them."""
+    names = [journal_store_name(previous)] if 0 < previous < sequence else []
+    if not ctx.journals_swept:
+        try:
+            names += [name for name in ctx.store.list_dir("journal") if (journal_sequence(name) or sequence) < sequence]
+            if ctx.store.exists(DB_FILENAME):
+                names.append(DB_FILENAME)
+            ctx.journals_swept = True
+        except StoreError as exc:
+            log_checkpoint.warning("cannot list the journals the store's state supersedes: %s", exc)
+    for name in dict.fromkeys(names):
         ctx.mirror.remove(name)
 
 
@@ -226,19 +230,20 @@ def resume_points_to_keep(points: list[ResumePoint], *, last: int = RESUME_KEEP_
     return keep
 
 
-def _load_points(ctx: Context) -> dict[str, dict]:
+def _load_points(ctx: Context) -> dict[str, dict] | None:
+    """The cache of what the store's resume points name; None when there is none (or it is unreadable)."""
     try:
         cached = json.loads(ctx.path(RESUME_POINTS).read_text(encoding="utf-8"))
-        return cached if isinstance(cached, dict) else {}
     except (OSError, ValueError):
-        return {}
+        return None
+    return cached if isinstance(cached, dict) else None
 
 
 def resume_points(ctx: Context) -> list[ResumePoint] | None:
     """The store's resume points (of this pipeline's writing), each read once for what it names
     (kept in checkpoint/resume_points.json); None when the store cannot be listed or an archive
     cannot be read (nothing may then be removed)."""
-    cached = _load_points(ctx)
+    cached = _load_points(ctx) or {}
     try:
         names = [name for name in ctx.store.list_dir("") if resume_point_of(name) is not None]
     except StoreError as exc:
@@ -261,8 +266,7 @@ def resume_points(ctx: Context) -> list[ResumePoint] | None:
         entry = cached[name]
         points.append(ResumePoint(name, stamp, seq, bool(entry.get("good")), list(entry.get("packs") or [])))
     if changed or set(cached) - set(names):
-        durable_write(ctx.path(RESUME_POINTS),
-                      json.dumps({name: cached[name] for name in names}, sort_keys=True).encode("utf-8"))
+        _save_points(ctx, {name: cached[name] for name in names})
     return points
 
 
@@ -288,10 +292,21 @@ def _read_point(ctx: Context, name: str) -> dict:
 
 
 def resume_pins(ctx: Context) -> set[str] | None:
-    """The packs the store's resume points name (never removed while those points are kept); None
-    when they cannot all be read."""
-    points = resume_points(ctx)
-    return None if points is None else {pack for point in points for pack in point.packs}
+    """The packs the store's resume points name (never removed while those points are kept): the
+    store listed once a context, then what this process wrote and removed; None when they cannot all
+    be read."""
+    cached = _load_points(ctx) if ctx.resume_points_read else None
+    if cached is None:
+        points = resume_points(ctx)
+        if points is None:
+            return None
+        ctx.resume_points_read = True
+        return {pack for point in points for pack in point.packs}
+    return {pack for entry in cached.values() for pack in entry.get("packs") or []}
+
+
+def _save_points(ctx: Context, points: dict[str, dict]) -> None:
+    durable_write(ctx.path(RESUME_POINTS), json.dumps(points, sort_keys=True).encode("utf-8"))
 
 
 def write_resume_archive(ctx: Context, checkpoint_info: dict[str, Any] | None = None) -> str:
@@ -329,9 +344,9 @@ def write_resume_archive(ctx: Context, checkpoint_info: dict[str, Any] | None = 
     durable_write(archive, write_tar)
     if ctx.mirror.put(name, archive, mutable=False):
         archive.unlink(missing_ok=True)   # the store holds it now; the workspace is throwaway
-        cached = _load_points(ctx)
+        cached = _load_points(ctx) or {}
         cached[name] = {"packs": pushed.packs, "good": manifest["verify"] == "PASS"}
-        durable_write(ctx.path(RESUME_POINTS), json.dumps(cached, sort_keys=True).encode("utf-8"))
+        _save_points(ctx, cached)
         forget_resume_points(ctx, pushed)
     else:
         log_checkpoint.warning("resume archive %s is queued for the store (store lags)", name)
@@ -346,6 +361,9 @@ def forget_resume_points(ctx: Context, pushed: PushResult) -> list[str]:
         return []
     keep = resume_points_to_keep(points)
     removed = [point.name for point in points if point.name not in keep and ctx.mirror.remove(point.name)]
+    cached = _load_points(ctx) or {}
+    _save_points(ctx, {name: entry for name, entry in cached.items() if name not in removed})
+    ctx.resume_points_read = True
     needed = set(pushed.packs) | {pack for point in points if point.name not in removed for pack in point.packs}
     ctx.mirror.prune_pages(database_packs(ctx), needed)
     if removed:

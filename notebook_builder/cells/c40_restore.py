@@ -162,8 +162,9 @@ def workspace_has_database(workspace: Path) -> bool:
 # ----------------------------------------------------------------- stage
 
 
-def restore(ctx: Context) -> RestoreResult:
-    """Puts the newest state the store holds into a workspace that has no database."""
+def restore(ctx: Context, *, point: str | None = None) -> RestoreResult:
+    """Puts the newest state the store holds into a workspace that has no database (`point`: the
+    state of that resume archive, or of the store's page packs when it names `db/ky_court`)."""
     workspace = ctx.workspace
     if workspace_has_database(workspace):
         return RestoreResult(False, "workspace has a database: nothing to restore")
@@ -179,6 +180,11 @@ def restore(ctx: Context) -> RestoreResult:
     except StoreError as exc:
         raise StoreError(f"restore cannot list the store's page packs: {exc}; "
                          "not starting from less than the store may hold") from None
+    if point is not None:
+        if point not in candidates:
+            raise IntegrityError(f"the store holds no resume point {point!r} (it holds: "
+                                 f"{', '.join(candidates) or 'none'})")
+        candidates = [point]
     result = RestoreResult(False, "", candidates=candidates)
     temp_root = Path(tempfile.mkdtemp(prefix=".restore-", dir=workspace))
     try:

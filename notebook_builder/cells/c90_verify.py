@@ -5,7 +5,7 @@ Guarantees:
   then `PRAGMA integrity_check`, counts per status, and the queue sizes the stages take work from.
 - `document_inventory.csv` (every document, every column) and `failed_inventory.csv` (failed
   documents and downloaded ones out of extract attempts, with a `reason`) are written atomically
-  to the workspace and mirrored to the store.
+  to the workspace and mirrored to the store when their bytes changed.
 - Every `extracted` document carries extracted_chars and pages: one that
   does not is named, back in the extract queue (c13 `TextRecords.back_to_extract`).
 - Rows claiming a PDF carry sha256 and `local_pdf == pdf_by_hash/<sha256>.pdf`.
@@ -309,10 +309,16 @@ def _verify_export_inventories(ctx: Context, db: Database) -> list[str]:
                          ((failure_reason(row, ctx.cfg),) + tuple(row) for row in failed_rows))
     exported = []
     for name, text in ((DOCUMENT_INVENTORY, documents), (FAILED_INVENTORY, failed)):
-        path = ctx.path(name)
-        durable_write(path, text.encode("utf-8"))
-        ctx.mirror.put(name, path, mutable=True)
-        exported.append(name)
+        path, data = ctx.path(name), text.encode("utf-8")
+        # The workspace's copy is the one the store holds (removed when its upload failed): the same
+        # bytes again are not sent again.
+        if path.is_file() and path.read_bytes() == data and ctx.mirror.has(name):
+            continue
+        durable_write(path, data)
+        if ctx.mirror.put(name, path, mutable=True):
+            exported.append(name)
+        else:
+            path.unlink(missing_ok=True)
     return exported
 
 

@@ -28,7 +28,8 @@ Guarantees, on top of the Store interface (c20_store):
   proven file from the listing alone.
 
 Knobs read (by `open_drive_store` only): DRIVE_FOLDER, DRIVE_API, DRIVE_WRITES_PER_SECOND,
-BACKOFF_BASE, BACKOFF_CAP, HTTP_TIMEOUT, WORKSPACE (the insert journal is in its checkpoint/).
+BACKOFF_BASE, BACKOFF_CAP, HTTP_TIMEOUT, WORKSPACE (the insert journal and the write pacer's bucket
+are in its checkpoint/).
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ _DRIVE_SWEEP_FRESH_SECONDS = 600.0   # sweep_duplicates re-lists a folder listed
 CONFLICT_MARK = ".conflict-"
 _DRIVE_CHECKED_SUFFIX = ".sqlite"    # differing copies of these are opened and checked before one is kept
 INSERT_JOURNAL = "checkpoint/drive-inserts.json"   # in the workspace (open_drive_store)
+PACER_STATE = "checkpoint/drive-pacer.json"        # the workspace's write bucket (open_drive_store)
 
 TEXT_PACK_PREFIX = "pack-"
 TEXT_PACK_SUFFIX = ".zip"
@@ -375,7 +377,7 @@ class DriveStore(Store):
                  backoff_cap: float = 32.0, max_tries: int = 6,
                  sleep: Callable[[float], Any] = time.sleep, writes_per_second: float | None = None,
                  multipart_limit: int = DRIVE_MULTIPART_LIMIT, deferred_uploads: bool = True,
-                 insert_journal: str | os.PathLike | None = None):
+                 insert_journal: str | os.PathLike | None = None, pacer_state: str | os.PathLike | None = None):
         folder_path = folder_path.strip("/")
         try:
             check_store_name(folder_path)
@@ -383,7 +385,8 @@ class DriveStore(Store):
             raise StoreError(f"invalid Drive folder {folder_path!r}: expected a path like ky_court") from None
         self.requests = DriveRequests(drive, backoff_base=backoff_base, backoff_cap=backoff_cap, max_tries=max_tries,
                                       sleep=sleep, writes_per_second=writes_per_second,
-                                      multipart_limit=multipart_limit, insert_journal=insert_journal)
+                                      multipart_limit=multipart_limit, insert_journal=insert_journal,
+                                      pacer_state=pacer_state)
         self.drive = drive
         self.folder_path = folder_path
         self.description = f"Google Drive folder {folder_path}"
@@ -796,7 +799,7 @@ def open_drive_store(cfg, *, sleep: Callable[[float], Any] = time.sleep) -> Driv
     """
     options = dict(backoff_base=cfg.BACKOFF_BASE, backoff_cap=cfg.BACKOFF_CAP, sleep=sleep,
                    writes_per_second=cfg.DRIVE_WRITES_PER_SECOND,
-                   insert_journal=Path(cfg.WORKSPACE) / INSERT_JOURNAL)
+                   insert_journal=Path(cfg.WORKSPACE) / INSERT_JOURNAL, pacer_state=Path(cfg.WORKSPACE) / PACER_STATE)
     api_root = cfg.DRIVE_API
     if api_root:
         return DriveStore(connect_drive(api_root, http_timeout=cfg.HTTP_TIMEOUT), cfg.DRIVE_FOLDER, **options)
