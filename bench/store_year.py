@@ -1,9 +1,43 @@
-"""Benchmark: an archive's first crawl and a year of weekly updates against the simulated Drive.
+"""Benchmark: an archive's first crawl and a year of weekly updates against the simulated Drive, before
+(9b705af, main before issue 41's work) and after (this tree), side by side in one run.
 
-    .venv/bin/python bench/store_year.py [--docs 98724] [--weeks 52] [--crawl-sessions 7]
-                                         [--only before|after] [--parallel] [--keep DIR]
+    .venv/bin/python bench/store_year.py [--docs 98724] [--weeks 52] [--crawl-sessions 7] [--only before|after]
+                                         [--parallel] [--keep DIR] [--prose record|plain] [--rate 200]
+    .venv/bin/python bench/store_year.py --docs 600 --weeks 3 --parallel      # a quick run: ~15 minutes
+    .venv/bin/python bench/store_year.py --report DIR                         # a run kept in DIR, again
 
-TODO: docstring
+Needs time-machine (pip install -e '.[bench]'). Each tree's year runs in a process of its own, which
+serves a simulated court of the captured shape (real_counts: 98,724 documents and 122,619 cases at full
+scale; document search absent, no faults, its day 2026-06-01; --prose record: texts as long as the
+record's, ~20 KB a document, so the search index has its real size) and a simulated Drive on a clock the
+bench moves (earlier revisions kept 30 days or until 100 and counted in the quota; the files of record,
+pdf_by_hash/, text/ and court_text/, and every superseded revision kept as size and md5 only, so a
+year fits in memory). Each session is `run` from the tree, in a process of its own whose clock is the
+Drive's (time-machine), with KY_STORE=drive, pacing off, phases discover,download,extract,derive,index
+(OCR left out: no fault is served, so no scan needs it).
+- The first crawl: sessions a day apart, each stopped by its budget (KY_BUDGET) and checkpointing as
+  often as a 10-hour session does every 10 minutes: KY_CHECKPOINT_SECONDS = budget / 60 (the journal
+  budget / 600, KY_SHUTDOWN budget / 40). The first budget is foreseen from the court's size, each next
+  one from the share of the crawl's work done so far, so the crawl takes about --crawl-sessions
+  sessions. A session its budget stops skips the stages left, as a real one does: the index may first
+  be built by the first update.
+- Then --weeks weekly updates: the court moved 7 days on (a week of the real court's activity, a seed a
+  week) and the Drive's clock to that day; each runs to its end and checkpoints as often as it would at
+  the default pacing, every 600 s of the time it would take (its court requests at the mean pacing plus
+  0.25 s each, its local stages as measured), scaled by the last session's wall seconds a real second.
+- The files of record are the simulated court's PDFs (~12 KB each; the real court's are larger) and its
+  texts: against a floor of smaller files of record, held / floor is harsher than the real record's.
+Printed per session: its day, wall seconds (the hours a real session would take), checkpoints made;
+bytes uploaded by kind (files of record; database: snapshots or page packs; index; resume archives;
+journal; feeds and exports: status.json, inventories, feed.atom, changes/, status.png; other); Drive
+requests (writes refused for rate); what Drive holds (heads + earlier revisions + trash) against the
+floor (the files of record held + the workspace's database + its index, ky_search/ and the catalog +
+the store's newest resume archive) and their ratio; for an update, its upload against its new files of
+record + the database's pages that differ from before the session + the index's new or changed files
+and catalog pages. Then before and after side by side (the crawl's uploads by kind, an update's mean
+and max, held / floor at its worst, the update ratio, requests a stored file, a fresh runtime's restore
+against the store at the end: restore, recover and the index stage, seconds and Drive requests) and
+each of the issue's goals this bench can judge.
 """
 from __future__ import annotations
 
@@ -87,7 +121,10 @@ def session_worker(tree: str, mode: str, env_json: str, now: str) -> dict:
     """A `run` (mode 'run') or a fresh runtime's restore (mode 'restore') from the package in `tree`,
     the process's clock at `now` (the simulated Drive's), ticking."""
     sys.path.insert(0, tree)
-    import time_machine
+    try:
+        import time_machine
+    except ImportError:
+        raise SystemExit("bench/store_year.py needs time-machine: pip install -e '.[bench]'") from None
     import notebook_builder
     assert Path(notebook_builder.__file__).resolve().is_relative_to(Path(tree).resolve()), notebook_builder.__file__
     env = json.loads(env_json)
