@@ -6,7 +6,10 @@ clipped to 5-60 KB; legal prose in a Zipf-like mix; each document has a
 topic and uses a few of its phrases; party names and rare words per
 document). The old engine is the project's tree at --old-rev (FTS5 with 34
 common words left out and the newest 10,000 matches ranked), run from a
-`git archive` of it; each engine builds its own index from the same texts and
+`git archive` of it. The corpus is texts and a file of the documents' rows
+(`corpus.jsonl`); each engine's workspace has its own state database, written
+from those rows by that engine's own code (an older tree refuses a newer
+schema), and the same texts; each engine builds its own index and
 answers in a process of its own, the driver asking them query by query in
 turn (the order alternating each run), quiet and then with every core busy
 (one spinning process per CPU beside them).
@@ -51,7 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
 from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME  # noqa: E402
 from notebook_builder.cells.c10_database import Database  # noqa: E402
-from notebook_builder.cells.c18_search_index import SearchIndex, pack_search_index, unpack_search_index  # noqa: E402
+from notebook_builder.cells.c18_search_index import (SearchIndex, pack_search_index, remove_search_index,  # noqa: E402
+                                                     unpack_search_index)
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
 from notebook_builder.cells.c87_index import index  # noqa: E402
 
@@ -127,14 +131,14 @@ def make_pool(rng: random.Random, words: int) -> str:
 
 
 def build_corpus(workspace: Path, docs: int, seed: int = 17) -> int:
-    """Writes the state database (every document extracted) and the texts; returns the text bytes."""
+    """Writes the texts and the documents' rows (every document extracted: `corpus.jsonl`, which
+    `write_state` turns into a state database); returns the text bytes."""
     rng = random.Random(seed)
     pool = make_pool(rng, 3_000_000)
     topic_names = list(TOPICS)
     topic_weights = [TOPICS[name][0] for name in topic_names]
     text_dir = workspace / "text"
     text_dir.mkdir(parents=True, exist_ok=True)
-    db = Database.open(workspace / DB_FILENAME)
     total, rows = 0, []
     for number in range(docs):
         year = 1990 + number * 37 // docs
@@ -166,15 +170,41 @@ def build_corpus(workspace: Path, docs: int, seed: int = 17) -> int:
                      f"{year}-{1 + number % 12:02d}-{1 + number % 28:02d}T00:00:00.000-04:00", "extracted", 1, 200,
                      sha, len(text) // 3, f"pdf_by_hash/{sha}.pdf", 1 + len(text) // 3000, len(text), 0, 1,
                      f"{case_number} opinion.pdf", case_number[:7]))
-    with db.transaction():
-        db.conn.executemany(
-            "INSERT INTO documents(document_id, case_number, court, case_title, docket_entry_id, description, "
-            "filed_date, status, attempts, http_status, sha256, size_bytes, local_pdf, pages, extracted_chars, "
-            "likely_scanned, extract_attempts, document_name, shard) VALUES "
-            f"({', '.join('?' * 19)})", rows)
-    db.close()
+    with open(workspace / CORPUS_ROWS, "w", encoding="utf-8") as rows_file:
+        for row in rows:
+            rows_file.write(json.dumps(dict(zip(CORPUS_COLUMNS, row))) + "\n")
     (workspace / "corpus-bytes").write_text(str(total))
     return total
+
+
+# The documents' columns the corpus gives (in `documents` since schema 2: every engine's tree has them).
+CORPUS_COLUMNS = ("document_id", "case_number", "court", "case_title", "docket_entry_id", "description", "filed_date",
+                  "status", "attempts", "http_status", "sha256", "size_bytes", "local_pdf", "pages", "extracted_chars",
+                  "likely_scanned", "extract_attempts", "document_name", "shard")
+CORPUS_ROWS = "corpus.jsonl"
+# A tree's own writer of the state database: its Database creates its schema, the corpus's rows go in.
+STATE_WRITER = """
+import json, sys
+tree, database, rows = sys.argv[1:4]
+sys.path.insert(0, tree)
+from notebook_builder.cells.c10_database import Database
+db = Database.open(database)
+with open(rows, encoding="utf-8") as lines, db.transaction():
+    for line in lines:
+        row = json.loads(line)
+        db.conn.execute(f"INSERT INTO documents({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                        tuple(row.values()))
+db.close()
+"""
+
+
+def write_state(tree: Path, workspace: Path, rows: Path) -> None:
+    """The workspace's state database, written from the corpus's rows by `tree`'s own code (in a
+    process of its own, as that tree's engine runs); a database already there is replaced."""
+    for suffix in ("", "-wal", "-shm"):
+        (workspace / (DB_FILENAME + suffix)).unlink(missing_ok=True)
+    subprocess.run([sys.executable, "-c", STATE_WRITER, str(tree), str(workspace / DB_FILENAME), str(rows)],
+                   check=True, cwd=workspace)
 
 
 def _spin() -> None:
@@ -272,7 +302,7 @@ for line in sys.stdin:
     alone = time.perf_counter()
     try:
         if NEW:
-            from notebook_builder.cells.c87_index import court_filter
+            from notebook_builder.cells.c18_search_index import court_filter
             court = filters.pop("court", None)
             opened.search(parse_query(query), SearchFilters(**court_filter(court), **filters), limit=20)
         elif "error" not in answer:
@@ -316,16 +346,21 @@ def old_tree(root: Path, rev: str) -> Path:
     return tree
 
 
-def old_workspace(root: Path, workspace: Path) -> Path:
-    """A workspace of its own for the old engine (its index file has the new catalog's name): a
-    copy of the state database, the same texts."""
+def old_workspace(root: Path, workspace: Path, tree: Path, rev: str) -> Path:
+    """A workspace of its own for the old engine (its index file has the new catalog's name): its
+    state database written by the old tree from the corpus's rows (once per `rev`: a database
+    another tree wrote is written again, its index with it), the same texts."""
     old = root / "old-workspace"
-    if not (old / DB_FILENAME).is_file():
-        old.mkdir(parents=True, exist_ok=True)
-        shutil.copy(workspace / DB_FILENAME, old / DB_FILENAME)
-        for name in ("text", "pdf_by_hash"):
-            if not (old / name).exists():
-                (old / name).symlink_to(workspace / name)
+    old.mkdir(parents=True, exist_ok=True)
+    written_by = old / "state-written-by"
+    if not (old / DB_FILENAME).is_file() or not written_by.is_file() or written_by.read_text() != rev:
+        for name in (SEARCH_DB_FILENAME, SEARCH_DB_FILENAME + "-wal", SEARCH_DB_FILENAME + "-shm"):
+            (old / name).unlink(missing_ok=True)
+        write_state(tree, old, workspace / CORPUS_ROWS)
+        written_by.write_text(rev)
+    for name in ("text", "pdf_by_hash"):
+        if not (old / name).exists():
+            (old / name).symlink_to(workspace / name)
     return old
 
 
@@ -401,9 +436,11 @@ def main() -> int:
     if args.fresh and root.exists():
         shutil.rmtree(root)
     started = time.monotonic()
-    if not (workspace / "corpus-bytes").is_file():
+    if not (workspace / "corpus-bytes").is_file() or not (workspace / CORPUS_ROWS).is_file():
         workspace.mkdir(parents=True, exist_ok=True)
         text_bytes = build_corpus(workspace, args.docs)
+        write_state(REPO, workspace, workspace / CORPUS_ROWS)
+        remove_search_index(workspace)
         print(f"corpus: {args.docs} documents, {text_bytes / 1e6:.0f} MB of text, made in "
               f"{time.monotonic() - started:.0f} s")
     else:
@@ -412,11 +449,9 @@ def main() -> int:
     state = Database.open(workspace / DB_FILENAME)
     docs = state.conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
     state.close()
-    old_ws = old_workspace(root, workspace)
-    if (workspace / SEARCH_DB_FILENAME).is_file() and not SearchIndex.exists(workspace):
-        os.replace(workspace / SEARCH_DB_FILENAME, old_ws / SEARCH_DB_FILENAME)    # an old run's FTS5 index
-    cfg = load_config({"KY_WORKSPACE": str(workspace), "KY_STORE": str(store), "KY_PROGRESS": "0"})
     tree = old_tree(root, args.old_rev)
+    old_ws = old_workspace(root, workspace, tree, args.old_rev)
+    cfg = load_config({"KY_WORKSPACE": str(workspace), "KY_STORE": str(store), "KY_PROGRESS": "0"})
 
     # ---- builds
     builds = {}

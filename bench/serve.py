@@ -38,9 +38,9 @@ from notebook_builder.cells.c00_config import load_config  # noqa: E402
 from notebook_builder.cells.c06_layout import DB_FILENAME  # noqa: E402
 from notebook_builder.cells.c10_database import Database  # noqa: E402
 from notebook_builder.cells.c12_queues import WorkQueues  # noqa: E402
-from notebook_builder.cells.c18_search_index import SearchIndex  # noqa: E402
+from notebook_builder.cells.c18_search_index import SearchIndex, open_search_index  # noqa: E402
 from notebook_builder.cells.c35_context import open_context  # noqa: E402
-from notebook_builder.cells.c87_index import index, open_search_index, search_archive  # noqa: E402
+from notebook_builder.cells.c87_index import index, search_archive  # noqa: E402
 from notebook_builder.cells.c98_search import start_serve  # noqa: E402
 
 REQUESTS = 3000

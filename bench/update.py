@@ -1,11 +1,12 @@
 """Benchmark: an update a month after a complete crawl, against its floor and a full re-walk.
 
-    .venv/bin/python bench/update.py [--docs 98724] [--seed 1] [--advance-seed 1] [--days 30]
+    .venv/bin/python bench/update.py [--docs 98724] [--seed 1] [--advance-seed 1] [--days 30] [--results-limit N]
 
 The court: a simulated court of the captured shape (`real_counts`, as bench/crawl.py: 98,724 documents
 at full scale, the real court's case counts per year), its document search absent (the case walk is
-the way), no faults, its day 2026-06-01, in this process, recording every request in order. Against
-it, `kycourt-pipeline run` with PHASES=discover,download and pacing off, in a process of its own,
+the way), no faults, its day 2026-06-01, its results limit 10,000 (`--results-limit`: a smaller one
+splits shards, as the court's does its largest), in this process, recording every request in order.
+Against it, `kycourt-pipeline run` with PHASES=discover,download and pacing off, in a process of its own,
 until the archive is complete (KY_TODAY: the court's day); then the court moves `--days` on with a
 month of the real court's activity (living.py: new cases, filings in open cases of many years,
 opinions, a reopened 2019 case, withdrawals, a restoration, retitled cases), and one more run, the
@@ -84,12 +85,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--advance-seed", type=int, default=1)
     parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--results-limit", type=int, default=10_000)
     args = parser.parse_args()
     from notebook_builder.cells.c25_court import KENTUCKY
     from notebook_builder.simcourt import SimCourt, update_floor
 
     court = SimCourt(docs=args.docs, seed=args.seed, faults=False, shape="captured", document_search="absent",
-                     real_counts=True, record_requests=True, today=DAY)
+                     real_counts=True, record_requests=True, today=DAY, results_limit=args.results_limit)
     scratch = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
     with court, tempfile.TemporaryDirectory(prefix="kycourt-update-", dir=scratch) as workspace:
         started = time.perf_counter()
@@ -107,7 +109,7 @@ def main() -> None:
         print(f"advance: {args.days} days (seed {args.advance_seed}) to {plan['today']}: " + ", ".join(
             f"{name} {count:,}" for name, count in plan["counts"].items()))
         floor = update_floor(court.corpus, [plan], KENTUCKY.sweep_shards(1990, 2026), page_size=500,
-                             opinions_from=opinions_from)
+                             opinions_from=opinions_from, results_limit=args.results_limit)
         update = run(court.base_url, workspace, dt.date.fromisoformat(plan["today"]))
         log = list(court.request_log)[crawl_requests:]
         endpoints: dict[str, int] = {}

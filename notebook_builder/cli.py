@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, Knob, in_colab, load_config
+from notebook_builder.cells.c00_config import KNOB_BY_NAME, KNOBS, ConfigError, Knob, in_colab, load_config, parse_day
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "archive's first complete crawl, oldest first")
     _workspace_flag(changes)
     changes.add_argument("--since", metavar="YYYY-MM-DD", type=_day,
-                         help="only the changes seen on or after this day (UTC)")
+                         help="only the changes seen on or after this day (in Kentucky)")
     changes.add_argument("--json", action="store_true",
                          help="one JSON object a line: document_id, change, seen_at, run, case_number, "
                               "court_code, kind, filed_date, sha256, fields, how")
@@ -183,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--today", metavar="YYYY-MM-DD", type=_day,
                      help="the court's day (default: today); POST /__sim__/advance?days=30 moves it on with a "
                           "month of the court's activity (run the pipeline with KY_TODAY at the court's day)")
+    sim.add_argument("--court-system", metavar="NAME", type=_court_system, default="kentucky",
+                     help="kentucky (the default: the C-Track Public Access court) or a TR Portal system: nevada, "
+                          "alabama, oregon, north-dakota, wyoming, florida (its API root is printed; --docs, --seed, "
+                          "--today, --results-limit and --search-fault-rate apply, the other flags are Kentucky's)")
     _add_query_commands(commands)
     for command in commands.choices.values():   # for errors found after parsing (a knob's value)
         command.set_defaults(command_parser=command)
@@ -479,11 +483,11 @@ def _cmd_status(cfg) -> int:
 
 
 def _day(text: str) -> str:
-    """argparse type: a day YYYY-MM-DD (--since, --today, --after, --before)."""
+    """argparse type: a day YYYY-MM-DD, Kentucky's (--since, --today, --after, --before)."""
     try:
-        return datetime.date.fromisoformat(text.strip()).isoformat()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a day YYYY-MM-DD") from None
+        return parse_day(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _cmd_changes(cfg, *, since: str | None, as_json: bool) -> int:
@@ -600,20 +604,55 @@ def _cmd_derive(cfg, *, redo: bool) -> int:
     return 0
 
 
+def _court_system(text: str) -> str:
+    """A --court-system: kentucky, or the name of a simulated TR Portal system."""
+    if text.strip().lower() == "kentucky":
+        return "kentucky"
+    from notebook_builder.simcourt.trportal import system_named
+    try:
+        return system_named(text).name
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# sim's flags that only the Kentucky court takes, and their defaults
+KENTUCKY_SIM_FLAGS = {"late_docs": 0, "no_faults": False, "stall_seconds": 1.0, "shape": "inferred",
+                      "document_search": "present"}
+
+
 def _cmd_sim(args: argparse.Namespace) -> int:
+    if args.court_system != "kentucky":
+        return _cmd_sim_trportal(args)
     from notebook_builder.simcourt import serve
     if args.late_docs > args.docs:
         args.command_parser.error(f"argument --late-docs: {args.late_docs} is more than --docs {args.docs}")
+    return _serve_sim(args.port, lambda: serve(
+        args.port, args.docs, args.seed, results_limit=args.results_limit,
+        late_docs=args.late_docs, faults=not args.no_faults,
+        search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds,
+        shape=args.shape, document_search=args.document_search,
+        today=datetime.date.fromisoformat(args.today) if args.today else None))
+
+
+def _cmd_sim_trportal(args: argparse.Namespace) -> int:
+    """`sim --court-system NAME`: the simulated TR Portal court of that system, in the foreground."""
+    from notebook_builder.simcourt.trportal import serve
+    for name, default in KENTUCKY_SIM_FLAGS.items():
+        if getattr(args, name) != default:
+            args.command_parser.error(f"argument --{name.replace('_', '-')}: only for --court-system kentucky")
+    return _serve_sim(args.port, lambda: serve(
+        args.port, args.court_system, args.docs, args.seed, window=args.results_limit,
+        fault_rate=args.search_fault_rate, today=datetime.date.fromisoformat(args.today) if args.today else None))
+
+
+def _serve_sim(port: int, serve: Callable[[], None]) -> int:
+    """Runs a simulated court's `serve` in the foreground; exit 2 with one line when its port is taken."""
     try:
-        serve(args.port, args.docs, args.seed, results_limit=args.results_limit,
-              late_docs=args.late_docs, faults=not args.no_faults,
-              search_fault_rate=args.search_fault_rate, stall_seconds=args.stall_seconds,
-              shape=args.shape, document_search=args.document_search,
-              today=datetime.date.fromisoformat(args.today) if args.today else None)
+        serve()
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise
-        print(f"kycourt-pipeline: port {args.port} on 127.0.0.1 is in use: choose another with --port "
+        print(f"kycourt-pipeline: port {port} on 127.0.0.1 is in use: choose another with --port "
               "(0 picks a free one)", file=sys.stderr)
         return EXIT_USAGE
     return 0
@@ -813,7 +852,8 @@ def _typed_path(path: str) -> str:
 
 def _demo_case_number(workspace: str) -> str | None:
     """The case number of the demo search's best hit (the `show` example)."""
-    from notebook_builder.cells.c87_index import IndexMissingError, search_archive
+    from notebook_builder.cells.c18_search_index import IndexMissingError
+    from notebook_builder.cells.c87_index import search_archive
     try:
         hits = search_archive(workspace, DEMO_SEARCH[0], kind=DEMO_SEARCH[2], limit=1).hits
     except IndexMissingError:
@@ -873,8 +913,7 @@ def _add_query_commands(commands) -> None:
 
 def _run_query_command(cfg, args: argparse.Namespace) -> int:
     from notebook_builder import query
-    from notebook_builder.cells.c18_search_index import SearchQueryError
-    from notebook_builder.cells.c87_index import IndexMissingError
+    from notebook_builder.cells.c18_search_index import IndexMissingError, SearchQueryError
     from notebook_builder.cells.c98_search import ServeError
     _setup_logging(args.verbose)
     try:
@@ -950,7 +989,7 @@ def _cmd_index(cfg) -> int:
 
 def _cmd_search(cfg, args: argparse.Namespace) -> int:
     from notebook_builder.cells.c18_search_index import index_behind
-    from notebook_builder.cells.c87_index import format_hits, result_heading, search_archive
+    from notebook_builder.cells.c87_index import format_hits, page_past_last, result_heading, search_archive
     result = search_archive(cfg.WORKSPACE, args.query, court=args.court, year=args.year, kind=args.kind,
                             after=args.after, before=args.before, sort=args.sort, page=args.page,
                             limit=args.limit, store=query_store(cfg)[0])
@@ -966,7 +1005,7 @@ def _cmd_search(cfg, args: argparse.Namespace) -> int:
         shown = f"{result.first}-{result.last}" if result.total > len(result.hits) else "all"
         print(f"{result_heading(result)}; {shown}{order}:")
     elif result.total:
-        print(f"{result_heading(result)}; page {result.page} is past the last ({result.pages})")
+        print(f"{result_heading(result)}; {page_past_last(result)}")
     elif args.query.strip():
         print(f"no hits for {args.query!r}")
     else:

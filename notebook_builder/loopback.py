@@ -6,11 +6,14 @@
   hanging up mid-body (part of the simulations, not an error).
 - `LoopbackService`: start()/stop()/`with` for a service served by one in a daemon thread; the
   service names its handler, the server attribute its handler reads it from, and its URL.
+  `serve_in_foreground` serves until Ctrl-C and prints the service's `stats()` on the way out (`sim`).
 """
 from __future__ import annotations
 
+import json
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -84,6 +87,20 @@ class LoopbackService:
         server.server_close()
         server.close_connections()
         self._thread.join(timeout=5)
+
+    def serve_in_foreground(self, port: int, lines: Callable[[str], list[str]]) -> None:
+        """Serves on `port` until Ctrl-C: prints `lines(url)` once serving, and `totals: <stats() as JSON>`
+        as it stops (a Ctrl-C right after the lines still prints the totals)."""
+        url = self.start(port=port)
+        try:
+            for line in lines(url):
+                print(line, flush=True)
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+            print("totals: " + json.dumps(self.stats(), sort_keys=True), flush=True)
 
     def __enter__(self):
         self.start()

@@ -243,7 +243,7 @@ def reachable_stages(workspace: Path, store: Path, env: dict[str, str]) -> set[s
     from notebook_builder.cells.c00_config import load_config
     from notebook_builder.cells.c10_database import Database, is_sqlite_file
     stages = {"discover", "verify"}
-    if (store / "ky_court.sqlite").is_file():
+    if (store / "db" / "ky_court").is_dir() and any((store / "db" / "ky_court").iterdir()):
         stages.add("restore")
     db_path = workspace / "ky_court.sqlite"
     if not (db_path.is_file() and is_sqlite_file(db_path)):

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from notebook_builder.cells.c00_config import RunClock, load_config
+from notebook_builder.cells.c00_config import PipelineError, RunClock, load_config
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c13_records import DownloadRecords, TextRecords
 from notebook_builder.cells.c15_discovery_state import DOCUMENT_METADATA_COLUMNS, DiscoveryState
@@ -144,6 +144,22 @@ def run_until_done(cfg, store_factory, runs: int = 4, clock_factory=RecordingClo
         if report.exit_status == 0 and status["done"]:
             break
     return report, status
+
+
+def stored_database(store: str | Path) -> Path | None:
+    """The database the store's page packs make (assembled into a temp folder), or None when it
+    holds none."""
+    from notebook_builder.cells.c22_page_packs import PagePacks
+    store = Path(store)
+    if not (store / "db" / "ky_court").is_dir() or not any((store / "db" / "ky_court").iterdir()):
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="stored-database-"))
+    target = folder / "ky_court.sqlite"
+    try:
+        PagePacks(LocalStore(store, create=False), "ky_court.sqlite", folder / "checkpoint").restore(target)
+    except PipelineError:            # a push under way removed a pack this read wanted: none this time
+        return None
+    return target
 
 
 def store_is_level(cfg) -> list[str]:

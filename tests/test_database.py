@@ -292,3 +292,34 @@ def test_entries_to_ask_again_are_the_empty_and_withheld_ones_not_asked_in_this_
     assert [row["files_missing"] for row in DiscoveryState(db).entries_to_ask_again(2)] == ["empty", "withheld"]
     assert DiscoveryState(db).entries_to_ask_again(1) == []
     assert DiscoveryState(db).entries_missing_files() == {"empty": 1, "withheld": 1}
+
+
+def test_a_forked_worker_never_waits_on_a_lock_a_thread_held_at_the_fork(tmp_path):
+    """A worker forked while another thread held the connection list's lock drops that thread's
+    connection slot at once: it must neither wait for the lock (no thread there releases it) nor
+    close a connection of the process it was forked from."""
+    import os
+    import sqlite3
+    import time as _time
+
+    from notebook_builder.cells.c10_database import _ThreadConnection
+    db = Database.open(tmp_path / "x.sqlite")
+    slot = [_ThreadConnection(db, sqlite3.connect(tmp_path / "x.sqlite"))]     # another thread's, say
+    with db._connections_lock:                           # held by that thread at the instant of the fork
+        child = os.fork()
+        if child == 0:                                  # the worker: the other thread's slot goes now
+            slot.clear()
+            os._exit(0)
+        deadline = _time.monotonic() + 10
+        while _time.monotonic() < deadline:
+            done, status = os.waitpid(child, os.WNOHANG)
+            if done:
+                break
+            _time.sleep(0.01)
+        else:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+            raise AssertionError("the forked worker waited on a lock no thread of its own held")
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert db.conn.execute("SELECT COUNT(*) FROM kv").fetchone()[0] >= 1     # the parent's is untouched
+    db.close()

@@ -236,7 +236,7 @@ def test_a_budget_stop_is_clean_and_the_next_run_finishes(fresh_court, tmp_path)
     assert list(ctx.path("tmp").iterdir()) == []
     for row in DownloadRecords(ctx.db).documents_claiming_files():
         assert ctx.path(row["local_pdf"]).is_file()
-    assert ctx.store.exists("ky_court.sqlite")   # the background checkpoint ran while downloads committed
+    assert ctx.store.list_dir("db/ky_court")   # the background checkpoint ran while downloads committed
     ctx.close()
     ctx = download_context(fresh_court, tmp_path)
     second = download(ctx)

@@ -17,7 +17,7 @@ from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.simcourt import FAULTS, NEVER, TRANSIENT_FAULTS, SimCourt
-from support import E2E_CAP as CAP, REAL_COURT_BEHAVIOURS, pipeline_env
+from support import E2E_CAP as CAP, REAL_COURT_BEHAVIOURS, pipeline_env, stored_database
 
 pytestmark = pytest.mark.slow   # the whole pipeline
 
@@ -121,7 +121,7 @@ def test_inventories_status_and_archive_are_in_the_store(finished_run):
     assert status["done"] is True and status["verify"] == "PASS"
     assert status["queues"] == {"download": 0, "extract": 0}
     assert sum(status["counts"].values()) == len(court.documents)
-    assert (store / "ky_court.sqlite").is_file()
+    assert stored_database(store) is not None and not (store / "ky_court.sqlite").exists()
     assert list(store.glob("ky_court-WIP-resume-*.tar.gz"))
 
 
@@ -184,7 +184,7 @@ def test_the_store_snapshot_is_the_workspaces_state_and_no_archive_was_lost(fini
     def kv(path):
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
             return dict(conn.execute("SELECT key, value FROM kv WHERE key LIKE 'checkpoint_%'"))
-    snapshot = kv(tmp / "store" / "ky_court.sqlite")
+    snapshot = kv(stored_database(tmp / "store"))
     assert snapshot["checkpoint_seq"] == kv(tmp / "workspace" / "ky_court.sqlite")["checkpoint_seq"]
     archives = {path.name: path for path in (tmp / "store").glob("ky_court-WIP-resume-*.tar.gz")}
     earlier = finished_run["archives_after_first"]
@@ -192,4 +192,4 @@ def test_the_store_snapshot_is_the_workspaces_state_and_no_archive_was_lost(fini
     assert all(archives[name].read_bytes() == data for name, data in earlier.items())
     newest = max(archives.values(), key=lambda path: int(path.name.rsplit("-", 1)[1].split(".")[0]))
     with tarfile.open(newest) as archive:
-        assert sorted(archive.getnames()) == ["ky_court.sqlite", "status.json"]
+        assert sorted(archive.getnames()) == ["resume.json", "status.json"]

@@ -294,3 +294,24 @@ def test_on_drive_a_damaged_pdf_is_healed_from_another_file_drive_holds_under_it
     assert verify(ctx).duplicates["trashed"] == 1       # the copies are one again: the newer one trashed
     assert [entry["title"] for entry in sim.files_in("ky_court/pdf_by_hash")].count(held["title"]) == 1
     ctx.close()
+
+
+def test_once_every_file_was_proven_a_run_that_finds_nothing_new_writes_no_fixity_row(tmp_path):
+    ctx, _ = archive(tmp_path, documents=40)
+    written: list[int] = []
+    save = FixityRecords.save
+
+    def counting(self, rows):
+        written.append(len(rows))
+        return save(self, rows)
+    FixityRecords.save = counting
+    try:
+        for _ in range(13):
+            audit(ctx)
+    finally:
+        FixityRecords.save = save
+    # The first cycle learns each file's md5 (a row each, once); after it a slice proven whole is one kv row.
+    assert sum(written[:10]) > 0 and written[10:] == [0, 0, 0]
+    proofs = FixityRecords(ctx.db).bucket_proofs()
+    assert proofs["cycle"] == 10 and len(proofs["runs"]) == 10
+    ctx.close()

@@ -17,12 +17,12 @@ from notebook_builder.cells.c06_layout import (DB_FILENAME, SEARCH_DB_FILENAME, 
 from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c17_snapshots import checkpoint
 from notebook_builder.cells.c18_query_syntax import parse_query
-from notebook_builder.cells.c18_search_index import SearchIndex, index_behind, index_coverage, search_kinds
+from notebook_builder.cells.c18_search_index import (IndexMissingError, SearchIndex, court_filter, index_behind,
+                                                     index_coverage, search_kinds)
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c87_index import (IndexMissingError, UnmatchedFilter, court_code_of, court_filter, index,
-                                              make_snippet, plan_index, query_marks, search_archive, snippet_html,
-                                              text_places, year_of)
+from notebook_builder.cells.c87_index import (UnmatchedFilter, court_code_of, index, make_snippet, plan_index,
+                                              query_marks, search_archive, snippet_html, text_places, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.cli import main
 

@@ -12,6 +12,7 @@ import pytest
 from nbclient import NotebookClient
 
 from notebook_builder.simcourt import SimCourt
+from support import stored_database
 
 pytestmark = pytest.mark.slow   # the whole pipeline
 
@@ -118,7 +119,7 @@ def test_interrupting_the_run_cell_stops_cleanly_with_state_saved(tmp_path, monk
             saved = json.loads((tmp_path / "store" / "status.json").read_text())
             assert saved["phase"] == "verify" and saved["verify"] == "PASS"
             assert saved["done"] is False and saved["queues"]["download"] > 0
-            assert (tmp_path / "store" / "ky_court.sqlite").is_file()
+            assert stored_database(tmp_path / "store") is not None
             assert not list((tmp_path / "workspace" / "tmp").glob("*.part"))
         finally:
             kernel.stop_channels()

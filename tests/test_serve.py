@@ -134,6 +134,25 @@ def test_search_json_answers_the_clis_json_object(server, capsys):
                                "page 'x' is not a number from 1 to 1000000: left out"]
 
 
+def test_a_page_past_the_last_says_so_in_one_sentence_everywhere_never_page_2_of_1(server, capsys):
+    cfg, served = server
+    said = "page 2 is past the last page, 1, of the results"
+    page = html.unescape(get(f"{served.url}/?q=suppression&court=SC&page=2")[2].decode())
+    assert said in page and "page 2 of 1" not in page
+    assert '<a rel="prev" href="/?q=suppression&court=SC">← the last page, 1</a>' in page
+    status, answer = get_json(f"{served.url}/search.json?q=suppression&court=SC&page=2")
+    assert status == 200 and answer["total"] == 1 and answer["count"] == 0 and answer["notes"] == [said]
+    flags = ["--court", "SC", "--page", "2", "--workspace", cfg.WORKSPACE, "--store", cfg.STORE]
+    assert main(["search", "suppression", *flags]) == 0
+    assert capsys.readouterr().out.strip() == f"1 document matches 'suppression'; {said}"
+    assert main(["search", "suppression", "--json", *flags]) == 0
+    assert json.loads(capsys.readouterr().out) == answer
+    assert c98_search.search_cell(cfg, "suppression", "SC", page=2) == (
+        f"1 document matches 'suppression', court SC; {said}")
+    nothing = get_json(f"{served.url}/search.json?q=zzyzx&page=3")[1]
+    assert nothing["total"] == 0 and nothing["notes"] == ["page 3 is past the last page: there are no results"]
+
+
 def test_facets_count_the_matches_and_narrow_the_search(server):
     _, served = server
     page = get(f"{served.url}/?q=suppression")[2].decode()

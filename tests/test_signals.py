@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from support import REPO_ROOT, torture, torture_court
+from support import REPO_ROOT, stored_database, torture, torture_court
 
 pytestmark = pytest.mark.slow   # the whole pipeline
 
 DOCS = 60   # every fault once (the first faulty slots cycle through them all)
 
 
-def checkpoint_seq(db_path: Path) -> int:
-    if not db_path.is_file():
+def checkpoint_seq(db_path: Path | None) -> int:
+    if db_path is None or not db_path.is_file():
         return 0
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
     try:
@@ -85,7 +85,7 @@ def test_signal_in_a_stage_exits_130_saves_state_and_the_next_run_resumes(tmp_pa
             wait_for_stage(child, workspace, stage, spawned_ns)
             time.sleep(0.02 if stage == "extract" else 0.3)
             assert torture.observe_stage(workspace, spawned_ns) == stage, "the stage ended too soon"
-            seq_before = checkpoint_seq(store / "ky_court.sqlite")
+            seq_before = checkpoint_seq(stored_database(store))
             signalled = time.monotonic()
             child.send_signal(signum)
             status = child.wait(timeout=30)
@@ -98,8 +98,8 @@ def test_signal_in_a_stage_exits_130_saves_state_and_the_next_run_resumes(tmp_pa
         assert f"{signal.Signals(signum).name} received" in output
         assert not list((workspace / "tmp").glob("*.part"))
         assert rows_are_consistent(workspace, store) == []
-        assert checkpoint_seq(store / "ky_court.sqlite") > seq_before
-        assert checkpoint_seq(store / "ky_court.sqlite") == checkpoint_seq(workspace / "ky_court.sqlite")
+        assert checkpoint_seq(stored_database(store)) > seq_before
+        assert checkpoint_seq(stored_database(store)) == checkpoint_seq(workspace / "ky_court.sqlite")
 
         env["KY_PACING"] = "0"
         runs, final = torture.run_to_completion(env, tmp_path, "resume")

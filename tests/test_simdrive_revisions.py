@@ -90,14 +90,14 @@ def test_an_update_keeps_the_old_head_as_a_revision_and_new_revision_false_keeps
     assert quota_used(service) == 3 + 7 == sim.used_bytes
 
 
-def test_the_drive_stores_rewrites_of_a_name_are_revisions_the_quota_counts(sim):
+def test_the_drive_stores_rewrites_of_a_name_replace_its_head_and_leave_no_revision(sim):
     store = drive_store(sim)
     for number in range(3):
         put_bytes(store, "status.json", b'{"run": %d}' % number)
     held = sim.file_by_name(f"{FOLDER}/status.json")
-    assert len(sim.revisions(held["id"])) == 3
+    assert len(sim.revisions(held["id"])) == 1                 # newRevision=false: nothing kept in the quota
     assert store.read_file("status.json") == b'{"run": 2}'
-    assert store.quota()["used"] == 3 * len(b'{"run": 0}')
+    assert store.quota()["used"] == len(b'{"run": 0}')
 
 
 def test_earlier_revisions_expire_after_30_days_of_the_drives_clock_and_pinned_ones_stay(sim, service):
@@ -287,11 +287,11 @@ def test_uploads_are_counted_by_stored_name_and_request_kind_and_held_is_grouped
     held = sim.held()
     by_kind = held.by(kind)
     assert by_kind["pdf_by_hash/"].total_bytes == sum(map(len, pdfs))
-    assert (by_kind["status.json"].head_bytes, by_kind["status.json"].earlier_bytes) == (9, 8)
-    assert held.total_bytes == sim.used_bytes == store.quota()["used"] == sum(map(len, pdfs)) + 17
-    assert held.summary().startswith("Drive holds 0.0 MB in 4 files, of it 0.0 MB in 1 earlier revisions")
+    assert (by_kind["status.json"].head_bytes, by_kind["status.json"].earlier_bytes) == (9, 0)
+    assert held.total_bytes == sim.used_bytes == store.quota()["used"] == sum(map(len, pdfs)) + 9
+    assert held.summary().startswith("Drive holds 0.0 MB in 4 files, of it 0.0 MB in 0 earlier revisions")
     with urllib.request.urlopen(f"{sim.api_root}__sim__/stats") as answer:
         stats = json.loads(answer.read())
-    assert stats["held"]["total_bytes"] == held.total_bytes and stats["held"]["earlier_revisions"] == 1
+    assert stats["held"]["total_bytes"] == held.total_bytes and stats["held"]["earlier_revisions"] == 0
     assert stats["uploaded_by_folder"][f"{FOLDER}/pdf_by_hash"] == {"uploads": 3, "bytes": sum(map(len, pdfs))}
     assert stats["requests"] == dict(sim.requests)                        # the stats path is not counted

@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 
 import pytest
-from support import RecordingClock, expected_verdicts_hold, quick_court, run_until_done, store_is_level, torture
+from support import (RecordingClock, expected_verdicts_hold, quick_court, run_until_done, store_is_level, stored_database,
+                     torture)
 
 from notebook_builder.cells import c05_durable, c70_download
 from notebook_builder.cells.c00_config import StoreError, StoreQuotaExceeded, load_config
@@ -92,7 +93,7 @@ def test_store_refusing_uploads_lags_fails_verify_then_a_healthy_run_levels_it(c
     assert status["store_pending"] == 0 and not status["store_lagging"]
     assert store_is_level(cfg) == []
     assert expected_verdicts_hold(court, cfg) == []
-    assert (Path(cfg.STORE) / "ky_court.sqlite").is_file()
+    assert stored_database(cfg.STORE) is not None
 
 
 @pytest.mark.slow

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from support import REPO_ROOT, torture, torture_court
+from support import REPO_ROOT, stored_database, torture, torture_court
 
 pytestmark = pytest.mark.slow   # the whole pipeline
 
 
-def claimed_documents(db_path: Path) -> set[str]:
-    if not db_path.is_file():
+def claimed_documents(db_path: Path | None) -> set[str]:
+    if db_path is None or not db_path.is_file():
         return set()
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
     try:
@@ -52,20 +52,20 @@ def test_fresh_runtime_after_a_kill_restores_and_fetches_nothing_the_store_holds
         try:
             deadline = time.monotonic() + 60
             # Killed mid-download, once the store's checkpoint already records some PDFs.
-            while len(claimed_documents(store / "ky_court.sqlite")) < 40 and time.monotonic() < deadline:
+            while len(claimed_documents(stored_database(store))) < 40 and time.monotonic() < deadline:
                 assert child.poll() is None, "the run finished before it could be killed"
                 time.sleep(0.02)
         finally:
             torture.kill_group(child)
         assert child.returncode == -signal.SIGKILL
-        in_store = claimed_documents(store / "ky_court.sqlite")
+        in_store = claimed_documents(stored_database(store))
         assert len(in_store) >= 40
         requests_before = {doc_id: court.requests_for(doc_id) for doc_id in in_store}
 
         shutil.rmtree(workspace)   # a new runtime: nothing local survives
         runs, status = torture.run_to_completion(env, tmp_path, "fresh")
         assert status == 0
-        assert "restored ky_court.sqlite" in (tmp_path / "fresh-1.log").read_text()
+        assert "restored db/ky_court" in (tmp_path / "fresh-1.log").read_text()
         assert {doc_id: court.requests_for(doc_id) for doc_id in in_store} == requests_before
         assert torture.wrong_verdicts(court, tmp_path) == []
         assert not list((workspace / "tmp").glob("*.part"))

@@ -21,6 +21,7 @@ from notebook_builder.cells.c00_config import load_config
 from notebook_builder.cells.c15_discovery_state import Transitions
 from notebook_builder.cells.c19_changes import CHANGE_FIELDS, ChangeLog
 from notebook_builder.cells.c25_court import KENTUCKY
+from notebook_builder.cells.c44_discovery_rules import update_shards
 from notebook_builder.cells.c48_update import update_words
 from notebook_builder.cells.c89_feed import ATOM, atom_feed
 from notebook_builder.cells.c95_run import run_pipeline
@@ -296,3 +297,92 @@ def test_an_atom_feed_is_well_formed_with_stable_ids_and_links():
     links = {link.get("rel"): link.get("href") for link in entry.findall(f"{{{ATOM}}}link")}
     assert links == {"alternate": "/document/" + "d" * 64, "enclosure": "/pdf_by_hash/" + "a" * 64 + ".pdf"}
     assert root.find(f"{{{ATOM}}}updated").text == "2026-07-01T10:00:00Z"
+
+
+def test_a_day_the_changes_are_read_by_is_kentucky_s_and_filed_date_is_the_court_s_day(tmp_path, capsys):
+    """A change seen at 21:16 in Frankfort on June 5 (01:16 UTC on the 6th) is one of the 5th, for
+    `changes --since`, serve's /changes and the feed alike; its filed_date is the court's day."""
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c15_discovery_state import DiscoveryState
+    db = Database.open(tmp_path / "ky_court.sqlite")
+    try:           # filed at 21:30 on June 3 in Frankfort: the court writes the instant in UTC
+        DiscoveryState(db).upsert_discovered([{"document_id": "d1", "case_number": "2026-CA-0001", "case_title": "A",
+                                               "filed_date": "2026-06-04T01:30:00.000+0000"}])
+        with db.transaction():
+            ChangeLog(db).record("r1", Transitions(added=["d1"]), "2026-06-05", KENTUCKY.numbers.code_of)
+        db.conn.execute("UPDATE changes SET seen_at = '2026-06-06T01:16:00Z'")
+    finally:
+        db.close()
+    since = {day: cli.main(["changes", "--workspace", str(tmp_path), "--since", day, "--json"]) == 0
+             and [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+             for day in ("2026-06-05", "2026-06-06")}
+    assert [record["document_id"] for record in since["2026-06-05"]] == ["d1"] and since["2026-06-06"] == []
+    assert since["2026-06-05"][0]["filed_date"] == "2026-06-03"
+    assert cli.main(["changes", "--workspace", str(tmp_path)]) == 0
+    assert "  2026-06-03  d1" in capsys.readouterr().out
+    web = ArchiveWeb(ServedArchive(workspace=tmp_path, folder=tmp_path), datasette_app=None)
+    changes = {since: web.respond(web_route("/changes"), f"since={since}").body.decode()
+               for since in ("2026-06-05", "2026-06-06", "June")}
+    assert "<li>2026-06-05 · " in changes["2026-06-05"]
+    assert "No change seen on or after 2026-06-06" in changes["2026-06-06"]
+    assert "since &#x27;June&#x27; is not a day like 2019-03-31: left out" in changes["June"]
+    feeds = {day: web.respond(web_route("/feed.atom"), f"since={day}") for day in ("2026-06-05", "2026-06-06", "x")}
+    assert [len(ET.fromstring(feeds[day].body).findall(f"{{{ATOM}}}entry")) for day in ("2026-06-05", "2026-06-06")] \
+        == [1, 0]
+    assert feeds["x"].status == 400
+
+
+def test_an_update_starts_from_the_crawl_s_leaf_shards_and_never_truncates(tmp_path):
+    """With a results limit that splits most shards, an update asks the case search the floor: the
+    shards the crawl split are not asked again (their children are), a leaf grown over the limit is
+    split, and a year new since the crawl (FIRST_YEAR moved back) is asked at top level and split."""
+    limit, workspace = 4, tmp_path / "workspace"
+
+    def discover(court, first_year: int, today: dt.date) -> None:
+        cfg = load_config(env={"KY_PACING": "0", "KY_PROGRESS": "0"}, WORKSPACE=str(workspace),
+                          STORE=str(tmp_path / "store"), API_BASE=court.base_url, FIRST_YEAR=first_year,
+                          LAST_YEAR=2026, TODAY=today.isoformat(), CASE_DETAILS=False, PHASES=("discover",))
+        assert run_pipeline(cfg, handle_signals=False).exit_status == 0
+
+    def shards(sweep: int, state: str | None = None) -> set[str]:
+        db = sqlite3.connect(workspace / "ky_court.sqlite")
+        try:
+            return {row[0] for row in db.execute("SELECT shard FROM discovery_shards WHERE sweep = ? AND state = "
+                                                 "COALESCE(?, state)", (sweep, state))}
+        finally:
+            db.close()
+
+    with SimCourt(**{**COURT, "docs": 200, "first_year": 2021}, results_limit=limit) as court:
+        for _ in range(3):
+            discover(court, 2022, DAY)
+            if json.loads((workspace / "status.json").read_text())["discovery_converged"]:
+                break
+        crawl = max(sweep for sweep in range(1, 9) if shards(sweep))
+        plan = court.advance(30, seed=1, activity={"new_cases": 40})
+        discover(court, 2021, dt.date.fromisoformat(plan["today"]))
+        asked = court.stats()["period"]["endpoints"]["case_search"]
+        floor = update_floor(court.corpus, [plan], KENTUCKY.sweep_shards(2021, 2026), page_size=500,
+                             opinions_from=DAY, results_limit=limit)["case search pages"]
+    update = crawl + 1
+    split_before, split_now = shards(crawl, "split"), shards(update, "split")
+    assert len(split_before) >= 10 and not shards(update) & split_before      # no split learnt again
+    leaves = shards(crawl, "done")
+    grown = {shard for shard in split_now if not shard.startswith("2021")}   # a leaf grown over the limit
+    assert grown and all(any(shard[:end] in leaves for end in range(7, len(shard) + 1)) for shard in grown)
+    assert "2021-CA" in split_now and "2021-SC" in shards(update)              # a new year, asked at top level
+    assert asked == floor + len(split_now), (asked, floor, len(split_now))    # each split asked once
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c15_discovery_state import DiscoveryState, coverage_gaps
+    db = Database.open_readonly(workspace / "ky_court.sqlite")
+    try:                    # the coverage audit reads the update's leaves: what the court announced now
+        audit = {row["shard"]: row for row in DiscoveryState(db).coverage_audit()}
+    finally:
+        db.close()
+    assert audit["2026-CA"]["sweep"] == update and audit["2026-CA"]["announced"] == audit["2026-CA"]["cases"]
+    assert coverage_gaps(audit.values()) == []
+
+
+def test_an_update_sweeps_the_leaves_under_each_top_level_shard_or_the_shard_itself():
+    leaves = ["2019-CA-0", "2019-CA-10", "2019-CA-11", "2019-SC", "2018-CA", "2019 CA ADMIN"]
+    assert update_shards(["2019-CA", "2019-SC", "2019 CA ADMIN", "2020-CA"], leaves, KENTUCKY.numbers.top_level_shard) \
+        == ["2019 CA ADMIN", "2019-CA-0", "2019-CA-10", "2019-CA-11", "2019-SC", "2020-CA"]

@@ -7,6 +7,9 @@ Guarantees:
 - A `Config` is immutable; stages receive it through the run context.
 - The named errors of the whole pipeline live here, so every cell can raise
   and catch the same classes.
+- A day is Kentucky's (America/New_York): `parse_day` reads every day a user
+  names, `kentucky_day_start` is the UTC instant it begins, `kentucky_date`
+  the day of a court timestamp, `Config.today()` today.
 
 Precedence: explicit overrides (CLI flags, notebook form fields) > the
 environment > the defaults below.
@@ -247,9 +250,7 @@ def _parse_optional_year(text: str) -> int | None:
 
 def _parse_optional_day(text: str) -> str | None:
     """A day YYYY-MM-DD (kept as that text), or None for an empty one."""
-    if not text.strip():
-        return None
-    return _dt.date.fromisoformat(text.strip()).isoformat()
+    return parse_day(text) if text.strip() else None
 
 
 def in_colab() -> bool:
@@ -659,6 +660,23 @@ def kentucky_date(value: Any) -> str | None:
 def kentucky_today() -> _dt.date:
     """Today in Frankfort (a machine in UTC, like Colab's, is a day ahead every evening)."""
     return _dt.datetime.now(_kentucky_zone()).date()
+
+
+def parse_day(text: str) -> str:
+    """A day as every reader of one takes it (the CLI's flags, KY_TODAY, serve's and the form's
+    fields): YYYY-MM-DD, returned in that form; ValueError saying so for anything else. A day the
+    user names is Kentucky's (`kentucky_day_start` where it is compared with instants)."""
+    try:
+        return _dt.date.fromisoformat(str(text).strip()).isoformat()
+    except ValueError:
+        raise ValueError(f"{str(text).strip()!r} is not a day like 2019-03-31") from None
+
+
+def kentucky_day_start(day: str) -> str:
+    """The instant a Kentucky day (YYYY-MM-DD) begins, in UTC as `utc_now()` writes instants
+    ('2026-06-06' -> '2026-06-06T04:00:00Z'): what "on or after that day" compares with."""
+    start = _dt.datetime.combine(_dt.date.fromisoformat(parse_day(day)), _dt.time(), tzinfo=_kentucky_zone())
+    return start.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def retry_delay(failures: int, *, base: float, cap: float, retry_after: float | None = None,

@@ -711,15 +711,21 @@ def is_sqlite_file(path: str | os.PathLike) -> bool:
 
 class _ThreadConnection:
     """One thread's connection to a Database; closed when the thread ends (its thread-local slot
-    held the last reference), so worker threads leave no connection behind."""
+    held the last reference), so worker threads leave no connection behind. In a process forked
+    from the one that opened it (an extract or OCR worker, whose copy of every other thread's slot
+    is dropped at once) it is left alone: the lock it would take may have been held by a thread
+    that does not exist there, and SQLite's connection is never carried across a fork."""
 
     def __init__(self, db: "Database", conn: sqlite3.Connection):
         self.conn = conn
         self._db = weakref.ref(db)
+        self._pid = os.getpid()
         with db._connections_lock:
             db._connections.append(conn)
 
     def __del__(self) -> None:
+        if os.getpid() != self._pid:
+            return
         db = self._db()
         if db is not None:
             with db._connections_lock:

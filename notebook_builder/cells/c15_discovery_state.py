@@ -10,7 +10,8 @@ Guarantees:
 - `record_case_walk` writes one walked case (row, entries, documents, court texts) in one
   transaction; a case's search-row fingerprint is the one it was walked at.
 - A sweep's shards are rows (`start_sweep`, `finish_shard`): a resumed sweep continues with the
-  shards still pending; a split adds its children atomically.
+  shards still pending; a split adds its children atomically, so the shards a complete sweep did
+  not split (`last_sweep_leaves`) cover every shard it began with.
 - Under watch (`watch=Transitions()`, an update's writes) the writes say what they changed of the
   documents the archive held: ids new to it, documents the court withdrew (listed unavailable, or
   gone from a list of their entry that answered other files: `listed_entries`), restored (available
@@ -26,6 +27,10 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .c00_config import utc_now
 from .c10_database import KV_DISCOVERY_STRATEGY, Tables, rows_in
+
+# The top-level shard of a discovery_shards row: `2019-CA` and `2024 CA ADMIN` are their own (an ADMIN
+# shard never splits), a split child `2019-CA-01` begins with its own.
+_TOP_LEVEL_SQL = "CASE WHEN length(shard) IN (7, 13) THEN shard ELSE substr(shard, 1, 7) END"
 
 DOCUMENT_METADATA_COLUMNS = (
     "case_number", "court", "case_title", "docket_entry_id", "description",
@@ -373,8 +378,8 @@ class DiscoveryState(Tables):
         the sum of its paged leaves, whose totals leave out neighbouring numbers) next to what the
         tables hold (`documents`, `cases`)."""
         return self.conn.execute(
-            "WITH latest AS (SELECT shard, MAX(sweep) AS sweep FROM discovery_shards "
-            "                WHERE total_count IS NOT NULL AND length(shard) IN (7, 13) GROUP BY shard) "
+            f"WITH latest AS (SELECT {_TOP_LEVEL_SQL} AS shard, MAX(sweep) AS sweep FROM discovery_shards "
+            f"                WHERE total_count IS NOT NULL GROUP BY {_TOP_LEVEL_SQL}) "
             "SELECT latest.shard, latest.sweep, "
             "  (SELECT SUM(leaf.total_count) FROM discovery_shards leaf WHERE leaf.sweep = latest.sweep "
             "   AND leaf.state = 'done' AND substr(leaf.shard, 1, length(latest.shard)) = latest.shard) AS announced, "
@@ -398,6 +403,13 @@ class DiscoveryState(Tables):
                 "INSERT OR IGNORE INTO discovery_shards(sweep, shard, state, updated_at) VALUES (?, ?, 'pending', ?)",
                 ((sweep, shard, now) for shard in shards))
             return run_id
+
+    def last_sweep_leaves(self, before: int) -> list[str]:
+        """The shards the last complete sweep before sweep `before` did not split (paged to their
+        end, or failed), in shard order; [] when no sweep is complete."""
+        return [row[0] for row in self.conn.execute(
+            "SELECT shard FROM discovery_shards WHERE state != 'split' AND sweep = "
+            "(SELECT MAX(sweep) FROM discovery_runs WHERE complete = 1 AND sweep < ?) ORDER BY shard", (before,))]
 
     def pending_shards(self, sweep: int) -> list[str]:
         return [row[0] for row in self.conn.execute(

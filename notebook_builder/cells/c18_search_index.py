@@ -20,6 +20,9 @@ Guarantees:
   query lists the documents under the filters, newest first.
 - Filters: court code or part of its name, kind, the case number's year, filed day range
   (inclusive), publication status; `facets()` counts each among the matches under the others.
+  `court_filter()` reads a court as typed (CA/SC, 'appeals', 'supreme', else part of the name).
+- `open_search_index()` opens a workspace's index read-only (the search, serve, the feeds); a
+  missing or unusable one raises IndexMissingError, saying how to build it.
 - `pack_search_index()` writes the index and its catalog as one tar file (the store's copy);
   `unpack_search_index()` puts one in place after checking it opens and agrees with its catalog.
   A read-only copy is read through a private folder of links (tantivy locks beside meta.json).
@@ -46,7 +49,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import tantivy
 
-from .c00_config import IntegrityError, utc_now
+from .c00_config import IntegrityError, PipelineError, utc_now
 from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, TEXT_LAYER, text_name
 from .c10_database import connect, is_sqlite_file
 from .c11_reads import extracted_fingerprint, text_source_inputs
@@ -57,6 +60,7 @@ from .c18_query_syntax import (CAPTION_CONNECTORS, COMMON_WORDS, AllOf, AnyOf, C
 SEARCH_SCHEMA_VERSION = 7          # 7: tantivy with common-word grams (6 and older: SQLite FTS5)
 SEARCH_KINDS = ("opinion", "order", "brief", "other")
 SEARCH_SORTS = ("relevance", "newest", "oldest")
+INDEX_COURT_CODES = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
 GRAM_JOINER = "\u01c2"             # a letter no text writes: joins a common word to the next in one term
 SEARCH_WORD_MAX = 64               # a longer run of letters is no word (tantivy's remove_long)
 BOOST_TITLE, BOOST_DESCRIPTION = 4.0, 2.0
@@ -67,6 +71,7 @@ SCORE_CASE = 10_000.0              # a document of the typed case number
 NEAR_SLOP = 3
 STEM_PREFIX_MIN = 4                # a shorter shared start of a word and its stem is not looked up
 WRITER_HEAP = 200_000_000
+BUILD_HINT = "build it with `kycourt-pipeline index` (or a run whose phases include index)"
 _DAY_UNKNOWN_FIRST, _DAY_UNKNOWN_LAST = 0, 99_999_999
 
 _SEARCH_WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(
@@ -78,6 +83,10 @@ _SEARCH_STEMS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(
 
 class SearchIndexOutdated(IntegrityError):
     """The index was made by another version of the code: it is built again, not repaired."""
+
+
+class IndexMissingError(PipelineError):
+    """There is no usable search index in the workspace (the message says how to build one)."""
 
 
 class SearchQueryError(ValueError):
@@ -246,6 +255,21 @@ class SearchFilters:
 
     def active(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self) if getattr(self, item.name) is not None}
+
+
+def court_filter(value: str | None) -> dict[str, str]:
+    """SearchFilters of a --court value: CA/SC (or 'appeals'/'supreme'), else part of the name."""
+    if not value or not value.strip():
+        return {}
+    text = value.strip()
+    if text.upper() in INDEX_COURT_CODES:
+        return {"court_code": text.upper()}
+    lowered = text.lower()
+    if lowered in ("appeals", "court of appeals", "coa"):
+        return {"court_code": "CA"}
+    if lowered in ("supreme", "supreme court"):
+        return {"court_code": "SC"}
+    return {"court_like": text}
 
 
 @dataclass
@@ -658,6 +682,16 @@ class SearchIndex:
                 counts[name] = [(int(bucket["key"]) if name == "year" else bucket["key"], bucket["doc_count"])
                                 for bucket in result[name]["buckets"]]
         return counts
+
+
+def open_search_index(workspace: str | os.PathLike) -> SearchIndex:
+    """The workspace's index, read-only; IndexMissingError says how to build it."""
+    if not SearchIndex.exists(workspace):
+        raise IndexMissingError(f"no search index in {workspace}: {BUILD_HINT}")
+    try:
+        return SearchIndex.open(workspace, readonly=True)
+    except IntegrityError as exc:
+        raise IndexMissingError(f"search index unusable ({exc}): {BUILD_HINT}") from None
 
 
 def _open_catalog(path: Path, *, readonly: bool) -> sqlite3.Connection:

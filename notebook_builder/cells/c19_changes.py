@@ -13,7 +13,9 @@ Guarantees:
   keeps its status, PDF and text); a restoration clears it.
 - `rows(since=, run=)` reads the log oldest first as the contract's records (`CHANGE_FIELDS`):
   document_id, change, seen_at (ISO-8601 UTC), run, case_number, court_code, kind (as derive found
-  it, else null), filed_date, sha256 (the PDF held, else null), fields (for "changed"), how.
+  it, else null), filed_date (the court's day, Kentucky's), sha256 (the PDF held, else null), fields
+  (for "changed"), how. `since` is a Kentucky day (a change seen at 21:16 in Frankfort on the 5th,
+  01:16 UTC on the 6th, is one of the 5th) or an instant.
 - kv `last_update` (JSON) is what the last update found (`set_last_update`, `last_update`), for
   status.json and the run summary.
 - `RunChanges` is one run's recording: its id (`new_run_id`: the UTC instant it began and a random
@@ -30,7 +32,7 @@ import sqlite3
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from .c00_config import utc_now
+from .c00_config import kentucky_date, kentucky_day_start, utc_now
 from .c10_database import Database, Tables, rows_in
 from .c15_discovery_state import Transitions
 
@@ -146,23 +148,30 @@ class ChangeLog(Tables):
 
     def rows(self, *, since: str | None = None, run: str | None = None,
              names: tuple[str, ...] = CHANGE_FIELDS) -> list[dict[str, Any]]:
-        """The log's records, oldest first (`names` of each): those seen on or after `since` (a day
-        YYYY-MM-DD or an instant), or of one `run`."""
+        """The log's records, oldest first (`names` of each): those seen on or after `since` (a
+        Kentucky day YYYY-MM-DD, or an instant), or of one `run`."""
         where, params = [], []
         if since:
             where.append("c.seen_at >= ?")
-            params.append(since)
+            params.append(seen_since(since))
         if run:
             where.append("c.run = ?")
             params.append(run)
         sql = _ROWS_SQL + (f"WHERE {' AND '.join(where)} " if where else "") + "ORDER BY c.change_id"
         return [change_record(row, names) for row in self.conn.execute(sql, params)]
 
-    def newest(self, limit: int, *, change: str | None = None) -> list[dict[str, Any]]:
-        """The `limit` newest records, newest first (of one kind of change when given)."""
-        where = "WHERE c.change = ? " if change else ""
-        sql = _ROWS_SQL + where + "ORDER BY c.change_id DESC LIMIT ?"
-        return [change_record(row) for row in self.conn.execute(sql, (change, limit) if change else (limit,))]
+    def newest(self, limit: int, *, change: str | None = None, since: str | None = None) -> list[dict[str, Any]]:
+        """The `limit` newest records, newest first (of one kind of change, seen on or after a
+        Kentucky day `since`, when given)."""
+        where, params = [], []
+        if change:
+            where.append("c.change = ?")
+            params.append(change)
+        if since:
+            where.append("c.seen_at >= ?")
+            params.append(seen_since(since))
+        sql = _ROWS_SQL + (f"WHERE {' AND '.join(where)} " if where else "") + "ORDER BY c.change_id DESC LIMIT ?"
+        return [change_record(row) for row in self.conn.execute(sql, (*params, limit))]
 
     def runs(self) -> list[str]:
         """The runs that recorded a change, oldest first."""
@@ -217,11 +226,19 @@ def change_record(row: sqlite3.Row | Mapping[str, Any], names: tuple[str, ...] =
     """A `changes` row (joined as `rows` joins it) as the contract's record (`names`: CHANGE_EXPORT_FIELDS
     for the store's copy)."""
     record = {name: row[name] for name in names}
+    if "filed_date" in record:
+        record["filed_date"] = kentucky_date(record["filed_date"])
     record["fields"] = json.loads(record["fields"]) if record["fields"] else ([] if record["change"] == "changed"
                                                                             else None)
     if "after" in record:
         record["after"] = json.loads(record["after"]) if record["after"] else None
     return record
+
+
+def seen_since(since: str) -> str:
+    """The first `seen_at` on or after `since`: the instant a Kentucky day (YYYY-MM-DD) begins, or
+    an instant as it is."""
+    return kentucky_day_start(since) if len(since.strip()) == 10 else since
 
 
 def new_run_id() -> str:
@@ -255,5 +272,5 @@ def change_line(record: Mapping[str, Any]) -> str:
     fields = f"  [{', '.join(record['fields'])}]" if record.get("fields") else ""
     how = f"  ({record['how']})" if record.get("how") else ""
     return (f"{record['seen_at']}  {record['change']:<9}  {record.get('case_number') or '-'}  "
-            f"{record.get('court_code') or '-'}  {record.get('kind') or '-'}  {(record.get('filed_date') or '-')[:10]}  "
+            f"{record.get('court_code') or '-'}  {record.get('kind') or '-'}  {record.get('filed_date') or '-'}  "
             f"{record['document_id']}{fields}{how}")

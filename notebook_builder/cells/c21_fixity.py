@@ -9,7 +9,9 @@ Guarantees:
 - Every run proves a slice: a name is due when its bucket (its hash, or its Drive text pack's, modulo
   `cycle`) is the run's, when its last proof is `cycle` runs old, and while it is damaged; so each
   name is proven at least once every `cycle` runs, as restic's `check --read-data-subset=n/t`
-  covers a repository in t runs. A proof costs what the store allows: an md5 the listing gives and
+  covers a repository in t runs. A run that proves its slice whole records it in one kv row
+  (`fixity_buckets`); a file's own row changes only when what is known of it does, so a session
+  with nothing new changes a handful of the database's pages, not the whole fixity table. A proof costs what the store allows: an md5 the listing gives and
   the record holds proves the bytes unread (Drive; a name never proven whose workspace copy hashes
   right is proven from that copy at once); otherwise the store's bytes are read (a directory: in
   place). The workspace's copy of a due name is hashed too. `read_all` reads every name every run.
@@ -30,6 +32,7 @@ Knobs read: none (verify passes `cycle` and `read_all`, from AUDIT and VERIFY_HA
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import os
@@ -53,6 +56,7 @@ log_fixity = logging.getLogger("kycourt.fixity")
 
 FIXITY_CYCLE = 10                 # runs in which every stored file is proven at least once
 KV_FIXITY_RUN = "fixity_run"      # the number of the last audit run
+KV_FIXITY_BUCKETS = "fixity_buckets"   # the last run that proved each bucket whole (FixityRecords.bucket_proofs)
 FIXITY_COLUMNS = ("name", "sha256", "md5", "size", "first_run", "checked_run", "checked_at", "damage")
 BACKUP_FOLDER = "pdf_backup"
 _FIXITY_HEX = re.compile(r"[0-9a-f]{64}")
@@ -109,10 +113,41 @@ class FixityRecords(Tables):
             self.db.kv_set(KV_FIXITY_RUN, str(run))
         return run
 
-    def load(self) -> dict[str, dict[str, Any]]:
-        """name -> its row (a dict of FIXITY_COLUMNS)."""
-        cursor = self.conn.execute(f"SELECT {', '.join(FIXITY_COLUMNS)} FROM fixity")
-        return {values[0]: dict(zip(FIXITY_COLUMNS, values)) for values in cursor}
+    def load(self, key_of: Callable[[str], str] = lambda name: name) -> dict[str, dict[str, Any]]:
+        """name -> its row (a dict of FIXITY_COLUMNS), its last proof the later of its own and its
+        bucket's (`bucket_proofs`; `key_of(name)` is what its bucket is taken from: a packed text's
+        pack): a slice proven whole is one kv row, not a row a file."""
+        proofs = self.bucket_proofs()
+        rows = {}
+        for values in self.conn.execute(f"SELECT {', '.join(FIXITY_COLUMNS)} FROM fixity"):
+            row = dict(zip(FIXITY_COLUMNS, values))
+            if proofs and row["checked_run"] is not None and row["damage"] is None:
+                bucket = fixity_bucket(key_of(row["name"]), proofs["cycle"])
+                run, at = proofs["runs"].get(str(bucket), (None, None))
+                if run is not None and run > row["checked_run"]:
+                    row["checked_run"], row["checked_at"] = run, at
+            rows[values[0]] = row
+        return rows
+
+    def bucket_proofs(self) -> dict[str, Any] | None:
+        """{"cycle": c, "runs": {bucket: [run, at]}}: the last run that proved each bucket's files
+        whole, under that cycle; None when there is none."""
+        try:
+            proofs = json.loads(self.kv_get(KV_FIXITY_BUCKETS) or "null")
+        except ValueError:
+            return None
+        return proofs if isinstance(proofs, dict) and isinstance(proofs.get("runs"), dict) else None
+
+    def note_bucket_proofs(self, cycle: int, buckets: Sequence[int], run: int) -> None:
+        """Buckets `buckets` (of `cycle`) were proven whole in `run`."""
+        proofs = self.bucket_proofs()
+        if not proofs or proofs.get("cycle") != cycle:
+            proofs = {"cycle": cycle, "runs": {}}
+        at = utc_now()
+        for bucket in buckets:
+            proofs["runs"][str(bucket)] = [run, at]
+        with self.transaction():
+            self.db.kv_set(KV_FIXITY_BUCKETS, json.dumps(proofs, sort_keys=True))
 
     def save(self, rows: Sequence[dict[str, Any]]) -> None:
         columns = FIXITY_COLUMNS
@@ -272,6 +307,9 @@ class _FixityAudit:
                                     and name not in self.store_good)
             self.records.save([self.rows[name] for name in sorted(self.changed)])
             self.records.add_events(self.events)
+            if not self.interrupted() and not result.errors:
+                buckets = range(result.cycle) if result.read_all else [result.run % result.cycle]
+                self.records.note_bucket_proofs(result.cycle, list(buckets), result.run)
         finally:
             self._temp.cleanup()
         result.seconds = round(time.monotonic() - started, 3)
@@ -279,13 +317,13 @@ class _FixityAudit:
         return result
 
     def _load(self, names: set[str]) -> None:
-        self.rows = self.records.load()
-        self.expected = self.records.expectations()
         for folder in sorted({name.split("/", 1)[0] for name in names}):
             self.listing.update(self.store.list_files(folder))
         for name, listed in self.listing.items():
             if listed.pack is not None:
                 self.pack_members.setdefault(listed.pack, []).append(name)
+        self.rows = self.records.load(key_of=lambda name: self._pack_of(name) or name)
+        self.expected = self.records.expectations()
 
     def _audited(self, names: set[str]) -> list[str]:
         packs = {self.listing[name].pack for name in names if name in self.listing and self.listing[name].pack}
@@ -298,7 +336,7 @@ class _FixityAudit:
                                    "size": size, "first_run": run, "checked_run": None, "checked_at": None,
                                    "damage": None}
                 self.changed.add(name)
-            elif self.rows[name]["sha256"] is None and name in self.expected:
+            elif self.rows[name]["sha256"] is None and self.expected.get(name, (None, None))[0] is not None:
                 self.rows[name]["sha256"] = self.expected[name][0]
                 self.changed.add(name)
         return audited
@@ -438,9 +476,12 @@ class _FixityAudit:
 
     def _proven(self, name: str, sha256: str | None, md5: str | None, size: int) -> None:
         row = self.rows[name]
+        before = (row["sha256"], row["md5"], row["size"], row["damage"], row["checked_run"] is None)
         row.update(sha256=sha256 or row["sha256"], md5=md5 or row["md5"], size=size, checked_run=self.result.run,
                    checked_at=utc_now(), damage=None)
-        self.changed.add(name)
+        # A file proven again as it was is its bucket's proof (one kv row at the run's end), not a row.
+        if before != (row["sha256"], row["md5"], row["size"], None, False):
+            self.changed.add(name)
         self.store_good.add(name)
 
     def _damage(self, name: str, damage: str) -> None:

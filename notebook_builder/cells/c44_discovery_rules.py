@@ -2,7 +2,8 @@
 
 Guarantees:
 - The decisions are pure (plain values in, a verdict out): whether and how a case is walked
-  (`walk_kind`), whether a shard splits or is paged again (`needs_split`, `needs_repage`), whether
+  (`walk_kind`), whether a shard splits or is paged again (`needs_split`, `needs_repage`), which
+  shards an update sweeps (`update_shards`: the leaves of the last complete sweep), whether
   a sweep converged
   (`is_converged`), whether a strategy's endpoints are not this court's (`strategy_failing`), the
   opinion pass's next window (`next_opinion_window`, `opinion_windows_left`, `opinion_pass_due`),
@@ -26,7 +27,7 @@ import json
 import logging
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .c00_config import PipelineError, ResultsLimitExceeded, StopRequested, TransientFetchError
 from .c10_database import Database
@@ -187,6 +188,18 @@ def court_text_of(pages: list[str]) -> tuple[str, dict]:
 
 def needs_split(total_count: int, results_limit: int | None) -> bool:
     return results_limit is not None and total_count > results_limit
+
+
+def update_shards(top_level: Sequence[str], leaves: Sequence[str], top_level_of: Callable[[str], str]) -> list[str]:
+    """The shards an update sweeps, in shard order: under each top-level shard, the `leaves` the last
+    complete sweep paged there (a shard it split is not asked again, its children are: the split is
+    learnt once, by the crawl), or the top-level shard itself where it has none (a year or court new
+    since). A leaf grown over the results limit is split as in any sweep; leaves of a shard no longer
+    swept are left out."""
+    under: dict[str, list[str]] = {}
+    for leaf in leaves:
+        under.setdefault(top_level_of(leaf), []).append(leaf)
+    return sorted(shard for top in top_level for shard in under.get(top, [top]))
 
 
 def needs_repage(distinct_seen: int, total_count: int, repages: int, max_repages: int) -> bool:

@@ -29,8 +29,10 @@ Guarantees:
 - Updates: once discovery has converged every run is an update (c48): its changes are recorded
   (c19); unless FULL_SWEEP it asks the opinion search first (c46), then sweeps every shard walking
   only new, changed and open cases (c44 `walk_kind`) and asks a rotating share of the waiting file
-  lists again; only a complete update moves `complete_through`. Days are Kentucky's
-  (`Config.today()`: TODAY, else today in Frankfort).
+  lists again; only a complete update moves `complete_through`. An update's sweep starts from the
+  shards the last complete sweep did not split (c44 `update_shards`): a split is never learnt
+  again, a leaf grown over the limit still splits, a year or court new since is asked whole.
+  Days are Kentucky's (`Config.today()`: TODAY, else today in Frankfort).
 - DRY_RUN: no network, returns at once.
 
 Knobs read: FIRST_YEAR, LAST_YEAR, PAGE_SIZE, CONVERGENCE_DELTA, MAX_SWEEPS, DRY_RUN, DISCOVERY,
@@ -56,7 +58,8 @@ from .c34_mirror import progress
 from .c35_context import Context
 from .c44_discovery_rules import (DISCOVER_ASK_AGAIN_BATCH, DISCOVER_ASK_AGAIN_UPDATE_SHARE, DISCOVER_DETAILS_BATCH,
                                   KV_CRAWL_STARTED_ON, KV_DISCOVERY_SWEEP, DiscoverResult, StrategyUnusable,
-                                  discover_current_sweep, is_converged, metadata_fingerprint, opinion_pass_due)
+                                  discover_current_sweep, is_converged, metadata_fingerprint, opinion_pass_due,
+                                  update_shards)
 from .c45_case_walk import CaseWalk, ShardInFlight
 from .c46_opinions import OpinionSearch
 from .c47_document_search import DiscoveryWriter, discover_shard
@@ -268,7 +271,10 @@ class Discovery:
         self.problems_before = sum(self.walk.problems.values()) + result.unresolved
         self.sweep_started = time.monotonic()
         self.sweep_figures = (result.repages, result.cases_walked)
-        DiscoveryState(db).start_sweep(sweep, self.plan)
+        plan = self.plan
+        if self.update is not None:       # the crawl's splits stand: start from its leaves
+            plan = update_shards(self.plan, self.state.last_sweep_leaves(sweep), self.court.numbers.top_level_shard)
+        DiscoveryState(db).start_sweep(sweep, plan)
         db.kv_set(KV_DISCOVERY_SWEEP, sweep)
         states = DiscoveryState(db).shard_states(sweep)
         # The pending list lives here, not in a query per unit: split children join it in their sorted

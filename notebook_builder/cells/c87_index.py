@@ -32,9 +32,10 @@ Guarantees:
 - `search_archive()` is the one search of the CLI, `serve`, the notebook and
   the benchmark: the query read by c18_query_syntax (never an error), the
   filters, the sort and the page, each hit with a snippet of its text and its
-  title, the query's words [marked]. `text_places()` marks them in a whole
-  text (the document page). A missing or unusable index raises
-  `IndexMissingError`.
+  title, the query's words [marked]; a page past the last says so
+  (`page_past_last`, in the JSON's `notes` too). `text_places()` marks them in
+  a whole text (the document page). A missing or unusable index raises
+  `IndexMissingError` (c18_search_index `open_search_index`).
 
 Knobs read: WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store through the context).
 """
@@ -52,15 +53,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .c00_config import IntegrityError, PipelineError, count_noun, kentucky_date
+from .c00_config import IntegrityError, count_noun, kentucky_date
 from .c06_layout import SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME, SEARCH_PACK_FILENAME, TEXT_LAYER, text_name
 from .c10_database import Database
 from .c11_reads import extracted_fingerprint, iter_document_records
 from .c17_snapshots import backup_database
 from .c18_query_syntax import COMMON_WORDS, AllOf, AnyOf, CaseNumber, Near, Phrase, SearchQuery, Word, parse_query
-from .c18_search_index import (SEARCH_SORTS, SearchFilters, SearchIndex, SearchIndexOutdated, SearchQueryError,
-                               composed, index_words, pack_search_index, remove_search_index, unpack_search_index,
-                               word_stems)
+from .c18_search_index import (INDEX_COURT_CODES, SEARCH_SORTS, SearchFilters, SearchIndex, SearchIndexOutdated,
+                               SearchQueryError, composed, court_filter, index_words, open_search_index,
+                               pack_search_index, remove_search_index, unpack_search_index, word_stems)
 from .c34_mirror import progress
 from .c35_context import Context
 from .c33_best_text import fetch_from_store, fetch_into_workspace, read_text, record_text_sources
@@ -70,7 +71,6 @@ log_index = logging.getLogger("kycourt.index")
 INDEX_BATCH = 200                 # documents read between two looks at the stop flag
 INDEX_COMMIT_DOCUMENTS = 10_000   # documents indexed between two commits
 INDEX_COMMIT_SECONDS = 120.0      # or seconds, whichever comes first
-INDEX_COURT_CODES = {"CA": "Kentucky Court of Appeals", "SC": "Kentucky Supreme Court"}
 SEARCH_LIMIT_MAX = 500            # hits on one page, at most
 # (name, type, description) of the archive's fields: the export's records, in this order, and the
 # column descriptions Datasette shows.
@@ -116,12 +116,6 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
                               "recognised and merged in) or court_text (the court's own, where ours is empty or poor)"),
     ("text", "string", "the document's best text (null when not extracted, or its file is unavailable)"),
 )
-BUILD_HINT = "build it with `kycourt-pipeline index` (or a run whose phases include index)"
-
-
-class IndexMissingError(PipelineError):
-    """There is no usable search index in the workspace (the message says how to build one)."""
-
 
 @dataclass
 class IndexResult:
@@ -206,21 +200,6 @@ def plan_index(wanted: dict[str, dict[str, Any]], indexed: dict[str, tuple[str, 
             fields_only.append(document_id)
     removed = [document_id for document_id in indexed if document_id not in wanted]
     return sorted(texts), sorted(fields_only), sorted(removed)
-
-
-def court_filter(value: str | None) -> dict[str, str]:
-    """SearchFilters of a --court value: CA/SC (or 'appeals'/'supreme'), else part of the name."""
-    if not value or not value.strip():
-        return {}
-    text = value.strip()
-    if text.upper() in INDEX_COURT_CODES:
-        return {"court_code": text.upper()}
-    lowered = text.lower()
-    if lowered in ("appeals", "court of appeals", "coa"):
-        return {"court_code": "CA"}
-    if lowered in ("supreme", "supreme court"):
-        return {"court_code": "SC"}
-    return {"court_like": text}
 
 
 # ----------------------------------------------------------------- stage
@@ -352,16 +331,6 @@ def _index_push(ctx: Context) -> bool:
 # ------------------------------------------------------------------ search
 
 
-def open_search_index(workspace: str | os.PathLike) -> SearchIndex:
-    """The workspace's index, read-only; IndexMissingError says how to build it."""
-    if not SearchIndex.exists(workspace):
-        raise IndexMissingError(f"no search index in {workspace}: {BUILD_HINT}")
-    try:
-        return SearchIndex.open(workspace, readonly=True)
-    except IntegrityError as exc:
-        raise IndexMissingError(f"search index unusable ({exc}): {BUILD_HINT}") from None
-
-
 @dataclass
 class SearchResult:
     """One page of a search: the query as typed and as read, the filters, the exact total."""
@@ -389,10 +358,12 @@ class SearchResult:
         return self.first + len(self.hits) - 1 if self.hits else 0
 
     def as_json(self) -> dict[str, Any]:
-        """The object `search --json` prints and /search.json answers."""
-        return {"query": self.query, "read_as": self.read_as, "notes": self.notes, "total": self.total,
-                "count": len(self.hits), "page": self.page, "pages": self.pages, "limit": self.limit,
-                "sort": self.sort, "filters": self.filters, "hits": self.hits}
+        """The object `search --json` prints and /search.json answers (a page past the last says so
+        in `notes`)."""
+        past = page_past_last(self)
+        return {"query": self.query, "read_as": self.read_as, "notes": self.notes + ([past] if past else []),
+                "total": self.total, "count": len(self.hits), "page": self.page, "pages": self.pages,
+                "limit": self.limit, "sort": self.sort, "filters": self.filters, "hits": self.hits}
 
 
 def search_archive(workspace: str | os.PathLike, query: str | None, *, court: str | None = None,
@@ -684,6 +655,17 @@ def result_heading(result: SearchResult) -> str:
     if result.filters:
         return f"{count_noun(result.total, 'document')} {'matches' if result.total == 1 else 'match'} the filters"
     return f"{count_noun(result.total, 'document')} in the index"
+
+
+def page_past_last(result: SearchResult) -> str:
+    """'page 3 is past the last page, 2, of the results' / 'page 3 is past the last page: there are
+    no results' for a page past the last ('' for any other): how the CLI, serve, /search.json and
+    the notebook's form say it, never 'page 3 of 2'."""
+    if result.page <= result.pages:
+        return ""
+    if not result.total:
+        return f"page {result.page} is past the last page: there are no results"
+    return f"page {result.page} is past the last page, {result.pages}, of the results"
 
 
 def format_hits(result: SearchResult) -> str:

@@ -11,10 +11,13 @@ Guarantees:
   lacks (c48 `export_changes`, this run's too), then `feed.atom` (the FEED_ENTRIES newest changes),
   written to the workspace and mirrored to the store (replaced each run: it is a view of the log).
 - `changes_page(folder, query_string)` is serve's /changes: the newest changes first
-  (CHANGES_PAGE_ROWS, `?run=` one run's), each with its document's link; `feed_answer(folder,
-  query_string)` is serve's /feed.atom: the newest changes, or with `q` (and `court`, `type`) the
-  new documents ("added") whose text matches that search (read as the search box reads it: any
-  query is a query), so a feed reader follows a topic; a missing index is a 503.
+  (CHANGES_PAGE_ROWS, `?run=` one run's), each with its document's link and the Kentucky day it
+  was seen; `feed_answer(folder, query_string)` is serve's /feed.atom: the newest changes, or with
+  `q` (and `court`, `type`) the new documents ("added") whose text matches that search (read as
+  the search box reads it: any query is a query), so a feed reader follows a topic; a missing
+  index is a 503. Both take `since=YYYY-MM-DD`, a Kentucky day read as the CLI's `changes --since`
+  reads it (c00 `parse_day`, c19): the page notes a day it cannot read and leaves it out, the feed
+  answers 400.
 - `withdrawn_note(row)`: the line a withdrawn document's page shows ("withdrawn by the court on or
   before DAY").
 
@@ -30,16 +33,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterable
 
-from .c00_config import utc_now
+from .c00_config import kentucky_date, parse_day, utc_now
 from .c05_durable import atomic_write
 from .c06_layout import DB_FILENAME, FEED_FILENAME, pdf_store_name
 from .c10_database import Database, rows_in
 from .c18_query_syntax import parse_query
-from .c18_search_index import SearchFilters
+from .c18_search_index import IndexMissingError, SearchFilters, court_filter, open_search_index
 from .c19_changes import ChangeLog
 from .c35_context import Context
 from .c48_update import export_changes
-from .c87_index import IndexMissingError, court_filter, open_search_index
 
 log_feed = logging.getLogger("kycourt.feed")
 
@@ -140,13 +142,27 @@ def _query(query_string: str) -> dict[str, str]:
     return {key: items[-1].strip() for key, items in urllib.parse.parse_qs(query_string).items()}
 
 
+def _since(values: dict[str, str]) -> str | None:
+    """The `since` day of a query (None when there is none); ValueError for one that is no day."""
+    return parse_day(values["since"]) if values.get("since") else None
+
+
 def changes_page(folder: Path, query_string: str = "") -> tuple[str, str]:
-    """(title, the body's HTML) of serve's /changes: the newest changes first (`run=`: one run's)."""
-    run = _query(query_string).get("run") or None
+    """(title, the body's HTML) of serve's /changes: the newest changes first (`run=`: one run's;
+    `since=`: those seen on or after a Kentucky day)."""
+    values = _query(query_string)
+    run = values.get("run") or None
+    notes = []
+    try:
+        since = _since(values)
+    except ValueError as exc:
+        since = None
+        notes.append(f"since {exc}: left out")
     db = Database.open_readonly(Path(folder) / DB_FILENAME)
     try:
         log = ChangeLog(db)
-        records = log.rows(run=run)[::-1][:CHANGES_PAGE_ROWS] if run else log.newest(CHANGES_PAGE_ROWS)
+        records = (log.rows(run=run, since=since)[::-1][:CHANGES_PAGE_ROWS] if run
+                   else log.newest(CHANGES_PAGE_ROWS, since=since))
         records = _with_documents(db.conn, records)
         update = log.last_update()
     except sqlite3.OperationalError:          # an archive from before the change log
@@ -156,13 +172,19 @@ def changes_page(folder: Path, query_string: str = "") -> tuple[str, str]:
     body = ["<h1>What changed</h1>",
             '<p><a href="/feed.atom">Atom feed</a> of these changes; '
             '<code>/feed.atom?q=words&amp;court=CA&amp;type=opinion</code> follows a search\'s new documents.</p>']
+    body += [f'<p class="read-as">{html.escape(note)}.</p>' for note in notes]
+    if since:
+        body.append(f"<p>Seen on or after {html.escape(since)} (in Kentucky).</p>")
     if update:
         body.append(f"<p>Last update ({html.escape(update.get('at') or '')}): {html.escape(update.get('words') or '')}</p>")
-    if not records:
+    if not records and since:
+        body.append(f"<p>No change seen on or after {html.escape(since)}.</p>")
+    elif not records:
         body.append("<p>No change recorded yet: changes are recorded from the first run after the archive's "
                     "first complete crawl.</p>")
     body.append("<ul>" + "".join(
-        f'<li>{html.escape(record["seen_at"][:10])} · <a href="/document/{urllib.parse.quote(record["document_id"])}">'
+        f'<li>{html.escape(kentucky_date(record["seen_at"]) or "")} · '
+        f'<a href="/document/{urllib.parse.quote(record["document_id"])}">'
         f'{html.escape(entry_title(record))}</a>'
         + (f' · {html.escape(withdrawn_note(record))}' if record["change"] == "withdrawn" else "") + "</li>"
         for record in records) + "</ul>")
@@ -173,14 +195,19 @@ def feed_answer(folder: Path, query_string: str = "") -> tuple[int, str, bytes]:
     """(status, content type, body) of serve's /feed.atom (see the module docstring)."""
     values = _query(query_string)
     query = values.get("q") or ""
+    try:
+        since = _since(values)
+    except ValueError as exc:
+        return 400, "text/plain; charset=utf-8", f"since {exc}\n".encode()
     db = Database.open_readonly(Path(folder) / DB_FILENAME)
     try:
         log = ChangeLog(db)
         if not query:
-            records = _with_documents(db.conn, log.newest(FEED_ENTRIES))
+            records = _with_documents(db.conn, log.newest(FEED_ENTRIES, since=since))
             return 200, "application/atom+xml; charset=utf-8", atom_feed(
-                records, title="Kentucky appellate courts: what changed", self_link="/feed.atom", root="/")
-        added = log.newest(FEED_SEARCHED, change="added")
+                records, title="Kentucky appellate courts: what changed",
+                self_link="/feed.atom" + (f"?{query_string}" if query_string else ""), root="/")
+        added = log.newest(FEED_SEARCHED, change="added", since=since)
     finally:
         db.close()
     try:
@@ -198,7 +225,7 @@ def feed_answer(folder: Path, query_string: str = "") -> tuple[int, str, bytes]:
         records = _with_documents(db.conn, [record for record in added if record["document_id"] in matching][:FEED_ENTRIES])
     finally:
         db.close()
-    said = ", ".join(f"{name} {values[name]}" for name in ("court", "type") if values.get(name))
+    said = ", ".join(f"{name} {values[name]}" for name in ("court", "type", "since") if values.get(name))
     return 200, "application/atom+xml; charset=utf-8", atom_feed(
         records, title=f"New documents matching {query}" + (f" ({said})" if said else ""),
         feed_id=f"{FEED_ID}:search:{urllib.parse.urlencode(sorted(values.items()))}",

@@ -40,7 +40,6 @@ Knobs read: none (the site carries the workspace and the store).
 from __future__ import annotations
 
 import asyncio
-import datetime
 import html
 import json
 import re
@@ -51,16 +50,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .c00_config import StoreError
+from .c00_config import StoreError, parse_day
 from .c06_layout import DB_FILENAME, ocr_text_store_name, pdf_store_name, text_store_name
 from .c10_database import Database, connect
 from .c11_reads import document_citations, documents_matching, rows_where
 from .c14_derived import DerivedRecords
 from .c18_query_syntax import parse_query
-from .c18_search_index import SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed
+from .c18_search_index import (INDEX_COURT_CODES, SEARCH_KINDS, SEARCH_SORTS, SearchFilters, SearchIndex, composed,
+                               open_search_index)
 from .c33_best_text import best_text_sources
-from .c87_index import (INDEX_COURT_CODES, SearchResult, open_search_index, query_marks, search_archive,
-                        snippet_html, text_places)
+from .c87_index import SearchResult, page_past_last, query_marks, search_archive, snippet_html, text_places
 from .c89_feed import changes_page, feed_answer, withdrawn_note
 
 WEB_FACETS = (("court_code", "court"), ("year", "case year"), ("kinds", "kind"),
@@ -164,9 +163,9 @@ class WebSearch:
         def day(name: str) -> str:
             text = values.get(name, "")
             try:
-                return datetime.date.fromisoformat(text).isoformat() if text else ""
-            except ValueError:
-                notes.append(f"{name} {text!r} is not a day like 2019-03-31: left out")
+                return parse_day(text) if text else ""
+            except ValueError as exc:
+                notes.append(f"{name} {exc}: left out")
                 return ""
         sort = values.get("sort", "") or "relevance"
         if sort not in SEARCH_SORTS:
@@ -335,15 +334,18 @@ def _web_count(request: WebSearch, result: SearchResult) -> str:
     if result.hits:
         return (f"<p><strong>{result.first:,}–{result.last:,} of {result.total:,}</strong> {what}"
                 f"{'' if result.sort == 'relevance' else ', ' + _WEB_SORT_NAMES[result.sort]}.</p>")
-    return f"<p>{result.total:,} {what}; page {result.page} is past the last, {result.pages}.</p>"
+    return f"<p>{result.total:,} {what}; {html.escape(page_past_last(result))}.</p>"
 
 
 def _web_pager(request: WebSearch, result: SearchResult) -> str:
-    if result.pages <= 1 and result.page == 1:
+    if (result.pages <= 1 and result.page == 1) or not result.total:
         return ""
+    if result.page > result.pages:        # past the last: the way back to it (_web_count says where it is)
+        return (f'<nav class="pager"><a rel="prev" href="{html.escape(request.link(page=result.pages))}">'
+                f'← the last page, {result.pages}</a></nav>')
     parts = []
     if result.page > 1:
-        parts.append(f'<a rel="prev" href="{html.escape(request.link(page=min(result.page, result.pages + 1) - 1))}">'
+        parts.append(f'<a rel="prev" href="{html.escape(request.link(page=result.page - 1))}">'
                      '← previous</a>')
     parts.append(f"<span>page {result.page} of {result.pages}</span>")
     if result.page < result.pages:

@@ -34,7 +34,6 @@ Knobs read: WORKSPACE, STORE (through the run's context or CFG).
 """
 from __future__ import annotations
 
-import datetime
 import errno
 import html
 import logging
@@ -49,12 +48,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .c00_config import Config, PipelineError, in_colab, load_config, utc_now
+from .c00_config import Config, PipelineError, in_colab, load_config, parse_day, utc_now
 from .c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, pdf_store_name
 from .c10_database import is_sqlite_file
 from .c17_snapshots import backup_database
-from .c18_search_index import SearchIndex, SearchQueryError, copy_search_index
-from .c87_index import BUILD_HINT, EXPORT_FIELDS, IndexMissingError, result_heading, search_archive, snippet_html
+from .c18_search_index import BUILD_HINT, IndexMissingError, SearchIndex, SearchQueryError, copy_search_index
+from .c87_index import EXPORT_FIELDS, page_past_last, result_heading, search_archive, snippet_html
 from .c96_web import ArchiveWeb, ServedArchive
 
 log_search = logging.getLogger("kycourt.search")
@@ -108,15 +107,14 @@ def hits_html(hits: list[dict[str, Any]], store: Any = None, first: int = 1) -> 
     return f'<table><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def parse_day(text: Any, name: str) -> str | None:
-    """The form's day: empty means none; anything else must be a day YYYY-MM-DD."""
-    text = str(text).strip()
-    if not text:
+def form_day(text: Any, name: str) -> str | None:
+    """The form's day: empty means none; anything else must be a day YYYY-MM-DD (c00 `parse_day`)."""
+    if not str(text).strip():
         return None
     try:
-        return datetime.date.fromisoformat(text).isoformat()
-    except ValueError:
-        raise SearchQueryError(f"{name} {text!r} is not a day like 2019-03-31") from None
+        return parse_day(text)
+    except ValueError as exc:
+        raise SearchQueryError(f"{name} {exc}") from None
 
 
 def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit: int = 20, store: Any = None, *,
@@ -124,18 +122,20 @@ def search_cell(cfg: Config, query: str, court: str = "", year: Any = "", limit:
     """Runs the form's search and displays the hits; returns the text it printed."""
     try:
         result = search_archive(cfg.WORKSPACE, query, court=court or None, year=parse_year(year), kind=kind or None,
-                                after=parse_day(after, "filed from"), before=parse_day(before, "filed to"),
+                                after=form_day(after, "filed from"), before=form_day(before, "filed to"),
                                 sort=sort or "relevance", page=int(page), limit=int(limit), store=store)
     except (SearchQueryError, IndexMissingError) as exc:
         message = f"search: {exc}"
         print(message)
         return message
-    shown = f"; {result.first}-{result.last} shown" if result.total > len(result.hits) else ""
+    shown = f"; {result.first}-{result.last} shown" if result.hits and result.total > len(result.hits) else ""
+    past = page_past_last(result)
     named = {"court_code": "court", "court_like": "court", "kind": "type", "after": "filed from", "before": "filed to",
              "publication_status": "publication status"}
     lines = [result_heading(result) + "".join(f", {named.get(name, name)} {value}"
                                                for name, value in result.filters.items())
-             + ("" if result.sort == "relevance" else f", {result.sort} first") + shown]
+             + ("" if result.sort == "relevance" else f", {result.sort} first") + shown
+             + (f"; {past}" if past else "")]
     if result.notes:
         lines.append(f"read as: {result.read_as} ({'; '.join(result.notes)})")
     message = "\n".join(lines)

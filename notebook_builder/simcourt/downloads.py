@@ -10,6 +10,8 @@ Guarantees:
   (no Content-Length, chunked or close-delimited) bodies generated while the client reads, never
   held, sent through a small send buffer.
 - Every byte of a body sent is counted (`SimCourt.body_bytes_sent`).
+- `_send` writes any answer whole, with its Content-Length (to a HEAD, the headers alone): the
+  simulated courts' handlers (SimCourt's, SimTRPortal's) answer through it.
 """
 from __future__ import annotations
 
@@ -83,6 +85,17 @@ class DownloadAnswers:
         self._send(200, data, "application/pdf", head, headers)
         if not head:
             self._count(court, doc, len(data))
+
+    def _send(self, status: int, body: bytes, content_type: str, head: bool,
+              headers: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
 
     # ------------------------------------------------------ misbehaviours
 

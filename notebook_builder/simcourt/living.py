@@ -30,6 +30,7 @@ import datetime as _dt
 import math
 import random
 from collections.abc import Iterable, Sequence
+from urllib.parse import parse_qs
 
 from .corpus import _RESPONDENTS, _SURNAMES, COURT_CODES, DESCRIPTIONS, FULL_CORPUS, hex_id, is_admin_number, yearly_cases
 from .shapes import Corpus
@@ -339,19 +340,33 @@ def advance(corpus: Corpus, days: int = 30, seed: int = 0, activity: dict[str, i
     whose withheld file a restoration may serve."""
     if days < 1:
         raise ValueError("days must be at least 1")
-    counts = month_activity(corpus, days)
-    unknown = set(activity or {}) - set(counts)
-    if unknown:
-        raise ValueError(f"unknown activity {sorted(unknown)}; known: {', '.join(ACTIVITY_KINDS)}")
-    counts.update({kind: int(value) for kind, value in (activity or {}).items()})
-    if any(value < 0 for value in counts.values()):
-        raise ValueError("activity counts must be >= 0")
+    counts = activity_counts(month_activity(corpus, days), activity)
     work = _Advance(corpus, days, seed, counts, set(listed_withheld), set(restorable))
     work.run()
     corpus.advances += 1
     corpus.today += days
     corpus.horizon = corpus.today - 1
     return work.plan()
+
+
+def activity_counts(defaults: dict[str, int], activity: dict[str, int] | None) -> dict[str, int]:
+    """`defaults` (an advance's activity by kind) with the counts `activity` gives instead; ValueError
+    naming an unknown kind, or for a count below 0."""
+    unknown = set(activity or {}) - set(defaults)
+    if unknown:
+        raise ValueError(f"unknown activity {sorted(unknown)}; known: {', '.join(defaults)}")
+    counts = {**defaults, **{kind: int(value) for kind, value in (activity or {}).items()}}
+    if any(value < 0 for value in counts.values()):
+        raise ValueError("activity counts must be >= 0")
+    return counts
+
+
+def advance_query(query: str) -> tuple[int, int, dict[str, int]]:
+    """(days, seed, activity) of `POST /__sim__/advance?days=30&seed=0[&<activity kind>=N]` (30 days and
+    seed 0 unless given); ValueError for a value that is not a whole number."""
+    values = parse_qs(query)
+    days, seed = (int(values.pop(name, [default])[0]) for name, default in (("days", "30"), ("seed", "0")))
+    return days, seed, {name: int(given[0]) for name, given in values.items()}
 
 
 def changed_cases(corpus: Corpus, plans: Iterable[dict]) -> set[int]:
@@ -363,15 +378,16 @@ def update_floor(corpus: Corpus, plans: Sequence[dict], shards: Iterable[str], *
                  opinions_from: _dt.date, max_page: int = 1000, results_limit: int = 10000) -> dict[str, int]:
     """The requests an update needs after `plans` (the advances since the last complete crawl) when it
     reads only what changed (issue 37's floor), against the court as it is now:
-    - "case search pages": one pass over `shards`' case search (`page_size` rows a page);
+    - "case search pages": one pass over `shards`' case search (`page_size` rows a page), a shard
+      holding more cases than `results_limit` paged as its next-digit children (the split learnt
+      once, by the crawl: its over-limit page is not asked again);
     - "opinion search pages": the 7-day windows from `opinions_from` through the court's day, both courts;
     - "docket-entry lists": one per case open now or whose search row changed (new cases included);
     - "file lists": one per new entry with documents, and per entry with documents of a case whose
       search row changed (the only way a withdrawal shows);
     - "downloads": one per added or restored document."""
     rows = min(page_size, max_page)
-    search_pages = sum(max(1, math.ceil(min(len(corpus.prefix_cases(shard)), results_limit) / rows))
-                       for shard in shards)
+    search_pages = sum(_case_search_pages(corpus, shard, rows, results_limit) for shard in shards)
     opinion_pages = 0
     by_court: dict[tuple[int, str], int] = {}
     for filed, entry in corpus.opinion_entries():
@@ -392,3 +408,21 @@ def update_floor(corpus: Corpus, plans: Sequence[dict], shards: Iterable[str], *
     return {"case search pages": search_pages, "opinion search pages": opinion_pages,
             "docket-entry lists": len(walked), "file lists": len(new_entries) + len(old_entries),
             "downloads": downloads}
+
+
+def _case_search_pages(corpus: Corpus, shard: str, rows: int, results_limit: int) -> int:
+    """The case search's pages of a shard, split as the pipeline splits one over the results limit."""
+    count = len(corpus.prefix_cases(shard))
+    children = _shard_children(shard)
+    if count > results_limit and children:
+        return sum(_case_search_pages(corpus, child, rows, results_limit) for child in children)
+    return max(1, math.ceil(min(count, results_limit) / rows))
+
+
+def _shard_children(shard: str) -> list[str]:
+    """A shard's next-digit children (`2019-CA` -> `2019-CA-0`...; `2019-CA-01` -> `2019-CA-010`...);
+    [] for an ADMIN shard or a whole case number."""
+    if "ADMIN" in shard or len(shard) >= 12:
+        return []
+    stem = shard + "-" if len(shard) == 7 else shard
+    return [stem + digit for digit in "0123456789"]

@@ -35,7 +35,6 @@ import bisect
 import collections
 from array import array
 import datetime as _dt
-import email.utils
 import json
 import math
 import random
@@ -49,13 +48,11 @@ from ..loopback import LoopbackServer, LoopbackService
 from . import living, pdfs
 from .corpus import FAULTS, NEVER, PERMANENT_STATUS, DocumentList, SimDocument, hex_id
 from .downloads import DEFAULT_OVERSIZE, DownloadAnswers
+from .controls import ADVANCE_PATH, PERIOD_PATH, PLANS_PATH, STATS_PATH, SimControls  # noqa: F401 (importable from here too)
+from .retry_after import RetryAfterClock
 from .shapes import Corpus
 
 API_PATH = "/api/api/v1"
-STATS_PATH = "/__sim__/stats"   # the simulated court's own counters (JSON); no real court has it
-PLANS_PATH = "/__sim__/plans"   # GET: the plan of every advance so far (JSON list)
-ADVANCE_PATH = "/__sim__/advance"   # POST ?days=30&seed=0[&<activity kind>=N]: advance, answer the plan
-PERIOD_PATH = "/__sim__/period"     # POST: a new request-counting period; answers the one that ended
 EPOCH_REQUESTS = 2          # search requests per perturbation epoch
 PDF_CACHE_SIZE = 256
 OPINION_MAX_PAGE = 25       # rows a page of the opinion search (captures: about 25)
@@ -67,7 +64,7 @@ DOWNLOAD_PATH_MODES = ("api", "both", "site")    # which download paths serve PD
 LIST_DEFAULT_PAGE = 20      # rows of a paged list (or a search) asked without paging headers
 
 
-class SimCourt(LoopbackService):
+class SimCourt(RetryAfterClock, SimControls, LoopbackService):
     """A simulated court on a free loopback port; see the module docstring."""
 
     server_attribute = "court"
@@ -195,26 +192,6 @@ class SimCourt(LoopbackService):
             self._open_period(f"advance {plan['advance']}")
         return plan
 
-    def new_period(self) -> dict:
-        """Starts a new request-counting period (as an advance does); returns the figures of the one
-        that ended (`POST /__sim__/period`)."""
-        with self._lock:
-            ended = self._period_figures(self.periods[-1])
-            self._open_period("asked")
-        return ended
-
-    def _open_period(self, why: str) -> None:
-        """A new period of request counts (under the lock, or before the court serves)."""
-        self.periods.append({"number": len(self.periods) + 1, "began": why, "advances": len(self.plans),
-                             "today": _dt.date.fromordinal(self.corpus.today).isoformat(),
-                             "request_log_start": None if self.request_log is None else len(self.request_log),
-                             "endpoints": Counter()})
-
-    @staticmethod
-    def _period_figures(period: dict) -> dict:
-        return {**period, "requests": sum(period["endpoints"].values()),
-                "endpoints": dict(sorted(period["endpoints"].items()))}
-
     def _count_endpoint(self, endpoint: str) -> None:
         with self._lock:
             self.endpoint_requests[endpoint] += 1
@@ -319,28 +296,6 @@ class SimCourt(LoopbackService):
             self._walked_cases.update(int(case) for case in progress.get("walked_cases", ()))
 
     # ---------------------------------------------------------- internals
-
-    def _too_early(self, key: object) -> bool:
-        """True (and counted) when `key` asked again before its Retry-After time."""
-        with self._lock:
-            if self.enforce_retry_after and time.time() < self._retry_at.get(key, 0.0):
-                self.early_requests += 1
-                return True
-            return False
-
-    def _retry_after(self, key: object) -> dict[str, str]:
-        """A Retry-After of up to a second, alternately delta-seconds ("1") and an HTTP-date (the
-        next whole second)."""
-        with self._lock:
-            self._retry_after_forms += 1
-            dated = self._retry_after_forms % 2 == 0
-            now = time.time()
-            retry_at = math.floor(now) + 1 if dated else now + 1
-            self._retry_at[key] = retry_at - 0.05
-        if dated:
-            return {"Retry-After": email.utils.formatdate(retry_at, usegmt=True)}
-        return {"Retry-After": "1"}
-
 
     def _index(self, document_id: str) -> int:
         doc = self.corpus.find_document(document_id)
@@ -467,12 +422,14 @@ class SimCourt(LoopbackService):
 
 class RequestLog:
     """Every request a court answered, in order: its endpoint (`_endpoint_name`) and its item (a
-    download's document, a file list's entry: the index of its first document; -1 otherwise)."""
+    download's document, a file list's entry: the index of its first document; -1 otherwise), and
+    in `times` when it came (time.monotonic(): the pace a client kept)."""
 
     def __init__(self):
         self.names: list[str] = []
         self.endpoints = array("B")
         self.items = array("i")
+        self.times = array("d")
 
     def note(self, court: "SimCourt", endpoint: str, parts: list[str], query: dict) -> None:
         item = None
@@ -482,11 +439,16 @@ class RequestLog:
             filters = dict(part.split("=", 1) for part in query.get("filter", [""])[0].split(",") if "=" in part)
             found = court.corpus.find_entry(filters.get("parentID", "").lower())
             item = found[0] if found else None
-        with court._lock:
+        self.add(court._lock, endpoint, item)
+
+    def add(self, lock, endpoint: str, item: int | None) -> None:
+        """Logs one request (under `lock`, the court's): its endpoint and its item (None: -1)."""
+        with lock:
             if endpoint not in self.names:
                 self.names.append(endpoint)
             self.endpoints.append(self.names.index(endpoint))
             self.items.append(-1 if item is None else item)
+            self.times.append(time.monotonic())
 
     def __len__(self) -> int:
         return len(self.endpoints)
@@ -565,19 +527,9 @@ class _Handler(DownloadAnswers, BaseHTTPRequestHandler):
             self.rfile.read(length)
         url = urlsplit(self.path)
         path = url.path.rstrip("/")
-        if path == ADVANCE_PATH:
-            query = parse_qs(url.query)
-            try:
-                days, seed = (int(query.pop(name, [default])[0]) for name, default in (("days", "30"), ("seed", "0")))
-                activity = {name: int(values[0]) for name, values in query.items()}
-                plan = court._advance(days, seed, activity, requests_allowed=1)
-            except ValueError as exc:
-                return self._sim_json(400, {"message": str(exc)})
-            except RuntimeError as exc:
-                return self._sim_json(409, {"message": str(exc)})
-            return self._sim_json(200, plan)
-        if path == PERIOD_PATH:
-            return self._sim_json(200, court.new_period())
+        answer = court.control_answer(path, url.query)
+        if answer is not None:
+            return self._sim_json(*answer)
         if path.startswith(court.api_path):
             return self._json(405, {"message": "The requested resource does not support http method 'POST'."},
                               False)
@@ -653,17 +605,6 @@ class _Handler(DownloadAnswers, BaseHTTPRequestHandler):
                           head)
 
     # ---------------------------------------------------------- answers
-
-    def _send(self, status: int, body: bytes, content_type: str, head: bool,
-              headers: dict | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
 
     def _json(self, status: int, payload, head: bool, headers: dict | None = None) -> None:
         renamed = self.server.court.renamed_fields
@@ -881,15 +822,9 @@ class _Handler(DownloadAnswers, BaseHTTPRequestHandler):
 def serve(port: int = 8765, docs: int = 300, seed: int = 1, **options) -> None:
     """Run a simulated court in the foreground until Ctrl-C (`kycourt-pipeline sim`)."""
     court = SimCourt(docs, seed, **options)
-    base_url = court.start(port=port)
-    try:   # a Ctrl-C right after the URLs are printed still prints the totals
-        print(base_url, flush=True)
+
+    def lines(base_url: str) -> list[str]:
         root = base_url.rsplit(court.api_path, 1)[0]
-        print(f"stats: {root}{STATS_PATH}", flush=True)
-        print(f"advance: POST {root}{ADVANCE_PATH}?days=30&seed=0", flush=True)
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        court.stop()
-        print("totals: " + json.dumps(court.stats(), sort_keys=True), flush=True)
+        return [base_url, f"stats: {root}{STATS_PATH}", f"advance: POST {root}{ADVANCE_PATH}?days=30&seed=0"]
+
+    court.serve_in_foreground(port, lines)
