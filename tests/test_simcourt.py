@@ -351,6 +351,20 @@ def test_ok_pdf_text_holds_the_case_number(court, session):
     assert document.case_number in text_of(download(session, court, document).content)
 
 
+def test_record_prose_is_as_long_as_the_records_and_the_courts_text_is_still_its_pdfs():
+    plain = SimCourt(docs=30, seed=4, faults=False, shape="captured")
+    court = SimCourt(docs=30, seed=4, faults=False, shape="captured", prose="record")
+    lengths = [len("".join(court.corpus.court_pages(doc))) for doc in range(30)]
+    assert 5_000 < min(lengths) and max(lengths) < 70_000 and 14_000 < sum(lengths) / 30
+    assert sum(len("".join(plain.corpus.court_pages(doc))) for doc in range(30)) / 30 < 9_000
+    document = court.documents[0]
+    text = text_of(court.pdf_bytes(document.document_id))
+    assert document.case_number in text and len(text) > 0.9 * lengths[0]
+    assert court.corpus.court_pages(0)[1].split(" \r\n")[5] in text       # the court's text is the PDF's
+    with pytest.raises(ValueError, match="prose"):
+        SimCourt(docs=3, prose="novel")
+
+
 @pytest.mark.parametrize("fault", ["image_only", "no_text"])
 def test_image_only_and_blank_pdfs_have_no_text(court, fault):
     document = first(court, fault)

@@ -253,6 +253,20 @@ def test_metadata_only_names_keep_size_and_md5_and_reading_them_back_is_refused(
         assert sim.rejected["simulatedMetadataOnly"] == 1
 
 
+def test_without_earlier_bytes_a_superseded_revision_keeps_size_and_md5_and_still_counts():
+    with SimDrive(keep_earlier_bytes=False) as sim:
+        service = connect_drive(sim.api_root, http_timeout=5).auth.service
+        made = insert(service, "ky_court.sqlite", b"a" * 10)
+        update(service, made["id"], b"b" * 20)
+        earlier, head = revisions(service, made["id"])
+        assert service.files().get_media(fileId=made["id"]).execute() == b"b" * 20
+        assert (earlier["md5Checksum"], earlier["fileSize"]) == (md5(b"a" * 10), "10")
+        with pytest.raises(HttpError) as refused:
+            service.files().get_media(fileId=made["id"], revisionId=earlier["id"]).execute()
+        assert refused.value.resp.status == 400
+        assert quota_used(service) == 30 and sim.held().earlier_bytes == 10
+
+
 def test_uploads_are_counted_by_stored_name_and_request_kind_and_held_is_grouped(sim):
     store = drive_store(sim)
     pdfs = [b"%%PDF %d " % number * 40 for number in range(3)]

@@ -8,6 +8,11 @@ Guarantees:
   suppression hearing, or due process, in the others: what the demo's
   printed search and docs/searching.md's examples look for); pypdf and
   pypdfium2 extract the case number.
+- `prose="record"`: the body is the record's prose instead, as bench/search.py draws a full-scale
+  corpus (MEASURED.md: 1,911 MB of text for 98,724 documents): a length log-normal about 15,000
+  characters (5,000-60,000), pieces of a Zipf-like mix of function words, legal phrases and a long
+  tail of 20,000 rarer words, with a topic's phrases, and the same heading and closing lines; pages
+  as many as the text fills.
 - `image_only_pdf()` is one page that only paints an image (a "scan"):
   every engine extracts 0 characters. `blank_pdf()` has pages and no text.
 - `unparseable_pdf()` begins with `%PDF-` and no parser can open it.
@@ -19,6 +24,7 @@ download benchmark generates thousands of these.
 """
 from __future__ import annotations
 
+import math
 import random
 import zlib
 
@@ -127,21 +133,28 @@ def text_pdf(pages: list[list[str]], *, creation_date: str) -> bytes:
 
 
 def opinion_pdf(*, seed: int | str, case_number: str, court: str, title: str,
-                description: str, filed: str, creation_date: str) -> bytes:
-    """A 1-5 page opinion whose first lines carry the case number and title."""
+                description: str, filed: str, creation_date: str, prose: str = "plain") -> bytes:
+    """A 1-5 page opinion (`prose="record"`: as long as its text) whose first lines carry the case
+    number and title."""
     pages = opinion_pages(seed=seed, case_number=case_number, court=court, title=title,
-                          description=description, filed=filed)
+                          description=description, filed=filed, prose=prose)
     return _document([_text_page(chunk) for chunk in pages], creation_date)
 
 
 def opinion_pages(*, seed: int | str, case_number: str, court: str, title: str,
-                  description: str, filed: str) -> list[list[str]]:
+                  description: str, filed: str, prose: str = "plain") -> list[list[str]]:
     """The lines of each page of `opinion_pdf` with the same arguments (the court's own
     documentText of the document is made from them)."""
+    if prose not in PROSE:
+        raise ValueError(f"prose must be one of {PROSE}")
     rng = random.Random(f"pdf:{seed}")
     pages = rng.choice((1, 1, 2, 2, 3, 4, 5))
     lines = [court.upper(), f"NO. {case_number}", title, "", description, f"RENDERED: {filed}", ""]
-    target = pages * LINES_PER_PAGE - rng.randrange(0, LINES_PER_PAGE // 2)
+    if prose == "record":
+        lines += record_paragraphs(seed)
+        target = len(lines)
+    else:
+        target = pages * LINES_PER_PAGE - rng.randrange(0, LINES_PER_PAGE // 2)
     paragraph_number = 1
     while len(lines) < target:
         words = [rng.choice(_WORDS) for _ in range(rng.randrange(40, 140))]
@@ -158,6 +171,61 @@ def opinion_pages(*, seed: int | str, case_number: str, court: str, title: str,
     if topic.random() < 0.6:
         lines[7] = topic.choice(_TOPICS[0] if "ORDER" in description.upper() else _TOPICS[1])
     return [lines[i:i + LINES_PER_PAGE] for i in range(0, len(lines), LINES_PER_PAGE)]
+
+
+PROSE = ("plain", "record")
+# The record's prose (bench/search.py's corpus): function words, general legal phrases, rarer words.
+_COMMON = ("the of and to in a that is for was on as by with it this be not court appeal order which "
+           "are from or have had an at his her their were been would argues held finds under").split()
+_GENERAL = ("the trial court", "the Commonwealth", "the appellant", "the appellee", "we affirm",
+            "we reverse and remand", "abuse of discretion", "the record", "the evidence", "the statute",
+            "KRS", "testimony", "clearly erroneous", "de novo review", "circuit court", "harmless error")
+_TOPIC_PHRASES = (
+    ("motion to suppress", "search warrant", "probable cause", "ineffective assistance of counsel",
+     "double jeopardy", "jury instruction", "persistent felony offender", "palpable error", "sentencing"),
+    ("child custody", "visitation", "dissolution of marriage", "maintenance", "best interests of the child"),
+    ("workers compensation", "permanent partial disability", "Administrative Law Judge", "impairment rating"),
+    ("negligence", "summary judgment", "damages", "sovereign immunity", "proximate cause", "comparative fault"),
+    ("breach of contract", "specific performance", "unjust enrichment", "arbitration clause"),
+    ("unemployment insurance", "zoning", "habeas corpus", "due process", "open records", "equal protection"),
+)
+_SYLLABLES = "ka ri mo te lu sa ve no di pa ro mi ta ne lo fe gu ba si ze".split()
+_POOL_WORDS = 400_000
+_pool: list[str] = []
+
+
+def _prose_pool() -> str:
+    """Sentences of the record's prose, drawn once (deterministically) and shared by every document."""
+    if not _pool:
+        rng = random.Random("record prose")
+        rare = ["".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(3, 5))) for _ in range(20_000)]
+        vocabulary = _COMMON + list(_GENERAL) + rare
+        tokens = rng.choices(vocabulary, [1.0 / (rank + 1) for rank in range(len(vocabulary))], k=_POOL_WORDS)
+        sentences, start = [], 0
+        while start < len(tokens):
+            size = rng.randint(8, 30)
+            sentence = " ".join(tokens[start:start + size])
+            sentences.append(sentence[:1].upper() + sentence[1:] + ".")
+            start += size
+        _pool.append(" ".join(sentences))
+    return _pool[0]
+
+
+def record_paragraphs(seed: int | str) -> list[str]:
+    """A document's body in the record's prose, wrapped, a blank line after each paragraph."""
+    rng = random.Random(f"prose:{seed}")
+    pool = _prose_pool()
+    length = int(min(60_000, max(5_000, rng.lognormvariate(math.log(15_000), 0.6))))
+    phrases = rng.sample(rng.choice(_TOPIC_PHRASES), k=3)
+    lines, size, number = [], 0, 1
+    while size < length:
+        start = rng.randrange(0, len(pool) - 4000)
+        piece = pool[start:start + rng.randint(1500, 4000)].strip()
+        piece += " " + " ".join(rng.choice(phrases) for _ in range(rng.randint(1, 4))).capitalize() + "."
+        lines += _wrap(f"{number}. {piece}") + [""]
+        size += len(piece)
+        number += 1
+    return lines
 
 
 def image_only_pdf(*, seed: int | str, creation_date: str) -> bytes:

@@ -17,7 +17,8 @@ Guarantees:
 - The real court's behaviours, each behind its switch: `unavailable_files` (an entry in ~20 lists a
   withheld file) and `release_withheld`; `paged_lists`; `empty_file_lists`; `null_texts`;
   `late_opinions`; `neighbours` ("Starts With" answers neighbouring numbers); `download_paths`
-  ("api", "site", "both"); `midnight_instants`.
+  ("api", "site", "both"); `midnight_instants`. `prose` "plain" or "record" (pdfs.py: the PDFs'
+  and the court's texts as long as the record's).
 - `GET /__sim__/stats` (outside the API root): requests per endpoint, faults served, early
   requests, the court's day and each counting period's requests; `sim` prints the totals on exit.
 - The court lives (living.py): `advance(days, seed, activity)` or `POST
@@ -80,7 +81,8 @@ class SimCourt(RetryAfterClock, SimControls, LoopbackService):
                  paged_lists: int = 0, empty_file_lists: bool = False, null_texts: bool = False,
                  late_opinions: int = 0, neighbours: bool = False, download_paths: str = "api",
                  midnight_instants: bool = False, real_counts: bool = False, record_requests: bool = False,
-                 today: _dt.date | None = None, api_path: str = API_PATH, court_names: dict[str, str] | None = None):
+                 today: _dt.date | None = None, api_path: str = API_PATH, court_names: dict[str, str] | None = None,
+                 prose: str = "plain"):
         if results_limit < 1 or max_page < 1 or not 0 <= search_fault_rate <= 1 or paged_lists < 0:
             raise ValueError("results_limit and max_page must be >= 1, search_fault_rate in [0, 1], "
                              "paged_lists >= 0")
@@ -109,6 +111,9 @@ class SimCourt(RetryAfterClock, SimControls, LoopbackService):
                              first_year=first_year, last_year=last_year, admin_share=admin_share,
                              late_opinions=late_opinions, midnight_instants=midnight_instants,
                              real_counts=real_counts, today=today, court_names=court_names)
+        if prose not in pdfs.PROSE:
+            raise ValueError(f"prose must be one of {pdfs.PROSE}")
+        self.corpus.prose = prose
         self.api_path = "/" + api_path.strip("/")
         # record_requests: every request in order, as (endpoint, item): the bench's account of a crawl.
         self.request_log: RequestLog | None = RequestLog() if record_requests else None

@@ -24,6 +24,8 @@ from .corpus import (_SURNAMES, BARE_ENTRY_DESCRIPTIONS, CAPTURED_CASE_TYPES, CA
 class Corpus(PlannedCorpus):
     """The planned corpus and the court's answers about it (see the module docstring)."""
 
+    prose = "plain"          # the PDFs' body text: pdfs.PROSE
+
     def document_row(self, doc: int) -> dict:
         """A resultItem of the document search."""
         case = self.doc_case[doc]
@@ -147,7 +149,7 @@ class Corpus(PlannedCorpus):
         # As planned: a retitled case or a changed description leaves the PDF the court holds alone.
         return {"seed": f"{self.seed}:{source}", "case_number": document.case_number, "court": document.court,
                 "title": self.planned_title(self.doc_case[source]), "description": self.planned_description(source),
-                "filed": f"{day:%B} {day.day}, {day.year}".upper()}
+                "filed": f"{day:%B} {day.day}, {day.year}".upper(), "prose": self.prose}
 
     def court_pages(self, doc: int) -> list[str]:
         """The court's own text of a document, one string a page, as the real court keeps it: the text

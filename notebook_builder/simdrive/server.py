@@ -15,7 +15,8 @@ Guarantees:
   may be held twice in a folder, `trashed = false` hides trashed files, `version` grows with every change.
 - What is kept and for how long is storage.py's: revisions on the simulated Drive's `clock` (a
   callable of epoch seconds, `time.time` unless given; `advance(days=..)`, `POST /__sim__/advance`);
-  `metadata_only` name prefixes keep only size and md5 of an upload (reading it back: 400).
+  `metadata_only` name prefixes keep only size and md5 of an upload (reading it back: 400);
+  `keep_earlier_bytes=False` keeps only those of a revision once it is superseded.
 - Ids chosen by the client: an insert whose body carries an id generateIds handed out creates the
   file under it; `409 duplicate` when a file has it (a repeated insert Drive committed), `400
   fileIdNotUsable` for an id never handed out.
@@ -172,7 +173,8 @@ class SimDrive(LoopbackService):
                  quota_bytes: int | None = None, error_rate: float = 0.0, drop_rate: float = 0.0,
                  token_seconds: float | None = None, list_delay: float = 0.0, phantom_rate: float = 0.0,
                  twin_rate: float = 0.0, page_limit: int = MAX_PAGE, seed: int = 1,
-                 clock: Callable[[], float] | None = None, metadata_only: tuple[str, ...] = ()):
+                 clock: Callable[[], float] | None = None, metadata_only: tuple[str, ...] = (),
+                 keep_earlier_bytes: bool = True):
         self.latency = latency
         self.quota_bytes = quota_bytes
         self.error_rate, self.drop_rate = error_rate, drop_rate
@@ -184,7 +186,7 @@ class SimDrive(LoopbackService):
         self._lock = threading.RLock()
         self._files: dict[str, dict] = {}          # id -> record (insertion order = creation order)
         self.clock = DriveClock(clock)
-        self._revisions = RevisionStore(self.clock)
+        self._revisions = RevisionStore(self.clock, keep_earlier_bytes=keep_earlier_bytes)
         self.metadata_only = tuple(metadata_only)
         self._sessions: dict[str, dict] = {}       # resumable upload id -> state
         self._children: dict[str, list[str]] = {}  # parent id -> child ids, in creation order

@@ -13,7 +13,9 @@ Guarantees (Google's "Manage file revisions" guide and Drive v2's reference):
   trashed file's revisions count in `bytes_held` as any other's.
 - A revision holds its bytes, or only their size and md5 (`data=None`: metadata only, a store at
   the real record's scale); reading those is `MetadataOnly`. `metadata_only_match` says which
-  names the simulated Drive's `metadata_only` switch keeps so.
+  names the simulated Drive's `metadata_only` switch keeps so. `RevisionStore(keep_earlier_bytes=
+  False)` keeps only the size and md5 of a revision once newer content supersedes it (a year of a
+  large file's revisions need not sit in memory); it counts in `bytes_held` all the same.
 - `DriveClock`: the simulated Drive's "now" (modifiedDate, expiry): a callable of epoch seconds
   (`time.time` unless given) plus what `advance` added; its stamps (RFC 3339, milliseconds)
   strictly increase, so creation order is the order of createdDate.
@@ -127,8 +129,9 @@ class Revision:
 class RevisionStore:
     """Every file's revisions, oldest first; the bytes they hold; their purge on the clock."""
 
-    def __init__(self, clock: DriveClock):
+    def __init__(self, clock: DriveClock, *, keep_earlier_bytes: bool = True):
         self.clock = clock
+        self.keep_earlier_bytes = keep_earlier_bytes
         self._by_file: dict[str, list[Revision]] = {}
         self._due: list[tuple[float, int, str, str]] = []   # heap: (purged at, order, file id, revision id)
         self._order = itertools.count()
@@ -214,6 +217,8 @@ class RevisionStore:
 
     def _supersede(self, file_id: str, revision: Revision, when: float) -> None:
         revision.superseded = when
+        if not self.keep_earlier_bytes:
+            revision.data = None
         if not revision.pinned:
             self._schedule(file_id, revision)
 
