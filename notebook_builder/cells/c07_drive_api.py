@@ -439,6 +439,10 @@ class DriveRequests:
                 if _drive_status(exc) != 404:
                     raise
         self.write(f"remove {what}", attempt)
+        # Gone: no listing that does not show it is a reason to ask Drive for it by id.
+        if any(sent_id == file_id for _, _, sent_id in self._sent):
+            self._sent = collections.deque(sent for sent in self._sent if sent[2] != file_id)
+            self._write_journal()
 
     def download(self, name: str, entry: dict, target: Path) -> None:
         """The bytes of one Drive file to `target`, checked against Drive's md5 (torn: retried)."""

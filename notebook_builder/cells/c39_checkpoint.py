@@ -244,7 +244,8 @@ def resume_points(ctx: Context) -> list[ResumePoint] | None:
     """The store's resume points (of this pipeline's writing), each read once for what it names
     (kept in checkpoint/resume_points.json); None when the store cannot be listed or an archive
     cannot be read (nothing may then be removed)."""
-    cached = _load_points(ctx) or {}
+    loaded = _load_points(ctx)
+    cached = loaded or {}
     try:
         names = [name for name in ctx.store.list_dir("") if resume_point_of(name) is not None]
     except StoreError as exc:
@@ -266,7 +267,7 @@ def resume_points(ctx: Context) -> list[ResumePoint] | None:
         stamp, seq = resume_point_of(name)
         entry = cached[name]
         points.append(ResumePoint(name, stamp, seq, bool(entry.get("good")), list(entry.get("packs") or [])))
-    if changed or set(cached) - set(names):
+    if loaded is None or changed or set(cached) - set(names):
         _save_points(ctx, {name: cached[name] for name in names})
     return points
 
