@@ -315,3 +315,16 @@ def test_once_every_file_was_proven_a_run_that_finds_nothing_new_writes_no_fixit
     proofs = FixityRecords(ctx.db).bucket_proofs()
     assert proofs["cycle"] == 10 and len(proofs["runs"]) == 10
     ctx.close()
+
+
+def test_an_interrupted_run_keeps_each_proof_it_made_in_its_files_rows(tmp_path):
+    ctx, _ = archive(tmp_path, documents=40)
+    for _ in range(10):
+        audit(ctx)                                     # every file proven once: the first cycle
+    calls = iter(range(1000))
+    result = audit(ctx, interrupted=lambda: next(calls) >= 3)   # three proofs, then a stop
+    rows = FixityRecords(ctx.db).load()
+    proven_now = [name for name, row in rows.items() if row["checked_run"] == result.run]
+    assert len(proven_now) == 3                        # kept by their rows: the bucket's proof was not recorded
+    assert FixityRecords(ctx.db).bucket_proofs()["runs"][str(result.run % 10)][0] != result.run
+    ctx.close()

@@ -123,3 +123,69 @@ def test_restore_makes_a_workspace_from_the_store_and_a_chosen_point_without_wri
     assert "no resume point 'nope.tar.gz'" in capsys.readouterr().err
     assert main(["restore", "--workspace", str(tmp_path / "y"), "--store", str(tmp_path / "typo")]) == 2
     assert not (tmp_path / "typo").exists()
+
+
+def test_a_stale_workspace_never_puts_its_older_state_over_the_stores_newer_one(tmp_path):
+    """Two workspaces on one store (a laptop's and a Colab runtime's): the one left behind is refused,
+    names why, and removes nothing; moved aside, the next run restores the store's newest state."""
+    from notebook_builder.cells.c90_verify import verify
+    first = open_test_context(tmp_path, name="laptop", database=False)
+    add_documents(first, 3)
+    assert verify(first).passed
+    first.close()
+    second = open_test_context(tmp_path, name="colab", database=False)
+    assert restore(second).restored
+    add_documents(second, 5)
+    assert verify(second).passed
+    second.close()
+    before = store_names(tmp_path)
+    stale = open_test_context(tmp_path, name="laptop")
+    add_documents(stale, 1)
+    result = verify(stale)
+    assert not result.passed and not result.checkpoint["uploaded"]
+    assert any("newer state of its database" in reason and "move this workspace aside" in reason
+               for reason in result.reasons)
+    assert [name for name in store_names(tmp_path) if name.startswith("db/")] == \
+        [name for name in before if name.startswith("db/")]                      # nothing sent, nothing removed
+    stale.close()
+
+
+def test_a_page_table_of_another_store_is_not_believed(tmp_path):
+    """A store moved to a new folder (created empty, as command-line.md says) gets every page, so its
+    packs make the whole database."""
+    ctx = open_test_context(tmp_path, name="ws", database=False)
+    add_documents(ctx, 30)
+    push_checkpoint(ctx)
+    ctx.close()
+    moved = open_test_context(tmp_path, name="ws", store_name="new-store")
+    add_documents(moved, 1)
+    pushed = push_checkpoint(moved)["pushed"]
+    assert pushed.changed_pages == (moved.path("checkpoint") / DB_FILENAME).stat().st_size // 4096
+    made = tmp_path / "made.sqlite"
+    PagePacks(LocalStore(tmp_path / "new-store"), DB_FILENAME, tmp_path / "made").restore(made)
+    assert sqlite3.connect(made).execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 31
+    moved.close()
+
+
+def test_a_point_restored_by_hand_goes_on_as_the_newest_state(tmp_path):
+    from notebook_builder.cells.c90_verify import verify
+    from notebook_builder.cli import main
+    ctx = open_test_context(tmp_path, name="ws", database=False)
+    add_documents(ctx, 2)
+    write_status(ctx, verify="PASS")
+    older = write_resume_archive(ctx)
+    add_documents(ctx, 6)
+    write_status(ctx, verify="PASS")
+    write_resume_archive(ctx)
+    ctx.close()
+    assert main(["restore", "--workspace", str(tmp_path / "back"), "--store", str(tmp_path / "store"),
+                 "--point", older]) == 0
+    back = open_test_context(tmp_path, name="back")
+    assert back.db.conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 2
+    result = verify(back)
+    assert result.passed, result.reasons                                        # not refused as stale
+    back.close()
+    again = open_test_context(tmp_path, name="again", database=False)
+    assert restore(again).restored
+    assert again.open_database().conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] == 2
+    again.close()

@@ -353,10 +353,10 @@ class LocalStore(Store):
 
     def remove_stale_temps(self, older_than_seconds: float) -> int:
         """`.tmp-*` files (a write killed before its rename; up to a group of them after
-        `upload_files`) in the store's top folder and its subfolders, older than the limit."""
+        `upload_files`) anywhere in the store (db/ky_court/ too), older than the limit."""
         cutoff = time.time() - older_than_seconds
         removed = 0
-        folders = [self.root] + [entry for entry in self.root.iterdir() if entry.is_dir()]
+        folders = [Path(root) for root, _dirs, _files in os.walk(self.root)]
         for folder in folders:
             with os.scandir(folder) as entries:
                 for entry in entries:

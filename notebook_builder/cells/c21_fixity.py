@@ -305,9 +305,12 @@ class _FixityAudit:
                 self._heal_workspace(name, self.workspace_damaged[name])
             result.missing = sorted(name for name in audited if name not in self.listing
                                     and name not in self.store_good)
+            whole = not self.interrupted() and not result.errors
+            if not whole:       # the bucket's proof is not recorded: each file proven keeps its own
+                self.changed |= self.store_good
             self.records.save([self.rows[name] for name in sorted(self.changed)])
             self.records.add_events(self.events)
-            if not self.interrupted() and not result.errors:
+            if whole:
                 buckets = range(result.cycle) if result.read_all else [result.run % result.cycle]
                 self.records.note_bucket_proofs(result.cycle, list(buckets), result.run)
         finally:
@@ -479,8 +482,12 @@ class _FixityAudit:
         before = (row["sha256"], row["md5"], row["size"], row["damage"], row["checked_run"] is None)
         row.update(sha256=sha256 or row["sha256"], md5=md5 or row["md5"], size=size, checked_run=self.result.run,
                    checked_at=utc_now(), damage=None)
-        # A file proven again as it was is its bucket's proof (one kv row at the run's end), not a row.
-        if before != (row["sha256"], row["md5"], row["size"], None, False):
+        # A file of this run's bucket proven again as it was is the bucket's proof (one kv row at the
+        # run's end), not a row; any other (due by age, or read in a run proving every bucket) is.
+        result = self.result
+        own_bucket = not result.read_all and fixity_bucket(self._pack_of(name) or name, result.cycle) == \
+            result.run % result.cycle
+        if before != (row["sha256"], row["md5"], row["size"], None, False) or not own_bucket:
             self.changed.add(name)
         self.store_good.add(name)
 

@@ -1,26 +1,30 @@
 """The store's copy of an SQLite database as page packs: a checkpoint sends the pages that changed.
 
 Guarantees:
-- A database in the store is a set of packs `db/<stem>/<seq:08d>-<sha256 of the pack>.pack`, each a
-  header and the zlib-compressed bytes of some of the database's pages. A state is a pack whose
-  header is a manifest: the packs of that state in the order they apply (a later pack's page wins),
-  the page size, the page count and the sha256 of the whole file. The newest manifest whose packs
-  are all held and whose pages hash to its sha256 is the store's database.
+- A database in the store is a set of packs `db/<stem>/<order:08d>-<sha256 of the pack>.pack`, each a
+  header and the zlib-compressed bytes of some of its pages; a pack's order is its push's sequence
+  (the database's checkpoint_seq) x PUSH_PARTS + its part. A state is a pack whose header is a
+  manifest: the packs of that state in the order they apply (a later pack's page wins), the page
+  size, the page count and the sha256 of the whole file. The newest manifest whose packs are all held
+  and whose pages hash to its sha256 is the store's database.
 - `PagePacks.push(snapshot)` sends the pages whose digest differs from what the store holds (the
   workspace's page table, `checkpoint/<stem>.pages`), as packs of at most MAX_PACK_PAGES pages, the
   manifest last; with them go the live pages of packs being folded: packs under FOLD_BELOW live
   (least live first), paid from a credit that each push raises by the pages it changed (at least
   FOLD_MIN_PAGES), so folding at most doubles what a push sends; and, past MAX_PACKS, the smallest.
   The page table changes only once the manifest is held (durably); then the packs the state dropped
-  that no kept resume point names are removed, by name (no listing); `remove_unneeded` lists the
-  folder and removes any other pack no kept state names. A snapshot whose pages the store holds
+  that no kept resume point names are removed by name. A snapshot whose pages the store holds
   already sends nothing.
+- A run's first push lists the store (`check_held`): a table whose packs the store lacks (a moved
+  store, another account's) is not believed and every page is sent; a store holding a newer push
+  than the table knows, not below this one's sequence, is another workspace's newer state: the push
+  raises StaleState and sends nothing. Without a table every pack the store lists is another state's
+  and, unpinned, is removed once the new state is held; `remove_unneeded` lists the folder and
+  removes any pack no kept state names.
 - A pack named by a kept resume point (`pinned`) is never removed, nor folded.
 - `PagePacks.restore(target)` writes the store's database to `target` (checked against the
   manifest's sha256, then quick_check by the caller) and the page table that goes with it; a
   manifest with a pack missing or damaged is passed over for the one before.
-- A workspace without a page table (a new runtime that did not restore, an archive of an earlier
-  version) pushes every page once, under a sequence above any the store lists.
 
 Knobs read: none.
 """
@@ -51,6 +55,7 @@ PACK_SUFFIX = ".pack"
 PACK_MAGIC = b"KYPAGES1"
 MAX_PACK_PAGES = 8192            # 32 MiB of 4 KiB pages a pack at most
 MAX_PACKS = 48                   # a state of more packs folds its smallest
+PUSH_PARTS = 1000                # a pack's order is its push's sequence x this + its part
 FOLD_BELOW = 0.5                 # a pack with less than this share of its pages live is folded
 FOLD_MIN_PAGES = 256             # the folding credit a push earns at least
 FOLD_CREDIT_CAP = 4 * MAX_PACK_PAGES
@@ -64,9 +69,20 @@ def pack_folder(database_name: str) -> str:
 
 
 def pack_sequence(name: str) -> int | None:
-    """The sequence a pack's store name (or title) carries; None when it names no pack."""
+    """The order a pack's store name (or title) carries (its push's sequence x PUSH_PARTS + its
+    part); None when it names no pack."""
     found = _PACK_NAME.fullmatch(name.rsplit("/", 1)[-1])
     return int(found.group(1)) if found else None
+
+
+def pack_push(name: str) -> int:
+    """The sequence of the push that sent a pack (the database's: its checkpoint_seq)."""
+    return (pack_sequence(name) or 0) // PUSH_PARTS
+
+
+class StaleState(IntegrityError):
+    """The store holds a newer state of the database than the workspace's (another workspace sent it):
+    sending this one would put an older state over it."""
 
 
 def page_digests(data: bytes | memoryview, page_size: int) -> bytes:
@@ -280,12 +296,15 @@ class PagePacks:
 
     # ---------------------------------------------------------------- push
 
-    def push(self, snapshot: str | os.PathLike, *, pinned: set[str] | None = frozenset(),
-             extra: Mapping[str, Any] = {}) -> PushResult:
+    def push(self, snapshot: str | os.PathLike, *, sequence: int | None = None, check_held: bool = False,
+             pinned: set[str] | None = frozenset(), extra: Mapping[str, Any] = {}) -> PushResult:
         """Sends the pages of `snapshot` the store does not hold (see the module docstring).
-        `pinned`: the packs kept resume points name (None: not known now, so nothing is removed).
-        `extra` goes into the manifest's header (the checkpoint's sequence and time). A store fault
-        raises StoreError with the table unchanged."""
+        `sequence`: the push's (the database's checkpoint_seq; None: the table's next). `check_held`:
+        list the store first (a run's first push): a table whose packs the store lacks (a moved or
+        another store) is not believed, and a store holding a newer push than the table knows, of a
+        sequence not below this one, raises StaleState. `pinned`: the packs kept resume points name
+        (None: not known now, so nothing is removed). `extra` goes into the manifest's header. A store
+        fault raises StoreError with the table unchanged."""
         snapshot = Path(snapshot)
         data = snapshot.read_bytes()
         page_size = database_page_size(data[:100])
@@ -294,16 +313,32 @@ class PagePacks:
         digests = page_digests(data, page_size)
         count = len(data) // page_size
         table = PageTable.load(self.table_path)
+        if table is not None and table.page_size != page_size:
+            table = None
         strays: list[str] = []          # without a table: every pack the store lists is another state's
-        if table is None or table.page_size != page_size:
-            strays = self.held()
-            table = PageTable(page_size=page_size,
-                              next_seq=max([pack_sequence(name) or 0 for name in strays], default=0) + 1)
+        if table is None or check_held:
+            listed = self.held()
+            if table is not None and not {pack.name for pack in table.packs} <= set(listed):
+                log_pages.warning("the store lacks packs the workspace's page table of %s names (a moved or "
+                                  "another store): every page is sent", self.folder)
+                table = None
+            newest = max((pack_push(name) for name in listed), default=0)
+            known = max((pack_push(pack.name) for pack in table.packs), default=0) if table else 0
+            if sequence is not None and newest > known and newest >= sequence:
+                raise StaleState(f"the store holds a newer state of its database (checkpoint {newest}) than this "
+                                 f"workspace's ({sequence}): another workspace sent it; move this workspace aside "
+                                 "and run again to restore the store's newest state")
+            if table is None:
+                strays = listed
+                table = PageTable(page_size=page_size, next_seq=newest + 1)
+        if sequence is not None and sequence < table.next_seq:
+            raise StaleState(f"this workspace's database (checkpoint {sequence}) is older than the state it last sent "
+                             f"the store (checkpoint {table.next_seq - 1})")
         changed = [page for page in range(1, count + 1)
                    if page > table.page_count
                    or digests[(page - 1) * _DIGEST_BYTES:page * _DIGEST_BYTES]
                    != table.digests[(page - 1) * _DIGEST_BYTES:page * _DIGEST_BYTES]]
-        if not changed and count == table.page_count and table.packs:
+        if not changed and count == table.page_count and table.packs and not strays:
             return PushResult(uploaded=True, manifest=table.packs[-1].name,
                               packs=[pack.name for pack in table.packs])
         changed_set = set(changed)
@@ -322,12 +357,13 @@ class PagePacks:
         header_base = {"format": 1, "database": Path(self.folder).name, "page_size": page_size}
         new_packs: list[PackInfo] = []
         result = PushResult(uploaded=False, changed_pages=len(changed), folded_pages=len(folded))
-        seq = table.next_seq
+        push = sequence if sequence is not None else table.next_seq
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".packs-", dir=self.checkpoint_dir) as temp:
             groups = [sent[start:start + MAX_PACK_PAGES] for start in range(0, len(sent), MAX_PACK_PAGES)]
             for number, group in enumerate(groups):
                 final = number == len(groups) - 1
+                seq = push * PUSH_PARTS + number
                 header = dict(header_base, seq=seq)
                 if final:
                     header.update(extra, manifest=True, page_count=count, sha256=hashlib.sha256(data).hexdigest(),
@@ -342,7 +378,6 @@ class PagePacks:
                 result.packs_sent += 1
                 result.bytes_sent += size
                 path.unlink()
-                seq += 1
         state = kept + new_packs
         owners = array.array("H", [0] * count)
         position = {pack.name: number for number, pack in enumerate(state)}
@@ -353,7 +388,7 @@ class PagePacks:
                                            for start in range(0, len(sent), MAX_PACK_PAGES)]):
             for page in group:
                 owners[page - 1] = position[pack.name]
-        new_table = PageTable(page_size=page_size, packs=state, digests=digests, owners=owners, next_seq=seq,
+        new_table = PageTable(page_size=page_size, packs=state, digests=digests, owners=owners, next_seq=push + 1,
                               credit=credit)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         new_table.save(self.table_path)
@@ -387,10 +422,6 @@ class PagePacks:
         return self._remove([name for name in listed if name not in needed])
 
     # ---------------------------------------------------------------- restore
-
-    def manifests(self) -> list[str]:
-        """The held packs that may be manifests, newest first (whether one is shows in its header)."""
-        return list(reversed(self.held()))
 
     def restore(self, target: str | os.PathLike, *, manifest: str | None = None,
                 downloads: str | os.PathLike | None = None) -> RestoredDatabase:
@@ -466,7 +497,7 @@ class PagePacks:
             raise IntegrityError("its pages do not hash to the sha256 it records")
         os.replace(temp, target)
         table = PageTable(page_size=page_size, packs=infos, digests=page_digests(data, page_size), owners=owners,
-                          next_seq=max(pack_sequence(name) or 0 for name in listed) + 1)
+                          next_seq=max(pack_push(name) for name in listed) + 1)
         self.table_path.parent.mkdir(parents=True, exist_ok=True)
         table.save(self.table_path)
         return RestoredDatabase(manifest, names, count)

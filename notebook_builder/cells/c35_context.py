@@ -77,7 +77,9 @@ class Context:
     client: Any = None
     phase: str = "start"
     quota: dict | None = None
-    checkpoint_lock: threading.Lock = field(default_factory=threading.Lock)
+    checkpoint_lock: threading.RLock = field(default_factory=threading.RLock)
+    snapshot_locked: bool = False                   # c39 snapshot_lock is held (by the thread holding checkpoint_lock)
+    pages_checked: bool = False                     # c39: the store's page packs listed against the table, once
     journal_pushed: tuple[int, int] | None = None   # (checkpoint_seq, hash of the rows) last uploaded
     court_unreachable: str | None = None            # the circuit breaker's message, once it opened
     legacy_kept: bool = False                       # c38 keep_legacy_originals has run for this database

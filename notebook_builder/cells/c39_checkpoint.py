@@ -51,7 +51,7 @@ from .c06_layout import (DB_FILENAME, RESUME_ARCHIVE_PREFIX, RESUME_ARCHIVE_SUFF
                          journal_sequence, journal_store_name)
 from .c10_database import KV_STORE_CHECKPOINT_SEQ
 from .c17_snapshots import checkpoint, journal_rows, record_store_checkpoint, snapshot_sequence
-from .c22_page_packs import PagePacks, PushResult
+from .c22_page_packs import PagePacks, PushResult, StaleState
 from .c35_context import Context, write_status
 from .c38_legacy import keep_legacy_originals
 
@@ -82,13 +82,21 @@ def snapshot_lock(ctx: Context):
     """Held while the workspace's snapshot file is written and mirrored: by one thread of this
     process (the checkpointer's, verify's) and by no other process working in the workspace (a
     `verify` in a second terminal beside a run). A POSIX lock, which a forked worker does not
-    inherit, so a pool forked while it is held never keeps it."""
+    inherit, so a pool forked while it is held never keeps it. The thread holding it may take it
+    again (verify holds it from its push to its resume point's retention)."""
     with ctx.checkpoint_lock:
+        if ctx.snapshot_locked:                    # this thread holds it already (verify's push and point)
+            yield
+            return
         path = ctx.path(SNAPSHOT_LOCK)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as handle:
+        with open(path, "a") as handle:            # once: closing any descriptor of it drops the lock
             fcntl.lockf(handle, fcntl.LOCK_EX)
-            yield                                  # closing the file releases the lock
+            ctx.snapshot_locked = True
+            try:
+                yield
+            finally:
+                ctx.snapshot_locked = False
 
 
 def push_checkpoint(ctx: Context) -> dict[str, Any] | None:
@@ -104,10 +112,16 @@ def push_checkpoint(ctx: Context) -> dict[str, Any] | None:
         previous = int(ctx.db.kv_get(KV_STORE_CHECKPOINT_SEQ, "0") or 0)
         # An older version's database in the store is kept under legacy/ before anything replaces it.
         if keep_legacy_originals(ctx):
-            # Pins unknown (the store's resume points cannot be read now): nothing is removed.
-            pushed = ctx.mirror.push_pages(
-                database_packs(ctx), snapshot, pinned=resume_pins(ctx),
-                extra={"checkpoint_seq": info["checkpoint_seq"], "checkpoint_at": info["checkpoint_at"]})
+            try:
+                # Pins unknown (the store's resume points cannot be read now): nothing is removed.
+                pushed = ctx.mirror.push_pages(
+                    database_packs(ctx), snapshot, sequence=info["checkpoint_seq"], check_held=not ctx.pages_checked,
+                    pinned=resume_pins(ctx),
+                    extra={"checkpoint_seq": info["checkpoint_seq"], "checkpoint_at": info["checkpoint_at"]})
+            except StaleState as exc:
+                info["stale"] = str(exc)
+                log_checkpoint.error("checkpoint not sent: %s", exc)
+            ctx.pages_checked = ctx.pages_checked or pushed is not None
         info["uploaded"] = pushed is not None
         info["pushed"] = pushed
         if pushed is not None:
@@ -318,6 +332,11 @@ def write_resume_archive(ctx: Context, checkpoint_info: dict[str, Any] | None = 
     `checkpoint_info` is a `push_checkpoint` the caller just made (verify passes its own); without
     it one is pushed first. When the store does not hold that state the archive is not written
     (IntegrityError): a resume point never names packs the store may lack."""
+    with snapshot_lock(ctx):       # no push of another thread or process drops a pack this point names
+        return _write_resume_archive(ctx, checkpoint_info)
+
+
+def _write_resume_archive(ctx: Context, checkpoint_info: dict[str, Any] | None) -> str:
     if checkpoint_info is None:
         if ctx.db is None:
             raise IntegrityError("write_resume_archive needs an open database")
@@ -344,30 +363,35 @@ def write_resume_archive(ctx: Context, checkpoint_info: dict[str, Any] | None = 
                 info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
                 tar.addfile(info, io.BytesIO(data))
     durable_write(archive, write_tar)
-    if ctx.mirror.put(name, archive, mutable=False):
-        archive.unlink(missing_ok=True)   # the store holds it now; the workspace is throwaway
+    # Sent now or never: a point queued for later could name packs a later push has dropped by then.
+    held = ctx.mirror.put(name, archive, mutable=True)
+    archive.unlink(missing_ok=True)
+    if held:
         cached = _load_points(ctx) or {}
         cached[name] = {"packs": pushed.packs, "good": manifest["verify"] == "PASS"}
         _save_points(ctx, cached)
-        forget_resume_points(ctx, pushed)
+        forget_resume_points(ctx)
     else:
-        log_checkpoint.warning("resume archive %s is queued for the store (store lags)", name)
+        log_checkpoint.warning("resume archive %s not written: the store refused it (%s)", name, ctx.mirror.lagging)
     return name
 
 
-def forget_resume_points(ctx: Context, pushed: PushResult) -> list[str]:
+def forget_resume_points(ctx: Context) -> list[str]:
     """Removes the resume points the retention does not keep, then the packs that neither a kept
-    point nor the newest state (`pushed`) names. Returns the points removed."""
-    points = resume_points(ctx)
-    if points is None:
-        return []
-    keep = resume_points_to_keep(points)
-    removed = [point.name for point in points if point.name not in keep and ctx.mirror.remove(point.name)]
-    cached = _load_points(ctx) or {}
-    _save_points(ctx, {name: entry for name, entry in cached.items() if name not in removed})
-    ctx.resume_points_read = True
-    needed = set(pushed.packs) | {pack for point in points if point.name not in removed for pack in point.packs}
-    ctx.mirror.prune_pages(database_packs(ctx), needed)
+    point nor the store's newest state (the workspace's page table) names. Returns the points removed."""
+    with snapshot_lock(ctx):
+        points = resume_points(ctx)
+        if points is None:
+            return []
+        keep = resume_points_to_keep(points)
+        removed = [point.name for point in points if point.name not in keep and ctx.mirror.remove(point.name)]
+        cached = _load_points(ctx) or {}
+        _save_points(ctx, {name: entry for name, entry in cached.items() if name not in removed})
+        ctx.resume_points_read = True
+        newest = database_packs(ctx).state()
+        if newest:
+            needed = set(newest) | {pack for point in points if point.name not in removed for pack in point.packs}
+            ctx.mirror.prune_pages(database_packs(ctx), needed)
     if removed:
         log_checkpoint.info("removed %d resume points the retention does not keep: %s", len(removed),
                             ", ".join(removed))

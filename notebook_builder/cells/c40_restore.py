@@ -51,11 +51,11 @@ from .c00_config import DEFAULT_COURT_SYSTEM, CourtSystemMismatch, DiskFullError
 from .c05_durable import durable_rename, raise_if_disk_full
 from .c06_layout import (DB_FILENAME, STATUS_FILENAME, WORKSPACE_FOLDERS, is_resume_archive_name, journal_sequence,
                          pdf_store_name)
-from .c10_database import Database, database_uri, is_sqlite_file
+from .c10_database import KV_CHECKPOINT_SEQ, Database, database_uri, is_sqlite_file
 from .c13_records import DownloadRecords
 from .c17_snapshots import StoreState, snapshot_problems, snapshot_sequence
 from .c35_context import Context
-from .c22_page_packs import PagePacks, pack_folder
+from .c22_page_packs import PagePacks, pack_folder, pack_push
 from .c39_checkpoint import RESUME_MANIFEST, database_packs
 from .c38_legacy import LegacyJudgement, judge_database, keep_original_locally, merge_legacy_rows
 
@@ -166,7 +166,8 @@ def workspace_has_database(workspace: Path) -> bool:
 
 def restore(ctx: Context, *, point: str | None = None) -> RestoreResult:
     """Puts the newest state the store holds into a workspace that has no database (`point`: the
-    state of that resume archive, or of the store's page packs when it names `db/ky_court`)."""
+    state of that resume archive, or of the store's page packs when it names `db/ky_court`, which
+    then goes on as the newest: `_restore_outrank_newer`)."""
     workspace = ctx.workspace
     if workspace_has_database(workspace):
         return RestoreResult(False, "workspace has a database: nothing to restore")
@@ -226,6 +227,8 @@ def restore(ctx: Context, *, point: str | None = None) -> RestoreResult:
             result.files += _restore_unpack_files(ctx, candidate, workspace, temp_root)
         if best.legacy is None:
             result.replayed = _restore_replay(ctx, best, temp_root)
+        if point is not None and best.legacy is None:
+            _restore_outrank_newer(ctx, best)
         _restore_install(workspace, best)
     finally:
         shutil.rmtree(temp_root, ignore_errors=True)
@@ -264,6 +267,23 @@ def _restore_check_court_system(ctx: Context, best: "_RestoreCandidate") -> None
                                   f"--court-system {ctx.cfg.COURT_SYSTEM} would mix two archives: use another store")
 
 
+def _restore_outrank_newer(ctx: Context, best: _RestoreCandidate) -> None:
+    """A point chosen by hand becomes the archive's newest state: its checkpoint_seq is set to the
+    newest push the store holds, so its next checkpoint is the store's newest, not a stale one
+    (c22 StaleState)."""
+    newest = max((pack_push(name) for name in database_packs(ctx).held()), default=0)
+    if newest <= best.checkpoint_seq:
+        return
+    db = Database.open(best.database)
+    try:
+        db.kv_set(KV_CHECKPOINT_SEQ, str(newest))
+        db.conn.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        db.close()
+    log_restore.info("restore: the chosen point (checkpoint %d) goes on as checkpoint %d, the store's newest",
+                     best.checkpoint_seq, newest)
+
+
 def _restore_older_legacy(best: _RestoreCandidate, others: list[_RestoreCandidate]) -> list[_RestoreCandidate]:
     """The other legacy states, newest first: their rows the best one lacks are merged into it."""
     return sorted((candidate for candidate in others if candidate.legacy is not None and candidate is not best),
@@ -276,6 +296,7 @@ def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
     older legacy state's rows are merged into a newer one). Returns (best, the others kept)."""
     best: _RestoreCandidate | None = None
     kept: list[_RestoreCandidate] = []
+    made = _Assembled()
     for index, name in enumerate(candidates):
         folder = temp_root / f"candidate-{index}"
         folder.mkdir()
@@ -290,7 +311,10 @@ def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
             raise_if_disk_full(exc, download)
             raise
         try:
-            candidate = _restore_judge(name, download, folder, _restore_packs(ctx, folder))
+            candidate = _restore_judge(name, download, folder, _restore_packs(ctx, folder, made))
+        except _Outranked:           # names an older state than the one in hand: not made at all
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
         except IntegrityError as exc:
             result.rejected.append((name, str(exc)))
             log_restore.warning("restore rejects %s: %s", name, exc)
@@ -302,6 +326,7 @@ def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
             if best is not None and best.legacy is None:
                 shutil.rmtree(best.database.parent, ignore_errors=True)
             best = candidate
+            made.best_seq = candidate.checkpoint_seq
         elif candidate.legacy is None:
             shutil.rmtree(folder, ignore_errors=True)
     if candidates and best is None:
@@ -311,17 +336,37 @@ def _restore_choose(ctx: Context, candidates: list[str], temp_root: Path,
     return best, kept
 
 
-def _restore_packs(ctx: Context, folder: Path):
+class _Outranked(Exception):
+    """A resume point naming an older state than the best one in hand: it cannot win, so it is not made."""
+
+
+@dataclass
+class _Assembled:
+    """What one restore made from the store's page packs: each manifest's database (made once, copied
+    for another candidate naming it), and the checkpoint of the best state in hand."""
+    by_manifest: dict[str, tuple[Path, Path]] = field(default_factory=dict)
+    best_seq: int = -1
+
+
+def _restore_packs(ctx: Context, folder: Path, made: _Assembled):
     """Makes a database from the store's page packs in `folder` (the newest whole state, or the
-    state a resume archive's manifest names): (database, page table)."""
-    def assemble(manifest: str | None) -> tuple[Path, Path]:
+    state a resume archive's manifest names, `sequence` its checkpoint): (database, page table)."""
+    def assemble(manifest: str | None, sequence: int | None = None) -> tuple[Path, Path]:
+        if sequence is not None and sequence < made.best_seq:
+            raise _Outranked()
         database, table = folder / DB_FILENAME, folder / "page-table"
+        earlier = made.by_manifest.get(manifest) if manifest else None
+        if earlier is not None and earlier[0].is_file() and earlier[1].is_file():
+            shutil.copyfile(earlier[0], database)
+            shutil.copyfile(earlier[1], table)
+            return database, table
         try:
-            PagePacks(ctx.store, DB_FILENAME, folder, table_path=table).restore(
+            restored = PagePacks(ctx.store, DB_FILENAME, folder, table_path=table).restore(
                 database, manifest=manifest, downloads=folder.parent / "packs")
         except StoreError as exc:
             raise StoreError(f"restore cannot read the store's page packs: {exc}; "
                              "not starting from an older state than the store holds") from None
+        made.by_manifest[restored.manifest] = (database, table)
         return database, table
     return assemble
 
@@ -442,6 +487,7 @@ def _restore_named_state(tar: tarfile.TarFile, regular: dict[str, tarfile.TarInf
     try:
         manifest = json.loads(tar.extractfile(regular[RESUME_MANIFEST]).read())
         name = manifest["manifest"]
+        sequence = int(manifest["checkpoint_seq"])
     except (ValueError, KeyError, TypeError) as exc:
         raise IntegrityError(f"its {RESUME_MANIFEST} names no state: {exc}") from None
     status = None
@@ -451,7 +497,7 @@ def _restore_named_state(tar: tarfile.TarFile, regular: dict[str, tarfile.TarInf
             shutil.copyfileobj(source, target, _RESTORE_COPY_CHUNK)
         if not _restore_is_json_object(status):
             status = None
-    database, _table = assemble(name)
+    database, _table = assemble(name, sequence)
     return database, status, []
 
 

@@ -62,7 +62,7 @@ from .c17_snapshots import StoreState
 from .c18_search_index import index_coverage
 from .c21_fixity import FixityRecords, FixityResult, audit_fixity, fixity_cycle
 from .c35_context import Context, final_states_line, write_status
-from .c39_checkpoint import push_checkpoint, write_resume_archive
+from .c39_checkpoint import push_checkpoint, snapshot_lock, write_resume_archive
 
 log_verify = logging.getLogger("kycourt.verify")
 
@@ -233,21 +233,24 @@ def verify(ctx: Context, *, index_built: bool = False) -> VerifyResult:
     result.duplicates = _verify_duplicates(ctx, result)
     _verify_index(ctx, db, result, index_built)
 
-    result.checkpoint = push_checkpoint(ctx)
-    ctx.refresh_quota()                       # the session's last word on the quota: asked now
-    if not result.checkpoint["uploaded"]:
-        result.reasons.append(f"checkpoint not in the store ({ctx.mirror.lagging or 'the store refused it'}): "
-                              "no resume point was written")
-    _verify_note_lag(ctx, result)
-    status = _verify_write_status(ctx, result)
-    result.done = bool(status.get("done"))
-    result.final_states = status.get("final_states")
-    result.remaining = status.get("remaining")
+    # From the push to the resume point's retention no other push (a run beside this verify) drops a
+    # pack the point names.
+    with snapshot_lock(ctx):
+        result.checkpoint = push_checkpoint(ctx)
+        ctx.refresh_quota()                       # the session's last word on the quota: asked now
+        if not result.checkpoint["uploaded"]:
+            why = result.checkpoint.get("stale") or ctx.mirror.lagging or "the store refused it"
+            result.reasons.append(f"checkpoint not in the store ({why}): no resume point was written")
+        _verify_note_lag(ctx, result)
+        status = _verify_write_status(ctx, result)
+        result.done = bool(status.get("done"))
+        result.final_states = status.get("final_states")
+        result.remaining = status.get("remaining")
 
-    if result.checkpoint["uploaded"]:
-        result.archive = write_resume_archive(ctx, result.checkpoint)
-        if not ctx.mirror.has(result.archive):
-            result.reasons.append(f"resume archive {result.archive} not in the store")
+        if result.checkpoint["uploaded"]:
+            result.archive = write_resume_archive(ctx, result.checkpoint)
+            if not ctx.mirror.has(result.archive):
+                result.reasons.append(f"resume archive {result.archive} not in the store")
     _verify_note_lag(ctx, result)
     if result.passed and result.reasons:
         _verify_write_status(ctx, result)   # the archive upload itself lagged: status says FAIL
