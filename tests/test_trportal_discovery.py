@@ -239,3 +239,43 @@ def test_first_and_last_year_bound_the_case_search_and_the_feed_by_filed_date(tm
     assert len(walked) == sum(2023 <= day.year <= 2024 for day in filed.values())
     assert dates and min(dates) >= "2023-01-01"
     assert all(day <= "2025-01-01" for day in fed)     # instants in UTC: the last evening is the next day
+
+
+# ------------------------------------------------------- a case's lists refused
+
+
+@pytest.mark.parametrize("listed, refusal", [("docketentrydocumentsaccess", "403"), ("docketentrydocumentsaccess", "400"),
+                                             ("docketentrydocumentsaccess", "past"), ("docketentries", "past")])
+def test_a_case_whose_lists_the_court_refuses_is_recorded_and_the_crawl_goes_on(tmp_path, monkeypatch, listed, refusal):
+    """One case's document list (or entries) refused, every time: the case is kept with its documents unknown,
+    the rest of the court is archived, and a second run does the same instead of dying on it."""
+    from notebook_builder.cells.c30_client import SearchRefused
+    from notebook_builder.cells.c31_court_client import PastWindow, TRPortalClient
+    with SimTRPortal("wyoming", docs=40, seed=11, today=TODAY, record_requests=True) as court:
+        truth = court_truth = court.truth()
+        victim = next(t for t in truth if t.viewable).case_id.lower()
+        original = TRPortalClient.page
+
+        def refusing(self, path, params, number, size, label):
+            aimed = victim in path.lower() or str(params.get("caseHeader.caseInstanceUUID", "")).lower() == victim
+            if aimed and path.endswith(listed):
+                if refusal == "past":
+                    raise PastWindow(f"{label}: the court cut the page", 0)
+                raise SearchRefused(f"{label}: the court answered {refusal}", int(refusal))
+            return original(self, path, params, number, size, label)
+        monkeypatch.setattr(TRPortalClient, "page", refusing)
+        env = environment(court, tmp_path, "wyoming", KY_CASE_DETAILS="0")
+        reports = [run_pipeline(load_config(env), handle_signals=False) for _ in range(2)]
+        fetched = [item for endpoint, item in court.request_log if endpoint == "download"]
+    assert [report.exit_status for report in reports] == [0, 0], reports[-1].summary()
+    rows = documents(tmp_path)
+    lost = {t.document_id.lower() for t in truth if t.case_id.lower() == victim}
+    assert lost and {t.document_id.lower() for t in truth} - set(rows) == lost   # that case's documents alone unknown
+    assert all(rows[t.document_id.lower()]["sha256"] == t.sha256 for t in court_truth if t.viewable
+               and t.document_id.lower() not in lost)
+    assert sorted(fetched) == sorted(index for index, t in enumerate(truth) if t.viewable and t.case_id.lower() != victim)
+    conn = sqlite3.connect(tmp_path / "ws" / "ky_court.sqlite")
+    kept = conn.execute("SELECT case_number FROM cases WHERE case_id = ?", (victim,)).fetchone()
+    conn.close()
+    assert kept is not None                                  # the case is recorded
+    assert reports[0].stages["discover"].shape_problems      # and the refusal counted

@@ -14,7 +14,10 @@ Guarantees:
   case, case number as written, court, the entry's filed date, description, name, entry type,
   access state, the court's opinion mark, its download path. A document not public (PURCHASABLE,
   IN_CART, UNAVAILABLE, or a secured one the feed shows) is kept with its state and never queued
-  (c15 `record_access`).
+  (c15 `record_access`). A case whose docket entries or document list the court refuses (a
+  permanent status, a 400 on the first page, a list past the results window) is kept seen, not
+  walked (its documents unknown, asked again next sweep), counted in the answers' problems; the
+  run goes on.
 - Opinions first: until every opinion the court shows is listed (`opinions_only()`: Nevada's
   once the feed is read; the others' once the first sweep has walked every case, since their
   opinions are docket entries too) the crawl downloads opinions alone.
@@ -325,7 +328,7 @@ class TRPortalDiscovery:
             case, kind = self.page_cases.pop(0)
             try:
                 self.walk_case(case, kind)
-            except TransientFetchError as exc:
+            except (TransientFetchError, PastWindow) as exc:
                 self.cursor["errors"] = self.cursor.get("errors", 0) + 1
                 log_tr.debug("case %s: %s", case["case_number"], exc)
             walked += 1
@@ -348,10 +351,8 @@ class TRPortalDiscovery:
                 raw_entries = [row for page in self.client.pages(case["court_path"] + "/docketentries",
                                                                  {"sort": "docketEntryHeader.filedDate,asc"}, label)
                                for row in page.results]
-            except (PermanentFetchError, SearchRefused) as exc:
-                self.problems[f"docketentries {exc}"[:60]] += 1
-                self.state.record_case_walk(None, case, [], [])
-                return 0
+            except (PermanentFetchError, SearchRefused, PastWindow) as exc:
+                return self._refused(case, kind, [], f"docketentries {exc}")
             entries = []
             for raw in raw_entries:
                 try:
@@ -363,14 +364,17 @@ class TRPortalDiscovery:
         if asked:
             court = self.directory.by_code(self.court.code_of(case["case_number"])) or self.directory.courts[0]
             by_entry = {entry["docket_entry_id"]: entry for entry in entries}
-            for page in self.client.pages(PATHS["access"], {"caseHeader.caseInstanceUUID": case["case_uuid"]},
-                                          f"{label} documents"):
-                for raw in page.results:
-                    try:
-                        entry = by_entry.get(uuid_key(raw.get("docketEntryUUID")) if isinstance(raw, Mapping) else None)
-                        documents.append(access_document(raw, entry, case, court))
-                    except ShapeProblem as problem:
-                        self.problems[problem.field] += 1
+            try:
+                pages = list(self.client.pages(PATHS["access"], {"caseHeader.caseInstanceUUID": case["case_uuid"]},
+                                               f"{label} documents"))
+            except (PermanentFetchError, SearchRefused, PastWindow) as exc:
+                return self._refused(case, kind, entries, f"access {exc}")
+            for raw in (raw for page in pages for raw in page.results):
+                try:
+                    entry = by_entry.get(uuid_key(raw.get("docketEntryUUID")) if isinstance(raw, Mapping) else None)
+                    documents.append(access_document(raw, entry, case, court))
+                except ShapeProblem as problem:
+                    self.problems[problem.field] += 1
         if kind == "access":
             self.result.entries_asked_again += 1
             new = self._write_documents(documents, listed=asked, case_id=case["case_id"])
@@ -378,6 +382,19 @@ class TRPortalDiscovery:
             return new
         self.result.cases_walked += 1
         return self._write_documents(documents, case=case, entries=entries, kind=kind, listed=asked and kind != "new")
+
+    def _refused(self, case: dict, kind: str, entries: list[dict], why: str) -> int:
+        """A case whose docket entries or document list the court refused (a permanent status, a 400 on
+        the first page, a list past the results window): counted in `problems`, the case (and the entries
+        read) kept as seen, not walked, so a later sweep asks again; its documents stay as the table
+        holds them. Returns 0 (no new document)."""
+        self.problems[why[:60]] += 1
+        log_tr.debug("case %s: %s", case["case_number"], why)
+        if kind == "access":
+            self.state.note_case_asked(case["case_id"])
+        else:
+            self.state.record_case_walk(None, case, entries, [])
+        return 0
 
     def _end_sweep(self, errors: int) -> None:
         """The case search read to its end: the sweep converges (or closes the window) when nothing failed."""
