@@ -279,3 +279,44 @@ def test_a_case_whose_lists_the_court_refuses_is_recorded_and_the_crawl_goes_on(
     conn.close()
     assert kept is not None                                  # the case is recorded
     assert reports[0].stages["discover"].shape_problems      # and the refusal counted
+
+
+# ------------------------------------------------- the feed has no access states
+
+
+def feed_row(document_id: str, access_state=None) -> dict:
+    return {"document_id": document_id, "case_number": "90509", "court": "Nevada Supreme Court",
+            "case_title": "A VS. B", "docket_entry_id": "e-1", "description": "Filed authored opinion.",
+            "filed_date": "2026-06-18T15:30:25.000+00:00", "case_id": "c-1", "document_name": "142pn045",
+            "entry_type": "Opinion/Dispositional", "entry_subtype": None, "mime_type": None,
+            "access_state": access_state, "opinion": 1, "court_path": f"/courts/g/cms/case/c-1/docketentrydocuments/{document_id}",
+            "case_path": "/courts/g/cms/cases/c-1"}
+
+
+def test_a_feed_row_never_clears_a_state_the_access_list_gave_and_logs_no_change(tmp_path):
+    """The feed (and a publication) says nothing of access: a document the access list said is not
+    public stays so (never queued), and an update records no false 'added' or 'withdrawn' for it."""
+    from support import open_test_context
+
+    from notebook_builder.cells.c12_queues import WorkQueues
+    from notebook_builder.cells.c19_changes import ChangeLog, RunChanges
+    from notebook_builder.cells.c49_trportal_walk import TRPortalDiscovery
+    ctx = open_test_context(tmp_path, COURT_SYSTEM="nevada")
+    try:
+        walk = TRPortalDiscovery(ctx)
+        walk.changes = RunChanges(ctx.db, "run-1", "2026-10-01", walk.court.code_of)
+        walk._write_documents([{**feed_row("held"), "access_state": "purchasable"}, feed_row("public")])
+        walk.changes = RunChanges(ctx.db, "run-2", "2026-10-02", walk.court.code_of)
+        walk._write_feed([feed_row("held"), feed_row("public"), feed_row("sealed", "secured")])
+        rows = {row["document_id"]: row for row in ctx.db.conn.execute(
+            "SELECT document_id, access_state, document_available FROM documents")}
+        queued = {row["document_id"] for row in WorkQueues(ctx.db).download_queue(ctx.cfg, 100)}
+        counts = ChangeLog(ctx.db).counts("run-2")
+    finally:
+        walk.client.close()
+        ctx.close()
+    assert (rows["held"]["access_state"], rows["held"]["document_available"]) == ("purchasable", 0)
+    assert (rows["public"]["access_state"], rows["public"]["document_available"]) == (None, 1)
+    assert (rows["sealed"]["access_state"], rows["sealed"]["document_available"]) == ("secured", 0)
+    assert queued == {"public"}
+    assert counts == {"added": 0, "withdrawn": 0, "restored": 0, "changed": 0}     # "sealed" was never public

@@ -14,10 +14,10 @@ Guarantees:
   case, case number as written, court, the entry's filed date, description, name, entry type,
   access state, the court's opinion mark, its download path. A document not public (PURCHASABLE,
   IN_CART, UNAVAILABLE, or a secured one the feed shows) is kept with its state and never queued
-  (c15 `record_access`). A case whose docket entries or document list the court refuses (a
-  permanent status, a 400 on the first page, a list past the results window) is kept seen, not
-  walked (its documents unknown, asked again next sweep), counted in the answers' problems; the
-  run goes on.
+  (c15 `record_access`); the feed says nothing of access, so its rows never clear a state. A
+  case whose docket entries or document list the court refuses (a permanent status, a 400 on the
+  first page, a list past the results window) is kept seen, not walked (its documents unknown,
+  asked again next sweep), counted in the answers' problems; the run goes on.
 - Opinions first: until every opinion the court shows is listed (`opinions_only()`: Nevada's
   once the feed is read; the others' once the first sweep has walked every case, since their
   opinions are docket entries too) the crawl downloads opinions alone.
@@ -227,23 +227,25 @@ class TRPortalDiscovery:
             document.pop("case_path", None)
             cases.setdefault(case["case_id"], case)
         self.state.upsert_cases(list(cases.values()))
-        return self._write_documents(documents)
+        return self._write_documents(documents, authoritative=False)
 
     def _write_documents(self, documents: list[dict], *, case: Mapping[str, Any] | None = None,
                          entries: list[dict] | None = None, kind: str = "new", listed: bool = False,
-                         case_id: str | None = None) -> int:
+                         case_id: str | None = None, authoritative: bool = True) -> int:
         """Documents (and, of a walked case, the case and its entries) committed with their access
-        states in one transaction; in an update their changes recorded (see the module docstring)."""
+        states in one transaction; in an update their changes recorded (see the module docstring).
+        Not `authoritative` (the feed's rows): a state they do not name is the table's."""
+        ids = [document["document_id"] for document in documents]
         with watching(self.changes) as watch:
-            before = self.state.access_of([d["document_id"] for d in documents]) if watch is not None else {}
+            before = self.state.access_of(ids) if watch is not None else {}
             if case is not None:
                 new = self.state.record_case_walk(self.sweep, case, entries or [], documents, watch=watch,
                                                   title_seen=True, details_due=kind != "open")
             else:
                 new = self.state.upsert_discovered(documents, watch=watch)
-            self.state.record_access(documents)
+            self.state.record_access(documents, authoritative=authoritative)
             if watch is not None:
-                _note_access(before, documents, watch)
+                _note_access(before, self.state.access_of(ids), watch)
                 if listed:
                     self.state.withdraw_unlisted("case_id = ?", (case_id or case["case_id"],),
                                                  {d["document_id"] for d in documents}, watch)
@@ -499,17 +501,21 @@ class TRPortalDiscovery:
         return result
 
 
-def _note_access(before: Mapping[str, Any], documents: list[dict], watch: Transitions) -> None:
-    """What a court of access states changed, as the change log counts it: a document is in the archive
-    once it is public (see the module docstring)."""
-    for document in documents:
-        document_id, public = document["document_id"], document.get("access_state") is None
-        old = before.get(document_id)
+def _public(row: Mapping[str, Any]) -> bool:
+    return row["access_state"] is None and row["document_available"] != 0
+
+
+def _note_access(before: Mapping[str, Any], after: Mapping[str, Any], watch: Transitions) -> None:
+    """What a court of access states changed, as the change log counts it, from the table's access
+    states before and after the writes: a document is in the archive once it is public (see the
+    module docstring)."""
+    for document_id, now in after.items():
+        public, old = _public(now), before.get(document_id)
         if old is None:
             if not public and document_id in watch.added:
                 watch.added.remove(document_id)
             continue
-        was_public = old["access_state"] is None and old["document_available"] != 0
+        was_public = _public(old)
         if public and not was_public:
             if old["withdrawn_on"]:
                 watch.restored.append(document_id)
