@@ -237,3 +237,18 @@ def test_the_directory_reads_the_courts_as_served_and_finds_florida_s_districts_
     assert directory.by_code("3D").court_id == "4" and directory.by_code("1D") is None
     assert directory.of_header(FLORIDA, {"courtID": 4}).code == "3D"
     assert CourtDirectory.from_json(directory.to_json()).by_guid("5A1C3E0B-7D51-4C7E-9D3B-1F0A2B6C1D03").code == "3D"
+
+
+def test_a_secured_entrys_document_is_not_public_even_when_the_access_list_says_viewable():
+    directory = CourtDirectory.configured(NEVADA)
+    case = case_row(NEVADA, directory, {"caseHeader": {"caseInstanceUUID": "7def2361-d88e-4df4-a4d2-d006b53cd8f3",
+                                                       "caseNumber": "90509", "courtID": 1}})
+    header = {"docketEntryUUID": "ab" * 4 + "-0000-4000-8000-000000000001", "docketEntryType": "Motion",
+              "documentCount": 1, "filedDate": "2024-06-01T15:00:00.000+00:00"}
+    raw = {"documentLinkUUID": "7a4902e2-0000-4000-8000-000000000009", "documentName": "Motion",
+           "docketEntryUUID": header["docketEntryUUID"], "userDocumentState": "b64d1d1e-f926-4c87-ab6b-df5c96d3b186"}
+    served = directory.by_code("SC")
+    public = docket_entry(NEVADA, {"docketEntryHeader": header}, case["case_id"])
+    secured = docket_entry(NEVADA, {"docketEntryHeader": {**header, "securedDocument": True}}, case["case_id"])
+    assert access_document(raw, public, case, served)["access_state"] is None
+    assert access_document(raw, secured, case, served)["access_state"] == "secured"

@@ -320,3 +320,49 @@ def test_a_feed_row_never_clears_a_state_the_access_list_gave_and_logs_no_change
     assert (rows["sealed"]["access_state"], rows["sealed"]["document_available"]) == ("secured", 0)
     assert queued == {"public"}
     assert counts == {"added": 0, "withdrawn": 0, "restored": 0, "changed": 0}     # "sealed" was never public
+
+
+# ------------------------------------------------------------- secured documents
+
+
+def test_a_secured_entrys_documents_are_never_public_whatever_the_access_list_says(tmp_path, monkeypatch):
+    """One rule, as FLP's nev.py has it: a document of an entry the court marks securedDocument is not
+    public, even when its access list says VIEWABLE; the feed, the walk and every update agree."""
+    monkeypatch.setattr(c49_trportal_walk, "DISCOVER_ASK_AGAIN_UPDATE_SHARE", 1.0)   # every list asked again
+    with SimTRPortal("nevada", docs=80, seed=1, today=TODAY, record_requests=True, secured_state="drawn") as court:
+        env = environment(court, tmp_path, "nevada", KY_CASE_DETAILS="0")
+        first = run_pipeline(load_config(env), handle_signals=False)
+        plan = court.advance(10, seed=3)
+        update = run_pipeline(load_config({**env, "KY_TODAY": plan["today"]}), handle_signals=False)
+        truth = court.truth(hashes=False)
+        fetched = {item for endpoint, item in court.request_log if endpoint == "download"}
+    assert first.exit_status == update.exit_status == 0, update.summary()
+    secured = {index for index, t in enumerate(truth) if t.secured}
+    assert any(truth[index].viewable for index in secured) and any(truth[index].opinion for index in secured)
+    assert not fetched & secured
+    rows = documents(tmp_path)
+    assert {rows[truth[index].document_id.lower()]["access_state"] for index in secured} == {"secured"}
+    conn = sqlite3.connect(tmp_path / "ws" / "ky_court.sqlite")
+    logged = {row[0] for row in conn.execute("SELECT document_id FROM changes")}
+    conn.close()
+    assert not logged & {truth[index].document_id.lower() for index in secured}
+
+
+def probe_download(court) -> int | None:
+    """The document the probe downloaded from `court` (None: none)."""
+    from notebook_builder.cells.c00_config import load_config as config
+    from notebook_builder.cells.c55_probe import probe
+    before = len(list(court.request_log))
+    probe(config({"KY_PACING": "0", "KY_COURT_SYSTEM": "nevada", "KY_API_BASE": court.base_url,
+                  "KY_TODAY": TODAY.isoformat(), "KY_CASE_DETAILS": "0"}))
+    return next((item for endpoint, item in list(court.request_log)[before:] if endpoint == "download"), None)
+
+
+def test_the_probe_downloads_no_document_of_a_secured_entry():
+    with SimTRPortal("nevada", docs=40, seed=2, today=TODAY, record_requests=True, secured_state="drawn") as court:
+        chosen = probe_download(court)
+        court.corpus.entry_secured[court.corpus.doc_entry[chosen]] = 1     # its entry secured, its state VIEWABLE
+        again = probe_download(court)
+        truth = court.truth(hashes=False)
+    assert truth[chosen].viewable and truth[chosen].secured
+    assert again != chosen and (again is None or (truth[again].viewable and not truth[again].secured))

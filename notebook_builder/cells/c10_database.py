@@ -472,11 +472,18 @@ ALTER TABLE documents ADD COLUMN court_path TEXT;
 ALTER TABLE cases ADD COLUMN court_path TEXT;
 """
 
+# v15: `docket_entries.secured`: 1 when a TR Portal court marks the entry securedDocument (its
+# documents are not public whatever their access list says, c26 `document_state`), 0 when it does
+# not; NULL where the court has no such mark (C-Track Public Access).
+_SCHEMA_V15 = """
+ALTER TABLE docket_entries ADD COLUMN secured INTEGER;
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8,
                               9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11, 12: _SCHEMA_V12,
-                              13: _SCHEMA_V13, 14: _SCHEMA_V14}
+                              13: _SCHEMA_V13, 14: _SCHEMA_V14, 15: _SCHEMA_V15}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

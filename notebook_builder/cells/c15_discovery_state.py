@@ -56,7 +56,7 @@ CASE_COLUMNS = ("case_id", "case_number", "court", "court_level", "title", "case
 
 
 DOCKET_ENTRY_COLUMNS = ("docket_entry_id", "case_id", "entry_type", "subtype", "description", "filed_date",
-                        "has_documents", "related_case_numbers")
+                        "has_documents", "related_case_numbers", "secured")
 
 
 _DISCOVERED_COLUMNS = ("document_id",) + DOCUMENT_METADATA_COLUMNS

@@ -12,9 +12,10 @@ Guarantees:
   search's window, page and last instant) lets a killed run resume at its page.
 - Every document of a case is a row (c26 `access_document`): id its documentLinkUUID in lower
   case, case number as written, court, the entry's filed date, description, name, entry type,
-  access state, the court's opinion mark, its download path. A document not public (PURCHASABLE,
-  IN_CART, UNAVAILABLE, or a secured one the feed shows) is kept with its state and never queued
-  (c15 `record_access`); the feed says nothing of access, so its rows never clear a state. A
+  access state (c26 `document_state`: a secured entry's is never public), the court's opinion
+  mark, its download path. A document not public (PURCHASABLE, IN_CART, UNAVAILABLE, secured) is
+  kept with its state and never queued (c15 `record_access`); the feed says nothing of access
+  but the secured mark, so its rows never clear a state. A
   case whose docket entries or document list the court refuses (a permanent status, a 400 on the
   first page, a list past the results window) is kept seen, not walked (its documents unknown,
   asked again next sweep), counted in the answers' problems; the run goes on.

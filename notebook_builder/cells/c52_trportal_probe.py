@@ -4,12 +4,13 @@ Guarantees:
 - `probe_trportal(cfg)` asks API_BASE once each: the court directory (`/courts`), a page of the
   case search by filed date, one case's docket entries and access list, the opinion feed's first
   page (the document search by opinion type, or the publications; none for a system without a
-  feed), one document's download (a VIEWABLE one; a redirect to the wall is never followed), and,
-  with CASE_DETAILS, the case's detail and parties: each paced and retried as the pipeline asks
-  them (c31), within PROBE_MAX_REQUESTS. Each answer is checked against the fields the pipeline
-  reads (TR_FIELDS_READ) in a c55 `ProbeRow`; `ProbeReport.ok` is true exactly when the
-  directory names the configured courts, the case search, the docket entries and the access list
-  answer their fields, and the download answers a PDF. It writes nothing.
+  feed), one document's download (a public one by c26 `document_state`: VIEWABLE, its entry not
+  secured; a redirect to the wall is never followed), and, with CASE_DETAILS, the case's detail
+  and parties: each paced and retried as the pipeline asks them (c31), within PROBE_MAX_REQUESTS.
+  Each answer is checked against the fields the pipeline reads (TR_FIELDS_READ) in a c55
+  `ProbeRow`; `ProbeReport.ok` is true exactly when the directory names the configured courts,
+  the case search, the docket entries and the access list answer their fields, and the download
+  answers a PDF. It writes nothing.
 
 Knobs read: API_BASE, COURT_SYSTEM, FIRST_YEAR, LAST_YEAR, CASE_DETAILS, PACING* (the client's).
 """
@@ -23,7 +24,7 @@ import requests
 
 from .c00_config import Config, CourtUnreachable, PermanentFetchError, RunClock, TransientFetchError
 from .c25_court import ShapeProblem
-from .c26_trportal import PATHS, CourtDirectory, access_state, instant_text
+from .c26_trportal import PATHS, CourtDirectory, docket_entry, document_state, instant_text, uuid_key
 from .c30_client import SearchRefused
 from .c31_court_client import PastWindow, TRPortalClient, court_client
 
@@ -51,6 +52,19 @@ def _tr_has(row: Any, dotted: str) -> bool:
             return False
         row = row[part]
     return True
+
+
+def _secured_entries(court, rows: list) -> set[str]:
+    """The ids of the docket entries (c26 `docket_entry`) the court marks securedDocument."""
+    secured = set()
+    for raw in rows:
+        try:
+            entry = docket_entry(court, raw, "")
+        except ShapeProblem:
+            continue
+        if entry["secured"]:
+            secured.add(entry["docket_entry_id"])
+    return secured
 
 
 def probe_trportal(cfg: Config, *, session: requests.Session | None = None, report=None, row_type=None):
@@ -107,11 +121,14 @@ def probe_trportal(cfg: Config, *, session: requests.Session | None = None, repo
         case_path = PATHS["case"].format(court=found.guid, case=header["caseInstanceUUID"]) if found else None
         documents = []
         if case_path:
-            ask("docket_entries", lambda: client.page(case_path + "/docketentries", {}, 0, 500, "docket entries"))
+            entries = ask("docket_entries", lambda: client.page(case_path + "/docketentries", {}, 0, 500,
+                                                                "docket entries"))
             access = ask("access", lambda: client.page(PATHS["access"], {
                 "caseHeader.caseInstanceUUID": header["caseInstanceUUID"]}, 0, 500, "access list"))
-            documents = [row for row in (access.results if access else [])
-                         if access_state(row.get("userDocumentState")) is None]
+            secured = _secured_entries(court, entries.results if entries else [])
+            documents = [row for row in (access.results if access else []) if isinstance(row, dict)
+                         and document_state(row.get("userDocumentState"),
+                                            uuid_key(row.get("docketEntryUUID")) in secured) is None]
         if court.opinions == "document_search":
             ask("document_search", lambda: client.page(PATHS["document_search"], {
                 "docketEntryHeader.docketEntryTypeID": court.opinion_types[0], "sort": "docketEntryHeader.filedDate,desc"},
