@@ -366,3 +366,22 @@ def test_the_probe_downloads_no_document_of_a_secured_entry():
         truth = court.truth(hashes=False)
     assert truth[chosen].viewable and truth[chosen].secured
     assert again != chosen and (again is None or (truth[again].viewable and not truth[again].secured))
+
+
+@pytest.mark.parametrize("fault", ["dropped", "unreachable", "stopped"])
+def test_a_probe_whose_download_fails_says_so_in_its_row_and_never_raises(monkeypatch, fault):
+    from notebook_builder.cells.c00_config import CourtUnreachable, StopRequested, TransientFetchError
+    from notebook_builder.cells.c31_court_client import TRPortalClient
+    from notebook_builder.cells.c55_probe import probe
+    raised = {"dropped": TransientFetchError("ConnectionError: Connection reset by peer"),
+              "unreachable": CourtUnreachable("the court at x gave no usable answer"),
+              "stopped": StopRequested("SIGTERM")}[fault]
+
+    def failing(self, document_id, **kwargs):
+        raise raised
+    monkeypatch.setattr(TRPortalClient, "download_response", failing)
+    with SimTRPortal("nevada", docs=40, seed=2, today=TODAY) as court:
+        report = probe(load_config({"KY_PACING": "0", "KY_COURT_SYSTEM": "nevada", "KY_API_BASE": court.base_url,
+                                    "KY_TODAY": TODAY.isoformat(), "KY_CASE_DETAILS": "0"}))
+    row = next(row for row in report.rows if row.endpoint == "download")
+    assert row.verdict == "FAIL" and str(raised)[:40] in row.note and not report.ok
