@@ -252,3 +252,22 @@ def test_a_secured_entrys_document_is_not_public_even_when_the_access_list_says_
     secured = docket_entry(NEVADA, {"docketEntryHeader": {**header, "securedDocument": True}}, case["case_id"])
     assert access_document(raw, public, case, served)["access_state"] is None
     assert access_document(raw, secured, case, served)["access_state"] == "secured"
+
+
+@responses.activate
+def test_a_redirect_on_a_json_request_is_a_refusal_never_followed_to_the_wall():
+    from notebook_builder.cells.c00_config import PermanentFetchError
+    wall = "https://portal-wall.test/login"
+    responses.get(wall, json=paged([case(1, "x")], 1, 0, 500))      # what a followed redirect would read
+    responses.get(CASES, status=302, headers={"Location": wall})
+    case_path = BASE + "/courts/g/cms/cases/c"
+    responses.get(case_path, status=302, headers={"Location": wall})
+    client = make_client()
+    with pytest.raises(SearchRefused) as refused:
+        client.page("/courts/cms/cases", {}, 0, 500, "cases")
+    assert refused.value.http_status == 302
+    with pytest.raises(PermanentFetchError) as permanent:
+        client.get_object("/courts/g/cms/cases/c", "case")
+    assert permanent.value.http_status == 302
+    assert all(call.request.url.startswith(BASE) for call in responses.calls)      # the wall never asked
+    assert len(responses.calls) == 2                                              # and nothing retried

@@ -18,7 +18,8 @@ Guarantees:
   windows meet exactly (a case filed at 00:00:00.000 is never lost between two; one read twice is
   the same case). `get_object` asks an unenveloped resource (a case, a publication).
 - Downloads go to `document_url(row)`: the document's path as the court wrote its ids; a redirect
-  is not followed (c70 records the wall).
+  is not followed (c70 records the wall), nor on a JSON request (a 3xx on a list raises
+  `SearchRefused`, on an object PermanentFetchError).
 
 Knobs read: COURT_SYSTEM, PAGE_SIZE (and the client's: API_BASE, PACING*, BACKOFF_*,
 SEARCH_ATTEMPTS, HTTP_TIMEOUT, COURT_DOWN_*).
@@ -38,8 +39,8 @@ from .c00_config import Config, PipelineError, RunClock, TransientFetchError
 from .c25_court import ShapeProblem
 from .c26_trportal import MAX_PAGE_SIZE, PATHS, RESULTS_WINDOW, TRPortalCourt, envelope, instant_of, instant_text
 from .c27_court_systems import court_of_config
-from .c30_client import _TRANSIENT_EXCEPTIONS, CourtClient, SearchRefused, classify_http_status, describe_failure, \
-    retry_after_seconds
+from .c30_client import (_TRANSIENT_EXCEPTIONS, CourtClient, SearchRefused, classify_http_status, describe_failure,
+                         is_redirect, retry_after_seconds)
 
 log_trportal = logging.getLogger("kycourt.client")
 
@@ -130,7 +131,7 @@ class TRPortalClient(CourtClient):
         if code == 500 and offset and failures:
             return past            # a 500 twice at a later page: the window's answer, not a fault
         if code != 200:
-            if classify_http_status(code) == "permanent":
+            if classify_http_status(code) == "permanent" or is_redirect(code, self.court):
                 self.health.usable()
                 raise SearchRefused(f"{label}: the court answered {code}: {response.text[:200]!r}", code)
             return TransientFetchError(f"HTTP {code}", http_status=code, retry_after=retry_after_seconds(response))
