@@ -271,3 +271,24 @@ def test_a_redirect_on_a_json_request_is_a_refusal_never_followed_to_the_wall():
     assert permanent.value.http_status == 302
     assert all(call.request.url.startswith(BASE) for call in responses.calls)      # the wall never asked
     assert len(responses.calls) == 2                                              # and nothing retried
+
+
+@responses.activate
+def test_a_page_and_an_object_are_retried_by_the_kentucky_clients_one_loop(monkeypatch):
+    from notebook_builder.cells.c30_client import CourtClient
+    loops = []
+    original = CourtClient._retrying
+
+    def counting(self, label, attempt):
+        loops.append(label)
+        return original(self, label, attempt)
+    monkeypatch.setattr(CourtClient, "_retrying", counting)
+    responses.get(CASES, status=503)
+    responses.get(CASES, json=paged([case(1, "x")], 1, 0, 500))
+    responses.get(BASE + "/courts/g/cms/cases/c", status=502)
+    responses.get(BASE + "/courts/g/cms/cases/c", json={"caseHeader": {"caseNumber": "90509"}})
+    clock = RecordingClock()
+    client = make_client(clock=clock)
+    assert len(client.page("/courts/cms/cases", {}, 0, 500, "cases").results) == 1
+    assert client.get_object("/courts/g/cms/cases/c", "case")["caseHeader"]["caseNumber"] == "90509"
+    assert loops == ["cases page 0", "case"] and client.retries == 2 and len(clock.sleeps) == 2

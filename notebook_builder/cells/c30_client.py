@@ -409,30 +409,36 @@ class CourtClient:
 
     def _json_answer(self, url: str, headers: Mapping[str, str], label: str) -> tuple[Any, Mapping[str, str]]:
         """(body, response headers) of one JSON GET, with get_json's retries."""
+        def attempt(failures: int) -> tuple[Any, Mapping[str, str]] | TransientFetchError:
+            response = self._get(url, headers)
+            code = response.status_code
+            if code == 200:
+                try:
+                    return response.json(), response.headers
+                except ValueError as exc:
+                    return TransientFetchError(f"{label}: 200 whose body is not JSON "
+                                               f"({response.headers.get('Content-Type')}): {exc}", http_status=200)
+            if classify_http_status(code) == "permanent" or is_redirect(code, self.court):
+                self.health.usable()   # the court answered: it is there, this resource is not
+                raise PermanentFetchError(f"{label}: HTTP {code}", http_status=code)
+            return TransientFetchError(f"HTTP {code}", http_status=code, retry_after=retry_after_seconds(response))
+        return self._retrying(label, attempt)
+
+    def _retrying(self, label: str, attempt: Callable[[int], Any]) -> Any:
+        """`attempt(failures)`'s answer, paced (PACING_SEARCH) before each try: an answer that is not a
+        TransientFetchError is usable (the breaker hears so) and returned; a transient one, or a
+        transport failure, is a failure: retried after `backoff` up to SEARCH_ATTEMPTS tries, then
+        raised. What `attempt` raises (a refusal) is not caught."""
         failures = 0
         while True:
             self._pace(self.cfg.PACING_SEARCH)
             try:
-                response = self._get(url, headers)
-                code = response.status_code
-                if code == 200:
-                    try:
-                        body = response.json()
-                    except ValueError as exc:
-                        outcome = TransientFetchError(f"{label}: 200 whose body is not JSON "
-                                                      f"({response.headers.get('Content-Type')}): {exc}",
-                                                      http_status=200)
-                    else:
-                        self.health.usable()
-                        return body, response.headers
-                elif classify_http_status(code) == "permanent" or is_redirect(code, self.court):
-                    self.health.usable()   # the court answered: it is there, this resource is not
-                    raise PermanentFetchError(f"{label}: HTTP {code}", http_status=code)
-                else:
-                    outcome = TransientFetchError(f"HTTP {code}", http_status=code,
-                                                  retry_after=retry_after_seconds(response))
+                outcome = attempt(failures)
             except _TRANSIENT_EXCEPTIONS as exc:
                 outcome = TransientFetchError(f"{label}: {describe_failure(exc)}")
+            if not isinstance(outcome, TransientFetchError):
+                self.health.usable()
+                return outcome
             self.health.failure(outcome)
             failures += 1
             if failures >= self.cfg.SEARCH_ATTEMPTS:

@@ -39,8 +39,7 @@ from .c00_config import Config, PipelineError, RunClock, TransientFetchError
 from .c25_court import ShapeProblem
 from .c26_trportal import MAX_PAGE_SIZE, PATHS, RESULTS_WINDOW, TRPortalCourt, envelope, instant_of, instant_text
 from .c27_court_systems import court_of_config
-from .c30_client import (_TRANSIENT_EXCEPTIONS, CourtClient, SearchRefused, classify_http_status, describe_failure,
-                         is_redirect, retry_after_seconds)
+from .c30_client import CourtClient, SearchRefused, classify_http_status, is_redirect, retry_after_seconds
 
 log_trportal = logging.getLogger("kycourt.client")
 
@@ -98,29 +97,12 @@ class TRPortalClient(CourtClient):
         if offset and offset >= self.window:
             raise PastWindow(f"{label}: page {number} begins at {offset}, past the window of {self.window}", offset)
         url = self.url_of(path, {**params, "page": number, "size": size})
-        failures = 0
-        while True:
-            self._pace(self.cfg.PACING_SEARCH)
-            try:
-                response = self._get(url, {})
-                outcome = self._page_outcome(response, label, offset, failures)
-            except _TRANSIENT_EXCEPTIONS as exc:
-                outcome = TransientFetchError(f"{label}: {describe_failure(exc)}")
-            if isinstance(outcome, TRPage):
-                self.health.usable()
-                return outcome
-            if isinstance(outcome, PastWindow):
-                self.health.usable()
-                self._learn_window(outcome.offset)
-                raise outcome
-            self.health.failure(outcome)
-            failures += 1
-            if failures >= self.cfg.SEARCH_ATTEMPTS:
-                raise TransientFetchError(f"{label} page {number}: {failures} tries failed; last: {outcome}",
-                                          http_status=outcome.http_status, retry_after=outcome.retry_after)
-            self.retries += 1
-            self.backoff(failures, outcome.retry_after,
-                         f"{label} page {number}, try {failures + 1} of {self.cfg.SEARCH_ATTEMPTS}")
+        outcome = self._retrying(f"{label} page {number}",
+                                 lambda failures: self._page_outcome(self._get(url, {}), label, offset, failures))
+        if isinstance(outcome, PastWindow):
+            self._learn_window(outcome.offset)
+            raise outcome
+        return outcome
 
     def _page_outcome(self, response: requests.Response, label: str, offset: int,
                       failures: int) -> TRPage | PastWindow | TransientFetchError:
