@@ -244,8 +244,9 @@ def test_first_and_last_year_bound_the_case_search_and_the_feed_by_filed_date(tm
 # ------------------------------------------------------- a case's lists refused
 
 
-@pytest.mark.parametrize("listed, refusal", [("docketentrydocumentsaccess", "403"), ("docketentrydocumentsaccess", "400"),
-                                             ("docketentrydocumentsaccess", "past"), ("docketentries", "past")])
+@pytest.mark.parametrize("listed, refusal", [
+    ("docketentrydocumentsaccess", "403"), ("docketentrydocumentsaccess", "400"),
+    ("docketentrydocumentsaccess", "past"), ("docketentries", "past")])
 def test_a_case_whose_lists_the_court_refuses_is_recorded_and_the_crawl_goes_on(tmp_path, monkeypatch, listed, refusal):
     """One case's document list (or entries) refused, every time: the case is kept with its documents unknown,
     the rest of the court is archived, and a second run does the same instead of dying on it."""
@@ -273,7 +274,8 @@ def test_a_case_whose_lists_the_court_refuses_is_recorded_and_the_crawl_goes_on(
     assert lost and {t.document_id.lower() for t in truth} - set(rows) == lost   # that case's documents alone unknown
     assert all(rows[t.document_id.lower()]["sha256"] == t.sha256 for t in court_truth if t.viewable
                and t.document_id.lower() not in lost)
-    assert sorted(fetched) == sorted(index for index, t in enumerate(truth) if t.viewable and t.case_id.lower() != victim)
+    assert sorted(fetched) == sorted(index for index, t in enumerate(truth)
+                                     if t.viewable and t.case_id.lower() != victim)
     conn = sqlite3.connect(tmp_path / "ws" / "ky_court.sqlite")
     kept = conn.execute("SELECT case_number FROM cases WHERE case_id = ?", (victim,)).fetchone()
     conn.close()
@@ -289,7 +291,8 @@ def feed_row(document_id: str, access_state=None) -> dict:
             "case_title": "A VS. B", "docket_entry_id": "e-1", "description": "Filed authored opinion.",
             "filed_date": "2026-06-18T15:30:25.000+00:00", "case_id": "c-1", "document_name": "142pn045",
             "entry_type": "Opinion/Dispositional", "entry_subtype": None, "mime_type": None,
-            "access_state": access_state, "opinion": 1, "court_path": f"/courts/g/cms/case/c-1/docketentrydocuments/{document_id}",
+            "access_state": access_state, "opinion": 1,
+            "court_path": f"/courts/g/cms/case/c-1/docketentrydocuments/{document_id}",
             "case_path": "/courts/g/cms/cases/c-1"}
 
 
