@@ -23,7 +23,7 @@ from notebook_builder.cells.c18_search_index import (IndexMissingError, SearchIn
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c28_court_words import system_words
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c87_index import (UnmatchedFilter, catalog_packs, court_code_of, index, make_snippet,
+from notebook_builder.cells.c87_index import (UnmatchedFilter, catalog_packs, index, make_snippet,
                                               plan_index, push_search_index, query_marks, restore_search_index,
                                               search_archive, snippet_html, text_places, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
@@ -52,10 +52,11 @@ def archive(tmp_path):
 
 
 def test_court_and_year_come_from_the_case_number_then_the_court_name_and_date():
-    assert court_code_of("2019-CA-0012", None) == "CA"
-    assert court_code_of("2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002", None) == "CA"
-    assert court_code_of(None, "Kentucky Supreme Court") == "SC"
-    assert court_code_of("ADMIN 7", "somewhere") is None
+    kentucky = system_words("kentucky")
+    assert kentucky.code_of("2019-CA-0012", None) == "CA"
+    assert kentucky.code_of("2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002", None) == "CA"
+    assert kentucky.code_of(None, "Kentucky Supreme Court") == "SC"
+    assert kentucky.code_of("ADMIN 7", "somewhere") is None
     assert year_of("2019-CA-0012", "2020-01-01") == 2019
     assert year_of("ADMIN", "2020-01-01T00:00:00") == 2020
     assert year_of(None, None) is None

@@ -388,3 +388,14 @@ def test_a_probe_whose_download_fails_says_so_in_its_row_and_never_raises(monkey
                                     "KY_TODAY": TODAY.isoformat(), "KY_CASE_DETAILS": "0"}))
     row = next(row for row in report.rows if row.endpoint == "download")
     assert row.verdict == "FAIL" and str(raised)[:40] in row.note and not report.ok
+
+
+def test_the_probe_asks_the_court_it_is_given_not_the_configured_one():
+    from notebook_builder.cells.c27_court_systems import ALABAMA
+    from notebook_builder.cells.c55_probe import probe
+    with SimTRPortal("alabama", docs=30, seed=1, today=TODAY) as court:
+        report = probe(load_config({"KY_PACING": "0", "KY_COURT_SYSTEM": "nevada", "KY_API_BASE": court.base_url,
+                                    "KY_TODAY": TODAY.isoformat(), "KY_CASE_DETAILS": "0"}), court=ALABAMA)
+    endpoints = [row.endpoint for row in report.rows]
+    assert report.why.startswith(ALABAMA.name) and "publications" in endpoints and "document_search" not in endpoints
+    assert report.ok, report.table()

@@ -2,7 +2,7 @@
 
 Guarantees:
 - `court_client(cfg, clock)` is the one way a stage gets a client of the court COURT_SYSTEM names
-  (c27): the client class of the court's family (CLIENTS), made for that court. The stages ask it
+  (c27), or of the `court` given: the client class of the court's family (CLIENTS), made for it. The stages ask it
   and the court it holds (`client.court`); none names a family.
 - `TRPortalClient` is c30's client (pacing, retries with Retry-After, the breaker, one request at
   a time) speaking TR Portal (c26): every JSON request carries `Accept: application/json` (and the
@@ -197,7 +197,7 @@ CLIENTS: dict[str, type] = {"ctrack": CourtClient, "trportal": TRPortalClient}
 
 
 def court_client(cfg: Config, clock: RunClock, session: requests.Session | None = None, *,
-                 rng: random.Random | None = None) -> CourtClient:
-    """A client of the configured court system's court (see the module docstring)."""
-    court = court_of_config(cfg)
+                 rng: random.Random | None = None, court=None) -> CourtClient:
+    """A client of the configured court system's court, or of `court` (see the module docstring)."""
+    court = court if court is not None else court_of_config(cfg)
     return CLIENTS[court.family](cfg, clock, session, rng=rng, court=court)

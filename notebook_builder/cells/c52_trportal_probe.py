@@ -68,11 +68,12 @@ def _secured_entries(court, rows: list) -> set[str]:
     return secured
 
 
-def probe_trportal(cfg: Config, *, session: requests.Session | None = None, report=None, row_type=None):
-    """The probe of the configured TR Portal court (see the module docstring); `report` and `row_type`
-    are c55's ProbeReport and ProbeRow."""
+def probe_trportal(cfg: Config, *, session: requests.Session | None = None, court=None, report=None,
+                   row_type=None):
+    """The probe of the configured TR Portal court, or of `court` (see the module docstring);
+    `report` and `row_type` are c55's ProbeReport and ProbeRow."""
     # One try a request: the probe's budget counts what the court is asked, and a retry is a request.
-    client: TRPortalClient = court_client(cfg.replace(SEARCH_ATTEMPTS=1), RunClock(3600.0), session)
+    client: TRPortalClient = court_client(cfg.replace(SEARCH_ATTEMPTS=1), RunClock(3600.0), session, court=court)
     court = client.court
 
     def answer(row, call: Callable[[], Any]) -> Any:

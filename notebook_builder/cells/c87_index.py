@@ -159,12 +159,6 @@ class IndexResult:
 # ------------------------------------------------------------- decisions
 
 
-def court_code_of(case_number: str | None, court: str | None, words: SystemWords | None = None) -> str | None:
-    """The court's code (Kentucky's CA or SC by default), from the case number ("2019-CA-0012",
-    "2024 CA ADMIN - ...") or the court's name."""
-    return (words or system_words(DEFAULT_COURT_SYSTEM)).code_of(case_number, court)
-
-
 def year_of(case_number: str | None, filed_date: str | None, words: SystemWords | None = None) -> int | None:
     """The case number's year (c28 `year_of`), else the filed date's (a day in the system's zone)."""
     words = words or system_words(DEFAULT_COURT_SYSTEM)
