@@ -399,3 +399,13 @@ def test_the_probe_asks_the_court_it_is_given_not_the_configured_one():
     endpoints = [row.endpoint for row in report.rows]
     assert report.why.startswith(ALABAMA.name) and "publications" in endpoints and "document_search" not in endpoints
     assert report.ok, report.table()
+
+
+def test_the_download_path_a_tr_portal_court_answered_is_logged_as_its_own(tmp_path, caplog):
+    with SimTRPortal("wyoming", docs=20, seed=5, today=TODAY) as court:
+        with caplog.at_level("INFO", logger="kycourt.download"):
+            report = run_pipeline(load_config(environment(court, tmp_path, "wyoming", KY_CASE_DETAILS="0")),
+                                  handle_signals=False)
+    said = [record.getMessage() for record in caplog.records if record.getMessage().startswith("download path:")]
+    assert report.exit_status == 0 and len(said) == 1
+    assert "/docketentrydocuments/" in said[0] and "publicaccessdocuments" not in said[0], said

@@ -1,48 +1,36 @@
 """Index: the full-text search index of every extracted document's best text, kept level; the search itself.
 
 Guarantees:
-- `index(ctx)` first records each document's best text (c33_best_text: the
-  OCR merge of a scanned PDF, its text layer, or the court's own text where
-  both are empty or very poor), then brings the workspace's search index
-  (c18_search_index: `ky_search/` and its catalog `ky_search.sqlite`) level
-  with the state database, incrementally: a document newly extracted, or
-  whose best text or indexed fields changed, is indexed again from its text;
-  one no longer extracted leaves the index; the rest is not touched, so a
-  day's new documents cost in proportion to them. Writes are committed every
-  INDEX_COMMIT_DOCUMENTS documents and at the end (a stop between keeps what
-  was committed); readers only ever see a whole commit.
-- The index holds no copy of the texts: snippets are read from the
-  workspace's texts. A document whose text neither the workspace nor the
-  store holds is counted and left as it was for a later run, never a crash.
-- Fields: court (and its code: CA/SC in Kentucky, the court system's codes
-  elsewhere, c28_court_words), year, case number, case type, docket
-  entry type, description, publication status, judge, filed date, kind, which
-  text was indexed (`text_source`), from `documents` and, when other parts of
-  the project have added them, the `cases`, `docket_entries` and `derived`
-  tables (found by name and column at run time; null when absent).
-- The store holds the commit's own files (`ky_search/`: a name never holds
-  other bytes) and the catalog as page packs (`db/ky_search/`, c22), sealed
-  with the commit's meta.json: its manifest is the one commit point. When
-  the index changed or the store is not level with it, `push_search_index`
-  sends the files the store lacks, then the catalog's changed pages, then
-  removes what the commit no longer names and an earlier version's or
-  layout's copies. A push that fails leaves the store's earlier commit
-  whole. A fresh runtime takes the commit the catalog records, checked (c18
-  `install_search_index`), else an earlier `ky_search.tar`, and catches up;
-  with neither (or a file missing or damaged) the index is built from the
-  texts. A damaged index is moved aside and rebuilt; one of another version
-  (FTS5 included) is deleted and rebuilt: it is derived data.
-- `search_archive()` is the one search of the CLI, `serve`, the notebook and
-  the benchmark: the query read by c18_query_syntax (never an error; case
-  numbers in the archive's court system's forms), the filters (--court by
-  that system's codes), the sort and the page, each hit with a snippet of
-  its text and its title, the query's words [marked]; a page past the last
-  says so (`page_past_last`, in the JSON's `notes` too). `text_places()`
-  marks them in a whole text (the document page). A missing or unusable
-  index raises `IndexMissingError` (c18_search_index `open_search_index`).
-  Where the archive holds documents the court does not serve to the public
-  (they have no text to search), the result says how many and why
-  (`not_public`), and lists those of the case numbers searched.
+- `index(ctx)` records each document's best text (c33_best_text: the OCR merge of a scanned PDF,
+  its text layer, or the court's own text where both are empty or very poor), then brings the
+  workspace's index (c18_search_index: `ky_search/` and its catalog `ky_search.sqlite`) level with
+  the state database incrementally: a document newly extracted, or whose best text or indexed
+  fields changed, is indexed again from its text; one no longer extracted leaves; the rest is not
+  touched. Writes are committed every INDEX_COMMIT_DOCUMENTS documents and at the end (a stop
+  keeps what was committed); readers only ever see a whole commit.
+- The index holds no copy of the texts: snippets are read from the workspace's texts. A document
+  whose text neither the workspace nor the store holds is counted and left for a later run.
+- Fields: court and its code (the court system's, c28_court_words), year, case number, case type,
+  docket entry type, description, publication status, judge, filed date, kind, the text indexed
+  (`text_source`), from `documents` and, where present, `cases`, `docket_entries` and `derived`
+  (found by name and column at run time; null when absent).
+- The store holds the commit's own files (`ky_search/`: a name never holds other bytes) and the
+  catalog as page packs (`db/ky_search/`, c22) sealed with the commit's meta.json: the catalog's
+  manifest is the one commit point. When the index changed or the store is not level with it,
+  `push_search_index` sends the files the store lacks, then the catalog's changed pages, then
+  removes what the commit no longer names and an earlier version's or layout's copies; a push
+  that fails leaves the store's earlier commit whole. A fresh runtime takes the commit the catalog
+  records, checked (c18 `install_search_index`), else an earlier `ky_search.tar`, and catches up;
+  with neither (or a file missing or damaged) the index is built from the texts. A damaged index
+  is moved aside and rebuilt, one of another version (FTS5 included) deleted and rebuilt.
+- `search_archive()` is the one search of the CLI, `serve`, the notebook and the benchmark: the
+  query read by c18_query_syntax (never an error; case numbers in the court system's forms), the
+  filters (--court by its codes), the sort and the page, each hit with a snippet of its text and
+  its title, the query's words [marked]; a page past the last says so (`page_past_last`, in the
+  JSON's `notes` too). `text_places()` marks them in a whole text (the document page). A missing
+  or unusable index raises `IndexMissingError` (c18 `open_search_index`). Where the archive holds
+  documents the court does not serve to the public (no text to search), the result says how many
+  and why (`not_public`), and lists those of the case numbers searched.
 
 Knobs read: COURT_SYSTEM (index: its codes, years, days), WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store
 through the context).
