@@ -30,7 +30,8 @@ Guarantees:
   JSON's `notes` too). `text_places()` marks them in a whole text (the document page). A missing
   or unusable index raises `IndexMissingError` (c18 `open_search_index`). Where the archive holds
   documents the court does not serve to the public (no text to search), the result says how many
-  and why (`not_public`), and lists those of the case numbers searched.
+  and why (`NotPublic`: counted once per state database read, as serve's copy), and lists those of
+  the case numbers searched.
 
 Knobs read: COURT_SYSTEM (index: its codes, years, days), WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store
 through the context).
@@ -501,7 +502,8 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
                    year: int | None = None, kind: str | None = None, publication_status: str | None = None,
                    after: str | None = None, before: str | None = None, sort: str = "relevance", page: int = 1,
                    limit: int = 20, notes: Iterable[str] = (), search: SearchIndex | None = None,
-                   store: Any = None, system: str | None = None) -> SearchResult:
+                   store: Any = None, system: str | None = None,
+                   not_public: NotPublic | None = None) -> SearchResult:
     """Page `page` of `limit` hits of `query` (whatever was typed; empty: every document under the
     filters, newest first) filtered by court (code or part of the name), the case number's year,
     kind (type), publication status and filed day (`after`/`before`, inclusive), sorted by
@@ -510,7 +512,8 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
     from the workspace's texts; with a `store`, a hit's text the workspace lacks (a fresh runtime)
     is fetched from it first (a text found nowhere: no snippet). `notes` are added to the
     result's own (what was read differently from how it was typed). Case numbers and --court are
-    read in the forms of `system` (None: the archive's court system)."""
+    read in the forms of `system` (None: the archive's court system). `not_public`: the documents
+    not public, counted once for the state database read (None: the workspace's, counted now)."""
     if limit < 1 or limit > SEARCH_LIMIT_MAX:
         raise SearchQueryError(f"limit is 1 to {SEARCH_LIMIT_MAX}, not {limit}")
     if page < 1:
@@ -537,26 +540,39 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
         _add_snippets(Path(workspace), hits, parsed, fetch_from_store(workspace, store))
     return SearchResult(query=query or "", read_as=parsed.read_as, notes=list(notes) + list(parsed.notes),
                         total=found.total, page=page, limit=limit, sort=sort, filters=filters.active(), hits=hits,
-                        not_public=_not_public(Path(workspace), parsed, words))
+                        not_public=(not_public or NotPublic(Path(workspace) / DB_FILENAME, words)).of(parsed))
 
 
-def _not_public(workspace: Path, query: SearchQuery, words: SystemWords) -> dict[str, Any] | None:
-    """The archive's documents not public at the court (count, reasons, and those of the query's case
-    numbers); None when it holds none, or no database to ask."""
-    path = workspace / DB_FILENAME
-    if not words.access_states or not is_sqlite_file(path):
-        return None
-    db = Database.open_readonly(path)
-    try:
-        counts = WorkQueues(db).not_public_counts()
-        if not counts["not_public"]:
+class NotPublic:
+    """The archive's documents not public at the court, as one state database holds them: how many and
+    why, counted once (`counts`; None when it holds none, its court has no access states, or there is
+    no database), and per search those of the query's case numbers (`of`)."""
+
+    def __init__(self, database: Path, words: SystemWords):
+        self.database = Path(database)
+        self.counts: dict[str, Any] | None = None
+        if words.access_states and is_sqlite_file(self.database):
+            db = Database.open_readonly(self.database)
+            try:
+                counts = WorkQueues(db).not_public_counts()
+            finally:
+                db.close()
+            self.counts = counts if counts["not_public"] else None
+
+    def of(self, query: SearchQuery) -> dict[str, Any] | None:
+        """The counts and the documents of the case numbers `query` requires (None: the archive has none)."""
+        if self.counts is None:
             return None
         numbers = [node.case_number for node in query.required if isinstance(node, CaseNumber)]
-        documents = [{**row, "reason": not_public_reason(row["access_state"])}
-                     for row in WorkQueues(db).not_public_documents(numbers)] if numbers else []
-    finally:
-        db.close()
-    return {**counts, "documents": documents}
+        documents = []
+        if numbers:
+            db = Database.open_readonly(self.database)
+            try:
+                documents = [{**row, "reason": not_public_reason(row["access_state"])}
+                             for row in WorkQueues(db).not_public_documents(numbers)]
+            finally:
+                db.close()
+        return {**self.counts, "documents": documents}
 
 
 class UnmatchedFilter(SearchQueryError):

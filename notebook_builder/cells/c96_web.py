@@ -58,7 +58,7 @@ from .c18_search_index import (SEARCH_KINDS, SEARCH_SORTS, SearchFilters, Search
                                open_search_index)
 from .c33_best_text import best_text_sources
 from .c28_court_words import ARCHIVE_TITLES, SystemWords, system_words
-from .c87_index import SearchResult, page_past_last, query_marks, search_archive, snippet_html, text_places
+from .c87_index import NotPublic, SearchResult, page_past_last, query_marks, search_archive, snippet_html, text_places
 from .c89_feed import changes_page, feed_answer, withdrawn_note
 
 WEB_FACETS = (("court_code", "court"), ("year", "case year"), ("kinds", "kind"),
@@ -98,6 +98,7 @@ class ServedArchive:
     min_quality: float = 0.5      # MIN_TEXT_QUALITY: which of a document's texts is its best (c33)
     system: str = DEFAULT_COURT_SYSTEM
     _search: SearchIndex | None = field(default=None, repr=False)
+    _not_public: NotPublic | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -110,6 +111,13 @@ class ServedArchive:
             if self._search is None:
                 self._search = open_search_index(self.folder)
             return self._search
+
+    def not_public(self) -> NotPublic:
+        """The documents not public at the court, counted once from the served copy of the state."""
+        with self._lock:
+            if self._not_public is None:
+                self._not_public = NotPublic(self.folder / DB_FILENAME, self.words)
+            return self._not_public
 
 
 @dataclass
@@ -211,7 +219,7 @@ class WebSearch:
                               kind=self.kind or None, publication_status=self.publication_status or None,
                               after=self.after or None, before=self.before or None, sort=self.sort,
                               page=self.page, limit=self.limit, notes=self.notes, search=site.search_index(),
-                              store=site.store, system=site.system)
+                              store=site.store, system=site.system, not_public=site.not_public())
 
 
 # ----------------------------------------------------------------- pages
