@@ -157,28 +157,28 @@ class ChangeLog(Tables):
              names: tuple[str, ...] = CHANGE_FIELDS) -> list[dict[str, Any]]:
         """The log's records, oldest first (`names` of each): those seen on or after `since` (a
         day YYYY-MM-DD of the court system, or an instant), or of one `run`."""
-        where, params = [], []
+        where, params, zone = [], [], self.time_zone
         if since:
             where.append("c.seen_at >= ?")
-            params.append(seen_since(since, self.time_zone))
+            params.append(seen_since(since, zone))
         if run:
             where.append("c.run = ?")
             params.append(run)
         sql = _ROWS_SQL + (f"WHERE {' AND '.join(where)} " if where else "") + "ORDER BY c.change_id"
-        return [change_record(row, names, time_zone=self.time_zone) for row in self.conn.execute(sql, params)]
+        return [change_record(row, names, time_zone=zone) for row in self.conn.execute(sql, params)]
 
     def newest(self, limit: int, *, change: str | None = None, since: str | None = None) -> list[dict[str, Any]]:
         """The `limit` newest records, newest first (of one kind of change, seen on or after a
         day `since` of the court system, when given)."""
-        where, params = [], []
+        where, params, zone = [], [], self.time_zone
         if change:
             where.append("c.change = ?")
             params.append(change)
         if since:
             where.append("c.seen_at >= ?")
-            params.append(seen_since(since, self.time_zone))
+            params.append(seen_since(since, zone))
         sql = _ROWS_SQL + (f"WHERE {' AND '.join(where)} " if where else "") + "ORDER BY c.change_id DESC LIMIT ?"
-        return [change_record(row, time_zone=self.time_zone) for row in self.conn.execute(sql, (*params, limit))]
+        return [change_record(row, time_zone=zone) for row in self.conn.execute(sql, (*params, limit))]
 
     def runs(self) -> list[str]:
         """The runs that recorded a change, oldest first."""
