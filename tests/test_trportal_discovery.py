@@ -409,3 +409,36 @@ def test_the_download_path_a_tr_portal_court_answered_is_logged_as_its_own(tmp_p
     said = [record.getMessage() for record in caplog.records if record.getMessage().startswith("download path:")]
     assert report.exit_status == 0 and len(said) == 1
     assert "/docketentrydocuments/" in said[0] and "publicaccessdocuments" not in said[0], said
+
+
+def test_a_cases_list_asked_again_reads_its_entries_opinion_marks_in_one_query(tmp_path):
+    from support import open_test_context
+
+    from notebook_builder.cells.c49_trportal_walk import TRPortalDiscovery
+    with SimTRPortal("oregon", docs=60, seed=6, today=TODAY) as court:
+        assert run_pipeline(load_config(environment(court, tmp_path, "oregon", KY_PHASES="discover",
+                                                    KY_CASE_DETAILS="0"))).exit_status == 0
+        ctx = open_test_context(tmp_path / "again", COURT_SYSTEM="oregon", WORKSPACE=str(tmp_path / "ws"),
+                                STORE=str(tmp_path / "store"), API_BASE=court.base_url)
+        try:
+            walk = TRPortalDiscovery(ctx)
+            walk.directory = walk._court_directory()
+            conn = ctx.db.conn
+            case = dict(conn.execute(
+                "SELECT c.* FROM cases c JOIN docket_entries e USING (case_id) WHERE EXISTS (SELECT 1 FROM "
+                "documents d WHERE d.case_id = c.case_id AND d.opinion = 1) GROUP BY c.case_id "
+                "HAVING COUNT(*) > 3 ORDER BY COUNT(*) DESC LIMIT 1").fetchone())
+            case["case_uuid"] = case["court_path"].rsplit("/", 1)[-1]
+            marks = dict(conn.execute("SELECT document_id, opinion FROM documents WHERE case_id = ?",
+                                      (case["case_id"],)).fetchall())
+            asked = []
+            conn.set_trace_callback(lambda sql: asked.append(sql))
+            walk.walk_case(case, "access")
+            conn.set_trace_callback(None)
+            after = dict(conn.execute("SELECT document_id, opinion FROM documents WHERE case_id = ?",
+                                      (case["case_id"],)).fetchall())
+            walk.client.close()
+        finally:
+            ctx.close()
+    per_entry = [sql for sql in asked if "FROM documents WHERE docket_entry_id" in sql]
+    assert 1 in marks.values() and 0 in marks.values() and after == marks and per_entry == []

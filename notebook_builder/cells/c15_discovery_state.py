@@ -378,13 +378,12 @@ class DiscoveryState(Tables):
             self.conn.execute("UPDATE cases SET walked_at = ? WHERE case_id = ?", (utc_now(), case_id))
 
     def entries_of_case(self, case_id: str) -> list[sqlite3.Row]:
-        return self.conn.execute("SELECT * FROM docket_entries WHERE case_id = ?", (case_id,)).fetchall()
-
-    def entry_opinion(self, entry_id: str) -> int:
-        """1 when a document of the entry is marked an opinion (the court's mark, c12), else 0."""
-        row = self.conn.execute("SELECT MAX(COALESCE(opinion, 0)) FROM documents WHERE docket_entry_id = ?",
-                                (entry_id,)).fetchone()
-        return int(row[0] or 0)
+        """The case's docket entries, each with `opinion`: 1 when a document of it is marked an opinion
+        (the court's mark, c12), else 0; one query."""
+        return self.conn.execute(
+            "SELECT e.*, COALESCE((SELECT MAX(COALESCE(d.opinion, 0)) FROM documents d "
+            "WHERE d.docket_entry_id = e.docket_entry_id), 0) AS opinion "
+            "FROM docket_entries e WHERE e.case_id = ?", (case_id,)).fetchall()
 
     def entries_to_ask_again(self, sweep: int, limit: int = -1, after: str = "", *,
                              oldest_first: bool = False) -> list[sqlite3.Row]:

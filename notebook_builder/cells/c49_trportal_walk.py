@@ -347,8 +347,7 @@ class TRPortalDiscovery:
         kind 'access': its access list alone, its entries as the table holds them."""
         label = f"case {case['case_number']}"
         if kind == "access":
-            entries = [dict(row, opinion=self.state.entry_opinion(row["docket_entry_id"]))
-                       for row in self.state.entries_of_case(case["case_id"])]
+            entries = [dict(row) for row in self.state.entries_of_case(case["case_id"])]
         else:
             try:
                 raw_entries = [row for page in self.client.pages(case["court_path"] + "/docketentries",
