@@ -15,10 +15,10 @@ Guarantees:
   access state (c26 `document_state`: a secured entry's is never public), the court's opinion
   mark, its download path. A document not public (PURCHASABLE, IN_CART, UNAVAILABLE, secured) is
   kept with its state and never queued (c15 `record_access`); the feed says nothing of access
-  but the secured mark, so its rows never clear a state. A
-  case whose docket entries or document list the court refuses (a permanent status, a 400 on the
-  first page, a list past the results window) is kept seen, not walked (its documents unknown,
-  asked again next sweep), counted in the answers' problems; the run goes on.
+  but the secured mark, so its rows never clear a state. A case whose docket entries or document
+  list the court refuses (a permanent status, a 400 on the first page, a list past the results
+  window) is kept seen, not walked (its documents unknown, asked again next sweep), counted in the
+  answers' problems; the run goes on.
 - Opinions first: until every opinion the court shows is listed (`opinions_only()`: Nevada's
   once the feed is read; the others' once the first sweep has walked every case, since their
   opinions are docket entries too) the crawl downloads opinions alone.
