@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("KY_PROGRESS", "0")
 
-from bench.search import build_corpus  # noqa: E402
+from bench.search import CORPUS_ROWS, build_corpus, write_state  # noqa: E402
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
 from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME  # noqa: E402
 from notebook_builder.cells.c18_search_index import (commit_file_names, copy_search_index,  # noqa: E402
@@ -63,6 +63,7 @@ class CountingStore(LocalStore):
 def make_corpus(workspace: Path, docs: int, more: int) -> None:
     """`docs + more` documents of bench/search.py's corpus, the newest `more` not extracted yet."""
     build_corpus(workspace, docs + more)
+    write_state(REPO, workspace, workspace / CORPUS_ROWS)
     with sqlite3.connect(workspace / DB_FILENAME) as conn:
         conn.execute("UPDATE documents SET status = 'downloaded' WHERE rowid > ?", (docs,))
 
