@@ -9,7 +9,7 @@
    pushed. Printed for the second push: the bytes sent against the whole index (the commit's files
    and its catalog), before (main's code: `ky_search.tar`, the commit's files and a copy of the
    catalog in one tar, and the catalog alone as `ky_search.sqlite`, both sent whole) and after (the
-   commit's files the store lacks, meta.json, the catalog's changed pages as page packs); the files
+   commit's files the store lacks, then the catalog's changed pages as page packs, sealed); the files
    sent and removed, the catalog's pages changed.
 2. Drive, on the simulated Drive (`--latency` seconds an answer, `--rate` writes a second, the
    Drive store's own pacing): `--drive-docs` documents and 1% more, the index's two states pushed in
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("KY_PROGRESS", "0")
 
-from bench.search import build_corpus  # noqa: E402
+from bench.search import CORPUS_ROWS, build_corpus, write_state  # noqa: E402
 from notebook_builder.cells.c00_config import load_config  # noqa: E402
 from notebook_builder.cells.c06_layout import DB_FILENAME, SEARCH_DB_FILENAME, SEARCH_INDEX_DIRNAME  # noqa: E402
 from notebook_builder.cells.c18_search_index import (commit_file_names, copy_search_index,  # noqa: E402
@@ -63,6 +63,7 @@ class CountingStore(LocalStore):
 def make_corpus(workspace: Path, docs: int, more: int) -> None:
     """`docs + more` documents of bench/search.py's corpus, the newest `more` not extracted yet."""
     build_corpus(workspace, docs + more)
+    write_state(REPO, workspace, workspace / CORPUS_ROWS)
     with sqlite3.connect(workspace / DB_FILENAME) as conn:
         conn.execute("UPDATE documents SET status = 'downloaded' WHERE rowid > ?", (docs,))
 
@@ -132,7 +133,7 @@ def bytes_round(root: Path, docs: int, more: int) -> Path:
           f"{catalog / 1e6:.1f} MB)")
     print(f"  before (main: ky_search.tar + ky_search.sqlite, whole): {before / 1e6:.2f} MB sent = "
           f"{before / whole:.2f} of the index")
-    print(f"  after (the files the store lacks, meta.json, the catalog's changed pages): {after / 1e6:.2f} MB "
+    print(f"  after (the files the store lacks, the catalog's changed pages): {after / 1e6:.2f} MB "
           f"sent = {after / whole:.4f} of the index, {after / before:.4f} of before ({before / max(after, 1):.0f}x less)")
     print(f"    {len(segment_files)} index files ({sum(store.sent[name] for name in segment_files) / 1e6:.2f} MB: "
           f"{', '.join(sorted(Path(name).suffix or name for name in segment_files))}), "

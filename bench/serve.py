@@ -29,7 +29,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import search as search_bench  # noqa: E402  (bench/search.py: the corpus and its queries)
@@ -72,6 +73,7 @@ def main() -> int:
         workspace.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         search_bench.build_corpus(workspace, args.docs)
+        search_bench.write_state(REPO, workspace, workspace / search_bench.CORPUS_ROWS)
         print(f"corpus: {args.docs} documents made in {time.monotonic() - started:.0f} s")
     cfg = load_config({"KY_WORKSPACE": str(workspace), "KY_STORE": str(root / "store"), "KY_PROGRESS": "0"})
     if not SearchIndex.exists(workspace):

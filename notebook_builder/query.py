@@ -58,7 +58,7 @@ from notebook_builder.cells.c12_queues import not_public_reason
 from notebook_builder.cells.c20_store import sha256_file
 from notebook_builder.cells.c28_court_words import words_of_config
 from notebook_builder.cells.c33_best_text import best_text_sources, empty_text_reason, fetch_from_store, read_text
-from notebook_builder.cells.c87_index import EXPORT_FIELDS, court_code_of, year_of
+from notebook_builder.cells.c87_index import EXPORT_FIELDS, year_of
 
 log_query = logging.getLogger("kycourt.query")
 
@@ -238,7 +238,7 @@ def export_records(cfg: Config, *, store: Any = None, counts: dict[str, int] | N
                 if name in row.keys():
                     record[name] = row[name]
             record["case_title"] = None if row["case_title"] is None else " ".join(row["case_title"].split())
-            record["court_code"] = court_code_of(row["case_number"], row["court"], words)
+            record["court_code"] = words.code_of(row["case_number"], row["court"])
             record["year"] = year_of(row["case_number"], row["filed_date"], words)
             record["filed_date"] = court_day(row["filed_date"], words.time_zone)
             record["not_public_reason"] = not_public_reason(record["access_state"])

@@ -89,3 +89,14 @@ def test_a_documents_court_code_and_what_court_names_in_each_system():
     assert nevada.court_filter("appeals") == {"court_code": "COA"} and nevada.code_of("90082-COA", None) == "COA"
     assert nevada.text_numbers("No. 90509\nC/W No. 85175; 90082-COA; 2019 and 200.010") == [
         (4, 9, "90509"), (18, 23, "85175"), (25, 34, "90082-COA")]
+
+
+def test_a_case_numbers_year_is_read_without_building_its_form_again(monkeypatch):
+    from notebook_builder.cells.c28_court_words import CourtNumbers
+    words = system_words("alabama")
+    built = []
+    original = CourtNumbers.regex
+    monkeypatch.setattr(CourtNumbers, "regex", lambda self, **kwargs: built.append(self.code) or original(self, **kwargs))
+    years = [words.year_of(number) for number in ["SC-2024-0492", "CL-2025-0191", "CR-2023-0911"] * 50]
+    assert years[:3] == [2024, 2025, 2023] and set(years) == {2023, 2024, 2025}
+    assert len(built) <= len(words.numbers)          # each court's form built once at most

@@ -13,9 +13,10 @@ from notebook_builder.cells import c84_legal_text
 from notebook_builder.cells.c13_records import DownloadRecords
 from notebook_builder.cells.c14_derived import DerivedRecords
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
+from notebook_builder.cells.c83_legal_words import KENTUCKY_WORDS
 from notebook_builder.cells.c84_legal_text import (appellate_numbers, derive_fields, extract_citations,
                                                    normalize_case_number)
-from notebook_builder.cells.c86_derive import DERIVE_METHOD, DERIVE_VERSION, derive
+from notebook_builder.cells.c86_derive import DERIVE_VERSION, derive
 
 CAPTURED = Path(__file__).resolve().parent.parent / "bench" / "data" / "ky_captured_opinions.json"
 
@@ -208,7 +209,7 @@ def test_derive_stage_fills_rows_resolves_citations_and_is_idempotent(tmp_path):
     result = derive(ctx)
     assert (result.derived, result.with_text, result.texts_missing) == (3, 2, 0)   # CITED's text from the store
     row = DerivedRecords(ctx.db).derived("CITING")
-    assert (row["method"], row["version"]) == (DERIVE_METHOD, DERIVE_VERSION)
+    assert (row["method"], row["version"]) == (KENTUCKY_WORDS.method, DERIVE_VERSION)
     assert (row["judge"], row["kind"]) == ("LAMBERT", "opinion")
     assert json.loads(row["lower_court_numbers"]) == ["2021-CA-0077", "2021-CA-0111", "2021-CA-0112"]
     assert row["text_sha256"] == hashlib.sha256("\f".join(citing["pages"]).encode()).hexdigest()

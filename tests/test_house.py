@@ -12,6 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "notebook_builder"
 MAX_MODULE_LINES = 1200
 MAX_CLASS_LINES = 450
+MAX_DOCSTRING_LINES = 40     # a module's contract, said as it is now
 # The stages a run calls in turn (the feeds too, the end of an update). c75_schedule (the crawl) and c95_run
 # call stages; nothing else does.
 STAGES = {"c40_restore", "c50_discover", "c55_probe", "c60_backfill", "c70_download", "c80_extract", "c85_ocr",
@@ -57,6 +58,15 @@ def test_no_room_and_no_class_is_too_big_to_live_in():
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
                 too_big.append(f"{path.relative_to(REPO)}:{node.name}: {node.end_lineno - node.lineno + 1} lines")
     assert too_big == []
+
+
+def test_every_module_says_its_contract_in_forty_lines_at_most():
+    long = []
+    for path in package_modules():
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False) or ""
+        if len(docstring.splitlines()) > MAX_DOCSTRING_LINES:
+            long.append(f"{path.relative_to(REPO)}: {len(docstring.splitlines())} lines")
+    assert long == []
 
 
 def test_stages_meet_only_in_the_database_and_the_store():

@@ -23,9 +23,9 @@ from notebook_builder.cells.c18_search_index import (IndexMissingError, SearchIn
 from notebook_builder.cells.c20_store import LocalStore
 from notebook_builder.cells.c28_court_words import system_words
 from notebook_builder.cells.c35_context import open_context
-from notebook_builder.cells.c87_index import (UnmatchedFilter, court_code_of, index, make_snippet, plan_index,
-                                              push_search_index, query_marks, restore_search_index, search_archive,
-                                              snippet_html, text_places, year_of)
+from notebook_builder.cells.c87_index import (UnmatchedFilter, catalog_packs, index, make_snippet,
+                                              plan_index, push_search_index, query_marks, restore_search_index,
+                                              search_archive, snippet_html, text_places, year_of)
 from notebook_builder.cells.c90_verify import format_verify_report, verify
 from notebook_builder.cli import main
 from notebook_builder.simdrive import SimDrive
@@ -52,10 +52,11 @@ def archive(tmp_path):
 
 
 def test_court_and_year_come_from_the_case_number_then_the_court_name_and_date():
-    assert court_code_of("2019-CA-0012", None) == "CA"
-    assert court_code_of("2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002", None) == "CA"
-    assert court_code_of(None, "Kentucky Supreme Court") == "SC"
-    assert court_code_of("ADMIN 7", "somewhere") is None
+    kentucky = system_words("kentucky")
+    assert kentucky.code_of("2019-CA-0012", None) == "CA"
+    assert kentucky.code_of("2024 CA ADMIN - NON-CONFIDENTIAL OPINION - 002", None) == "CA"
+    assert kentucky.code_of(None, "Kentucky Supreme Court") == "SC"
+    assert kentucky.code_of("ADMIN 7", "somewhere") is None
     assert year_of("2019-CA-0012", "2020-01-01") == 2019
     assert year_of("ADMIN", "2020-01-01T00:00:00") == 2020
     assert year_of(None, None) is None
@@ -395,8 +396,8 @@ def store_index_files(cfg) -> set[str]:
 
 
 def commit_files(cfg) -> set[str]:
-    """The files of the workspace index's latest commit, meta.json included."""
-    return set(commit_file_names((Path(cfg.WORKSPACE) / SEARCH_INDEX_DIRNAME / "meta.json").read_text())) | {"meta.json"}
+    """The files of the workspace index's latest commit (its meta.json is in the store's catalog)."""
+    return set(commit_file_names((Path(cfg.WORKSPACE) / SEARCH_INDEX_DIRNAME / "meta.json").read_text()))
 
 
 def fresh_runtime(tmp_path, cfg, name: str = "fresh"):
@@ -411,7 +412,7 @@ def fresh_runtime(tmp_path, cfg, name: str = "fresh"):
 QUERIES = ("suppression", '"search warrant"', "commonwealth", "suspended OR rehearing", "2019-CA-0012")
 
 
-def test_an_update_sends_the_new_segments_files_meta_json_and_the_catalogs_changed_pages(tmp_path):
+def test_an_update_sends_the_new_segments_files_and_the_catalogs_changed_pages(tmp_path):
     cfg = build_archive(tmp_path, extracted=3)
     first, _ = index_counting(cfg)
     assert first.pushed and store_index_files(cfg) == commit_files(cfg)
@@ -427,7 +428,7 @@ def test_an_update_sends_the_new_segments_files_meta_json_and_the_catalogs_chang
     new = store_index_files(cfg) - held
     assert len(new) == 6 and len({name.split(".")[0] for name in new}) == 1      # one new segment
     index_sent = {name.split("/", 1)[1] for name in store.uploads if name.startswith(f"{SEARCH_INDEX_DIRNAME}/")}
-    assert index_sent == new | {"meta.json"}                                    # nothing held is sent again
+    assert index_sent == new                                                    # nothing held is sent again
     packs = [name for name in store.uploads if not name.startswith(f"{SEARCH_INDEX_DIRNAME}/")]
     assert packs and all(name.startswith("db/ky_search/") and name.endswith(".pack") for name in packs)
     assert max(store.uploads.values()) == 1 and update.push_files == len(index_sent)
@@ -449,7 +450,7 @@ def test_a_merge_removes_the_merged_away_segments_files_from_the_store(archive):
         search.finish()
     finally:
         search.close()
-    assert not first - {"meta.json"} <= commit_files(archive)                    # merged away locally
+    assert not first <= commit_files(archive)                                   # merged away locally
     stray = Path(archive.STORE) / "db" / "ky_search" / f"00000099-{'0' * 64}.pack"   # a killed push's
     stray.write_bytes(b"KYPAGES1")
     ctx = open_context(archive)
@@ -462,7 +463,7 @@ def test_a_merge_removes_the_merged_away_segments_files_from_the_store(archive):
 
 def test_a_fresh_runtime_restores_the_index_from_the_store_and_finds_the_same(tmp_path, archive):
     run_index(archive)
-    assert (Path(archive.STORE) / SEARCH_INDEX_DIRNAME / "meta.json").is_file()
+    assert not (Path(archive.STORE) / SEARCH_INDEX_DIRNAME / "meta.json").exists()     # the catalog holds it
     fresh = fresh_runtime(tmp_path, archive)
     restored, store = index_counting(fresh)
     assert restored.restored_from_store and restored.indexed == 0 and restored.total == len(DOCUMENTS)
@@ -513,7 +514,7 @@ def test_a_damaged_or_missing_file_in_the_store_means_a_rebuild_never_a_wrong_an
     assert run_index(fresh_runtime(tmp_path, fresh, "again")).restored_from_store
 
 
-def test_on_drive_meta_json_is_updated_in_place_and_superseded_files_are_deleted_not_trashed(tmp_path):
+def test_on_drive_superseded_files_are_deleted_not_trashed(tmp_path):
     with SimDrive() as sim:
         local = build_archive(tmp_path)
         drive = {"KY_STORE": "drive", "KY_DRIVE_API": sim.api_root, "KY_DRIVE_WRITES": "400"}
@@ -521,7 +522,6 @@ def test_on_drive_meta_json_is_updated_in_place_and_superseded_files_are_deleted
         assert run_index(cfg).pushed
         folder = f"ky_court/{SEARCH_INDEX_DIRNAME}"
         first = {item["title"] for item in sim.files_in(folder)}
-        meta = sim.file_by_name(f"{folder}/meta.json")
         assert first == commit_files(cfg)
         search = SearchIndex.open(cfg.WORKSPACE)
         try:
@@ -536,7 +536,6 @@ def test_on_drive_meta_json_is_updated_in_place_and_superseded_files_are_deleted
         assert again.removed == 8 and again.pushed
         titles = [item["title"] for item in sim.files_in(folder)]
         assert sorted(titles) == sorted(commit_files(cfg))                  # each held once
-        assert sim.file_by_name(f"{folder}/meta.json")["id"] == meta["id"]  # the same file, updated
         gone = first - set(titles)
         assert gone and not any(sim.file_by_name(f"{folder}/{title}", include_trashed=True) for title in gone)
         fresh = make_config(tmp_path / "fresh", **drive)
@@ -548,40 +547,67 @@ def test_on_drive_meta_json_is_updated_in_place_and_superseded_files_are_deleted
             assert found(fresh, query) == found(local, query), query
 
 
-class RefusesTheCommitPoint(LocalStore):
-    """A store that refuses, once, to take the index's meta.json."""
+class RefusesOnce(LocalStore):
+    """A store that refuses, once, the first upload whose name starts with `refused_prefix`."""
 
+    refused_prefix = ""
     refused = False
 
     def upload_file(self, name, local_path):
-        if name == f"{SEARCH_INDEX_DIRNAME}/meta.json" and not RefusesTheCommitPoint.refused:
-            RefusesTheCommitPoint.refused = True
+        if name.startswith(RefusesOnce.refused_prefix) and not RefusesOnce.refused:
+            RefusesOnce.refused = True
             raise StoreError("refused for the test")
         super().upload_file(name, local_path)
 
 
-def test_a_refused_push_leaves_the_stores_commit_and_the_next_session_sends_it(tmp_path, archive):
+@pytest.mark.parametrize("refused", [f"{SEARCH_INDEX_DIRNAME}/", "db/ky_search/"])
+def test_a_refused_push_leaves_the_stores_commit_whole_and_the_next_session_sends_it(tmp_path, archive, monkeypatch,
+                                                                                     refused):
+    """A push that fails before its segment files are all sent, or between them and the catalog (the
+    commit point): a fresh runtime restores the earlier commit whole, never a rebuild."""
     run_index(archive)
-    meta = (Path(archive.STORE) / SEARCH_INDEX_DIRNAME / "meta.json").read_bytes()
+    monkeypatch.setattr(RefusesOnce, "refused_prefix", refused)
+    monkeypatch.setattr(RefusesOnce, "refused", False)
     db = Database.open(Path(archive.WORKSPACE) / DB_FILENAME)
     try:
         add_text(archive, db, LocalStore(archive.STORE), 1, "A later text about reconsideration.", revision=1)
     finally:
         db.close()
-    refused, _ = index_counting(archive, RefusesTheCommitPoint)
-    assert refused.indexed == 1 and not refused.pushed
-    assert (Path(archive.STORE) / SEARCH_INDEX_DIRNAME / "meta.json").read_bytes() == meta
+    refused_push, _ = index_counting(archive, RefusesOnce)
+    assert RefusesOnce.refused and refused_push.indexed == 1 and not refused_push.pushed
     earlier = fresh_runtime(tmp_path, archive)
-    ctx = open_context(earlier)
-    try:
-        assert restore_search_index(ctx)                 # the earlier commit, whole
-    finally:
-        ctx.close()
-    assert found(earlier, "reconsideration") == []
+    restored = run_index(earlier)
+    assert restored.restored_from_store and not restored.rebuilt          # the earlier commit, whole
+    assert restored.indexed == 1                                          # then caught up from its texts
     later = run_index(archive)                          # nothing changed since, but the store is behind
     assert later.indexed == 0 and later.pushed and store_index_files(archive) == commit_files(archive)
     again = fresh_runtime(tmp_path, archive, "again")
-    assert run_index(again).restored_from_store and found(again, "reconsideration") == [document_id(1)]
+    found_again = run_index(again)
+    assert found_again.restored_from_store and found_again.indexed == 0
+    assert found(again, "reconsideration") == [document_id(1)]
+
+
+def test_a_store_of_the_earlier_layout_restores_by_its_meta_json_then_is_sealed(tmp_path, archive):
+    """A store sent before the catalog recorded its commit: its catalog with `ky_search/meta.json`
+    restores (no rebuild), and the next push seals the catalog and removes that meta.json."""
+    run_index(archive)
+    store, workspace = Path(archive.STORE), Path(archive.WORKSPACE)
+    shutil.rmtree(store / "db" / "ky_search")
+    ctx = open_context(archive)
+    try:
+        catalog_packs(ctx).table_path.unlink()
+        catalog_packs(ctx).push(workspace / SEARCH_DB_FILENAME)           # the catalog as it was sent, unsealed
+    finally:
+        ctx.close()
+    shutil.copy(workspace / SEARCH_INDEX_DIRNAME / "meta.json", store / SEARCH_INDEX_DIRNAME / "meta.json")
+    fresh = fresh_runtime(tmp_path, archive)
+    restored = run_index(fresh)
+    assert restored.restored_from_store and restored.indexed == 0 and not restored.rebuilt
+    assert restored.pushed and not (store / SEARCH_INDEX_DIRNAME / "meta.json").exists()
+    again = fresh_runtime(tmp_path, archive, "again")
+    assert run_index(again).restored_from_store
+    for query in QUERIES:
+        assert found(again, query) == found(archive, query), query
 
 
 def test_a_text_nobody_holds_is_counted_and_left_for_later(tmp_path):
@@ -679,7 +705,7 @@ def test_the_index_does_not_grow_the_state_snapshot(tmp_path, archive):
     run_index(archive)
     after = checkpoint(Path(archive.WORKSPACE) / DB_FILENAME, tmp_path / "after.sqlite")
     assert os.path.getsize(after["path"]) == os.path.getsize(before["path"])
-    assert (Path(archive.STORE) / SEARCH_INDEX_DIRNAME / "meta.json").is_file()
+    assert store_index_files(archive) == commit_files(archive)
     assert list((Path(archive.STORE) / "db" / "ky_search").glob("*.pack"))
 
 

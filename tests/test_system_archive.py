@@ -8,6 +8,7 @@ import pytest
 from support import add_extracted_document, open_test_context
 
 from notebook_builder import cli
+from notebook_builder.cells.c10_database import Database
 from notebook_builder.cells.c15_discovery_state import DiscoveryState
 from notebook_builder.cells.c18_query_syntax import parse_query
 from notebook_builder.cells.c18_search_index import SearchFilters
@@ -177,3 +178,29 @@ def test_the_coverage_chart_is_titled_with_the_systems_archive_and_courts(nevada
     assert figure._suptitle.get_text().startswith("Nevada appellate court documents: 5 discovered")
     assert [axes.get_title(loc="left") for axes in figure.axes] == [
         "Nevada Supreme Court (SC): 3 documents", "Nevada Court of Appeals (COA): 2 documents"]
+
+
+def test_serve_counts_the_documents_not_public_once_and_from_its_own_copy(nevada, tmp_path, monkeypatch):
+    import shutil
+
+    from notebook_builder.cells.c12_queues import WorkQueues
+    from notebook_builder.cells.c96_web import ServedArchive, WebSearch
+    live, served = tmp_path / "live", tmp_path / "served"
+    shutil.copytree(nevada / "workspace", live)
+    shutil.copytree(nevada / "workspace", served)
+    db = Database.open(live / "ky_court.sqlite")
+    try:
+        DiscoveryState(db).upsert_discovered([{"document_id": "LATER", "case_number": "90509",
+                                               "description": "Filed after serve began"}])
+        db.conn.execute("UPDATE documents SET document_available = 0, access_state = 'unavailable' "
+                        "WHERE document_id = 'LATER'")
+    finally:
+        db.close()
+    counted = []
+    original = WorkQueues.not_public_counts
+    monkeypatch.setattr(WorkQueues, "not_public_counts", lambda self: counted.append(1) or original(self))
+    site = ServedArchive(workspace=live, folder=served, system="nevada")
+    results = [WebSearch.from_query_string(query).run(site) for query in ("q=custody", "q=90509", "q=burglary")]
+    assert [result.not_public["not_public"] for result in results] == [2, 2, 2]      # the copy serve reads
+    assert [row["document_id"] for row in results[1].not_public["documents"]] == ["SEALED"]
+    assert len(counted) == 1                                                       # once, not a search each

@@ -237,3 +237,58 @@ def test_the_directory_reads_the_courts_as_served_and_finds_florida_s_districts_
     assert directory.by_code("3D").court_id == "4" and directory.by_code("1D") is None
     assert directory.of_header(FLORIDA, {"courtID": 4}).code == "3D"
     assert CourtDirectory.from_json(directory.to_json()).by_guid("5A1C3E0B-7D51-4C7E-9D3B-1F0A2B6C1D03").code == "3D"
+
+
+def test_a_secured_entrys_document_is_not_public_even_when_the_access_list_says_viewable():
+    directory = CourtDirectory.configured(NEVADA)
+    case = case_row(NEVADA, directory, {"caseHeader": {"caseInstanceUUID": "7def2361-d88e-4df4-a4d2-d006b53cd8f3",
+                                                       "caseNumber": "90509", "courtID": 1}})
+    header = {"docketEntryUUID": "ab" * 4 + "-0000-4000-8000-000000000001", "docketEntryType": "Motion",
+              "documentCount": 1, "filedDate": "2024-06-01T15:00:00.000+00:00"}
+    raw = {"documentLinkUUID": "7a4902e2-0000-4000-8000-000000000009", "documentName": "Motion",
+           "docketEntryUUID": header["docketEntryUUID"], "userDocumentState": "b64d1d1e-f926-4c87-ab6b-df5c96d3b186"}
+    served = directory.by_code("SC")
+    public = docket_entry(NEVADA, {"docketEntryHeader": header}, case["case_id"])
+    secured = docket_entry(NEVADA, {"docketEntryHeader": {**header, "securedDocument": True}}, case["case_id"])
+    assert access_document(raw, public, case, served)["access_state"] is None
+    assert access_document(raw, secured, case, served)["access_state"] == "secured"
+
+
+@responses.activate
+def test_a_redirect_on_a_json_request_is_a_refusal_never_followed_to_the_wall():
+    from notebook_builder.cells.c00_config import PermanentFetchError
+    wall = "https://portal-wall.test/login"
+    responses.get(wall, json=paged([case(1, "x")], 1, 0, 500))      # what a followed redirect would read
+    responses.get(CASES, status=302, headers={"Location": wall})
+    case_path = BASE + "/courts/g/cms/cases/c"
+    responses.get(case_path, status=302, headers={"Location": wall})
+    client = make_client()
+    with pytest.raises(SearchRefused) as refused:
+        client.page("/courts/cms/cases", {}, 0, 500, "cases")
+    assert refused.value.http_status == 302
+    with pytest.raises(PermanentFetchError) as permanent:
+        client.get_object("/courts/g/cms/cases/c", "case")
+    assert permanent.value.http_status == 302
+    assert all(call.request.url.startswith(BASE) for call in responses.calls)      # the wall never asked
+    assert len(responses.calls) == 2                                              # and nothing retried
+
+
+@responses.activate
+def test_a_page_and_an_object_are_retried_by_the_kentucky_clients_one_loop(monkeypatch):
+    from notebook_builder.cells.c30_client import CourtClient
+    loops = []
+    original = CourtClient._retrying
+
+    def counting(self, label, attempt):
+        loops.append(label)
+        return original(self, label, attempt)
+    monkeypatch.setattr(CourtClient, "_retrying", counting)
+    responses.get(CASES, status=503)
+    responses.get(CASES, json=paged([case(1, "x")], 1, 0, 500))
+    responses.get(BASE + "/courts/g/cms/cases/c", status=502)
+    responses.get(BASE + "/courts/g/cms/cases/c", json={"caseHeader": {"caseNumber": "90509"}})
+    clock = RecordingClock()
+    client = make_client(clock=clock)
+    assert len(client.page("/courts/cms/cases", {}, 0, 500, "cases").results) == 1
+    assert client.get_object("/courts/g/cms/cases/c", "case")["caseHeader"]["caseNumber"] == "90509"
+    assert loops == ["cases page 0", "case"] and client.retries == 2 and len(clock.sleeps) == 2

@@ -239,3 +239,206 @@ def test_first_and_last_year_bound_the_case_search_and_the_feed_by_filed_date(tm
     assert len(walked) == sum(2023 <= day.year <= 2024 for day in filed.values())
     assert dates and min(dates) >= "2023-01-01"
     assert all(day <= "2025-01-01" for day in fed)     # instants in UTC: the last evening is the next day
+
+
+# ------------------------------------------------------- a case's lists refused
+
+
+@pytest.mark.parametrize("listed, refusal", [
+    ("docketentrydocumentsaccess", "403"), ("docketentrydocumentsaccess", "400"),
+    ("docketentrydocumentsaccess", "past"), ("docketentries", "past")])
+def test_a_case_whose_lists_the_court_refuses_is_recorded_and_the_crawl_goes_on(tmp_path, monkeypatch, listed, refusal):
+    """One case's document list (or entries) refused, every time: the case is kept with its documents unknown,
+    the rest of the court is archived, and a second run does the same instead of dying on it."""
+    from notebook_builder.cells.c30_client import SearchRefused
+    from notebook_builder.cells.c31_court_client import PastWindow, TRPortalClient
+    with SimTRPortal("wyoming", docs=40, seed=11, today=TODAY, record_requests=True) as court:
+        truth = court_truth = court.truth()
+        victim = next(t for t in truth if t.viewable).case_id.lower()
+        original = TRPortalClient.page
+
+        def refusing(self, path, params, number, size, label):
+            aimed = victim in path.lower() or str(params.get("caseHeader.caseInstanceUUID", "")).lower() == victim
+            if aimed and path.endswith(listed):
+                if refusal == "past":
+                    raise PastWindow(f"{label}: the court cut the page", 0)
+                raise SearchRefused(f"{label}: the court answered {refusal}", int(refusal))
+            return original(self, path, params, number, size, label)
+        monkeypatch.setattr(TRPortalClient, "page", refusing)
+        env = environment(court, tmp_path, "wyoming", KY_CASE_DETAILS="0")
+        reports = [run_pipeline(load_config(env), handle_signals=False) for _ in range(2)]
+        fetched = [item for endpoint, item in court.request_log if endpoint == "download"]
+    assert [report.exit_status for report in reports] == [0, 0], reports[-1].summary()
+    rows = documents(tmp_path)
+    lost = {t.document_id.lower() for t in truth if t.case_id.lower() == victim}
+    assert lost and {t.document_id.lower() for t in truth} - set(rows) == lost   # that case's documents alone unknown
+    assert all(rows[t.document_id.lower()]["sha256"] == t.sha256 for t in court_truth if t.viewable
+               and t.document_id.lower() not in lost)
+    assert sorted(fetched) == sorted(index for index, t in enumerate(truth)
+                                     if t.viewable and t.case_id.lower() != victim)
+    conn = sqlite3.connect(tmp_path / "ws" / "ky_court.sqlite")
+    kept = conn.execute("SELECT case_number FROM cases WHERE case_id = ?", (victim,)).fetchone()
+    conn.close()
+    assert kept is not None                                  # the case is recorded
+    assert reports[0].stages["discover"].shape_problems      # and the refusal counted
+
+
+# ------------------------------------------------- the feed has no access states
+
+
+def feed_row(document_id: str, access_state=None) -> dict:
+    return {"document_id": document_id, "case_number": "90509", "court": "Nevada Supreme Court",
+            "case_title": "A VS. B", "docket_entry_id": "e-1", "description": "Filed authored opinion.",
+            "filed_date": "2026-06-18T15:30:25.000+00:00", "case_id": "c-1", "document_name": "142pn045",
+            "entry_type": "Opinion/Dispositional", "entry_subtype": None, "mime_type": None,
+            "access_state": access_state, "opinion": 1,
+            "court_path": f"/courts/g/cms/case/c-1/docketentrydocuments/{document_id}",
+            "case_path": "/courts/g/cms/cases/c-1"}
+
+
+def test_a_feed_row_never_clears_a_state_the_access_list_gave_and_logs_no_change(tmp_path):
+    """The feed (and a publication) says nothing of access: a document the access list said is not
+    public stays so (never queued), and an update records no false 'added' or 'withdrawn' for it."""
+    from support import open_test_context
+
+    from notebook_builder.cells.c12_queues import WorkQueues
+    from notebook_builder.cells.c19_changes import ChangeLog, RunChanges
+    from notebook_builder.cells.c49_trportal_walk import TRPortalDiscovery
+    ctx = open_test_context(tmp_path, COURT_SYSTEM="nevada")
+    try:
+        walk = TRPortalDiscovery(ctx)
+        walk.changes = RunChanges(ctx.db, "run-1", "2026-10-01", walk.court.code_of)
+        walk._write_documents([{**feed_row("held"), "access_state": "purchasable"}, feed_row("public")])
+        walk.changes = RunChanges(ctx.db, "run-2", "2026-10-02", walk.court.code_of)
+        walk._write_feed([feed_row("held"), feed_row("public"), feed_row("sealed", "secured")])
+        rows = {row["document_id"]: row for row in ctx.db.conn.execute(
+            "SELECT document_id, access_state, document_available FROM documents")}
+        queued = {row["document_id"] for row in WorkQueues(ctx.db).download_queue(ctx.cfg, 100)}
+        counts = ChangeLog(ctx.db).counts("run-2")
+    finally:
+        walk.client.close()
+        ctx.close()
+    assert (rows["held"]["access_state"], rows["held"]["document_available"]) == ("purchasable", 0)
+    assert (rows["public"]["access_state"], rows["public"]["document_available"]) == (None, 1)
+    assert (rows["sealed"]["access_state"], rows["sealed"]["document_available"]) == ("secured", 0)
+    assert queued == {"public"}
+    assert counts == {"added": 0, "withdrawn": 0, "restored": 0, "changed": 0}     # "sealed" was never public
+
+
+# ------------------------------------------------------------- secured documents
+
+
+def test_a_secured_entrys_documents_are_never_public_whatever_the_access_list_says(tmp_path, monkeypatch):
+    """One rule, as FLP's nev.py has it: a document of an entry the court marks securedDocument is not
+    public, even when its access list says VIEWABLE; the feed, the walk and every update agree."""
+    monkeypatch.setattr(c49_trportal_walk, "DISCOVER_ASK_AGAIN_UPDATE_SHARE", 1.0)   # every list asked again
+    with SimTRPortal("nevada", docs=80, seed=1, today=TODAY, record_requests=True, secured_state="drawn") as court:
+        env = environment(court, tmp_path, "nevada", KY_CASE_DETAILS="0")
+        first = run_pipeline(load_config(env), handle_signals=False)
+        plan = court.advance(10, seed=3)
+        update = run_pipeline(load_config({**env, "KY_TODAY": plan["today"]}), handle_signals=False)
+        truth = court.truth(hashes=False)
+        fetched = {item for endpoint, item in court.request_log if endpoint == "download"}
+    assert first.exit_status == update.exit_status == 0, update.summary()
+    secured = {index for index, t in enumerate(truth) if t.secured}
+    assert any(truth[index].viewable for index in secured) and any(truth[index].opinion for index in secured)
+    assert not fetched & secured
+    rows = documents(tmp_path)
+    assert {rows[truth[index].document_id.lower()]["access_state"] for index in secured} == {"secured"}
+    conn = sqlite3.connect(tmp_path / "ws" / "ky_court.sqlite")
+    logged = {row[0] for row in conn.execute("SELECT document_id FROM changes")}
+    conn.close()
+    assert not logged & {truth[index].document_id.lower() for index in secured}
+
+
+def probe_download(court) -> int | None:
+    """The document the probe downloaded from `court` (None: none)."""
+    from notebook_builder.cells.c00_config import load_config as config
+    from notebook_builder.cells.c55_probe import probe
+    before = len(list(court.request_log))
+    probe(config({"KY_PACING": "0", "KY_COURT_SYSTEM": "nevada", "KY_API_BASE": court.base_url,
+                  "KY_TODAY": TODAY.isoformat(), "KY_CASE_DETAILS": "0"}))
+    return next((item for endpoint, item in list(court.request_log)[before:] if endpoint == "download"), None)
+
+
+def test_the_probe_downloads_no_document_of_a_secured_entry():
+    with SimTRPortal("nevada", docs=40, seed=2, today=TODAY, record_requests=True, secured_state="drawn") as court:
+        chosen = probe_download(court)
+        court.corpus.entry_secured[court.corpus.doc_entry[chosen]] = 1     # its entry secured, its state VIEWABLE
+        again = probe_download(court)
+        truth = court.truth(hashes=False)
+    assert truth[chosen].viewable and truth[chosen].secured
+    assert again != chosen and (again is None or (truth[again].viewable and not truth[again].secured))
+
+
+@pytest.mark.parametrize("fault", ["dropped", "unreachable", "stopped"])
+def test_a_probe_whose_download_fails_says_so_in_its_row_and_never_raises(monkeypatch, fault):
+    from notebook_builder.cells.c00_config import CourtUnreachable, StopRequested, TransientFetchError
+    from notebook_builder.cells.c31_court_client import TRPortalClient
+    from notebook_builder.cells.c55_probe import probe
+    raised = {"dropped": TransientFetchError("ConnectionError: Connection reset by peer"),
+              "unreachable": CourtUnreachable("the court at x gave no usable answer"),
+              "stopped": StopRequested("SIGTERM")}[fault]
+
+    def failing(self, document_id, **kwargs):
+        raise raised
+    monkeypatch.setattr(TRPortalClient, "download_response", failing)
+    with SimTRPortal("nevada", docs=40, seed=2, today=TODAY) as court:
+        report = probe(load_config({"KY_PACING": "0", "KY_COURT_SYSTEM": "nevada", "KY_API_BASE": court.base_url,
+                                    "KY_TODAY": TODAY.isoformat(), "KY_CASE_DETAILS": "0"}))
+    row = next(row for row in report.rows if row.endpoint == "download")
+    assert row.verdict == "FAIL" and str(raised)[:40] in row.note and not report.ok
+
+
+def test_the_probe_asks_the_court_it_is_given_not_the_configured_one():
+    from notebook_builder.cells.c27_court_systems import ALABAMA
+    from notebook_builder.cells.c55_probe import probe
+    with SimTRPortal("alabama", docs=30, seed=1, today=TODAY) as court:
+        report = probe(load_config({"KY_PACING": "0", "KY_COURT_SYSTEM": "nevada", "KY_API_BASE": court.base_url,
+                                    "KY_TODAY": TODAY.isoformat(), "KY_CASE_DETAILS": "0"}), court=ALABAMA)
+    endpoints = [row.endpoint for row in report.rows]
+    assert report.why.startswith(ALABAMA.name) and "publications" in endpoints and "document_search" not in endpoints
+    assert report.ok, report.table()
+
+
+def test_the_download_path_a_tr_portal_court_answered_is_logged_as_its_own(tmp_path, caplog):
+    with SimTRPortal("wyoming", docs=20, seed=5, today=TODAY) as court:
+        with caplog.at_level("INFO", logger="kycourt.download"):
+            report = run_pipeline(load_config(environment(court, tmp_path, "wyoming", KY_CASE_DETAILS="0")),
+                                  handle_signals=False)
+    said = [record.getMessage() for record in caplog.records if record.getMessage().startswith("download path:")]
+    assert report.exit_status == 0 and len(said) == 1
+    assert "/docketentrydocuments/" in said[0] and "publicaccessdocuments" not in said[0], said
+
+
+def test_a_cases_list_asked_again_reads_its_entries_opinion_marks_in_one_query(tmp_path):
+    from support import open_test_context
+
+    from notebook_builder.cells.c49_trportal_walk import TRPortalDiscovery
+    with SimTRPortal("oregon", docs=60, seed=6, today=TODAY) as court:
+        assert run_pipeline(load_config(environment(court, tmp_path, "oregon", KY_PHASES="discover",
+                                                    KY_CASE_DETAILS="0"))).exit_status == 0
+        ctx = open_test_context(tmp_path / "again", COURT_SYSTEM="oregon", WORKSPACE=str(tmp_path / "ws"),
+                                STORE=str(tmp_path / "store"), API_BASE=court.base_url)
+        try:
+            walk = TRPortalDiscovery(ctx)
+            walk.directory = walk._court_directory()
+            conn = ctx.db.conn
+            case = dict(conn.execute(
+                "SELECT c.* FROM cases c JOIN docket_entries e USING (case_id) WHERE EXISTS (SELECT 1 FROM "
+                "documents d WHERE d.case_id = c.case_id AND d.opinion = 1) GROUP BY c.case_id "
+                "HAVING COUNT(*) > 3 ORDER BY COUNT(*) DESC LIMIT 1").fetchone())
+            case["case_uuid"] = case["court_path"].rsplit("/", 1)[-1]
+            marks = dict(conn.execute("SELECT document_id, opinion FROM documents WHERE case_id = ?",
+                                      (case["case_id"],)).fetchall())
+            asked = []
+            conn.set_trace_callback(lambda sql: asked.append(sql))
+            walk.walk_case(case, "access")
+            conn.set_trace_callback(None)
+            after = dict(conn.execute("SELECT document_id, opinion FROM documents WHERE case_id = ?",
+                                      (case["case_id"],)).fetchall())
+            walk.client.close()
+        finally:
+            ctx.close()
+    per_entry = [sql for sql in asked if "FROM documents WHERE docket_entry_id" in sql]
+    assert 1 in marks.values() and 0 in marks.values() and after == marks and per_entry == []

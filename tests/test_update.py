@@ -276,6 +276,27 @@ def test_a_change_the_log_holds_already_is_not_recorded_again(tmp_path):
         db.close()
 
 
+def test_the_log_reads_its_court_systems_zone_once_however_many_rows_it_reads(tmp_path):
+    from notebook_builder.cells.c10_database import Database
+    from notebook_builder.cells.c15_discovery_state import DiscoveryState
+    db = Database.open(tmp_path / "ky_court.sqlite")
+    try:
+        ids = [f"d{number}" for number in range(30)]
+        DiscoveryState(db).upsert_discovered([{"document_id": document_id, "case_number": "2019-CA-0001",
+                                               "filed_date": "2019-06-04T01:30:00.000+0000"} for document_id in ids])
+        log = ChangeLog(db)
+        with db.transaction():
+            log.record("r1", Transitions(added=ids), "2026-07-01", KENTUCKY.numbers.code_of)
+        asked = []
+        db.conn.set_trace_callback(lambda sql: asked.append(sql) if "FROM kv" in sql else None)
+        rows, newest = log.rows(since="2026-06-01"), log.newest(20, since="2026-06-01")
+        db.conn.set_trace_callback(None)
+    finally:
+        db.close()
+    assert len(rows) == 30 and len(newest) == 20 and rows[0]["filed_date"] == "2019-06-03"
+    assert len(asked) <= 2                  # once a read, not once a row
+
+
 def test_an_update_says_what_it_found_in_words():
     figures = {"counts": {"added": 12, "withdrawn": 3, "restored": 0, "changed": 1}, "since": "2026-11-28",
                "complete": True, "through": "2026-12-28", "requests": 11234, "hours_at_default_pacing": 2.46}

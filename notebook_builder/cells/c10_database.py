@@ -46,7 +46,7 @@ KV_STORE_CHECKPOINT_SEQ = "store_checkpoint_seq"   # the newest snapshot the sto
 KV_DISCOVERY_CONVERGED_AT = "discovery_converged_at"
 KV_ARCHIVE_UPDATED_AT = "archive_updated_at"
 KV_DISCOVERY_STRATEGY = "discovery_strategy"
-KV_COMPLETE_THROUGH = "complete_through"           # the Kentucky day up to which the archive is complete
+KV_COMPLETE_THROUGH = "complete_through"           # the court system's day up to which the archive is complete
 KV_DOWNLOAD_PATH = "download_path"                 # the download path that answers PDFs (c30 DOWNLOAD_PATHS)
 KV_LEGACY_ADOPTION = "legacy_adoption"             # JSON: what adopting an older version's database brought
 KV_CRAWL_FIGURES = "crawl_figures"                 # what each kind of the crawl's work cost (c75), JSON
@@ -472,11 +472,18 @@ ALTER TABLE documents ADD COLUMN court_path TEXT;
 ALTER TABLE cases ADD COLUMN court_path TEXT;
 """
 
+# v15: `docket_entries.secured`: 1 when a TR Portal court marks the entry securedDocument (its
+# documents are not public whatever their access list says, c26 `document_state`), 0 when it does
+# not; NULL where the court has no such mark (C-Track Public Access).
+_SCHEMA_V15 = """
+ALTER TABLE docket_entries ADD COLUMN secured INTEGER;
+"""
+
 # Forward migrations: version -> SQL. Append only; never edit a released step.
 MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8,
                               9: _SCHEMA_V9, 10: _SCHEMA_V10, 11: _SCHEMA_V11, 12: _SCHEMA_V12,
-                              13: _SCHEMA_V13, 14: _SCHEMA_V14}
+                              13: _SCHEMA_V13, 14: _SCHEMA_V14, 15: _SCHEMA_V15}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

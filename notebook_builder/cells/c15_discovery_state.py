@@ -15,7 +15,8 @@ Guarantees:
 - `record_access` writes what a court of access states (TR Portal) says of its documents: the
   state (NULL: public, document_available 1; else not public, document_available 0, never a
   failure), the court's opinion mark (once an opinion, always one) and the download path; a
-  document that becomes public has its attempts back.
+  document that becomes public has its attempts back. A source with no access information (the
+  feed, publications: not `authoritative`) sets a state it names and never clears one.
 - Under watch (`watch=Transitions()`, an update's writes) the writes say what they changed of the
   documents the archive held: ids new to it, documents the court withdrew (listed unavailable, or
   gone from a list of their entry that answered other files: `listed_entries`), restored (available
@@ -55,7 +56,7 @@ CASE_COLUMNS = ("case_id", "case_number", "court", "court_level", "title", "case
 
 
 DOCKET_ENTRY_COLUMNS = ("docket_entry_id", "case_id", "entry_type", "subtype", "description", "filed_date",
-                        "has_documents", "related_case_numbers")
+                        "has_documents", "related_case_numbers", "secured")
 
 
 _DISCOVERED_COLUMNS = ("document_id",) + DOCUMENT_METADATA_COLUMNS
@@ -192,20 +193,24 @@ class DiscoveryState(Tables):
                 _note_transitions(held, rows, watch)
             return new
 
-    def record_access(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Each row's `access_state`, `opinion` and `court_path` (see the module docstring)."""
+    def record_access(self, rows: Sequence[Mapping[str, Any]], *, authoritative: bool = True) -> None:
+        """Each row's `access_state`, `opinion` and `court_path` (see the module docstring); not
+        `authoritative` (a source with no access information: the feed, publications), a row's None
+        keeps the state the table holds."""
         now = utc_now()
+        state = "COALESCE(:state, CASE WHEN :authoritative THEN NULL ELSE access_state END)"
         with self.transaction():
             self.conn.executemany(
                 "UPDATE documents SET "
-                "attempts = CASE WHEN :state IS NULL AND access_state IS NOT NULL THEN 0 ELSE attempts END, "
+                f"attempts = CASE WHEN {state} IS NULL AND access_state IS NOT NULL THEN 0 ELSE attempts END, "
                 "last_error = CASE WHEN :state IS NOT NULL THEN :why "
-                "  WHEN access_state IS NOT NULL THEN :public ELSE last_error END, "
-                "access_state = :state, document_available = (:state IS NULL), "
+                f"  WHEN {state} IS NULL AND access_state IS NOT NULL THEN :public ELSE last_error END, "
+                f"access_state = {state}, document_available = ({state} IS NULL), "
                 "opinion = MAX(COALESCE(opinion, 0), :opinion), court_path = COALESCE(:path, court_path), "
                 "updated_at = :now WHERE document_id = :id",
                 ({"id": row["document_id"], "state": row.get("access_state"), "opinion": row.get("opinion") or 0,
                   "path": row.get("court_path"), "now": now, "public": PUBLIC_AGAIN_ERROR,
+                  "authoritative": int(authoritative),
                   "why": f"not public at the court: {row.get('access_state')}; not requested"} for row in rows))
 
     def access_of(self, document_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
@@ -373,13 +378,12 @@ class DiscoveryState(Tables):
             self.conn.execute("UPDATE cases SET walked_at = ? WHERE case_id = ?", (utc_now(), case_id))
 
     def entries_of_case(self, case_id: str) -> list[sqlite3.Row]:
-        return self.conn.execute("SELECT * FROM docket_entries WHERE case_id = ?", (case_id,)).fetchall()
-
-    def entry_opinion(self, entry_id: str) -> int:
-        """1 when a document of the entry is marked an opinion (the court's mark, c12), else 0."""
-        row = self.conn.execute("SELECT MAX(COALESCE(opinion, 0)) FROM documents WHERE docket_entry_id = ?",
-                                (entry_id,)).fetchone()
-        return int(row[0] or 0)
+        """The case's docket entries, each with `opinion`: 1 when a document of it is marked an opinion
+        (the court's mark, c12), else 0; one query."""
+        return self.conn.execute(
+            "SELECT e.*, COALESCE((SELECT MAX(COALESCE(d.opinion, 0)) FROM documents d "
+            "WHERE d.docket_entry_id = e.docket_entry_id), 0) AS opinion "
+            "FROM docket_entries e WHERE e.case_id = ?", (case_id,)).fetchall()
 
     def entries_to_ask_again(self, sweep: int, limit: int = -1, after: str = "", *,
                              oldest_first: bool = False) -> list[sqlite3.Row]:

@@ -23,8 +23,10 @@ Guarantees:
   court as typed is read by the court system's words, c28 `court_filter`).
 - `open_search_index()` opens a workspace's index read-only (the search, serve, the feeds); a
   missing or unusable one raises IndexMissingError, saying how to build it.
-- The store's copy is the commit's own files (c87 sends them): `commit_file_names()` names them
-  from meta.json (a segment's files are never rewritten, only deleted once unused);
+- The store's copy is the commit's own files (c87 sends them) and its catalog, sealed
+  (`seal_search_copy`: the catalog records the commit's meta.json, `sealed_commit` reads it):
+  `commit_file_names()` names the files from meta.json (a segment's files are never rewritten,
+  only deleted once unused);
   `index_file_sound()` checks one against the CRC-32 tantivy wrote in its footer;
   `install_search_index()` puts a fetched index in place only once every file of its commit is
   there and sound, it opens, and its catalog records that commit and as many documents.
@@ -77,6 +79,7 @@ STEM_PREFIX_MIN = 4                # a shorter shared start of a word and its st
 WRITER_HEAP = 200_000_000
 BUILD_HINT = "build it with `kycourt-pipeline index` (or a run whose phases include index)"
 _DAY_UNKNOWN_FIRST, _DAY_UNKNOWN_LAST = 0, 99_999_999
+SEARCH_META_KEY = "index_meta"     # a sealed copy's catalog: the meta.json of its commit
 
 _SEARCH_WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(
     tantivy.Filter.remove_long(SEARCH_WORD_MAX)).filter(tantivy.Filter.lowercase()).filter(
@@ -817,6 +820,31 @@ def _search_commit(index_path: Path, place: Any) -> None:
         except FileNotFoundError:
             if attempt == 2:
                 raise
+
+
+def seal_search_copy(folder: str | os.PathLike) -> str:
+    """Records, in the catalog of a copy `copy_search_index` made in `folder`, the meta.json of its
+    commit (kv SEARCH_META_KEY): the catalog alone then names the files it goes with, so the store's
+    catalog is the index's one commit point. Returns meta.json's text."""
+    folder = Path(folder)
+    meta = (folder / SEARCH_INDEX_DIRNAME / "meta.json").read_text(encoding="utf-8")
+    catalog = sqlite3.connect(folder / SEARCH_DB_FILENAME)
+    try:
+        with catalog:
+            catalog.execute("INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
+                            "excluded.value", (SEARCH_META_KEY, meta))
+    finally:
+        catalog.close()
+    return meta
+
+
+def sealed_commit(catalog_path: str | os.PathLike) -> str | None:
+    """The meta.json a sealed copy's catalog records (`seal_search_copy`); None when it records none."""
+    catalog = _open_catalog(Path(catalog_path), readonly=True)
+    try:
+        return _kv(catalog, SEARCH_META_KEY) if _catalog_version(catalog) else None
+    finally:
+        catalog.close()
 
 
 def copy_search_index(folder: str | os.PathLike, target: str | os.PathLike) -> None:

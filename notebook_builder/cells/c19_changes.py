@@ -9,13 +9,13 @@ Guarantees:
   in the same run adds its fields; a document the run added has no "changed" in it (two searches
   may give its metadata in two forms). A change the log holds as its document's latest of that kind
   already (a run read back from the store, c48) is not recorded again.
-- A withdrawal sets `documents.withdrawn_on` (the Kentucky day first seen withdrawn; the document
+- A withdrawal sets `documents.withdrawn_on` (the court system's day first seen withdrawn; the document
   keeps its status, PDF and text); a restoration clears it.
 - `rows(since=, run=)` reads the log oldest first as the contract's records (`CHANGE_FIELDS`):
   document_id, change, seen_at (ISO-8601 UTC), run, case_number, court_code, kind (as derive found
-  it, else null), filed_date (the court's day, Kentucky's), sha256 (the PDF held, else null), fields
-  (for "changed"), how. `since` is a Kentucky day (a change seen at 21:16 in Frankfort on the 5th,
-  01:16 UTC on the 6th, is one of the 5th) or an instant.
+  it, else null), filed_date (the court system's day), sha256 (the PDF held, else null), fields
+  (for "changed"), how. `since` is a day of the court system's zone (in Kentucky's, a change seen
+  at 21:16 in Frankfort on the 5th, 01:16 UTC on the 6th, is one of the 5th) or an instant.
 - kv `last_update` (JSON) is what the last update found (`set_last_update`, `last_update`), for
   status.json and the run summary.
 - `RunChanges` is one run's recording: its id (`new_run_id`: the UTC instant it began and a random
@@ -156,29 +156,29 @@ class ChangeLog(Tables):
     def rows(self, *, since: str | None = None, run: str | None = None,
              names: tuple[str, ...] = CHANGE_FIELDS) -> list[dict[str, Any]]:
         """The log's records, oldest first (`names` of each): those seen on or after `since` (a
-        Kentucky day YYYY-MM-DD, or an instant), or of one `run`."""
-        where, params = [], []
+        day YYYY-MM-DD of the court system, or an instant), or of one `run`."""
+        where, params, zone = [], [], self.time_zone
         if since:
             where.append("c.seen_at >= ?")
-            params.append(seen_since(since, self.time_zone))
+            params.append(seen_since(since, zone))
         if run:
             where.append("c.run = ?")
             params.append(run)
         sql = _ROWS_SQL + (f"WHERE {' AND '.join(where)} " if where else "") + "ORDER BY c.change_id"
-        return [change_record(row, names, time_zone=self.time_zone) for row in self.conn.execute(sql, params)]
+        return [change_record(row, names, time_zone=zone) for row in self.conn.execute(sql, params)]
 
     def newest(self, limit: int, *, change: str | None = None, since: str | None = None) -> list[dict[str, Any]]:
         """The `limit` newest records, newest first (of one kind of change, seen on or after a
-        Kentucky day `since`, when given)."""
-        where, params = [], []
+        day `since` of the court system, when given)."""
+        where, params, zone = [], [], self.time_zone
         if change:
             where.append("c.change = ?")
             params.append(change)
         if since:
             where.append("c.seen_at >= ?")
-            params.append(seen_since(since, self.time_zone))
+            params.append(seen_since(since, zone))
         sql = _ROWS_SQL + (f"WHERE {' AND '.join(where)} " if where else "") + "ORDER BY c.change_id DESC LIMIT ?"
-        return [change_record(row, time_zone=self.time_zone) for row in self.conn.execute(sql, (*params, limit))]
+        return [change_record(row, time_zone=zone) for row in self.conn.execute(sql, (*params, limit))]
 
     def runs(self) -> list[str]:
         """The runs that recorded a change, oldest first."""

@@ -16,6 +16,10 @@ Guarantees:
 - ACCESS_STATES names the four `userDocumentState` GUIDs; `access_state(guid)` reads one
   case-insensitively: None for VIEWABLE (public, as every Kentucky document is), else the state the
   archive keeps in `documents.access_state` (c12 ACCESS_STATE_REASONS says why it is not public).
+- One rule for what is public (`document_state`): a document of a docket entry the court marks
+  `securedDocument` is never public (SECURED_STATE), whatever its access list says (FLP's nev.py
+  skips them); any other's state is its access list's userDocumentState, the court's word per
+  document. The feed applies the mark (it has no access state); the walk and the probe both.
 - UUIDs are compared in lower case (`uuid_key`) and sent as the court wrote them.
 - The API (README 2.2): PATHS under the API root; `envelope(body)` reads a paged answer
   (`_embedded.results` and `page`, no `_embedded` on an empty page or one past the end; counts
@@ -125,6 +129,13 @@ def access_state(guid: Any) -> str | None:
     or none, is 'unavailable': a document is public only when the court says so."""
     key = uuid_key(guid)
     return ACCESS_STATES[key] if key in ACCESS_STATES else "unavailable"
+
+
+def document_state(user_document_state: Any, secured: Any) -> str | None:
+    """The archive's access state of a document listed with `user_document_state` whose docket entry
+    has the `secured` mark (see the module docstring): SECURED_STATE for a secured entry's, whatever
+    the list says; else its userDocumentState's (None: public)."""
+    return SECURED_STATE if secured else access_state(user_document_state)
 
 
 @dataclass(frozen=True)
@@ -362,13 +373,13 @@ def download_path(directory_court: DirectoryCourt, case_uuid: str, document_uuid
 
 def access_document(raw: Any, entry: Mapping[str, Any] | None, case: Mapping[str, Any],
                     directory_court: DirectoryCourt) -> dict:
-    """An access-list row -> a `documents` row: its state from userDocumentState (a secured entry's
-    document is not public whatever it says), the entry's metadata, the case's."""
+    """An access-list row -> a `documents` row: its state (`document_state`: the entry's secured mark,
+    else userDocumentState), the entry's metadata, the case's."""
     raw = _tr_mapping(raw, "docketentrydocumentsaccess[]")
     document_uuid = _tr_text(raw, "documentLinkUUID", required=True)
     info = raw.get("documentInfo") if isinstance(raw.get("documentInfo"), Mapping) else {}
     entry = entry or {}
-    state = access_state(raw.get("userDocumentState"))
+    state = document_state(raw.get("userDocumentState"), entry.get("secured"))
     return {"document_id": uuid_key(document_uuid), "case_number": case["case_number"], "court": case["court"],
             "case_title": case.get("title"), "docket_entry_id": uuid_key(_tr_text(raw, "docketEntryUUID"))
             or entry.get("docket_entry_id"), "description": entry.get("description"),
@@ -381,7 +392,8 @@ def access_document(raw: Any, entry: Mapping[str, Any] | None, case: Mapping[str
 
 def feed_document(court: "TRPortalCourt", directory: CourtDirectory, raw: Any) -> dict:
     """A document-search row (the opinion feed) -> a `documents` row (an opinion; a secured entry's is
-    not public) with `case`: its case as the row shows it."""
+    SECURED_STATE, another's None: the feed has no access state, c15 keeps the table's) with
+    `case`: its case as the row shows it."""
     raw = _tr_mapping(raw, "docketentrydocuments[]")
     document_uuid = _tr_text(raw, "documentLinkUUID", required=True)
     header = _tr_mapping(raw.get("docketEntryHeader"), "docketEntryHeader")

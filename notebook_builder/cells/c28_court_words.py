@@ -91,9 +91,14 @@ class CourtNumbers:
             pieces.append(("-" if segment.separated else "") + value)
         return "".join(pieces)
 
+    @functools.cached_property
+    def _written(self) -> re.Pattern:
+        """The form as written (`regex(typed=False)`), compiled once."""
+        return re.compile(self.regex(typed=False, prefix="s"), re.IGNORECASE)
+
     def year_of(self, number: str) -> int | None:
         """The year the number carries, where the form has one (two digits are 20YY)."""
-        match = re.fullmatch(self.regex(typed=False, prefix="s"), number.strip(), re.IGNORECASE)
+        match = self._written.fullmatch(number.strip())
         if match is None:
             return None
         for index, segment in enumerate(self.segments):

@@ -3,10 +3,11 @@
 Guarantees:
 - One session carries the court's headers (`court.headers()`: c25 MANDATORY_HEADERS, also sent
   with every request, so a session handed in cannot drop them; a download sends
-  `court.download_headers()` and follows a redirect only where the court's do lead to the file) and a User-Agent naming the project; proxy and
-  CA-bundle variables are read once, for API_BASE, when the client is made. URLs, paging headers
-  and rows are the court's (`CourtClient.court`: COURT_SYSTEM's, c27, unless given): the client
-  names none. This is the C-Track Public Access client; c31 makes the configured family's.
+  `court.download_headers()`) and a User-Agent naming the project; every request follows a
+  redirect only where the court's lead to what was asked (`follows_redirects`; else a 3xx on a
+  JSON request is a refusal); proxy and CA-bundle variables are read once, for API_BASE. URLs,
+  paging headers and rows are the court's (`CourtClient.court`: COURT_SYSTEM's, c27, unless
+  given): the client names none. This is the C-Track Public Access client; c31 makes the configured family's.
 - Pacing: before each request a random pause in PACING_SEARCH (JSON) or PACING_DL (downloads),
   times PACING (0: none), slept on the run clock, so a stop raises `StopRequested` before anything
   is sent.
@@ -131,6 +132,11 @@ def classify_http_status(code: int) -> str:
     if code in PERMANENT_HTTP_STATUSES:
         return "permanent"
     return "transient"
+
+
+def is_redirect(code: int, court: Any) -> bool:
+    """A 3xx of a court whose redirects are not followed (c26 `follows_redirects`): a refusal."""
+    return 300 <= code < 400 and not court.follows_redirects
 
 
 _RETRY_AFTER_PARSER = Retry(0)
@@ -332,10 +338,13 @@ class CourtClient:
             raise StopRequested(self.clock.stop_reason or "stop requested")
 
     def _get(self, url: str, headers: Mapping[str, str], **kwargs: Any) -> requests.Response:
+        """One GET; a redirect is followed only where the court's lead to what was asked
+        (`court.follows_redirects`): TR Portal's lead to another host, its wall."""
         self.requests_sent += 1
         started = time.monotonic()
         response = self.session.get(url, headers={**self._headers, **headers},
-                                    timeout=(self.cfg.HTTP_TIMEOUT, self.cfg.HTTP_TIMEOUT), **kwargs)
+                                    timeout=(self.cfg.HTTP_TIMEOUT, self.cfg.HTTP_TIMEOUT),
+                                    allow_redirects=self.court.follows_redirects, **kwargs)
         self.answers += 1
         self.answer_seconds += time.monotonic() - started
         return response
@@ -400,30 +409,36 @@ class CourtClient:
 
     def _json_answer(self, url: str, headers: Mapping[str, str], label: str) -> tuple[Any, Mapping[str, str]]:
         """(body, response headers) of one JSON GET, with get_json's retries."""
+        def attempt(failures: int) -> tuple[Any, Mapping[str, str]] | TransientFetchError:
+            response = self._get(url, headers)
+            code = response.status_code
+            if code == 200:
+                try:
+                    return response.json(), response.headers
+                except ValueError as exc:
+                    return TransientFetchError(f"{label}: 200 whose body is not JSON "
+                                               f"({response.headers.get('Content-Type')}): {exc}", http_status=200)
+            if classify_http_status(code) == "permanent" or is_redirect(code, self.court):
+                self.health.usable()   # the court answered: it is there, this resource is not
+                raise PermanentFetchError(f"{label}: HTTP {code}", http_status=code)
+            return TransientFetchError(f"HTTP {code}", http_status=code, retry_after=retry_after_seconds(response))
+        return self._retrying(label, attempt)
+
+    def _retrying(self, label: str, attempt: Callable[[int], Any]) -> Any:
+        """`attempt(failures)`'s answer, paced (PACING_SEARCH) before each try: an answer that is not a
+        TransientFetchError is usable (the breaker hears so) and returned; a transient one, or a
+        transport failure, is a failure: retried after `backoff` up to SEARCH_ATTEMPTS tries, then
+        raised. What `attempt` raises (a refusal) is not caught."""
         failures = 0
         while True:
             self._pace(self.cfg.PACING_SEARCH)
             try:
-                response = self._get(url, headers)
-                code = response.status_code
-                if code == 200:
-                    try:
-                        body = response.json()
-                    except ValueError as exc:
-                        outcome = TransientFetchError(f"{label}: 200 whose body is not JSON "
-                                                      f"({response.headers.get('Content-Type')}): {exc}",
-                                                      http_status=200)
-                    else:
-                        self.health.usable()
-                        return body, response.headers
-                elif classify_http_status(code) == "permanent":
-                    self.health.usable()   # the court answered: it is there, this resource is not
-                    raise PermanentFetchError(f"{label}: HTTP {code}", http_status=code)
-                else:
-                    outcome = TransientFetchError(f"HTTP {code}", http_status=code,
-                                                  retry_after=retry_after_seconds(response))
+                outcome = attempt(failures)
             except _TRANSIENT_EXCEPTIONS as exc:
                 outcome = TransientFetchError(f"{label}: {describe_failure(exc)}")
+            if not isinstance(outcome, TransientFetchError):
+                self.health.usable()
+                return outcome
             self.health.failure(outcome)
             failures += 1
             if failures >= self.cfg.SEARCH_ATTEMPTS:
@@ -546,8 +561,7 @@ class CourtClient:
         self.downloads_sent += 1
         url = url or self.url(self.court.download_paths[path], document_id=document_id)
         try:
-            return self._get(url, self.court.download_headers(), stream=True,
-                             allow_redirects=self.court.follows_redirects)
+            return self._get(url, self.court.download_headers(), stream=True)
         except _TRANSIENT_EXCEPTIONS as exc:
             raise TransientFetchError(f"{document_id}: {describe_failure(exc)}") from exc
 

@@ -2,7 +2,7 @@
 
 Guarantees:
 - `court_client(cfg, clock)` is the one way a stage gets a client of the court COURT_SYSTEM names
-  (c27): the client class of the court's family (CLIENTS), made for that court. The stages ask it
+  (c27), or of the `court` given: the client class of the court's family (CLIENTS), made for it. The stages ask it
   and the court it holds (`client.court`); none names a family.
 - `TRPortalClient` is c30's client (pacing, retries with Retry-After, the breaker, one request at
   a time) speaking TR Portal (c26): every JSON request carries `Accept: application/json` (and the
@@ -18,7 +18,8 @@ Guarantees:
   windows meet exactly (a case filed at 00:00:00.000 is never lost between two; one read twice is
   the same case). `get_object` asks an unenveloped resource (a case, a publication).
 - Downloads go to `document_url(row)`: the document's path as the court wrote its ids; a redirect
-  is not followed (c70 records the wall).
+  is not followed (c70 records the wall), nor on a JSON request (a 3xx on a list raises
+  `SearchRefused`, on an object PermanentFetchError).
 
 Knobs read: COURT_SYSTEM, PAGE_SIZE (and the client's: API_BASE, PACING*, BACKOFF_*,
 SEARCH_ATTEMPTS, HTTP_TIMEOUT, COURT_DOWN_*).
@@ -38,8 +39,7 @@ from .c00_config import Config, PipelineError, RunClock, TransientFetchError
 from .c25_court import ShapeProblem
 from .c26_trportal import MAX_PAGE_SIZE, PATHS, RESULTS_WINDOW, TRPortalCourt, envelope, instant_of, instant_text
 from .c27_court_systems import court_of_config
-from .c30_client import _TRANSIENT_EXCEPTIONS, CourtClient, SearchRefused, classify_http_status, describe_failure, \
-    retry_after_seconds
+from .c30_client import CourtClient, SearchRefused, classify_http_status, is_redirect, retry_after_seconds
 
 log_trportal = logging.getLogger("kycourt.client")
 
@@ -97,29 +97,12 @@ class TRPortalClient(CourtClient):
         if offset and offset >= self.window:
             raise PastWindow(f"{label}: page {number} begins at {offset}, past the window of {self.window}", offset)
         url = self.url_of(path, {**params, "page": number, "size": size})
-        failures = 0
-        while True:
-            self._pace(self.cfg.PACING_SEARCH)
-            try:
-                response = self._get(url, {})
-                outcome = self._page_outcome(response, label, offset, failures)
-            except _TRANSIENT_EXCEPTIONS as exc:
-                outcome = TransientFetchError(f"{label}: {describe_failure(exc)}")
-            if isinstance(outcome, TRPage):
-                self.health.usable()
-                return outcome
-            if isinstance(outcome, PastWindow):
-                self.health.usable()
-                self._learn_window(outcome.offset)
-                raise outcome
-            self.health.failure(outcome)
-            failures += 1
-            if failures >= self.cfg.SEARCH_ATTEMPTS:
-                raise TransientFetchError(f"{label} page {number}: {failures} tries failed; last: {outcome}",
-                                          http_status=outcome.http_status, retry_after=outcome.retry_after)
-            self.retries += 1
-            self.backoff(failures, outcome.retry_after,
-                         f"{label} page {number}, try {failures + 1} of {self.cfg.SEARCH_ATTEMPTS}")
+        outcome = self._retrying(f"{label} page {number}",
+                                 lambda failures: self._page_outcome(self._get(url, {}), label, offset, failures))
+        if isinstance(outcome, PastWindow):
+            self._learn_window(outcome.offset)
+            raise outcome
+        return outcome
 
     def _page_outcome(self, response: requests.Response, label: str, offset: int,
                       failures: int) -> TRPage | PastWindow | TransientFetchError:
@@ -130,7 +113,7 @@ class TRPortalClient(CourtClient):
         if code == 500 and offset and failures:
             return past            # a 500 twice at a later page: the window's answer, not a fault
         if code != 200:
-            if classify_http_status(code) == "permanent":
+            if classify_http_status(code) == "permanent" or is_redirect(code, self.court):
                 self.health.usable()
                 raise SearchRefused(f"{label}: the court answered {code}: {response.text[:200]!r}", code)
             return TransientFetchError(f"HTTP {code}", http_status=code, retry_after=retry_after_seconds(response))
@@ -214,7 +197,7 @@ CLIENTS: dict[str, type] = {"ctrack": CourtClient, "trportal": TRPortalClient}
 
 
 def court_client(cfg: Config, clock: RunClock, session: requests.Session | None = None, *,
-                 rng: random.Random | None = None) -> CourtClient:
-    """A client of the configured court system's court (see the module docstring)."""
-    court = court_of_config(cfg)
+                 rng: random.Random | None = None, court=None) -> CourtClient:
+    """A client of the configured court system's court, or of `court` (see the module docstring)."""
+    court = court if court is not None else court_of_config(cfg)
     return CLIENTS[court.family](cfg, clock, session, rng=rng, court=court)

@@ -11,8 +11,8 @@ Guarantees:
 - The store's sleeps (Drive's backoff and pacing) are the run clock's (`store_sleep`): a signal
   ends them at once, the budget's end does not.
 - `write_status()` writes status.json (CONTRACT.md) durably to the workspace and mirrors it;
-  `done` comes from the same queue functions the stages use. It says up to which Kentucky day the
-  archive is complete (`complete_through`), once the court was asked this run `court` (requests,
+  `done` comes from the same queue functions the stages use. It says up to which day (the court
+  system's) the archive is complete (`complete_through`), once the court was asked this run `court` (requests,
   latency, projected hours of the downloads left), what adopting an older version's archive
   brought (`legacy_adoption`), `final_states` and `counts_explained` (what `downloaded` and
   `failed` hold, in words), and the first documents the court does not serve to the public, with
@@ -529,7 +529,7 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
         # When the archive was last brought up to date (a converged sweep, or a complete update).
         document["archive_updated_at"] = db.kv_get(KV_ARCHIVE_UPDATED_AT)
         document["discovery_strategy"] = db.kv_get(KV_DISCOVERY_STRATEGY)
-        # The Kentucky day up to which the archive is complete (convergence closed the window, or an update).
+        # The court system's day up to which the archive is complete (convergence closed the window, or an update).
         document["complete_through"] = db.kv_get(KV_COMPLETE_THROUGH)
         # What adopting an older version's archive (v1.2) brought, when this archive began as one.
         adoption = db.kv_get(KV_LEGACY_ADOPTION)

@@ -43,7 +43,7 @@ DISCOVER_MAX_REPAGES = 3        # extra passes over a shard whose distinct rows 
 # most are unusable (404, not a list), its endpoints are not this court's (`strategy_failing`).
 STRATEGY_EVIDENCE = 10
 OPINION_OVERLAP_DAYS = 7        # an update re-reads this many days before the last one's end
-KV_CRAWL_STARTED_ON = "crawl_started_on"    # the Kentucky day the first sweep began
+KV_CRAWL_STARTED_ON = "crawl_started_on"    # the court system's day the first sweep began
 KV_DISCOVERY_SWEEP = "discovery_sweep"      # the number of the sweep under way or last ended
 # The opinion pass: its windows end on the day it began (KV_OPINION_PASS_TOP) and go back a week at
 # a time; KV_OPINION_PASS_FROM is the first day of the earliest window swept.
@@ -87,7 +87,7 @@ class DiscoverResult:
     foreign_rows: int = 0         # search rows outside their shard's prefix (neighbouring numbers), dropped
     opinion_rows: int = 0
     fallback: str | None = None   # why the strategy chosen first was given up in this run
-    complete_through: str | None = None   # the Kentucky day up to which the archive is complete
+    complete_through: str | None = None   # the court system's day up to which the archive is complete
     list_warnings: dict = field(default_factory=dict)     # doubtful lists (client.list_warnings), this run
     requests: int = 0             # requests this stage sent
     shape_problems: dict = field(default_factory=dict)   # field -> count of answers lacking it

@@ -2,7 +2,7 @@
 
 Guarantees:
 - `Update(ctx, db, court)` begins one: its run (c19 `RunChanges`: every change recorded in the
-  transaction of the write that found it) and the Kentucky day it began, kept in kv
+  transaction of the write that found it) and the court system's day it began, kept in kv
   `update_started_on` until an update completes (a resumed one keeps its day). Before recording,
   the runs the store's `changes/` holds and this database lacks (it was restored from an older
   snapshot) are read back (`replay`), so a change is never recorded twice.

@@ -12,9 +12,13 @@ Guarantees:
   search's window, page and last instant) lets a killed run resume at its page.
 - Every document of a case is a row (c26 `access_document`): id its documentLinkUUID in lower
   case, case number as written, court, the entry's filed date, description, name, entry type,
-  access state, the court's opinion mark, its download path. A document not public (PURCHASABLE,
-  IN_CART, UNAVAILABLE, or a secured one the feed shows) is kept with its state and never queued
-  (c15 `record_access`).
+  access state (c26 `document_state`: a secured entry's is never public), the court's opinion
+  mark, its download path. A document not public (PURCHASABLE, IN_CART, UNAVAILABLE, secured) is
+  kept with its state and never queued (c15 `record_access`); the feed says nothing of access
+  but the secured mark, so its rows never clear a state. A case whose docket entries or document
+  list the court refuses (a permanent status, a 400 on the first page, a list past the results
+  window) is kept seen, not walked (its documents unknown, asked again next sweep), counted in the
+  answers' problems; the run goes on.
 - Opinions first: until every opinion the court shows is listed (`opinions_only()`: Nevada's
   once the feed is read; the others' once the first sweep has walked every case, since their
   opinions are docket entries too) the crawl downloads opinions alone.
@@ -224,23 +228,25 @@ class TRPortalDiscovery:
             document.pop("case_path", None)
             cases.setdefault(case["case_id"], case)
         self.state.upsert_cases(list(cases.values()))
-        return self._write_documents(documents)
+        return self._write_documents(documents, authoritative=False)
 
     def _write_documents(self, documents: list[dict], *, case: Mapping[str, Any] | None = None,
                          entries: list[dict] | None = None, kind: str = "new", listed: bool = False,
-                         case_id: str | None = None) -> int:
+                         case_id: str | None = None, authoritative: bool = True) -> int:
         """Documents (and, of a walked case, the case and its entries) committed with their access
-        states in one transaction; in an update their changes recorded (see the module docstring)."""
+        states in one transaction; in an update their changes recorded (see the module docstring).
+        Not `authoritative` (the feed's rows): a state they do not name is the table's."""
+        ids = [document["document_id"] for document in documents]
         with watching(self.changes) as watch:
-            before = self.state.access_of([d["document_id"] for d in documents]) if watch is not None else {}
+            before = self.state.access_of(ids) if watch is not None else {}
             if case is not None:
                 new = self.state.record_case_walk(self.sweep, case, entries or [], documents, watch=watch,
                                                   title_seen=True, details_due=kind != "open")
             else:
                 new = self.state.upsert_discovered(documents, watch=watch)
-            self.state.record_access(documents)
+            self.state.record_access(documents, authoritative=authoritative)
             if watch is not None:
-                _note_access(before, documents, watch)
+                _note_access(before, self.state.access_of(ids), watch)
                 if listed:
                     self.state.withdraw_unlisted("case_id = ?", (case_id or case["case_id"],),
                                                  {d["document_id"] for d in documents}, watch)
@@ -325,7 +331,7 @@ class TRPortalDiscovery:
             case, kind = self.page_cases.pop(0)
             try:
                 self.walk_case(case, kind)
-            except TransientFetchError as exc:
+            except (TransientFetchError, PastWindow) as exc:
                 self.cursor["errors"] = self.cursor.get("errors", 0) + 1
                 log_tr.debug("case %s: %s", case["case_number"], exc)
             walked += 1
@@ -341,17 +347,14 @@ class TRPortalDiscovery:
         kind 'access': its access list alone, its entries as the table holds them."""
         label = f"case {case['case_number']}"
         if kind == "access":
-            entries = [dict(row, opinion=self.state.entry_opinion(row["docket_entry_id"]))
-                       for row in self.state.entries_of_case(case["case_id"])]
+            entries = [dict(row) for row in self.state.entries_of_case(case["case_id"])]
         else:
             try:
                 raw_entries = [row for page in self.client.pages(case["court_path"] + "/docketentries",
                                                                  {"sort": "docketEntryHeader.filedDate,asc"}, label)
                                for row in page.results]
-            except (PermanentFetchError, SearchRefused) as exc:
-                self.problems[f"docketentries {exc}"[:60]] += 1
-                self.state.record_case_walk(None, case, [], [])
-                return 0
+            except (PermanentFetchError, SearchRefused, PastWindow) as exc:
+                return self._refused(case, kind, [], f"docketentries {exc}")
             entries = []
             for raw in raw_entries:
                 try:
@@ -363,14 +366,17 @@ class TRPortalDiscovery:
         if asked:
             court = self.directory.by_code(self.court.code_of(case["case_number"])) or self.directory.courts[0]
             by_entry = {entry["docket_entry_id"]: entry for entry in entries}
-            for page in self.client.pages(PATHS["access"], {"caseHeader.caseInstanceUUID": case["case_uuid"]},
-                                          f"{label} documents"):
-                for raw in page.results:
-                    try:
-                        entry = by_entry.get(uuid_key(raw.get("docketEntryUUID")) if isinstance(raw, Mapping) else None)
-                        documents.append(access_document(raw, entry, case, court))
-                    except ShapeProblem as problem:
-                        self.problems[problem.field] += 1
+            try:
+                pages = list(self.client.pages(PATHS["access"], {"caseHeader.caseInstanceUUID": case["case_uuid"]},
+                                               f"{label} documents"))
+            except (PermanentFetchError, SearchRefused, PastWindow) as exc:
+                return self._refused(case, kind, entries, f"access {exc}")
+            for raw in (raw for page in pages for raw in page.results):
+                try:
+                    entry = by_entry.get(uuid_key(raw.get("docketEntryUUID")) if isinstance(raw, Mapping) else None)
+                    documents.append(access_document(raw, entry, case, court))
+                except ShapeProblem as problem:
+                    self.problems[problem.field] += 1
         if kind == "access":
             self.result.entries_asked_again += 1
             new = self._write_documents(documents, listed=asked, case_id=case["case_id"])
@@ -378,6 +384,19 @@ class TRPortalDiscovery:
             return new
         self.result.cases_walked += 1
         return self._write_documents(documents, case=case, entries=entries, kind=kind, listed=asked and kind != "new")
+
+    def _refused(self, case: dict, kind: str, entries: list[dict], why: str) -> int:
+        """A case whose docket entries or document list the court refused (a permanent status, a 400 on
+        the first page, a list past the results window): counted in `problems`, the case (and the entries
+        read) kept as seen, not walked, so a later sweep asks again; its documents stay as the table
+        holds them. Returns 0 (no new document)."""
+        self.problems[why[:60]] += 1
+        log_tr.debug("case %s: %s", case["case_number"], why)
+        if kind == "access":
+            self.state.note_case_asked(case["case_id"])
+        else:
+            self.state.record_case_walk(None, case, entries, [])
+        return 0
 
     def _end_sweep(self, errors: int) -> None:
         """The case search read to its end: the sweep converges (or closes the window) when nothing failed."""
@@ -482,17 +501,21 @@ class TRPortalDiscovery:
         return result
 
 
-def _note_access(before: Mapping[str, Any], documents: list[dict], watch: Transitions) -> None:
-    """What a court of access states changed, as the change log counts it: a document is in the archive
-    once it is public (see the module docstring)."""
-    for document in documents:
-        document_id, public = document["document_id"], document.get("access_state") is None
-        old = before.get(document_id)
+def _public(row: Mapping[str, Any]) -> bool:
+    return row["access_state"] is None and row["document_available"] != 0
+
+
+def _note_access(before: Mapping[str, Any], after: Mapping[str, Any], watch: Transitions) -> None:
+    """What a court of access states changed, as the change log counts it, from the table's access
+    states before and after the writes: a document is in the archive once it is public (see the
+    module docstring)."""
+    for document_id, now in after.items():
+        public, old = _public(now), before.get(document_id)
         if old is None:
             if not public and document_id in watch.added:
                 watch.added.remove(document_id)
             continue
-        was_public = old["access_state"] is None and old["document_available"] != 0
+        was_public = _public(old)
         if public and not was_public:
             if old["withdrawn_on"]:
                 watch.restored.append(document_id)

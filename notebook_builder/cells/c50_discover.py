@@ -32,7 +32,7 @@ Guarantees:
   lists again; only a complete update moves `complete_through`. An update's sweep starts from the
   shards the last complete sweep did not split (c44 `update_shards`): a split is never learnt
   again, a leaf grown over the limit still splits, a year or court new since is asked whole.
-  Days are Kentucky's (`Config.today()`: TODAY, else today in Frankfort).
+  Days are the court system's (`Config.today()`: TODAY, else today in its time zone).
 - DRY_RUN: no network, returns at once.
 
 Knobs read: FIRST_YEAR, LAST_YEAR, PAGE_SIZE, CONVERGENCE_DELTA, MAX_SWEEPS, DRY_RUN, DISCOVERY,

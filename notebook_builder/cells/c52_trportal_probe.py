@@ -4,12 +4,14 @@ Guarantees:
 - `probe_trportal(cfg)` asks API_BASE once each: the court directory (`/courts`), a page of the
   case search by filed date, one case's docket entries and access list, the opinion feed's first
   page (the document search by opinion type, or the publications; none for a system without a
-  feed), one document's download (a VIEWABLE one; a redirect to the wall is never followed), and,
-  with CASE_DETAILS, the case's detail and parties: each paced and retried as the pipeline asks
-  them (c31), within PROBE_MAX_REQUESTS. Each answer is checked against the fields the pipeline
-  reads (TR_FIELDS_READ) in a c55 `ProbeRow`; `ProbeReport.ok` is true exactly when the
-  directory names the configured courts, the case search, the docket entries and the access list
-  answer their fields, and the download answers a PDF. It writes nothing.
+  feed), one document's download (a public one by c26 `document_state`: VIEWABLE, its entry not
+  secured; a redirect to the wall is never followed), and, with CASE_DETAILS, the case's detail
+  and parties: each paced and retried as the pipeline asks them (c31), within PROBE_MAX_REQUESTS.
+  Each answer is checked against the fields the pipeline reads (TR_FIELDS_READ) in a c55
+  `ProbeRow`; `ProbeReport.ok` is true exactly when the directory names the configured courts,
+  the case search, the docket entries and the access list answer their fields, and the download
+  answers a PDF. A request that fails (the court's refusal, a dropped connection, the breaker, a
+  stop) is its row's FAIL, never raised. It writes nothing.
 
 Knobs read: API_BASE, COURT_SYSTEM, FIRST_YEAR, LAST_YEAR, CASE_DETAILS, PACING* (the client's).
 """
@@ -21,9 +23,9 @@ from typing import Any, Callable
 
 import requests
 
-from .c00_config import Config, CourtUnreachable, PermanentFetchError, RunClock, TransientFetchError
+from .c00_config import Config, CourtUnreachable, PermanentFetchError, RunClock, StopRequested, TransientFetchError
 from .c25_court import ShapeProblem
-from .c26_trportal import PATHS, CourtDirectory, access_state, instant_text
+from .c26_trportal import PATHS, CourtDirectory, docket_entry, document_state, instant_text, uuid_key
 from .c30_client import SearchRefused
 from .c31_court_client import PastWindow, TRPortalClient, court_client
 
@@ -53,12 +55,42 @@ def _tr_has(row: Any, dotted: str) -> bool:
     return True
 
 
-def probe_trportal(cfg: Config, *, session: requests.Session | None = None, report=None, row_type=None):
-    """The probe of the configured TR Portal court (see the module docstring); `report` and `row_type`
-    are c55's ProbeReport and ProbeRow."""
+def _secured_entries(court, rows: list) -> set[str]:
+    """The ids of the docket entries (c26 `docket_entry`) the court marks securedDocument."""
+    secured = set()
+    for raw in rows:
+        try:
+            entry = docket_entry(court, raw, "")
+        except ShapeProblem:
+            continue
+        if entry["secured"]:
+            secured.add(entry["docket_entry_id"])
+    return secured
+
+
+def probe_trportal(cfg: Config, *, session: requests.Session | None = None, court=None, report=None,
+                   row_type=None):
+    """The probe of the configured TR Portal court, or of `court` (see the module docstring);
+    `report` and `row_type` are c55's ProbeReport and ProbeRow."""
     # One try a request: the probe's budget counts what the court is asked, and a retry is a request.
-    client: TRPortalClient = court_client(cfg.replace(SEARCH_ATTEMPTS=1), RunClock(3600.0), session)
+    client: TRPortalClient = court_client(cfg.replace(SEARCH_ATTEMPTS=1), RunClock(3600.0), session, court=court)
     court = client.court
+
+    def answer(row, call: Callable[[], Any]) -> Any:
+        """call()'s answer; None when it raised, the row saying why (the probe never raises for the
+        court's answers, a dropped connection or a stop)."""
+        started = client.answer_seconds       # the court's time to answer, the pacing pause apart
+        try:
+            return call()
+        except (SearchRefused, PermanentFetchError) as exc:
+            row.status, row.verdict, row.note = exc.http_status, "absent" if exc.http_status == 404 else "FAIL", str(exc)[:80]
+        except (TransientFetchError, PastWindow, ShapeProblem, StopRequested) as exc:
+            row.verdict, row.note = "FAIL", str(exc)[:80]
+        except CourtUnreachable as exc:       # the breaker opened: every later row says so too
+            row.verdict, row.note = "FAIL", f"court unreachable: {exc}"[:80]
+        finally:
+            row.seconds = client.answer_seconds - started
+        return None
 
     def ask(endpoint: str, call: Callable[[], Any]) -> Any:
         row = row_type(endpoint, expected=TR_FIELDS_READ[endpoint])
@@ -66,29 +98,18 @@ def probe_trportal(cfg: Config, *, session: requests.Session | None = None, repo
         if client.requests_sent >= TR_PROBE_MAX_REQUESTS:
             row.verdict, row.note = "skipped", "request budget spent"
             return None
-        started = client.answer_seconds       # the court's time to answer, the pacing pause apart
-        try:
-            answer = call()
-        except (SearchRefused, PermanentFetchError) as exc:
-            row.status, row.verdict, row.note = exc.http_status, "absent" if exc.http_status == 404 else "FAIL", str(exc)[:80]
+        answered = answer(row, call)
+        if answered is None:
             return None
-        except (TransientFetchError, PastWindow, ShapeProblem) as exc:
-            row.verdict, row.note = "FAIL", str(exc)[:80]
-            return None
-        except CourtUnreachable as exc:       # the breaker opened: every later row says so too
-            row.verdict, row.note = "FAIL", f"court unreachable: {exc}"[:80]
-            return None
-        finally:
-            row.seconds = client.answer_seconds - started
         row.status = 200
-        rows = answer.results if hasattr(answer, "results") else [answer]
+        rows = answered.results if hasattr(answered, "results") else [answered]
         if not rows:
             row.verdict, row.note = "empty", "no rows: fields unchecked"
-            return answer
+            return answered
         row.present = tuple(name for name in row.expected if _tr_has(rows[0], name))
         row.missing = tuple(name for name in row.expected if name not in row.present)
         row.verdict = "FAIL" if row.missing and endpoint in TR_NEEDED else "ok"
-        return answer
+        return answered
 
     try:
         courts = ask("courts", lambda: client.page(PATHS["courts"], {}, 0, 500, "courts"))
@@ -107,11 +128,14 @@ def probe_trportal(cfg: Config, *, session: requests.Session | None = None, repo
         case_path = PATHS["case"].format(court=found.guid, case=header["caseInstanceUUID"]) if found else None
         documents = []
         if case_path:
-            ask("docket_entries", lambda: client.page(case_path + "/docketentries", {}, 0, 500, "docket entries"))
+            entries = ask("docket_entries", lambda: client.page(case_path + "/docketentries", {}, 0, 500,
+                                                                "docket entries"))
             access = ask("access", lambda: client.page(PATHS["access"], {
                 "caseHeader.caseInstanceUUID": header["caseInstanceUUID"]}, 0, 500, "access list"))
-            documents = [row for row in (access.results if access else [])
-                         if access_state(row.get("userDocumentState")) is None]
+            secured = _secured_entries(court, entries.results if entries else [])
+            documents = [row for row in (access.results if access else []) if isinstance(row, dict)
+                         and document_state(row.get("userDocumentState"),
+                                            uuid_key(row.get("docketEntryUUID")) in secured) is None]
         if court.opinions == "document_search":
             ask("document_search", lambda: client.page(PATHS["document_search"], {
                 "docketEntryHeader.docketEntryTypeID": court.opinion_types[0], "sort": "docketEntryHeader.filedDate,desc"},
@@ -124,16 +148,16 @@ def probe_trportal(cfg: Config, *, session: requests.Session | None = None, repo
         if documents and found:
             path = PATHS["download"].format(court=found.guid, case=header["caseInstanceUUID"],
                                             document=documents[0]["documentLinkUUID"])
-            started = client.answer_seconds
-            response = client.download_response("", url=client.base + path)
-            row.seconds, row.status = client.answer_seconds - started, response.status_code
-            kind = response.headers.get("Content-Type", "")
-            response.close()
-            pdf = response.status_code == 200 and "application/pdf" in kind
-            row.present, row.missing = (("application/pdf",), ()) if pdf else ((), ("application/pdf",))
-            row.verdict = "ok" if pdf else "restricted" if 300 <= response.status_code < 400 else "FAIL"
-            if row.verdict == "restricted":
-                row.note = "the court's wall for a document it lists as viewable"
+            response = answer(row, lambda: client.download_response("", url=client.base + path))
+            if response is not None:
+                row.status = response.status_code
+                kind = response.headers.get("Content-Type", "")
+                response.close()
+                pdf = response.status_code == 200 and "application/pdf" in kind
+                row.present, row.missing = (("application/pdf",), ()) if pdf else ((), ("application/pdf",))
+                row.verdict = "ok" if pdf else "restricted" if 300 <= response.status_code < 400 else "FAIL"
+                if row.verdict == "restricted":
+                    row.note = "the court's wall for a document it lists as viewable"
         else:
             row.verdict, row.note = "skipped", "no viewable document in the case asked"
         if case_path and cfg.CASE_DETAILS:

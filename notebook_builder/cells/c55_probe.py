@@ -406,8 +406,8 @@ def _public_answer(court: CTrackCourt, rows: list[ProbeRow]) -> str:
 
 # The court's API family -> its probe.
 PROBES = {"ctrack": _probe_ctrack,
-          "trportal": lambda cfg, session, court: probe_trportal(cfg, session=session, report=ProbeReport(),
-                                                                 row_type=ProbeRow)}
+          "trportal": lambda cfg, session, court: probe_trportal(cfg, session=session, court=court,
+                                                                 report=ProbeReport(), row_type=ProbeRow)}
 
 
 def _probe_downloads(prober: _Prober, candidates: list[str]) -> None:

@@ -46,6 +46,7 @@ import contextlib
 import hashlib
 import logging
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,7 +60,7 @@ from .c06_layout import pdf_store_name
 from .c10_database import KV_DOWNLOAD_PATH
 from .c12_queues import WorkQueues
 from .c13_records import DownloadRecords
-from .c25_court import DOWNLOAD_PATHS, ENDPOINTS
+from .c25_court import DOWNLOAD_PATHS
 from .c30_client import CourtClient, classify_http_status, retry_after_seconds
 from .c31_court_client import court_client
 from .c34_mirror import progress
@@ -149,6 +150,7 @@ class _DownloadedPart:
     sha256: str
     size_bytes: int
     body: bytes | None = None  # a small body, not written yet (finishing writes the part)
+    url: str = ""              # where it was answered
 
 
 # ------------------------------------------------------------------ recover
@@ -166,10 +168,10 @@ class DownloadPaths:
     def order(self) -> tuple[str, ...]:
         return download_path_order(self.kept, self.paths)
 
-    def answered_pdf(self, path: str) -> None:
-        """The path that just answered a PDF: kept from now on."""
+    def answered_pdf(self, path: str, url: str) -> None:
+        """The path that just answered a PDF (at `url`): kept from now on."""
         if path != self.kept:
-            log_download.info("download path: %s (%s answered a PDF)", path, ENDPOINTS[self.paths[path]])
+            log_download.info("download path: %s (%s answered a PDF)", path, urllib.parse.urlsplit(url).path)
             self.db.kv_set(KV_DOWNLOAD_PATH, path)
             self.kept = path
 
@@ -467,7 +469,7 @@ def _download_fetch(ctx: Context, client: CourtClient, row, paths: DownloadPaths
                 raise            # no path has answered a PDF yet: retried, both paths again
             raise exc from None  # the kept path's 404 stands: the other path only wins with a PDF
         path = other
-    paths.answered_pdf(path)
+    paths.answered_pdf(path, fetched.url)
     return fetched
 
 
@@ -506,7 +508,8 @@ def _download_fetch_by(ctx: Context, client: CourtClient, row, path: str) -> _Do
         except BaseException:
             part.unlink(missing_ok=True)   # a part that failed its checks is rolled back here
             raise
-        return _DownloadedPart(document_id=document_id, part=part, sha256=sha256, size_bytes=size, body=body)
+        return _DownloadedPart(document_id=document_id, part=part, sha256=sha256, size_bytes=size, body=body,
+                               url=str(getattr(response, "url", "") or ""))
     finally:
         response.close()
 

@@ -56,7 +56,6 @@ from .c84_legal_text import FIELD_NAMES, LEGAL_TEXT_VERSION, derive_fields, extr
 
 log_derive = logging.getLogger("kycourt.derive")
 
-DERIVE_METHOD = KENTUCKY_WORDS.method       # Kentucky's; another system's is its words' (c83)
 DERIVE_VERSION = LEGAL_TEXT_VERSION
 _DERIVE_LIST_FIELDS = ("lower_court_numbers", "trial_court_numbers", "case_numbers", "related_case_numbers")
 

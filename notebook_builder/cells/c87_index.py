@@ -1,47 +1,37 @@
 """Index: the full-text search index of every extracted document's best text, kept level; the search itself.
 
 Guarantees:
-- `index(ctx)` first records each document's best text (c33_best_text: the
-  OCR merge of a scanned PDF, its text layer, or the court's own text where
-  both are empty or very poor), then brings the workspace's search index
-  (c18_search_index: `ky_search/` and its catalog `ky_search.sqlite`) level
-  with the state database, incrementally: a document newly extracted, or
-  whose best text or indexed fields changed, is indexed again from its text;
-  one no longer extracted leaves the index; the rest is not touched, so a
-  day's new documents cost in proportion to them. Writes are committed every
-  INDEX_COMMIT_DOCUMENTS documents and at the end (a stop between keeps what
-  was committed); readers only ever see a whole commit.
-- The index holds no copy of the texts: snippets are read from the
-  workspace's texts. A document whose text neither the workspace nor the
-  store holds is counted and left as it was for a later run, never a crash.
-- Fields: court (and its code: CA/SC in Kentucky, the court system's codes
-  elsewhere, c28_court_words), year, case number, case type, docket
-  entry type, description, publication status, judge, filed date, kind, which
-  text was indexed (`text_source`), from `documents` and, when other parts of
-  the project have added them, the `cases`, `docket_entries` and `derived`
-  tables (found by name and column at run time; null when absent).
-- The store holds the commit's own files (`ky_search/`: a name never holds
-  other bytes; meta.json, the commit point) and the catalog as page packs
-  (`db/ky_search/`, c22). When the index changed or the store is not level
-  with it, `push_search_index` sends the files the store lacks, meta.json,
-  the catalog's changed pages, then removes what the commit no longer names
-  and an earlier version's `ky_search.tar`/`.sqlite`. A fresh runtime takes
-  that commit, checked (c18 `install_search_index`), else an earlier
-  `ky_search.tar`, and catches up; with neither (or a file missing or
-  damaged) the index is built from the texts (the workspace's, else the
-  store's). A damaged index is moved aside and rebuilt; one of another
-  version (FTS5 included) is deleted and rebuilt: it is derived data.
-- `search_archive()` is the one search of the CLI, `serve`, the notebook and
-  the benchmark: the query read by c18_query_syntax (never an error; case
-  numbers in the archive's court system's forms), the filters (--court by
-  that system's codes), the sort and the page, each hit with a snippet of
-  its text and its title, the query's words [marked]; a page past the last
-  says so (`page_past_last`, in the JSON's `notes` too). `text_places()`
-  marks them in a whole text (the document page). A missing or unusable
-  index raises `IndexMissingError` (c18_search_index `open_search_index`).
-  Where the archive holds documents the court does not serve to the public
-  (they have no text to search), the result says how many and why
-  (`not_public`), and lists those of the case numbers searched.
+- `index(ctx)` records each document's best text (c33_best_text: the OCR merge of a scanned PDF,
+  its text layer, or the court's own text where both are empty or very poor), then brings the
+  workspace's index (c18_search_index: `ky_search/` and its catalog `ky_search.sqlite`) level with
+  the state database incrementally: a document newly extracted, or whose best text or indexed
+  fields changed, is indexed again from its text; one no longer extracted leaves; the rest is not
+  touched. Writes are committed every INDEX_COMMIT_DOCUMENTS documents and at the end (a stop
+  keeps what was committed); readers only ever see a whole commit.
+- The index holds no copy of the texts: snippets are read from the workspace's texts. A document
+  whose text neither the workspace nor the store holds is counted and left for a later run.
+- Fields: court and its code (the court system's, c28_court_words), year, case number, case type,
+  docket entry type, description, publication status, judge, filed date, kind, the text indexed
+  (`text_source`), from `documents` and, where present, `cases`, `docket_entries` and `derived`
+  (found by name and column at run time; null when absent).
+- The store holds the commit's own files (`ky_search/`: a name never holds other bytes) and the
+  catalog as page packs (`db/ky_search/`, c22) sealed with the commit's meta.json: the catalog's
+  manifest is the one commit point. When the index changed or the store is not level with it,
+  `push_search_index` sends the files the store lacks, then the catalog's changed pages, then
+  removes what the commit no longer names and an earlier version's or layout's copies; a push
+  that fails leaves the store's earlier commit whole. A fresh runtime takes the commit the catalog
+  records, checked (c18 `install_search_index`), else an earlier `ky_search.tar`, and catches up;
+  with neither (or a file missing or damaged) the index is built from the texts. A damaged index
+  is moved aside and rebuilt, one of another version (FTS5 included) deleted and rebuilt.
+- `search_archive()` is the one search of the CLI, `serve`, the notebook and the benchmark: the
+  query read by c18_query_syntax (never an error; case numbers in the court system's forms), the
+  filters (--court by its codes), the sort and the page, each hit with a snippet of its text and
+  its title, the query's words [marked]; a page past the last says so (`page_past_last`, in the
+  JSON's `notes` too). `text_places()` marks them in a whole text (the document page). A missing
+  or unusable index raises `IndexMissingError` (c18 `open_search_index`). Where the archive holds
+  documents the court does not serve to the public (no text to search), the result says how many
+  and why (`NotPublic`: counted once per state database read, as serve's copy), and lists those of
+  the case numbers searched.
 
 Knobs read: COURT_SYSTEM (index: its codes, years, days), WORKSPACE, PROGRESS, MIN_TEXT_QUALITY (the store
 through the context).
@@ -70,7 +60,8 @@ from .c12_queues import WorkQueues, not_public_reason
 from .c18_query_syntax import COMMON_WORDS, AllOf, AnyOf, CaseNumber, Near, Phrase, SearchQuery, Word, parse_query
 from .c18_search_index import (SEARCH_SORTS, SearchFilters, SearchIndex, SearchIndexOutdated, SearchQueryError,
                                commit_file_names, composed, copy_search_index, index_words, install_search_index,
-                               open_search_index, remove_search_index, unpack_search_index, word_stems)
+                               open_search_index, remove_search_index, seal_search_copy, sealed_commit,
+                               unpack_search_index, word_stems)
 from .c22_page_packs import PagePacks
 from .c28_court_words import SystemWords, system_words, words_of_config
 from .c34_mirror import progress
@@ -132,7 +123,7 @@ EXPORT_FIELDS: tuple[tuple[str, str, str], ...] = (
                               "recognised and merged in) or court_text (the court's own, where ours is empty or poor)"),
     ("text", "string", "the document's best text (null when not extracted, or its file is unavailable)"),
 )
-SEARCH_STORE_META = f"{SEARCH_INDEX_DIRNAME}/meta.json"       # the store's commit point of the index
+SEARCH_STORE_META = f"{SEARCH_INDEX_DIRNAME}/meta.json"       # an earlier layout's commit point: read, then removed
 SEARCH_STORE_HELD = "checkpoint/ky_search.held.json"          # the meta.json the store holds, as last sent or read
 _SEARCH_WHOLE_FILES = (SEARCH_PACK_FILENAME, SEARCH_DB_FILENAME)   # an earlier version's copies in the store
 
@@ -149,18 +140,12 @@ class IndexResult:
     rebuilt: bool = False     # a damaged or outdated index was set aside
     pushed: bool = False      # mirrored to the store
     push_seconds: float = 0.0  # of the run, those spent mirroring the index to the store
-    push_files: int = 0       # index files sent to the store (meta.json included)
+    push_files: int = 0       # index files sent to the store
     push_bytes: int = 0       # their bytes and those of the catalog's changed pages
     stopped: bool = False
 
 
 # ------------------------------------------------------------- decisions
-
-
-def court_code_of(case_number: str | None, court: str | None, words: SystemWords | None = None) -> str | None:
-    """The court's code (Kentucky's CA or SC by default), from the case number ("2019-CA-0012",
-    "2024 CA ADMIN - ...") or the court's name."""
-    return (words or system_words(DEFAULT_COURT_SYSTEM)).code_of(case_number, court)
 
 
 def year_of(case_number: str | None, filed_date: str | None, words: SystemWords | None = None) -> int | None:
@@ -273,9 +258,9 @@ def _index_move_aside(workspace: Path) -> str:
 
 def restore_search_index(ctx: Context) -> bool:
     """The store's copy of the index into the workspace (which has none), if it holds a sound one:
-    the files its `ky_search/meta.json` names and the catalog its packs make, else an earlier
-    version's `ky_search.tar`. False: the index is built from the texts."""
-    if ctx.mirror.has(SEARCH_STORE_META) and _restore_commit(ctx):
+    the catalog its packs make and the files of the commit it records, else an earlier version's
+    `ky_search.tar`. False: the index is built from the texts."""
+    if _store_has_catalog(ctx) and _restore_commit(ctx):
         return True
     if not ctx.mirror.has(SEARCH_PACK_FILENAME):
         return False
@@ -294,20 +279,33 @@ def restore_search_index(ctx: Context) -> bool:
     return True
 
 
+def _store_has_catalog(ctx: Context) -> bool:
+    try:
+        return bool(catalog_packs(ctx).held())
+    except StoreError as exc:
+        log_index.warning("the store's search index cannot be listed (%s)", exc)
+        return False
+
+
 def _restore_commit(ctx: Context) -> bool:
-    """The commit the store's meta.json names, its files and its catalog, checked and put in place."""
+    """The store's catalog, the commit it records and that commit's files, checked and put in place.
+    A catalog sent before it recorded its commit goes with the store's `ky_search/meta.json`."""
     staging = ctx.path("tmp") / "search-restore"
     shutil.rmtree(staging, ignore_errors=True)
     index_path = staging / SEARCH_INDEX_DIRNAME
     index_path.mkdir(parents=True)
     try:
-        if not ctx.mirror.fetch(SEARCH_STORE_META, index_path / "meta.json"):
-            raise IntegrityError(f"{SEARCH_STORE_META} cannot be read")
-        meta = (index_path / "meta.json").read_text(encoding="utf-8")
+        catalog_packs(ctx).restore(staging / SEARCH_DB_FILENAME)
+        meta = sealed_commit(staging / SEARCH_DB_FILENAME)
+        if meta is not None:
+            durable_write(index_path / "meta.json", meta.encode("utf-8"))
+        elif ctx.mirror.fetch(SEARCH_STORE_META, index_path / "meta.json"):
+            meta = (index_path / "meta.json").read_text(encoding="utf-8")
+        else:
+            raise IntegrityError("the store's catalog records no commit")
         for name in commit_file_names(meta):
             if not ctx.mirror.fetch(f"{SEARCH_INDEX_DIRNAME}/{name}", index_path / name):
                 raise IntegrityError(f"the store lacks {SEARCH_INDEX_DIRNAME}/{name}, a file of its commit")
-        catalog_packs(ctx).restore(staging / SEARCH_DB_FILENAME)
         install_search_index(staging, ctx.workspace)
     except (IntegrityError, StoreError, UnicodeDecodeError) as exc:
         log_index.warning("the store's search index is not usable (%s)", exc)
@@ -370,7 +368,7 @@ def _index_catch_up(ctx: Context, db: Database, search: SearchIndex, result: Ind
 
 @dataclass
 class IndexPush:
-    files: int = 0         # index files sent (meta.json included)
+    files: int = 0         # index files sent
     bytes: int = 0         # their bytes and those of the catalog's packs
     removed: int = 0       # store files removed: superseded segment files, an earlier version's copies
 
@@ -382,7 +380,8 @@ def catalog_packs(ctx: Context) -> PagePacks:
 
 def _index_store_level(ctx: Context) -> bool:
     """Whether the store holds the workspace's index as it is: the last push or restore recorded
-    this meta.json, the store lists every file of its commit, and no earlier version's copy is left."""
+    this meta.json, the store lists every file of its commit and the catalog's state, and no earlier
+    version's or layout's copy is left."""
     index_path = ctx.workspace / SEARCH_INDEX_DIRNAME
     try:
         held = ctx.path(SEARCH_STORE_HELD).read_text(encoding="utf-8")
@@ -391,9 +390,12 @@ def _index_store_level(ctx: Context) -> bool:
             return False
         listed = ctx.store.list_files(SEARCH_INDEX_DIRNAME)
         unsent = _index_files_to_send(index_path, commit_file_names(meta), listed)
+        packs = catalog_packs(ctx)
+        catalog = set(packs.state()) <= set(packs.held()) and bool(packs.state())
     except (OSError, UnicodeDecodeError, StoreError, IntegrityError):
         return False
-    return not unsent and SEARCH_STORE_META in listed and not any(ctx.mirror.has(name) for name in _SEARCH_WHOLE_FILES)
+    return (not unsent and catalog and SEARCH_STORE_META not in listed
+            and not any(ctx.mirror.has(name) for name in _SEARCH_WHOLE_FILES))
 
 
 def _index_files_to_send(index_path: Path, names: list[str], listed: dict[str, Any]) -> list[str]:
@@ -405,17 +407,18 @@ def _index_files_to_send(index_path: Path, names: list[str], listed: dict[str, A
 
 def push_search_index(ctx: Context) -> IndexPush | None:
     """Sends the store what it lacks of the index's latest commit: its files the store does not list
-    (a segment's files never change, so a name held is not sent again), then meta.json (the commit
-    point), then the catalog's changed pages (c22); then removes the `ky_search/` files the commit
-    no longer names, the catalog's packs its state does not name and an earlier version's whole
-    copies. None when the store refused a write: the store keeps the commit it held, and the next
-    session sends the rest."""
+    (a segment's files never change, so a name held is not sent again), then the catalog's changed
+    pages (c22), sealed with the commit's meta.json (c18 `seal_search_copy`): the catalog's
+    manifest, written last, is the one commit point. Then removes the `ky_search/` files the commit
+    no longer names, the catalog's packs its state does not name and an earlier version's or
+    layout's copies. None when the store refused a write: the store keeps the commit it held, whole,
+    and the next session sends the rest."""
     staging = ctx.path("checkpoint") / "search-push"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         copy_search_index(ctx.workspace, staging)   # links to the commit's files: a merge deletes none
         index_path = staging / SEARCH_INDEX_DIRNAME
-        meta = (index_path / "meta.json").read_text(encoding="utf-8")
+        meta = seal_search_copy(staging)
         names = commit_file_names(meta)
         try:
             listed = ctx.store.list_files(SEARCH_INDEX_DIRNAME)
@@ -423,8 +426,8 @@ def push_search_index(ctx: Context) -> IndexPush | None:
             log_index.warning("cannot list the store's %s/ to send the index: %s", SEARCH_INDEX_DIRNAME, exc)
             return None
         pushed = IndexPush()
-        # Not queued for later (mutable=True): meta.json must follow every file of its commit.
-        for name in _index_files_to_send(index_path, names, listed) + ["meta.json"]:
+        # Not queued for later (mutable=True): the catalog must follow every file of its commit.
+        for name in _index_files_to_send(index_path, names, listed):
             if not ctx.mirror.put(f"{SEARCH_INDEX_DIRNAME}/{name}", index_path / name, mutable=True):
                 return None
             pushed.files += 1
@@ -434,7 +437,7 @@ def push_search_index(ctx: Context) -> IndexPush | None:
             return None
         pushed.bytes += catalog.bytes_sent
         durable_write(ctx.path(SEARCH_STORE_HELD), meta.encode("utf-8"))
-        kept = {SEARCH_STORE_META} | {f"{SEARCH_INDEX_DIRNAME}/{name}" for name in names}
+        kept = {f"{SEARCH_INDEX_DIRNAME}/{name}" for name in names}
         superseded = sorted(set(listed) - kept) + [name for name in _SEARCH_WHOLE_FILES if ctx.mirror.has(name)]
         pushed.removed = sum(ctx.mirror.remove(name) for name in superseded)
         pushed.removed += ctx.mirror.prune_pages(catalog_packs(ctx), set(catalog.packs))   # a killed push's
@@ -499,7 +502,8 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
                    year: int | None = None, kind: str | None = None, publication_status: str | None = None,
                    after: str | None = None, before: str | None = None, sort: str = "relevance", page: int = 1,
                    limit: int = 20, notes: Iterable[str] = (), search: SearchIndex | None = None,
-                   store: Any = None, system: str | None = None) -> SearchResult:
+                   store: Any = None, system: str | None = None,
+                   not_public: NotPublic | None = None) -> SearchResult:
     """Page `page` of `limit` hits of `query` (whatever was typed; empty: every document under the
     filters, newest first) filtered by court (code or part of the name), the case number's year,
     kind (type), publication status and filed day (`after`/`before`, inclusive), sorted by
@@ -508,7 +512,8 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
     from the workspace's texts; with a `store`, a hit's text the workspace lacks (a fresh runtime)
     is fetched from it first (a text found nowhere: no snippet). `notes` are added to the
     result's own (what was read differently from how it was typed). Case numbers and --court are
-    read in the forms of `system` (None: the archive's court system)."""
+    read in the forms of `system` (None: the archive's court system). `not_public`: the documents
+    not public, counted once for the state database read (None: the workspace's, counted now)."""
     if limit < 1 or limit > SEARCH_LIMIT_MAX:
         raise SearchQueryError(f"limit is 1 to {SEARCH_LIMIT_MAX}, not {limit}")
     if page < 1:
@@ -535,26 +540,39 @@ def search_archive(workspace: str | os.PathLike, query: str | None, *, court: st
         _add_snippets(Path(workspace), hits, parsed, fetch_from_store(workspace, store))
     return SearchResult(query=query or "", read_as=parsed.read_as, notes=list(notes) + list(parsed.notes),
                         total=found.total, page=page, limit=limit, sort=sort, filters=filters.active(), hits=hits,
-                        not_public=_not_public(Path(workspace), parsed, words))
+                        not_public=(not_public or NotPublic(Path(workspace) / DB_FILENAME, words)).of(parsed))
 
 
-def _not_public(workspace: Path, query: SearchQuery, words: SystemWords) -> dict[str, Any] | None:
-    """The archive's documents not public at the court (count, reasons, and those of the query's case
-    numbers); None when it holds none, or no database to ask."""
-    path = workspace / DB_FILENAME
-    if not words.access_states or not is_sqlite_file(path):
-        return None
-    db = Database.open_readonly(path)
-    try:
-        counts = WorkQueues(db).not_public_counts()
-        if not counts["not_public"]:
+class NotPublic:
+    """The archive's documents not public at the court, as one state database holds them: how many and
+    why, counted once (`counts`; None when it holds none, its court has no access states, or there is
+    no database), and per search those of the query's case numbers (`of`)."""
+
+    def __init__(self, database: Path, words: SystemWords):
+        self.database = Path(database)
+        self.counts: dict[str, Any] | None = None
+        if words.access_states and is_sqlite_file(self.database):
+            db = Database.open_readonly(self.database)
+            try:
+                counts = WorkQueues(db).not_public_counts()
+            finally:
+                db.close()
+            self.counts = counts if counts["not_public"] else None
+
+    def of(self, query: SearchQuery) -> dict[str, Any] | None:
+        """The counts and the documents of the case numbers `query` requires (None: the archive has none)."""
+        if self.counts is None:
             return None
         numbers = [node.case_number for node in query.required if isinstance(node, CaseNumber)]
-        documents = [{**row, "reason": not_public_reason(row["access_state"])}
-                     for row in WorkQueues(db).not_public_documents(numbers)] if numbers else []
-    finally:
-        db.close()
-    return {**counts, "documents": documents}
+        documents = []
+        if numbers:
+            db = Database.open_readonly(self.database)
+            try:
+                documents = [{**row, "reason": not_public_reason(row["access_state"])}
+                             for row in WorkQueues(db).not_public_documents(numbers)]
+            finally:
+                db.close()
+        return {**self.counts, "documents": documents}
 
 
 class UnmatchedFilter(SearchQueryError):

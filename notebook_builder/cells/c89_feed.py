@@ -158,7 +158,7 @@ def _since(values: dict[str, str]) -> str | None:
 
 def changes_page(folder: Path, query_string: str = "") -> tuple[str, str]:
     """(title, the body's HTML) of serve's /changes: the newest changes first (`run=`: one run's;
-    `since=`: those seen on or after a Kentucky day)."""
+    `since=`: those seen on or after a day of the court system)."""
     values = _query(query_string)
     run = values.get("run") or None
     notes = []

@@ -1,44 +1,36 @@
 """Web: the archive in a browser, search first (the pages `serve` shows).
 
 Guarantees:
-- `ArchiveWeb(site, datasette_app)` is an ASGI app. `/` is the search
-  page: `/?q=&court=&type=&year=&after=&before=&sort=&page=` asks what
-  `kycourt-pipeline search` asks (c87 search_archive: the same reading of
-  the query, filters, sort and pages; never an error page), and
-  `/search.json` with the same parameters answers the CLI's `--json`
-  object. The page's form holds every filter (court, type, the case
-  number's year, filed from/to, sort) with its current value, folded away
-  on a narrow screen; it says how the query was read when that differs from
-  what was typed, "21–40 of 106" with previous and next, the facets court,
-  case year, kind and publication status with their counts (each a link
-  that narrows the search, or widens it again), and per hit its case
-  number, title, court, filed date, kind, description, a snippet with the
-  matched words marked, a link to its PDF and one to its document page that
-  keeps the search. A parameter that cannot be read is left out and said.
-- Pages are headed with the archive's court system (c28 `title`); the court
-  facet names its courts; a search whose archive holds documents the court
-  does not serve to the public says how many and why, and lists those of
-  the case numbers searched.
-- `/document/<document_id>` shows the document's metadata (and, for one the
-  court does not serve to the public, why: registration or purchase), what derive
-  found, its case (every document of it, in filed order), its citations
-  (the archive's opinions it cites, the documents citing it, every citation
-  found in its text), links to its PDF and text, and the text itself with
-  the search's words marked and a link back to the results when it was
-  reached from a search.
-- `/changes` and `/feed.atom` (`?q=&court=&type=`: a saved search's new
-  documents) are c89's; a withdrawn document's page says so (c89).
-- `/pdf_by_hash/<sha256>.pdf` and `/text/<sha256>.txt` (`.ocr.txt`) are
-  the archive's files, read-only, from the workspace or else the store, and
-  only names a document of the archive refers to. The route is decided from
-  the raw request path by `web_route()`: a name that is not exactly 64
-  lowercase hex digits and its extension is no file of the archive, so no
-  path outside it (`..`, `%2e%2e`, a slash too many) can ever be served.
-  Every other path goes to Datasette (tables, SQL, JSON), which serves no
-  file but its own static ones; the tables are one click away in the header.
-- Nothing is written: the state and the index are read from the read-only
-  copies `serve` made (`site.folder`); each request runs in a worker
-  thread, so the event loop never waits on SQLite or the index.
+- `ArchiveWeb(site, datasette_app)` is an ASGI app. `/` is the search page:
+  `/?q=&court=&type=&year=&after=&before=&sort=&page=` asks what `kycourt-pipeline search` asks
+  (c87 search_archive: the same reading of the query, filters, sort and pages; never an error
+  page), and `/search.json` with the same parameters answers the CLI's `--json` object. The form
+  holds every filter (court, type, the case number's year, filed from/to, sort) with its current
+  value, folded away on a narrow screen; the page says how the query was read when that differs
+  from what was typed, "21–40 of 106" with previous and next, the facets court, case year, kind
+  and publication status with their counts (each a link that narrows the search, or widens it
+  again), and per hit its case number, title, court, filed date, kind, description, a snippet
+  with the matched words marked, a link to its PDF and one to its document page that keeps the
+  search. A parameter that cannot be read is left out and said.
+- Pages are headed with the archive's court system (c28 `title`); the court facet names its
+  courts; a search whose archive holds documents the court does not serve to the public says how
+  many and why, and lists those of the case numbers searched.
+- `/document/<document_id>` shows the document's metadata (and, for one the court does not serve
+  to the public, why: registration or purchase), what derive found, its case (every document of
+  it, in filed order), its citations (the archive's opinions it cites, the documents citing it,
+  every citation found in its text), links to its PDF and text, and the text itself with the
+  search's words marked and a link back to the results when it was reached from a search.
+- `/changes` and `/feed.atom` (`?q=&court=&type=`: a saved search's new documents) are c89's; a
+  withdrawn document's page says so (c89).
+- `/pdf_by_hash/<sha256>.pdf` and `/text/<sha256>.txt` (`.ocr.txt`) are the archive's files,
+  read-only, from the workspace or else the store, and only names a document of the archive refers
+  to. `web_route()` decides the route from the raw request path: a name that is not exactly 64
+  lowercase hex digits and its extension is no file of the archive, so no path outside it (`..`,
+  `%2e%2e`, a slash too many) is ever served. Every other path goes to Datasette (tables, SQL,
+  JSON), which serves no file but its own static ones; the tables are one click away.
+- Nothing is written: the state and the index are read from the read-only copies `serve` made
+  (`site.folder`); each request runs in a worker thread, so the event loop never waits on SQLite
+  or the index.
 
 Knobs read: none (the site carries the workspace and the store).
 """
@@ -66,7 +58,7 @@ from .c18_search_index import (SEARCH_KINDS, SEARCH_SORTS, SearchFilters, Search
                                open_search_index)
 from .c33_best_text import best_text_sources
 from .c28_court_words import ARCHIVE_TITLES, SystemWords, system_words
-from .c87_index import SearchResult, page_past_last, query_marks, search_archive, snippet_html, text_places
+from .c87_index import NotPublic, SearchResult, page_past_last, query_marks, search_archive, snippet_html, text_places
 from .c89_feed import changes_page, feed_answer, withdrawn_note
 
 WEB_FACETS = (("court_code", "court"), ("year", "case year"), ("kinds", "kind"),
@@ -106,6 +98,7 @@ class ServedArchive:
     min_quality: float = 0.5      # MIN_TEXT_QUALITY: which of a document's texts is its best (c33)
     system: str = DEFAULT_COURT_SYSTEM
     _search: SearchIndex | None = field(default=None, repr=False)
+    _not_public: NotPublic | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -118,6 +111,13 @@ class ServedArchive:
             if self._search is None:
                 self._search = open_search_index(self.folder)
             return self._search
+
+    def not_public(self) -> NotPublic:
+        """The documents not public at the court, counted once from the served copy of the state."""
+        with self._lock:
+            if self._not_public is None:
+                self._not_public = NotPublic(self.folder / DB_FILENAME, self.words)
+            return self._not_public
 
 
 @dataclass
@@ -219,7 +219,7 @@ class WebSearch:
                               kind=self.kind or None, publication_status=self.publication_status or None,
                               after=self.after or None, before=self.before or None, sort=self.sort,
                               page=self.page, limit=self.limit, notes=self.notes, search=site.search_index(),
-                              store=site.store, system=site.system)
+                              store=site.store, system=site.system, not_public=site.not_public())
 
 
 # ----------------------------------------------------------------- pages
