@@ -14,6 +14,8 @@ import pytest
 
 from notebook_builder.cells import c49_trportal_walk
 from notebook_builder.cells.c00_config import load_config
+from notebook_builder.cells.c10_database import Database
+from notebook_builder.cells.c15_discovery_state import DiscoveryState, coverage_gaps
 from notebook_builder.cells.c95_run import run_pipeline
 from notebook_builder.simcourt import SimTRPortal
 
@@ -82,6 +84,11 @@ def test_a_crawl_to_done_archives_every_viewable_document_once_and_keeps_the_res
     not_viewable = sum(not t.viewable for t in court.truth(hashes=False))
     assert status["final_states"]["not_public"] == not_viewable == status["counts"]["discovered"]
     assert status["counts"]["failed"] == 0
+    db = Database.open_readonly(tmp_path / "ws" / "ky_court.sqlite")
+    audit = [dict(row) for row in DiscoveryState(db).coverage_audit()]
+    db.close()
+    assert [(row["shard"], row["announced"], row["cases"]) for row in audit] == [
+        ("cases", court.corpus.case_count, court.corpus.case_count)] and coverage_gaps(audit) == []
     if system != "oregon":                   # a feed: an opinion within the first few requests
         assert judged["first opinion at"] <= 5
 

@@ -9,7 +9,10 @@ Guarantees:
   and each page's cases walked CRAWL-sized batches at a time, each case committed with its
   documents; then the details pass (a case's detail and parties, after the PDFs). Every unit
   commits before it returns; the cursor (kv `trportal_crawl`: the sweep, its stage, the case
-  search's window, page and last instant) lets a killed run resume at its page.
+  search's window, page and last instant) lets a killed run resume at its page. The sweep's one
+  discovery_shards row (TR_SHARD, every case it lists carries it) announces the first window's
+  total: the search over the sweep's whole range, so verify's coverage audit compares it with the
+  cases held.
 - Every document of a case is a row (c26 `access_document`): id its documentLinkUUID in lower
   case, case number as written, court, the entry's filed date, description, name, entry type,
   access state (c26 `document_state`: a secured entry's is never public), the court's opinion
@@ -293,7 +296,7 @@ class TRPortalDiscovery:
         cases = []
         for raw in page.results:
             try:
-                cases.append(case_row(self.court, self.directory, raw))
+                cases.append({**case_row(self.court, self.directory, raw), "shard": TR_SHARD})
             except ShapeProblem as problem:
                 self.problems[problem.field] += 1
         previous = self.state.cases_to_walk(self.sweep, [case["case_id"] for case in cases])
@@ -306,6 +309,8 @@ class TRPortalDiscovery:
                 self.page_cases.append((case, kind))
             elif before is not None and before["walked_sweep"] < self.sweep:
                 self.result.cases_unchanged += 1
+        if self.cursor.get("window") is None:     # the first window spans the sweep: its total is the sweep's
+            self.cursor["announced"] = page.total
         self.cursor.update(window={"from": instant_text(first), "page": page.number + 1, "size": page.size,
                                    "latest": latest and instant_text(latest)},
                            total=page.total, read=page.offset + len(page.results))
@@ -404,7 +409,7 @@ class TRPortalDiscovery:
         # As many answers of the wrong shape as 1% of the rows (at least 10): what they held is unknown.
         errors += int(sum(self.problems.values()) >= max(10, self.result.rows_seen // 100))
         self.state.finish_shard(self.sweep, TR_SHARD, state="error" if errors else "done",
-                                total_count=self.cursor.get("total"), rows_seen=self.result.rows_seen,
+                                total_count=self.cursor.get("announced"), rows_seen=self.result.rows_seen,
                                 rows_new=self.result.rows_new)
         self.state.finish_sweep(self.sweep, time.monotonic() - self.started, complete=True)
         self.result.sweeps += 1
