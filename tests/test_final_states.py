@@ -94,3 +94,31 @@ def test_the_ocr_summary_counts_only_documents_whose_ocr_text_holds_words(make_c
     assert read == "4 scanned pages of 3 PDFs recognised (tesseract; 0 turned upright, 0 blank), 900 characters: " \
                    "3 documents now carry OCR text; 0 pages and 0 PDFs failed"
     assert os.path.getsize(ctx.workspace / f"text/{sha}.ocr.txt") == 0
+
+
+def test_the_stores_status_json_is_put_at_most_every_thirty_seconds_but_at_once_when_asked(make_context, monkeypatch):
+    """Each put of status.json is a Drive write: a run's heartbeats and phase changes put it at most
+    every STATUS_MIRROR_SECONDS, while the workspace's copy is always the latest; verify's verdict
+    (mirror_now) goes at once."""
+    from notebook_builder.cells import c35_context
+    ctx = make_context()
+    ctx.open_database()
+    now = [1000.0]
+    monkeypatch.setattr(c35_context.time, "monotonic", lambda: now[0])
+    put = []
+    original = ctx.mirror.put
+    monkeypatch.setattr(ctx.mirror, "put", lambda name, *args, **kwargs: put.append(name) or original(name, *args, **kwargs))
+    stored = lambda: json.loads((ctx.workspace.parent / "store" / "status.json").read_text())   # noqa: E731
+
+    write_status(ctx, phase_note="first")
+    for second in range(1, 30):
+        now[0] = 1000.0 + second
+        write_status(ctx, phase_note=f"at {second}")
+    assert put == ["status.json"] and stored()["phase_note"] == "first"
+    assert json.loads(ctx.path("status.json").read_text())["phase_note"] == "at 29"
+    now[0] = 1030.0
+    write_status(ctx, phase_note="due")
+    assert put == ["status.json"] * 2 and stored()["phase_note"] == "due"
+    now[0] = 1031.0
+    write_status(ctx, verify="PASS", mirror_now=True)
+    assert put == ["status.json"] * 3 and stored()["verify"] == "PASS"

@@ -10,7 +10,9 @@ Guarantees:
   names (`missing_store_message`): a typo or a moved store never begins a second archive.
 - The store's sleeps (Drive's backoff and pacing) are the run clock's (`store_sleep`): a signal
   ends them at once, the budget's end does not.
-- `write_status()` writes status.json (CONTRACT.md) durably to the workspace and mirrors it;
+- `write_status()` writes status.json (CONTRACT.md) durably to the workspace and mirrors it, at
+  most every STATUS_MIRROR_SECONDS (a Drive write each time) unless `mirror_now` (a phase's end,
+  verify's verdict): the store's copy is never more than that behind the workspace's but for a kill;
   `done` comes from the same queue functions the stages use. It says up to which day (the court
   system's) the archive is complete (`complete_through`), once the court was asked this run `court` (requests,
   latency, projected hours of the downloads left), what adopting an older version's archive
@@ -86,6 +88,7 @@ class Context:
     resume_points_read: bool = False                # c39: the store's resume points listed, once a context
     journals_swept: bool = False                    # c39: the store's older journals listed and removed, once
     quota_asked_at: float | None = None             # time.monotonic() of the last quota asked (refresh_quota)
+    status_mirrored_at: float | None = None         # time.monotonic() status.json was last put to the store
 
     def path(self, name: str) -> Path:
         return self.workspace / name
@@ -484,6 +487,7 @@ def crawl_words(projection: Mapping[str, Any]) -> str:
     return "; ".join(said)
 
 
+STATUS_MIRROR_SECONDS = 30.0   # the store's status.json at most this often (a Drive write each time), but mirror_now
 STATUS_NOT_PUBLIC_SHOWN = 20     # documents not public at the court that status.json names
 
 
@@ -543,8 +547,9 @@ def status_document(db: Database | None, cfg: Config, *, phase: str, verify: str
     return document
 
 
-def write_status(ctx: Context, *, verify: str | None = None, mirror: bool = True, **extra: Any) -> dict[str, Any]:
-    """status.json written durably to the workspace and (unless not `mirror`) to the store."""
+def write_status(ctx: Context, *, verify: str | None = None, mirror_now: bool = False, **extra: Any) -> dict[str, Any]:
+    """status.json written durably to the workspace, and to the store when `mirror_now` or when
+    STATUS_MIRROR_SECONDS have passed since it was last put there (see the module docstring)."""
     extra = dict(extra)
     # The store this workspace mirrors to: the query commands read it (store_of_workspace).
     extra["store"] = ctx.cfg.STORE
@@ -565,6 +570,8 @@ def write_status(ctx: Context, *, verify: str | None = None, mirror: bool = True
         document["court"] = ctx.client.pace_figures(document["queues"]["download"])   # the queue counted once
     path = ctx.path(STATUS_FILENAME)
     durable_write(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    if mirror:
+    now = time.monotonic()
+    if mirror_now or ctx.status_mirrored_at is None or now - ctx.status_mirrored_at >= STATUS_MIRROR_SECONDS:
+        ctx.status_mirrored_at = now
         ctx.mirror.put(STATUS_FILENAME, path, mutable=True)
     return document

@@ -27,7 +27,7 @@ Guarantees:
   `opinions_archived_at` is set the first time every opinion the court lists is archived.
 - status.json's `phase` follows the crawl (discover, download, details): the workspace's copy is
   written whenever the phase changes (what a watcher, the torture harness included, reads), the
-  store's at most every CRAWL_MIRROR_SECONDS (a Drive write each time) and when the crawl ends.
+  store's as c35 `write_status` mirrors it (every STATUS_MIRROR_SECONDS at most) and when the crawl ends.
 
 Knobs read: DOWNLOAD_BATCH, DRY_RUN (and, through discovery and download, theirs: CASE_DETAILS,
 DOWNLOAD_LIMIT, MAX_SWEEPS, ...).
@@ -53,7 +53,6 @@ from .c70_download import DownloadResult, Downloads, RecoverResult, download
 log_schedule = logging.getLogger("kycourt.schedule")
 
 CRAWL_WALK_CASES = 50          # cases the walk takes before their documents are downloaded
-CRAWL_MIRROR_SECONDS = 30.0    # the store's status.json at most this often while the phase changes
 
 
 @dataclass(frozen=True)
@@ -157,7 +156,6 @@ class _Scheduler:
         self.discovery, self.downloads, self.result = discovery, downloads, result
         self.drained_nothing = False
         self.details_exhausted = False       # the details pass found nothing more to do this run
-        self.mirrored_at = 0.0
         try:
             self.figures = json.loads(self.db.kv_get(KV_CRAWL_FIGURES) or "{}")
         except ValueError:
@@ -256,8 +254,4 @@ class _Scheduler:
             log_schedule.info("every opinion the court lists is archived")
 
     def status(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        mirror = force or now - self.mirrored_at >= CRAWL_MIRROR_SECONDS
-        if mirror:
-            self.mirrored_at = now
-        write_status(self.ctx, mirror=mirror)
+        write_status(self.ctx, mirror_now=force)

@@ -298,7 +298,7 @@ def _verify_write_status(ctx: Context, result: VerifyResult) -> dict[str, Any]:
         extra["verify_note"] = EMPTY_ARCHIVE      # no verdict over an archive of nothing
     try:
         return write_status(ctx, verify=None if "verify_note" in extra else "PASS" if result.passed else "FAIL",
-                            **extra)
+                            mirror_now=True, **extra)
     except sqlite3.DatabaseError as exc:   # a damaged database cannot be counted
         log_verify.warning("status.json not rewritten: %s", exc)
         return {}
