@@ -220,14 +220,22 @@ def test_a_crawl_that_ends_days_after_it_began_reads_again_what_the_court_filed_
         monkeypatch.setattr(TRPortalClient, "_get", stopping)
         assert run_pipeline(load_config(env), handle_signals=False).exit_status == 130
         monkeypatch.setattr(TRPortalClient, "_get", original)
+        cases_before = court.corpus.case_count
         plan = court.advance(5, seed=2, activity={"new_cases": 2, "filings": 2, "opinions": 1, "made_public": 0,
                                                   "withdrawn": 0, "retitled": 0})
         report = run_pipeline(load_config({**env, "KY_TODAY": plan["today"]}), handle_signals=False)
         judged = judge(court, tmp_path)
+        cases_after = court.corpus.case_count
     assert report.exit_status == 0, report.summary()
     assert not judged["missing"] and not judged["wrong bytes"] and not judged["not viewable fetched"], judged
     status = json.loads((tmp_path / "ws" / "status.json").read_text())
     assert status["discovery_converged"] and status["complete_through"] == plan["today"]
+    db = Database.open_readonly(tmp_path / "ws" / "ky_court.sqlite")
+    audit = [dict(row) for row in DiscoveryState(db).coverage_audit()]
+    db.close()
+    # The closing sweep read only the days since the crawl began: the audit keeps the whole search's count.
+    assert cases_after > cases_before
+    assert [(row["shard"], row["announced"], row["cases"]) for row in audit] == [("cases", cases_before, cases_after)]
     assert plan["counts"]["added"] and not status["last_update"]          # still the first crawl: no changes
 
 
@@ -449,3 +457,38 @@ def test_a_cases_list_asked_again_reads_its_entries_opinion_marks_in_one_query(t
             ctx.close()
     per_entry = [sql for sql in asked if "FROM documents WHERE docket_entry_id" in sql]
     assert 1 in marks.values() and 0 in marks.values() and after == marks and per_entry == []
+
+
+def test_a_list_asked_again_walks_the_case_whole_when_its_entries_secured_marks_are_unknown(tmp_path):
+    """Entries written before schema v15 have no secured mark (NULL): asking only the access list would
+    take a secured entry's VIEWABLE document for public, so that case is walked again in full."""
+    from support import open_test_context
+
+    from notebook_builder.cells.c49_trportal_walk import TRPortalDiscovery
+    with SimTRPortal("nevada", docs=60, seed=6, today=TODAY, record_requests=True) as court:
+        assert run_pipeline(load_config(environment(court, tmp_path, "nevada", KY_PHASES="discover",
+                                                    KY_CASE_DETAILS="0"))).exit_status == 0
+        ctx = open_test_context(tmp_path / "again", COURT_SYSTEM="nevada", WORKSPACE=str(tmp_path / "ws"),
+                                STORE=str(tmp_path / "store"), API_BASE=court.base_url)
+        try:
+            walk = TRPortalDiscovery(ctx)
+            walk.directory = walk._court_directory()
+            conn = ctx.db.conn
+            known, unknown = (dict(row) for row in conn.execute(
+                "SELECT c.* FROM cases c WHERE EXISTS (SELECT 1 FROM docket_entries e WHERE e.case_id = c.case_id "
+                "AND e.has_documents = 1) ORDER BY c.case_id LIMIT 2"))
+            conn.execute("UPDATE docket_entries SET secured = NULL WHERE case_id = ?", (unknown["case_id"],))
+            asked = {}
+            for case in (known, unknown):
+                case["case_uuid"] = case["court_path"].rsplit("/", 1)[-1]
+                before = len(court.request_log)
+                walk.walk_case(case, "access")
+                asked[case["case_id"]] = sorted(endpoint for endpoint, _ in list(court.request_log)[before:])
+            marks = {row[0] for row in conn.execute("SELECT secured FROM docket_entries WHERE case_id = ?",
+                                                    (unknown["case_id"],))}
+            walk.client.close()
+        finally:
+            ctx.close()
+    assert asked[known["case_id"]] == ["documents_access"]
+    assert asked[unknown["case_id"]] == ["docket_entries", "documents_access"]
+    assert None not in marks

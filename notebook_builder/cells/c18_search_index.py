@@ -828,7 +828,7 @@ def seal_search_copy(folder: str | os.PathLike) -> str:
     catalog is the index's one commit point. Returns meta.json's text."""
     folder = Path(folder)
     meta = (folder / SEARCH_INDEX_DIRNAME / "meta.json").read_text(encoding="utf-8")
-    catalog = sqlite3.connect(folder / SEARCH_DB_FILENAME)
+    catalog = _open_catalog(folder / SEARCH_DB_FILENAME, readonly=False)
     try:
         with catalog:
             catalog.execute("INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "

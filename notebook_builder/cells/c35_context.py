@@ -10,9 +10,10 @@ Guarantees:
   names (`missing_store_message`): a typo or a moved store never begins a second archive.
 - The store's sleeps (Drive's backoff and pacing) are the run clock's (`store_sleep`): a signal
   ends them at once, the budget's end does not.
-- `write_status()` writes status.json (CONTRACT.md) durably to the workspace and mirrors it, at
-  most every STATUS_MIRROR_SECONDS (a Drive write each time) unless `mirror_now` (a phase's end,
-  verify's verdict): the store's copy is never more than that behind the workspace's but for a kill;
+- `write_status()` writes status.json (CONTRACT.md) durably to the workspace and mirrors it: at
+  once with `mirror_now` (a phase's start, the crawl's end, verify's verdict), else when
+  STATUS_MIRROR_SECONDS have passed since it last went (a Drive write each time: the heartbeats
+  of a download phase, the crawl's turns);
   `done` comes from the same queue functions the stages use. It says up to which day (the court
   system's) the archive is complete (`complete_through`), once the court was asked this run `court` (requests,
   latency, projected hours of the downloads left), what adopting an older version's archive

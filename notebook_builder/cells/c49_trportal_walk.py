@@ -11,8 +11,8 @@ Guarantees:
   commits before it returns; the cursor (kv `trportal_crawl`: the sweep, its stage, the case
   search's window, page and last instant) lets a killed run resume at its page. The sweep's one
   discovery_shards row (TR_SHARD, every case it lists carries it) announces the first window's
-  total: the search over the sweep's whole range, so verify's coverage audit compares it with the
-  cases held.
+  total, the search over every filed day (a closing sweep, over the days since the crawl began,
+  announces none), so verify's coverage audit compares it with the cases held.
 - Every document of a case is a row (c26 `access_document`): id its documentLinkUUID in lower
   case, case number as written, court, the entry's filed date, description, name, entry type,
   access state (c26 `document_state`: a secured entry's is never public), the court's opinion
@@ -309,8 +309,8 @@ class TRPortalDiscovery:
                 self.page_cases.append((case, kind))
             elif before is not None and before["walked_sweep"] < self.sweep:
                 self.result.cases_unchanged += 1
-        if self.cursor.get("window") is None:     # the first window spans the sweep: its total is the sweep's
-            self.cursor["announced"] = page.total
+        if self.cursor.get("window") is None and not self.cursor.get("closing"):
+            self.cursor["announced"] = page.total     # the first window spans the sweep: its total is the sweep's
         self.cursor.update(window={"from": instant_text(first), "page": page.number + 1, "size": page.size,
                                    "latest": latest and instant_text(latest)},
                            total=page.total, read=page.offset + len(page.results))
@@ -336,7 +336,7 @@ class TRPortalDiscovery:
             case, kind = self.page_cases.pop(0)
             try:
                 self.walk_case(case, kind)
-            except (TransientFetchError, PastWindow) as exc:
+            except TransientFetchError as exc:
                 self.cursor["errors"] = self.cursor.get("errors", 0) + 1
                 log_tr.debug("case %s: %s", case["case_number"], exc)
             walked += 1
@@ -349,11 +349,13 @@ class TRPortalDiscovery:
 
     def walk_case(self, case: dict, kind: str) -> int:
         """One case's docket entries and access list, committed with its documents (see the docstring);
-        kind 'access': its access list alone, its entries as the table holds them."""
+        kind 'access': its access list alone, its entries as the table holds them (walked 'again' in
+        full when an entry's secured mark is unknown: written before schema v15)."""
         label = f"case {case['case_number']}"
-        if kind == "access":
-            entries = [dict(row) for row in self.state.entries_of_case(case["case_id"])]
-        else:
+        entries = [dict(row) for row in self.state.entries_of_case(case["case_id"])] if kind == "access" else []
+        if any(entry["secured"] is None for entry in entries):
+            kind = "again"
+        if kind != "access":
             try:
                 raw_entries = [row for page in self.client.pages(case["court_path"] + "/docketentries",
                                                                  {"sort": "docketEntryHeader.filedDate,asc"}, label)

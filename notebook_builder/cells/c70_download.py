@@ -61,7 +61,7 @@ from .c10_database import KV_DOWNLOAD_PATH
 from .c12_queues import WorkQueues
 from .c13_records import DownloadRecords
 from .c25_court import DOWNLOAD_PATHS
-from .c30_client import CourtClient, classify_http_status, retry_after_seconds
+from .c30_client import CourtClient, classify_http_status, is_redirect, retry_after_seconds
 from .c31_court_client import court_client
 from .c34_mirror import progress
 from .c35_context import Context, write_status
@@ -485,7 +485,7 @@ def _download_fetch_by(ctx: Context, client: CourtClient, row, path: str) -> _Do
         code = response.status_code
         DownloadRecords(ctx.db).record_download_event(document_id, requested_at=requested_at, http_status=code,
                                      headers=response.headers)
-        if 300 <= code < 400 and not client.court.follows_redirects:
+        if is_redirect(code, client.court):
             _download_drain(response)
             raise NotPublicAnswer(f"HTTP {code} to {response.headers.get('Location', 'the court’s wall')}",
                                   client.court.wall_state(response), code)

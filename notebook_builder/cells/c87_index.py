@@ -391,7 +391,8 @@ def _index_store_level(ctx: Context) -> bool:
         listed = ctx.store.list_files(SEARCH_INDEX_DIRNAME)
         unsent = _index_files_to_send(index_path, commit_file_names(meta), listed)
         packs = catalog_packs(ctx)
-        catalog = set(packs.state()) <= set(packs.held()) and bool(packs.state())
+        state = packs.state()
+        catalog = bool(state) and set(state) <= set(packs.held())
     except (OSError, UnicodeDecodeError, StoreError, IntegrityError):
         return False
     return (not unsent and catalog and SEARCH_STORE_META not in listed
