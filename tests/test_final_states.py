@@ -122,3 +122,30 @@ def test_the_stores_status_json_is_put_at_most_every_thirty_seconds_but_at_once_
     now[0] = 1031.0
     write_status(ctx, verify="PASS", mirror_now=True)
     assert put == ["status.json"] * 3 and stored()["verify"] == "PASS"
+
+
+def test_a_run_puts_status_json_in_the_store_at_its_start_and_with_verifys_verdict_not_at_each_phase(
+        tmp_path, monkeypatch):
+    """A phase's start and the crawl's end no longer force a put: within STATUS_MIRROR_SECONDS a
+    whole run puts status.json twice (its first write, verify's verdict), and the store's copy is
+    then the workspace's (a run of a few minutes under Drive's faults put it 46 times in 7 runs)."""
+    from support import pipeline_env
+
+    from notebook_builder.cells import c35_context
+    from notebook_builder.cells.c00_config import load_config
+    from notebook_builder.cells.c34_mirror import StoreMirror
+    from notebook_builder.cells.c95_run import run_pipeline
+    from notebook_builder.simcourt import SimCourt
+    monkeypatch.setattr(c35_context, "STATUS_MIRROR_SECONDS", 3600.0)
+    put = []
+    original = StoreMirror.put
+    monkeypatch.setattr(StoreMirror, "put", lambda self, name, *args, **kwargs:
+                        (put.append(name) if name == "status.json" else None) or original(self, name, *args, **kwargs))
+    with SimCourt(12, seed=4, faults=False, first_year=2024, last_year=2026) as court:
+        cfg = load_config(pipeline_env(court, tmp_path))
+        report = run_pipeline(cfg, handle_signals=False)
+    assert report.exit_status == 0 and len(report.stages) >= 4
+    assert put == ["status.json"] * 2
+    workspace = json.loads((tmp_path / "workspace" / "status.json").read_text())
+    assert json.loads((tmp_path / "store" / "status.json").read_text()) == workspace
+    assert workspace["verify"] == "PASS"

@@ -11,9 +11,9 @@ Guarantees:
 - The store's sleeps (Drive's backoff and pacing) are the run clock's (`store_sleep`): a signal
   ends them at once, the budget's end does not.
 - `write_status()` writes status.json (CONTRACT.md) durably to the workspace and mirrors it: at
-  once with `mirror_now` (a phase's start, the crawl's end, verify's verdict), else when
+  a run's first write, at once with `mirror_now` (verify's verdict), else when
   STATUS_MIRROR_SECONDS have passed since it last went (a Drive write each time: the heartbeats
-  of a download phase, the crawl's turns);
+  of a download phase, the crawl's turns, a phase's start, each checkpoint);
   `done` comes from the same queue functions the stages use. It says up to which day (the court
   system's) the archive is complete (`complete_through`), once the court was asked this run `court` (requests,
   latency, projected hours of the downloads left), what adopting an older version's archive

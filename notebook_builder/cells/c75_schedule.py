@@ -27,7 +27,7 @@ Guarantees:
   `opinions_archived_at` is set the first time every opinion the court lists is archived.
 - status.json's `phase` follows the crawl (discover, download, details): the workspace's copy is
   written whenever the phase changes (what a watcher, the torture harness included, reads), the
-  store's as c35 `write_status` mirrors it (every STATUS_MIRROR_SECONDS at most) and when the crawl ends.
+  store's as c35 `write_status` mirrors it (every STATUS_MIRROR_SECONDS at most).
 
 Knobs read: DOWNLOAD_BATCH, DRY_RUN (and, through discovery and download, theirs: CASE_DETAILS,
 DOWNLOAD_LIMIT, MAX_SWEEPS, ...).
@@ -133,7 +133,7 @@ def crawl(ctx: Context, recovered: RecoverResult | None = None, *,
         downloads.result.stopped = downloads.result.stopped or "court unreachable"
     finally:
         discovery.finish()
-    scheduler.status(force=True)
+    scheduler.status()
     log_schedule.info("crawl: %s units; %d documents discovered, %d downloaded, %d cases' details%s",
                       ", ".join(f"{count} {kind}" for kind, count in sorted(result.units.items())) or "no",
                       discovery.result.rows_new, downloads.result.downloaded, discovery.result.details_cases,
@@ -253,5 +253,5 @@ class _Scheduler:
             db.kv_set(KV_OPINIONS_ARCHIVED_AT, utc_now())
             log_schedule.info("every opinion the court lists is archived")
 
-    def status(self, *, force: bool = False) -> None:
-        write_status(self.ctx, mirror_now=force)
+    def status(self) -> None:
+        write_status(self.ctx)

@@ -371,7 +371,7 @@ def _run_session(ctx: Context, report: RunReport, *, verify_only: bool) -> None:
                         report.skipped.append(phase)
                         continue
                     ctx.phase = phase
-                    write_status(ctx, mirror_now=True)
+                    write_status(ctx)
                     if crawling and phase == "download":
                         _run_crawl(ctx, report)
                     else:
