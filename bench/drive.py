@@ -1,7 +1,7 @@
 """Benchmark: Google Drive as the store, at the real scale, against the simulated Drive.
 
     .venv/bin/python bench/drive.py [--docs 240] [--crawl-docs 60] [--latency 0.15] [--rate 3]
-                                    [--full 98724] [--pipeline-docs 100] [--skip-before] [--skip-calm]
+                                    [--full 98724] [--pipeline-docs 200] [--kills 4] [--skip-before] [--skip-calm]
 
 Every Drive request crosses loopback through the real pydrive2 +
 googleapiclient stack to notebook_builder.simdrive, which answers each one
@@ -37,12 +37,15 @@ same rate.
    a blank workspace runs restore and the download stage's recover (what a
    run does before its stages) and is then runnable. Printed: Drive
    requests by kind, PDFs downloaded (goal 0), and seconds (goal < 60).
-4. The whole pipeline under Drive's weather: `--pipeline-docs` documents
-   of a calm simulated court, KY_STORE=drive, part 1's faults on, run until
-   done, then a fresh runtime (the workspace gone) run until done. Printed:
-   requests per stored file and where they went, by endpoint and answer
-   (a run's rewrites of status.json, the checkpoint and the reports are
-   updates; its listings and lookups are list; restore's reads are media).
+4. The whole pipeline under Drive's weather (the held-out Drive check's
+   shape): `--pipeline-docs` documents of a calm simulated court,
+   KY_STORE=drive, part 1's faults on; `--kills` runs SIGKILLed 5-25 s in,
+   a run until done, then a fresh runtime (the workspace gone) run until
+   done, each `kycourt-pipeline run` in a process of its own. Printed: the
+   files Drive holds at the end (every folder), requests and uploads
+   (inserts and updates, refused ones too) per stored file (goal <= 1.2
+   uploads), writes refused for rate (goal 0), status.json's puts, and
+   where the requests went, by endpoint and answer.
 """
 from __future__ import annotations
 
@@ -52,6 +55,7 @@ import logging
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -287,32 +291,44 @@ def fresh_runtime(docs: int, folder: Path, latency: float, rate: float) -> dict:
 # ---------------------------------------------------------------------- 4. the whole pipeline
 
 
-def pipeline_round(docs: int, folder: Path, latency: float, rate: float) -> dict:
-    """Runs until done with the Drive store under FAULTS, then a fresh runtime until done."""
-    from notebook_builder.cells.c95_run import run_pipeline
+def pipeline_round(docs: int, folder: Path, latency: float, rate: float, kills: int) -> dict:
+    """`kills` runs SIGKILLed 5-25 s in, a run until done, then a fresh runtime until done: each run
+    `kycourt-pipeline run` in a process of its own, with the Drive store under FAULTS."""
     court = SimCourt(docs, seed=9, faults=False, first_year=2020, last_year=2026)
+    draw = random.Random(5)
     with court, SimDrive(latency=latency, write_rate=rate, write_burst=3.0, **FAULTS) as sim:
-        env = {"KY_PROGRESS": "0", "KY_PACING": "0", "KY_STORE": "drive", "KY_DRIVE_API": sim.api_root,
-               "KY_DRIVE_FOLDER": FOLDER, "KY_DRIVE_WRITES": str(rate), "KY_BACKOFF_BASE": "1",
+        env = {**os.environ, "KY_PROGRESS": "0", "KY_PACING": "0", "KY_STORE": "drive",
+               "KY_DRIVE_API": sim.api_root, "KY_DRIVE_FOLDER": FOLDER, "KY_BACKOFF_BASE": "1",
                "KY_BACKOFF_CAP": "8", "KY_FIRST_YEAR": "2020", "KY_LAST_YEAR": "2026",
                "KY_CONVERGENCE_DELTA": "1", "KY_API_BASE": court.base_url,
                "KY_WORKSPACE": str(folder / "workspace")}
-        cfg = load_config(env=env)
+        command = [sys.executable, "-m", "notebook_builder.cli", "run"]
+        quiet = {"env": env, "cwd": REPO, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         statuses = []
         started = time.perf_counter()
+        for _ in range(kills):
+            process = subprocess.Popen(command, **quiet)
+            try:
+                statuses.append(process.wait(draw.uniform(5, 25)))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                statuses.append("killed")
         for fresh in (False, True):
             if fresh:
                 shutil.rmtree(folder / "workspace")
                 time.sleep(FAULTS["list_delay"])      # a new runtime takes longer than that to start
             for _ in range(3):
-                report = run_pipeline(cfg, handle_signals=False)
-                if report.exit_status == 0:
+                status = subprocess.run(command, **quiet).returncode
+                if status == 0:
                     break
-            statuses.append(report.exit_status)
-        files = sum(len(sim.files_in(path)) for path in
-                    (FOLDER, f"{FOLDER}/pdf_by_hash", f"{FOLDER}/text", f"{FOLDER}/journal"))
-        return {"seconds": time.perf_counter() - started, "statuses": statuses, "files": files,
-                "requests": drive_requests(sim), "answers": Counter(sim.answers), "twice": titles_held_twice(sim)}
+            statuses.append(status)
+        held = [file for file in sim.held().files if not file.trashed]
+        answers = Counter(sim.answers)
+        return {"seconds": time.perf_counter() - started, "statuses": statuses, "files": len(held),
+                "requests": drive_requests(sim), "answers": answers, "twice": titles_held_twice(sim),
+                "uploads": sum(n for key, n in answers.items() if key.startswith(("insert", "update", "upload_chunk"))),
+                "status_puts": sim.uploaded.count.get(f"{FOLDER}/status.json", 0), "refused": sim.rejected["userRateLimitExceeded"] + sim.rejected["429"]}
 
 
 # ------------------------------------------------------------------------------------ main
@@ -327,7 +343,8 @@ def main() -> None:
     parser.add_argument("--full", type=int, default=98_724, help="documents of the full corpus")
     parser.add_argument("--skip-before", action="store_true", help="part 1 without the old layout")
     parser.add_argument("--skip-calm", action="store_true", help="part 1 under faults only")
-    parser.add_argument("--pipeline-docs", type=int, default=100, help="documents of part 4's whole pipeline")
+    parser.add_argument("--pipeline-docs", type=int, default=200, help="documents of part 4's whole pipeline")
+    parser.add_argument("--kills", type=int, default=4, help="part 4's runs SIGKILLed before the one run to done")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     full_hours = {}
@@ -403,14 +420,16 @@ def main() -> None:
               f"queues {result['queues']}; (seeding the simulated Drive took {result['seeding']:.1f}s, "
               f"not counted)")
 
-        print(f"\n4. the whole pipeline under Drive's weather: {args.pipeline_docs} documents, then a fresh "
-              f"runtime", flush=True)
-        result = pipeline_round(args.pipeline_docs, folder / "pipeline", args.latency, args.rate)
-        print(f"  exit statuses {result['statuses']} in {result['seconds']:.0f}s: {result['files']} files, "
-              f"{result['requests']} requests = {result['requests'] / result['files']:.2f} a stored file\n"
+        print(f"\n4. the whole pipeline under Drive's weather: {args.pipeline_docs} documents, {args.kills} runs "
+              f"killed, a run until done, then a fresh runtime", flush=True)
+        result = pipeline_round(args.pipeline_docs, folder / "pipeline", args.latency, args.rate, args.kills)
+        files = result["files"]
+        print(f"  exit statuses {result['statuses']} in {result['seconds']:.0f}s: {files} files held, "
+              f"{result['requests']} requests = {result['requests'] / files:.2f} a stored file, "
+              f"{result['uploads']} uploads = {result['uploads'] / files:.3f} a stored file (goal <= 1.2), "
+              f"{result['refused']} refused for rate (goal 0), status.json put {result['status_puts']} times\n"
               f"  {answers_by_endpoint(result['answers'])}\n"
               f"  titles held twice: {result['twice'] or 'none'}", flush=True)
-
 
 if __name__ == "__main__":
     main()
