@@ -5,6 +5,7 @@ window split without losing a case, a download answered by the wall, a stopped c
 and an update after the court moved on."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import sqlite3
@@ -68,6 +69,26 @@ def clean(judged: dict) -> bool:
 
 
 # ------------------------------------------------------------ a first crawl
+
+
+@contextlib.contextmanager
+def discovered_walk(court, tmp_path, system: str):
+    """A workspace of `system` discovered by a run (no details), and a TR Portal walk over it that
+    knows the court directory; the walk's client is closed and the context with it."""
+    from support import open_test_context
+
+    from notebook_builder.cells.c49_trportal_walk import TRPortalDiscovery
+    assert run_pipeline(load_config(environment(court, tmp_path, system, KY_PHASES="discover",
+                                                KY_CASE_DETAILS="0"))).exit_status == 0
+    ctx = open_test_context(tmp_path / "again", COURT_SYSTEM=system, WORKSPACE=str(tmp_path / "ws"),
+                            STORE=str(tmp_path / "store"), API_BASE=court.base_url)
+    try:
+        walk = TRPortalDiscovery(ctx)
+        walk.directory = walk._court_directory()
+        yield ctx, walk
+        walk.client.close()
+    finally:
+        ctx.close()
 
 
 @pytest.mark.parametrize("system, switches", [("nevada", {"numeric_ids": True}), ("alabama", {}), ("oregon", {})])
@@ -427,34 +448,22 @@ def test_the_download_path_a_tr_portal_court_answered_is_logged_as_its_own(tmp_p
 
 
 def test_a_cases_list_asked_again_reads_its_entries_opinion_marks_in_one_query(tmp_path):
-    from support import open_test_context
-
-    from notebook_builder.cells.c49_trportal_walk import TRPortalDiscovery
-    with SimTRPortal("oregon", docs=60, seed=6, today=TODAY) as court:
-        assert run_pipeline(load_config(environment(court, tmp_path, "oregon", KY_PHASES="discover",
-                                                    KY_CASE_DETAILS="0"))).exit_status == 0
-        ctx = open_test_context(tmp_path / "again", COURT_SYSTEM="oregon", WORKSPACE=str(tmp_path / "ws"),
-                                STORE=str(tmp_path / "store"), API_BASE=court.base_url)
-        try:
-            walk = TRPortalDiscovery(ctx)
-            walk.directory = walk._court_directory()
-            conn = ctx.db.conn
-            case = dict(conn.execute(
-                "SELECT c.* FROM cases c JOIN docket_entries e USING (case_id) WHERE EXISTS (SELECT 1 FROM "
-                "documents d WHERE d.case_id = c.case_id AND d.opinion = 1) GROUP BY c.case_id "
-                "HAVING COUNT(*) > 3 ORDER BY COUNT(*) DESC LIMIT 1").fetchone())
-            case["case_uuid"] = case["court_path"].rsplit("/", 1)[-1]
-            marks = dict(conn.execute("SELECT document_id, opinion FROM documents WHERE case_id = ?",
-                                      (case["case_id"],)).fetchall())
-            asked = []
-            conn.set_trace_callback(lambda sql: asked.append(sql))
-            walk.walk_case(case, "access")
-            conn.set_trace_callback(None)
-            after = dict(conn.execute("SELECT document_id, opinion FROM documents WHERE case_id = ?",
-                                      (case["case_id"],)).fetchall())
-            walk.client.close()
-        finally:
-            ctx.close()
+    with SimTRPortal("oregon", docs=60, seed=6, today=TODAY) as court, \
+            discovered_walk(court, tmp_path, "oregon") as (ctx, walk):
+        conn = ctx.db.conn
+        case = dict(conn.execute(
+            "SELECT c.* FROM cases c JOIN docket_entries e USING (case_id) WHERE EXISTS (SELECT 1 FROM "
+            "documents d WHERE d.case_id = c.case_id AND d.opinion = 1) GROUP BY c.case_id "
+            "HAVING COUNT(*) > 3 ORDER BY COUNT(*) DESC LIMIT 1").fetchone())
+        case["case_uuid"] = case["court_path"].rsplit("/", 1)[-1]
+        marks = dict(conn.execute("SELECT document_id, opinion FROM documents WHERE case_id = ?",
+                                  (case["case_id"],)).fetchall())
+        asked = []
+        conn.set_trace_callback(lambda sql: asked.append(sql))
+        walk.walk_case(case, "access")
+        conn.set_trace_callback(None)
+        after = dict(conn.execute("SELECT document_id, opinion FROM documents WHERE case_id = ?",
+                                  (case["case_id"],)).fetchall())
     per_entry = [sql for sql in asked if "FROM documents WHERE docket_entry_id" in sql]
     assert 1 in marks.values() and 0 in marks.values() and after == marks and per_entry == []
 
@@ -462,33 +471,21 @@ def test_a_cases_list_asked_again_reads_its_entries_opinion_marks_in_one_query(t
 def test_a_list_asked_again_walks_the_case_whole_when_its_entries_secured_marks_are_unknown(tmp_path):
     """Entries written before schema v15 have no secured mark (NULL): asking only the access list would
     take a secured entry's VIEWABLE document for public, so that case is walked again in full."""
-    from support import open_test_context
-
-    from notebook_builder.cells.c49_trportal_walk import TRPortalDiscovery
-    with SimTRPortal("nevada", docs=60, seed=6, today=TODAY, record_requests=True) as court:
-        assert run_pipeline(load_config(environment(court, tmp_path, "nevada", KY_PHASES="discover",
-                                                    KY_CASE_DETAILS="0"))).exit_status == 0
-        ctx = open_test_context(tmp_path / "again", COURT_SYSTEM="nevada", WORKSPACE=str(tmp_path / "ws"),
-                                STORE=str(tmp_path / "store"), API_BASE=court.base_url)
-        try:
-            walk = TRPortalDiscovery(ctx)
-            walk.directory = walk._court_directory()
-            conn = ctx.db.conn
-            known, unknown = (dict(row) for row in conn.execute(
-                "SELECT c.* FROM cases c WHERE EXISTS (SELECT 1 FROM docket_entries e WHERE e.case_id = c.case_id "
-                "AND e.has_documents = 1) ORDER BY c.case_id LIMIT 2"))
-            conn.execute("UPDATE docket_entries SET secured = NULL WHERE case_id = ?", (unknown["case_id"],))
-            asked = {}
-            for case in (known, unknown):
-                case["case_uuid"] = case["court_path"].rsplit("/", 1)[-1]
-                before = len(court.request_log)
-                walk.walk_case(case, "access")
-                asked[case["case_id"]] = sorted(endpoint for endpoint, _ in list(court.request_log)[before:])
-            marks = {row[0] for row in conn.execute("SELECT secured FROM docket_entries WHERE case_id = ?",
-                                                    (unknown["case_id"],))}
-            walk.client.close()
-        finally:
-            ctx.close()
+    with SimTRPortal("nevada", docs=60, seed=6, today=TODAY, record_requests=True) as court, \
+            discovered_walk(court, tmp_path, "nevada") as (ctx, walk):
+        conn = ctx.db.conn
+        known, unknown = (dict(row) for row in conn.execute(
+            "SELECT c.* FROM cases c WHERE EXISTS (SELECT 1 FROM docket_entries e WHERE e.case_id = c.case_id "
+            "AND e.has_documents = 1) ORDER BY c.case_id LIMIT 2"))
+        conn.execute("UPDATE docket_entries SET secured = NULL WHERE case_id = ?", (unknown["case_id"],))
+        asked = {}
+        for case in (known, unknown):
+            case["case_uuid"] = case["court_path"].rsplit("/", 1)[-1]
+            before = len(court.request_log)
+            walk.walk_case(case, "access")
+            asked[case["case_id"]] = sorted(endpoint for endpoint, _ in list(court.request_log)[before:])
+        marks = {row[0] for row in conn.execute("SELECT secured FROM docket_entries WHERE case_id = ?",
+                                                (unknown["case_id"],))}
     assert asked[known["case_id"]] == ["documents_access"]
     assert asked[unknown["case_id"]] == ["docket_entries", "documents_access"]
     assert None not in marks
