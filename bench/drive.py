@@ -328,7 +328,7 @@ def pipeline_round(docs: int, folder: Path, latency: float, rate: float, kills: 
         return {"seconds": time.perf_counter() - started, "statuses": statuses, "files": len(held),
                 "requests": drive_requests(sim), "answers": answers, "twice": titles_held_twice(sim),
                 "uploads": sum(n for key, n in answers.items() if key.startswith(("insert", "update", "upload_chunk"))),
-                "status_puts": sim.uploaded.count.get(f"{FOLDER}/status.json", 0), "refused": sim.rejected["userRateLimitExceeded"] + sim.rejected["429"]}
+                "status_puts": sim.uploaded.count.get(f"{FOLDER}/status.json", 0), "refused": sim.rate_refusals()}
 
 
 # ------------------------------------------------------------------------------------ main

@@ -356,7 +356,7 @@ class Year:
         return sum(count for kind, count in self.drive.requests.items() if kind != "token")
 
     def rate_refusals(self) -> int:
-        return self.drive.rejected["userRateLimitExceeded"] + self.drive.rejected["429"]
+        return self.drive.rate_refusals()
 
     def session(self, kind: str, number: int, added: int = 0) -> dict:
         taken = self.state.take()

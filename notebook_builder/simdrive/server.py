@@ -336,6 +336,10 @@ class SimDrive(LoopbackService):
             self._revisions.expire()
             return now
 
+    def rate_refusals(self) -> int:
+        """Writes refused for rate so far (403 userRateLimitExceeded and 429 alike)."""
+        return self.rejected["userRateLimitExceeded"] + self.rejected["429"]
+
     @property
     def used_bytes(self) -> int:
         """The quota used: every revision of every file, trashed ones too (about.get's quotaBytesUsed)."""
